@@ -1,0 +1,158 @@
+// The graph IR: nodes in topological order, named tensors, per-sample shapes, attributes.
+//
+// One small attribute struct per op (no giant union struct, no if/else parse chain: graph/ops.cpp
+// holds a table from op name to parser / shape inference / FLOP count).  Tensors are named after
+// the node that produces them; the graph input tensor is named "input".  Shapes are per sample
+// (CHW for feature maps, {F} after flatten/linear): the batch is chosen when a context is made.
+// Weights live on the node that uses them (host fp32), so passes such as BN folding rewrite
+// them in place and the builder prepacks them per backend.  Nothing here knows about CUDA.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace cnnrt {
+
+using Shape = std::vector<int64_t>;
+
+int64_t shape_elements(const Shape& shape);  // product of dims (1 for an empty shape)
+std::string shape_to_string(const Shape& shape);  // "[3, 224, 224]"
+
+// A host tensor of fp32 values (weights are converted from fp16 on load).
+struct HostTensor {
+  Shape shape;
+  std::vector<float> data;
+  int64_t elements() const { return shape_elements(shape); }
+};
+
+enum class OpKind {
+  Conv,
+  Relu,
+  MaxPool,
+  AvgPool,
+  AdaptiveAvgPool,
+  Linear,
+  Flatten,
+  Dropout,
+  Softmax,
+  BatchNorm,
+  Add,
+  Concat,
+  LRN,
+};
+
+const char* op_name(OpKind op);  // "conv", "relu", ... (the YAML spelling)
+
+struct ConvAttrs {
+  int out_channels = 0;
+  int kernel_h = 1, kernel_w = 1;
+  int stride_h = 1, stride_w = 1;
+  int pad_h = 0, pad_w = 0;
+  int dilation_h = 1, dilation_w = 1;
+  int groups = 1;
+};
+
+// MaxPool and AvgPool (PyTorch semantics; stride defaults to kernel).
+struct PoolAttrs {
+  int kernel_h = 1, kernel_w = 1;
+  int stride_h = 1, stride_w = 1;
+  int pad_h = 0, pad_w = 0;
+  bool ceil_mode = false;
+  bool count_include_pad = true;  // avgpool only
+};
+
+struct AdaptivePoolAttrs {
+  int out_h = 1, out_w = 1;
+};
+
+struct LinearAttrs {
+  int out_features = 0;
+};
+
+struct DropoutAttrs {
+  float p = 0.5f;
+};
+
+struct SoftmaxAttrs {};  // over the channel / feature axis (axis 1 of NC.. tensors)
+
+struct BatchNormAttrs {
+  float eps = 1e-5f;
+};
+
+struct ConcatAttrs {};  // along channels (axis 1)
+
+// PyTorch LocalResponseNorm: b_c = a_c / (k + alpha/size * sum_{c' in window} a_c'^2)^beta
+struct LRNAttrs {
+  int size = 5;
+  float alpha = 1e-4f;
+  float beta = 0.75f;
+  float k = 1.0f;
+};
+
+struct EmptyAttrs {};  // relu, flatten, add
+
+using Attrs = std::variant<EmptyAttrs, ConvAttrs, PoolAttrs, AdaptivePoolAttrs, LinearAttrs,
+                           DropoutAttrs, SoftmaxAttrs, BatchNormAttrs, ConcatAttrs, LRNAttrs>;
+
+enum class Activation { None, Relu };
+
+// A weight bound to a node: its role ("weight", "bias", "running_mean", ...), the key it has in
+// the weight file (PyTorch state_dict name), and its values once loaded.
+struct Param {
+  std::string role;
+  std::string key;
+  HostTensor value;
+};
+
+struct Node {
+  std::string name;                 // unique; also the name of the output tensor
+  OpKind op = OpKind::Relu;
+  Attrs attrs;
+  std::vector<std::string> inputs;  // tensor names ("input" = graph input)
+  std::vector<Param> params;        // in the op's role order (see ops.h)
+
+  // Filled by shape inference.
+  std::vector<Shape> input_shapes;  // per sample
+  Shape output_shape;               // per sample
+
+  // Filled by fusion passes: the epilogue this node runs after its main op.
+  Activation activation = Activation::None;
+  std::optional<PoolAttrs> fused_maxpool;   // conv only: max-pool applied after the activation
+  Shape pre_pool_shape;                     // conv output before fused_maxpool (per sample)
+  std::vector<std::string> source_layers;   // YAML layers this node covers, itself first
+
+  // Where it was declared (for error messages).
+  int line = 0, column = 0;
+
+  template <typename T>
+  const T& get() const { return std::get<T>(attrs); }
+  template <typename T>
+  T& get() { return std::get<T>(attrs); }
+  const Param* find_param(const std::string& role) const;
+  Param* find_param(const std::string& role);
+};
+
+struct InputSpec {
+  Shape shape;                  // per sample, CHW
+  std::vector<float> mean, std; // per channel; empty = no normalisation
+};
+
+struct Graph {
+  std::string name;
+  std::string source_file;  // the YAML path, for messages
+  InputSpec input;
+  std::string weights_file;  // as written in the YAML, resolved relative to it ("" if none)
+  std::string labels_file;   // likewise
+  std::vector<Node> nodes;   // topological order
+  std::string output;        // name of the output tensor (default: last node)
+
+  const Node* find(const std::string& name) const;
+  Node* find(const std::string& name);
+  // Names of the nodes that read `tensor`.
+  std::vector<std::string> consumers(const std::string& tensor) const;
+};
+
+}  // namespace cnnrt

@@ -1,0 +1,30 @@
+// Graph passes, run in this order by run_default_passes():
+//   1. drop_dropout          dropout is the identity at inference
+//   2. fold_batchnorm        conv → batchnorm  ⇒  conv with scaled weights and shifted bias
+//   3. fuse_conv_activation  conv → relu (→ maxpool)  ⇒  one conv node with an epilogue
+//   4. fuse_linear_activation linear → relu  ⇒  one linear node with an epilogue
+// One pattern matcher (match_chain) serves every rule.  A fusion applies only when each
+// intermediate tensor has a single consumer and is not the graph output; the surviving node
+// keeps the first node's name and lists every covered layer in source_layers, so the
+// profiler still names the YAML layers.  Consumers of the removed tensors are rewired.
+#pragma once
+
+#include "graph/ir.h"
+
+namespace cnnrt {
+
+struct PassStats {
+  int dropouts_removed = 0;
+  int batchnorms_folded = 0;
+  int conv_activations_fused = 0;
+  int conv_pools_fused = 0;
+  int linear_activations_fused = 0;
+};
+
+PassStats drop_dropout(Graph& graph);
+PassStats fold_batchnorm(Graph& graph);
+PassStats fuse_conv_activation(Graph& graph);
+PassStats fuse_linear_activation(Graph& graph);
+PassStats run_default_passes(Graph& graph);
+
+}  // namespace cnnrt

@@ -1,0 +1,137 @@
+// cnnrt public API: load/build an Engine, create an ExecutionContext, run.
+//
+//   auto engine = cnnrt::Engine::load("models/alexnet.yaml", "alexnet.safetensors", options);
+//   auto context = engine->create_context(/*batch=*/1);
+//   context->run(input_nchw_fp32, output_fp32);
+//
+// An Engine is immutable after build and may be shared across threads; each thread (stream)
+// owns its ExecutionContext, which holds the activation arena (one allocation) and, on the GPU,
+// the captured CUDA graph.  run() allocates nothing.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cnnrt/error.h"
+
+namespace cnnrt {
+
+struct Graph;  // graph/ir.h (internal)
+struct MemoryPlan;  // runtime/memory_planner.h (internal)
+
+enum class Device { Auto, CPU, CUDA };
+enum class Precision { Auto, FP32, FP16, INT8 };
+
+const char* to_string(Device device);
+const char* to_string(Precision precision);
+Device parse_device(const std::string& text);        // "auto" | "cpu" | "cuda"; throws Error
+Precision parse_precision(const std::string& text);  // "auto" | "fp32" | "fp16" | "int8"; throws
+
+// True when a CUDA device is present and usable (always false in a build without CUDA).
+bool cuda_available();
+
+// Peak rates used to express achieved throughput as a share of what the device can do.
+// For CUDA they are computed from the device's properties (SM count, clocks, bus width); for
+// the CPU they are nominal.  name is the device name ("NVIDIA H200", "cpu").
+struct DeviceInfo {
+  std::string name;
+  int multiprocessors = 0;
+  double peak_fp16_tflops = 0;  // dense tensor-core fp16 with fp32 accumulation
+  double peak_fp32_tflops = 0;
+  double peak_bandwidth_gbs = 0;  // DRAM, GB/s
+};
+DeviceInfo device_info(Device device);
+
+struct BuildOptions {
+  Device device = Device::Auto;           // Auto: CUDA when available, else CPU
+  Precision precision = Precision::Auto;  // Auto: fp32 on the CPU, fp16 on CUDA
+  bool fuse = true;                       // run the graph passes (fusion, BN folding)
+  // Per-layer kernel override: layer name -> registry kernel name (e.g. "conv1" -> "cudnn").
+  std::map<std::string, std::string> kernel_overrides;
+};
+
+// One executed (possibly fused) layer, as profile() reports it.
+struct LayerProfile {
+  std::string name;                  // fused node name
+  std::vector<std::string> sources;  // source layers it covers, e.g. conv1, relu1, pool1
+  std::string kernel;                // registry name of the kernel that ran
+  std::string precision;
+  double median_ms = 0;
+  double flops = 0;  // per run at this context's batch
+  double bytes = 0;  // minimum bytes moved (inputs + weights + output)
+};
+
+// Model facts an application needs to feed and read the engine.
+struct ModelInfo {
+  std::string name;
+  std::vector<int64_t> input_shape;   // per sample, CHW
+  std::vector<int64_t> output_shape;  // per sample
+  std::vector<float> mean, std;       // per input channel; empty when the model has none
+  std::vector<std::string> labels;    // empty when the model has no label file
+};
+
+class ExecutionContext;
+class EngineImpl;
+
+class Engine {
+ public:
+  // Loads model YAML + safetensors weights and builds for options.device.
+  static std::shared_ptr<Engine> load(const std::string& model_path,
+                                      const std::string& weights_path,
+                                      const BuildOptions& options = {});
+  // Builds from an already loaded graph (weights bound); used by tools and tests.
+  static std::shared_ptr<Engine> build(const Graph& graph, const BuildOptions& options = {});
+
+  ~Engine();
+  Device device() const;
+  Precision precision() const;
+  const ModelInfo& model() const;
+  // Human-readable per-layer kernel choices ("conv1+relu1+pool1  conv_fp16_igemm  fp16").
+  std::string describe() const;
+  // Bytes of prepacked weights held on the engine's device.
+  size_t weight_bytes() const;
+
+  // Creates a context for exactly `batch` samples; throws Error for batch < 1.
+  std::unique_ptr<ExecutionContext> create_context(int batch) const;
+
+  explicit Engine(std::unique_ptr<EngineImpl> impl);
+  EngineImpl& impl() const { return *impl_; }
+
+ private:
+  std::unique_ptr<EngineImpl> impl_;
+};
+
+class ContextImpl;
+
+class ExecutionContext {
+ public:
+  ~ExecutionContext();
+  int batch() const;
+  // input: host, NCHW fp32, batch × input_shape; output: host fp32, batch × output size.
+  void run(const float* input, float* output);
+  // Times each layer (median over `iterations` runs after warm-up); the last run's output is
+  // left in the arena.  Input is whatever run() last received (random if none yet).
+  std::vector<LayerProfile> profile(int iterations = 20);
+  // Times every registry candidate of every layer on this context's buffers (the chosen kernel
+  // and the rest: own kernels and baselines such as cuDNN or im2col+cuBLAS), one row each;
+  // rows of one layer are adjacent, the chosen one first.
+  std::vector<LayerProfile> compare_kernels(int iterations = 20);
+  // End-to-end forward latency in milliseconds, device-resident input (no host copies), after
+  // `warmup` runs: one entry per timed run, in order.  On CUDA each run replays the captured
+  // graph and is timed with CUDA events.
+  std::vector<double> benchmark(int warmup, int iterations);
+  const MemoryPlan& memory_plan() const;
+  size_t arena_bytes() const;
+
+  explicit ExecutionContext(std::unique_ptr<ContextImpl> impl);
+  ContextImpl& impl() const { return *impl_; }
+
+ private:
+  std::unique_ptr<ContextImpl> impl_;
+};
+
+}  // namespace cnnrt

@@ -1,0 +1,50 @@
+// fp16 tensor-core convolution with a fused epilogue (bias, ReLU, MaxPool) — interface.
+//
+// Activation layout on the GPU (the CUDA backend's convention, every kernel follows it):
+// NHWC fp16, channel stride = round_up(C, 8); the padding channels hold zeros (every kernel
+// that writes a tensor writes zeros there).  Batch is a run-time argument.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <string>
+
+#include "graph/ir.h"
+
+namespace cnnrt::cuda {
+
+inline int padded_channels(int c) { return (c + 7) / 8 * 8; }
+
+// One conv layer, per sample.  pool is applied after bias and ReLU when present.
+struct ConvShape {
+  int in_c = 0, in_h = 0, in_w = 0;
+  int out_c = 0;
+  ConvAttrs conv;                 // conv.out_channels == out_c
+  bool relu = false;
+  std::optional<PoolAttrs> pool;  // fused max-pool
+  // Derived (fill with derive()): conv output extent and final (pooled) output extent.
+  int conv_h = 0, conv_w = 0, out_h = 0, out_w = 0;
+  void derive();
+};
+
+class ConvFp16Impl;
+
+class ConvFp16 {
+ public:
+  // Whether the tensor-core kernel serves this shape at all.
+  static bool supports(const ConvShape& shape);
+  // Prepacks weight [out_c, in_c/groups, kh, kw] fp32 and bias [out_c] (nullable) onto the
+  // device and picks the variant (tile shape, few-channel path) for the shape.
+  ConvFp16(const ConvShape& shape, const float* weight, const float* bias);
+  ~ConvFp16();
+  // x: [batch, in_h, in_w, pad8(in_c)] fp16; y: [batch, out_h, out_w, pad8(out_c)] fp16.
+  void forward(const void* x, void* y, int batch, cudaStream_t stream) const;
+  size_t weight_bytes() const;
+  std::string variant() const;
+
+ private:
+  std::unique_ptr<ConvFp16Impl> impl_;
+};
+
+}  // namespace cnnrt::cuda

@@ -1,0 +1,40 @@
+// Checked CUDA / cuBLAS calls: every return code becomes a cnnrt::Error carrying the statement,
+// file and line.  Library code never aborts on a failed call.
+#pragma once
+
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "cnnrt/error.h"
+
+namespace cnnrt::cuda {
+
+[[noreturn]] inline void throw_cuda_error(const char* what, const char* detail, const char* file,
+                                          int line) {
+  throw Error(std::string("CUDA call failed: ") + what + ": " + detail + " (" + file + ":" +
+              std::to_string(line) + ")");
+}
+
+}  // namespace cnnrt::cuda
+
+#define CNNRT_CUDA_CHECK(call)                                                            \
+  do {                                                                                    \
+    cudaError_t cnnrt_status_ = (call);                                                   \
+    if (cnnrt_status_ != cudaSuccess)                                                     \
+      ::cnnrt::cuda::throw_cuda_error(#call, cudaGetErrorString(cnnrt_status_), __FILE__, \
+                                      __LINE__);                                          \
+  } while (0)
+
+// After a kernel launch: reports launch-configuration errors immediately.
+#define CNNRT_CUDA_CHECK_LAUNCH() CNNRT_CUDA_CHECK(cudaGetLastError())
+
+#define CNNRT_CUBLAS_CHECK(call)                                                            \
+  do {                                                                                      \
+    cublasStatus_t cnnrt_status_ = (call);                                                  \
+    if (cnnrt_status_ != CUBLAS_STATUS_SUCCESS)                                             \
+      ::cnnrt::cuda::throw_cuda_error(#call, cublasGetStatusString(cnnrt_status_), __FILE__, \
+                                      __LINE__);                                            \
+  } while (0)

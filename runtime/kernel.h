@@ -1,0 +1,78 @@
+// Kernel registry: every executable kernel (CPU reference, CUDA fp16, baselines) is an entry
+// with a name, the op it implements, its device and precision, a supports() predicate and a
+// factory that prepacks the node's weights once.  The builder asks for all candidates of a
+// layer; `cnnrt profile --compare` times them side by side.  Kernel choice and weight repacking
+// never happen inside run().
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cnnrt/cnnrt.h"
+#include "graph/ir.h"
+
+namespace cnnrt {
+
+// What a kernel gets at run time.  Pointers are into the context's arena (device memory for
+// CUDA kernels), laid out as the backend defines (CPU: NCHW fp32; CUDA: NHWC fp16, channels
+// padded to a multiple of 8).
+struct KernelArgs {
+  std::vector<const void*> inputs;
+  void* output = nullptr;
+  int batch = 0;
+  void* workspace = nullptr;  // workspace_bytes(batch) bytes, or nullptr when 0
+  void* stream = nullptr;     // cudaStream_t for CUDA kernels
+};
+
+class LayerKernel {
+ public:
+  virtual ~LayerKernel() = default;
+  virtual void run(const KernelArgs& args) = 0;
+  virtual size_t workspace_bytes(int /*batch*/) const { return 0; }
+  // Bytes of prepacked weights this kernel holds (on its device).
+  virtual size_t weight_bytes() const { return 0; }
+  // Which internal variant runs, when a kernel has several (e.g. a tile shape); "" otherwise.
+  virtual std::string variant() const { return ""; }
+};
+
+// Context the factory gets: the node (with bound weights and shapes) and the whole graph (for
+// layout decisions such as permuting a linear weight that follows an NHWC flatten).
+struct KernelBuildContext {
+  const Node& node;
+  const Graph& graph;
+};
+
+struct KernelEntry {
+  std::string name;  // unique, e.g. "cpu_ref_conv", "conv_fp16_igemm", "cudnn_conv"
+  OpKind op;
+  Device device;
+  Precision precision;
+  bool baseline = false;  // comparison-only (cuDNN, im2col+cuBLAS): never chosen by default
+  int priority = 0;       // default heuristic: highest supported non-baseline wins
+  std::function<bool(const Node&)> supports;
+  std::function<std::unique_ptr<LayerKernel>(const KernelBuildContext&)> create;
+};
+
+class KernelRegistry {
+ public:
+  static KernelRegistry& instance();  // populated with every compiled-in kernel on first use
+  void add(KernelEntry entry);
+  std::vector<const KernelEntry*> candidates(const Node& node, Device device,
+                                             Precision precision) const;
+  const KernelEntry* find(const std::string& name) const;
+  const std::vector<KernelEntry>& entries() const { return entries_; }
+
+ private:
+  std::vector<KernelEntry> entries_;
+};
+
+// Registration functions, called once by KernelRegistry::instance().
+void register_cpu_kernels(KernelRegistry& registry);
+#ifdef CNNRT_WITH_CUDA
+void register_cuda_kernels(KernelRegistry& registry);
+#endif
+
+}  // namespace cnnrt

@@ -1,0 +1,24 @@
+# External dependencies, found on the system (Debian packages; no copied source):
+#   yaml-cpp   libyaml-cpp-dev      model files
+#   stb_image  libstb-dev           image decoding (Debian ships the implementation as libstb)
+#   GoogleTest libgtest-dev         tests
+# Each is exposed as an imported target cnnrt::<name> so the rest of the build never spells out
+# where a dependency came from.
+
+find_package(yaml-cpp REQUIRED)
+add_library(cnnrt::yaml INTERFACE IMPORTED)
+if(TARGET yaml-cpp::yaml-cpp)
+  target_link_libraries(cnnrt::yaml INTERFACE yaml-cpp::yaml-cpp)
+else()
+  target_link_libraries(cnnrt::yaml INTERFACE yaml-cpp)
+endif()
+
+find_path(CNNRT_STB_INCLUDE_DIR stb_image.h PATH_SUFFIXES stb REQUIRED)
+find_library(CNNRT_STB_LIBRARY NAMES stb REQUIRED)
+add_library(cnnrt::stb INTERFACE IMPORTED)
+target_include_directories(cnnrt::stb INTERFACE ${CNNRT_STB_INCLUDE_DIR})
+target_link_libraries(cnnrt::stb INTERFACE ${CNNRT_STB_LIBRARY})
+
+if(CNNRT_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+endif()
