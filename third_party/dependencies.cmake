@@ -1,6 +1,7 @@
 # External dependencies, found on the system (Debian packages; no copied source):
 #   yaml-cpp   libyaml-cpp-dev      model files
 #   stb_image  libstb-dev           image decoding (Debian ships the implementation as libstb)
+#   nlohmann   nlohmann-json3-dev   JSON: safetensors headers, --json reports, traces
 #   GoogleTest libgtest-dev         tests
 # Each is exposed as an imported target cnnrt::<name> so the rest of the build never spells out
 # where a dependency came from.
@@ -12,6 +13,10 @@ if(TARGET yaml-cpp::yaml-cpp)
 else()
   target_link_libraries(cnnrt::yaml INTERFACE yaml-cpp)
 endif()
+
+find_package(nlohmann_json REQUIRED)
+add_library(cnnrt::json INTERFACE IMPORTED)
+target_link_libraries(cnnrt::json INTERFACE nlohmann_json::nlohmann_json)
 
 find_path(CNNRT_STB_INCLUDE_DIR stb_image.h PATH_SUFFIXES stb REQUIRED)
 find_library(CNNRT_STB_LIBRARY NAMES stb REQUIRED)

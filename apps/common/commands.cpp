@@ -1,0 +1,38 @@
+// The subcommand table; usage strings live here so `cnnrt help` and errors share them.
+#include "apps/common/commands.h"
+
+namespace cnnrt::apps {
+
+const std::vector<Command>& commands() {
+  static const std::vector<Command> table = {
+      {"info", "usage: cnnrt info MODEL", "describe the model graph, before and after fusion",
+       cmd_info},
+      {"init-weights",
+       "usage: cnnrt init-weights MODEL -o FILE.safetensors [--seed N] [--dtype f32|f16]",
+       "write deterministic PyTorch-style initial weights", cmd_init_weights},
+      {"plan", "usage: cnnrt plan MODEL --batch N [--device cpu|cuda|auto] [--json]",
+       "print the activation memory plan", cmd_plan},
+      {"run",
+       "usage: cnnrt run MODEL (--weights W | --random-weights [SEED]) --input X.npy "
+       "--output Y.npy [--device auto|cpu|cuda] [--precision auto|fp32|fp16|int8]",
+       "run inference on an [N, C, H, W] float32 .npy", cmd_run},
+      {"profile",
+       "usage: cnnrt profile MODEL --batch N [--weights W | --random-weights [SEED]] "
+       "[--device D] [--precision P] [--iterations K] [--json FILE] [--trace FILE] [--compare]",
+       "per-layer timings (and every candidate kernel with --compare)", cmd_profile},
+      {"bench",
+       "usage: cnnrt bench MODEL --batch 1,16,64,256 [--weights W | --random-weights [SEED]] "
+       "[--device D] [--precision P] [--warmup 20] [--iterations 100] [--json FILE]",
+       "end-to-end latency and throughput per batch size", cmd_bench},
+  };
+  return table;
+}
+
+const Command* find_command(const std::string& name) {
+  for (const Command& command : commands()) {
+    if (name == command.name) return &command;
+  }
+  return nullptr;
+}
+
+}  // namespace cnnrt::apps

@@ -1,0 +1,165 @@
+// Profile tables, JSON and traces; see profile_report.h.
+#include "apps/common/profile_report.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <sstream>
+
+namespace cnnrt::apps {
+namespace {
+
+double tflops_of(const LayerProfile& layer) {
+  return layer.median_ms > 0 ? layer.flops / (layer.median_ms * 1e-3) / 1e12 : 0.0;
+}
+double gbs_of(const LayerProfile& layer) {
+  return layer.median_ms > 0 ? layer.bytes / (layer.median_ms * 1e-3) / 1e9 : 0.0;
+}
+std::string percent_of(double achieved, double peak) {
+  return peak > 0 ? fixed(100.0 * achieved / peak, 1) : "-";
+}
+bool looks_numeric(const std::string& cell) {
+  if (cell.empty() || cell == "-") return !cell.empty();
+  return std::isdigit(static_cast<unsigned char>(cell[0])) ||
+         (cell.size() > 1 && (cell[0] == '-' || cell[0] == '.'));
+}
+
+}  // namespace
+
+std::string fixed(double value, int digits) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.*f", digits, value);
+  return buffer;
+}
+
+double peak_tflops(const DeviceInfo& device, const std::string& precision) {
+  if (precision == "fp16") return device.peak_fp16_tflops;
+  if (precision == "fp32") return device.peak_fp32_tflops;
+  if (precision == "int8") return 2.0 * device.peak_fp16_tflops;
+  return 0.0;
+}
+
+std::string join_sources(const LayerProfile& layer) {
+  if (layer.sources.empty()) return layer.name;
+  std::string out;
+  for (size_t i = 0; i < layer.sources.size(); ++i) out += (i ? "+" : "") + layer.sources[i];
+  return out;
+}
+
+double total_ms(const std::vector<LayerProfile>& layers) {
+  double total = 0;
+  for (const LayerProfile& layer : layers) total += layer.median_ms;
+  return total;
+}
+
+std::string format_text_table(const std::vector<std::string>& header,
+                              const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> widths(header.size(), 0);
+  auto measure = [&](const std::vector<std::string>& row) {
+    for (size_t i = 0; i < row.size() && i < widths.size(); ++i) {
+      widths[i] = std::max(widths[i], row[i].size());
+    }
+  };
+  measure(header);
+  for (const auto& row : rows) measure(row);
+  std::ostringstream out;
+  auto emit = [&](const std::vector<std::string>& row, bool is_header) {
+    std::string line;
+    for (size_t i = 0; i < widths.size(); ++i) {
+      const std::string cell = i < row.size() ? row[i] : "";
+      const std::string pad(widths[i] - cell.size(), ' ');
+      if (i) line += "  ";
+      line += (!is_header && looks_numeric(cell)) ? pad + cell : cell + pad;
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out << line << "\n";
+  };
+  emit(header, true);
+  size_t rule = 0;
+  for (size_t w : widths) rule += w;
+  rule += 2 * (widths.empty() ? 0 : widths.size() - 1);
+  out << std::string(rule, '-') << "\n";
+  for (const auto& row : rows) emit(row, false);
+  return out.str();
+}
+
+std::string format_profile_table(const std::vector<LayerProfile>& layers,
+                                 const DeviceInfo& device) {
+  const double total = total_ms(layers);
+  std::vector<std::vector<std::string>> rows;
+  double total_flops = 0, total_bytes = 0;
+  for (const LayerProfile& layer : layers) {
+    const double peak = peak_tflops(device, layer.precision);
+    rows.push_back({layer.name, join_sources(layer), layer.kernel, layer.precision,
+                    fixed(layer.median_ms, 4),
+                    total > 0 ? fixed(100.0 * layer.median_ms / total, 1) : "-",
+                    fixed(tflops_of(layer), 2), percent_of(tflops_of(layer), peak),
+                    fixed(gbs_of(layer), 1), percent_of(gbs_of(layer), device.peak_bandwidth_gbs)});
+    total_flops += layer.flops;
+    total_bytes += layer.bytes;
+  }
+  LayerProfile sum;
+  sum.median_ms = total;
+  sum.flops = total_flops;
+  sum.bytes = total_bytes;
+  rows.push_back({"total", "", "", "", fixed(total, 4), total > 0 ? "100.0" : "-",
+                  fixed(tflops_of(sum), 2), "", fixed(gbs_of(sum), 1), ""});
+  return format_text_table({"layer", "sources", "kernel", "prec", "median ms", "share %",
+                            "TFLOP/s", "% peak", "GB/s", "% bw"},
+                           rows);
+}
+
+std::string format_compare_table(const std::vector<LayerProfile>& candidates,
+                                 const DeviceInfo& device) {
+  std::vector<std::vector<std::string>> rows;
+  double chosen_ms = 0;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const LayerProfile& row = candidates[i];
+    // Rows of one layer are adjacent with the chosen kernel first.
+    const bool chosen = i == 0 || candidates[i - 1].name != row.name;
+    if (chosen) chosen_ms = row.median_ms;
+    const double relative = row.median_ms > 0 ? chosen_ms / row.median_ms : 0.0;
+    rows.push_back({chosen ? row.name : "", (chosen ? "* " : "  ") + row.kernel, row.precision,
+                    fixed(row.median_ms, 4), fixed(relative, 2) + "x",
+                    fixed(tflops_of(row), 2), percent_of(tflops_of(row), peak_tflops(device, row.precision)),
+                    fixed(gbs_of(row), 1)});
+  }
+  return format_text_table(
+      {"layer", "kernel (* = chosen)", "prec", "median ms", "vs chosen", "TFLOP/s", "% peak",
+       "GB/s"},
+      rows);
+}
+
+nlohmann::json layer_json(const LayerProfile& layer, double total) {
+  return {{"name", layer.name},
+          {"sources", layer.sources},
+          {"kernel", layer.kernel},
+          {"precision", layer.precision},
+          {"median_ms", layer.median_ms},
+          {"share", total > 0 ? layer.median_ms / total : 0.0},
+          {"tflops", tflops_of(layer)},
+          {"gbs", gbs_of(layer)},
+          {"flops", layer.flops},
+          {"bytes", layer.bytes}};
+}
+
+nlohmann::json trace_json(const std::vector<LayerProfile>& layers) {
+  nlohmann::json events = nlohmann::json::array();
+  double start_us = 0;
+  for (const LayerProfile& layer : layers) {
+    const double duration_us = layer.median_ms * 1000.0;
+    events.push_back({{"name", layer.name},
+                      {"cat", "layer"},
+                      {"ph", "X"},
+                      {"ts", start_us},
+                      {"dur", duration_us},
+                      {"pid", 0},
+                      {"tid", 0},
+                      {"args", {{"kernel", layer.kernel}, {"sources", join_sources(layer)},
+                                {"precision", layer.precision}}}});
+    start_us += duration_us;
+  }
+  return {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
+}
+
+}  // namespace cnnrt::apps

@@ -1,0 +1,65 @@
+// IR helpers: shape printing, op names, lookups.  Kept apart from ops.cpp so the op table stays
+// the only place that knows about individual ops' semantics.
+#include "graph/ir.h"
+
+#include "graph/ops.h"
+
+namespace cnnrt {
+
+int64_t shape_elements(const Shape& shape) {
+  int64_t count = 1;
+  for (int64_t dim : shape) count *= dim;
+  return count;
+}
+
+std::string shape_to_string(const Shape& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += std::to_string(shape[i]);
+  }
+  return out + "]";
+}
+
+const char* op_name(OpKind op) { return op_info(op).name; }
+
+const Param* Node::find_param(const std::string& role) const {
+  for (const Param& param : params)
+    if (param.role == role) return &param;
+  return nullptr;
+}
+
+Param* Node::find_param(const std::string& role) {
+  for (Param& param : params)
+    if (param.role == role) return &param;
+  return nullptr;
+}
+
+const Node* Graph::find(const std::string& node_name) const {
+  for (const Node& node : nodes)
+    if (node.name == node_name) return &node;
+  return nullptr;
+}
+
+Node* Graph::find(const std::string& node_name) {
+  for (Node& node : nodes)
+    if (node.name == node_name) return &node;
+  return nullptr;
+}
+
+// A node that reads the same tensor twice (add(x, x)) is listed once: passes ask "how many
+// nodes depend on this tensor", not "how many input slots".
+std::vector<std::string> Graph::consumers(const std::string& tensor) const {
+  std::vector<std::string> names;
+  for (const Node& node : nodes) {
+    for (const std::string& input : node.inputs) {
+      if (input == tensor) {
+        names.push_back(node.name);
+        break;
+      }
+    }
+  }
+  return names;
+}
+
+}  // namespace cnnrt

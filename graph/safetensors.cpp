@@ -1,0 +1,293 @@
+// safetensors reader/writer (format in safetensors.h and docs/FORMAT.md).
+//
+// The reader treats the file as hostile: sizes are checked against the file size before any
+// allocation (a 2^60 header length must not become a bad_alloc), every header field is
+// type-checked, byte ranges must lie in the data section, match dtype × shape and not overlap.
+// Tensors are read one at a time straight into their destination, so peak memory is the
+// weights plus one fp16 staging buffer.
+//
+// The writer produces what Python's `safetensors` accepts: header padded with spaces to a
+// multiple of 8, tensors contiguous from offset 0 in name order.  It writes PATH.tmp and renames,
+// so a failure never leaves a half-written PATH.
+#include "graph/safetensors.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include "cnnrt/error.h"
+
+namespace cnnrt {
+namespace {
+
+constexpr uint64_t kMaxHeaderBytes = 100ull * 1000 * 1000;
+
+bool host_is_little_endian() {
+  const uint16_t probe = 1;
+  unsigned char first;
+  std::memcpy(&first, &probe, 1);
+  return first == 1;
+}
+
+template <typename T>
+void swap_bytes_if_big_endian(std::vector<T>& values) {
+  if (host_is_little_endian()) return;
+  for (T& value : values) {
+    unsigned char bytes[sizeof(T)];
+    std::memcpy(bytes, &value, sizeof(T));
+    std::reverse(bytes, bytes + sizeof(T));
+    std::memcpy(&value, bytes, sizeof(T));
+  }
+}
+
+uint32_t float_bits(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  return bits;
+}
+
+float bits_float(uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+struct Entry {
+  std::string name;
+  StoredDType dtype;
+  Shape shape;
+  uint64_t begin = 0, end = 0;
+};
+
+size_t dtype_bytes(StoredDType dtype) { return dtype == StoredDType::F32 ? 4 : 2; }
+
+Entry parse_entry(const std::string& name, const nlohmann::json& value, uint64_t data_bytes,
+                  const std::string& path) {
+  const ErrorSite site{path, 0, 0, "", name};
+  if (!value.is_object()) throw_error(site, "header entry is not a JSON object");
+  Entry entry;
+  entry.name = name;
+  const auto dtype = value.find("dtype");
+  if (dtype == value.end() || !dtype->is_string()) throw_error(site, "missing string 'dtype'");
+  const std::string dtype_name = dtype->get<std::string>();
+  if (dtype_name == "F32") {
+    entry.dtype = StoredDType::F32;
+  } else if (dtype_name == "F16") {
+    entry.dtype = StoredDType::F16;
+  } else {
+    throw_error(site, "unsupported dtype '" + dtype_name + "' (supported: F32, F16)");
+  }
+
+  const auto shape = value.find("shape");
+  if (shape == value.end() || !shape->is_array()) throw_error(site, "missing array 'shape'");
+  // Element count with overflow checks: no product may exceed what a file could hold.
+  uint64_t elements = 1;
+  for (const auto& dim : *shape) {
+    if (!dim.is_number_unsigned()) throw_error(site, "shape entries must be non-negative integers");
+    const uint64_t extent = dim.get<uint64_t>();
+    if (extent != 0 && elements > (std::numeric_limits<uint64_t>::max() / 8) / extent)
+      throw_error(site, "shape " + shape->dump() + " is absurdly large");
+    elements *= extent;
+    entry.shape.push_back(static_cast<int64_t>(extent));
+  }
+
+  const auto offsets = value.find("data_offsets");
+  if (offsets == value.end() || !offsets->is_array() || offsets->size() != 2 ||
+      !(*offsets)[0].is_number_unsigned() || !(*offsets)[1].is_number_unsigned())
+    throw_error(site, "'data_offsets' must be [begin, end] with non-negative integers");
+  entry.begin = (*offsets)[0].get<uint64_t>();
+  entry.end = (*offsets)[1].get<uint64_t>();
+  if (entry.begin > entry.end || entry.end > data_bytes)
+    throw_error(site, "data_offsets [" + std::to_string(entry.begin) + ", " +
+                          std::to_string(entry.end) + "] lie outside the data section (" +
+                          std::to_string(data_bytes) + " bytes)");
+  const uint64_t needed = elements * dtype_bytes(entry.dtype);
+  if (entry.end - entry.begin != needed)
+    throw_error(site, "shape " + shape_to_string(entry.shape) + " in " + dtype_name + " needs " +
+                          std::to_string(needed) + " bytes, data_offsets give " +
+                          std::to_string(entry.end - entry.begin));
+  return entry;
+}
+
+HostTensor read_entry(std::ifstream& in, uint64_t data_start, const Entry& entry,
+                      const std::string& path) {
+  HostTensor tensor;
+  tensor.shape = entry.shape;
+  const size_t count = static_cast<size_t>(shape_elements(entry.shape));
+  tensor.data.resize(count);
+  in.seekg(static_cast<std::streamoff>(data_start + entry.begin));
+  if (entry.dtype == StoredDType::F32) {
+    in.read(reinterpret_cast<char*>(tensor.data.data()),
+            static_cast<std::streamsize>(count * sizeof(float)));
+    swap_bytes_if_big_endian(tensor.data);
+  } else {
+    std::vector<uint16_t> halves(count);
+    in.read(reinterpret_cast<char*>(halves.data()),
+            static_cast<std::streamsize>(count * sizeof(uint16_t)));
+    swap_bytes_if_big_endian(halves);
+    for (size_t i = 0; i < count; ++i) tensor.data[i] = half_to_float(halves[i]);
+  }
+  if (!in) throw_error(ErrorSite{path, 0, 0, "", entry.name}, "read failed (file truncated?)");
+  return tensor;
+}
+
+}  // namespace
+
+std::map<std::string, HostTensor> read_safetensors(const std::string& path) {
+  const ErrorSite file_site{path, 0, 0, "", ""};
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw_error(file_site, "cannot open weight file (no such file)");
+  const uint64_t file_bytes = std::filesystem::file_size(path, ec);
+  if (ec) throw_error(file_site, "cannot stat weight file: " + ec.message());
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw_error(file_site, "cannot open weight file");
+  if (file_bytes < 8)
+    throw_error(file_site, "file of " + std::to_string(file_bytes) +
+                               " bytes is too short to be safetensors (8-byte header length)");
+
+  unsigned char length_bytes[8];
+  in.read(reinterpret_cast<char*>(length_bytes), 8);
+  if (!in) throw_error(file_site, "cannot read the header length");
+  uint64_t header_bytes = 0;
+  for (int i = 7; i >= 0; --i) header_bytes = (header_bytes << 8) | length_bytes[i];
+  if (header_bytes > kMaxHeaderBytes)
+    throw_error(file_site, "header length " + std::to_string(header_bytes) +
+                               " exceeds the 100 MB limit: not a safetensors file");
+  if (header_bytes > file_bytes - 8)
+    throw_error(file_site, "header length " + std::to_string(header_bytes) +
+                               " is larger than the rest of the file (" +
+                               std::to_string(file_bytes - 8) + " bytes)");
+
+  std::string header_text(static_cast<size_t>(header_bytes), ' ');
+  in.read(header_text.data(), static_cast<std::streamsize>(header_bytes));
+  if (!in) throw_error(file_site, "cannot read the header");
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(header_text);
+  } catch (const nlohmann::json::exception& e) {
+    throw_error(file_site, std::string("header is not valid JSON: ") + e.what());
+  }
+  if (!header.is_object()) throw_error(file_site, "header must be a JSON object");
+
+  const uint64_t data_start = 8 + header_bytes;
+  const uint64_t data_bytes = file_bytes - data_start;
+  std::vector<Entry> entries;
+  for (const auto& [name, value] : header.items()) {
+    if (name == "__metadata__") continue;  // free-form string map; nothing to load
+    entries.push_back(parse_entry(name, value, data_bytes, path));
+  }
+  std::vector<const Entry*> by_offset;
+  for (const Entry& entry : entries)
+    if (entry.end > entry.begin) by_offset.push_back(&entry);
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const Entry* a, const Entry* b) { return a->begin < b->begin; });
+  for (size_t i = 1; i < by_offset.size(); ++i)
+    if (by_offset[i]->begin < by_offset[i - 1]->end)
+      throw_error(ErrorSite{path, 0, 0, "", by_offset[i]->name},
+                  "data overlaps tensor '" + by_offset[i - 1]->name + "'");
+
+  std::map<std::string, HostTensor> tensors;
+  for (const Entry& entry : entries) tensors[entry.name] = read_entry(in, data_start, entry, path);
+  return tensors;
+}
+
+void write_safetensors(const std::string& path, const std::map<std::string, HostTensor>& tensors,
+                       StoredDType dtype, const std::map<std::string, std::string>& metadata) {
+  nlohmann::json header = nlohmann::json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  uint64_t offset = 0;
+  for (const auto& [name, tensor] : tensors) {
+    const ErrorSite site{path, 0, 0, "", name};
+    if (name == "__metadata__") throw_error(site, "'__metadata__' is reserved");
+    for (int64_t dim : tensor.shape)
+      if (dim < 0) throw_error(site, "negative dimension in " + shape_to_string(tensor.shape));
+    if (static_cast<int64_t>(tensor.data.size()) != tensor.elements())
+      throw_error(site, "holds " + std::to_string(tensor.data.size()) + " values for shape " +
+                            shape_to_string(tensor.shape));
+    const uint64_t bytes = tensor.data.size() * dtype_bytes(dtype);
+    header[name] = {{"dtype", dtype == StoredDType::F32 ? "F32" : "F16"},
+                    {"shape", tensor.shape},
+                    {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  std::string header_text = header.dump();
+  header_text.append((8 - header_text.size() % 8) % 8, ' ');
+
+  const std::string temp_path = path + ".tmp";
+  try {
+    std::ofstream out(temp_path, std::ios::binary | std::ios::trunc);
+    if (!out) throw_error(ErrorSite{temp_path, 0, 0, "", ""}, "cannot create file");
+    unsigned char length_bytes[8];
+    for (int i = 0; i < 8; ++i)
+      length_bytes[i] = static_cast<unsigned char>((uint64_t{header_text.size()} >> (8 * i)) & 0xFF);
+    out.write(reinterpret_cast<const char*>(length_bytes), 8);
+    out.write(header_text.data(), static_cast<std::streamsize>(header_text.size()));
+    std::vector<unsigned char> bytes;
+    for (const auto& [name, tensor] : tensors) {
+      bytes.clear();
+      bytes.reserve(tensor.data.size() * dtype_bytes(dtype));
+      for (float value : tensor.data) {
+        const uint32_t word = dtype == StoredDType::F32 ? float_bits(value) : float_to_half(value);
+        for (size_t i = 0; i < dtype_bytes(dtype); ++i)
+          bytes.push_back(static_cast<unsigned char>((word >> (8 * i)) & 0xFF));
+      }
+      out.write(reinterpret_cast<const char*>(bytes.data()),
+                static_cast<std::streamsize>(bytes.size()));
+    }
+    out.close();
+    if (!out) throw_error(ErrorSite{temp_path, 0, 0, "", ""}, "write failed (disk full?)");
+    std::error_code ec;
+    std::filesystem::rename(temp_path, path, ec);
+    if (ec) throw_error(ErrorSite{path, 0, 0, "", ""}, "cannot rename from .tmp: " + ec.message());
+  } catch (...) {
+    std::error_code ignored;
+    std::filesystem::remove(temp_path, ignored);
+    throw;
+  }
+}
+
+float half_to_float(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exponent = (h >> 10) & 0x1Fu;
+  const uint32_t mantissa = h & 0x3FFu;
+  if (exponent == 0) {  // zero or subnormal: mantissa × 2^-24, exact in float
+    const float magnitude = static_cast<float>(mantissa) * (1.0f / 16777216.0f);
+    return bits_float(float_bits(magnitude) | sign);
+  }
+  if (exponent == 31) return bits_float(sign | 0x7F800000u | (mantissa << 13));  // inf / NaN
+  return bits_float(sign | ((exponent + 112) << 23) | (mantissa << 13));
+}
+
+uint16_t float_to_half(float f) {
+  const uint32_t bits = float_bits(f);
+  const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
+  const uint32_t magnitude = bits & 0x7FFFFFFFu;
+  if (magnitude >= 0x7F800000u)  // inf, or NaN kept quiet with its top payload bits
+    return sign | 0x7C00u |
+           (magnitude > 0x7F800000u ? static_cast<uint16_t>(0x200u | ((magnitude >> 13) & 0x3FFu))
+                                    : 0);
+  if (magnitude >= 0x477FF000u) return sign | 0x7C00u;  // >= 65520 rounds to infinity
+  if (magnitude < 0x38800000u) {                        // below 2^-14: half subnormal or zero
+    const uint32_t exponent = magnitude >> 23;
+    const uint32_t shift = 126 - exponent;  // value / 2^-24 = mantissa24 >> shift
+    if (shift > 24) return sign;            // below 2^-25 rounds to zero
+    const uint32_t mantissa = (magnitude & 0x7FFFFFu) | 0x800000u;
+    uint32_t result = mantissa >> shift;
+    const uint32_t rest = mantissa & ((1u << shift) - 1);
+    const uint32_t half = 1u << (shift - 1);
+    if (rest > half || (rest == half && (result & 1u))) ++result;
+    return static_cast<uint16_t>(sign | result);
+  }
+  uint32_t result = (magnitude - 0x38000000u) >> 13;  // rebias exponent 127 → 15
+  const uint32_t rest = magnitude & 0x1FFFu;
+  if (rest > 0x1000u || (rest == 0x1000u && (result & 1u))) ++result;  // carry may bump exponent
+  return static_cast<uint16_t>(sign | result);
+}
+
+}  // namespace cnnrt

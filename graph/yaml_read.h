@@ -1,0 +1,42 @@
+// Typed reads of YAML values that fail with cnnrt::Error pointing at the value's file:line:col.
+//
+// yaml-cpp's own conversions throw YAML::BadConversion without saying which model file or
+// layer was being read; every scalar the loader and the op parsers take goes through these
+// helpers instead, so a wrong type or a non-positive size always names the key, the layer and
+// the line.  Internal to graph/.
+#pragma once
+
+#include <string>
+#include <utility>
+
+#include <yaml-cpp/yaml.h>
+
+#include "cnnrt/error.h"
+
+namespace cnnrt {
+
+// Where a YAML value sits: the file and (optionally) the layer being read.
+struct YamlContext {
+  std::string file;
+  std::string layer;
+
+  // ErrorSite for `node` (yaml-cpp marks are 0-based; ErrorSite is 1-based).
+  ErrorSite site(const YAML::Node& node) const;
+  [[noreturn]] void fail(const YAML::Node& node, const std::string& message) const;
+};
+
+// A YAML value as short text for messages ("3", "[1, 2]", "{...}").
+std::string yaml_preview(const YAML::Node& node);
+
+// `key` names the value in messages.
+int read_int(const YAML::Node& value, const YamlContext& context, const std::string& key);
+int read_positive_int(const YAML::Node& value, const YamlContext& context, const std::string& key);
+double read_number(const YAML::Node& value, const YamlContext& context, const std::string& key);
+bool read_bool(const YAML::Node& value, const YamlContext& context, const std::string& key);
+std::string read_string(const YAML::Node& value, const YamlContext& context,
+                        const std::string& key);
+// An int or an [h, w] pair; each entry >= min_value.
+std::pair<int, int> read_int_pair(const YAML::Node& value, const YamlContext& context,
+                                  const std::string& key, int min_value);
+
+}  // namespace cnnrt

@@ -1,0 +1,48 @@
+#include <algorithm>
+
+#include "runtime/kernel.h"
+
+namespace cnnrt {
+
+KernelRegistry& KernelRegistry::instance() {
+  // Built on first use (thread-safe static init); explicit registration functions instead of
+  // static registrars, so nothing depends on static-library link order.
+  static KernelRegistry* registry = [] {
+    auto* r = new KernelRegistry();
+    register_cpu_kernels(*r);
+#ifdef CNNRT_WITH_CUDA
+    register_cuda_kernels(*r);
+#endif
+    return r;
+  }();
+  return *registry;
+}
+
+void KernelRegistry::add(KernelEntry entry) {
+  if (find(entry.name) != nullptr) throw Error("kernel registered twice: " + entry.name);
+  entries_.push_back(std::move(entry));
+}
+
+std::vector<const KernelEntry*> KernelRegistry::candidates(const Node& node, Device device,
+                                                           Precision precision) const {
+  std::vector<const KernelEntry*> out;
+  for (const KernelEntry& entry : entries_) {
+    if (entry.op == node.op && entry.device == device && entry.precision == precision &&
+        entry.supports(node))
+      out.push_back(&entry);
+  }
+  // Default choice first: non-baselines before baselines, then by priority.
+  std::stable_sort(out.begin(), out.end(), [](const KernelEntry* a, const KernelEntry* b) {
+    if (a->baseline != b->baseline) return !a->baseline;
+    return a->priority > b->priority;
+  });
+  return out;
+}
+
+const KernelEntry* KernelRegistry::find(const std::string& name) const {
+  for (const KernelEntry& entry : entries_)
+    if (entry.name == name) return &entry;
+  return nullptr;
+}
+
+}  // namespace cnnrt

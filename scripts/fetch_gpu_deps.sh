@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Downloads (does not install) the Debian packages the build needs into .deps/, for a GPU
+# machine that has nvcc, CMake and PyTorch but no network and no -dev packages.  Carry .deps/
+# there and run scripts/gpu_check.sh.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+mkdir -p .deps
+cd .deps
+apt-get download libyaml-cpp-dev libyaml-cpp0.7 libgtest-dev libgmock-dev googletest libstb-dev \
+                 libstb0 nlohmann-json3-dev
+ls -1 *.deb

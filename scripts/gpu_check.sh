@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# One command for a GPU machine with nvcc, CMake and PyTorch but no network and none of the
+# Debian -dev packages: unpack the carried .deb files (scripts/fetch_gpu_deps.sh makes them)
+# into a private prefix, build for the local GPU, run the whole test suite, then optionally the
+# memory checkers and the benchmarks.
+#   scripts/gpu_check.sh [test] [sanitize] [bench] [compare]     (default: test)
+# Logs and results go to $OUT (default ./gpu_out).
+set -uo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+OUT="${OUT:-$ROOT/gpu_out}"
+DEPS=/opt/cnnrt-deps
+BUILD="$ROOT/build-gpu"
+mkdir -p "$OUT"
+modes=("$@")
+[ ${#modes[@]} -eq 0 ] && modes=(test)
+status=0
+
+step() { echo; echo "=== $* ($(date +%T))"; }
+
+step "device"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$OUT/device.txt"
+git -C "$ROOT" rev-parse --short HEAD 2>/dev/null | sed 's/^/commit /' | tee -a "$OUT/device.txt"
+
+step "unpack dependencies"
+if ! ls "$ROOT"/.deps/*.deb >/dev/null 2>&1; then
+  echo "error: no .deb files in $ROOT/.deps (run scripts/fetch_gpu_deps.sh where there is network)"
+  exit 1
+fi
+mkdir -p "$DEPS"
+for deb in "$ROOT"/.deps/*.deb; do dpkg -x "$deb" "$DEPS"; done
+export LD_LIBRARY_PATH="$DEPS/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
+
+step "configure + build"
+arch="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d '.')"
+cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$DEPS/usr" -DCMAKE_CUDA_ARCHITECTURES="${CNNRT_CUDA_ARCH:-$arch}" \
+  > "$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
+start=$(date +%s)
+cmake --build "$BUILD" -j "$(nproc)" > "$OUT/build.log" 2>&1 || { grep -E "error|Error" -A3 "$OUT/build.log" | head -60; exit 1; }
+echo "build took $(( $(date +%s) - start )) s"
+
+for mode in "${modes[@]}"; do
+  case "$mode" in
+    test)
+      step "test suite (ctest)"
+      (cd "$BUILD" && ctest --output-on-failure -j 8 --timeout 600) > "$OUT/ctest.log" 2>&1 || status=1
+      grep -E "tests passed|tests failed|\(Failed\)|\(SEGFAULT\)|\(Timeout\)|Not Run" "$OUT/ctest.log" | tail -25
+      "$BUILD/bin/cnnrt_gpu_tests" --gtest_brief=1 > "$OUT/gpu_tests.log" 2>&1 || status=1
+      grep -E "PASSED|FAILED|SKIPPED" "$OUT/gpu_tests.log" | tail -15
+      ;;
+    sanitize)
+      for tool in memcheck racecheck; do
+        step "compute-sanitizer $tool"
+        compute-sanitizer --tool "$tool" --error-exitcode 3 "$BUILD/bin/cnnrt_gpu_tests" \
+          --gtest_brief=1 ${CNNRT_SANITIZE_FILTER:+--gtest_filter=$CNNRT_SANITIZE_FILTER} \
+          > "$OUT/sanitize_$tool.log" 2>&1 || status=1
+        tail -4 "$OUT/sanitize_$tool.log"
+      done
+      ;;
+    bench)
+      step "bench + profile"
+      "$BUILD/bin/cnnrt" bench "$ROOT/models/alexnet.yaml" --random-weights 1 --device cuda \
+        --precision fp16 --batch 1,16,64,256 --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.txt" || status=1
+      for batch in 1 64 256; do
+        "$BUILD/bin/cnnrt" profile "$ROOT/models/alexnet.yaml" --random-weights 1 --device cuda \
+          --precision fp16 --batch $batch --compare --json "$OUT/profile_b$batch.json" \
+          > "$OUT/profile_b$batch.txt" 2>&1 || status=1
+      done
+      cat "$OUT/profile_b64.txt"
+      [ -x "$BUILD/bin/conv_lab" ] && { "$BUILD/bin/conv_lab" > "$OUT/conv_lab.txt" 2>&1 || status=1; tail -40 "$OUT/conv_lab.txt"; }
+      ;;
+    compare)
+      step "side by side with PyTorch"
+      PYTHONUNBUFFERED=1 python3 "$ROOT/tools/compare_torch.py" --model "$ROOT/models/alexnet.yaml" \
+        --bin "$BUILD/bin" --batch 1,64,256 --compile --json "$OUT/compare.json" \
+        --markdown "$OUT/compare.md" > "$OUT/compare.log" 2>&1 || status=1
+      tail -60 "$OUT/compare.log"
+      ;;
+    *) echo "unknown mode $mode"; status=1 ;;
+  esac
+done
+exit $status
