@@ -1,0 +1,76 @@
+// `cnnrt bench MODEL --batch 1,16,64 ...`: end-to-end forward latency per batch size
+// (device-resident input, CUDA graph replay on the GPU), with the memory each context needs.
+#include <iostream>
+
+#include "apps/common/atomic_file.h"
+#include "apps/common/cmd_util.h"
+#include "apps/common/model_setup.h"
+#include "apps/common/profile_report.h"
+
+namespace cnnrt::apps {
+
+// Fewer timed runs make the median and especially p90 too noisy to compare.
+constexpr int64_t kMinBenchIterations = 50;
+
+int cmd_bench(const Arguments& arguments) {
+  const Args args = parse_command_args(
+      "bench",
+      join_flags({weight_flags(), device_flags(),
+                  {{"--batch", FlagKind::Value},
+                   {"--warmup", FlagKind::Value},
+                   {"--iterations", FlagKind::Value},
+                   {"--json", FlagKind::Value}}}),
+      arguments, 1, 1);
+  const std::vector<int64_t> batches =
+      args.get_int_list("--batch", args.require("--batch"), 1, kMaxBatch);
+  const int warmup = static_cast<int>(args.get_int("--warmup", 20, 0, 1000000));
+  const int iterations =
+      static_cast<int>(args.get_int("--iterations", 100, kMinBenchIterations, 1000000));
+  const std::string json_path = args.get_string("--json", "");
+  if (args.has("--json") && json_path.empty()) args.fail("--json needs a file name");
+  const DeviceChoice device = resolve_device(args.get_string("--device", "auto"));
+  const BuildOptions options = build_options(args, device);
+
+  const Graph graph = load_graph_with_weights(args.positional()[0], args);
+  const auto engine = Engine::build(graph, options);
+  const std::string precision = to_string(engine->precision());
+  std::cout << "model " << engine->model().name << ", device " << device.summary
+            << ", precision " << precision << ", " << warmup << " warm-up + " << iterations
+            << " timed runs\n\n";
+
+  nlohmann::json results = nlohmann::json::array();
+  std::vector<std::vector<std::string>> rows;
+  for (int64_t batch : batches) {
+    const auto context = engine->create_context(static_cast<int>(batch));
+    const LatencyStats stats = latency_stats(context->benchmark(warmup, iterations));
+    const double images_per_s = stats.median_ms > 0 ? batch * 1000.0 / stats.median_ms : 0.0;
+    const size_t arena = context->arena_bytes();
+    rows.push_back({std::to_string(batch), fixed(stats.median_ms, 4), fixed(stats.min_ms, 4),
+                    fixed(stats.p90_ms, 4), fixed(images_per_s, 1), fixed(arena / 1048576.0, 2),
+                    fixed(engine->weight_bytes() / 1048576.0, 2)});
+    results.push_back({{"batch", batch},
+                       {"median_ms", stats.median_ms},
+                       {"min_ms", stats.min_ms},
+                       {"p90_ms", stats.p90_ms},
+                       {"images_per_s", images_per_s},
+                       {"arena_bytes", arena},
+                       {"weight_bytes", engine->weight_bytes()}});
+  }
+  std::cout << format_text_table({"batch", "median ms", "min ms", "p90 ms", "images/s",
+                                  "arena MiB", "weights MiB"},
+                                 rows);
+  if (!json_path.empty()) {
+    const nlohmann::json report = {{"model", engine->model().name},
+                                   {"device", to_string(device.device)},
+                                   {"device_name", device_info(device.device).name},
+                                   {"precision", precision},
+                                   {"warmup", warmup},
+                                   {"iterations", iterations},
+                                   {"results", results}};
+    write_text_file(json_path, report.dump(2) + "\n");
+    std::cout << "\nwrote " << json_path << "\n";
+  }
+  return 0;
+}
+
+}  // namespace cnnrt::apps

@@ -1,0 +1,226 @@
+// Graph passes (see passes.h for the list and order).
+//
+// One matcher, many small rules (the opposite of ncnn's 2,851 lines of near-duplicate fuse_*):
+// match_chain finds a straight chain of ops A → B → C, and every rule is a table entry of
+// patterns, a rule-specific check and a rewrite.  The matcher enforces the preconditions every
+// rule shares, so no rule can forget them:
+//   * each later node of the chain reads exactly one tensor, the previous node's output;
+//   * each intermediate tensor (all outputs but the last) has exactly one consumer, the next
+//     node of the chain: fusing it away must not starve another reader;
+//   * no intermediate tensor is the graph output: the user asked to see it.
+// The last node's output may have any number of consumers and may be the graph output; those
+// readers are rewired to the surviving node, whose name (= tensor name) is the first node's.
+#include "graph/passes.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include "cnnrt/error.h"
+#include "graph/model_loader.h"
+
+namespace cnnrt {
+namespace {
+
+using Chain = std::vector<size_t>;  // indices into graph.nodes, producer first
+using Pattern = std::vector<OpKind>;
+
+size_t index_of(const Graph& graph, const std::string& name) {
+  for (size_t i = 0; i < graph.nodes.size(); ++i)
+    if (graph.nodes[i].name == name) return i;
+  throw Error("internal: node '" + name + "' not found");
+}
+
+std::optional<Chain> match_chain(const Graph& graph, size_t start, const Pattern& pattern) {
+  if (graph.nodes[start].op != pattern[0]) return std::nullopt;
+  Chain chain{start};
+  for (size_t k = 1; k < pattern.size(); ++k) {
+    const std::string& tensor = graph.nodes[chain.back()].name;
+    if (tensor == graph.output) return std::nullopt;  // intermediate must not be the output
+    const std::vector<std::string> readers = graph.consumers(tensor);
+    if (readers.size() != 1) return std::nullopt;  // intermediate must have one consumer
+    const size_t next = index_of(graph, readers[0]);
+    const Node& node = graph.nodes[next];
+    if (node.op != pattern[k] || node.inputs.size() != 1) return std::nullopt;
+    chain.push_back(next);
+  }
+  return chain;
+}
+
+// Makes every reader of tensor `from` (and the graph output) read `to` instead.
+void rewire(Graph& graph, const std::string& from, const std::string& to) {
+  for (Node& node : graph.nodes)
+    for (std::string& input : node.inputs)
+      if (input == from) input = to;
+  if (graph.output == from) graph.output = to;
+}
+
+void erase_nodes(Graph& graph, Chain indices) {
+  std::sort(indices.rbegin(), indices.rend());
+  for (size_t index : indices) graph.nodes.erase(graph.nodes.begin() + static_cast<long>(index));
+}
+
+// The common rewrite of a fusion: the head absorbs the rest of the chain.
+void absorb_chain(Graph& graph, const Chain& chain) {
+  Node& head = graph.nodes[chain[0]];
+  for (size_t k = 1; k < chain.size(); ++k) {
+    const Node& absorbed = graph.nodes[chain[k]];
+    head.source_layers.insert(head.source_layers.end(), absorbed.source_layers.begin(),
+                              absorbed.source_layers.end());
+  }
+  const std::string last = graph.nodes[chain.back()].name;
+  const std::string head_name = head.name;
+  erase_nodes(graph, Chain(chain.begin() + 1, chain.end()));
+  rewire(graph, last, head_name);
+}
+
+struct Rule {
+  std::vector<Pattern> patterns;  // tried in order: longest first
+  bool (*applies)(const Graph&, const Chain&);
+  void (*rewrite)(Graph&, const Chain&, PassStats&);
+};
+
+PassStats apply_rule(Graph& graph, const Rule& rule) {
+  PassStats stats;
+  // Rewrites invalidate indices: after each one, scan again from the top.  Graphs are small.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t i = 0; i < graph.nodes.size() && !changed; ++i) {
+      for (const Pattern& pattern : rule.patterns) {
+        std::optional<Chain> chain = match_chain(graph, i, pattern);
+        if (chain && rule.applies(graph, *chain)) {
+          rule.rewrite(graph, *chain, stats);
+          changed = true;
+          break;
+        }
+      }
+    }
+  }
+  return stats;
+}
+
+bool always(const Graph&, const Chain&) { return true; }
+
+bool head_has_no_epilogue(const Graph& graph, const Chain& chain) {
+  const Node& head = graph.nodes[chain[0]];
+  return head.activation == Activation::None && !head.fused_maxpool;
+}
+
+// --- drop_dropout -------------------------------------------------------------------------
+
+void rewrite_dropout(Graph& graph, const Chain& chain, PassStats& stats) {
+  const Node& dropout = graph.nodes[chain[0]];
+  const std::string from = dropout.name, to = dropout.inputs[0];
+  erase_nodes(graph, chain);
+  rewire(graph, from, to);
+  ++stats.dropouts_removed;
+}
+
+// --- fold_batchnorm -----------------------------------------------------------------------
+
+bool conv_bn_foldable(const Graph& graph, const Chain& chain) {
+  if (!head_has_no_epilogue(graph, chain)) return false;
+  for (size_t index : chain) {
+    const Node& node = graph.nodes[index];
+    for (const Param& param : node.params)
+      if (param.value.data.empty())
+        throw Error("layer '" + node.name + "': fold_batchnorm needs bound weights ('" +
+                    param.key + "' has none): load or initialise weights before the passes");
+  }
+  return true;
+}
+
+// y = gamma * (conv(x) + b - mean) / sqrt(var + eps) + beta
+//   = conv_{W * s}(x) + (b - mean) * s + beta,   s = gamma / sqrt(var + eps), per out channel.
+void rewrite_conv_bn(Graph& graph, const Chain& chain, PassStats& stats) {
+  Node& conv = graph.nodes[chain[0]];
+  const Node& bn = graph.nodes[chain[1]];
+  const int channels = conv.get<ConvAttrs>().out_channels;
+  const float eps = bn.get<BatchNormAttrs>().eps;
+  const std::vector<float>& gamma = bn.find_param("weight")->value.data;
+  const std::vector<float>& beta = bn.find_param("bias")->value.data;
+  const std::vector<float>& mean = bn.find_param("running_mean")->value.data;
+  const std::vector<float>& var = bn.find_param("running_var")->value.data;
+
+  if (conv.find_param("bias") == nullptr)
+    conv.params.push_back(
+        Param{"bias", bn.name + ".folded_bias", HostTensor{{channels}, std::vector<float>(channels)}});
+  std::vector<float>& weight = conv.find_param("weight")->value.data;
+  std::vector<float>& bias = conv.find_param("bias")->value.data;
+  const size_t per_channel = weight.size() / static_cast<size_t>(channels);
+  for (int c = 0; c < channels; ++c) {
+    const double scale = gamma[c] / std::sqrt(static_cast<double>(var[c]) + eps);
+    for (size_t i = 0; i < per_channel; ++i) {
+      float& w = weight[static_cast<size_t>(c) * per_channel + i];
+      w = static_cast<float>(w * scale);
+    }
+    bias[c] = static_cast<float>((static_cast<double>(bias[c]) - mean[c]) * scale + beta[c]);
+  }
+  absorb_chain(graph, chain);
+  ++stats.batchnorms_folded;
+}
+
+// --- activation fusion --------------------------------------------------------------------
+
+void rewrite_conv_activation(Graph& graph, const Chain& chain, PassStats& stats) {
+  Node& conv = graph.nodes[chain[0]];
+  conv.activation = Activation::Relu;
+  ++stats.conv_activations_fused;
+  if (chain.size() == 3) {
+    const Node& pool = graph.nodes[chain[2]];
+    conv.fused_maxpool = pool.get<PoolAttrs>();
+    conv.pre_pool_shape = conv.output_shape;
+    conv.output_shape = pool.output_shape;
+    ++stats.conv_pools_fused;
+  }
+  absorb_chain(graph, chain);
+}
+
+void rewrite_linear_activation(Graph& graph, const Chain& chain, PassStats& stats) {
+  graph.nodes[chain[0]].activation = Activation::Relu;
+  absorb_chain(graph, chain);
+  ++stats.linear_activations_fused;
+}
+
+PassStats& operator+=(PassStats& total, const PassStats& more) {
+  total.dropouts_removed += more.dropouts_removed;
+  total.batchnorms_folded += more.batchnorms_folded;
+  total.conv_activations_fused += more.conv_activations_fused;
+  total.conv_pools_fused += more.conv_pools_fused;
+  total.linear_activations_fused += more.linear_activations_fused;
+  return total;
+}
+
+}  // namespace
+
+PassStats drop_dropout(Graph& graph) {
+  return apply_rule(graph, Rule{{{OpKind::Dropout}}, always, rewrite_dropout});
+}
+
+PassStats fold_batchnorm(Graph& graph) {
+  return apply_rule(graph, Rule{{{OpKind::Conv, OpKind::BatchNorm}}, conv_bn_foldable,
+                                rewrite_conv_bn});
+}
+
+PassStats fuse_conv_activation(Graph& graph) {
+  return apply_rule(graph, Rule{{{OpKind::Conv, OpKind::Relu, OpKind::MaxPool},
+                                 {OpKind::Conv, OpKind::Relu}},
+                                head_has_no_epilogue, rewrite_conv_activation});
+}
+
+PassStats fuse_linear_activation(Graph& graph) {
+  return apply_rule(graph, Rule{{{OpKind::Linear, OpKind::Relu}}, head_has_no_epilogue,
+                                rewrite_linear_activation});
+}
+
+PassStats run_default_passes(Graph& graph) {
+  PassStats stats;
+  stats += drop_dropout(graph);
+  stats += fold_batchnorm(graph);
+  stats += fuse_conv_activation(graph);
+  stats += fuse_linear_activation(graph);
+  infer_shapes(graph);  // validates the rewritten graph, folded weights included
+  return stats;
+}
+
+}  // namespace cnnrt

@@ -1,0 +1,19 @@
+// CUDA device facts for the public cnnrt::cuda_available() / cnnrt::device_info(Device::CUDA).
+//
+// runtime/engine.cpp owns the public functions (and the CPU / no-CUDA fallbacks); in a CUDA
+// build it dispatches here, so everything that touches the CUDA runtime stays in runtime/cuda/.
+#pragma once
+
+#include "cnnrt/cnnrt.h"
+
+namespace cnnrt::cuda {
+
+// True when the CUDA runtime reports at least one usable device.  Never throws: any CUDA error
+// (no driver, no device, driver too old) reads as "not present".
+bool cuda_device_present();
+
+// Name, SM count and peak rates of the current CUDA device, computed from its attributes.
+// Throws Error when no device is usable.
+DeviceInfo cuda_device_info();
+
+}  // namespace cnnrt::cuda

@@ -1,0 +1,193 @@
+// Engine-level tests on the CPU backend: fused == unfused on random graphs, the AlexNet memory
+// plan totals, run() allocates nothing, and option errors.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <new>
+#include <random>
+#include <sstream>
+
+#include "cnnrt/cnnrt.h"
+#include "graph/model_loader.h"
+#include "runtime/engine_impl.h"
+#include "runtime/memory_planner.h"
+
+// Counts heap allocations so a test can assert that run() makes none.
+static std::atomic<long> g_allocations{0};
+void* operator new(std::size_t size) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+namespace cnnrt {
+namespace {
+
+std::vector<float> random_vector(size_t count, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(count);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    den += double(b[i]) * b[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-300));
+}
+
+std::vector<float> run_engine(const Graph& graph, bool fuse, const std::vector<float>& input,
+                              int batch) {
+  BuildOptions options;
+  options.device = Device::CPU;
+  options.fuse = fuse;
+  auto engine = Engine::build(graph, options);
+  auto context = engine->create_context(batch);
+  int64_t out_elements = batch;
+  for (int64_t d : engine->model().output_shape) out_elements *= d;
+  std::vector<float> output(out_elements, std::nanf(""));
+  context->run(input.data(), output.data());
+  return output;
+}
+
+// A random sequential CNN built from blocks that the passes rewrite: conv (+bn) + relu
+// (+maxpool), then flatten, dropout, linear + relu, linear.
+std::string random_cnn_yaml(std::mt19937& rng, int& channels, int& size) {
+  std::uniform_int_distribution<int> pick(0, 1000);
+  channels = 1 + pick(rng) % 5;
+  size = 9 + pick(rng) % 12;
+  std::ostringstream y;
+  y << "name: random_cnn\ninput: {shape: [" << channels << ", " << size << ", " << size
+    << "]}\nlayers:\n";
+  int c = channels, h = size;
+  const int blocks = 1 + pick(rng) % 3;
+  for (int b = 0; b < blocks; ++b) {
+    const int out = 2 + pick(rng) % 7, kernel = 1 + 2 * (pick(rng) % 2);
+    y << "  - {name: conv" << b << ", op: conv, out_channels: " << out << ", kernel: " << kernel
+      << ", padding: " << kernel / 2 << ", weight: c" << b << ".w, bias: c" << b << ".b}\n";
+    if (pick(rng) % 2)
+      y << "  - {name: bn" << b << ", op: batchnorm, weight: bn" << b << ".w, bias: bn" << b
+        << ".b, running_mean: bn" << b << ".m, running_var: bn" << b << ".v}\n";
+    y << "  - {name: relu" << b << ", op: relu}\n";
+    if (h >= 4 && pick(rng) % 2) {
+      y << "  - {name: pool" << b << ", op: maxpool, kernel: 3, stride: 2}\n";
+      h = (h - 3) / 2 + 1;
+    }
+    c = out;
+  }
+  y << "  - {name: flat, op: flatten}\n  - {name: drop, op: dropout}\n"
+    << "  - {name: fc1, op: linear, out_features: 11, weight: f1.w, bias: f1.b}\n"
+    << "  - {name: fc1_relu, op: relu}\n"
+    << "  - {name: fc2, op: linear, out_features: 5, weight: f2.w, bias: f2.b}\n";
+  (void)c;
+  return y.str();
+}
+
+TEST(EngineCpu, FusedEqualsUnfusedOnRandomGraphs) {
+  std::mt19937 rng(std::random_device{}());
+  for (int trial = 0; trial < 12; ++trial) {
+    int channels = 0, size = 0;
+    const std::string yaml = random_cnn_yaml(rng, channels, size);
+    SCOPED_TRACE(yaml);
+    Graph graph = parse_model(yaml, "random.yaml");
+    bind_random_weights(graph, rng());
+    const int batch = 1 + static_cast<int>(rng() % 3);
+    const auto input = random_vector(size_t(batch) * channels * size * size, rng);
+    const auto fused = run_engine(graph, true, input, batch);
+    const auto unfused = run_engine(graph, false, input, batch);
+    ASSERT_EQ(fused.size(), unfused.size());
+    for (float v : fused) ASSERT_TRUE(std::isfinite(v));
+    // Folding BN changes rounding order only: fp32 storage, double accumulation.
+    EXPECT_LE(rel_l2(fused, unfused), 1e-5);
+  }
+}
+
+TEST(EngineCpu, AlexNetPlanIsWithinFivePercentOfTheLowerBound) {
+  Graph graph = load_model(std::string(CNNRT_SOURCE_DIR) + "/models/alexnet.yaml");
+  bind_random_weights(graph, 7);
+  BuildOptions options;
+  options.device = Device::CPU;
+  auto engine = Engine::build(graph, options);
+  for (int batch : {1, 64}) {
+    MemoryPlan plan = plan_memory(activation_requests(engine->impl(), batch));
+    SCOPED_TRACE("batch " + std::to_string(batch) + "\n" + plan.to_table());
+    EXPECT_GE(plan.arena_bytes, plan.lower_bound_bytes);
+    EXPECT_LE(double(plan.arena_bytes), 1.05 * double(plan.lower_bound_bytes));
+    EXPECT_LT(plan.arena_bytes, plan.naive_bytes);
+  }
+}
+
+TEST(EngineCpu, RunAllocatesNothingAndRepeats) {
+  Graph graph = parse_model(
+      "name: t\ninput: {shape: [3, 17, 13]}\nlayers:\n"
+      "  - {name: c1, op: conv, out_channels: 8, kernel: 3, padding: 1, weight: a, bias: b}\n"
+      "  - {name: r1, op: relu}\n  - {name: p1, op: maxpool, kernel: 2}\n"
+      "  - {name: c2, op: conv, out_channels: 6, kernel: 3, weight: c}\n"
+      "  - {name: r2, op: relu}\n  - {name: g, op: adaptive_avgpool, output_size: 2}\n"
+      "  - {name: f, op: flatten}\n  - {name: fc, op: linear, out_features: 4, weight: d, bias: e}\n"
+      "  - {name: s, op: softmax}\n",
+      "t.yaml");
+  bind_random_weights(graph, 3);
+  BuildOptions options;
+  options.device = Device::CPU;
+  auto engine = Engine::build(graph, options);
+  auto context = engine->create_context(2);
+  std::mt19937 rng(std::random_device{}());
+  const auto input = random_vector(2 * 3 * 17 * 13, rng);
+  std::vector<float> first(2 * 4), second(2 * 4);
+  context->run(input.data(), first.data());
+  const long before = g_allocations.load();
+  context->run(input.data(), second.data());
+  EXPECT_EQ(g_allocations.load() - before, 0) << "run() allocated on the heap";
+  EXPECT_EQ(first, second);
+  for (int n = 0; n < 2; ++n) {
+    double sum = 0;
+    for (int k = 0; k < 4; ++k) sum += first[n * 4 + k];
+    EXPECT_NEAR(sum, 1.0, 1e-5);  // softmax rows
+  }
+}
+
+TEST(EngineCpu, RejectsBadOptions) {
+  Graph graph = parse_model(
+      "name: t\ninput: {shape: [1, 4, 4]}\nlayers:\n  - {name: r, op: relu}\n", "t.yaml");
+  BuildOptions options;
+  options.device = Device::CPU;
+  auto engine = Engine::build(graph, options);
+  EXPECT_THROW(engine->create_context(0), Error);
+  EXPECT_THROW(engine->create_context(-3), Error);
+  options.precision = Precision::FP16;
+  EXPECT_THROW(Engine::build(graph, options), Error);
+  options.precision = Precision::FP32;
+  options.kernel_overrides["nope"] = "cpu_ref_relu";
+  EXPECT_THROW(Engine::build(graph, options), Error);
+  options.kernel_overrides.clear();
+  options.kernel_overrides["r"] = "no_such_kernel";
+  EXPECT_THROW(Engine::build(graph, options), Error);
+  EXPECT_THROW(parse_device("tpu"), Error);
+  EXPECT_THROW(parse_precision("fp8"), Error);
+}
+
+TEST(EngineCpu, UnboundWeightsAreAnErrorNamingTheTensor) {
+  Graph graph = parse_model(
+      "name: t\ninput: {shape: [1, 4, 4]}\nlayers:\n"
+      "  - {name: c, op: conv, out_channels: 2, kernel: 1, weight: conv.w}\n",
+      "t.yaml");
+  BuildOptions options;
+  options.device = Device::CPU;
+  try {
+    Engine::build(graph, options);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("conv.w"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace cnnrt
