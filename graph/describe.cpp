@@ -64,7 +64,7 @@ std::string describe_graph(const Graph& graph) {
   }
   size_t widths[6] = {0, 0, 0, 0, 0, 0};
   for (const Row& row : rows) {
-    const std::string* cells[6] = {&row.name, &row.op, &row.inputs,
+    const std::string* cells[6] = {&row.name,  &row.op,     &row.inputs,
                                    &row.shape, &row.params, &row.mflops};
     for (int i = 0; i < 6; ++i) widths[i] = std::max(widths[i], cells[i]->size());
   }

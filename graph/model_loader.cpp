@@ -55,6 +55,9 @@ InputSpec parse_input_spec(const YAML::Node& node, const YamlContext& context) {
     context.fail(shape, "'input.shape' must be [C, H, W] or [features]");
   for (const YAML::Node& dim : shape)
     spec.shape.push_back(read_positive_int(dim, context, "input.shape"));
+  // Keeps every later element count far from int64 overflow.
+  if (spec.shape.size() == 3 && spec.shape[0] * spec.shape[1] > (int64_t{1} << 40) / spec.shape[2])
+    context.fail(shape, "'input.shape' is absurdly large");
 
   auto read_channel_list = [&](const char* key, std::vector<float>& out) {
     const YAML::Node list = node[key];
@@ -88,7 +91,8 @@ std::vector<std::string> parse_layer_inputs(const YAML::Node& layer, const YamlC
   } else if (list) {
     if (!list.IsSequence() || list.size() == 0)
       context.fail(list, "'inputs' must be a non-empty list of layer names");
-    for (const YAML::Node& item : list) names.push_back({read_string(item, context, "inputs"), item});
+    for (const YAML::Node& item : list)
+      names.push_back({read_string(item, context, "inputs"), item});
   } else {
     names.push_back({previous, layer});
   }
@@ -96,8 +100,8 @@ std::vector<std::string> parse_layer_inputs(const YAML::Node& layer, const YamlC
   for (const auto& [name, mark_node] : names) {
     if (name != "input" && defined.count(name) == 0) {
       if (all_names.count(name) != 0)
-        context.fail(mark_node, "input '" + name +
-                                    "' refers to a later layer; list layers in order");
+        context.fail(mark_node,
+                     "input '" + name + "' refers to a later layer; list layers in order");
       context.fail(mark_node, "input '" + name + "' is not a known layer");
     }
     inputs.push_back(name);
@@ -150,9 +154,8 @@ Node parse_layer(const YAML::Node& layer, YamlContext context, const std::string
     const YAML::Node key = layer[role];
     if (!key) {
       const auto& optional = info->optional_param_roles;
-      if (std::find_if(optional.begin(), optional.end(), [&](const char* r) {
-            return std::string(r) == role;
-          }) != optional.end())
+      if (std::find_if(optional.begin(), optional.end(),
+                       [&](const char* r) { return std::string(r) == role; }) != optional.end())
         continue;
       context.fail(layer, std::string("missing required key '") + role +
                               "' (the weight's name in the weight file)");
@@ -187,9 +190,11 @@ Graph parse_root(const YAML::Node& root, const std::string& source_name) {
   graph.name = read_string(required("name"), context, "name");
   graph.input = parse_input_spec(required("input"), context);
   if (root["weights"])
-    graph.weights_file = resolve_relative(source_name, read_string(root["weights"], context, "weights"));
+    graph.weights_file =
+        resolve_relative(source_name, read_string(root["weights"], context, "weights"));
   if (root["labels"])
-    graph.labels_file = resolve_relative(source_name, read_string(root["labels"], context, "labels"));
+    graph.labels_file =
+        resolve_relative(source_name, read_string(root["labels"], context, "labels"));
 
   const YAML::Node layers = required("layers");
   if (!layers.IsSequence() || layers.size() == 0)

@@ -1,9 +1,9 @@
 // Internal to graph/: the YAML side of the op table (ops.cpp), used by model_loader.cpp.
 #pragma once
 
-#include <string>
-
 #include <yaml-cpp/yaml.h>
+
+#include <string>
 
 #include "graph/ir.h"
 #include "graph/ops.h"

@@ -91,8 +91,8 @@ Attrs parse_pool(const LayerReader& r) {
 
 Attrs parse_adaptive_pool(const LayerReader& r) {
   AdaptivePoolAttrs a;
-  std::tie(a.out_h, a.out_w) = read_int_pair(r.required("output_size"), r.context,
-                                             "output_size", 1);
+  std::tie(a.out_h, a.out_w) =
+      read_int_pair(r.required("output_size"), r.context, "output_size", 1);
   return a;
 }
 
@@ -136,24 +136,24 @@ int64_t window_extent(const Node& node, const std::string& file, const char* axi
   const int64_t span = static_cast<int64_t>(dilation) * (kernel - 1) + 1;
   if (span > in + 2 * static_cast<int64_t>(pad))
     shape_error(node, file,
-                std::string("kernel ") + std::to_string(span) + " is bigger than the padded input " +
-                    axis + " " + std::to_string(in + 2 * static_cast<int64_t>(pad)) +
-                    " (input " + shape_to_string(first_input(node)) + ")");
+                std::string("kernel ") + std::to_string(span) +
+                    " is bigger than the padded input " + axis + " " +
+                    std::to_string(in + 2 * static_cast<int64_t>(pad)) + " (input " +
+                    shape_to_string(first_input(node)) + ")");
   const int64_t out = pool_output_size(in, kernel, stride, pad, dilation, ceil_mode);
   if (out <= 0)
     shape_error(node, file, std::string("output ") + axis + " would be " + std::to_string(out));
   return out;
 }
 
-Shape pooled_shape(const Node& node, const std::string& file, const Shape& in,
-                   const PoolAttrs& a) {
+Shape pooled_shape(const Node& node, const std::string& file, const Shape& in, const PoolAttrs& a) {
   // PyTorch rejects padding above half the kernel: the window could lie entirely in padding.
   if (a.pad_h * 2 > a.kernel_h || a.pad_w * 2 > a.kernel_w)
     shape_error(node, file, "pool padding must be at most half the kernel size");
-  return {in[0], window_extent(node, file, "height", in[1], a.kernel_h, a.stride_h, a.pad_h, 1,
-                               a.ceil_mode),
-          window_extent(node, file, "width", in[2], a.kernel_w, a.stride_w, a.pad_w, 1,
-                        a.ceil_mode)};
+  return {
+      in[0],
+      window_extent(node, file, "height", in[1], a.kernel_h, a.stride_h, a.pad_h, 1, a.ceil_mode),
+      window_extent(node, file, "width", in[2], a.kernel_w, a.stride_w, a.pad_w, 1, a.ceil_mode)};
 }
 
 void infer_same(Node& node, const std::string&) { node.output_shape = first_input(node); }
@@ -163,16 +163,18 @@ void infer_conv(Node& node, const std::string& file) {
   const Shape& in = first_input(node);
   const ConvAttrs& a = node.get<ConvAttrs>();
   if (in[0] % a.groups != 0)
-    shape_error(node, file, "input channels " + std::to_string(in[0]) +
-                                " are not divisible by groups " + std::to_string(a.groups));
+    shape_error(node, file,
+                "input channels " + std::to_string(in[0]) + " are not divisible by groups " +
+                    std::to_string(a.groups));
   if (a.out_channels % a.groups != 0)
-    shape_error(node, file, "out_channels " + std::to_string(a.out_channels) +
-                                " is not divisible by groups " + std::to_string(a.groups));
+    shape_error(node, file,
+                "out_channels " + std::to_string(a.out_channels) + " is not divisible by groups " +
+                    std::to_string(a.groups));
   node.pre_pool_shape = {a.out_channels,
-                         window_extent(node, file, "height", in[1], a.kernel_h, a.stride_h,
-                                       a.pad_h, a.dilation_h, false),
-                         window_extent(node, file, "width", in[2], a.kernel_w, a.stride_w,
-                                       a.pad_w, a.dilation_w, false)};
+                         window_extent(node, file, "height", in[1], a.kernel_h, a.stride_h, a.pad_h,
+                                       a.dilation_h, false),
+                         window_extent(node, file, "width", in[2], a.kernel_w, a.stride_w, a.pad_w,
+                                       a.dilation_w, false)};
   node.output_shape = node.fused_maxpool
                           ? pooled_shape(node, file, node.pre_pool_shape, *node.fused_maxpool)
                           : node.pre_pool_shape;
@@ -192,8 +194,9 @@ void infer_adaptive_pool(Node& node, const std::string& file) {
 void infer_linear(Node& node, const std::string& file) {
   const Shape& in = first_input(node);
   if (in.size() != 1)
-    shape_error(node, file, "linear expects a 1-D input [features], got " +
-                                shape_to_string(in) + ": add a flatten layer before it");
+    shape_error(node, file,
+                "linear expects a 1-D input [features], got " + shape_to_string(in) +
+                    ": add a flatten layer before it");
   node.output_shape = {node.get<LinearAttrs>().out_features};
 }
 
@@ -203,10 +206,10 @@ void infer_flatten(Node& node, const std::string&) {
 
 void infer_add(Node& node, const std::string& file) {
   if (node.input_shapes[0] != node.input_shapes[1])
-    shape_error(node, file, "add needs equal shapes, got " +
-                                shape_to_string(node.input_shapes[0]) + " ('" + node.inputs[0] +
-                                "') and " + shape_to_string(node.input_shapes[1]) + " ('" +
-                                node.inputs[1] + "')");
+    shape_error(node, file,
+                "add needs equal shapes, got " + shape_to_string(node.input_shapes[0]) + " ('" +
+                    node.inputs[0] + "') and " + shape_to_string(node.input_shapes[1]) + " ('" +
+                    node.inputs[1] + "')");
   node.output_shape = node.input_shapes[0];
 }
 
@@ -215,10 +218,10 @@ void infer_concat(Node& node, const std::string& file) {
   for (size_t i = 1; i < node.input_shapes.size(); ++i) {
     const Shape& in = node.input_shapes[i];
     if (in.size() != out.size() || !std::equal(in.begin() + 1, in.end(), out.begin() + 1))
-      shape_error(node, file, "concat needs inputs that differ only in channels, got " +
-                                  shape_to_string(first_input(node)) + " ('" + node.inputs[0] +
-                                  "') and " + shape_to_string(in) + " ('" + node.inputs[i] +
-                                  "')");
+      shape_error(node, file,
+                  "concat needs inputs that differ only in channels, got " +
+                      shape_to_string(first_input(node)) + " ('" + node.inputs[0] + "') and " +
+                      shape_to_string(in) + " ('" + node.inputs[i] + "')");
     out[0] += in[0];
   }
   node.output_shape = out;
@@ -236,8 +239,8 @@ double conv_flops(const Node& node) {
   double flops = 2.0 * elements(conv_out) * macs_per_output;
   if (node.activation != Activation::None) flops += elements(conv_out);
   if (node.fused_maxpool)
-    flops += elements(node.output_shape) * node.fused_maxpool->kernel_h *
-             node.fused_maxpool->kernel_w;
+    flops +=
+        elements(node.output_shape) * node.fused_maxpool->kernel_h * node.fused_maxpool->kernel_w;
   return flops;
 }
 
@@ -285,30 +288,60 @@ struct OpRow {
 
 const std::vector<OpRow>& op_table() {
   static const std::vector<OpRow> table = {
-      {{OpKind::Conv, "conv",
+      {{OpKind::Conv,
+        "conv",
         {"out_channels", "kernel", "stride", "padding", "dilation", "groups"},
-        {"weight", "bias"}, {"bias"}, 1, 1},
-       parse_conv, infer_conv, conv_flops},
+        {"weight", "bias"},
+        {"bias"},
+        1,
+        1},
+       parse_conv,
+       infer_conv,
+       conv_flops},
       {{OpKind::Relu, "relu", {}, {}, {}, 1, 1}, parse_empty, infer_same, per_element_flops},
       {{OpKind::MaxPool, "maxpool", {"kernel", "stride", "padding", "ceil_mode"}, {}, {}, 1, 1},
-       parse_pool, infer_pool, pool_flops},
-      {{OpKind::AvgPool, "avgpool",
-        {"kernel", "stride", "padding", "ceil_mode", "count_include_pad"}, {}, {}, 1, 1},
-       parse_pool, infer_pool, pool_flops},
+       parse_pool,
+       infer_pool,
+       pool_flops},
+      {{OpKind::AvgPool,
+        "avgpool",
+        {"kernel", "stride", "padding", "ceil_mode", "count_include_pad"},
+        {},
+        {},
+        1,
+        1},
+       parse_pool,
+       infer_pool,
+       pool_flops},
       {{OpKind::AdaptiveAvgPool, "adaptive_avgpool", {"output_size"}, {}, {}, 1, 1},
-       parse_adaptive_pool, infer_adaptive_pool, adaptive_pool_flops},
+       parse_adaptive_pool,
+       infer_adaptive_pool,
+       adaptive_pool_flops},
       {{OpKind::Linear, "linear", {"out_features"}, {"weight", "bias"}, {"bias"}, 1, 1},
-       parse_linear, infer_linear, linear_flops},
+       parse_linear,
+       infer_linear,
+       linear_flops},
       {{OpKind::Flatten, "flatten", {}, {}, {}, 1, 1}, parse_empty, infer_flatten, no_flops},
       {{OpKind::Dropout, "dropout", {"p"}, {}, {}, 1, 1}, parse_dropout, infer_same, no_flops},
-      {{OpKind::Softmax, "softmax", {}, {}, {}, 1, 1}, parse_softmax, infer_same,
+      {{OpKind::Softmax, "softmax", {}, {}, {}, 1, 1},
+       parse_softmax,
+       infer_same,
        per_element_flops},
-      {{OpKind::BatchNorm, "batchnorm", {"eps"}, {"weight", "bias", "running_mean", "running_var"},
-        {}, 1, 1},
-       parse_batchnorm, infer_same, per_element_flops},
+      {{OpKind::BatchNorm,
+        "batchnorm",
+        {"eps"},
+        {"weight", "bias", "running_mean", "running_var"},
+        {},
+        1,
+        1},
+       parse_batchnorm,
+       infer_same,
+       per_element_flops},
       {{OpKind::Add, "add", {}, {}, {}, 2, 2}, parse_empty, infer_add, per_element_flops},
       {{OpKind::Concat, "concat", {}, {}, {}, 2, -1}, parse_concat, infer_concat, no_flops},
-      {{OpKind::LRN, "lrn", {"size", "alpha", "beta", "k"}, {}, {}, 1, 1}, parse_lrn, infer_same,
+      {{OpKind::LRN, "lrn", {"size", "alpha", "beta", "k"}, {}, {}, 1, 1},
+       parse_lrn,
+       infer_same,
        lrn_flops},
   };
   return table;
@@ -332,7 +365,8 @@ const OpInfo& op_info(OpKind op) { return row_of(op).info; }
 
 std::string valid_op_names() {
   std::string names;
-  for (const OpRow& row : op_table()) names += (names.empty() ? "" : ", ") + std::string(row.info.name);
+  for (const OpRow& row : op_table())
+    names += (names.empty() ? "" : ", ") + std::string(row.info.name);
   return names;
 }
 
@@ -344,10 +378,10 @@ void infer_node_shape(Node& node, const std::string& source_file) {
   const OpInfo& info = op_info(node.op);
   const int count = static_cast<int>(node.inputs.size());
   if (count < info.min_inputs || (info.max_inputs >= 0 && count > info.max_inputs))
-    shape_error(node, source_file, std::string(info.name) + " takes " +
-                                       std::to_string(info.min_inputs) +
-                                       (info.max_inputs < 0 ? " or more" : "") + " input(s), got " +
-                                       std::to_string(count));
+    shape_error(node, source_file,
+                std::string(info.name) + " takes " + std::to_string(info.min_inputs) +
+                    (info.max_inputs < 0 ? " or more" : "") + " input(s), got " +
+                    std::to_string(count));
   if (node.input_shapes.size() != node.inputs.size())
     shape_error(node, source_file, "internal: input shapes not resolved");
   for (const Shape& in : node.input_shapes)
@@ -397,8 +431,8 @@ int64_t node_param_count(const Node& node) {
 
 int64_t pool_output_size(int64_t in, int kernel, int stride, int pad, int dilation,
                          bool ceil_mode) {
-  const int64_t numerator = in + 2 * static_cast<int64_t>(pad) -
-                            static_cast<int64_t>(dilation) * (kernel - 1) - 1;
+  const int64_t numerator =
+      in + 2 * static_cast<int64_t>(pad) - static_cast<int64_t>(dilation) * (kernel - 1) - 1;
   if (numerator < 0) return 0;
   int64_t out = (ceil_mode ? (numerator + stride - 1) / stride : numerator / stride) + 1;
   // PyTorch: with ceil_mode the last window must start inside the input or the left padding.

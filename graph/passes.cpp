@@ -124,8 +124,8 @@ bool conv_bn_foldable(const Graph& graph, const Chain& chain) {
     const Node& node = graph.nodes[index];
     for (const Param& param : node.params)
       if (param.value.data.empty())
-        throw Error("layer '" + node.name + "': fold_batchnorm needs bound weights ('" +
-                    param.key + "' has none): load or initialise weights before the passes");
+        throw Error("layer '" + node.name + "': fold_batchnorm needs bound weights ('" + param.key +
+                    "' has none): load or initialise weights before the passes");
   }
   return true;
 }
@@ -143,8 +143,8 @@ void rewrite_conv_bn(Graph& graph, const Chain& chain, PassStats& stats) {
   const std::vector<float>& var = bn.find_param("running_var")->value.data;
 
   if (conv.find_param("bias") == nullptr)
-    conv.params.push_back(
-        Param{"bias", bn.name + ".folded_bias", HostTensor{{channels}, std::vector<float>(channels)}});
+    conv.params.push_back(Param{"bias", bn.name + ".folded_bias",
+                                HostTensor{{channels}, std::vector<float>(channels)}});
   std::vector<float>& weight = conv.find_param("weight")->value.data;
   std::vector<float>& bias = conv.find_param("bias")->value.data;
   const size_t per_channel = weight.size() / static_cast<size_t>(channels);
@@ -198,19 +198,21 @@ PassStats drop_dropout(Graph& graph) {
 }
 
 PassStats fold_batchnorm(Graph& graph) {
-  return apply_rule(graph, Rule{{{OpKind::Conv, OpKind::BatchNorm}}, conv_bn_foldable,
-                                rewrite_conv_bn});
+  return apply_rule(graph,
+                    Rule{{{OpKind::Conv, OpKind::BatchNorm}}, conv_bn_foldable, rewrite_conv_bn});
 }
 
 PassStats fuse_conv_activation(Graph& graph) {
-  return apply_rule(graph, Rule{{{OpKind::Conv, OpKind::Relu, OpKind::MaxPool},
-                                 {OpKind::Conv, OpKind::Relu}},
-                                head_has_no_epilogue, rewrite_conv_activation});
+  return apply_rule(
+      graph, Rule{{{OpKind::Conv, OpKind::Relu, OpKind::MaxPool}, {OpKind::Conv, OpKind::Relu}},
+                  head_has_no_epilogue,
+                  rewrite_conv_activation});
 }
 
 PassStats fuse_linear_activation(Graph& graph) {
-  return apply_rule(graph, Rule{{{OpKind::Linear, OpKind::Relu}}, head_has_no_epilogue,
-                                rewrite_linear_activation});
+  return apply_rule(
+      graph,
+      Rule{{{OpKind::Linear, OpKind::Relu}}, head_has_no_epilogue, rewrite_linear_activation});
 }
 
 PassStats run_default_passes(Graph& graph) {

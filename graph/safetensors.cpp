@@ -11,14 +11,13 @@
 // so a failure never leaves a half-written PATH.
 #include "graph/safetensors.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
 
 #include "cnnrt/error.h"
 
@@ -225,7 +224,8 @@ void write_safetensors(const std::string& path, const std::map<std::string, Host
     if (!out) throw_error(ErrorSite{temp_path, 0, 0, "", ""}, "cannot create file");
     unsigned char length_bytes[8];
     for (int i = 0; i < 8; ++i)
-      length_bytes[i] = static_cast<unsigned char>((uint64_t{header_text.size()} >> (8 * i)) & 0xFF);
+      length_bytes[i] =
+          static_cast<unsigned char>((uint64_t{header_text.size()} >> (8 * i)) & 0xFF);
     out.write(reinterpret_cast<const char*>(length_bytes), 8);
     out.write(header_text.data(), static_cast<std::streamsize>(header_text.size()));
     std::vector<unsigned char> bytes;

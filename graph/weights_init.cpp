@@ -77,8 +77,8 @@ std::map<std::string, HostTensor> init_weights(const Graph& graph, uint64_t seed
 }
 
 void bind_random_weights(Graph& graph, uint64_t seed) {
-  bind_weights(graph, init_weights(graph, seed), "<random weights, seed " +
-                                                     std::to_string(seed) + ">");
+  bind_weights(graph, init_weights(graph, seed),
+               "<random weights, seed " + std::to_string(seed) + ">");
 }
 
 }  // namespace cnnrt

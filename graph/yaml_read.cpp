@@ -49,8 +49,7 @@ int read_int(const YAML::Node& value, const YamlContext& context, const std::str
   return convert_scalar<int>(value, context, key, "an integer");
 }
 
-int read_positive_int(const YAML::Node& value, const YamlContext& context,
-                      const std::string& key) {
+int read_positive_int(const YAML::Node& value, const YamlContext& context, const std::string& key) {
   const int result = read_int(value, context, key);
   if (result <= 0)
     context.fail(value, "'" + key + "' must be positive, got " + std::to_string(result));
@@ -90,8 +89,8 @@ std::pair<int, int> read_int_pair(const YAML::Node& value, const YamlContext& co
   }
   if (result.first < min_value || result.second < min_value)
     context.fail(value, "'" + key + "' must be " +
-                            (min_value > 0 ? std::string("positive") : "non-negative") +
-                            ", got " + yaml_preview(value));
+                            (min_value > 0 ? std::string("positive") : "non-negative") + ", got " +
+                            yaml_preview(value));
   return result;
 }
 

@@ -6,10 +6,10 @@
 // the line.  Internal to graph/.
 #pragma once
 
+#include <yaml-cpp/yaml.h>
+
 #include <string>
 #include <utility>
-
-#include <yaml-cpp/yaml.h>
 
 #include "cnnrt/error.h"
 

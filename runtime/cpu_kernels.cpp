@@ -9,6 +9,9 @@
 // max-pool; with a fused pool the pre-pool tensor lives in the kernel's workspace.
 // Flatten, dropout and relu work both in place (output == input) and out of place.
 #include <cstring>
+#include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 

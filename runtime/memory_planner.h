@@ -8,7 +8,7 @@
 // first merged with it into one buffer when legal — the input's last use is this step, same
 // size, and neither is pinned.  Buffers are then placed greedily, largest first, each at the
 // lowest offset that does not overlap any already-placed buffer whose lifetime intersects its
-// own (best-fit among gaps).  The plan is plain data: printable as a table or JSON and checked
+// own (first fit from offset 0).  The plan is plain data: printable as a table or JSON and checked
 // by tests against lower_bound_bytes = max over steps of the bytes live at that step.
 #pragma once
 

@@ -262,6 +262,89 @@ def load_model(path: str) -> Model:
         return parse_model(handle.read(), path)
 
 
+def pool_output_size(size: int, kernel: int, stride: int, pad: int, dilation: int,
+                     ceil_mode: bool) -> int:
+    """Output extent of a sliding window (torch.nn.Conv2d / MaxPool2d docs)."""
+    span = dilation * (kernel - 1) + 1
+    numerator = size + 2 * pad - span
+    if numerator < 0:
+        raise ValueError(f"window {span} larger than padded input {size + 2 * pad}")
+    out = (-(-numerator // stride) if ceil_mode else numerator // stride) + 1
+    # With ceil_mode, a window that would start inside the right padding is dropped.
+    if ceil_mode and (out - 1) * stride >= size + pad:
+        out -= 1
+    return out
+
+
+def infer_shapes(model: Model) -> Dict[str, List[int]]:
+    """Per-sample shape of every tensor ("input" and each layer), for weight shapes and
+    messages.  Raises ModelError naming the layer when shapes do not fit."""
+    shapes: Dict[str, List[int]] = {"input": list(model.input_shape)}
+    for layer in model.layers:
+        ins = [shapes[name] for name in layer.inputs]
+        x, a = ins[0], layer.attrs
+        where = f"{model.path}:{layer.line}: layer '{layer.name}'"
+        try:
+            if layer.op in ("conv", "maxpool", "avgpool", "adaptive_avgpool") and len(x) != 3:
+                raise ValueError(f"needs a [C, H, W] input, got {x}")
+            if layer.op == "conv":
+                if x[0] % a["groups"] or a["out_channels"] % a["groups"]:
+                    raise ValueError(f"channels {x[0]} -> {a['out_channels']} do not divide "
+                                     f"into {a['groups']} groups")
+                out = [a["out_channels"]] + [
+                    pool_output_size(x[1 + i], a["kernel"][i], a["stride"][i], a["padding"][i],
+                                     a["dilation"][i], False) for i in range(2)]
+            elif layer.op in ("maxpool", "avgpool"):
+                out = [x[0]] + [pool_output_size(x[1 + i], a["kernel"][i], a["stride"][i],
+                                                 a["padding"][i], 1, a["ceil_mode"])
+                                for i in range(2)]
+            elif layer.op == "adaptive_avgpool":
+                out = [x[0]] + list(a["output_size"])
+            elif layer.op == "linear":
+                if len(x) != 1:
+                    raise ValueError(f"needs a flat input, got {x} (add a flatten layer)")
+                out = [a["out_features"]]
+            elif layer.op == "flatten":
+                out = [int(np.prod(x))]
+            elif layer.op == "add":
+                if ins[0] != ins[1]:
+                    raise ValueError(f"add of shapes {ins[0]} and {ins[1]}")
+                out = list(x)
+            elif layer.op == "concat":
+                if any(s[1:] != x[1:] or len(s) != len(x) for s in ins):
+                    raise ValueError(f"concat of shapes {ins}")
+                out = [sum(s[0] for s in ins)] + list(x[1:])
+            else:
+                out = list(x)
+        except ValueError as exc:
+            raise ModelError(f"{where}: {exc}") from exc
+        if min(out) < 1:
+            raise ModelError(f"{where}: output shape {out} is empty")
+        shapes[layer.name] = out
+    return shapes
+
+
+def param_shapes(model: Model) -> Dict[str, List[int]]:
+    """Expected shape of every weight-file tensor the model references."""
+    shapes = infer_shapes(model)
+    result: Dict[str, List[int]] = {}
+    for layer in model.layers:
+        x, a = shapes[layer.inputs[0]], layer.attrs
+        for role, key in layer.params.items():
+            if layer.op == "conv":
+                shape = ([a["out_channels"], x[0] // a["groups"]] + list(a["kernel"])
+                         if role == "weight" else [a["out_channels"]])
+            elif layer.op == "linear":
+                shape = [a["out_features"], x[0]] if role == "weight" else [a["out_features"]]
+            else:  # batchnorm
+                shape = [x[0]]
+            if key in result and result[key] != shape:
+                raise ModelError(f"{model.path}:{layer.line}: tensor '{key}' is used with shapes "
+                                 f"{result[key]} and {shape}")
+            result[key] = shape
+    return result
+
+
 def load_weights(model: Model, path: Optional[str] = None) -> Dict[str, np.ndarray]:
     """The tensors the model references, as stored (float32 or float16).  Missing keys are an
     error naming the layer; extra tensors in the file are ignored (like the C++ loader)."""
@@ -282,6 +365,14 @@ def load_weights(model: Model, path: Optional[str] = None) -> Dict[str, np.ndarr
                 raise ModelError(f"{path}: layer '{layer.name}' needs tensor '{key}' ({role}), "
                                  "which the file does not have")
             weights[key] = tensors[key]
+    try:
+        expected = param_shapes(model)
+    except ModelError:
+        return weights  # shape errors are reported where the layer runs
+    for key, shape in expected.items():
+        if list(weights[key].shape) != shape:
+            raise ModelError(f"{path}: tensor '{key}' has shape {list(weights[key].shape)}, "
+                             f"the model needs {shape}")
     return weights
 
 

@@ -32,21 +32,8 @@ from typing import Callable, Dict, List
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cnnrt_model import Layer, Model, ModelError, load_model, load_weights  # noqa: E402
-
-
-def pool_output_size(size: int, kernel: int, stride: int, pad: int, dilation: int,
-                     ceil_mode: bool) -> int:
-    """Output extent of a sliding window (torch.nn.MaxPool2d / Conv2d docs)."""
-    span = dilation * (kernel - 1) + 1
-    numerator = size + 2 * pad - span
-    if numerator < 0:
-        raise ValueError(f"window {span} larger than padded input {size + 2 * pad}")
-    out = (-(-numerator // stride) if ceil_mode else numerator // stride) + 1
-    # A window that would start inside the right padding is ignored.
-    if ceil_mode and (out - 1) * stride >= size + pad:
-        out -= 1
-    return out
+from cnnrt_model import (Layer, Model, ModelError, load_model, load_weights,  # noqa: E402
+                         pool_output_size)
 
 
 def _strided_windows(padded: np.ndarray, kernel: tuple, stride: tuple, dilation: tuple,
@@ -180,7 +167,7 @@ def linear(x, weight, bias) -> np.ndarray:
 def _run_layer(layer: Layer, args: List[np.ndarray], w: Callable) -> np.ndarray:
     a, x = layer.attrs, args[0]
     if layer.op == "conv":
-        if x.shape[1] * 0 + x.ndim != 4:
+        if x.ndim != 4:
             raise ValueError(f"conv needs an NCHW input, got {x.shape}")
         return conv2d(x, w("weight"), w("bias"), a["stride"], a["padding"], a["dilation"],
                       a["groups"])

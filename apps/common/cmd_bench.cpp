@@ -46,8 +46,8 @@ int cmd_bench(const Arguments& arguments) {
     const double images_per_s = stats.median_ms > 0 ? batch * 1000.0 / stats.median_ms : 0.0;
     const size_t arena = context->arena_bytes();
     rows.push_back({std::to_string(batch), fixed(stats.median_ms, 4), fixed(stats.min_ms, 4),
-                    fixed(stats.p90_ms, 4), fixed(images_per_s, 1), fixed(arena / 1048576.0, 2),
-                    fixed(engine->weight_bytes() / 1048576.0, 2)});
+                    fixed(stats.p90_ms, 4), fixed(images_per_s, 1), significant(arena / 1048576.0),
+                    significant(engine->weight_bytes() / 1048576.0)});
     results.push_back({{"batch", batch},
                        {"median_ms", stats.median_ms},
                        {"min_ms", stats.min_ms},

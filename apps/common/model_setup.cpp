@@ -82,9 +82,10 @@ DeviceChoice resolve_device(const std::string& text) {
   choice.device = requested == Device::Auto ? (have_cuda ? Device::CUDA : Device::CPU)
                                             : requested;
   choice.name = device_info(choice.device).name;
-  choice.summary = std::string(to_string(choice.device)) + " (" +
-                   (requested == Device::Auto && !have_cuda ? "no CUDA device found" : choice.name) +
-                   ")";
+  const std::string kind = to_string(choice.device);
+  std::string detail = choice.name;
+  if (requested == Device::Auto && !have_cuda) detail = "no CUDA device found";
+  choice.summary = detail.empty() || detail == kind ? kind : kind + " (" + detail + ")";
   return choice;
 }
 

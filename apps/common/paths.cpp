@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <climits>
+#include <cstdlib>
 #include <vector>
 
 #include "cnnrt/error.h"
@@ -27,7 +28,12 @@ std::string find_shipped_file(const std::string& relative) {
   candidates.push_back(relative);
   for (const std::string& candidate : candidates) {
     struct stat info {};
-    if (::stat(candidate.c_str(), &info) == 0 && S_ISREG(info.st_mode)) return candidate;
+    if (::stat(candidate.c_str(), &info) == 0 && S_ISREG(info.st_mode)) {
+      // Show "/repo/models/alexnet.yaml" rather than "/repo/build/bin/../../models/...".
+      std::vector<char> resolved(PATH_MAX + 1, '\0');
+      if (::realpath(candidate.c_str(), resolved.data())) return resolved.data();
+      return candidate;
+    }
   }
   std::string tried;
   for (const std::string& candidate : candidates) tried += (tried.empty() ? "" : ", ") + candidate;

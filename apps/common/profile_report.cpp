@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 
@@ -15,8 +16,23 @@ double tflops_of(const LayerProfile& layer) {
 double gbs_of(const LayerProfile& layer) {
   return layer.median_ms > 0 ? layer.bytes / (layer.median_ms * 1e-3) / 1e9 : 0.0;
 }
+}  // namespace
+
+// Rates span GFLOP/s on the CPU to hundreds of TFLOP/s on a GPU: three significant digits
+// keep both readable in one column.
+std::string significant(double value) {
+  if (value <= 0) return "0";
+  char buffer[64];
+  const int digits = value >= 100 ? 0 : value >= 10 ? 1 : value >= 1 ? 2 : 
+                     std::min(9, 2 - static_cast<int>(std::floor(std::log10(value))));
+  std::snprintf(buffer, sizeof buffer, "%.*f", digits, value);
+  return buffer;
+}
+
+namespace {
+
 std::string percent_of(double achieved, double peak) {
-  return peak > 0 ? fixed(100.0 * achieved / peak, 1) : "-";
+  return peak > 0 ? significant(100.0 * achieved / peak) : "-";
 }
 bool looks_numeric(const std::string& cell) {
   if (cell.empty() || cell == "-") return !cell.empty();
@@ -93,8 +109,8 @@ std::string format_profile_table(const std::vector<LayerProfile>& layers,
     rows.push_back({layer.name, join_sources(layer), layer.kernel, layer.precision,
                     fixed(layer.median_ms, 4),
                     total > 0 ? fixed(100.0 * layer.median_ms / total, 1) : "-",
-                    fixed(tflops_of(layer), 2), percent_of(tflops_of(layer), peak),
-                    fixed(gbs_of(layer), 1), percent_of(gbs_of(layer), device.peak_bandwidth_gbs)});
+                    significant(tflops_of(layer)), percent_of(tflops_of(layer), peak),
+                    significant(gbs_of(layer)), percent_of(gbs_of(layer), device.peak_bandwidth_gbs)});
     total_flops += layer.flops;
     total_bytes += layer.bytes;
   }
@@ -103,7 +119,7 @@ std::string format_profile_table(const std::vector<LayerProfile>& layers,
   sum.flops = total_flops;
   sum.bytes = total_bytes;
   rows.push_back({"total", "", "", "", fixed(total, 4), total > 0 ? "100.0" : "-",
-                  fixed(tflops_of(sum), 2), "", fixed(gbs_of(sum), 1), ""});
+                  significant(tflops_of(sum)), "", significant(gbs_of(sum)), ""});
   return format_text_table({"layer", "sources", "kernel", "prec", "median ms", "share %",
                             "TFLOP/s", "% peak", "GB/s", "% bw"},
                            rows);
@@ -121,8 +137,8 @@ std::string format_compare_table(const std::vector<LayerProfile>& candidates,
     const double relative = row.median_ms > 0 ? chosen_ms / row.median_ms : 0.0;
     rows.push_back({chosen ? row.name : "", (chosen ? "* " : "  ") + row.kernel, row.precision,
                     fixed(row.median_ms, 4), fixed(relative, 2) + "x",
-                    fixed(tflops_of(row), 2), percent_of(tflops_of(row), peak_tflops(device, row.precision)),
-                    fixed(gbs_of(row), 1)});
+                    significant(tflops_of(row)), percent_of(tflops_of(row), peak_tflops(device, row.precision)),
+                    significant(gbs_of(row))});
   }
   return format_text_table(
       {"layer", "kernel (* = chosen)", "prec", "median ms", "vs chosen", "TFLOP/s", "% peak",

@@ -40,6 +40,8 @@ double total_ms(const std::vector<LayerProfile>& layers);
 // Fixed-width text table; numeric-looking cells are right-aligned.
 std::string format_text_table(const std::vector<std::string>& header,
                               const std::vector<std::vector<std::string>>& rows);
+// About three significant digits ("0.00155", "2.47", "38.8", "247"); "0" for <= 0.
+std::string significant(double value);
 // printf("%.*f") into a string.
 std::string fixed(double value, int digits);
 

@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "graph/ir.h"
 
@@ -41,7 +42,16 @@ class ConvFp16 {
   // x: [batch, in_h, in_w, pad8(in_c)] fp16; y: [batch, out_h, out_w, pad8(out_c)] fp16.
   void forward(const void* x, void* y, int batch, cudaStream_t stream) const;
   size_t weight_bytes() const;
+  // The path this layer takes ("igemm", "igemm_gather" for few input channels, "direct").
   std::string variant() const;
+
+  // Kernel-lab / test hooks.  variants(batch) names every launchable variant for that batch
+  // (one per tile config, plus the direct fallback, last); forward_variant runs one of them.
+  // forward() runs chosen_variant(batch), the heuristic's pick.
+  std::vector<std::string> variants(int batch) const;
+  size_t chosen_variant(int batch) const;
+  void forward_variant(size_t index, const void* x, void* y, int batch,
+                       cudaStream_t stream) const;
 
  private:
   std::unique_ptr<ConvFp16Impl> impl_;

@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "cnnrt/error.h"
 #include "kernel_test_util.h"
 #include "kernels/cpu/reference.h"
 

@@ -1,0 +1,269 @@
+// conv_lab: times every variant of the fp16 tensor-core convolution (kernels/cuda/conv_fp16.h)
+// on AlexNet's five convolutions, each with the ReLU / MaxPool AlexNet fuses into it, at batch
+// 1, 64 and 256, and, when cuDNN is available, cudnnConvolutionForward (fp16 NHWC, the fastest
+// algorithm cudnnFindConvolutionForwardAlgorithmEx reports) on the same shapes -- conv ALONE,
+// without bias/ReLU/pool, labelled so.
+//
+// Timing: 10 warm-up launches, then >= 50 launches each bracketed by CUDA events; the median is
+// reported.  Inputs are random fp16 and two input buffers alternate so successive launches do
+// not read an input the previous one left in L2.  TFLOP/s counts the conv's multiply-adds
+// (2 * N * OH * OW * OC * C/groups * KH * KW) over real channels only, for every row (so the
+// few-channel path is not credited with padding work).  The "*" marks the heuristic's pick.
+//
+// Usage: conv_lab [--iters N] [--direct]   (--direct also times the slow fallback kernel)
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/conv_fp16.h"
+#include "kernels/cuda/cuda_check.h"
+
+#ifdef CNNRT_WITH_CUDNN
+#include <cudnn.h>
+#define LAB_CUDNN_CHECK(call)                                                                  \
+  do {                                                                                         \
+    cudnnStatus_t lab_status_ = (call);                                                        \
+    if (lab_status_ != CUDNN_STATUS_SUCCESS)                                                   \
+      ::cnnrt::cuda::throw_cuda_error(#call, cudnnGetErrorString(lab_status_), __FILE__,       \
+                                      __LINE__);                                               \
+  } while (0)
+#endif
+
+namespace {
+
+using cnnrt::ConvAttrs;
+using cnnrt::PoolAttrs;
+using cnnrt::cuda::ConvFp16;
+using cnnrt::cuda::ConvShape;
+using cnnrt::cuda::padded_channels;
+
+struct Layer {
+  const char* name;
+  int c, h, w, oc, k, stride, pad;
+  bool pool;  // max-pool 3/2 after the ReLU
+};
+
+// torchvision AlexNet; every conv is followed by ReLU.
+const Layer kLayers[] = {
+    {"conv1+relu+pool", 3, 224, 224, 64, 11, 4, 2, true},
+    {"conv2+relu+pool", 64, 27, 27, 192, 5, 1, 2, true},
+    {"conv3+relu", 192, 13, 13, 384, 3, 1, 1, false},
+    {"conv4+relu", 384, 13, 13, 256, 3, 1, 1, false},
+    {"conv5+relu+pool", 256, 13, 13, 256, 3, 1, 1, true},
+};
+
+ConvShape make_shape(const Layer& l) {
+  ConvShape s;
+  s.in_c = l.c;
+  s.in_h = l.h;
+  s.in_w = l.w;
+  s.out_c = l.oc;
+  s.conv.out_channels = l.oc;
+  s.conv.kernel_h = s.conv.kernel_w = l.k;
+  s.conv.stride_h = s.conv.stride_w = l.stride;
+  s.conv.pad_h = s.conv.pad_w = l.pad;
+  s.relu = true;
+  if (l.pool) {
+    PoolAttrs p;
+    p.kernel_h = p.kernel_w = 3;
+    p.stride_h = p.stride_w = 2;
+    s.pool = p;
+  }
+  s.derive();
+  return s;
+}
+
+// Median of `iters` launches (after warm-up); launch(i) must enqueue one run on `stream`.
+double median_ms(const std::function<void(int)>& launch, int iters, cudaStream_t stream) {
+  for (int i = 0; i < 10; ++i) launch(i);
+  cudaEvent_t start, stop;
+  CNNRT_CUDA_CHECK(cudaEventCreate(&start));
+  CNNRT_CUDA_CHECK(cudaEventCreate(&stop));
+  std::vector<float> times;
+  for (int i = 0; i < iters; ++i) {
+    CNNRT_CUDA_CHECK(cudaEventRecord(start, stream));
+    launch(i);
+    CNNRT_CUDA_CHECK(cudaEventRecord(stop, stream));
+    CNNRT_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    CNNRT_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    times.push_back(ms);
+  }
+  CNNRT_CUDA_CHECK(cudaEventDestroy(start));
+  CNNRT_CUDA_CHECK(cudaEventDestroy(stop));
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+void print_row(const char* layer, int batch, const std::string& variant, double ms, double flops,
+               bool chosen) {
+  std::printf("%-16s %5d  %-58s %9.4f ms %8.1f TFLOP/s %s\n", layer, batch, variant.c_str(), ms,
+              flops / (ms * 1e-3) / 1e12, chosen ? "*" : "");
+  std::fflush(stdout);
+}
+
+#ifdef CNNRT_WITH_CUDNN
+// cuDNN fp16 NHWC conv alone (real channel counts), fastest algorithm found by FindEx.
+double time_cudnn(cudnnHandle_t handle, const Layer& l, const ConvShape& s, int batch,
+                  int iters, cudaStream_t stream, std::string* algo_name) {
+  cudnnTensorDescriptor_t xd, yd;
+  cudnnFilterDescriptor_t wd;
+  cudnnConvolutionDescriptor_t cd;
+  LAB_CUDNN_CHECK(cudnnCreateTensorDescriptor(&xd));
+  LAB_CUDNN_CHECK(cudnnCreateTensorDescriptor(&yd));
+  LAB_CUDNN_CHECK(cudnnCreateFilterDescriptor(&wd));
+  LAB_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&cd));
+  LAB_CUDNN_CHECK(
+      cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NHWC, CUDNN_DATA_HALF, batch, l.c, l.h, l.w));
+  LAB_CUDNN_CHECK(cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NHWC, CUDNN_DATA_HALF, batch, l.oc,
+                                             s.conv_h, s.conv_w));
+  LAB_CUDNN_CHECK(
+      cudnnSetFilter4dDescriptor(wd, CUDNN_DATA_HALF, CUDNN_TENSOR_NHWC, l.oc, l.c, l.k, l.k));
+  LAB_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(cd, l.pad, l.pad, l.stride, l.stride, 1, 1,
+                                                  CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  LAB_CUDNN_CHECK(cudnnSetConvolutionMathType(cd, CUDNN_TENSOR_OP_MATH));
+  const size_t x_bytes = size_t(batch) * l.h * l.w * l.c * 2;
+  const size_t y_bytes = size_t(batch) * s.conv_h * s.conv_w * l.oc * 2;
+  const size_t w_bytes = size_t(l.oc) * l.c * l.k * l.k * 2;
+  const size_t ws_bytes = size_t(512) << 20;
+  void *x[2], *y, *w, *ws;
+  for (void*& p : x) CNNRT_CUDA_CHECK(cudaMalloc(&p, x_bytes));
+  CNNRT_CUDA_CHECK(cudaMalloc(&y, y_bytes));
+  CNNRT_CUDA_CHECK(cudaMalloc(&w, w_bytes));
+  CNNRT_CUDA_CHECK(cudaMalloc(&ws, ws_bytes));
+  // Small non-zero values (0x2000 = fp16 ~0.0078) so no algorithm sees a special all-zero input.
+  for (void* p : x) CNNRT_CUDA_CHECK(cudaMemset(p, 0x20, x_bytes));
+  CNNRT_CUDA_CHECK(cudaMemset(w, 0x20, w_bytes));
+  cudnnConvolutionFwdAlgoPerf_t perf[16];
+  int found = 0;
+  LAB_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(handle, xd, x[0], wd, w, cd, yd, y, 16,
+                                                         &found, perf, ws, ws_bytes));
+  int best = -1;
+  for (int i = 0; i < found; ++i)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= ws_bytes) {
+      best = i;
+      break;
+    }
+  double ms = -1;
+  if (best >= 0) {
+    const cudnnConvolutionFwdAlgo_t algo = perf[best].algo;
+    *algo_name = "cudnn conv alone (algo " + std::to_string(int(algo)) + ")";
+    const float alpha = 1.f, beta = 0.f;
+    ms = median_ms(
+        [&](int i) {
+          LAB_CUDNN_CHECK(cudnnConvolutionForward(handle, &alpha, xd, x[i % 2], wd, w, cd, algo,
+                                                  ws, perf[best].memory, &beta, yd, y));
+        },
+        iters, stream);
+  }
+  for (void* p : x) CNNRT_CUDA_CHECK(cudaFree(p));
+  CNNRT_CUDA_CHECK(cudaFree(y));
+  CNNRT_CUDA_CHECK(cudaFree(w));
+  CNNRT_CUDA_CHECK(cudaFree(ws));
+  cudnnDestroyTensorDescriptor(xd);
+  cudnnDestroyTensorDescriptor(yd);
+  cudnnDestroyFilterDescriptor(wd);
+  cudnnDestroyConvolutionDescriptor(cd);
+  return ms;
+}
+#endif
+
+int run(int argc, char** argv) {
+  int iters = 50;
+  bool with_direct = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--iters") && i + 1 < argc)
+      iters = std::max(50, std::atoi(argv[++i]));
+    else if (!std::strcmp(argv[i], "--direct"))
+      with_direct = true;
+    else {
+      std::fprintf(stderr, "usage: conv_lab [--iters N>=50] [--direct]\n");
+      return 2;
+    }
+  }
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    std::fprintf(stderr, "conv_lab: no CUDA device\n");
+    return 1;
+  }
+  cudaDeviceProp prop;
+  CNNRT_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device: %s, %d SMs; median of %d launches after warm-up\n", prop.name,
+              prop.multiProcessorCount, iters);
+  cudaStream_t stream;
+  CNNRT_CUDA_CHECK(cudaStreamCreate(&stream));
+#ifdef CNNRT_WITH_CUDNN
+  cudnnHandle_t handle;
+  LAB_CUDNN_CHECK(cudnnCreate(&handle));
+  LAB_CUDNN_CHECK(cudnnSetStream(handle, stream));
+#endif
+  std::mt19937 rng(12345);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  const int batches[] = {1, 64, 256};
+  for (const Layer& l : kLayers) {
+    const ConvShape s = make_shape(l);
+    const int fan_in = l.c * l.k * l.k;
+    std::vector<float> w(size_t(l.oc) * fan_in), b(l.oc);
+    for (float& v : w) v = dist(rng) / std::sqrt(float(fan_in));
+    for (float& v : b) v = dist(rng) * 0.1f;
+    const ConvFp16 conv(s, w.data(), b.data());
+    for (const int batch : batches) {
+      const int cs = padded_channels(l.c);
+      const size_t in_count = size_t(batch) * l.h * l.w * cs;
+      const size_t out_count = size_t(batch) * s.out_h * s.out_w * padded_channels(l.oc);
+      std::vector<__half> host(in_count);
+      void* x[2];
+      void* y;
+      for (void*& p : x) {
+        for (size_t i = 0; i < in_count; ++i)
+          host[i] = __float2half(int(i % cs) < l.c ? dist(rng) : 0.f);
+        CNNRT_CUDA_CHECK(cudaMalloc(&p, in_count * 2));
+        CNNRT_CUDA_CHECK(cudaMemcpy(p, host.data(), in_count * 2, cudaMemcpyHostToDevice));
+      }
+      CNNRT_CUDA_CHECK(cudaMalloc(&y, out_count * 2));
+      const double flops =
+          2.0 * batch * s.conv_h * s.conv_w * double(l.oc) * l.c * l.k * l.k;
+      const std::vector<std::string> variants = conv.variants(batch);
+      const size_t chosen = conv.chosen_variant(batch);
+      for (size_t v = 0; v < variants.size(); ++v) {
+        const bool is_direct = v + 1 == variants.size();
+        if (is_direct && variants.size() > 1 && !with_direct) continue;
+        const double ms = median_ms(
+            [&](int i) { conv.forward_variant(v, x[i % 2], y, batch, stream); }, iters, stream);
+        print_row(l.name, batch, variants[v], ms, flops, v == chosen);
+      }
+#ifdef CNNRT_WITH_CUDNN
+      std::string algo;
+      const double ms = time_cudnn(handle, l, s, batch, iters, stream, &algo);
+      if (ms > 0) print_row(l.name, batch, algo, ms, flops, false);
+#endif
+      for (void* p : x) CNNRT_CUDA_CHECK(cudaFree(p));
+      CNNRT_CUDA_CHECK(cudaFree(y));
+    }
+  }
+#ifdef CNNRT_WITH_CUDNN
+  cudnnDestroy(handle);
+#endif
+  CNNRT_CUDA_CHECK(cudaStreamDestroy(stream));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,477 @@
+// Host side of the fp16 convolution: shape validation, weight prepacking, variant list and the
+// launch heuristic.  The kernels live in conv_fp16_igemm.cuh (tensor cores) and
+// conv_fp16_direct.cuh (fallback); docs/kernels/conv_fp16.md explains the design.
+//
+// Paths, fixed at construction from the shape:
+//   igemm         groups == 1 with C > 4, or groups > 1 with C/groups and OC/groups multiples of 8
+//   igemm_gather  groups == 1 with C <= 4 (AlexNet conv1): K over the real channels
+//   direct        everything else (depthwise, odd grouped convs)
+// Within a path, the tile config (and for a fused pool, the spatial tile) depends on the batch,
+// which is a run-time argument: forward() evaluates a small cost model over precomputed
+// candidates (pure arithmetic, no CUDA calls), so it stays cheap and graph-capturable.
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <sstream>
+
+#include "kernels/cuda/conv_fp16.h"
+#include "kernels/cuda/conv_fp16_direct.cuh"
+#include "kernels/cuda/conv_fp16_igemm.cuh"
+#include "kernels/cuda/cuda_check.h"
+
+namespace cnnrt::cuda {
+
+using conv_detail::ConvParams;
+
+namespace {
+
+using KernelFn = void (*)(ConvParams);
+
+struct TileConfig {
+  int bm, bn, threads, stages;
+  double efficiency;  // relative MMA throughput of one CTA-tile (bigger tiles reuse more)
+  const char* name;
+  KernelFn fn[2][2];  // [gather][pool]
+};
+
+template <int BM, int BN, int WARPS_M, int WARPS_N, int STAGES>
+TileConfig make_config(double efficiency, const char* name) {
+  using namespace conv_detail;
+  return {BM,
+          BN,
+          WARPS_M * WARPS_N * 32,
+          STAGES,
+          efficiency,
+          name,
+          {{&conv_igemm_kernel<BM, BN, WARPS_M, WARPS_N, STAGES, false, false>,
+            &conv_igemm_kernel<BM, BN, WARPS_M, WARPS_N, STAGES, false, true>},
+           {&conv_igemm_kernel<BM, BN, WARPS_M, WARPS_N, STAGES, true, false>,
+            &conv_igemm_kernel<BM, BN, WARPS_M, WARPS_N, STAGES, true, true>}}};
+}
+
+const TileConfig* tile_configs(int* count) {
+  static const TileConfig configs[] = {
+      make_config<128, 128, 2, 4, 3>(1.0, "128x128"),  // 8 warps, warp tile 64x32
+      make_config<128, 64, 2, 2, 4>(0.8, "128x64"),    // 4 warps, warp tile 64x32
+      make_config<64, 64, 2, 2, 4>(0.65, "64x64"),     // 4 warps, warp tile 32x32: small M
+  };
+  *count = int(sizeof(configs) / sizeof(configs[0]));
+  return configs;
+}
+
+constexpr int kMaxPasses = 8;
+constexpr int kDirectThreads = 256;
+
+int floor_div(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+int ceil_div(long long a, long long b) { return int((a + b - 1) / b); }
+
+// PyTorch conv / max_pool2d output extent (pool: ceil_mode's last window must start inside the
+// input or the left padding).  Returns <= 0 for shapes that produce nothing.
+int conv_extent(int in, int k, int s, int pad, int dil) {
+  return floor_div(in + 2 * pad - dil * (k - 1) - 1, s) + 1;
+}
+int pool_extent(int in, int k, int s, int pad, bool ceil_mode) {
+  const int span = in + 2 * pad - k;
+  if (span < 0) return 0;
+  int out = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
+  if (ceil_mode && (out - 1) * s >= in + pad) --out;
+  return out;
+}
+
+// Empty string when the shape is fine, else what is wrong with it.
+std::string shape_problem(const ConvShape& s) {
+  const ConvAttrs& c = s.conv;
+  if (s.in_c <= 0 || s.in_h <= 0 || s.in_w <= 0 || s.out_c <= 0) return "non-positive extent";
+  if (c.out_channels != 0 && c.out_channels != s.out_c) return "conv.out_channels != out_c";
+  if (c.kernel_h <= 0 || c.kernel_w <= 0 || c.stride_h <= 0 || c.stride_w <= 0 ||
+      c.dilation_h <= 0 || c.dilation_w <= 0 || c.pad_h < 0 || c.pad_w < 0 || c.groups <= 0)
+    return "bad kernel/stride/dilation/padding/groups";
+  if (s.in_c % c.groups != 0 || s.out_c % c.groups != 0)
+    return "groups must divide in and out channels";
+  const int ch = conv_extent(s.in_h, c.kernel_h, c.stride_h, c.pad_h, c.dilation_h);
+  const int cw = conv_extent(s.in_w, c.kernel_w, c.stride_w, c.pad_w, c.dilation_w);
+  if (ch <= 0 || cw <= 0) return "kernel larger than the padded input";
+  if (s.pool) {
+    const PoolAttrs& p = *s.pool;
+    if (p.kernel_h <= 0 || p.kernel_w <= 0 || p.stride_h <= 0 || p.stride_w <= 0 ||
+        p.pad_h < 0 || p.pad_w < 0 || 2 * p.pad_h > p.kernel_h || 2 * p.pad_w > p.kernel_w)
+      return "bad pool attributes";
+    if (pool_extent(ch, p.kernel_h, p.stride_h, p.pad_h, p.ceil_mode) <= 0 ||
+        pool_extent(cw, p.kernel_w, p.stride_w, p.pad_w, p.ceil_mode) <= 0)
+      return "pool window larger than the conv output";
+  }
+  const long long per_image = (long long)s.in_h * s.in_w * padded_channels(s.in_c);
+  if (per_image >= (1LL << 31)) return "input image too large";
+  return "";
+}
+
+enum class Path { Igemm, IgemmGather, Direct };
+
+Path choose_path(const ConvShape& s) {
+  const int groups = s.conv.groups;
+  if (groups == 1) return s.in_c <= 4 ? Path::IgemmGather : Path::Igemm;
+  const int cpg = s.in_c / groups, opg = s.out_c / groups;
+  return (cpg % 8 == 0 && opg % 8 == 0) ? Path::Igemm : Path::Direct;
+}
+
+// One launchable igemm configuration whose cost does not depend on the batch.
+struct Candidate {
+  int config = 0;
+  int tile_ph = 1, tile_pw = 1, tile_th = 1, tile_tw = 1, tiles_y = 1, tiles_x = 1, passes = 1;
+  size_t smem = 0;
+  int occupancy = 1;  // CTAs per SM
+};
+
+template <typename T>
+T* upload(const std::vector<T>& host) {
+  T* device = nullptr;
+  CNNRT_CUDA_CHECK(cudaMalloc(&device, host.size() * sizeof(T)));
+  CNNRT_CUDA_CHECK(cudaMemcpy(device, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return device;
+}
+
+}  // namespace
+
+void ConvShape::derive() {
+  conv_h = conv_extent(in_h, conv.kernel_h, conv.stride_h, conv.pad_h, conv.dilation_h);
+  conv_w = conv_extent(in_w, conv.kernel_w, conv.stride_w, conv.pad_w, conv.dilation_w);
+  if (pool) {
+    out_h = pool_extent(conv_h, pool->kernel_h, pool->stride_h, pool->pad_h, pool->ceil_mode);
+    out_w = pool_extent(conv_w, pool->kernel_w, pool->stride_w, pool->pad_w, pool->ceil_mode);
+  } else {
+    out_h = conv_h;
+    out_w = conv_w;
+  }
+}
+
+class ConvFp16Impl {
+ public:
+  ConvShape shape;
+  Path path = Path::Direct;
+  ConvParams base;  // everything but pointers, batch and tiling
+  int sms = 1;
+  std::vector<Candidate> candidates;  // igemm paths only
+  __half* w_igemm = nullptr;
+  float* b_igemm = nullptr;
+  __half* w_direct = nullptr;
+  float* b_direct = nullptr;
+  size_t bytes = 0;
+
+  ~ConvFp16Impl() {
+    // Destructors must not throw: errors from cudaFree are ignored on purpose.
+    cudaFree(w_igemm);
+    cudaFree(b_igemm);
+    cudaFree(w_direct);
+    cudaFree(b_direct);
+  }
+
+  bool pool() const { return shape.pool.has_value(); }
+  bool gather() const { return path == Path::IgemmGather; }
+
+  // Cost in arbitrary units: waves x CTAs per SM x per-CTA MMA work / tile efficiency.
+  double cost(const Candidate& c, int batch) const {
+    int count = 0;
+    const TileConfig& cfg = tile_configs(&count)[c.config];
+    const long long n_tiles = ceil_div(base.n_limit, cfg.bn);
+    const long long m_ctas =
+        pool() ? (long long)batch * c.tiles_y * c.tiles_x
+               : ceil_div((long long)batch * shape.conv_h * shape.conv_w, cfg.bm);
+    const long long ctas = m_ctas * n_tiles * base.groups;
+    const long long slots = (long long)sms * c.occupancy;
+    const double waves = double((ctas + slots - 1) / slots);
+    const double work = double(c.passes) * (base.k_tiles + 2) * cfg.bm * cfg.bn / cfg.efficiency;
+    return waves * std::min<long long>(c.occupancy, (ctas + sms - 1) / sms) * work;
+  }
+
+  // Best candidate per tile config for this batch, in config order.
+  std::vector<const Candidate*> best_per_config(int batch) const {
+    int count = 0;
+    tile_configs(&count);
+    std::vector<const Candidate*> best(count, nullptr);
+    for (const Candidate& c : candidates)
+      if (!best[c.config] || cost(c, batch) < cost(*best[c.config], batch)) best[c.config] = &c;
+    std::vector<const Candidate*> out;
+    for (const Candidate* c : best)
+      if (c) out.push_back(c);
+    return out;
+  }
+
+  std::string name(const Candidate& c) const {
+    int count = 0;
+    std::ostringstream s;
+    s << (gather() ? "igemm_gather " : "igemm ") << tile_configs(&count)[c.config].name;
+    if (pool())
+      s << " pool-tile " << c.tile_ph << "x" << c.tile_pw << " (conv " << c.tile_th << "x"
+        << c.tile_tw << ", " << c.passes << (c.passes == 1 ? " pass)" : " passes)");
+    return s.str();
+  }
+
+  void launch_igemm(const Candidate& c, const void* x, void* y, int batch,
+                    cudaStream_t stream) const {
+    int count = 0;
+    const TileConfig& cfg = tile_configs(&count)[c.config];
+    ConvParams p = base;
+    p.x = static_cast<const __half*>(x);
+    p.y = static_cast<__half*>(y);
+    p.w = w_igemm;
+    p.bias = b_igemm;
+    p.batch = batch;
+    p.n_tiles = ceil_div(p.n_limit, cfg.bn);
+    p.m_total = (long long)batch * shape.conv_h * shape.conv_w;
+    p.tile_ph = c.tile_ph;
+    p.tile_pw = c.tile_pw;
+    p.tile_th = c.tile_th;
+    p.tile_tw = c.tile_tw;
+    p.tiles_y = c.tiles_y;
+    p.tiles_x = c.tiles_x;
+    p.passes = c.passes;
+    const long long grid_x =
+        pool() ? (long long)batch * c.tiles_y * c.tiles_x : ceil_div(p.m_total, cfg.bm);
+    const long long grid_y = (long long)p.n_tiles * p.groups;
+    if (grid_x >= (1LL << 31) || grid_y > 65535)
+      throw Error("conv_fp16: batch " + std::to_string(batch) + " exceeds the launch grid");
+    cfg.fn[gather() ? 1 : 0][pool() ? 1 : 0]<<<dim3(unsigned(grid_x), unsigned(grid_y)),
+                                             cfg.threads, c.smem, stream>>>(p);
+    CNNRT_CUDA_CHECK_LAUNCH();
+  }
+
+  void launch_direct(const void* x, void* y, int batch, cudaStream_t stream) const {
+    ConvParams p = base;
+    p.x = static_cast<const __half*>(x);
+    p.y = static_cast<__half*>(y);
+    p.w = w_direct;
+    p.bias = b_direct;
+    p.batch = batch;
+    const long long total = (long long)batch * p.out_h * p.out_w * p.out_cs;
+    const long long blocks =
+        std::max(1LL, std::min<long long>(ceil_div(total, kDirectThreads), (long long)sms * 64));
+    conv_detail::conv_direct_kernel<<<unsigned(blocks), kDirectThreads, 0, stream>>>(p);
+    CNNRT_CUDA_CHECK_LAUNCH();
+  }
+
+  void pack_igemm(const float* weight, const float* bias) {
+    const int groups = base.groups, cpg = base.cpg, opg = base.opg;
+    const int kh = base.kh, kw = base.kw;
+    std::vector<__half> w(size_t(groups) * base.w_rows * base.w_k, __float2half(0.f));
+    std::vector<float> b(size_t(groups) * base.w_rows, 0.f);
+    for (int g = 0; g < groups; ++g)
+      for (int j = 0; j < opg; ++j) {
+        const int oc = g * opg + j;
+        if (bias) b[size_t(g) * base.w_rows + j] = bias[oc];
+        for (int ci = 0; ci < cpg; ++ci)
+          for (int ky = 0; ky < kh; ++ky)
+            for (int kx = 0; kx < kw; ++kx) {
+              const int tap = ky * kw + kx;
+              const int col = gather() ? tap * shape.in_c + ci : tap * base.cpg_chunks * 8 + ci;
+              w[(size_t(g) * base.w_rows + j) * base.w_k + col] =
+                  __float2half(weight[((size_t(oc) * cpg + ci) * kh + ky) * kw + kx]);
+            }
+      }
+    w_igemm = upload(w);
+    b_igemm = upload(b);
+    bytes += w.size() * sizeof(__half) + b.size() * sizeof(float);
+  }
+
+  void pack_direct(const float* weight, const float* bias) {
+    const int cpg = base.cpg, kh = base.kh, kw = base.kw;
+    std::vector<__half> w(size_t(shape.out_c) * kh * kw * cpg);
+    std::vector<float> b(shape.out_c, 0.f);
+    for (int oc = 0; oc < shape.out_c; ++oc) {
+      if (bias) b[oc] = bias[oc];
+      for (int ci = 0; ci < cpg; ++ci)
+        for (int ky = 0; ky < kh; ++ky)
+          for (int kx = 0; kx < kw; ++kx)
+            w[((size_t(oc) * kh + ky) * kw + kx) * cpg + ci] =
+                __float2half(weight[((size_t(oc) * cpg + ci) * kh + ky) * kw + kx]);
+    }
+    w_direct = upload(w);
+    b_direct = upload(b);
+    bytes += w.size() * sizeof(__half) + b.size() * sizeof(float);
+  }
+
+  // Spatial tilings of the pooled output for one config: for each pass count, the tiling with
+  // the fewest CTAs per image (cost per image = tiles x passes).
+  void add_pool_candidates(int config, const TileConfig& cfg, size_t smem_limit) {
+    std::vector<Candidate> best(kMaxPasses + 1);
+    std::vector<bool> found(kMaxPasses + 1, false);
+    const PoolAttrs& pa = *shape.pool;
+    for (int ph = 1; ph <= std::min(shape.out_h, 64); ++ph) {
+      const int th = (ph - 1) * pa.stride_h + pa.kernel_h;
+      for (int pw = 1; pw <= std::min(shape.out_w, 64); ++pw) {
+        const int tw = (pw - 1) * pa.stride_w + pa.kernel_w;
+        const int passes = ceil_div((long long)th * tw, cfg.bm);
+        if (passes > kMaxPasses) break;
+        const size_t smem = conv_detail::igemm_smem_bytes(cfg.bm, cfg.bn, cfg.stages, passes);
+        if (smem > smem_limit) break;
+        Candidate c;
+        c.config = config;
+        c.tile_ph = ph;
+        c.tile_pw = pw;
+        c.tile_th = th;
+        c.tile_tw = tw;
+        c.tiles_y = ceil_div(shape.out_h, ph);
+        c.tiles_x = ceil_div(shape.out_w, pw);
+        c.passes = passes;
+        c.smem = smem;
+        const long long tiles = (long long)c.tiles_y * c.tiles_x;
+        if (!found[passes] || tiles < (long long)best[passes].tiles_y * best[passes].tiles_x) {
+          best[passes] = c;
+          found[passes] = true;
+        }
+      }
+    }
+    for (int passes = 1; passes <= kMaxPasses; ++passes)
+      if (found[passes]) candidates.push_back(best[passes]);
+  }
+};
+
+bool ConvFp16::supports(const ConvShape& shape) { return shape_problem(shape).empty(); }
+
+ConvFp16::ConvFp16(const ConvShape& shape_in, const float* weight, const float* bias)
+    : impl_(std::make_unique<ConvFp16Impl>()) {
+  ConvFp16Impl& m = *impl_;
+  const std::string problem = shape_problem(shape_in);
+  if (!problem.empty()) throw Error("conv_fp16: unsupported shape: " + problem);
+  if (!weight) throw Error("conv_fp16: weight is null");
+  m.shape = shape_in;
+  m.shape.conv.out_channels = m.shape.out_c;
+  m.shape.derive();
+  m.path = choose_path(m.shape);
+  const ConvShape& s = m.shape;
+  const ConvAttrs& a = s.conv;
+
+  ConvParams& p = m.base;
+  p.in_h = s.in_h;
+  p.in_w = s.in_w;
+  p.in_c = s.in_c;
+  p.in_cs = padded_channels(s.in_c);
+  p.conv_h = s.conv_h;
+  p.conv_w = s.conv_w;
+  p.kh = a.kernel_h;
+  p.kw = a.kernel_w;
+  p.sh = a.stride_h;
+  p.sw = a.stride_w;
+  p.ph = a.pad_h;
+  p.pw = a.pad_w;
+  p.dh = a.dilation_h;
+  p.dw = a.dilation_w;
+  p.groups = a.groups;
+  p.cpg = s.in_c / a.groups;
+  p.opg = s.out_c / a.groups;
+  p.cpg_chunks = (p.cpg + 7) / 8;
+  p.out_c = s.out_c;
+  p.out_cs = padded_channels(s.out_c);
+  p.relu = s.relu ? 1 : 0;
+  if (s.pool) {
+    p.pk_h = s.pool->kernel_h;
+    p.pk_w = s.pool->kernel_w;
+    p.ps_h = s.pool->stride_h;
+    p.ps_w = s.pool->stride_w;
+    p.pp_h = s.pool->pad_h;
+    p.pp_w = s.pool->pad_w;
+  }
+  p.out_h = s.out_h;
+  p.out_w = s.out_w;
+  if (m.path == Path::IgemmGather) {
+    p.k_real = p.kh * p.kw * s.in_c;
+    p.k_tiles = ceil_div(p.k_real, conv_detail::kBK);
+  } else {
+    p.k_real = p.kh * p.kw * p.cpg_chunks;
+    p.k_tiles = ceil_div((long long)p.k_real * 8, conv_detail::kBK);
+  }
+  p.w_k = p.k_tiles * conv_detail::kBK;
+  p.n_limit = a.groups == 1 ? p.out_cs : p.opg;
+  p.w_rows = ceil_div(p.n_limit, conv_detail::kWeightRowAlign) * conv_detail::kWeightRowAlign;
+
+  int device = 0, smem_optin = 0;
+  CNNRT_CUDA_CHECK(cudaGetDevice(&device));
+  CNNRT_CUDA_CHECK(cudaDeviceGetAttribute(&m.sms, cudaDevAttrMultiProcessorCount, device));
+  CNNRT_CUDA_CHECK(
+      cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+
+  m.pack_direct(weight, bias);
+  if (m.path == Path::Direct) return;
+  m.pack_igemm(weight, bias);
+
+  int count = 0;
+  const TileConfig* configs = tile_configs(&count);
+  for (int i = 0; i < count; ++i) {
+    const TileConfig& cfg = configs[i];
+    const KernelFn fn = cfg.fn[m.gather() ? 1 : 0][m.pool() ? 1 : 0];
+    // Always the device maximum: the attribute is per function and process-wide, so every
+    // instance sets the same value and none can shrink another's limit.
+    CNNRT_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          smem_optin));
+    const size_t first = m.candidates.size();
+    if (m.pool()) {
+      m.add_pool_candidates(i, cfg, size_t(smem_optin));
+    } else {
+      Candidate c;
+      c.config = i;
+      c.smem = conv_detail::igemm_smem_bytes(cfg.bm, cfg.bn, cfg.stages, 1);
+      if (c.smem <= size_t(smem_optin)) m.candidates.push_back(c);
+    }
+    for (size_t j = first; j < m.candidates.size();) {
+      Candidate& c = m.candidates[j];
+      CNNRT_CUDA_CHECK(
+          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&c.occupancy, fn, cfg.threads, c.smem));
+      if (c.occupancy <= 0)
+        m.candidates.erase(m.candidates.begin() + j);
+      else
+        ++j;
+    }
+  }
+  if (m.candidates.empty()) m.path = Path::Direct;  // e.g. a device with tiny shared memory
+}
+
+ConvFp16::~ConvFp16() = default;
+
+size_t ConvFp16::weight_bytes() const { return impl_->bytes; }
+
+std::string ConvFp16::variant() const {
+  switch (impl_->path) {
+    case Path::Igemm: return "igemm";
+    case Path::IgemmGather: return "igemm_gather";
+    default: return "direct";
+  }
+}
+
+std::vector<std::string> ConvFp16::variants(int batch) const {
+  std::vector<std::string> names;
+  for (const Candidate* c : impl_->best_per_config(std::max(batch, 1)))
+    names.push_back(impl_->name(*c));
+  names.push_back("direct");
+  return names;
+}
+
+size_t ConvFp16::chosen_variant(int batch) const {
+  const auto best = impl_->best_per_config(std::max(batch, 1));
+  if (best.empty()) return 0;  // only "direct"
+  size_t chosen = 0;
+  for (size_t i = 1; i < best.size(); ++i)
+    if (impl_->cost(*best[i], batch) < impl_->cost(*best[chosen], batch)) chosen = i;
+  return chosen;
+}
+
+void ConvFp16::forward_variant(size_t index, const void* x, void* y, int batch,
+                               cudaStream_t stream) const {
+  if (batch <= 0) throw Error("conv_fp16: batch must be positive, got " + std::to_string(batch));
+  if (!x || !y) throw Error("conv_fp16: null input or output pointer");
+  if (reinterpret_cast<uintptr_t>(x) % 16 != 0 || reinterpret_cast<uintptr_t>(y) % 16 != 0)
+    throw Error("conv_fp16: input and output must be 16-byte aligned");
+  const auto best = impl_->best_per_config(batch);
+  if (index < best.size())
+    impl_->launch_igemm(*best[index], x, y, batch, stream);
+  else if (index == best.size())
+    impl_->launch_direct(x, y, batch, stream);
+  else
+    throw Error("conv_fp16: variant index " + std::to_string(index) + " out of range");
+}
+
+void ConvFp16::forward(const void* x, void* y, int batch, cudaStream_t stream) const {
+  forward_variant(chosen_variant(batch), x, y, batch, stream);
+}
+
+}  // namespace cnnrt::cuda

@@ -1,0 +1,395 @@
+// Implicit-GEMM fp16 convolution on tensor cores with a fused bias / ReLU / MaxPool epilogue.
+//
+// GEMM view (per group): M = output pixels, N = output channels, K = kh*kw*cin.  A rows are
+// gathered on the fly from the NHWC input (no im2col buffer); B is the prepacked weight
+// [group][n_rows][k] fp16 with K contiguous, zero-padded to a multiple of 32 in K and of 128 in
+// N, so B loads never need a guard.
+//
+// Two A loaders (template flag GATHER):
+//  * vector: K ordered (kh, kw, c8-chunk) over channels padded to 8; one 16-byte cp.async per
+//    (row, tap, 8 channels), zero-filled (src-size 0) for padding taps and K tails.
+//  * gather: for few input channels (C <= 4, AlexNet conv1): K ordered (kh, kw, c) over the REAL
+//    channels (363 instead of 968 for conv1), loaded with 2-byte __ldg gathers into registers
+//    one k-tile ahead and stored to shared memory after the MMAs of the current tile, so the
+//    loads overlap the tensor-core work.  A warp owns one A row and lane = k column, so the
+//    per-row table read is a broadcast and the smem stores are conflict-free.
+//
+// Shared memory rows are 32 halves + 8 halves padding (80 B): eight consecutive rows hit eight
+// distinct 16-byte bank groups, so every ldmatrix phase is conflict-free without a swizzle.
+// Pipeline: STAGES-deep cp.async ring, one __syncthreads per k-tile (the slot refilled in
+// iteration kt is the one consumed in kt-1, and every thread has passed the barrier).
+// MMA: mma.sync m16n8k16 row.col f16 -> f32; fragments via ldmatrix.x4.
+//
+// Epilogue: accumulators + bias (fp32), ReLU, rounded to fp16 and staged in shared memory;
+//  * no pool: 16-byte vector stores of whole 8-channel chunks (padding channels forced to 0);
+//  * POOL: the CTA's M tile is a TH x TW spatial tile of ONE image's conv output that covers the
+//    whole windows of a PH x PW block of pooled outputs ((PH-1)*stride + kernel rows).  When
+//    TH*TW > BM the CTA runs several M passes over the same staging buffer (`passes`), so large
+//    tiles (less halo recomputation, less edge waste) are possible.  The pooled outputs are then
+//    reduced from shared memory with __hmax2; the pre-pool tensor never reaches device memory.
+//    Taking the max after rounding to fp16 equals rounding the fp32 max (rounding is monotone).
+#pragma once
+
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+namespace cnnrt::cuda::conv_detail {
+
+constexpr int kBK = 32;                    // K per pipeline stage (halves)
+constexpr int kRowHalves = kBK + 8;        // padded smem row: 80 bytes
+constexpr int kWeightRowAlign = 128;       // packed weight rows per group padded to this (max BN)
+
+struct ConvParams {
+  const __half* x = nullptr;
+  const __half* w = nullptr;   // igemm: [groups][w_rows][w_k]; direct: [oc][kh][kw][cpg]
+  const float* bias = nullptr; // igemm: [groups][w_rows]; direct: [oc]
+  __half* y = nullptr;
+  int batch = 0;
+  int in_h = 0, in_w = 0, in_cs = 0, in_c = 0;
+  int conv_h = 0, conv_w = 0;
+  int kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
+  int groups = 1, cpg = 0;      // real input channels per group
+  int cpg_chunks = 0;           // vector loader: channels per group / 8
+  int k_real = 0;               // vector: K in 8-chunks; gather: K in elements
+  int k_tiles = 0;
+  int w_k = 0, w_rows = 0;      // packed weight row stride (halves) and rows per group
+  int n_limit = 0;              // columns per group to write (padded OC if groups == 1)
+  int n_tiles = 0;              // N tiles per group
+  int opg = 0;                  // real output channels per group
+  int out_c = 0, out_cs = 0;
+  int relu = 0;
+  // Pool (kernel 1 / stride 1 / pad 0 when absent; the direct kernel relies on that).
+  int pk_h = 1, pk_w = 1, ps_h = 1, ps_w = 1, pp_h = 0, pp_w = 0;
+  int out_h = 0, out_w = 0;     // final (pooled) extent
+  int tile_ph = 1, tile_pw = 1, tile_th = 1, tile_tw = 1, tiles_y = 1, tiles_x = 1, passes = 1;
+  long long m_total = 0;        // no pool: batch * conv_h * conv_w
+};
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16-byte async copy; src_bytes == 0 zero-fills the destination without reading global memory.
+__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+               "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+__device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                          uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Zeroes the halves of an 8-channel chunk whose channel index (first + i) is >= limit.
+__device__ __forceinline__ uint4 zero_channels_from(uint4 v, int first, int limit) {
+  if (first + 8 <= limit) return v;
+  uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    if (first + i >= limit) w[i / 2] &= (i & 1) ? 0x0000ffffu : 0xffff0000u;
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+// Shared-memory bytes a launch needs: pipeline ring + row table + staging of the conv tile.
+constexpr size_t igemm_pipeline_bytes(int bm, int bn, int stages) {
+  return size_t(stages) * (bm + bn) * kRowHalves * 2 + size_t(bm) * 16;
+}
+constexpr size_t igemm_smem_bytes(int bm, int bn, int stages, int passes) {
+  return igemm_pipeline_bytes(bm, bn, stages) + size_t(passes) * bm * (bn + 8) * 2;
+}
+
+template <int BM, int BN, int WARPS_M, int WARPS_N, int STAGES, bool GATHER, bool POOL>
+__global__ void __launch_bounds__(WARPS_M* WARPS_N * 32, (WARPS_M * WARPS_N >= 8) ? 2 : 3)
+    conv_igemm_kernel(const ConvParams p) {
+  constexpr int kThreads = WARPS_M * WARPS_N * 32;
+  constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;
+  constexpr int MI = WM / 16, NI = WN / 8;
+  static_assert(WM % 16 == 0 && WN % 16 == 0, "warp tile must be a multiple of 16x16");
+  static_assert((BM * 4) % kThreads == 0 && (BN * 4) % kThreads == 0, "loader split");
+  static_assert((BM * kBK) % kThreads == 0, "gather split");
+  constexpr int kAStage = BM * kRowHalves, kBStage = BN * kRowHalves;
+  constexpr int kCRow = BN + 8;  // staging row (halves); +8 keeps half2 stores conflict-free
+
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  __half* s_a = reinterpret_cast<__half*>(smem_raw);
+  __half* s_b = s_a + STAGES * kAStage;
+  int4* s_rows = reinterpret_cast<int4*>(s_b + STAGES * kBStage);  // {image|-1, ih0, iw0, 0}
+  __half* s_c = reinterpret_cast<__half*>(s_rows + BM);
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int warp_m = warp / WARPS_N, warp_n = warp % WARPS_N;
+
+  const int group = blockIdx.y / p.n_tiles;
+  const int n0 = (blockIdx.y % p.n_tiles) * BN;  // column within the group
+  const __half* w_tile = p.w + (size_t(group) * p.w_rows + n0) * p.w_k;
+  const float* bias_tile = p.bias + size_t(group) * p.w_rows + n0;
+  const int in_c0 = group * p.cpg;  // vector loader: first input channel of the group
+
+  int image = 0, tile_y = 0, tile_x = 0, cy0 = 0, cx0 = 0;
+  long long m0 = 0;
+  if constexpr (POOL) {
+    int t = blockIdx.x;
+    tile_x = t % p.tiles_x;
+    t /= p.tiles_x;
+    tile_y = t % p.tiles_y;
+    image = t / p.tiles_y;
+    cy0 = tile_y * p.tile_ph * p.ps_h - p.pp_h;
+    cx0 = tile_x * p.tile_pw * p.ps_w - p.pp_w;
+  } else {
+    m0 = (long long)blockIdx.x * BM;
+  }
+  const int passes = POOL ? p.passes : 1;
+  const int k_tiles = p.k_tiles;
+
+  // ---- loaders ----------------------------------------------------------------------------
+  auto load_b = [&](int slot, int kt) {
+#pragma unroll
+    for (int i = 0; i < BN * 4 / kThreads; ++i) {
+      const int id = tid + i * kThreads, r = id >> 2, c = id & 3;
+      cp_async_16(smem_u32(s_b + slot * kBStage + r * kRowHalves + c * 8),
+                  w_tile + size_t(r) * p.w_k + kt * kBK + c * 8, 16);
+    }
+  };
+  auto load_a_vec = [&](int slot, int kt) {
+    // kThreads is a multiple of 4, so this thread's K chunk is the same for all its rows.
+    const int c = tid & 3, kc = kt * 4 + c;
+    const bool k_ok = kc < p.k_real;
+    const int tap = k_ok ? kc / p.cpg_chunks : 0;
+    const int c8 = kc - tap * p.cpg_chunks;
+    const int r_kh = tap / p.kw, r_kw = tap - r_kh * p.kw;
+    const int dy = r_kh * p.dh, dx = r_kw * p.dw;
+#pragma unroll
+    for (int i = 0; i < BM * 4 / kThreads; ++i) {
+      const int r = (tid >> 2) + i * (kThreads / 4);
+      const int4 info = s_rows[r];
+      const __half* src = p.x;  // never read when bytes == 0
+      int bytes = 0;
+      const int ih = info.y + dy, iw = info.z + dx;
+      if (k_ok && info.x >= 0 && unsigned(ih) < unsigned(p.in_h) && unsigned(iw) < unsigned(p.in_w)) {
+        src = p.x + ((size_t(info.x) * p.in_h + ih) * p.in_w + iw) * p.in_cs + in_c0 + c8 * 8;
+        bytes = 16;
+      }
+      cp_async_16(smem_u32(s_a + slot * kAStage + r * kRowHalves + c * 8), src, bytes);
+    }
+  };
+  constexpr int kGatherPer = GATHER ? BM * kBK / kThreads : 2;
+  static_assert(kGatherPer % 2 == 0, "gathered halves are held in pairs");
+  uint32_t gather_regs[kGatherPer / 2];  // two rows' halves per register: halves the registers
+  auto gather_a = [&](int kt) {
+    const int k = kt * kBK + lane;
+    const bool k_ok = k < p.k_real;
+    const int tap = k_ok ? k / p.in_c : 0;
+    const int ch = k - tap * p.in_c;
+    const int r_kh = tap / p.kw, r_kw = tap - r_kh * p.kw;
+    const int dy = r_kh * p.dh, dx = r_kw * p.dw;
+    const unsigned short* xs = reinterpret_cast<const unsigned short*>(p.x);
+#pragma unroll
+    for (int i = 0; i < kGatherPer; ++i) {
+      const int r = warp + i * (kThreads / 32);
+      const int4 info = s_rows[r];
+      const int ih = info.y + dy, iw = info.z + dx;
+      uint32_t v = 0;
+      if (k_ok && info.x >= 0 && unsigned(ih) < unsigned(p.in_h) && unsigned(iw) < unsigned(p.in_w))
+        v = __ldg(xs + ((size_t(info.x) * p.in_h + ih) * p.in_w + iw) * p.in_cs + ch);
+      if (i % 2 == 0)
+        gather_regs[i / 2] = v;
+      else
+        gather_regs[i / 2] |= v << 16;
+    }
+  };
+  auto store_gathered = [&](int slot) {
+    unsigned short* dst = reinterpret_cast<unsigned short*>(s_a + slot * kAStage);
+#pragma unroll
+    for (int i = 0; i < kGatherPer; ++i)
+      dst[(warp + i * (kThreads / 32)) * kRowHalves + lane] =
+          static_cast<unsigned short>(gather_regs[i / 2] >> (16 * (i % 2)));
+  };
+
+  for (int pass = 0; pass < passes; ++pass) {
+    // ---- row table: which input window each A row reads --------------------------------
+    for (int r = tid; r < BM; r += kThreads) {
+      int4 info = make_int4(-1, 0, 0, 0);
+      if constexpr (POOL) {
+        const int rg = pass * BM + r;
+        if (rg < p.tile_th * p.tile_tw) {
+          const int cy = cy0 + rg / p.tile_tw, cx = cx0 + rg % p.tile_tw;
+          if (cy >= 0 && cy < p.conv_h && cx >= 0 && cx < p.conv_w)
+            info = make_int4(image, cy * p.sh - p.ph, cx * p.sw - p.pw, 0);
+        }
+      } else {
+        const long long m = m0 + r;
+        if (m < p.m_total) {
+          const int cx = int(m % p.conv_w);
+          const long long t = m / p.conv_w;
+          const int cy = int(t % p.conv_h), n = int(t / p.conv_h);
+          info = make_int4(n, cy * p.sh - p.ph, cx * p.sw - p.pw, 0);
+        }
+      }
+      s_rows[r] = info;
+    }
+    __syncthreads();
+
+    float acc[MI][NI][4];
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) acc[mi][ni][q] = 0.f;
+
+    // ---- prologue ---------------------------------------------------------------------
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+      if (s < k_tiles) {
+        load_b(s, s);
+        if constexpr (GATHER) {
+          gather_a(s);
+          store_gathered(s);
+        } else {
+          load_a_vec(s, s);
+        }
+      }
+      cp_async_commit();
+    }
+
+    // ---- main loop ----------------------------------------------------------------------
+    for (int kt = 0; kt < k_tiles; ++kt) {
+      cp_async_wait<STAGES - 2>();
+      __syncthreads();
+      const int k_next = kt + STAGES - 1;
+      const int slot_next = k_next % STAGES;
+      if (k_next < k_tiles) {
+        load_b(slot_next, k_next);
+        if constexpr (GATHER)
+          gather_a(k_next);
+        else
+          load_a_vec(slot_next, k_next);
+      }
+      cp_async_commit();
+
+      const int slot = kt % STAGES;
+      const __half* a_tile = s_a + slot * kAStage;
+      const __half* b_tile = s_b + slot * kBStage;
+#pragma unroll
+      for (int kk = 0; kk < kBK / 16; ++kk) {
+        uint32_t af[MI][4], bf[NI][2];
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) {
+          const int row = warp_m * WM + mi * 16 + (lane & 15);
+          const int col = kk * 16 + (lane >> 4) * 8;
+          ldmatrix_x4(af[mi], smem_u32(a_tile + row * kRowHalves + col));
+        }
+#pragma unroll
+        for (int nj = 0; nj < NI / 2; ++nj) {
+          const int row = warp_n * WN + nj * 16 + (lane & 7) + ((lane >> 4) << 3);
+          const int col = kk * 16 + ((lane >> 3) & 1) * 8;
+          uint32_t r[4];
+          ldmatrix_x4(r, smem_u32(b_tile + row * kRowHalves + col));
+          bf[2 * nj][0] = r[0];
+          bf[2 * nj][1] = r[1];
+          bf[2 * nj + 1][0] = r[2];
+          bf[2 * nj + 1][1] = r[3];
+        }
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+          for (int ni = 0; ni < NI; ++ni) mma_16816(acc[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
+      }
+      if constexpr (GATHER) {
+        if (k_next < k_tiles) store_gathered(slot_next);
+      }
+    }
+    cp_async_wait<0>();
+    __syncthreads();  // ring and row table are reused by the next pass
+
+    // ---- epilogue: bias + ReLU -> fp16 staging -----------------------------------------
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi) {
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni) {
+        const int row = pass * BM + warp_m * WM + mi * 16 + (lane >> 2);
+        const int col = warp_n * WN + ni * 8 + (lane & 3) * 2;
+        const float b0 = bias_tile[col], b1 = bias_tile[col + 1];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          float v0 = acc[mi][ni][2 * h] + b0, v1 = acc[mi][ni][2 * h + 1] + b1;
+          if (p.relu) {
+            v0 = fmaxf(v0, 0.f);
+            v1 = fmaxf(v1, 0.f);
+          }
+          *reinterpret_cast<__half2*>(s_c + (row + 8 * h) * kCRow + col) = __floats2half2_rn(v0, v1);
+        }
+      }
+    }
+  }
+  __syncthreads();
+
+  // ---- write-out -----------------------------------------------------------------------------
+  constexpr int kChunks = BN / 8;
+  if constexpr (!POOL) {
+    for (int id = tid; id < BM * kChunks; id += kThreads) {
+      const int r = id / kChunks, c = id % kChunks;
+      const long long m = m0 + r;
+      const int col = n0 + c * 8;
+      if (m >= p.m_total || col >= p.n_limit) continue;
+      const int ch = group * p.opg + col;
+      const uint4 v = zero_channels_from(
+          *reinterpret_cast<const uint4*>(s_c + r * kCRow + c * 8), ch, p.out_c);
+      *reinterpret_cast<uint4*>(p.y + m * p.out_cs + ch) = v;
+    }
+  } else {
+    const __half2 neg_inf = __float2half2_rn(-INFINITY);
+    for (int id = tid; id < p.tile_ph * p.tile_pw * kChunks; id += kThreads) {
+      const int c = id % kChunks, t = id / kChunks;
+      const int px = t % p.tile_pw, py = t / p.tile_pw;
+      const int oy = tile_y * p.tile_ph + py, ox = tile_x * p.tile_pw + px;
+      const int col = n0 + c * 8;
+      if (oy >= p.out_h || ox >= p.out_w || col >= p.n_limit) continue;
+      __half2 best[4] = {neg_inf, neg_inf, neg_inf, neg_inf};
+      for (int i = 0; i < p.pk_h; ++i) {
+        const int ly = py * p.ps_h + i, cy = cy0 + ly;
+        if (cy < 0 || cy >= p.conv_h) continue;
+        for (int j = 0; j < p.pk_w; ++j) {
+          const int lx = px * p.ps_w + j, cx = cx0 + lx;
+          if (cx < 0 || cx >= p.conv_w) continue;
+          const uint4 v =
+              *reinterpret_cast<const uint4*>(s_c + (ly * p.tile_tw + lx) * kCRow + c * 8);
+          const uint32_t w4[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            __half2 h;
+            *reinterpret_cast<uint32_t*>(&h) = w4[q];
+            best[q] = __hmax2(best[q], h);
+          }
+        }
+      }
+      uint4 out;
+      out.x = *reinterpret_cast<uint32_t*>(&best[0]);
+      out.y = *reinterpret_cast<uint32_t*>(&best[1]);
+      out.z = *reinterpret_cast<uint32_t*>(&best[2]);
+      out.w = *reinterpret_cast<uint32_t*>(&best[3]);
+      const int ch = group * p.opg + col;
+      out = zero_channels_from(out, ch, p.out_c);
+      *reinterpret_cast<uint4*>(p.y + ((size_t(image) * p.out_h + oy) * p.out_w + ox) * p.out_cs +
+                                ch) = out;
+    }
+  }
+}
+
+}  // namespace cnnrt::cuda::conv_detail

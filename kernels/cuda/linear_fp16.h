@@ -1,0 +1,85 @@
+// fp16 fully-connected layers: weight prepacking, a batch-≤8 GEMV and a cuBLASLt GEMM with the
+// bias(+ReLU) epilogue.  Also the GEMM engine of the im2col convolution baseline, which is the
+// same "y[n][m] = x[n][k] · W[m][k]ᵀ + b" product with n = output pixels.
+//
+// Layout: x [n][cols_pad] fp16, y [n][rows_pad] fp16 (the CUDA backend's padded vectors, see
+// runtime/cuda/cuda_registry.h).  Rows beyond the real outputs carry zero weights and zero bias,
+// so the padded output lanes come out as zeros without a separate pass.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "graph/ir.h"
+#include "kernels/cuda/elementwise_fp16.h"
+
+namespace cnnrt::cuda {
+
+// Host-side packed weights: [rows_pad][cols_pad] fp32 (rounded to fp16 on upload), bias
+// [rows_pad] fp32 (zeros when the layer has none).
+struct HostGemmWeights {
+  int rows = 0, cols = 0;          // real outputs / real reduction length
+  int rows_pad = 0, cols_pad = 0;  // round_up8 of each
+  std::vector<float> weight;
+  std::vector<float> bias;
+};
+
+// weight: [out, in] (PyTorch layout); bias: [out] or nullptr.  When `flattened_source` is a
+// [C, H, W] shape (the linear reads an NHWC flatten), columns are permuted from PyTorch's
+// (c, h, w) order to the flatten's (h, w, c) order; in must equal C*H*W.  Throws Error on
+// mismatched sizes.
+HostGemmWeights pack_linear_weights(const float* weight, const float* bias, int out_features,
+                                    int in_features, const Shape& flattened_source);
+
+// The packed weights on the device: fp16 matrix, fp32 bias (GEMV) and fp16 bias (cuBLASLt's
+// epilogue reads bias in the output type for fp16 outputs).
+class GemmWeights {
+ public:
+  explicit GemmWeights(const HostGemmWeights& host);
+  int rows_pad() const { return rows_pad_; }
+  int cols_pad() const { return cols_pad_; }
+  const void* weight() const { return weight_.get(); }
+  const float* bias_fp32() const { return static_cast<const float*>(bias_fp32_.get()); }
+  const void* bias_fp16() const { return bias_fp16_.get(); }
+  size_t bytes() const { return weight_.bytes() + bias_fp32_.bytes() + bias_fp16_.bytes(); }
+
+ private:
+  int rows_pad_ = 0, cols_pad_ = 0;
+  DeviceBuffer weight_, bias_fp32_, bias_fp16_;
+};
+
+// Batch sizes the GEMV serves in one pass.  Up to 8 input vectors fit in registers next to the
+// streamed weight rows; above that each weight load feeds enough math that a tensor-core GEMM
+// (cuBLASLt) wins, so the default linear kernel switches there.
+constexpr int kGemvMaxBatch = 8;
+
+// y = x · Wᵀ + b (ReLU when `relu`).  Any batch: batches above kGemvMaxBatch run as several
+// passes of at most kGemvMaxBatch (correct but slower than the GEMM; comparison use only).
+// x and y must not alias.
+void gemv_fp16(const GemmWeights& weights, bool relu, const void* x, void* y, int64_t batch,
+               cudaStream_t stream);
+
+// cuBLASLt fp16 GEMM, fp32 compute, bias(+ReLU) epilogue.  Matrix layouts and the heuristic
+// algorithm are chosen per n on first use and cached (host-side calls only, thread-safe), so
+// run() never allocates or synchronises and can be captured in a CUDA graph.
+class LtGemm {
+ public:
+  static constexpr size_t kWorkspaceBytes = size_t{8} << 20;
+  LtGemm(const GemmWeights& weights, bool relu);  // `weights` must outlive this object
+  ~LtGemm();
+  LtGemm(const LtGemm&) = delete;
+  LtGemm& operator=(const LtGemm&) = delete;
+  // workspace: at least kWorkspaceBytes bytes of device memory (or nullptr with bytes 0).
+  void run(const void* x, void* y, int64_t n, void* workspace, size_t workspace_bytes,
+           cudaStream_t stream) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace cnnrt::cuda

@@ -1,0 +1,119 @@
+// Registry entries of the fp16 linear layer (kernels/cuda/linear_fp16.h).
+//
+// Three entries share one adapter: "linear_fp16_cublaslt" (tensor-core GEMM, bias/ReLU in the
+// cuBLASLt epilogue), "linear_fp16_gemv" (weight-streaming kernel for small batches) and the
+// default "linear_fp16", which owns both and picks by the run-time batch (the batch is only
+// known per context, so the choice cannot be made at build time).  The factory packs the weight
+// once: fp16, padded to multiples of 8, and — when the input is an NHWC flatten of [C, H, W] —
+// with its columns permuted to the flatten's (h, w, c) order (cuda_registry.h).
+#include <memory>
+#include <string>
+
+#include "kernels/cuda/linear_fp16.h"
+#include "runtime/cuda/cuda_registry.h"
+
+namespace cnnrt::cuda {
+namespace {
+
+enum class LinearMode { Auto, Gemm, Gemv };
+
+class LinearFp16Kernel final : public LayerKernel {
+ public:
+  LinearFp16Kernel(const HostGemmWeights& host, bool relu, LinearMode mode)
+      : weights_(host), relu_(relu), mode_(mode) {
+    if (mode_ != LinearMode::Gemv) gemm_ = std::make_unique<LtGemm>(weights_, relu_);
+  }
+
+  void run(const KernelArgs& args) override {
+    auto stream = static_cast<cudaStream_t>(args.stream);
+    if (uses_gemv(args.batch)) {
+      gemv_fp16(weights_, relu_, args.inputs.at(0), args.output, args.batch, stream);
+    } else {
+      gemm_->run(args.inputs.at(0), args.output, args.batch, args.workspace,
+                 workspace_bytes(args.batch), stream);
+    }
+  }
+  size_t workspace_bytes(int batch) const override {
+    return uses_gemv(batch) ? 0 : LtGemm::kWorkspaceBytes;
+  }
+  size_t weight_bytes() const override { return weights_.bytes(); }
+  std::string variant() const override {
+    switch (mode_) {
+      case LinearMode::Gemm: return "cublaslt";
+      case LinearMode::Gemv: return "gemv";
+      default: return "gemv (batch <= " + std::to_string(kGemvMaxBatch) + ") / cublaslt";
+    }
+  }
+
+ private:
+  bool uses_gemv(int batch) const {
+    return mode_ == LinearMode::Gemv || (mode_ == LinearMode::Auto && batch <= kGemvMaxBatch);
+  }
+
+  GemmWeights weights_;
+  bool relu_;
+  LinearMode mode_;
+  std::unique_ptr<LtGemm> gemm_;
+};
+
+bool linear_supported(const Node& node) {
+  return node.op == OpKind::Linear && std::holds_alternative<LinearAttrs>(node.attrs) &&
+         node.input_shapes.size() == 1 && node.input_shapes[0].size() == 1 &&
+         node.output_shape.size() == 1 && node.find_param("weight") != nullptr;
+}
+
+std::unique_ptr<LayerKernel> create_linear(const KernelBuildContext& context, LinearMode mode) {
+  const Node& node = context.node;
+  ErrorSite site;
+  site.file = context.graph.source_file;
+  site.line = node.line;
+  site.column = node.column;
+  site.layer = node.name;
+  if (!linear_supported(node)) throw_error(site, "linear_fp16 cannot run this node");
+  const int out_features = node.get<LinearAttrs>().out_features;
+  const int64_t in_features = node.input_shapes[0][0];
+  const Param* weight = node.find_param("weight");
+  if (static_cast<int64_t>(weight->value.data.size()) != in_features * out_features) {
+    site.tensor = weight->key;
+    throw_error(site, "linear weight has " + std::to_string(weight->value.data.size()) +
+                          " values, expected " + std::to_string(in_features * out_features));
+  }
+  const Param* bias = node.find_param("bias");
+  const bool has_bias = bias != nullptr && !bias->value.data.empty();
+  if (has_bias && static_cast<int>(bias->value.data.size()) != out_features) {
+    site.tensor = bias->key;
+    throw_error(site, "linear bias has " + std::to_string(bias->value.data.size()) +
+                          " values, expected " + std::to_string(out_features));
+  }
+  const Shape source = flattened_source_shape(node, context.graph);
+  try {
+    const HostGemmWeights host =
+        pack_linear_weights(weight->value.data.data(), has_bias ? bias->value.data.data() : nullptr,
+                            out_features, static_cast<int>(in_features), source);
+    return std::make_unique<LinearFp16Kernel>(host, node.activation == Activation::Relu, mode);
+  } catch (const Error& error) {
+    throw_error(site, error.what());
+  }
+}
+
+void add_entry(KernelRegistry& registry, const char* name, int priority, LinearMode mode) {
+  KernelEntry entry;
+  entry.name = name;
+  entry.op = OpKind::Linear;
+  entry.device = Device::CUDA;
+  entry.precision = Precision::FP16;
+  entry.priority = priority;
+  entry.supports = linear_supported;
+  entry.create = [mode](const KernelBuildContext& context) { return create_linear(context, mode); };
+  registry.add(std::move(entry));
+}
+
+}  // namespace
+
+void register_linear_kernels(KernelRegistry& registry) {
+  add_entry(registry, "linear_fp16", 10, LinearMode::Auto);
+  add_entry(registry, "linear_fp16_cublaslt", 5, LinearMode::Gemm);
+  add_entry(registry, "linear_fp16_gemv", 4, LinearMode::Gemv);
+}
+
+}  // namespace cnnrt::cuda

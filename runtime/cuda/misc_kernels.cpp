@@ -1,0 +1,258 @@
+// Registry entries of the fp16 non-GEMM ops: pools, relu, dropout, flatten, batchnorm, add,
+// concat, softmax, LRN.
+//
+// One table of small factories instead of a class per op: each factory reads the node once
+// (shapes, attributes, weights such as batchnorm's folded affine) and returns a closure that only
+// launches.  Every closure honours the backend layout (cuda_registry.h) and may be given
+// output == inputs[0] by the planner for relu / dropout / flatten; the flatten that drops channel
+// padding cannot compact in place in parallel, so it stages its input through its workspace when
+// aliased.
+#include <cmath>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/concat_fp16.h"
+#include "kernels/cuda/elementwise_fp16.h"
+#include "kernels/cuda/lrn_fp16.h"
+#include "kernels/cuda/pool_fp16.h"
+#include "kernels/cuda/softmax_fp16.h"
+#include "runtime/cuda/cuda_registry.h"
+
+namespace cnnrt::cuda {
+namespace {
+
+constexpr size_t kHalfBytes = 2;
+
+using Launch = std::function<void(const KernelArgs&, cudaStream_t)>;
+
+class LaunchKernel final : public LayerKernel {
+ public:
+  LaunchKernel(Launch launch, size_t workspace_per_sample, size_t weight_bytes,
+               std::vector<DeviceBuffer> buffers = {})
+      : launch_(std::move(launch)),
+        workspace_per_sample_(workspace_per_sample),
+        weight_bytes_(weight_bytes),
+        buffers_(std::move(buffers)) {}
+  void run(const KernelArgs& args) override {
+    launch_(args, static_cast<cudaStream_t>(args.stream));
+  }
+  size_t workspace_bytes(int batch) const override {
+    return workspace_per_sample_ * static_cast<size_t>(batch);
+  }
+  size_t weight_bytes() const override { return weight_bytes_; }
+
+ private:
+  Launch launch_;
+  size_t workspace_per_sample_;
+  size_t weight_bytes_;
+  std::vector<DeviceBuffer> buffers_;  // device data the closure points into
+};
+
+bool layout_defined(const Shape& shape) { return shape.size() == 1 || shape.size() == 3; }
+
+// Shapes the layout defines, the expected input count, no fused activation unless allowed.
+bool plain_node(const Node& node, size_t inputs, bool activation_ok = false) {
+  if (node.input_shapes.size() != inputs || !layout_defined(node.output_shape)) return false;
+  for (const Shape& shape : node.input_shapes)
+    if (!layout_defined(shape)) return false;
+  return activation_ok || node.activation == Activation::None;
+}
+
+bool feature_map_node(const Node& node) {
+  return plain_node(node, 1) && node.input_shapes[0].size() == 3 && node.output_shape.size() == 3;
+}
+
+ErrorSite site_of(const KernelBuildContext& context) {
+  ErrorSite site;
+  site.file = context.graph.source_file;
+  site.line = context.node.line;
+  site.column = context.node.column;
+  site.layer = context.node.name;
+  return site;
+}
+
+std::unique_ptr<LayerKernel> make(Launch launch, size_t workspace_per_sample = 0) {
+  return std::make_unique<LaunchKernel>(std::move(launch), workspace_per_sample, 0);
+}
+
+// --- factories -----------------------------------------------------------------------------
+
+std::unique_ptr<LayerKernel> create_pool(const KernelBuildContext& context) {
+  const Node& node = context.node;
+  const Shape& in = node.input_shapes[0];
+  const int c = static_cast<int>(in[0]), h = static_cast<int>(in[1]), w = static_cast<int>(in[2]);
+  const int oh = static_cast<int>(node.output_shape[1]), ow = static_cast<int>(node.output_shape[2]);
+  if (node.op == OpKind::AdaptiveAvgPool)
+    return make([=](const KernelArgs& a, cudaStream_t s) {
+      adaptive_avgpool_fp16(a.inputs.at(0), a.output, a.batch, c, h, w, oh, ow, s);
+    });
+  const PoolAttrs attrs = node.get<PoolAttrs>();
+  if (node.op == OpKind::MaxPool)
+    return make([=](const KernelArgs& a, cudaStream_t s) {
+      maxpool_fp16(a.inputs.at(0), a.output, a.batch, c, h, w, attrs, oh, ow, s);
+    });
+  return make([=](const KernelArgs& a, cudaStream_t s) {
+    avgpool_fp16(a.inputs.at(0), a.output, a.batch, c, h, w, attrs, oh, ow, s);
+  });
+}
+
+std::unique_ptr<LayerKernel> create_relu(const KernelBuildContext& context) {
+  const int64_t sample = nhwc_view(context.node.output_shape).sample_elements();
+  return make([=](const KernelArgs& a, cudaStream_t s) {
+    relu_fp16(a.inputs.at(0), a.output, sample * a.batch, s);
+  });
+}
+
+std::unique_ptr<LayerKernel> create_identity(const KernelBuildContext& context) {
+  const size_t sample_bytes = nhwc_view(context.node.output_shape).sample_elements() * kHalfBytes;
+  return make([=](const KernelArgs& a, cudaStream_t s) {
+    copy_fp16(a.inputs.at(0), a.output, sample_bytes * a.batch, s);
+  });
+}
+
+std::unique_ptr<LayerKernel> create_flatten(const KernelBuildContext& context) {
+  const Shape& in = context.node.input_shapes[0];
+  // A flatten of [F] or of a [C, H, W] with C % 8 == 0 is a view in this layout.
+  if (in.size() != 3 || in[0] % 8 == 0) return create_identity(context);
+  const int c = static_cast<int>(in[0]), h = static_cast<int>(in[1]), w = static_cast<int>(in[2]);
+  const size_t in_sample_bytes = nhwc_view(in).sample_elements() * kHalfBytes;
+  return make(
+      [=](const KernelArgs& a, cudaStream_t s) {
+        const void* source = a.inputs.at(0);
+        if (source == a.output) {  // aliased by the planner: stage the input first
+          copy_fp16(source, a.workspace, in_sample_bytes * a.batch, s);
+          source = a.workspace;
+        }
+        flatten_nhwc_fp16(source, a.output, a.batch, c, h, w, s);
+      },
+      in_sample_bytes);
+}
+
+std::unique_ptr<LayerKernel> create_batchnorm(const KernelBuildContext& context) {
+  const Node& node = context.node;
+  const NhwcView view = nhwc_view(node.input_shapes[0]);
+  const float eps = node.get<BatchNormAttrs>().eps;
+  const char* roles[] = {"weight", "bias", "running_mean", "running_var"};
+  const std::vector<float>* values[4];
+  for (int i = 0; i < 4; ++i) {
+    const Param* param = node.find_param(roles[i]);
+    if (param == nullptr || static_cast<int>(param->value.data.size()) != view.channels) {
+      ErrorSite site = site_of(context);
+      site.tensor = param != nullptr ? param->key : roles[i];
+      throw_error(site, std::string("batchnorm ") + roles[i] + " must have " +
+                            std::to_string(view.channels) + " values");
+    }
+    values[i] = &param->value.data;
+  }
+  // Folded once: y = x * scale + shift; padding channels get 0 * x + 0 = 0.
+  std::vector<float> scale(view.channel_stride, 0.0f), shift(view.channel_stride, 0.0f);
+  for (int c = 0; c < view.channels; ++c) {
+    const double s = (*values[0])[c] / std::sqrt(static_cast<double>((*values[3])[c]) + eps);
+    scale[c] = static_cast<float>(s);
+    shift[c] = static_cast<float>((*values[1])[c] - (*values[2])[c] * s);
+  }
+  std::vector<DeviceBuffer> buffers;
+  buffers.push_back(upload_fp32(scale));
+  buffers.push_back(upload_fp32(shift));
+  const auto* scale_d = static_cast<const float*>(buffers[0].get());
+  const auto* shift_d = static_cast<const float*>(buffers[1].get());
+  const bool relu = node.activation == Activation::Relu;
+  const int64_t pixels = view.pixels;
+  const int stride = view.channel_stride;
+  const size_t bytes = buffers[0].bytes() + buffers[1].bytes();
+  return std::make_unique<LaunchKernel>(
+      [=](const KernelArgs& a, cudaStream_t s) {
+        channel_affine_fp16(a.inputs.at(0), a.output, pixels * a.batch, stride, scale_d, shift_d,
+                            relu, s);
+      },
+      0, bytes, std::move(buffers));
+}
+
+std::unique_ptr<LayerKernel> create_add(const KernelBuildContext& context) {
+  const int64_t sample = nhwc_view(context.node.output_shape).sample_elements();
+  const bool relu = context.node.activation == Activation::Relu;
+  return make([=](const KernelArgs& a, cudaStream_t s) {
+    add_fp16(a.inputs.at(0), a.inputs.at(1), a.output, sample * a.batch, relu, s);
+  });
+}
+
+std::unique_ptr<LayerKernel> create_concat(const KernelBuildContext& context) {
+  std::vector<int> channels;
+  for (const Shape& shape : context.node.input_shapes)
+    channels.push_back(static_cast<int>(shape[0]));
+  const int64_t pixels = nhwc_view(context.node.output_shape).pixels;
+  return make([=](const KernelArgs& a, cudaStream_t s) {
+    concat_channels_fp16(a.inputs, channels, a.output, pixels * a.batch, s);
+  });
+}
+
+std::unique_ptr<LayerKernel> create_softmax(const KernelBuildContext& context) {
+  const NhwcView view = nhwc_view(context.node.output_shape);
+  return make([=](const KernelArgs& a, cudaStream_t s) {
+    softmax_fp16(a.inputs.at(0), a.output, view.pixels * a.batch, view.channels,
+                 view.channel_stride, s);
+  });
+}
+
+std::unique_ptr<LayerKernel> create_lrn(const KernelBuildContext& context) {
+  const NhwcView view = nhwc_view(context.node.output_shape);
+  const LRNAttrs attrs = context.node.get<LRNAttrs>();
+  return make([=](const KernelArgs& a, cudaStream_t s) {
+    lrn_fp16(a.inputs.at(0), a.output, view.pixels * a.batch, view.channels, view.channel_stride,
+             attrs, s);
+  });
+}
+
+// --- supports ------------------------------------------------------------------------------
+
+bool concat_supported(const Node& node) {
+  if (node.input_shapes.size() < 2 || node.activation != Activation::None ||
+      !layout_defined(node.output_shape))
+    return false;
+  for (const Shape& shape : node.input_shapes)
+    if (shape.size() != node.output_shape.size()) return false;
+  return true;
+}
+
+struct MiscEntry {
+  const char* name;
+  OpKind op;
+  std::function<bool(const Node&)> supports;
+  std::function<std::unique_ptr<LayerKernel>(const KernelBuildContext&)> create;
+};
+
+}  // namespace
+
+void register_misc_kernels(KernelRegistry& registry) {
+  const auto one_input = [](const Node& node) { return plain_node(node, 1); };
+  const MiscEntry table[] = {
+      {"maxpool_fp16", OpKind::MaxPool, feature_map_node, create_pool},
+      {"avgpool_fp16", OpKind::AvgPool, feature_map_node, create_pool},
+      {"adaptive_avgpool_fp16", OpKind::AdaptiveAvgPool, feature_map_node, create_pool},
+      {"relu_fp16", OpKind::Relu, one_input, create_relu},
+      {"dropout_fp16", OpKind::Dropout, one_input, create_identity},
+      {"flatten_fp16", OpKind::Flatten, one_input, create_flatten},
+      {"batchnorm_fp16", OpKind::BatchNorm,
+       [](const Node& node) { return plain_node(node, 1, true); }, create_batchnorm},
+      {"add_fp16", OpKind::Add, [](const Node& node) { return plain_node(node, 2, true); },
+       create_add},
+      {"concat_fp16", OpKind::Concat, concat_supported, create_concat},
+      {"softmax_fp16", OpKind::Softmax, one_input, create_softmax},
+      {"lrn_fp16", OpKind::LRN, one_input, create_lrn},
+  };
+  for (const MiscEntry& row : table) {
+    KernelEntry entry;
+    entry.name = row.name;
+    entry.op = row.op;
+    entry.device = Device::CUDA;
+    entry.precision = Precision::FP16;
+    entry.priority = 10;
+    entry.supports = row.supports;
+    entry.create = row.create;
+    registry.add(std::move(entry));
+  }
+}
+
+}  // namespace cnnrt::cuda

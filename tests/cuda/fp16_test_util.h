@@ -1,0 +1,157 @@
+// Helpers shared by the fp16 kernel tests: skip without a device, fp16 rounding, NCHW fp32 ↔
+// padded NHWC fp16 on the host, NaN-poisoned device buffers, relative L2 error, and running a
+// registry entry on a hand-built node.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "graph/ir.h"
+#include "kernels/cuda/cuda_check.h"
+#include "runtime/kernel.h"
+
+namespace cnnrt::test {
+
+inline bool cuda_device_present() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+}
+
+#define CNNRT_REQUIRE_CUDA_DEVICE() \
+  if (!::cnnrt::test::cuda_device_present()) GTEST_SKIP() << "no CUDA device"
+
+inline int64_t pad8(int64_t v) { return (v + 7) / 8 * 8; }
+inline float round_fp16(float v) { return __half2float(__float2half_rn(v)); }
+
+// Uniform values in [lo, hi), already rounded to fp16 so the reference sees what the GPU sees.
+inline std::vector<float> random_fp16_values(size_t count, std::mt19937& rng, float lo = -1.0f,
+                                             float hi = 1.0f) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> values(count);
+  for (float& v : values) v = round_fp16(dist(rng));
+  return values;
+}
+
+// [n, c, h, w] fp32 → [n, h, w, pad8(c)] fp16 (zeros in the padding).  A vector [n, f] is
+// c = f, h = w = 1.
+inline std::vector<__half> to_nhwc(const std::vector<float>& x, int n, int c, int h, int w) {
+  const int64_t cp = pad8(c);
+  std::vector<__half> out(static_cast<size_t>(n) * h * w * cp, __float2half(0.0f));
+  for (int b = 0; b < n; ++b)
+    for (int ch = 0; ch < c; ++ch)
+      for (int y = 0; y < h; ++y)
+        for (int xx = 0; xx < w; ++xx)
+          out[((static_cast<size_t>(b) * h + y) * w + xx) * cp + ch] =
+              __float2half_rn(x[((static_cast<size_t>(b) * c + ch) * h + y) * w + xx]);
+  return out;
+}
+
+// Inverse of to_nhwc; counts padding lanes that are not exactly +0/-0 into *bad_padding.
+inline std::vector<float> from_nhwc(const std::vector<__half>& x, int n, int c, int h, int w,
+                                    int64_t* bad_padding) {
+  const int64_t cp = pad8(c);
+  std::vector<float> out(static_cast<size_t>(n) * c * h * w);
+  *bad_padding = 0;
+  for (int b = 0; b < n; ++b)
+    for (int y = 0; y < h; ++y)
+      for (int xx = 0; xx < w; ++xx)
+        for (int64_t ch = 0; ch < cp; ++ch) {
+          const float v = __half2float(x[((static_cast<size_t>(b) * h + y) * w + xx) * cp + ch]);
+          if (ch < c)
+            out[((static_cast<size_t>(b) * c + ch) * h + y) * w + xx] = v;
+          else if (v != 0.0f)
+            ++*bad_padding;
+        }
+  return out;
+}
+
+// Device memory for a test; filled with 0xFF bytes (fp16 NaN) so unwritten outputs show.
+class DeviceMem {
+ public:
+  explicit DeviceMem(size_t bytes) : bytes_(bytes) {
+    CNNRT_CUDA_CHECK(cudaMalloc(&ptr_, bytes > 0 ? bytes : 1));
+    CNNRT_CUDA_CHECK(cudaMemset(ptr_, 0xFF, bytes > 0 ? bytes : 1));
+  }
+  template <typename T>
+  explicit DeviceMem(const std::vector<T>& host) : DeviceMem(host.size() * sizeof(T)) {
+    CNNRT_CUDA_CHECK(cudaMemcpy(ptr_, host.data(), bytes_, cudaMemcpyHostToDevice));
+  }
+  ~DeviceMem() { cudaFree(ptr_); }
+  DeviceMem(const DeviceMem&) = delete;
+  DeviceMem& operator=(const DeviceMem&) = delete;
+  void* get() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+  std::vector<__half> halves() const {
+    std::vector<__half> host(bytes_ / sizeof(__half));
+    CNNRT_CUDA_CHECK(cudaMemcpy(host.data(), ptr_, host.size() * sizeof(__half),
+                                cudaMemcpyDeviceToHost));
+    return host;
+  }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// ||a - b|| / ||b||; NaN anywhere makes it infinite.
+inline double rel_l2(const std::vector<float>& actual, const std::vector<float>& expected) {
+  if (actual.size() != expected.size()) return INFINITY;
+  double diff = 0.0, norm = 0.0;
+  for (size_t i = 0; i < actual.size(); ++i) {
+    if (std::isnan(actual[i]) != std::isnan(expected[i])) return INFINITY;
+    if (std::isnan(expected[i])) continue;
+    const double d = static_cast<double>(actual[i]) - expected[i];
+    diff += d * d;
+    norm += static_cast<double>(expected[i]) * expected[i];
+  }
+  return norm == 0.0 ? std::sqrt(diff) : std::sqrt(diff / norm);
+}
+
+inline Param make_param(const std::string& role, Shape shape, std::vector<float> data) {
+  Param param;
+  param.role = role;
+  param.key = "test." + role;
+  param.value.shape = std::move(shape);
+  param.value.data = std::move(data);
+  return param;
+}
+
+// Creates the kernel of registry entry `name` for `node` (must be supported) and runs it once on
+// `stream` with a NaN-poisoned workspace, then synchronises.
+class EntryRunner {
+ public:
+  EntryRunner(const KernelRegistry& registry, const std::string& name, const Node& node,
+              const Graph& graph) {
+    entry_ = registry.find(name);
+    if (entry_ == nullptr) throw Error("no registry entry " + name);
+    if (!entry_->supports(node)) throw Error(name + " does not support node " + node.name);
+    kernel_ = entry_->create(KernelBuildContext{node, graph});
+  }
+  LayerKernel& kernel() { return *kernel_; }
+  void run(const std::vector<const void*>& inputs, void* output, int batch,
+           cudaStream_t stream = nullptr) {
+    DeviceMem workspace(kernel_->workspace_bytes(batch));
+    KernelArgs args;
+    args.inputs = inputs;
+    args.output = output;
+    args.batch = batch;
+    args.workspace = kernel_->workspace_bytes(batch) > 0 ? workspace.get() : nullptr;
+    args.stream = stream;
+    kernel_->run(args);
+    CNNRT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
+
+ private:
+  const KernelEntry* entry_ = nullptr;
+  std::unique_ptr<LayerKernel> kernel_;
+};
+
+}  // namespace cnnrt::test

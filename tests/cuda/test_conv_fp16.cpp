@@ -1,0 +1,372 @@
+// GPU tests of the fp16 tensor-core convolution (kernels/cuda/conv_fp16.h) against the CPU
+// reference (ref::conv2d -> ref::relu -> ref::maxpool2d, fp32/double).
+//
+// Every case runs EVERY variant the kernel offers for that batch (each tile config, the pool
+// tilings the heuristic picks for them, the direct fallback), so one GPU run covers all code.
+// Inputs and weights are fresh random values each run, rounded to fp16 before the reference
+// sees them, so the only differences are fp32 accumulation order and the final fp16 rounding.
+// Tolerances (per layer): rel L2 = ||y - ref|| / ||ref|| <= 2e-3 (fp16 output rounding alone
+// gives ~3e-4), and per element |y - ref| <= 4e-3 * |ref| + 2e-3 * max|ref| (a local bug -- a
+// wrong tile edge, a shifted pool window -- hides in an L2 norm but not here).  The output is
+// poisoned with 0xFF bytes (fp16 NaN) before each launch: every element must be written, no NaN,
+// and the padding channels must be exactly +0.
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <sstream>
+#include <vector>
+
+#include "cnnrt/error.h"
+#include "kernels/cpu/reference.h"
+#include "kernels/cuda/conv_fp16.h"
+
+namespace cnnrt::cuda {
+namespace {
+
+bool have_gpu() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+}
+
+#define REQUIRE_GPU()                                      \
+  do {                                                     \
+    if (!have_gpu()) GTEST_SKIP() << "no CUDA device";     \
+  } while (0)
+
+#define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
+
+struct Case {
+  std::string name;
+  int batch, c, h, w, oc, kh, kw, sh, sw, ph, pw, dh, dw, groups;
+  bool relu;
+  std::optional<PoolAttrs> pool;
+};
+
+PoolAttrs pool_attrs(int k, int s, int pad = 0, bool ceil_mode = false) {
+  PoolAttrs p;
+  p.kernel_h = p.kernel_w = k;
+  p.stride_h = p.stride_w = s;
+  p.pad_h = p.pad_w = pad;
+  p.ceil_mode = ceil_mode;
+  return p;
+}
+
+std::string describe(const Case& t) {
+  std::ostringstream s;
+  s << t.name << ": n" << t.batch << " c" << t.c << " " << t.h << "x" << t.w << " -> oc" << t.oc
+    << " k" << t.kh << "x" << t.kw << " s" << t.sh << "," << t.sw << " p" << t.ph << "," << t.pw
+    << " d" << t.dh << "," << t.dw << " g" << t.groups << (t.relu ? " relu" : "");
+  if (t.pool)
+    s << " pool" << t.pool->kernel_h << "/" << t.pool->stride_h << " pad" << t.pool->pad_h
+      << (t.pool->ceil_mode ? " ceil" : "");
+  return s.str();
+}
+
+ConvShape to_shape(const Case& t) {
+  ConvShape s;
+  s.in_c = t.c;
+  s.in_h = t.h;
+  s.in_w = t.w;
+  s.out_c = t.oc;
+  s.conv.out_channels = t.oc;
+  s.conv.kernel_h = t.kh;
+  s.conv.kernel_w = t.kw;
+  s.conv.stride_h = t.sh;
+  s.conv.stride_w = t.sw;
+  s.conv.pad_h = t.ph;
+  s.conv.pad_w = t.pw;
+  s.conv.dilation_h = t.dh;
+  s.conv.dilation_w = t.dw;
+  s.conv.groups = t.groups;
+  s.relu = t.relu;
+  s.pool = t.pool;
+  s.derive();
+  return s;
+}
+
+float round_fp16(float v) { return __half2float(__float2half(v)); }
+
+std::vector<float> random_values(std::mt19937& rng, size_t count, float scale, bool to_fp16) {
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  std::vector<float> v(count);
+  for (float& x : v) x = to_fp16 ? round_fp16(dist(rng)) : dist(rng);
+  return v;
+}
+
+// Device buffer freed on scope exit (tests use ASSERTs, which return early).
+struct DeviceBuffer {
+  void* ptr = nullptr;
+  explicit DeviceBuffer(size_t bytes) { EXPECT_EQ(cudaMalloc(&ptr, bytes), cudaSuccess); }
+  ~DeviceBuffer() { cudaFree(ptr); }
+};
+
+// Runs all variants of one case and checks each against the CPU reference.
+void run_case(const Case& t, uint32_t seed) {
+  SCOPED_TRACE(describe(t) + " seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  const ConvShape shape = to_shape(t);
+  ASSERT_TRUE(ConvFp16::supports(shape));
+  const int cpg = t.c / t.groups;
+  const int fan_in = cpg * t.kh * t.kw;
+  const std::vector<float> x = random_values(rng, size_t(t.batch) * t.c * t.h * t.w, 1.f, true);
+  const std::vector<float> w = random_values(rng, size_t(t.oc) * fan_in, 1.f / std::sqrt(float(fan_in)) * 1.7f, true);
+  const std::vector<float> b = random_values(rng, t.oc, 0.5f, false);
+
+  // Reference: NCHW fp32.
+  ConvAttrs attrs = shape.conv;
+  std::vector<float> conv(size_t(t.batch) * t.oc * shape.conv_h * shape.conv_w);
+  ref::conv2d(x.data(), t.batch, t.c, t.h, t.w, w.data(), b.data(), attrs, conv.data());
+  if (t.relu) ref::relu(conv.data(), int64_t(conv.size()), conv.data());
+  std::vector<float> expected;
+  if (t.pool) {
+    expected.resize(size_t(t.batch) * t.oc * shape.out_h * shape.out_w);
+    ref::maxpool2d(conv.data(), t.batch, t.oc, shape.conv_h, shape.conv_w, *t.pool,
+                   expected.data());
+  } else {
+    expected = conv;
+  }
+  double ref_norm = 0, ref_max = 0;
+  for (float v : expected) {
+    ref_norm += double(v) * v;
+    ref_max = std::max(ref_max, double(std::fabs(v)));
+  }
+  ASSERT_GT(ref_norm, 0.0) << "degenerate reference";
+
+  // Device input: NHWC, channels padded to 8 with zeros.
+  const int cs_in = padded_channels(t.c), cs_out = padded_channels(t.oc);
+  std::vector<__half> x_nhwc(size_t(t.batch) * t.h * t.w * cs_in, __float2half(0.f));
+  for (int n = 0; n < t.batch; ++n)
+    for (int c = 0; c < t.c; ++c)
+      for (int i = 0; i < t.h * t.w; ++i)
+        x_nhwc[(size_t(n) * t.h * t.w + i) * cs_in + c] =
+            __float2half(x[(size_t(n) * t.c + c) * t.h * t.w + i]);
+  const size_t out_count = size_t(t.batch) * shape.out_h * shape.out_w * cs_out;
+  DeviceBuffer d_x(x_nhwc.size() * sizeof(__half)), d_y(out_count * sizeof(__half));
+  CUDA_OK(cudaMemcpy(d_x.ptr, x_nhwc.data(), x_nhwc.size() * sizeof(__half),
+                     cudaMemcpyHostToDevice));
+
+  ConvFp16 kernel(shape, w.data(), b.data());
+  const std::vector<std::string> variants = kernel.variants(t.batch);
+  ASSERT_GE(variants.size(), 1u);
+  ASSERT_LT(kernel.chosen_variant(t.batch), variants.size());
+  std::vector<uint16_t> y(out_count);
+  for (size_t v = 0; v < variants.size(); ++v) {
+    SCOPED_TRACE("variant " + variants[v]);
+    CUDA_OK(cudaMemset(d_y.ptr, 0xFF, out_count * sizeof(__half)));
+    kernel.forward_variant(v, d_x.ptr, d_y.ptr, t.batch, nullptr);
+    CUDA_OK(cudaGetLastError());
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(cudaMemcpy(y.data(), d_y.ptr, out_count * sizeof(__half), cudaMemcpyDeviceToHost));
+    double err_norm = 0;
+    int bad_elements = 0, nan_count = 0, dirty_padding = 0;
+    std::string first_bad;
+    for (int n = 0; n < t.batch; ++n)
+      for (int oy = 0; oy < shape.out_h; ++oy)
+        for (int ox = 0; ox < shape.out_w; ++ox)
+          for (int c = 0; c < cs_out; ++c) {
+            const uint16_t bits =
+                y[((size_t(n) * shape.out_h + oy) * shape.out_w + ox) * cs_out + c];
+            if (c >= t.oc) {
+              dirty_padding += bits != 0;
+              continue;
+            }
+            __half_raw raw;
+            raw.x = bits;
+            const float got = __half2float(__half(raw));
+            if (std::isnan(got)) {
+              ++nan_count;
+              continue;
+            }
+            const float want =
+                expected[((size_t(n) * t.oc + c) * shape.out_h + oy) * shape.out_w + ox];
+            const double diff = double(got) - want;
+            err_norm += diff * diff;
+            if (std::fabs(diff) > 4e-3 * std::fabs(want) + 2e-3 * ref_max) {
+              if (bad_elements++ == 0) {
+                std::ostringstream s;
+                s << "n" << n << " y" << oy << " x" << ox << " c" << c << ": got " << got
+                  << " want " << want;
+                first_bad = s.str();
+              }
+            }
+          }
+    EXPECT_EQ(nan_count, 0) << "NaN / unwritten outputs";
+    EXPECT_EQ(dirty_padding, 0) << "padding channels not zero";
+    EXPECT_EQ(bad_elements, 0) << "first: " << first_bad;
+    const double rel_l2 = std::sqrt(err_norm / ref_norm);
+    EXPECT_LE(rel_l2, 2e-3);
+  }
+}
+
+uint32_t fresh_seed() { return std::random_device{}(); }
+
+// name, batch, c, h, w, oc, kh, kw, sh, sw, ph, pw, dh, dw, groups, relu, pool
+const std::vector<Case>& fixed_cases() {
+  static const std::vector<Case> cases = {
+      {"1x1", 3, 64, 13, 17, 96, 1, 1, 1, 1, 0, 0, 1, 1, 1, false, std::nullopt},
+      {"3x3 odd", 1, 7, 31, 13, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, std::nullopt},
+      {"c1 7x7", 3, 1, 17, 31, 64, 7, 7, 1, 1, 3, 3, 1, 1, 1, false, std::nullopt},
+      {"c3 11x11 s4", 1, 3, 31, 31, 64, 11, 11, 4, 4, 2, 2, 1, 1, 1, true, std::nullopt},
+      {"c3 11x11 s4 pool", 3, 3, 67, 59, 96, 11, 11, 4, 4, 2, 2, 1, 1, 1, true, pool_attrs(3, 2)},
+      {"stride2 pad0", 3, 64, 17, 13, 64, 3, 3, 2, 2, 0, 0, 1, 1, 1, true, std::nullopt},
+      {"dilation2", 1, 7, 17, 31, 96, 3, 3, 1, 1, 2, 2, 2, 2, 1, false, std::nullopt},
+      {"dilation2 c64 pool", 3, 64, 13, 17, 5, 3, 3, 1, 1, 2, 2, 2, 2, 1, true, pool_attrs(2, 2)},
+      {"groups2 vector", 3, 64, 13, 13, 96, 3, 3, 1, 1, 1, 1, 1, 1, 2, true, pool_attrs(3, 2)},
+      {"groups2 odd", 1, 6, 17, 13, 10, 3, 3, 1, 1, 1, 1, 1, 1, 2, false, std::nullopt},
+      {"depthwise", 3, 7, 13, 17, 7, 3, 3, 1, 1, 1, 1, 1, 1, 7, true, pool_attrs(2, 2)},
+      {"pool no relu", 3, 64, 31, 17, 64, 5, 5, 1, 1, 2, 2, 1, 1, 1, false, pool_attrs(3, 2)},
+      {"pool 2/2 ceil", 1, 7, 13, 17, 96, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, pool_attrs(2, 2, 0, true)},
+      {"pool 3/2 ceil", 3, 64, 13, 13, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, pool_attrs(3, 2, 0, true)},
+      {"pool 3/2 pad1", 1, 3, 31, 17, 64, 7, 7, 2, 2, 3, 3, 1, 1, 1, true, pool_attrs(3, 2, 1)},
+      {"pool 3/1", 1, 64, 17, 13, 96, 1, 1, 1, 1, 0, 0, 1, 1, 1, true, pool_attrs(3, 1)},
+      {"non-square", 3, 7, 13, 31, 64, 1, 5, 1, 2, 0, 2, 1, 1, 1, true, std::nullopt},
+      {"oc 200", 1, 64, 13, 13, 200, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, std::nullopt},
+  };
+  return cases;
+}
+
+// The five AlexNet (torchvision) convolutions with their fused ReLU / MaxPool, at batch 2.
+const std::vector<Case>& alexnet_cases() {
+  static const std::vector<Case> cases = {
+      {"alexnet conv1", 2, 3, 224, 224, 64, 11, 11, 4, 4, 2, 2, 1, 1, 1, true, pool_attrs(3, 2)},
+      {"alexnet conv2", 2, 64, 27, 27, 192, 5, 5, 1, 1, 2, 2, 1, 1, 1, true, pool_attrs(3, 2)},
+      {"alexnet conv3", 2, 192, 13, 13, 384, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, std::nullopt},
+      {"alexnet conv4", 2, 384, 13, 13, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, std::nullopt},
+      {"alexnet conv5", 2, 256, 13, 13, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, pool_attrs(3, 2)},
+  };
+  return cases;
+}
+
+TEST(ConvFp16, MatchesReferenceOnEdgeShapes) {
+  REQUIRE_GPU();
+  for (const Case& t : fixed_cases()) run_case(t, fresh_seed());
+}
+
+TEST(ConvFp16, MatchesReferenceOnAlexNetLayers) {
+  REQUIRE_GPU();
+  for (const Case& t : alexnet_cases()) run_case(t, fresh_seed());
+}
+
+TEST(ConvFp16, MatchesReferenceOnRandomShapes) {
+  REQUIRE_GPU();
+  const uint32_t seed = fresh_seed();
+  std::mt19937 rng(seed);
+  auto pick = [&](std::initializer_list<int> values) {
+    std::vector<int> v(values);
+    return v[std::uniform_int_distribution<size_t>(0, v.size() - 1)(rng)];
+  };
+  for (int i = 0; i < 24; ++i) {
+    Case t;
+    t.name = "random #" + std::to_string(i) + " (shape seed " + std::to_string(seed) + ")";
+    t.batch = pick({1, 2, 3});
+    t.groups = pick({1, 1, 1, 2, 4});
+    t.c = t.groups * pick({1, 3, 5, 8, 16, 24});
+    t.oc = t.groups * pick({3, 8, 16, 40});
+    t.kh = pick({1, 3, 5});
+    t.kw = pick({1, 3, 5});
+    t.sh = pick({1, 2});
+    t.sw = pick({1, 2});
+    t.dh = pick({1, 2});
+    t.dw = 1;
+    t.ph = pick({0, 1, 2});
+    t.pw = pick({0, 1});
+    t.h = pick({9, 13, 17, 23});
+    t.w = pick({11, 13, 19});
+    t.relu = pick({0, 1}) == 1;
+    if (pick({0, 1}) == 1) t.pool = pool_attrs(pick({2, 3}), 2, 0, pick({0, 1}) == 1);
+    if (!ConvFp16::supports(to_shape(t))) continue;  // e.g. window larger than the input
+    run_case(t, fresh_seed());
+  }
+}
+
+TEST(ConvFp16, FewChannelLayerTakesTheGatherPath) {
+  REQUIRE_GPU();
+  const Case t = alexnet_cases()[0];
+  const ConvShape shape = to_shape(t);
+  std::vector<float> w(size_t(t.oc) * t.c * t.kh * t.kw, 0.25f);
+  ConvFp16 kernel(shape, w.data(), nullptr);
+  EXPECT_EQ(kernel.variant(), "igemm_gather");
+  ConvShape deep = to_shape(alexnet_cases()[1]);
+  std::vector<float> w2(size_t(192) * 64 * 25, 0.25f);
+  EXPECT_EQ(ConvFp16(deep, w2.data(), nullptr).variant(), "igemm");
+}
+
+TEST(ConvFp16, CudaGraphReplayMatchesDirectLaunch) {
+  REQUIRE_GPU();
+  const Case t = alexnet_cases()[1];
+  const ConvShape shape = to_shape(t);
+  std::mt19937 rng(fresh_seed());
+  const int fan_in = t.c * t.kh * t.kw;
+  const std::vector<float> w = random_values(rng, size_t(t.oc) * fan_in, 0.05f, true);
+  const std::vector<float> b = random_values(rng, t.oc, 0.5f, false);
+  ConvFp16 kernel(shape, w.data(), b.data());
+  const size_t in_count = size_t(t.batch) * t.h * t.w * padded_channels(t.c);
+  const size_t out_count = size_t(t.batch) * shape.out_h * shape.out_w * padded_channels(t.oc);
+  std::vector<__half> x(in_count);
+  for (size_t i = 0; i < in_count; ++i)
+    x[i] = __float2half(int(i % 64) < t.c ? random_values(rng, 1, 1.f, true)[0] : 0.f);
+  DeviceBuffer d_x(in_count * 2), d_y1(out_count * 2), d_y2(out_count * 2);
+  CUDA_OK(cudaMemcpy(d_x.ptr, x.data(), in_count * 2, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemset(d_y2.ptr, 0xFF, out_count * 2));
+
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreate(&stream));
+  kernel.forward(d_x.ptr, d_y1.ptr, t.batch, stream);
+  CUDA_OK(cudaStreamSynchronize(stream));
+
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  kernel.forward(d_x.ptr, d_y2.ptr, t.batch, stream);
+  CUDA_OK(cudaStreamEndCapture(stream, &graph));
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  CUDA_OK(cudaGraphLaunch(exec, stream));
+  CUDA_OK(cudaGraphLaunch(exec, stream));
+  CUDA_OK(cudaStreamSynchronize(stream));
+  std::vector<uint16_t> y1(out_count), y2(out_count);
+  CUDA_OK(cudaMemcpy(y1.data(), d_y1.ptr, out_count * 2, cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaMemcpy(y2.data(), d_y2.ptr, out_count * 2, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(std::memcmp(y1.data(), y2.data(), out_count * 2), 0);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+TEST(ConvFp16, BadArgumentsThrow) {
+  REQUIRE_GPU();
+  const ConvShape shape = to_shape(fixed_cases()[0]);
+  std::vector<float> w(size_t(96) * 64, 0.5f);
+  ConvFp16 kernel(shape, w.data(), nullptr);
+  DeviceBuffer d(1 << 20);
+  EXPECT_THROW(kernel.forward(d.ptr, d.ptr, 0, nullptr), Error);
+  EXPECT_THROW(kernel.forward(static_cast<char*>(d.ptr) + 2, d.ptr, 1, nullptr), Error);
+  EXPECT_THROW(kernel.forward_variant(99, d.ptr, d.ptr, 1, nullptr), Error);
+}
+
+// Host-only: shape validation and derived extents (runs without a GPU).
+TEST(ConvFp16Shape, DerivesPyTorchExtentsAndRejectsBadShapes) {
+  ConvShape s = to_shape(alexnet_cases()[0]);
+  EXPECT_EQ(s.conv_h, 55);
+  EXPECT_EQ(s.out_h, 27);
+  EXPECT_TRUE(ConvFp16::supports(s));
+  Case ceil = fixed_cases()[12];  // 13x17, pool 2/2 ceil -> 7x9
+  s = to_shape(ceil);
+  EXPECT_EQ(s.out_h, 7);
+  EXPECT_EQ(s.out_w, 9);
+  Case too_big = fixed_cases()[1];
+  too_big.kh = 40;
+  EXPECT_FALSE(ConvFp16::supports(to_shape(too_big)));
+  Case bad_groups = fixed_cases()[0];
+  bad_groups.groups = 3;
+  EXPECT_FALSE(ConvFp16::supports(to_shape(bad_groups)));
+  EXPECT_THROW(ConvFp16(to_shape(bad_groups), nullptr, nullptr), Error);
+}
+
+}  // namespace
+}  // namespace cnnrt::cuda
