@@ -312,10 +312,11 @@ def benchmark(args) -> dict:
     if use_cnnrt:
         bench_json = os.path.join(work, "bench.json")
         try:
+            # The CLI insists on >= 50 timed iterations.
             run_cnnrt(args.bin, "bench", args.model, "--weights", weights_path, "--batch",
                       ",".join(map(str, args.batches)), "--precision", "fp16", "--device",
-                      "cuda", "--warmup", args.warmup, "--iterations", args.iters, "--json",
-                      bench_json)
+                      "cuda", "--warmup", args.warmup, "--iterations", max(50, args.iters),
+                      "--json", bench_json)
             with open(bench_json, encoding="utf-8") as handle:
                 for row in json.load(handle).get("results", []):
                     cnnrt_bench[int(row["batch"])] = row
@@ -422,7 +423,7 @@ def per_layer(torch, args, model, shapes, fp32, fp16, fp16_cl, weights_path, err
     if not args.skip_cnnrt:
         profile_json = os.path.join(tempfile.mkdtemp(prefix="cnnrt_profile_"), "profile.json")
         base = ["profile", args.model, "--batch", batch, "--precision", "fp16", "--device",
-                "cuda", "--iterations", args.iters, "--json", profile_json]
+                "cuda", "--iterations", max(50, args.iters), "--json", profile_json]
         for extra in (["--weights", weights_path], []):  # timing does not need real weights
             try:
                 run_cnnrt(args.bin, *(base + extra))

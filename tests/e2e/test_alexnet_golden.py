@@ -38,7 +38,7 @@ def main() -> int:
     x = rng.standard_normal([BATCH] + model.input_shape).astype(np.float32)
     np.save(input_path, x)
     util.run_cli(args.cli, "run", model_path, "--weights", weights_path, "--input", input_path,
-                 "--output", output_path, "--device", "cpu")
+                 "--output", output_path, "--device", "cpu", "--precision", "fp32")
     y = np.load(output_path)
     reference = reference_numpy.forward(model, load_weights(model, weights_path), x)
 
