@@ -72,7 +72,7 @@ struct CudnnConv::Impl {
   cudnnHandle_t handle = nullptr;
   cudnnFilterDescriptor_t w_desc = nullptr;
   cudnnConvolutionDescriptor_t conv_desc = nullptr;
-  DeviceBuffer weight, scale, shift;
+  DeviceArray weight, scale, shift;
   mutable std::mutex mutex;
   mutable std::map<int64_t, CudnnPlan> plans;
 

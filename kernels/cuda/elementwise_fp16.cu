@@ -33,17 +33,17 @@ NhwcView nhwc_view(const Shape& shape) {
   return view;
 }
 
-DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
+DeviceArray::DeviceArray(size_t bytes) : bytes_(bytes) {
   if (bytes > 0) CNNRT_CUDA_CHECK(cudaMalloc(&ptr_, bytes));
 }
-DeviceBuffer::~DeviceBuffer() {
+DeviceArray::~DeviceArray() {
   if (ptr_ != nullptr) cudaFree(ptr_);  // destructor: nothing useful to do with an error
 }
-DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept : ptr_(other.ptr_), bytes_(other.bytes_) {
+DeviceArray::DeviceArray(DeviceArray&& other) noexcept : ptr_(other.ptr_), bytes_(other.bytes_) {
   other.ptr_ = nullptr;
   other.bytes_ = 0;
 }
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
+DeviceArray& DeviceArray::operator=(DeviceArray&& other) noexcept {
   if (this != &other) {
     if (ptr_ != nullptr) cudaFree(ptr_);
     ptr_ = other.ptr_;
@@ -53,22 +53,22 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   }
   return *this;
 }
-void DeviceBuffer::upload(const void* host, size_t bytes) {
-  if (bytes > bytes_) throw Error("DeviceBuffer::upload: " + std::to_string(bytes) +
+void DeviceArray::upload(const void* host, size_t bytes) {
+  if (bytes > bytes_) throw Error("DeviceArray::upload: " + std::to_string(bytes) +
                                   " bytes into a buffer of " + std::to_string(bytes_));
   if (bytes > 0) CNNRT_CUDA_CHECK(cudaMemcpy(ptr_, host, bytes, cudaMemcpyHostToDevice));
 }
 
-DeviceBuffer upload_as_fp16(const std::vector<float>& values) {
+DeviceArray upload_as_fp16(const std::vector<float>& values) {
   std::vector<__half> halves(values.size());
   for (size_t i = 0; i < values.size(); ++i) halves[i] = __float2half_rn(values[i]);
-  DeviceBuffer buffer(halves.size() * sizeof(__half));
+  DeviceArray buffer(halves.size() * sizeof(__half));
   buffer.upload(halves.data(), buffer.bytes());
   return buffer;
 }
 
-DeviceBuffer upload_fp32(const std::vector<float>& values) {
-  DeviceBuffer buffer(values.size() * sizeof(float));
+DeviceArray upload_fp32(const std::vector<float>& values) {
+  DeviceArray buffer(values.size() * sizeof(float));
   buffer.upload(values.data(), buffer.bytes());
   return buffer;
 }

@@ -31,15 +31,15 @@ struct NhwcView {
 NhwcView nhwc_view(const Shape& shape);
 
 // Owned device memory, freed on destruction.  Only constructors/factories allocate.
-class DeviceBuffer {
+class DeviceArray {
  public:
-  DeviceBuffer() = default;
-  explicit DeviceBuffer(size_t bytes);
-  ~DeviceBuffer();
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  DeviceBuffer(DeviceBuffer&& other) noexcept;
-  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  DeviceArray() = default;
+  explicit DeviceArray(size_t bytes);
+  ~DeviceArray();
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  DeviceArray(DeviceArray&& other) noexcept;
+  DeviceArray& operator=(DeviceArray&& other) noexcept;
   void* get() const { return ptr_; }
   size_t bytes() const { return bytes_; }
   // Synchronous upload (build time only).
@@ -51,8 +51,8 @@ class DeviceBuffer {
 };
 
 // fp32 host values → fp16 device buffer (round to nearest even).
-DeviceBuffer upload_as_fp16(const std::vector<float>& values);
-DeviceBuffer upload_fp32(const std::vector<float>& values);
+DeviceArray upload_as_fp16(const std::vector<float>& values);
+DeviceArray upload_fp32(const std::vector<float>& values);
 
 // y = max(x, 0) over `count` halves (count a multiple of 8; x == y allowed; NaN stays NaN as in
 // PyTorch).

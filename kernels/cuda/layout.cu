@@ -8,8 +8,6 @@
 // For the usual 3-channel input, groups = 1 and the vector stores are fully contiguous.  These
 // run once per forward on the input image and the logits, so a shared-memory transpose would buy
 // little; simple grid-stride loops with 64-bit indices serve any batch.
-#include "kernels/cuda/layout.h"
-
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -17,6 +15,7 @@
 
 #include "cnnrt/error.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/layout.h"
 
 namespace cnnrt::cuda {
 namespace {
@@ -99,8 +98,8 @@ int blocks_for(int64_t work_items) {
 
 void check_shape(const char* what, int64_t n, int c, int h, int w) {
   if (n < 0 || c < 1 || h < 1 || w < 1)
-    throw Error(std::string(what) + ": bad shape n=" + std::to_string(n) + " c=" +
-                std::to_string(c) + " h=" + std::to_string(h) + " w=" + std::to_string(w));
+    throw Error(std::string(what) + ": bad shape n=" + std::to_string(n) +
+                " c=" + std::to_string(c) + " h=" + std::to_string(h) + " w=" + std::to_string(w));
 }
 
 void check_aligned(const char* what, const void* pointer) {
@@ -118,8 +117,8 @@ void nchw_fp32_to_nhwc_fp16(const float* x, void* y, int64_t n, int c, int h, in
   const int64_t pixels = static_cast<int64_t>(h) * w;
   const int64_t work = n * groups * pixels;
   if (work == 0) return;
-  nchw_to_nhwc_kernel<<<blocks_for(work), kThreads, 0, stream>>>(x, static_cast<uint4*>(y), n,
-                                                                 c, pixels, groups);
+  nchw_to_nhwc_kernel<<<blocks_for(work), kThreads, 0, stream>>>(x, static_cast<uint4*>(y), n, c,
+                                                                 pixels, groups);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 
@@ -131,8 +130,8 @@ void nhwc_fp16_to_nchw_fp32(const void* x, float* y, int64_t n, int c, int h, in
   const int64_t pixels = static_cast<int64_t>(h) * w;
   const int64_t work = n * groups * pixels;
   if (work == 0) return;
-  nhwc_to_nchw_kernel<<<blocks_for(work), kThreads, 0, stream>>>(
-      static_cast<const uint4*>(x), y, n, c, pixels, groups);
+  nhwc_to_nchw_kernel<<<blocks_for(work), kThreads, 0, stream>>>(static_cast<const uint4*>(x), y, n,
+                                                                 c, pixels, groups);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 

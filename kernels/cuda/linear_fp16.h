@@ -49,7 +49,7 @@ class GemmWeights {
 
  private:
   int rows_pad_ = 0, cols_pad_ = 0;
-  DeviceBuffer weight_, bias_fp32_, bias_fp16_;
+  DeviceArray weight_, bias_fp32_, bias_fp16_;
 };
 
 // Batch sizes the GEMV serves in one pass.  Up to 8 input vectors fit in registers next to the

@@ -75,8 +75,8 @@ std::unique_ptr<LayerKernel> create_conv_fp16(const KernelBuildContext& context)
     throw_error(site, "conv bias has " + std::to_string(bias->value.data.size()) +
                           " values, expected " + std::to_string(shape->out_c));
   }
-  const float* bias_data = bias != nullptr && !bias->value.data.empty() ? bias->value.data.data()
-                                                                        : nullptr;
+  const float* bias_data =
+      bias != nullptr && !bias->value.data.empty() ? bias->value.data.data() : nullptr;
   return std::make_unique<ConvFp16Kernel>(*shape, weight->value.data.data(), bias_data);
 }
 

@@ -40,8 +40,7 @@ class CudaBackend final : public Backend {
     return (bytes + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment;
   }
 
-  std::unique_ptr<ContextImpl> create_context(const EngineImpl& engine,
-                                              int batch) const override {
+  std::unique_ptr<ContextImpl> create_context(const EngineImpl& engine, int batch) const override {
     return std::make_unique<cuda::CudaContext>(engine, batch);
   }
 };

@@ -83,7 +83,7 @@ double elapsed_ms(const EventHandle& start, const EventHandle& stop) {
 // Median time of `kernel` on `args`: one untimed warm-up, then `iterations` event-timed launches
 // enqueued back to back, one synchronisation at the end.
 double time_kernel(LayerKernel& kernel, const KernelArgs& args, int iterations,
-                          cudaStream_t stream) {
+                   cudaStream_t stream) {
   std::vector<EventHandle> events = make_events(2 * static_cast<size_t>(iterations));
   kernel.run(args);
   for (int i = 0; i < iterations; ++i) {
@@ -93,7 +93,8 @@ double time_kernel(LayerKernel& kernel, const KernelArgs& args, int iterations,
   }
   CNNRT_CUDA_CHECK(cudaStreamSynchronize(stream));
   std::vector<double> times;
-  for (int i = 0; i < iterations; ++i) times.push_back(elapsed_ms(events[2 * i], events[2 * i + 1]));
+  for (int i = 0; i < iterations; ++i)
+    times.push_back(elapsed_ms(events[2 * i], events[2 * i + 1]));
   return median(times);
 }
 
@@ -143,8 +144,8 @@ CudaContext::CudaContext(const EngineImpl& engine, int batch) : engine_(engine),
   // staging buffers at the ends, and each step's workspace for exactly its own step.
   std::vector<PlanRequest> requests = activation_requests(engine, batch_);
   const int last_step = static_cast<int>(engine.steps.size()) - 1;
-  requests.push_back({"input.staging", static_cast<size_t>(input_elements_) * sizeof(float), 0,
-                      0, ""});
+  requests.push_back(
+      {"input.staging", static_cast<size_t>(input_elements_) * sizeof(float), 0, 0, ""});
   requests.push_back({"output.staging", static_cast<size_t>(output_elements_) * sizeof(float),
                       last_step, last_step, ""});
   for (int i = 0; i <= last_step; ++i) {
@@ -154,22 +155,33 @@ CudaContext::CudaContext(const EngineImpl& engine, int batch) : engine_(engine),
   }
   plan_ = plan_memory(requests);
 
-  arena_ = device_alloc(plan_.arena_bytes,
-                        "the activation arena of batch " + std::to_string(batch_));
+  // Weights were uploaded at build on other streams (pageable copies may still be in flight)
+  // and our stream is non-blocking, so it would not wait for them: settle everything once here.
+  CNNRT_CUDA_CHECK(cudaDeviceSynchronize());
+  arena_ =
+      device_alloc(plan_.arena_bytes, "the activation arena of batch " + std::to_string(batch_));
   cudaStream_t stream = nullptr;
   CNNRT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   stream_.reset(stream);
-  // Zero once so no kernel ever reads uninitialised bytes (e.g. padding it does not own).
-  if (plan_.arena_bytes > 0)
-    CNNRT_CUDA_CHECK(cudaMemsetAsync(arena_.get(), 0, plan_.arena_bytes, stream));
-  bind_arguments();
+  try {
+    // Zero once so no kernel ever reads uninitialised bytes (e.g. padding it does not own).
+    if (plan_.arena_bytes > 0)
+      CNNRT_CUDA_CHECK(cudaMemsetAsync(arena_.get(), 0, plan_.arena_bytes, stream));
+    bind_arguments();
 
-  // One eager forward first: kernels finish lazy setup (cuBLASLt heuristics, module loading)
-  // outside capture, and a failing kernel reports here with its layer name.
-  fill_random_input();
-  enqueue_forward(/*annotate=*/true);
-  synchronize();
-  capture_graph();
+    // One eager forward first: kernels finish lazy setup (cuBLASLt heuristics, module loading)
+    // outside capture, and a failing kernel reports here with its layer name.
+    fill_random_input();
+    enqueue_forward(/*annotate=*/true);
+    synchronize();
+    capture_graph();
+  } catch (...) {
+    // The destructor does not run for a half-built object: drain the stream before the
+    // handles free the arena under work that may still be queued.
+    cudaStreamSynchronize(stream);
+    cudaGetLastError();
+    throw;
+  }
 }
 
 CudaContext::~CudaContext() {
@@ -181,8 +193,7 @@ CudaContext::~CudaContext() {
 
 void* CudaContext::tensor_pointer(const std::string& name) const {
   const PlannedTensor* tensor = plan_.find(name);
-  if (tensor == nullptr)
-    throw Error("CUDA backend: the memory plan has no tensor '" + name + "'");
+  if (tensor == nullptr) throw Error("CUDA backend: the memory plan has no tensor '" + name + "'");
   return static_cast<char*>(arena_.get()) + tensor->offset;
 }
 
@@ -406,8 +417,7 @@ std::vector<LayerProfile> CudaContext::compare_kernels(int iterations) {
 }
 
 std::vector<double> CudaContext::benchmark(int warmup, int iterations) {
-  if (warmup < 0 || iterations < 1)
-    throw Error("benchmark: needs warmup >= 0 and iterations >= 1");
+  if (warmup < 0 || iterations < 1) throw Error("benchmark: needs warmup >= 0 and iterations >= 1");
   cudaStream_t stream = stream_.get();
   std::vector<EventHandle> events = make_events(2 * static_cast<size_t>(iterations));
   fill_random_input();
@@ -420,7 +430,8 @@ std::vector<double> CudaContext::benchmark(int warmup, int iterations) {
   }
   synchronize();
   std::vector<double> times;
-  for (int i = 0; i < iterations; ++i) times.push_back(elapsed_ms(events[2 * i], events[2 * i + 1]));
+  for (int i = 0; i < iterations; ++i)
+    times.push_back(elapsed_ms(events[2 * i], events[2 * i + 1]));
   return times;
 }
 

@@ -43,7 +43,7 @@ using GraphExecHandle = std::unique_ptr<std::remove_pointer_t<cudaGraphExec_t>, 
 using EventHandle = std::unique_ptr<std::remove_pointer_t<cudaEvent_t>, EventDeleter>;
 using DeviceBuffer = std::unique_ptr<void, DeviceFree>;
 
-EventHandle make_event();                   // timing event (cudaEventDefault)
+EventHandle make_event();  // timing event (cudaEventDefault)
 DeviceBuffer device_alloc(size_t bytes, const std::string& what);  // throws with sizes on OOM
 
 class CudaContext final : public ContextImpl {

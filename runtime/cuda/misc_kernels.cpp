@@ -30,7 +30,7 @@ using Launch = std::function<void(const KernelArgs&, cudaStream_t)>;
 class LaunchKernel final : public LayerKernel {
  public:
   LaunchKernel(Launch launch, size_t workspace_per_sample, size_t weight_bytes,
-               std::vector<DeviceBuffer> buffers = {})
+               std::vector<DeviceArray> buffers = {})
       : launch_(std::move(launch)),
         workspace_per_sample_(workspace_per_sample),
         weight_bytes_(weight_bytes),
@@ -47,7 +47,7 @@ class LaunchKernel final : public LayerKernel {
   Launch launch_;
   size_t workspace_per_sample_;
   size_t weight_bytes_;
-  std::vector<DeviceBuffer> buffers_;  // device data the closure points into
+  std::vector<DeviceArray> buffers_;  // device data the closure points into
 };
 
 bool layout_defined(const Shape& shape) { return shape.size() == 1 || shape.size() == 3; }
@@ -153,7 +153,7 @@ std::unique_ptr<LayerKernel> create_batchnorm(const KernelBuildContext& context)
     scale[c] = static_cast<float>(s);
     shift[c] = static_cast<float>((*values[1])[c] - (*values[2])[c] * s);
   }
-  std::vector<DeviceBuffer> buffers;
+  std::vector<DeviceArray> buffers;
   buffers.push_back(upload_fp32(scale));
   buffers.push_back(upload_fp32(shift));
   const auto* scale_d = static_cast<const float*>(buffers[0].get());

@@ -22,8 +22,7 @@ Shape flattened_source_shape(const Node& node, const Graph& graph) {
   // Walk back through ops that keep a vector's feature order (relu, dropout are per element),
   // so flatten → relu → linear still permutes its weight.  Anything else ends the walk.
   const Node* producer = graph.find(node.inputs[0]);
-  while (producer != nullptr &&
-         (producer->op == OpKind::Relu || producer->op == OpKind::Dropout) &&
+  while (producer != nullptr && (producer->op == OpKind::Relu || producer->op == OpKind::Dropout) &&
          !producer->inputs.empty())
     producer = graph.find(producer->inputs[0]);
   if (producer == nullptr || producer->op != OpKind::Flatten) return {};

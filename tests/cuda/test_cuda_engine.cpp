@@ -142,8 +142,8 @@ struct EngineCase {
 };
 
 std::string case_name(const ::testing::TestParamInfo<EngineCase>& info) {
-  return std::string(kModels[info.param.model].name) + "_batch" +
-         std::to_string(info.param.batch) + (info.param.fuse ? "_fused" : "_unfused");
+  return std::string(kModels[info.param.model].name) + "_batch" + std::to_string(info.param.batch) +
+         (info.param.fuse ? "_fused" : "_unfused");
 }
 
 class CudaMatchesCpu : public ::testing::TestWithParam<EngineCase> {};
@@ -221,12 +221,13 @@ TEST_F(CudaContextTest, OneArenaHoldsEveryTensorAndRunAllocatesNothing) {
   EXPECT_NE(plan.find("input"), nullptr);
   EXPECT_NE(plan.find("input.staging"), nullptr);
   EXPECT_NE(plan.find("output.staging"), nullptr);
-  for (const Step& step : steps()) EXPECT_NE(plan.find(step.node->name), nullptr) << step.node->name;
+  for (const Step& step : steps())
+    EXPECT_NE(plan.find(step.node->name), nullptr) << step.node->name;
   // No two tensors live at the same step share bytes unless they alias the same storage.
   auto storage_root = [&](const PlannedTensor& tensor) {
     const PlannedTensor* at = &tensor;
-    for (size_t hops = 0; hops < plan.tensors.size() && !at->aliases.empty() &&
-                          plan.find(at->aliases) != nullptr;
+    for (size_t hops = 0;
+         hops < plan.tensors.size() && !at->aliases.empty() && plan.find(at->aliases) != nullptr;
          ++hops)
       at = plan.find(at->aliases);
     return at->name;
@@ -316,9 +317,9 @@ TEST(CudaBackend, TensorBytesUsePaddedChannelsAndAlignment) {
   SKIP_WITHOUT_GPU();
   auto backend = make_cuda_backend();
   EXPECT_EQ(backend->device(), Device::CUDA);
-  EXPECT_EQ(backend->tensor_bytes({3, 5, 7}, 3), 1792u);  // 3·35·8·2 = 1680 → 1792
-  EXPECT_EQ(backend->tensor_bytes({13}, 3), 256u);        // 3·16·2 = 96 → 256
-  EXPECT_EQ(backend->tensor_bytes({1000}, 1), 2048u);     // 1000·2 = 2000 → 2048
+  EXPECT_EQ(backend->tensor_bytes({3, 5, 7}, 3), 1792u);     // 3·35·8·2 = 1680 → 1792
+  EXPECT_EQ(backend->tensor_bytes({13}, 3), 256u);           // 3·16·2 = 96 → 256
+  EXPECT_EQ(backend->tensor_bytes({1000}, 1), 2048u);        // 1000·2 = 2000 → 2048
   EXPECT_EQ(backend->tensor_bytes({256, 6, 6}, 2), 36864u);  // 2·36·256·2, already aligned
 }
 

@@ -53,7 +53,9 @@ struct DeviceMemory {
   }
   ~DeviceMemory() { cudaFree(pointer); }
   template <typename T>
-  T* as() const { return static_cast<T*>(pointer); }
+  T* as() const {
+    return static_cast<T*>(pointer);
+  }
 };
 
 struct ImageShape {
@@ -74,15 +76,14 @@ TEST_P(LayoutRoundTrip, NchwToPaddedNhwcAndBackIsExactUpToFp16Rounding) {
   DeviceMemory nhwc_device(nhwc_elements * sizeof(uint16_t));
   DeviceMemory back_device(elements * sizeof(float));
   ASSERT_TRUE(x_device.pointer && nhwc_device.pointer && back_device.pointer);
-  CHECK_CUDA(cudaMemcpy(x_device.pointer, x.data(), elements * sizeof(float),
-                        cudaMemcpyHostToDevice));
+  CHECK_CUDA(
+      cudaMemcpy(x_device.pointer, x.data(), elements * sizeof(float), cudaMemcpyHostToDevice));
   // NaN bytes everywhere: padding that is not written reads as NaN, not as a lucky zero.
   CHECK_CUDA(cudaMemset(nhwc_device.pointer, 0xFF, nhwc_elements * sizeof(uint16_t)));
   CHECK_CUDA(cudaMemset(back_device.pointer, 0xFF, elements * sizeof(float)));
 
   nchw_fp32_to_nhwc_fp16(x_device.as<float>(), nhwc_device.pointer, s.n, s.c, s.h, s.w, nullptr);
-  nhwc_fp16_to_nchw_fp32(nhwc_device.pointer, back_device.as<float>(), s.n, s.c, s.h, s.w,
-                         nullptr);
+  nhwc_fp16_to_nchw_fp32(nhwc_device.pointer, back_device.as<float>(), s.n, s.c, s.h, s.w, nullptr);
   CHECK_CUDA(cudaDeviceSynchronize());
 
   std::vector<uint16_t> nhwc(nhwc_elements);
@@ -102,8 +103,8 @@ TEST_P(LayoutRoundTrip, NchwToPaddedNhwcAndBackIsExactUpToFp16Rounding) {
               c < s.c ? half_bits(x[((static_cast<size_t>(n) * s.c + c) * s.h + h) * s.w + w])
                       : uint16_t{0};
           if (nhwc[at] != expected && ++mismatches <= 5)
-            ADD_FAILURE() << "nhwc n=" << n << " h=" << h << " w=" << w << " c=" << c
-                          << ": got 0x" << std::hex << nhwc[at] << " expected 0x" << expected;
+            ADD_FAILURE() << "nhwc n=" << n << " h=" << h << " w=" << w << " c=" << c << ": got 0x"
+                          << std::hex << nhwc[at] << " expected 0x" << expected;
         }
   for (size_t i = 0; i < elements; ++i) {
     const float expected = half_bits_to_float(half_bits(x[i]));
