@@ -1,6 +1,6 @@
 // conv_lab: times every variant of the fp16 tensor-core convolution (kernels/cuda/conv_fp16.h)
 // on AlexNet's five convolutions, each with the ReLU / MaxPool AlexNet fuses into it, at batch
-// 1, 64 and 256, and, when cuDNN is available, cudnnConvolutionForward (fp16 NHWC, the fastest
+// 1, 8, 64 and 256 (workspace variants -- unfused pool, split-K -- included), and, when cuDNN is available, cudnnConvolutionForward (fp16 NHWC, the fastest
 // algorithm cudnnFindConvolutionForwardAlgorithmEx reports) on the same shapes -- conv ALONE,
 // without bias/ReLU/pool, labelled so.
 //
@@ -8,7 +8,9 @@
 // reported.  Inputs are random fp16 and two input buffers alternate so successive launches do
 // not read an input the previous one left in L2.  TFLOP/s counts the conv's multiply-adds
 // (2 * N * OH * OW * OC * C/groups * KH * KW) over real channels only, for every row (so the
-// few-channel path is not credited with padding work).  The "*" marks the heuristic's pick.
+// few-channel path is not credited with padding work).  "*" marks forward()'s pick (fused
+// variants only), "w" the pick of forward(..., workspace); each row is one variant's time, the
+// workspace variants' two kernels included.
 //
 // Usage: conv_lab [--iters N] [--direct]   (--direct also times the slow fallback kernel)
 #include <cuda_fp16.h>
@@ -105,10 +107,11 @@ double median_ms(const std::function<void(int)>& launch, int iters, cudaStream_t
   return times[times.size() / 2];
 }
 
+// mark: "*" = forward()'s pick (fused only), "w" = forward(..., workspace)'s pick, "*w" both.
 void print_row(const char* layer, int batch, const std::string& variant, double ms, double flops,
-               bool chosen) {
+               const char* mark) {
   std::printf("%-16s %5d  %-58s %9.4f ms %8.1f TFLOP/s %s\n", layer, batch, variant.c_str(), ms,
-              flops / (ms * 1e-3) / 1e12, chosen ? "*" : "");
+              flops / (ms * 1e-3) / 1e12, mark);
   std::fflush(stdout);
 }
 
@@ -209,7 +212,7 @@ int run(int argc, char** argv) {
 #endif
   std::mt19937 rng(12345);
   std::uniform_real_distribution<float> dist(-1.f, 1.f);
-  const int batches[] = {1, 64, 256};
+  const int batches[] = {1, 8, 64, 256};
   for (const Layer& l : kLayers) {
     const ConvShape s = make_shape(l);
     const int fan_in = l.c * l.k * l.k;
@@ -235,17 +238,26 @@ int run(int argc, char** argv) {
           2.0 * batch * s.conv_h * s.conv_w * double(l.oc) * l.c * l.k * l.k;
       const std::vector<std::string> variants = conv.variants(batch);
       const size_t chosen = conv.chosen_variant(batch);
+      const size_t chosen_ws = conv.chosen_variant(batch, true);
+      size_t ws_bytes = 256;
+      for (size_t v = 0; v < variants.size(); ++v)
+        ws_bytes = std::max(ws_bytes, conv.variant_workspace_bytes(v, batch));
+      void* ws = nullptr;
+      CNNRT_CUDA_CHECK(cudaMalloc(&ws, ws_bytes));
       for (size_t v = 0; v < variants.size(); ++v) {
         const bool is_direct = v + 1 == variants.size();
         if (is_direct && variants.size() > 1 && !with_direct) continue;
         const double ms = median_ms(
-            [&](int i) { conv.forward_variant(v, x[i % 2], y, batch, stream); }, iters, stream);
-        print_row(l.name, batch, variants[v], ms, flops, v == chosen);
+            [&](int i) { conv.forward_variant(v, x[i % 2], y, batch, stream, ws); }, iters,
+            stream);
+        const char* mark = v == chosen ? (v == chosen_ws ? "*w" : "*") : (v == chosen_ws ? "w" : "");
+        print_row(l.name, batch, variants[v], ms, flops, mark);
       }
+      CNNRT_CUDA_CHECK(cudaFree(ws));
 #ifdef CNNRT_WITH_CUDNN
       std::string algo;
       const double ms = time_cudnn(handle, l, s, batch, iters, stream, &algo);
-      if (ms > 0) print_row(l.name, batch, algo, ms, flops, false);
+      if (ms > 0) print_row(l.name, batch, algo, ms, flops, "");
 #endif
       for (void* p : x) CNNRT_CUDA_CHECK(cudaFree(p));
       CNNRT_CUDA_CHECK(cudaFree(y));

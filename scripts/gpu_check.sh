@@ -4,13 +4,19 @@
 # into a private prefix, build for the local GPU, run the whole test suite, then optionally the
 # memory checkers and the benchmarks.
 #   scripts/gpu_check.sh [test] [sanitize] [bench] [compare]     (default: test)
-# Logs and results go to $OUT (default ./gpu_out).
+# Logs and results go to $OUT/results.tgz (default OUT: ./gpu_out) — one file, so that
+# fetching tools with a file-count limit get everything.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-OUT="${OUT:-$ROOT/gpu_out}"
+RESULTS="${OUT:-$ROOT/gpu_out}"
+OUT="$(mktemp -d)/results"
 DEPS=/opt/cnnrt-deps
 BUILD="$ROOT/build-gpu"
-mkdir -p "$OUT"
+mkdir -p "$OUT" "$RESULTS"
+pack_results() {
+  tar czf "$RESULTS/results.tgz" -C "$(dirname "$OUT")" results && echo "results in $RESULTS/results.tgz"
+}
+trap pack_results EXIT
 modes=("$@")
 [ ${#modes[@]} -eq 0 ] && modes=(test)
 status=0

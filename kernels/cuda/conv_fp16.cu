@@ -7,8 +7,14 @@
 //   igemm_gather  groups == 1 with C <= 4 (AlexNet conv1): K over the real channels
 //   direct        everything else (depthwise, odd grouped convs)
 // Within a path, the tile config (and for a fused pool, the spatial tile) depends on the batch,
-// which is a run-time argument: forward() evaluates a small cost model over precomputed
+// which is a run-time argument: forward() evaluates a small time model over precomputed
 // candidates (pure arithmetic, no CUDA calls), so it stays cheap and graph-capturable.
+// With a workspace (forward(..., workspace)) two more kinds of variant compete:
+//   unfused   pool layers: the non-pool kernel writes the fp16 pre-pool tensor to the workspace
+//             (no halo recompute, no passes), conv_finish_kernel pools it;
+//   split-K   batch <= kSplitKMaxBatch, groups == 1: grid.z splits the K loop, fp32 partials go
+//             to the workspace, conv_finish_kernel sums + bias + ReLU (+ pool).  Trades the
+//             epilogue fusion for filling the SMs when the natural grid is tiny.
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -32,18 +38,20 @@ using KernelFn = void (*)(ConvParams);
 struct TileConfig {
   int bm, bn, threads, stages;
   double efficiency;  // relative MMA throughput of one CTA-tile (bigger tiles reuse more)
+  double latency_us;  // time of one k-tile for a CTA alone on its SM (H200, batch-1 runs)
   const char* name;
   KernelFn fn[2][2];  // [gather][pool]
 };
 
 template <int BM, int BN, int WARPS_M, int WARPS_N, int STAGES>
-TileConfig make_config(double efficiency, const char* name) {
+TileConfig make_config(double efficiency, double latency_us, const char* name) {
   using namespace conv_detail;
   return {BM,
           BN,
           WARPS_M * WARPS_N * 32,
           STAGES,
           efficiency,
+          latency_us,
           name,
           {{&conv_igemm_kernel<BM, BN, WARPS_M, WARPS_N, STAGES, false, false>,
             &conv_igemm_kernel<BM, BN, WARPS_M, WARPS_N, STAGES, false, true>},
@@ -53,9 +61,10 @@ TileConfig make_config(double efficiency, const char* name) {
 
 const TileConfig* tile_configs(int* count) {
   static const TileConfig configs[] = {
-      make_config<128, 128, 2, 4, 3>(1.0, "128x128"),  // 8 warps, warp tile 64x32
-      make_config<128, 64, 2, 2, 4>(0.8, "128x64"),    // 4 warps, warp tile 64x32
-      make_config<64, 64, 2, 2, 4>(0.65, "64x64"),     // 4 warps, warp tile 32x32: small M
+      // efficiency / latency fitted to the first H200 conv_lab run (conv3/conv4, batch 1/256)
+      make_config<128, 128, 2, 4, 3>(1.0, 0.95, "128x128"),  // 8 warps, warp tile 64x32
+      make_config<128, 64, 2, 2, 4>(0.75, 0.89, "128x64"),   // 4 warps, warp tile 64x32
+      make_config<64, 64, 2, 2, 4>(0.65, 0.55, "64x64"),     // 4 warps, warp tile 32x32
   };
   *count = int(sizeof(configs) / sizeof(configs[0]));
   return configs;
@@ -63,6 +72,13 @@ const TileConfig* tile_configs(int* count) {
 
 constexpr int kMaxPasses = 8;
 constexpr int kDirectThreads = 256;
+constexpr int kFinishThreads = 256;
+// Time model constants (H200-calibrated; only their ratios matter for the choice).
+constexpr double kSmFlopsPerUs = 1.65e6;  // sustained mma.sync rate of one SM, 128x128 tile
+constexpr double kBytesPerUs = 2.5e6;     // workspace round trip (mostly L2)
+constexpr double kExtraLaunchUs = 2.0;    // second kernel of a workspace variant
+constexpr int kSplitKMaxBatch = 16;
+constexpr int kMaxSplits = 32;
 
 int floor_div(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 int ceil_div(long long a, long long b) { return int((a + b - 1) / b); }
@@ -116,6 +132,8 @@ Path choose_path(const ConvShape& s) {
   return (cpg % 8 == 0 && opg % 8 == 0) ? Path::Igemm : Path::Direct;
 }
 
+enum class Kind { Fused, Unfused, SplitK, Direct };
+
 // One launchable igemm configuration whose cost does not depend on the batch.
 struct Candidate {
   int config = 0;
@@ -123,6 +141,16 @@ struct Candidate {
   size_t smem = 0;
   int occupancy = 1;  // CTAs per SM
 };
+
+// One entry of variants(batch).
+struct Variant {
+  Kind kind = Kind::Direct;
+  const Candidate* cand = nullptr;  // Fused: a pool tiling or flat; Unfused / SplitK: flat
+  int splits = 1, split_k = 0;      // SplitK: slices and k-tiles per slice
+  double us = 0;                    // modelled time
+};
+
+size_t round_up_256(size_t v) { return (v + 255) / 256 * 256; }
 
 template <typename T>
 T* upload(const std::vector<T>& host) {
@@ -152,7 +180,8 @@ class ConvFp16Impl {
   Path path = Path::Direct;
   ConvParams base;  // everything but pointers, batch and tiling
   int sms = 1;
-  std::vector<Candidate> candidates;  // igemm paths only
+  std::vector<Candidate> candidates;  // fused launches (pool tilings, or flat tiles); igemm only
+  std::vector<Candidate> flat;        // non-pool kernel per config (unfused / split-K / no pool)
   __half* w_igemm = nullptr;
   float* b_igemm = nullptr;
   __half* w_direct = nullptr;
@@ -170,48 +199,146 @@ class ConvFp16Impl {
   bool pool() const { return shape.pool.has_value(); }
   bool gather() const { return path == Path::IgemmGather; }
 
-  // Cost in arbitrary units: waves x CTAs per SM x per-CTA MMA work / tile efficiency.
-  double cost(const Candidate& c, int batch) const {
+  const TileConfig& config(const Candidate& c) const {
     int count = 0;
-    const TileConfig& cfg = tile_configs(&count)[c.config];
-    const long long n_tiles = ceil_div(base.n_limit, cfg.bn);
-    const long long m_ctas =
-        pool() ? (long long)batch * c.tiles_y * c.tiles_x
-               : ceil_div((long long)batch * shape.conv_h * shape.conv_w, cfg.bm);
-    const long long ctas = m_ctas * n_tiles * base.groups;
-    const long long slots = (long long)sms * c.occupancy;
-    const double waves = double((ctas + slots - 1) / slots);
-    const double work = double(c.passes) * (base.k_tiles + 2) * cfg.bm * cfg.bn / cfg.efficiency;
-    return waves * std::min<long long>(c.occupancy, (ctas + sms - 1) / sms) * work;
+    return tile_configs(&count)[c.config];
   }
 
-  // Best candidate per tile config for this batch, in config order.
-  std::vector<const Candidate*> best_per_config(int batch) const {
+  // Time of one k-tile step of one CTA when `resident` CTAs share its SM: a latency floor
+  // (a lone CTA cannot hide its cp.async latency) or the SM's MMA throughput split between them.
+  static double ktile_us(const TileConfig& cfg, int resident) {
+    const double throughput_us =
+        2.0 * cfg.bm * cfg.bn * conv_detail::kBK / (kSmFlopsPerUs * cfg.efficiency);
+    return std::max(cfg.latency_us, resident * throughput_us);
+  }
+
+  // Modelled time of `ctas` CTAs of `steps` k-tile steps each at `occupancy` CTAs/SM: each SM
+  // runs ceil(ctas / SMs) of them (wave quantisation) in rounds of `occupancy`.
+  double grid_us(const TileConfig& cfg, long long ctas, int occupancy, double steps) const {
+    const long long per_sm = (ctas + sms - 1) / sms;
+    const long long full = per_sm / occupancy;
+    const int rem = int(per_sm % occupancy);
+    double t = double(full) * steps * ktile_us(cfg, occupancy);
+    if (rem > 0) t += steps * ktile_us(cfg, rem);
+    return t;
+  }
+
+  long long m_ctas(const Candidate& c, int batch, bool fused) const {
+    return fused && pool() ? (long long)batch * c.tiles_y * c.tiles_x
+                           : ceil_div((long long)batch * shape.conv_h * shape.conv_w, config(c).bm);
+  }
+  long long n_ctas(const Candidate& c) const {
+    return (long long)ceil_div(base.n_limit, config(c).bn) * base.groups;
+  }
+  long long m_total(int batch) const { return (long long)batch * shape.conv_h * shape.conv_w; }
+  size_t out_bytes(int batch) const {
+    return size_t(batch) * shape.out_h * shape.out_w * base.out_cs * sizeof(__half);
+  }
+
+  // Fused (pool tiling, or the flat tile of a non-pool layer): one kernel.
+  double fused_us(const Candidate& c, int batch) const {
+    return grid_us(config(c), m_ctas(c, batch, true) * n_ctas(c), c.occupancy,
+                   double(c.passes) * (base.k_tiles + 2));
+  }
+  // Unfused pool: flat conv into the workspace (written + read back once), then the pool pass.
+  double unfused_us(const Candidate& f, int batch) const {
+    const double pre_pool = double(m_total(batch)) * base.out_cs * sizeof(__half);
+    return grid_us(config(f), m_ctas(f, batch, false) * n_ctas(f), f.occupancy,
+                   base.k_tiles + 2) +
+           kExtraLaunchUs + (2 * pre_pool + out_bytes(batch)) / kBytesPerUs;
+  }
+  // Split-K with `splits` slices of split_k k-tiles; partials written and read once.
+  double split_us(const Candidate& f, int batch, int splits, int split_k) const {
+    const double partials = double(splits) * m_total(batch) * base.n_limit * sizeof(float);
+    return grid_us(config(f), m_ctas(f, batch, false) * n_ctas(f) * splits, f.occupancy,
+                   split_k + 2) +
+           kExtraLaunchUs + (2 * partials + out_bytes(batch)) / kBytesPerUs;
+  }
+
+  bool split_k_eligible(int batch) const {
+    return path != Path::Direct && base.groups == 1 && batch <= kSplitKMaxBatch &&
+           base.k_tiles >= 2 && !flat.empty();
+  }
+
+  // Everything variants(batch) lists, in order: fused per config, unfused (pool layers),
+  // split-K (small batches), direct (always last).
+  std::vector<Variant> variant_list(int batch) const {
+    std::vector<Variant> out;
     int count = 0;
     tile_configs(&count);
     std::vector<const Candidate*> best(count, nullptr);
     for (const Candidate& c : candidates)
-      if (!best[c.config] || cost(c, batch) < cost(*best[c.config], batch)) best[c.config] = &c;
-    std::vector<const Candidate*> out;
+      if (!best[c.config] || fused_us(c, batch) < fused_us(*best[c.config], batch))
+        best[c.config] = &c;
     for (const Candidate* c : best)
-      if (c) out.push_back(c);
+      if (c) out.push_back({Kind::Fused, c, 1, 0, fused_us(*c, batch)});
+    if (pool() && !flat.empty()) {
+      Variant v{Kind::Unfused, nullptr, 1, 0, 0};
+      for (const Candidate& f : flat)
+        if (!v.cand || unfused_us(f, batch) < v.us) {
+          v.cand = &f;
+          v.us = unfused_us(f, batch);
+        }
+      out.push_back(v);
+    }
+    if (split_k_eligible(batch)) {
+      Variant v{Kind::SplitK, nullptr, 1, 0, 0};
+      for (const Candidate& f : flat)
+        for (int want = 2; want <= std::min(base.k_tiles, kMaxSplits); ++want) {
+          const int split_k = ceil_div(base.k_tiles, want);
+          const int splits = ceil_div(base.k_tiles, split_k);  // no empty slice
+          if (splits < 2) continue;
+          const double us = split_us(f, batch, splits, split_k);
+          if (!v.cand || us < v.us) v = {Kind::SplitK, &f, splits, split_k, us};
+        }
+      if (v.cand) out.push_back(v);
+    }
+    out.push_back({Kind::Direct, nullptr, 1, 0, 0});
     return out;
   }
 
-  std::string name(const Candidate& c) const {
-    int count = 0;
+  // The modelled-fastest variant; workspace variants only when a workspace can be given.
+  size_t choose(int batch, bool with_workspace) const {
+    const std::vector<Variant> list = variant_list(batch);
+    size_t chosen = list.size() - 1;  // direct, when there is nothing else
+    for (size_t i = 0; i + 1 < list.size(); ++i) {
+      if (!with_workspace && list[i].kind != Kind::Fused) continue;
+      if (chosen == list.size() - 1 || list[i].us < list[chosen].us) chosen = i;
+    }
+    return chosen;
+  }
+
+  size_t workspace_of(const Variant& v, int batch) const {
+    switch (v.kind) {
+      case Kind::Unfused: return round_up_256(size_t(m_total(batch)) * base.out_cs * sizeof(__half));
+      case Kind::SplitK:
+        return round_up_256(size_t(v.splits) * size_t(m_total(batch)) * base.n_limit * sizeof(float));
+      default: return 0;
+    }
+  }
+
+  std::string name(const Variant& v) const {
+    if (v.kind == Kind::Direct) return "direct";
+    const Candidate& c = *v.cand;
     std::ostringstream s;
-    s << (gather() ? "igemm_gather " : "igemm ") << tile_configs(&count)[c.config].name;
-    if (pool())
+    s << (gather() ? "igemm_gather " : "igemm ") << config(c).name;
+    if (v.kind == Kind::Fused && pool())
       s << " pool-tile " << c.tile_ph << "x" << c.tile_pw << " (conv " << c.tile_th << "x"
         << c.tile_tw << ", " << c.passes << (c.passes == 1 ? " pass)" : " passes)");
+    if (v.kind == Kind::Unfused) s << " unfused + pool pass";
+    if (v.kind == Kind::SplitK)
+      s << " split-K " << v.splits << "x" << v.split_k << (pool() ? " + pool pass" : "");
     return s.str();
   }
 
-  void launch_igemm(const Candidate& c, const void* x, void* y, int batch,
-                    cudaStream_t stream) const {
-    int count = 0;
-    const TileConfig& cfg = tile_configs(&count)[c.config];
+  // Launches the igemm kernel.  fused: the candidate's own kernel (pool or not) writing y;
+  // otherwise the flat (non-pool) kernel with y = the workspace (unfused) or, when split_k > 0,
+  // fp32 partials into `partial` over grid.z = splits.
+  void launch_igemm(const Candidate& c, bool fused, const void* x, void* y, int batch,
+                    cudaStream_t stream, int splits = 1, int split_k = 0,
+                    float* partial = nullptr) const {
+    const TileConfig& cfg = config(c);
+    const bool pool_kernel = fused && pool();
     ConvParams p = base;
     p.x = static_cast<const __half*>(x);
     p.y = static_cast<__half*>(y);
@@ -219,7 +346,7 @@ class ConvFp16Impl {
     p.bias = b_igemm;
     p.batch = batch;
     p.n_tiles = ceil_div(p.n_limit, cfg.bn);
-    p.m_total = (long long)batch * shape.conv_h * shape.conv_w;
+    p.m_total = m_total(batch);
     p.tile_ph = c.tile_ph;
     p.tile_pw = c.tile_pw;
     p.tile_th = c.tile_th;
@@ -227,14 +354,53 @@ class ConvFp16Impl {
     p.tiles_y = c.tiles_y;
     p.tiles_x = c.tiles_x;
     p.passes = c.passes;
-    const long long grid_x =
-        pool() ? (long long)batch * c.tiles_y * c.tiles_x : ceil_div(p.m_total, cfg.bm);
+    p.split_k = split_k;
+    p.partial = partial;
+    const long long grid_x = m_ctas(c, batch, fused);
     const long long grid_y = (long long)p.n_tiles * p.groups;
-    if (grid_x >= (1LL << 31) || grid_y > 65535)
+    if (grid_x >= (1LL << 31) || grid_y > 65535 || splits > 65535)
       throw Error("conv_fp16: batch " + std::to_string(batch) + " exceeds the launch grid");
-    cfg.fn[gather() ? 1 : 0][pool() ? 1 : 0]<<<dim3(unsigned(grid_x), unsigned(grid_y)),
-                                             cfg.threads, c.smem, stream>>>(p);
+    cfg.fn[gather() ? 1 : 0][pool_kernel ? 1 : 0]<<<
+        dim3(unsigned(grid_x), unsigned(grid_y), unsigned(splits)), cfg.threads, c.smem,
+        stream>>>(p);
     CNNRT_CUDA_CHECK_LAUNCH();
+  }
+
+  // Second kernel of the workspace variants: y = pool(finish(workspace)).
+  void launch_finish(bool fp32, const void* ws, int splits, void* y, int batch,
+                     cudaStream_t stream) const {
+    ConvParams p = base;
+    p.y = static_cast<__half*>(y);
+    p.bias = b_igemm;
+    p.batch = batch;
+    p.m_total = m_total(batch);
+    const long long total = (long long)batch * p.out_h * p.out_w * (p.out_cs / 8);
+    const long long blocks = std::max(
+        1LL, std::min<long long>(ceil_div(total, kFinishThreads), (long long)sms * 16));
+    if (fp32)
+      conv_detail::conv_finish_kernel<true><<<unsigned(blocks), kFinishThreads, 0, stream>>>(
+          p, ws, splits);
+    else
+      conv_detail::conv_finish_kernel<false><<<unsigned(blocks), kFinishThreads, 0, stream>>>(
+          p, ws, splits);
+    CNNRT_CUDA_CHECK_LAUNCH();
+  }
+
+  void run(const Variant& v, const void* x, void* y, int batch, cudaStream_t stream,
+           void* workspace) const {
+    switch (v.kind) {
+      case Kind::Fused: launch_igemm(*v.cand, true, x, y, batch, stream); return;
+      case Kind::Unfused:
+        launch_igemm(*v.cand, false, x, workspace, batch, stream);
+        launch_finish(false, workspace, 1, y, batch, stream);
+        return;
+      case Kind::SplitK:
+        launch_igemm(*v.cand, false, x, y, batch, stream, v.splits, v.split_k,
+                     static_cast<float*>(workspace));
+        launch_finish(true, workspace, v.splits, y, batch, stream);
+        return;
+      default: launch_direct(x, y, batch, stream); return;
+    }
   }
 
   void launch_direct(const void* x, void* y, int batch, cudaStream_t stream) const {
@@ -397,33 +563,43 @@ ConvFp16::ConvFp16(const ConvShape& shape_in, const float* weight, const float* 
 
   int count = 0;
   const TileConfig* configs = tile_configs(&count);
-  for (int i = 0; i < count; ++i) {
-    const TileConfig& cfg = configs[i];
-    const KernelFn fn = cfg.fn[m.gather() ? 1 : 0][m.pool() ? 1 : 0];
-    // Always the device maximum: the attribute is per function and process-wide, so every
-    // instance sets the same value and none can shrink another's limit.
-    CNNRT_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          smem_optin));
-    const size_t first = m.candidates.size();
-    if (m.pool()) {
-      m.add_pool_candidates(i, cfg, size_t(smem_optin));
-    } else {
-      Candidate c;
-      c.config = i;
-      c.smem = conv_detail::igemm_smem_bytes(cfg.bm, cfg.bn, cfg.stages, 1);
-      if (c.smem <= size_t(smem_optin)) m.candidates.push_back(c);
-    }
-    for (size_t j = first; j < m.candidates.size();) {
-      Candidate& c = m.candidates[j];
+  auto set_occupancy = [&](std::vector<Candidate>& list, size_t first, KernelFn fn, int threads) {
+    for (size_t j = first; j < list.size();) {
+      Candidate& c = list[j];
       CNNRT_CUDA_CHECK(
-          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&c.occupancy, fn, cfg.threads, c.smem));
+          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&c.occupancy, fn, threads, c.smem));
       if (c.occupancy <= 0)
-        m.candidates.erase(m.candidates.begin() + j);
+        list.erase(list.begin() + j);
       else
         ++j;
     }
+  };
+  for (int i = 0; i < count; ++i) {
+    const TileConfig& cfg = configs[i];
+    const KernelFn flat_fn = cfg.fn[m.gather() ? 1 : 0][0];
+    const KernelFn pool_fn = cfg.fn[m.gather() ? 1 : 0][1];
+    // Always the device maximum: the attribute is per function and process-wide, so every
+    // instance sets the same value and none can shrink another's limit.
+    for (const KernelFn fn : {flat_fn, pool_fn})
+      CNNRT_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            smem_optin));
+    Candidate c;
+    c.config = i;
+    c.smem = conv_detail::igemm_smem_bytes(cfg.bm, cfg.bn, cfg.stages, 1);
+    const size_t first_flat = m.flat.size();
+    if (c.smem <= size_t(smem_optin)) m.flat.push_back(c);
+    set_occupancy(m.flat, first_flat, flat_fn, cfg.threads);
+    if (m.pool()) {
+      const size_t first = m.candidates.size();
+      m.add_pool_candidates(i, cfg, size_t(smem_optin));
+      set_occupancy(m.candidates, first, pool_fn, cfg.threads);
+    }
   }
-  if (m.candidates.empty()) m.path = Path::Direct;  // e.g. a device with tiny shared memory
+  if (!m.pool()) m.candidates = m.flat;
+  if (m.candidates.empty()) {  // e.g. a device with tiny shared memory
+    m.path = Path::Direct;
+    m.flat.clear();
+  }
 }
 
 ConvFp16::~ConvFp16() = default;
@@ -440,38 +616,65 @@ std::string ConvFp16::variant() const {
 
 std::vector<std::string> ConvFp16::variants(int batch) const {
   std::vector<std::string> names;
-  for (const Candidate* c : impl_->best_per_config(std::max(batch, 1)))
-    names.push_back(impl_->name(*c));
-  names.push_back("direct");
+  for (const Variant& v : impl_->variant_list(std::max(batch, 1))) names.push_back(impl_->name(v));
   return names;
 }
 
 size_t ConvFp16::chosen_variant(int batch) const {
-  const auto best = impl_->best_per_config(std::max(batch, 1));
-  if (best.empty()) return 0;  // only "direct"
-  size_t chosen = 0;
-  for (size_t i = 1; i < best.size(); ++i)
-    if (impl_->cost(*best[i], batch) < impl_->cost(*best[chosen], batch)) chosen = i;
-  return chosen;
+  return impl_->choose(std::max(batch, 1), false);
+}
+
+size_t ConvFp16::chosen_variant(int batch, bool with_workspace) const {
+  return impl_->choose(std::max(batch, 1), with_workspace);
+}
+
+size_t ConvFp16::variant_workspace_bytes(size_t index, int batch) const {
+  const std::vector<Variant> list = impl_->variant_list(std::max(batch, 1));
+  if (index >= list.size())
+    throw Error("conv_fp16: variant index " + std::to_string(index) + " out of range");
+  return impl_->workspace_of(list[index], std::max(batch, 1));
+}
+
+size_t ConvFp16::workspace_bytes(int batch) const {
+  // Largest need of any batch b <= batch, so a workspace sized for the planned batch also serves
+  // every smaller run (split-K is chosen at small batches only, so the need is not monotone).
+  size_t bytes = 0;
+  for (int b = 1; b <= batch; ++b) {
+    const std::vector<Variant> list = impl_->variant_list(b);
+    bytes = std::max(bytes, impl_->workspace_of(list[impl_->choose(b, true)], b));
+  }
+  return bytes;
 }
 
 void ConvFp16::forward_variant(size_t index, const void* x, void* y, int batch,
                                cudaStream_t stream) const {
+  forward_variant(index, x, y, batch, stream, nullptr);
+}
+
+void ConvFp16::forward_variant(size_t index, const void* x, void* y, int batch,
+                               cudaStream_t stream, void* workspace) const {
   if (batch <= 0) throw Error("conv_fp16: batch must be positive, got " + std::to_string(batch));
   if (!x || !y) throw Error("conv_fp16: null input or output pointer");
-  if (reinterpret_cast<uintptr_t>(x) % 16 != 0 || reinterpret_cast<uintptr_t>(y) % 16 != 0)
-    throw Error("conv_fp16: input and output must be 16-byte aligned");
-  const auto best = impl_->best_per_config(batch);
-  if (index < best.size())
-    impl_->launch_igemm(*best[index], x, y, batch, stream);
-  else if (index == best.size())
-    impl_->launch_direct(x, y, batch, stream);
-  else
+  if (reinterpret_cast<uintptr_t>(x) % 16 != 0 || reinterpret_cast<uintptr_t>(y) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(workspace) % 16 != 0)
+    throw Error("conv_fp16: input, output and workspace must be 16-byte aligned");
+  const std::vector<Variant> list = impl_->variant_list(batch);
+  if (index >= list.size())
     throw Error("conv_fp16: variant index " + std::to_string(index) + " out of range");
+  const Variant& v = list[index];
+  if (impl_->workspace_of(v, batch) > 0 && !workspace)
+    throw Error("conv_fp16: variant '" + impl_->name(v) + "' needs a workspace of " +
+                std::to_string(impl_->workspace_of(v, batch)) + " bytes");
+  impl_->run(v, x, y, batch, stream, workspace);
 }
 
 void ConvFp16::forward(const void* x, void* y, int batch, cudaStream_t stream) const {
-  forward_variant(chosen_variant(batch), x, y, batch, stream);
+  forward_variant(chosen_variant(batch), x, y, batch, stream, nullptr);
+}
+
+void ConvFp16::forward(const void* x, void* y, int batch, cudaStream_t stream,
+                       void* workspace) const {
+  forward_variant(chosen_variant(batch, workspace != nullptr), x, y, batch, stream, workspace);
 }
 
 }  // namespace cnnrt::cuda

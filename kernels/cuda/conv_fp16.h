@@ -40,18 +40,34 @@ class ConvFp16 {
   ConvFp16(const ConvShape& shape, const float* weight, const float* bias);
   ~ConvFp16();
   // x: [batch, in_h, in_w, pad8(in_c)] fp16; y: [batch, out_h, out_w, pad8(out_c)] fp16.
+  // Fused variants only (one kernel, no workspace).
   void forward(const void* x, void* y, int batch, cudaStream_t stream) const;
+  // Bytes of device workspace forward(x, y, b, stream, workspace) may use for ANY b <= batch
+  // (0: none needed).  The workspace variants (split-K at small batches, unfused pool) need it.
+  size_t workspace_bytes(int batch) const;
+  // Like forward(), but may pick a workspace variant (split-K, unfused pool) when the model says
+  // it is faster; workspace: >= workspace_bytes(batch) bytes, 16-byte aligned, or nullptr (then
+  // exactly the 4-argument forward).  Two kernels on `stream`; still graph-capturable.
+  void forward(const void* x, void* y, int batch, cudaStream_t stream, void* workspace) const;
   size_t weight_bytes() const;
   // The path this layer takes ("igemm", "igemm_gather" for few input channels, "direct").
   std::string variant() const;
 
   // Kernel-lab / test hooks.  variants(batch) names every launchable variant for that batch
-  // (one per tile config, plus the direct fallback, last); forward_variant runs one of them.
+  // (fused: one per tile config; then, where they apply, "unfused + pool pass" and "split-K";
+  // the direct fallback always last); forward_variant runs one of them.
   // forward() runs chosen_variant(batch), the heuristic's pick.
   std::vector<std::string> variants(int batch) const;
   size_t chosen_variant(int batch) const;
   void forward_variant(size_t index, const void* x, void* y, int batch,
                        cudaStream_t stream) const;
+  // Workspace-aware hooks: the pick of forward(..., workspace) (with_workspace = true), the
+  // workspace one variant needs at this batch (0 for fused / direct), and a launch with it
+  // (throws when the variant needs a workspace and none is given).
+  size_t chosen_variant(int batch, bool with_workspace) const;
+  size_t variant_workspace_bytes(size_t index, int batch) const;
+  void forward_variant(size_t index, const void* x, void* y, int batch, cudaStream_t stream,
+                       void* workspace) const;
 
  private:
   std::unique_ptr<ConvFp16Impl> impl_;

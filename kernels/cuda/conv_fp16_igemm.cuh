@@ -64,6 +64,10 @@ struct ConvParams {
   int out_h = 0, out_w = 0;     // final (pooled) extent
   int tile_ph = 1, tile_pw = 1, tile_th = 1, tile_tw = 1, tiles_y = 1, tiles_x = 1, passes = 1;
   long long m_total = 0;        // no pool: batch * conv_h * conv_w
+  // Split-K (non-pool instances only): CTA z covers k-tiles [z * split_k, (z + 1) * split_k)
+  // and writes its raw fp32 sums to partial[z][m][n_limit] (groups == 1) instead of y.
+  int split_k = 0;              // 0: no split, the kernel finishes the tile itself
+  float* partial = nullptr;
 };
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
@@ -106,12 +110,24 @@ __device__ __forceinline__ uint4 zero_channels_from(uint4 v, int first, int limi
   return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
-// Shared-memory bytes a launch needs: pipeline ring + row table + staging of the conv tile.
+// Shared-memory layout: [cp.async ring][row table][staging, multi-pass only].  A single-pass
+// CTA stages its fp16 tile in the ring itself: after the last cp_async_wait<0> + __syncthreads
+// no copy is in flight and no warp reads the ring any more.  That takes the staging buffer off
+// the footprint (128x128: 98 KB -> 63.5 KB), which is what lets 2-3 CTAs share an SM.  A
+// multi-pass CTA keeps every pass's tile until the pool, while the ring is reused by the next
+// pass, so its staging stays separate.
+constexpr size_t igemm_ring_bytes(int bm, int bn, int stages) {
+  return size_t(stages) * (bm + bn) * kRowHalves * 2;
+}
 constexpr size_t igemm_pipeline_bytes(int bm, int bn, int stages) {
-  return size_t(stages) * (bm + bn) * kRowHalves * 2 + size_t(bm) * 16;
+  return igemm_ring_bytes(bm, bn, stages) + size_t(bm) * 16;
+}
+constexpr size_t igemm_staging_bytes(int bm, int bn, int passes) {
+  return size_t(passes) * bm * (bn + 8) * 2;
 }
 constexpr size_t igemm_smem_bytes(int bm, int bn, int stages, int passes) {
-  return igemm_pipeline_bytes(bm, bn, stages) + size_t(passes) * bm * (bn + 8) * 2;
+  return igemm_pipeline_bytes(bm, bn, stages) +
+         (passes == 1 ? 0 : igemm_staging_bytes(bm, bn, passes));
 }
 
 template <int BM, int BN, int WARPS_M, int WARPS_N, int STAGES, bool GATHER, bool POOL>
@@ -125,12 +141,14 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32, (WARPS_M * WARPS_N >= 8
   static_assert((BM * kBK) % kThreads == 0, "gather split");
   constexpr int kAStage = BM * kRowHalves, kBStage = BN * kRowHalves;
   constexpr int kCRow = BN + 8;  // staging row (halves); +8 keeps half2 stores conflict-free
+  static_assert(igemm_staging_bytes(BM, BN, 1) <= igemm_ring_bytes(BM, BN, STAGES),
+                "a single-pass staging tile must fit in the ring it aliases");
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __half* s_a = reinterpret_cast<__half*>(smem_raw);
   __half* s_b = s_a + STAGES * kAStage;
   int4* s_rows = reinterpret_cast<int4*>(s_b + STAGES * kBStage);  // {image|-1, ih0, iw0, 0}
-  __half* s_c = reinterpret_cast<__half*>(s_rows + BM);
+  // s_c is set below, once the pass count is known (aliases the ring when single-pass).
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int warp_m = warp / WARPS_N, warp_n = warp % WARPS_N;
@@ -155,7 +173,15 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32, (WARPS_M * WARPS_N >= 8
     m0 = (long long)blockIdx.x * BM;
   }
   const int passes = POOL ? p.passes : 1;
-  const int k_tiles = p.k_tiles;
+  __half* s_c = passes == 1 ? s_a : reinterpret_cast<__half*>(s_rows + BM);
+  // K range of this CTA: everything, or one split-K slice (grid.z) of it.
+  int kt_begin = 0, k_tiles = p.k_tiles;
+  if constexpr (!POOL) {
+    if (p.split_k > 0) {
+      kt_begin = blockIdx.z * p.split_k;
+      k_tiles = min(p.split_k, p.k_tiles - kt_begin);
+    }
+  }
 
   // ---- loaders ----------------------------------------------------------------------------
   auto load_b = [&](int slot, int kt) {
@@ -257,12 +283,12 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32, (WARPS_M * WARPS_N >= 8
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
       if (s < k_tiles) {
-        load_b(s, s);
+        load_b(s, kt_begin + s);
         if constexpr (GATHER) {
-          gather_a(s);
+          gather_a(kt_begin + s);
           store_gathered(s);
         } else {
-          load_a_vec(s, s);
+          load_a_vec(s, kt_begin + s);
         }
       }
       cp_async_commit();
@@ -275,11 +301,11 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32, (WARPS_M * WARPS_N >= 8
       const int k_next = kt + STAGES - 1;
       const int slot_next = k_next % STAGES;
       if (k_next < k_tiles) {
-        load_b(slot_next, k_next);
+        load_b(slot_next, kt_begin + k_next);
         if constexpr (GATHER)
-          gather_a(k_next);
+          gather_a(kt_begin + k_next);
         else
-          load_a_vec(slot_next, k_next);
+          load_a_vec(slot_next, kt_begin + k_next);
       }
       cp_async_commit();
 
@@ -316,7 +342,27 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32, (WARPS_M * WARPS_N >= 8
       }
     }
     cp_async_wait<0>();
-    __syncthreads();  // ring and row table are reused by the next pass
+    __syncthreads();  // ring and row table are reused by the next pass (or by the staging tile)
+
+    if constexpr (!POOL) {
+      if (p.partial) {  // split-K slice: raw fp32 sums straight from registers, no staging
+        float* dst = p.partial + size_t(blockIdx.z) * size_t(p.m_total) * p.n_limit;
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+          for (int ni = 0; ni < NI; ++ni) {
+            const int col = n0 + warp_n * WN + ni * 8 + (lane & 3) * 2;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const long long m = m0 + warp_m * WM + mi * 16 + (lane >> 2) + 8 * h;
+              if (m < p.m_total && col < p.n_limit)
+                *reinterpret_cast<float2*>(dst + m * p.n_limit + col) =
+                    make_float2(acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]);
+            }
+          }
+        return;  // uniform across the CTA: no barrier follows for anyone
+      }
+    }
 
     // ---- epilogue: bias + ReLU -> fp16 staging -----------------------------------------
 #pragma unroll
@@ -389,6 +435,87 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32, (WARPS_M * WARPS_N >= 8
       *reinterpret_cast<uint4*>(p.y + ((size_t(image) * p.out_h + oy) * p.out_w + ox) * p.out_cs +
                                 ch) = out;
     }
+  }
+}
+
+// Finish pass of the workspace paths (split-K and unfused pool): one thread per output pixel x
+// 8-channel chunk of y = maxpool(v), where v(n, cy, cx) is read from the workspace ws:
+//  * FP32 (split-K): v = relu(sum over `splits` fp32 partial tiles [z][m][n_limit] + bias);
+//    groups == 1, so the partial column is the output channel;
+//  * fp16 (unfused pool): v = the finished fp16 conv output [m][out_cs] (bias + ReLU applied).
+// Without a pool p has kernel 1 / stride 1 / pad 0 and out = conv extent, so the same loop is
+// the identity.  The max is taken in fp32 and rounded once (rounding is monotone, so this equals
+// the fused kernel's max of rounded values).  Grid-stride, 16-byte loads and stores.
+template <bool FP32>
+__global__ void __launch_bounds__(256) conv_finish_kernel(const ConvParams p, const void* ws,
+                                                         int splits) {
+  const int chunks = p.out_cs / 8;
+  const long long total = (long long)p.batch * p.out_h * p.out_w * chunks;
+  const size_t split_stride = size_t(p.m_total) * p.n_limit;
+  for (long long id = blockIdx.x * (long long)blockDim.x + threadIdx.x; id < total;
+       id += (long long)gridDim.x * blockDim.x) {
+    const int c8 = int(id % chunks);
+    long long t = id / chunks;
+    const int ox = int(t % p.out_w);
+    t /= p.out_w;
+    const int oy = int(t % p.out_h);
+    const int n = int(t / p.out_h);
+    const int col = c8 * 8;
+    float best[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) best[j] = -INFINITY;
+    float bias[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) bias[j] = FP32 ? p.bias[col + j] : 0.f;
+    for (int i = 0; i < p.pk_h; ++i) {
+      const int cy = oy * p.ps_h - p.pp_h + i;
+      if (cy < 0 || cy >= p.conv_h) continue;
+      for (int jx = 0; jx < p.pk_w; ++jx) {
+        const int cx = ox * p.ps_w - p.pp_w + jx;
+        if (cx < 0 || cx >= p.conv_w) continue;
+        const long long m = ((long long)n * p.conv_h + cy) * p.conv_w + cx;
+        float v[8];
+        if constexpr (FP32) {
+          const float* src = static_cast<const float*>(ws) + m * p.n_limit + col;
+#pragma unroll
+          for (int j = 0; j < 8; ++j) v[j] = bias[j];
+          for (int z = 0; z < splits; ++z) {
+            const float4 a = *reinterpret_cast<const float4*>(src + z * split_stride);
+            const float4 b = *reinterpret_cast<const float4*>(src + z * split_stride + 4);
+            v[0] += a.x; v[1] += a.y; v[2] += a.z; v[3] += a.w;
+            v[4] += b.x; v[5] += b.y; v[6] += b.z; v[7] += b.w;
+          }
+          if (p.relu) {
+#pragma unroll
+            for (int j = 0; j < 8; ++j) v[j] = fmaxf(v[j], 0.f);
+          }
+        } else {
+          const uint4 raw =
+              *reinterpret_cast<const uint4*>(static_cast<const __half*>(ws) + m * p.out_cs + col);
+          const uint32_t w4[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            __half2 h;
+            *reinterpret_cast<uint32_t*>(&h) = w4[q];
+            const float2 f = __half22float2(h);
+            v[2 * q] = f.x;
+            v[2 * q + 1] = f.y;
+          }
+        }
+#pragma unroll
+        for (int j = 0; j < 8; ++j) best[j] = fmaxf(best[j], v[j]);
+      }
+    }
+    uint32_t packed[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const __half2 h = __floats2half2_rn(best[2 * q], best[2 * q + 1]);
+      packed[q] = *reinterpret_cast<const uint32_t*>(&h);
+    }
+    const uint4 out = zero_channels_from(make_uint4(packed[0], packed[1], packed[2], packed[3]),
+                                         col, p.out_c);
+    *reinterpret_cast<uint4*>(p.y + ((size_t(n) * p.out_h + oy) * p.out_w + ox) * p.out_cs +
+                              col) = out;
   }
 }
 

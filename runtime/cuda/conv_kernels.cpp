@@ -1,14 +1,24 @@
-// Registry entry of the own fp16 tensor-core convolution (kernels/cuda/conv_fp16.h).
+// Registry entries of the own fp16 tensor-core convolution (kernels/cuda/conv_fp16.h).
 //
-// The entry is a thin adapter: supports() rebuilds the ConvShape the kernel would see from the
-// (fused) node — input [C, H, W], conv attributes, the ReLU / MaxPool epilogue — and asks the
+// conv_fp16_igemm is a thin adapter: supports() rebuilds the ConvShape the kernel would see from
+// the (fused) node — input [C, H, W], conv attributes, the ReLU / MaxPool epilogue — and asks the
 // kernel; the factory prepacks the weights once through the ConvFp16 constructor.  A node whose
 // derived output disagrees with the graph's inferred shape is refused, so a mismatch between the
 // kernel's and the graph's shape rules can never write outside the planned buffer.
+//
+// conv_fp16_s2d (higher priority) serves strided convs with few input channels (AlexNet conv1)
+// as a space-to-depth rearrangement into the workspace followed by a stride-1 ConvFp16 over
+// s·s·C channels (kernels/cuda/space_to_depth.h): the vector implicit-GEMM path instead of the
+// 2-byte "gather" path.  It accepts only shapes where that pays — stride >= 2, in_c <= 4,
+// kernel >= stride (else the blocks carry pixels no tap reads) — and reuses the same epilogue,
+// so ReLU and the fused MaxPool are unchanged.
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "kernels/cuda/conv_fp16.h"
+#include "kernels/cuda/space_to_depth.h"
 #include "runtime/cuda/cuda_registry.h"
 
 namespace cnnrt::cuda {
@@ -49,15 +59,21 @@ class ConvFp16Kernel final : public LayerKernel {
   ConvFp16 conv_;
 };
 
-std::unique_ptr<LayerKernel> create_conv_fp16(const KernelBuildContext& context) {
+// The node's conv weight (fp32 OIHW) and bias (or nullptr), checked against `shape`.
+struct ConvWeights {
+  const float* weight = nullptr;
+  const float* bias = nullptr;
+};
+
+ConvWeights conv_weights_of(const KernelBuildContext& context, const std::string& entry_name,
+                            const std::optional<ConvShape>& shape) {
   const Node& node = context.node;
-  const std::optional<ConvShape> shape = conv_shape_of(node);
   ErrorSite site;
   site.file = context.graph.source_file;
   site.line = node.line;
   site.column = node.column;
   site.layer = node.name;
-  if (!shape) throw_error(site, "conv_fp16_igemm cannot express this conv");
+  if (!shape) throw_error(site, entry_name + " cannot express this conv");
   const Param* weight = node.find_param("weight");
   const int64_t weight_elements = static_cast<int64_t>(shape->out_c) *
                                   (shape->in_c / shape->conv.groups) * shape->conv.kernel_h *
@@ -75,9 +91,76 @@ std::unique_ptr<LayerKernel> create_conv_fp16(const KernelBuildContext& context)
     throw_error(site, "conv bias has " + std::to_string(bias->value.data.size()) +
                           " values, expected " + std::to_string(shape->out_c));
   }
-  const float* bias_data =
-      bias != nullptr && !bias->value.data.empty() ? bias->value.data.data() : nullptr;
-  return std::make_unique<ConvFp16Kernel>(*shape, weight->value.data.data(), bias_data);
+  ConvWeights result;
+  result.weight = weight->value.data.data();
+  result.bias = bias != nullptr && !bias->value.data.empty() ? bias->value.data.data() : nullptr;
+  return result;
+}
+
+std::unique_ptr<LayerKernel> create_conv_fp16(const KernelBuildContext& context) {
+  const std::optional<ConvShape> shape = conv_shape_of(context.node);
+  const ConvWeights weights = conv_weights_of(context, "conv_fp16_igemm", shape);
+  return std::make_unique<ConvFp16Kernel>(*shape, weights.weight, weights.bias);
+}
+
+// --- conv_fp16_s2d ---------------------------------------------------------------------------
+
+// The rewrite of `node` when conv_fp16_s2d should serve it, else nothing.  Why these limits:
+// stride 1 gains nothing from the rearrangement; C > 4 already takes the vector path; kernel <
+// stride would copy pixels no tap reads.  Every accepted shape keeps at least a quarter of the
+// MMA work useful ((k/s)² / ceil(k/s)² >= 1/4 for k >= s) before channel padding, vs the gather
+// path's ~8-10× lower per-MMA throughput.
+std::optional<SpaceToDepthConv> s2d_conv_of(const Node& node) {
+  const std::optional<ConvShape> shape = conv_shape_of(node);
+  if (!shape) return std::nullopt;
+  const ConvAttrs& a = shape->conv;
+  if (a.stride_h != a.stride_w || a.stride_h < 2 || a.dilation_h != 1 || a.dilation_w != 1 ||
+      a.groups != 1 || shape->in_c > 4 || a.kernel_h < a.stride_h || a.kernel_w < a.stride_w)
+    return std::nullopt;
+  std::optional<SpaceToDepthConv> conv = space_to_depth_conv(*shape);
+  if (!conv || !ConvFp16::supports(conv->transformed)) return std::nullopt;
+  return conv;
+}
+
+class ConvFp16S2dKernel final : public LayerKernel {
+ public:
+  ConvFp16S2dKernel(const SpaceToDepthConv& conv, const std::vector<float>& weight,
+                    const float* bias)
+      : rearrange_(conv.rearrange), conv_(conv.transformed, weight.data(), bias) {}
+  void run(const KernelArgs& args) override {
+    if (args.batch > 0 && args.workspace == nullptr)
+      throw Error("conv_fp16_s2d: run without its workspace of " +
+                  std::to_string(workspace_bytes(args.batch)) + " bytes");
+    const auto stream = static_cast<cudaStream_t>(args.stream);
+    space_to_depth_fp16(args.inputs.at(0), args.workspace, rearrange_, args.batch, stream);
+    conv_.forward(args.workspace, args.output, args.batch, stream);
+  }
+  size_t workspace_bytes(int batch) const override {
+    return (space_to_depth_bytes(rearrange_, batch) + 255) / 256 * 256;
+  }
+  size_t weight_bytes() const override { return conv_.weight_bytes(); }
+  std::string variant() const override { return "s2d+" + conv_.variant(); }
+
+ private:
+  SpaceToDepthShape rearrange_;
+  ConvFp16 conv_;
+};
+
+std::unique_ptr<LayerKernel> create_conv_fp16_s2d(const KernelBuildContext& context) {
+  const std::optional<ConvShape> shape = conv_shape_of(context.node);
+  const ConvWeights weights = conv_weights_of(context, "conv_fp16_s2d", shape);
+  const std::optional<SpaceToDepthConv> conv = s2d_conv_of(context.node);
+  if (!conv) {
+    ErrorSite site;
+    site.file = context.graph.source_file;
+    site.line = context.node.line;
+    site.column = context.node.column;
+    site.layer = context.node.name;
+    throw_error(site, "conv_fp16_s2d does not serve this conv (needs stride >= 2, in_c <= 4, "
+                      "groups 1, dilation 1, kernel >= stride)");
+  }
+  return std::make_unique<ConvFp16S2dKernel>(*conv, space_to_depth_weights(*conv, weights.weight),
+                                             weights.bias);
 }
 
 }  // namespace
@@ -95,6 +178,16 @@ void register_conv_kernels(KernelRegistry& registry) {
   };
   entry.create = create_conv_fp16;
   registry.add(std::move(entry));
+
+  KernelEntry s2d;
+  s2d.name = "conv_fp16_s2d";
+  s2d.op = OpKind::Conv;
+  s2d.device = Device::CUDA;
+  s2d.precision = Precision::FP16;
+  s2d.priority = 20;  // beats conv_fp16_igemm's gather path wherever it applies
+  s2d.supports = [](const Node& node) { return s2d_conv_of(node).has_value(); };
+  s2d.create = create_conv_fp16_s2d;
+  registry.add(std::move(s2d));
 }
 
 }  // namespace cnnrt::cuda

@@ -2,7 +2,11 @@
 // reference (ref::conv2d -> ref::relu -> ref::maxpool2d, fp32/double).
 //
 // Every case runs EVERY variant the kernel offers for that batch (each tile config, the pool
-// tilings the heuristic picks for them, the direct fallback), so one GPU run covers all code.
+// tilings the heuristic picks for them, the unfused pool and split-K workspace variants, the
+// direct fallback) plus forward() with a workspace, so one GPU run covers all code.  Cases are
+// batch 1..3, so split-K (batch <= 16, groups == 1) runs on every such case, with and without
+// a pool, with odd K-tile counts (uneven last slice).  Workspaces are NaN-poisoned too: a
+// partial tile the conv kernel failed to write shows up as a NaN output.
 // Inputs and weights are fresh random values each run, rounded to fp16 before the reference
 // sees them, so the only differences are fp32 accumulation order and the final fp16 rounding.
 // Tolerances (per layer): rel L2 = ||y - ref|| / ||ref|| <= 2e-3 (fp16 output rounding alone
@@ -18,6 +22,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <vector>
@@ -155,11 +160,26 @@ void run_case(const Case& t, uint32_t seed) {
   const std::vector<std::string> variants = kernel.variants(t.batch);
   ASSERT_GE(variants.size(), 1u);
   ASSERT_LT(kernel.chosen_variant(t.batch), variants.size());
+  ASSERT_LT(kernel.chosen_variant(t.batch, true), variants.size());
+  // The workspace forward() may use must cover its own pick at every batch up to t.batch.
+  const size_t ws_bytes = kernel.workspace_bytes(t.batch);
+  for (int b = 1; b <= t.batch; ++b)
+    EXPECT_LE(kernel.variant_workspace_bytes(kernel.chosen_variant(b, true), b), ws_bytes);
+  size_t ws_max = ws_bytes;
+  for (size_t v = 0; v < variants.size(); ++v)
+    ws_max = std::max(ws_max, kernel.variant_workspace_bytes(v, t.batch));
+  DeviceBuffer d_ws(std::max<size_t>(ws_max, 256));
   std::vector<uint16_t> y(out_count);
-  for (size_t v = 0; v < variants.size(); ++v) {
-    SCOPED_TRACE("variant " + variants[v]);
+  // Index variants.size() stands for forward(x, y, batch, stream, workspace).
+  for (size_t v = 0; v <= variants.size(); ++v) {
+    const bool via_forward = v == variants.size();
+    SCOPED_TRACE(via_forward ? std::string("forward() with workspace") : "variant " + variants[v]);
     CUDA_OK(cudaMemset(d_y.ptr, 0xFF, out_count * sizeof(__half)));
-    kernel.forward_variant(v, d_x.ptr, d_y.ptr, t.batch, nullptr);
+    CUDA_OK(cudaMemset(d_ws.ptr, 0xFF, std::max<size_t>(ws_max, 256)));
+    if (via_forward)
+      kernel.forward(d_x.ptr, d_y.ptr, t.batch, nullptr, ws_bytes > 0 ? d_ws.ptr : nullptr);
+    else
+      kernel.forward_variant(v, d_x.ptr, d_y.ptr, t.batch, nullptr, d_ws.ptr);
     CUDA_OK(cudaGetLastError());
     CUDA_OK(cudaDeviceSynchronize());
     CUDA_OK(cudaMemcpy(y.data(), d_y.ptr, out_count * sizeof(__half), cudaMemcpyDeviceToHost));
@@ -347,6 +367,55 @@ TEST(ConvFp16, BadArgumentsThrow) {
   EXPECT_THROW(kernel.forward(d.ptr, d.ptr, 0, nullptr), Error);
   EXPECT_THROW(kernel.forward(static_cast<char*>(d.ptr) + 2, d.ptr, 1, nullptr), Error);
   EXPECT_THROW(kernel.forward_variant(99, d.ptr, d.ptr, 1, nullptr), Error);
+  EXPECT_THROW(kernel.forward(d.ptr, d.ptr, 1, nullptr, static_cast<char*>(d.ptr) + 8), Error);
+  // A workspace variant launched without a workspace must throw, not write through nullptr.
+  const std::vector<std::string> names = kernel.variants(1);
+  for (size_t v = 0; v < names.size(); ++v)
+    if (kernel.variant_workspace_bytes(v, 1) > 0)
+      EXPECT_THROW(kernel.forward_variant(v, d.ptr, d.ptr, 1, nullptr), Error) << names[v];
+}
+
+bool has_variant(const std::vector<std::string>& names, const std::string& part) {
+  for (const std::string& n : names)
+    if (n.find(part) != std::string::npos) return true;
+  return false;
+}
+
+// The workspace variants exist where they should (so the reference runs above cover them) and
+// not where they must not: split-K only at small batches and groups == 1, unfused only with a
+// pool; forward() without a workspace never picks one.
+TEST(ConvFp16, WorkspaceVariantsAreOfferedWhereTheyApply) {
+  REQUIRE_GPU();
+  std::mt19937 rng(fresh_seed());
+  auto make = [&](const Case& t) {
+    const std::vector<float> w =
+        random_values(rng, size_t(t.oc) * (t.c / t.groups) * t.kh * t.kw, 0.1f, true);
+    return std::make_unique<ConvFp16>(to_shape(t), w.data(), nullptr);
+  };
+  const Case conv2 = alexnet_cases()[1], conv3 = alexnet_cases()[2];
+  const auto pooled = make(conv2), plain = make(conv3);
+  for (int batch = 1; batch <= 3; ++batch) {
+    EXPECT_TRUE(has_variant(pooled->variants(batch), "split-K")) << batch;
+    EXPECT_TRUE(has_variant(pooled->variants(batch), "unfused")) << batch;
+    EXPECT_TRUE(has_variant(plain->variants(batch), "split-K")) << batch;
+    EXPECT_FALSE(has_variant(plain->variants(batch), "unfused")) << batch;
+  }
+  EXPECT_FALSE(has_variant(plain->variants(64), "split-K"));
+  const auto grouped = make(fixed_cases()[8]);  // groups 2, vector path
+  EXPECT_FALSE(has_variant(grouped->variants(1), "split-K"));
+  for (int batch : {1, 2, 7, 64}) {
+    for (const auto* k : {pooled.get(), plain.get()}) {
+      EXPECT_EQ(k->variant_workspace_bytes(k->chosen_variant(batch), batch), 0u) << batch;
+      EXPECT_LE(k->variant_workspace_bytes(k->chosen_variant(batch, true), batch),
+                k->workspace_bytes(batch));
+    }
+  }
+  // AlexNet conv3 at batch 1 has 6-18 CTAs on >= 100 SMs: the model must prefer split-K.
+  const std::vector<std::string> names = plain->variants(1);
+  int sms = 0;
+  CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  if (sms >= 100)
+    EXPECT_NE(names[plain->chosen_variant(1, true)].find("split-K"), std::string::npos);
 }
 
 // Host-only: shape validation and derived extents (runs without a GPU).

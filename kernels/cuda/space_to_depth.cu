@@ -1,0 +1,184 @@
+// Space-to-depth rearrangement (NHWC fp16) and the host-side conv rewrite; see
+// space_to_depth.h for the math and docs/kernels/space_to_depth.md for why and how fast.
+//
+// Kernel shape: one thread per 8-channel chunk of one output pixel, chunks of a pixel on
+// adjacent threads, so a warp writes 512 contiguous bytes with 16-byte stores (the write side is
+// the larger stream: conv1's x' has 48 channels per 4×4 block vs 3 real of 8 per input pixel).
+// The 8 source values come from up to 8 pixels of one s×s block, read with 2-byte loads; a warp's
+// loads fall into the same few 32-byte sectors (neighbouring blocks are neighbouring pixels), so
+// L1/L2 serve the repeats and DRAM sees each input sector about once.  The (tap, channel)
+// decomposition of the chunk's first channel costs two divisions per thread; the 8 lanes then
+// advance it by increments.  Pure bandwidth: no shared memory, grid-stride loop over all chunks.
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/space_to_depth.h"
+
+namespace cnnrt::cuda {
+namespace {
+
+struct SpaceToDepthParams {
+  int in_c, in_h, in_w, in_cs;
+  int block, pad_h, pad_w;
+  int out_h, out_w;
+  int real_c;  // block * block * in_c
+  int chunks;  // out_c_stride / 8
+};
+
+__global__ void space_to_depth_kernel(const __half* __restrict__ x, uint4* __restrict__ y,
+                                      SpaceToDepthParams p, long long total_chunks) {
+  const long long step = static_cast<long long>(gridDim.x) * blockDim.x;
+  for (long long index = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+       index < total_chunks; index += step) {
+    const int chunk = static_cast<int>(index % p.chunks);
+    long long pixel = index / p.chunks;
+    const int bx = static_cast<int>(pixel % p.out_w);
+    pixel /= p.out_w;
+    const int by = static_cast<int>(pixel % p.out_h);
+    const long long n = pixel / p.out_h;
+
+    const int first = chunk * 8;
+    const int tap = first / p.in_c;
+    int c = first - tap * p.in_c;
+    int dy = tap / p.block;
+    int dx = tap - dy * p.block;
+    const __half* image = x + n * p.in_h * p.in_w * p.in_cs;
+
+    uint32_t words[4];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      unsigned short bits = 0;  // +0 for padding channels and pixels outside the image
+      if (first + i < p.real_c) {
+        const int iy = by * p.block + dy - p.pad_h;
+        const int ix = bx * p.block + dx - p.pad_w;
+        if (iy >= 0 && iy < p.in_h && ix >= 0 && ix < p.in_w)
+          bits = __half_as_ushort(
+              image[(static_cast<long long>(iy) * p.in_w + ix) * p.in_cs + c]);
+      }
+      if (i % 2 == 0)
+        words[i / 2] = bits;
+      else
+        words[i / 2] |= static_cast<uint32_t>(bits) << 16;
+      if (++c == p.in_c) {
+        c = 0;
+        if (++dx == p.block) {
+          dx = 0;
+          ++dy;
+        }
+      }
+    }
+    y[index] = make_uint4(words[0], words[1], words[2], words[3]);
+  }
+}
+
+int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+size_t space_to_depth_bytes(const SpaceToDepthShape& shape, int batch) {
+  return static_cast<size_t>(batch) * shape.out_h * shape.out_w * shape.out_c_stride() *
+         sizeof(__half);
+}
+
+void space_to_depth_fp16(const void* x, void* y, const SpaceToDepthShape& shape, int batch,
+                         cudaStream_t stream) {
+  if (shape.in_c <= 0 || shape.in_h <= 0 || shape.in_w <= 0 || shape.block <= 0 ||
+      shape.out_h <= 0 || shape.out_w <= 0 || batch < 0)
+    throw Error("space_to_depth: bad shape (C " + std::to_string(shape.in_c) + ", block " +
+                std::to_string(shape.block) + ", batch " + std::to_string(batch) + ")");
+  if (batch == 0) return;
+  if (x == nullptr || y == nullptr) throw Error("space_to_depth: null tensor pointer");
+  if (reinterpret_cast<uintptr_t>(y) % 16 != 0)
+    throw Error("space_to_depth: output pointer is not 16-byte aligned");
+  SpaceToDepthParams p;
+  p.in_c = shape.in_c;
+  p.in_h = shape.in_h;
+  p.in_w = shape.in_w;
+  p.in_cs = padded_channels(shape.in_c);
+  p.block = shape.block;
+  p.pad_h = shape.pad_h;
+  p.pad_w = shape.pad_w;
+  p.out_h = shape.out_h;
+  p.out_w = shape.out_w;
+  p.real_c = shape.out_c();
+  p.chunks = shape.out_c_stride() / 8;
+  const long long total = static_cast<long long>(batch) * shape.out_h * shape.out_w * p.chunks;
+  constexpr int kThreads = 256;
+  // The grid-stride loop covers anything past this cap; 2^20 CTAs is far beyond a full wave.
+  const long long blocks = std::min<long long>((total + kThreads - 1) / kThreads, 1LL << 20);
+  space_to_depth_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+      static_cast<const __half*>(x), static_cast<uint4*>(y), p, total);
+  CNNRT_CUDA_CHECK_LAUNCH();
+}
+
+std::optional<SpaceToDepthConv> space_to_depth_conv(const ConvShape& shape) {
+  const ConvAttrs& a = shape.conv;
+  if (shape.in_c <= 0 || shape.in_h <= 0 || shape.in_w <= 0 || shape.out_c <= 0) return {};
+  if (a.groups != 1 || a.dilation_h != 1 || a.dilation_w != 1) return {};
+  if (a.stride_h != a.stride_w || a.stride_h < 1 || a.kernel_h < 1 || a.kernel_w < 1 ||
+      a.pad_h < 0 || a.pad_w < 0)
+    return {};
+  const int s = a.stride_h;
+  // Keep every derived size comfortably inside int (C' is a channel count of the new conv).
+  if (static_cast<long long>(s) * s * shape.in_c > (1 << 16)) return {};
+
+  SpaceToDepthConv result;
+  result.original = shape;
+  result.original.conv.out_channels = shape.out_c;
+  result.original.derive();
+  const ConvShape& o = result.original;
+  if (o.conv_h <= 0 || o.conv_w <= 0 || o.out_h <= 0 || o.out_w <= 0) return {};
+
+  const int kh = ceil_div(a.kernel_h, s), kw = ceil_div(a.kernel_w, s);
+  SpaceToDepthShape& r = result.rearrange;
+  r.in_c = shape.in_c;
+  r.in_h = shape.in_h;
+  r.in_w = shape.in_w;
+  r.block = s;
+  r.pad_h = a.pad_h;
+  r.pad_w = a.pad_w;
+  r.out_h = o.conv_h + kh - 1;
+  r.out_w = o.conv_w + kw - 1;
+
+  ConvShape& t = result.transformed;
+  t.in_c = r.out_c_stride();  // declared padded: weights are zero there, and C' > 4 → vector path
+  t.in_h = r.out_h;
+  t.in_w = r.out_w;
+  t.out_c = shape.out_c;
+  t.conv = ConvAttrs{};
+  t.conv.out_channels = shape.out_c;
+  t.conv.kernel_h = kh;
+  t.conv.kernel_w = kw;
+  t.relu = shape.relu;
+  t.pool = shape.pool;
+  t.derive();
+  if (t.conv_h != o.conv_h || t.conv_w != o.conv_w || t.out_h != o.out_h || t.out_w != o.out_w)
+    return {};
+  return result;
+}
+
+std::vector<float> space_to_depth_weights(const SpaceToDepthConv& conv, const float* weight) {
+  if (weight == nullptr) throw Error("space_to_depth: weight is null");
+  const ConvShape& o = conv.original;
+  const ConvShape& t = conv.transformed;
+  const int s = conv.rearrange.block, c_count = o.in_c;
+  const int kh = o.conv.kernel_h, kw = o.conv.kernel_w;
+  const int tkh = t.conv.kernel_h, tkw = t.conv.kernel_w, tc = t.in_c;
+  std::vector<float> out(static_cast<size_t>(o.out_c) * tc * tkh * tkw, 0.0f);
+  // Every original tap lands on exactly one transformed tap; the rest stay zero.
+  for (int oc = 0; oc < o.out_c; ++oc)
+    for (int c = 0; c < c_count; ++c)
+      for (int ky = 0; ky < kh; ++ky)
+        for (int kx = 0; kx < kw; ++kx) {
+          const int channel = ((ky % s) * s + kx % s) * c_count + c;
+          out[((static_cast<size_t>(oc) * tc + channel) * tkh + ky / s) * tkw + kx / s] =
+              weight[((static_cast<size_t>(oc) * c_count + c) * kh + ky) * kw + kx];
+        }
+  return out;
+}
+
+}  // namespace cnnrt::cuda
