@@ -57,7 +57,8 @@ for mode in "${modes[@]}"; do
     sanitize)
       for tool in memcheck racecheck; do
         step "compute-sanitizer $tool"
-        compute-sanitizer --tool "$tool" --error-exitcode 3 "$BUILD/bin/cnnrt_gpu_tests" \
+        timeout "${CNNRT_SANITIZE_TIMEOUT:-240}" \
+          compute-sanitizer --tool "$tool" --error-exitcode 3 "$BUILD/bin/cnnrt_gpu_tests" \
           --gtest_brief=1 ${CNNRT_SANITIZE_FILTER:+--gtest_filter=$CNNRT_SANITIZE_FILTER} \
           > "$OUT/sanitize_$tool.log" 2>&1 || status=1
         tail -4 "$OUT/sanitize_$tool.log"
@@ -77,6 +78,8 @@ for mode in "${modes[@]}"; do
       ;;
     compare)
       step "side by side with PyTorch"
+      python3 "$ROOT/tools/compare_torch.py" --selftest > "$OUT/compare_selftest.log" 2>&1 || status=1
+      tail -3 "$OUT/compare_selftest.log"
       PYTHONUNBUFFERED=1 python3 "$ROOT/tools/compare_torch.py" --model "$ROOT/models/alexnet.yaml" \
         --bin "$BUILD/bin" --batch 1,64,256 --compile --json "$OUT/compare.json" \
         --markdown "$OUT/compare.md" > "$OUT/compare.log" 2>&1 || status=1
