@@ -25,7 +25,9 @@ step() { echo; echo "=== $* ($(date +%T))"; }
 
 step "device"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$OUT/device.txt"
-git -C "$ROOT" rev-parse --short HEAD 2>/dev/null | sed 's/^/commit /' | tee -a "$OUT/device.txt"
+# A tree copied without .git names its commit in the COMMIT file (see the README's GPU notes).
+export CNNRT_COMMIT="${CNNRT_COMMIT:-$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || cat "$ROOT/COMMIT" 2>/dev/null || echo unknown)}"
+echo "commit $CNNRT_COMMIT" | tee -a "$OUT/device.txt"
 
 step "unpack dependencies"
 if ! ls "$ROOT"/.deps/*.deb >/dev/null 2>&1; then

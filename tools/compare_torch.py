@@ -501,6 +501,10 @@ def per_layer(torch, args, model, shapes, fp32, fp16, fp16_cl, weights_path, err
 
 
 def git_commit() -> str:
+    # A copy of the tree without .git (e.g. sent to a GPU machine) names its commit in
+    # CNNRT_COMMIT.
+    if os.environ.get("CNNRT_COMMIT"):
+        return os.environ["CNNRT_COMMIT"]
     try:
         head = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"],
                               capture_output=True, text=True, timeout=10).stdout.strip()

@@ -130,8 +130,17 @@ constexpr size_t igemm_smem_bytes(int bm, int bn, int stages, int passes) {
          (passes == 1 ? 0 : igemm_staging_bytes(bm, bn, passes));
 }
 
+// Minimum resident CTAs promised to ptxas (caps registers per thread).  A 64x64 warp tile holds
+// 128 fp32 accumulators per thread, so it gets the whole register file (1 CTA of 8 warps);
+// smaller warp tiles keep 2 (8 warps) or 3 (4 warps) CTAs per SM.
+constexpr int igemm_min_blocks(int bm, int bn, int warps_m, int warps_n) {
+  return (bm / warps_m) * (bn / warps_n) >= 64 * 64 ? (warps_m * warps_n >= 8 ? 1 : 2)
+                                                    : (warps_m * warps_n >= 8 ? 2 : 3);
+}
+
 template <int BM, int BN, int WARPS_M, int WARPS_N, int STAGES, bool GATHER, bool POOL>
-__global__ void __launch_bounds__(WARPS_M* WARPS_N * 32, (WARPS_M * WARPS_N >= 8) ? 2 : 3)
+__global__ void __launch_bounds__(WARPS_M* WARPS_N * 32,
+                                  igemm_min_blocks(BM, BN, WARPS_M, WARPS_N))
     conv_igemm_kernel(const ConvParams p) {
   constexpr int kThreads = WARPS_M * WARPS_N * 32;
   constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;
@@ -192,14 +201,32 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32, (WARPS_M * WARPS_N >= 8
                   w_tile + size_t(r) * p.w_k + kt * kBK + c * 8, 16);
     }
   };
-  auto load_a_vec = [&](int slot, int kt) {
-    // kThreads is a multiple of 4, so this thread's K chunk is the same for all its rows.
-    const int c = tid & 3, kc = kt * 4 + c;
-    const bool k_ok = kc < p.k_real;
-    const int tap = k_ok ? kc / p.cpg_chunks : 0;
-    const int c8 = kc - tap * p.cpg_chunks;
-    const int r_kh = tap / p.kw, r_kw = tap - r_kh * p.kw;
-    const int dy = r_kh * p.dh, dx = r_kw * p.dw;
+  // kThreads is a multiple of 4, so this thread's K chunk (kc = kt * 4 + c) is the same for
+  // all its rows.  The loader is called for consecutive k-tiles only (prologue, then one per
+  // main-loop iteration), so (tap row, tap column, channel chunk) advance incrementally: no
+  // integer division per k-tile, only a seek at the start of each pass.
+  const int a_c = tid & 3;
+  int a_kc = 0, a_c8 = 0, a_kh = 0, a_kw = 0;
+  auto seek_a_vec = [&](int kt) {
+    a_kc = kt * 4 + a_c;
+    const int tap = a_kc / p.cpg_chunks;
+    a_c8 = a_kc - tap * p.cpg_chunks;
+    a_kh = tap / p.kw;
+    a_kw = tap - a_kh * p.kw;
+  };
+  auto load_a_vec = [&](int slot) {
+    const int c = a_c, c8 = a_c8;
+    const bool k_ok = a_kc < p.k_real;  // past K: zero fill (the tap may run past kh)
+    const int dy = a_kh * p.dh, dx = a_kw * p.dw;
+    a_kc += 4;  // advance to the next k-tile
+    a_c8 += 4;
+    while (a_c8 >= p.cpg_chunks) {
+      a_c8 -= p.cpg_chunks;
+      if (++a_kw == p.kw) {
+        a_kw = 0;
+        ++a_kh;
+      }
+    }
 #pragma unroll
     for (int i = 0; i < BM * 4 / kThreads; ++i) {
       const int r = (tid >> 2) + i * (kThreads / 4);
@@ -280,6 +307,7 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32, (WARPS_M * WARPS_N >= 8
         for (int q = 0; q < 4; ++q) acc[mi][ni][q] = 0.f;
 
     // ---- prologue ---------------------------------------------------------------------
+    if constexpr (!GATHER) seek_a_vec(kt_begin);
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
       if (s < k_tiles) {
@@ -288,7 +316,7 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32, (WARPS_M * WARPS_N >= 8
           gather_a(kt_begin + s);
           store_gathered(s);
         } else {
-          load_a_vec(s, kt_begin + s);
+          load_a_vec(s);
         }
       }
       cp_async_commit();
@@ -305,7 +333,7 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32, (WARPS_M * WARPS_N >= 8
         if constexpr (GATHER)
           gather_a(kt_begin + k_next);
         else
-          load_a_vec(slot_next, kt_begin + k_next);
+          load_a_vec(slot_next);
       }
       cp_async_commit();
 
