@@ -6,6 +6,11 @@
 # Each is exposed as an imported target cnnrt::<name> so the rest of the build never spells out
 # where a dependency came from.
 
+# Also included by the installed cnnrtConfig.cmake, hence the guards against defining twice.
+if(TARGET cnnrt::yaml)
+  return()
+endif()
+
 find_package(yaml-cpp REQUIRED)
 add_library(cnnrt::yaml INTERFACE IMPORTED)
 if(TARGET yaml-cpp::yaml-cpp)

@@ -314,10 +314,15 @@ class ConvFp16Impl {
   }
 
   // The modelled-fastest variant; workspace variants only when a workspace can be given.
+  // The unfused-pool variant is never chosen: a fused node promises that its pre-pool tensor
+  // never reaches device memory.  It stays listed (variants(), forward_variant()) so the kernel
+  // lab can measure what the fusion is worth.  Split-K at tiny batches does stage fp32 partial
+  // sums — that is the documented trade of parallelism for fusion where the grid is too small.
   size_t choose(int batch, bool with_workspace) const {
     const std::vector<Variant> list = variant_list(batch);
     size_t chosen = list.size() - 1;  // direct, when there is nothing else
     for (size_t i = 0; i + 1 < list.size(); ++i) {
+      if (list[i].kind == Kind::Unfused) continue;
       if (!with_workspace && list[i].kind != Kind::Fused) continue;
       if (chosen == list.size() - 1 || list[i].us < list[chosen].us) chosen = i;
     }

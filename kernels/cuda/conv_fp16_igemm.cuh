@@ -28,6 +28,11 @@
 //    tiles (less halo recomputation, less edge waste) are possible.  The pooled outputs are then
 //    reduced from shared memory with __hmax2; the pre-pool tensor never reaches device memory.
 //    Taking the max after rounding to fp16 equals rounding the fp32 max (rounding is monotone).
+//  * split-K (non-pool instances, p.partial set): grid.z slices the K loop and each CTA writes
+//    its raw fp32 sums to the workspace; conv_finish_kernel (bottom of this file) reduces them
+//    with bias / ReLU / pool.  The same finish kernel pools the fp16 output of an unfused launch.
+// A single-pass CTA stages its epilogue tile in the (then idle) pipeline ring, see
+// igemm_smem_bytes; the vector A loader walks (tap, channel chunk) incrementally, no divisions.
 #pragma once
 
 #include <cuda_fp16.h>

@@ -50,8 +50,10 @@ class ConvFp16Kernel final : public LayerKernel {
       : conv_(shape, weight, bias) {}
   void run(const KernelArgs& args) override {
     conv_.forward(args.inputs.at(0), args.output, args.batch,
-                  static_cast<cudaStream_t>(args.stream));
+                  static_cast<cudaStream_t>(args.stream), args.workspace);
   }
+  // Non-zero only at small batches, where split-K partial sums buy parallelism.
+  size_t workspace_bytes(int batch) const override { return conv_.workspace_bytes(batch); }
   size_t weight_bytes() const override { return conv_.weight_bytes(); }
   std::string variant() const override { return conv_.variant(); }
 
@@ -132,16 +134,24 @@ class ConvFp16S2dKernel final : public LayerKernel {
       throw Error("conv_fp16_s2d: run without its workspace of " +
                   std::to_string(workspace_bytes(args.batch)) + " bytes");
     const auto stream = static_cast<cudaStream_t>(args.stream);
-    space_to_depth_fp16(args.inputs.at(0), args.workspace, rearrange_, args.batch, stream);
-    conv_.forward(args.workspace, args.output, args.batch, stream);
+    // Workspace: [rearranged input | the inner conv's own workspace (split-K partials)].
+    uint8_t* rearranged = static_cast<uint8_t*>(args.workspace);
+    void* conv_workspace = conv_.workspace_bytes(args.batch) > 0
+                               ? rearranged + rearranged_bytes(args.batch)
+                               : nullptr;
+    space_to_depth_fp16(args.inputs.at(0), rearranged, rearrange_, args.batch, stream);
+    conv_.forward(rearranged, args.output, args.batch, stream, conv_workspace);
   }
   size_t workspace_bytes(int batch) const override {
-    return (space_to_depth_bytes(rearrange_, batch) + 255) / 256 * 256;
+    return rearranged_bytes(batch) + conv_.workspace_bytes(batch);
   }
   size_t weight_bytes() const override { return conv_.weight_bytes(); }
   std::string variant() const override { return "s2d+" + conv_.variant(); }
 
  private:
+  size_t rearranged_bytes(int batch) const {
+    return (space_to_depth_bytes(rearrange_, batch) + 255) / 256 * 256;
+  }
   SpaceToDepthShape rearrange_;
   ConvFp16 conv_;
 };
