@@ -99,21 +99,50 @@ PassStats apply_rule(Graph& graph, const Rule& rule) {
   return stats;
 }
 
-bool always(const Graph&, const Chain&) { return true; }
 
 bool head_has_no_epilogue(const Graph& graph, const Chain& chain) {
   const Node& head = graph.nodes[chain[0]];
   return head.activation == Activation::None && !head.fused_maxpool;
 }
 
-// --- drop_dropout -------------------------------------------------------------------------
+// --- drop_dropout, drop_identity_ops -------------------------------------------------------
 
-void rewrite_dropout(Graph& graph, const Chain& chain, PassStats& stats) {
-  const Node& dropout = graph.nodes[chain[0]];
-  const std::string from = dropout.name, to = dropout.inputs[0];
+// A removed node's readers read its input instead.  The graph must keep at least one node
+// producing its output, so a node that is the output and reads the graph input stays.
+bool bypassable(const Graph& graph, const Chain& chain) {
+  const Node& node = graph.nodes[chain[0]];
+  return !(node.name == graph.output && node.inputs[0] == "input");
+}
+
+void bypass(Graph& graph, const Chain& chain) {
+  const Node& node = graph.nodes[chain[0]];
+  const std::string from = node.name, to = node.inputs[0];
   erase_nodes(graph, chain);
   rewire(graph, from, to);
+}
+
+void rewrite_dropout(Graph& graph, const Chain& chain, PassStats& stats) {
+  bypass(graph, chain);
   ++stats.dropouts_removed;
+}
+
+// Pools that map every pixel to itself: an adaptive average pool whose output extent equals its
+// input extent (torchvision's AlexNet ends its features with AdaptiveAvgPool2d(6) on a 6x6 map),
+// and 1x1 max/avg pools with stride 1 and no padding.
+bool is_identity_pool(const Graph& graph, const Chain& chain) {
+  const Node& node = graph.nodes[chain[0]];
+  if (!bypassable(graph, chain) || node.input_shapes.size() != 1 ||
+      node.input_shapes[0] != node.output_shape)
+    return false;
+  if (node.op == OpKind::AdaptiveAvgPool) return true;
+  const PoolAttrs& pool = node.get<PoolAttrs>();
+  return pool.kernel_h == 1 && pool.kernel_w == 1 && pool.stride_h == 1 && pool.stride_w == 1 &&
+         pool.pad_h == 0 && pool.pad_w == 0;
+}
+
+void rewrite_identity(Graph& graph, const Chain& chain, PassStats& stats) {
+  bypass(graph, chain);
+  ++stats.identities_removed;
 }
 
 // --- fold_batchnorm -----------------------------------------------------------------------
@@ -184,6 +213,7 @@ void rewrite_linear_activation(Graph& graph, const Chain& chain, PassStats& stat
 
 PassStats& operator+=(PassStats& total, const PassStats& more) {
   total.dropouts_removed += more.dropouts_removed;
+  total.identities_removed += more.identities_removed;
   total.batchnorms_folded += more.batchnorms_folded;
   total.conv_activations_fused += more.conv_activations_fused;
   total.conv_pools_fused += more.conv_pools_fused;
@@ -194,7 +224,12 @@ PassStats& operator+=(PassStats& total, const PassStats& more) {
 }  // namespace
 
 PassStats drop_dropout(Graph& graph) {
-  return apply_rule(graph, Rule{{{OpKind::Dropout}}, always, rewrite_dropout});
+  return apply_rule(graph, Rule{{{OpKind::Dropout}}, bypassable, rewrite_dropout});
+}
+
+PassStats drop_identity_ops(Graph& graph) {
+  return apply_rule(graph, Rule{{{OpKind::AdaptiveAvgPool}, {OpKind::AvgPool}, {OpKind::MaxPool}},
+                                is_identity_pool, rewrite_identity});
 }
 
 PassStats fold_batchnorm(Graph& graph) {
@@ -218,6 +253,7 @@ PassStats fuse_linear_activation(Graph& graph) {
 PassStats run_default_passes(Graph& graph) {
   PassStats stats;
   stats += drop_dropout(graph);
+  stats += drop_identity_ops(graph);
   stats += fold_batchnorm(graph);
   stats += fuse_conv_activation(graph);
   stats += fuse_linear_activation(graph);

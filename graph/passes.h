@@ -1,5 +1,6 @@
 // Graph passes, run in this order by run_default_passes():
 //   1. drop_dropout          dropout is the identity at inference
+//   1b. drop_identity_ops    pools that map every pixel to itself (adaptive pool to the same size)
 //   2. fold_batchnorm        conv → batchnorm  ⇒  conv with scaled weights and shifted bias
 //   3. fuse_conv_activation  conv → relu (→ maxpool)  ⇒  one conv node with an epilogue
 //   4. fuse_linear_activation linear → relu  ⇒  one linear node with an epilogue
@@ -15,6 +16,7 @@ namespace cnnrt {
 
 struct PassStats {
   int dropouts_removed = 0;
+  int identities_removed = 0;
   int batchnorms_folded = 0;
   int conv_activations_fused = 0;
   int conv_pools_fused = 0;
@@ -22,6 +24,7 @@ struct PassStats {
 };
 
 PassStats drop_dropout(Graph& graph);
+PassStats drop_identity_ops(Graph& graph);
 PassStats fold_batchnorm(Graph& graph);
 PassStats fuse_conv_activation(Graph& graph);
 PassStats fuse_linear_activation(Graph& graph);

@@ -20,6 +20,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <sstream>
 
 #include "kernels/cuda/conv_fp16.h"
@@ -72,15 +74,19 @@ TileConfig make_config(double efficiency, double latency_us, const char* name) {
 
 const TileConfig* tile_configs(int* count) {
   static const TileConfig configs[] = {
-      // efficiency / latency fitted to the first H200 conv_lab run (conv3/conv4, batch 1/256)
-      make_config<128, 128, 2, 4, 3>(1.0, 0.95, "128x128"),  // 8 warps, warp tile 64x32
-      make_config<128, 64, 2, 2, 4>(0.75, 0.89, "128x64"),   // 4 warps, warp tile 64x32
-      make_config<64, 64, 2, 2, 4>(0.65, 0.55, "64x64"),     // 4 warps, warp tile 32x32
-      // 8 warps, warp tile 64x64: ldmatrix bytes per MMA 2/3 of the 64x32 tiles' (the 128x128
-      // kernel is close to shared-memory bandwidth bound).  1 CTA/SM (255 registers), so 4
-      // stages.  Efficiency / latency are GUESSES until measured: conservative, so the model
-      // keeps picking 128x128 unless a retune says otherwise.
-      make_config<256, 128, 4, 2, 4, false>(1.25, 1.3, "256x128"),
+      // efficiency / latency refitted to the second H200 conv_lab run (docs: "Round 3"):
+      // efficiency from conv3/conv4 at batch 256 (throughput bound), latency = the marginal
+      // time per k-tile of a lone CTA at batch 1 (conv4 minus conv3, 54 k-tiles apart).
+      make_config<128, 128, 2, 4, 3>(1.15, 0.63, "128x128"),  // 8 warps, warp tile 64x32
+      make_config<128, 64, 2, 2, 4>(0.90, 0.64, "128x64"),    // 4 warps, warp tile 64x32
+      make_config<64, 64, 2, 2, 4>(0.77, 0.37, "64x64"),      // 4 warps, warp tile 32x32
+      // 8 warps, warp tile 64x64, 1 CTA/SM (255 registers), 4 stages.
+      make_config<256, 128, 4, 2, 4, false>(1.17, 1.10, "256x128"),
+      // 4 warps, warp tile 64x48: N = 96 divides 192 (conv2) and 384 (conv3), where 128-wide
+      // tiles waste 25% / 0%.  64x48 reads 112 smem rows per 48 MMA columns (64x32: 96 per 32),
+      // 3 CTAs/SM (170 registers).  Efficiency / latency are estimates between 128x64 and
+      // 128x128 until measured.
+      make_config<128, 96, 2, 2, 4, false>(1.0, 0.64, "128x96"),
   };
   *count = int(sizeof(configs) / sizeof(configs[0]));
   return configs;
@@ -88,11 +94,12 @@ const TileConfig* tile_configs(int* count) {
 
 constexpr int kMaxPasses = 8;
 constexpr int kDirectThreads = 256;
-constexpr int kFinishThreads = 256;
+constexpr int kFlatFinishThreads = 256;  // conv_finish_kernel (unfused pool)
 // Time model constants (H200-calibrated; only their ratios matter for the choice).
 constexpr double kSmFlopsPerUs = 1.65e6;  // sustained mma.sync rate of one SM, 128x128 tile
 constexpr double kBytesPerUs = 2.5e6;     // workspace round trip (mostly L2)
 constexpr double kExtraLaunchUs = 2.0;    // second kernel of a workspace variant
+constexpr double kSliceLatencyUs = 0.7;  // split-K finish: one round of kFinishUnroll slice loads
 constexpr int kSplitKMaxBatch = 16;
 constexpr int kMaxSplits = 32;
 
@@ -198,6 +205,19 @@ class ConvFp16Impl {
   int sms = 1;
   std::vector<Candidate> candidates;  // fused launches (pool tilings, or flat tiles); igemm only
   std::vector<Candidate> flat;        // non-pool kernel per config (unfused / split-K / no pool)
+  // Split-K finish tiling (conv_splitk_finish_kernel): pooled block of one image whose conv
+  // region has <= kFinishMaxPixels pixels; finish_tiled false: the generic finish kernel.
+  bool finish_tiled = false;
+  int fin_ph = 1, fin_pw = 1, fin_th = 1, fin_tw = 1, fin_tiles_y = 1, fin_tiles_x = 1;
+  // forward() is called per run with a batch; the variant list (and both picks) of the batches
+  // seen so far are cached, so a launch costs a lookup instead of re-running the time model
+  // over every candidate (a few us of host time, which batch-1 latency pays in eager mode).
+  struct VariantSet {
+    std::vector<Variant> list;
+    size_t chosen = 0, chosen_ws = 0;
+  };
+  mutable std::mutex cache_mutex;
+  mutable std::map<int, std::shared_ptr<const VariantSet>> cache;
   __half* w_igemm = nullptr;
   float* b_igemm = nullptr;
   __half* w_direct = nullptr;
@@ -263,12 +283,21 @@ class ConvFp16Impl {
                    base.k_tiles + 2) +
            kExtraLaunchUs + (2 * pre_pool + out_bytes(batch)) / kBytesPerUs;
   }
-  // Split-K with `splits` slices of split_k k-tiles; partials written and read once.
+  // Split-K with `splits` slices of split_k k-tiles: the conv grid (partials written once),
+  // then the finish: its partial reads (the tiled finish reads each conv pixel of its region
+  // once; regions of neighbouring pooled blocks overlap by the halo) plus one slice-latency
+  // round per kFinishUnroll slices, which every finish thread walks in sequence.
   double split_us(const Candidate& f, int batch, int splits, int split_k) const {
     const double partials = double(splits) * m_total(batch) * base.n_limit * sizeof(float);
+    double overlap = 1.0;
+    if (finish_tiled)
+      overlap = double(fin_tiles_y) * fin_tiles_x * fin_th * fin_tw /
+                (double(shape.conv_h) * shape.conv_w);
+    const double rounds = std::ceil(double(splits) / conv_detail::kFinishUnroll);
     return grid_us(config(f), m_ctas(f, batch, false) * n_ctas(f) * splits, f.occupancy,
                    split_k + 2) +
-           kExtraLaunchUs + (2 * partials + out_bytes(batch)) / kBytesPerUs;
+           kExtraLaunchUs + ((1 + std::max(1.0, overlap)) * partials + out_bytes(batch)) / kBytesPerUs +
+           rounds * kSliceLatencyUs;
   }
 
   bool split_k_eligible(int batch) const {
@@ -318,8 +347,7 @@ class ConvFp16Impl {
   // never reaches device memory.  It stays listed (variants(), forward_variant()) so the kernel
   // lab can measure what the fusion is worth.  Split-K at tiny batches does stage fp32 partial
   // sums — that is the documented trade of parallelism for fusion where the grid is too small.
-  size_t choose(int batch, bool with_workspace) const {
-    const std::vector<Variant> list = variant_list(batch);
+  static size_t choose_in(const std::vector<Variant>& list, bool with_workspace) {
     size_t chosen = list.size() - 1;  // direct, when there is nothing else
     for (size_t i = 0; i + 1 < list.size(); ++i) {
       if (list[i].kind == Kind::Unfused) continue;
@@ -327,6 +355,27 @@ class ConvFp16Impl {
       if (chosen == list.size() - 1 || list[i].us < list[chosen].us) chosen = i;
     }
     return chosen;
+  }
+  size_t choose(int batch, bool with_workspace) const {
+    const std::shared_ptr<const VariantSet> set = variant_set(batch);
+    return with_workspace ? set->chosen_ws : set->chosen;
+  }
+
+  // variant_list(batch) and its two picks, cached per batch (bounded: cleared past 256 entries).
+  std::shared_ptr<const VariantSet> variant_set(int batch) const {
+    {
+      std::lock_guard<std::mutex> lock(cache_mutex);
+      const auto it = cache.find(batch);
+      if (it != cache.end()) return it->second;
+    }
+    auto set = std::make_shared<VariantSet>();
+    set->list = variant_list(batch);
+    set->chosen = choose_in(set->list, false);
+    set->chosen_ws = choose_in(set->list, true);
+    std::lock_guard<std::mutex> lock(cache_mutex);
+    if (cache.size() >= 256) cache.clear();
+    cache.emplace(batch, set);
+    return set;
   }
 
   size_t workspace_of(const Variant& v, int batch) const {
@@ -395,14 +444,32 @@ class ConvFp16Impl {
     p.bias = b_igemm;
     p.batch = batch;
     p.m_total = m_total(batch);
+    if (fp32 && finish_tiled) {
+      p.tile_ph = fin_ph;
+      p.tile_pw = fin_pw;
+      p.tile_th = fin_th;
+      p.tile_tw = fin_tw;
+      p.tiles_y = fin_tiles_y;
+      p.tiles_x = fin_tiles_x;
+      const long long grid_x = (long long)batch * fin_tiles_y * fin_tiles_x;
+      const int grid_y = ceil_div(p.out_cs, 8 * conv_detail::kFinishChunks);
+      if (grid_x >= (1LL << 31))
+        throw Error("conv_fp16: batch " + std::to_string(batch) + " exceeds the launch grid");
+      conv_detail::conv_splitk_finish_kernel<<<dim3(unsigned(grid_x), unsigned(grid_y)),
+                                               conv_detail::kFinishThreads,
+                                               conv_detail::finish_smem_bytes(fin_th, fin_tw),
+                                               stream>>>(p, static_cast<const float*>(ws), splits);
+      CNNRT_CUDA_CHECK_LAUNCH();
+      return;
+    }
     const long long total = (long long)batch * p.out_h * p.out_w * (p.out_cs / 8);
     const long long blocks = std::max(
-        1LL, std::min<long long>(ceil_div(total, kFinishThreads), (long long)sms * 16));
+        1LL, std::min<long long>(ceil_div(total, kFlatFinishThreads), (long long)sms * 16));
     if (fp32)
-      conv_detail::conv_finish_kernel<true><<<unsigned(blocks), kFinishThreads, 0, stream>>>(
+      conv_detail::conv_finish_kernel<true><<<unsigned(blocks), kFlatFinishThreads, 0, stream>>>(
           p, ws, splits);
     else
-      conv_detail::conv_finish_kernel<false><<<unsigned(blocks), kFinishThreads, 0, stream>>>(
+      conv_detail::conv_finish_kernel<false><<<unsigned(blocks), kFlatFinishThreads, 0, stream>>>(
           p, ws, splits);
     CNNRT_CUDA_CHECK_LAUNCH();
   }
@@ -476,6 +543,28 @@ class ConvFp16Impl {
     w_direct = upload(w);
     b_direct = upload(b);
     bytes += w.size() * sizeof(__half) + b.size() * sizeof(float);
+  }
+
+  // Split-K finish tile: one pooled row (more CTAs at batch 1) and as many pooled columns as
+  // keep the covering conv region within kFinishMaxPixels (shared memory 12 KB).  A pool window
+  // larger than that leaves finish_tiled false (generic finish kernel).
+  void choose_finish_tiling() {
+    const int pk_h = base.pk_h, pk_w = base.pk_w, ps_w = base.ps_w;
+    for (int pw = std::min(shape.out_w, conv_detail::kFinishMaxPixels); pw >= 1; --pw) {
+      const int tw = (pw - 1) * ps_w + pk_w;
+      if (pk_h * tw > conv_detail::kFinishMaxPixels) continue;
+      finish_tiled = true;
+      fin_ph = 1;
+      fin_pw = pw;
+      fin_th = pk_h;
+      fin_tw = tw;
+      fin_tiles_y = shape.out_h;
+      fin_tiles_x = ceil_div(shape.out_w, pw);
+      // Equal-width blocks: 13 columns as 7 + 6 rather than 12 + 1.
+      fin_pw = ceil_div(shape.out_w, fin_tiles_x);
+      fin_tw = (fin_pw - 1) * ps_w + pk_w;
+      return;
+    }
   }
 
   // Spatial tilings of the pooled output for one config: for each pass count, the tiling with
@@ -570,7 +659,15 @@ ConvFp16::ConvFp16(const ConvShape& shape_in, const float* weight, const float* 
   }
   p.w_k = p.k_tiles * conv_detail::kBK;
   p.n_limit = a.groups == 1 ? p.out_cs : p.opg;
+  // Rows per group: every config's last N tile reads BN whole rows (no guard), and BN is not
+  // always a divisor of 128 (96), so pad to the largest n_tiles * BN over the configs.
   p.w_rows = ceil_div(p.n_limit, conv_detail::kWeightRowAlign) * conv_detail::kWeightRowAlign;
+  {
+    int count = 0;
+    const TileConfig* configs = tile_configs(&count);
+    for (int i = 0; i < count; ++i)
+      p.w_rows = std::max(p.w_rows, ceil_div(p.n_limit, configs[i].bn) * configs[i].bn);
+  }
 
   int device = 0, smem_optin = 0;
   CNNRT_CUDA_CHECK(cudaGetDevice(&device));
@@ -580,6 +677,7 @@ ConvFp16::ConvFp16(const ConvShape& shape_in, const float* weight, const float* 
 
   m.pack_direct(weight, bias);
   if (m.path == Path::Direct) return;
+  m.choose_finish_tiling();
   m.pack_igemm(weight, bias);
 
   int count = 0;
@@ -638,7 +736,8 @@ std::string ConvFp16::variant() const {
 
 std::vector<std::string> ConvFp16::variants(int batch) const {
   std::vector<std::string> names;
-  for (const Variant& v : impl_->variant_list(std::max(batch, 1))) names.push_back(impl_->name(v));
+  for (const Variant& v : impl_->variant_set(std::max(batch, 1))->list)
+    names.push_back(impl_->name(v));
   return names;
 }
 
@@ -651,7 +750,8 @@ size_t ConvFp16::chosen_variant(int batch, bool with_workspace) const {
 }
 
 size_t ConvFp16::variant_workspace_bytes(size_t index, int batch) const {
-  const std::vector<Variant> list = impl_->variant_list(std::max(batch, 1));
+  const std::shared_ptr<const ConvFp16Impl::VariantSet> set = impl_->variant_set(std::max(batch, 1));
+  const std::vector<Variant>& list = set->list;
   if (index >= list.size())
     throw Error("conv_fp16: variant index " + std::to_string(index) + " out of range");
   return impl_->workspace_of(list[index], std::max(batch, 1));
@@ -661,9 +761,10 @@ size_t ConvFp16::workspace_bytes(int batch) const {
   // Largest need of any batch b <= batch, so a workspace sized for the planned batch also serves
   // every smaller run (split-K is chosen at small batches only, so the need is not monotone).
   size_t bytes = 0;
+  // Planning-time call: the lists are built here, not cached (the cache is for per-run batches).
   for (int b = 1; b <= batch; ++b) {
     const std::vector<Variant> list = impl_->variant_list(b);
-    bytes = std::max(bytes, impl_->workspace_of(list[impl_->choose(b, true)], b));
+    bytes = std::max(bytes, impl_->workspace_of(list[ConvFp16Impl::choose_in(list, true)], b));
   }
   return bytes;
 }
@@ -680,10 +781,10 @@ void ConvFp16::forward_variant(size_t index, const void* x, void* y, int batch,
   if (reinterpret_cast<uintptr_t>(x) % 16 != 0 || reinterpret_cast<uintptr_t>(y) % 16 != 0 ||
       reinterpret_cast<uintptr_t>(workspace) % 16 != 0)
     throw Error("conv_fp16: input, output and workspace must be 16-byte aligned");
-  const std::vector<Variant> list = impl_->variant_list(batch);
-  if (index >= list.size())
+  const std::shared_ptr<const ConvFp16Impl::VariantSet> set = impl_->variant_set(batch);
+  if (index >= set->list.size())
     throw Error("conv_fp16: variant index " + std::to_string(index) + " out of range");
-  const Variant& v = list[index];
+  const Variant& v = set->list[index];
   if (impl_->workspace_of(v, batch) > 0 && !workspace)
     throw Error("conv_fp16: variant '" + impl_->name(v) + "' needs a workspace of " +
                 std::to_string(impl_->workspace_of(v, batch)) + " bytes");

@@ -2,8 +2,8 @@
 //
 // GEMM view (per group): M = output pixels, N = output channels, K = kh*kw*cin.  A rows are
 // gathered on the fly from the NHWC input (no im2col buffer); B is the prepacked weight
-// [group][n_rows][k] fp16 with K contiguous, zero-padded to a multiple of 32 in K and of 128 in
-// N, so B loads never need a guard.
+// [group][n_rows][k] fp16 with K contiguous, zero-padded to a multiple of 32 in K and in N to
+// cover every tile config's last N tile (BN = 64 / 96 / 128), so B loads never need a guard.
 //
 // Two A loaders (template flag GATHER):
 //  * vector: K ordered (kh, kw, c8-chunk) over channels padded to 8; one 16-byte cp.async per
@@ -43,7 +43,8 @@ namespace cnnrt::cuda::conv_detail {
 
 constexpr int kBK = 32;                    // K per pipeline stage (halves)
 constexpr int kRowHalves = kBK + 8;        // padded smem row: 80 bytes
-constexpr int kWeightRowAlign = 128;       // packed weight rows per group padded to this (max BN)
+constexpr int kWeightRowAlign = 128;       // packed weight rows per group: at least a multiple
+                                           // of this, and of every config's BN coverage
 
 struct ConvParams {
   const __half* x = nullptr;
@@ -68,6 +69,11 @@ struct ConvParams {
   int pk_h = 1, pk_w = 1, ps_h = 1, ps_w = 1, pp_h = 0, pp_w = 0;
   int out_h = 0, out_w = 0;     // final (pooled) extent
   int tile_ph = 1, tile_pw = 1, tile_th = 1, tile_tw = 1, tiles_y = 1, tiles_x = 1, passes = 1;
+  // Row-streaming pool (pool_rows > 0): pass q computes conv-tile rows [q*pool_rows,
+  // (q+1)*pool_rows) (pool_rows * tile_tw <= BM), the staging buffer is a ring of stage_rows
+  // conv rows, and each pass pools the pooled rows its rows complete.  Staging then no longer
+  // grows with the pass count, so one CTA can sweep a whole image (no halo recompute).
+  int pool_rows = 0, stage_rows = 0;
   long long m_total = 0;        // no pool: batch * conv_h * conv_w
   // Split-K (non-pool instances only): CTA z covers k-tiles [z * split_k, (z + 1) * split_k)
   // and writes its raw fp32 sums to partial[z][m][n_limit] (groups == 1) instead of y.
@@ -134,6 +140,12 @@ constexpr size_t igemm_smem_bytes(int bm, int bn, int stages, int passes) {
   return igemm_pipeline_bytes(bm, bn, stages) +
          (passes == 1 ? 0 : igemm_staging_bytes(bm, bn, passes));
 }
+// Row-streaming pool: a ring of stage_rows conv rows of tile_tw pixels (never aliased: the
+// pipeline ring is busy with the next pass while earlier rows wait for their pool windows).
+constexpr size_t igemm_stream_smem_bytes(int bm, int bn, int stages, int stage_rows,
+                                         int tile_tw) {
+  return igemm_pipeline_bytes(bm, bn, stages) + size_t(stage_rows) * tile_tw * (bn + 8) * 2;
+}
 
 // Minimum resident CTAs promised to ptxas (caps registers per thread).  A 64x64 warp tile holds
 // 128 fp32 accumulators per thread, so it gets the whole register file (1 CTA of 8 warps);
@@ -187,7 +199,13 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32,
     m0 = (long long)blockIdx.x * BM;
   }
   const int passes = POOL ? p.passes : 1;
+  const int stream_rows = POOL ? p.pool_rows : 0;  // > 0: row-streaming pool
   __half* s_c = passes == 1 ? s_a : reinterpret_cast<__half*>(s_rows + BM);
+  // Staging pixel of conv-tile position (ly, lx): packed passes keep the whole tile, the
+  // row-streaming mode a ring of stage_rows rows.
+  auto stage_pixel = [&](int ly, int lx) {
+    return (stream_rows > 0 ? ly % p.stage_rows : ly) * p.tile_tw + lx;
+  };
   // K range of this CTA: everything, or one split-K slice (grid.z) of it.
   int kt_begin = 0, k_tiles = p.k_tiles;
   if constexpr (!POOL) {
@@ -284,9 +302,20 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32,
     for (int r = tid; r < BM; r += kThreads) {
       int4 info = make_int4(-1, 0, 0, 0);
       if constexpr (POOL) {
-        const int rg = pass * BM + r;
-        if (rg < p.tile_th * p.tile_tw) {
-          const int cy = cy0 + rg / p.tile_tw, cx = cx0 + rg % p.tile_tw;
+        int ly, lx;
+        bool in_tile;
+        if (stream_rows > 0) {
+          ly = pass * stream_rows + r / p.tile_tw;
+          lx = r % p.tile_tw;
+          in_tile = r < stream_rows * p.tile_tw && ly < p.tile_th;
+        } else {
+          const int rg = pass * BM + r;
+          ly = rg / p.tile_tw;
+          lx = rg % p.tile_tw;
+          in_tile = rg < p.tile_th * p.tile_tw;
+        }
+        if (in_tile) {
+          const int cy = cy0 + ly, cx = cx0 + lx;
           if (cy >= 0 && cy < p.conv_h && cx >= 0 && cx < p.conv_w)
             info = make_int4(image, cy * p.sh - p.ph, cx * p.sw - p.pw, 0);
         }
@@ -401,19 +430,44 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32,
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi) {
 #pragma unroll
-      for (int ni = 0; ni < NI; ++ni) {
-        const int row = pass * BM + warp_m * WM + mi * 16 + (lane >> 2);
-        const int col = warp_n * WN + ni * 8 + (lane & 3) * 2;
-        const float b0 = bias_tile[col], b1 = bias_tile[col + 1];
+      for (int h = 0; h < 2; ++h) {
+        const int local = warp_m * WM + mi * 16 + (lane >> 2) + 8 * h;  // row within the pass
+        int row = pass * BM + local;
+        if (POOL && stream_rows > 0) {  // ring slot; rows past the pass's conv rows are dropped
+          const int ly = pass * stream_rows + local / p.tile_tw;
+          row = local < stream_rows * p.tile_tw && ly < p.tile_th
+                    ? stage_pixel(ly, local % p.tile_tw)
+                    : -1;
+        }
+        if (row < 0) continue;
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          float v0 = acc[mi][ni][2 * h] + b0, v1 = acc[mi][ni][2 * h + 1] + b1;
+        for (int ni = 0; ni < NI; ++ni) {
+          const int col = warp_n * WN + ni * 8 + (lane & 3) * 2;
+          float v0 = acc[mi][ni][2 * h] + bias_tile[col];
+          float v1 = acc[mi][ni][2 * h + 1] + bias_tile[col + 1];
           if (p.relu) {
             v0 = fmaxf(v0, 0.f);
             v1 = fmaxf(v1, 0.f);
           }
-          *reinterpret_cast<__half2*>(s_c + (row + 8 * h) * kCRow + col) = __floats2half2_rn(v0, v1);
+          *reinterpret_cast<__half2*>(s_c + row * kCRow + col) = __floats2half2_rn(v0, v1);
         }
+      }
+    }
+    if constexpr (POOL) {
+      if (stream_rows > 0) {
+        // Pool the pooled rows whose windows the rows so far complete.  The next pass only
+        // writes ring slots of rows no pending pooled row needs (host: stage_rows), and its
+        // row-table barrier orders these reads before its epilogue writes.
+        const int done = min((pass + 1) * stream_rows, p.tile_th);  // conv rows finished
+        const int py_end = pass + 1 == passes ? p.tile_ph
+                           : done < p.pk_h    ? 0
+                                              : min(p.tile_ph, (done - p.pk_h) / p.ps_h + 1);
+        const int py_begin = pass == 0 ? 0
+                             : min(p.tile_ph, max(0, (min(pass * stream_rows, p.tile_th) - p.pk_h) /
+                                                             p.ps_h + 1));
+        const int py_begin_ok = pass * stream_rows < p.pk_h ? 0 : py_begin;
+        __syncthreads();
+        if (py_end > py_begin_ok) pool_out(py_begin_ok, py_end);
       }
     }
   }
@@ -471,7 +525,8 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32,
   }
 }
 
-// Finish pass of the workspace paths (split-K and unfused pool): one thread per output pixel x
+// Finish pass of the unfused pool variant (and of split-K when no finish tiling fits, e.g. a
+// pool window of > kFinishMaxPixels pixels): one thread per output pixel x
 // 8-channel chunk of y = maxpool(v), where v(n, cy, cx) is read from the workspace ws:
 //  * FP32 (split-K): v = relu(sum over `splits` fp32 partial tiles [z][m][n_limit] + bias);
 //    groups == 1, so the partial column is the output channel;
@@ -535,6 +590,106 @@ __global__ void __launch_bounds__(256) conv_finish_kernel(const ConvParams p, co
             v[2 * q + 1] = f.y;
           }
         }
+#pragma unroll
+        for (int j = 0; j < 8; ++j) best[j] = fmaxf(best[j], v[j]);
+      }
+    }
+    uint32_t packed[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const __half2 h = __floats2half2_rn(best[2 * q], best[2 * q + 1]);
+      packed[q] = *reinterpret_cast<const uint32_t*>(&h);
+    }
+    const uint4 out = zero_channels_from(make_uint4(packed[0], packed[1], packed[2], packed[3]),
+                                         col, p.out_c);
+    *reinterpret_cast<uint4*>(p.y + ((size_t(n) * p.out_h + oy) * p.out_w + ox) * p.out_cs +
+                              col) = out;
+  }
+}
+
+// Split-K finish, tiled (replaces conv_finish_kernel<true> for split-K; round 3).  Why: the
+// per-output-pixel loop of conv_finish_kernel re-summed all `splits` partials for every tap of
+// every pool window (conv5 at batch 1: 9 taps x 18 slices = 162 dependent iterations per thread,
+// 1152 threads on 5 SMs: ~30 us).  Here one CTA owns a block of PR x PC pooled pixels x
+// kFinishChunks*8 channels of one image: its threads first reduce the covering conv region
+// (TH x TW pixels, each conv pixel exactly once, float4 granularity, 8 slices in flight per
+// thread) into fp32 shared memory with bias + ReLU, then take the window maxima from there.
+// Without a pool p has kernel 1 / stride 1 / pad 0, so the region is the tile itself.
+// Launch: grid (tiles_x * tiles_y * batch, ceil(out_cs / (8 * kFinishChunks))), shared memory
+// finish_smem_bytes(th, tw); the host keeps th * tw small (<= kFinishMaxPixels).
+constexpr int kFinishChunks = 4;  // 8-channel chunks per finish CTA (32 channels)
+constexpr int kFinishMaxPixels = 96;
+constexpr int kFinishThreads = 256;
+constexpr int kFinishUnroll = 8;  // slices loaded per thread before they are summed
+constexpr size_t finish_smem_bytes(int th, int tw) {
+  return size_t(th) * tw * kFinishChunks * 8 * sizeof(float);
+}
+
+__global__ void __launch_bounds__(kFinishThreads) conv_splitk_finish_kernel(const ConvParams p,
+                                                                const float* ws, int splits) {
+  extern __shared__ __align__(16) float s_v[];  // [tile_th][tile_tw][kFinishChunks * 8]
+  constexpr int kQuads = kFinishChunks * 2;     // float4s per pixel
+  int t = blockIdx.x;
+  const int tile_x = t % p.tiles_x;
+  t /= p.tiles_x;
+  const int tile_y = t % p.tiles_y;
+  const int n = t / p.tiles_y;
+  const int col0 = blockIdx.y * kFinishChunks * 8;
+  const int cy0 = tile_y * p.tile_ph * p.ps_h - p.pp_h;
+  const int cx0 = tile_x * p.tile_pw * p.ps_w - p.pp_w;
+  const size_t split_stride = size_t(p.m_total) * p.n_limit;
+
+  // Phase 1: reduce the slices of every conv pixel of the region once.
+  for (int id = threadIdx.x; id < p.tile_th * p.tile_tw * kQuads; id += blockDim.x) {
+    const int q = id % kQuads, px = id / kQuads;
+    const int ly = px / p.tile_tw, lx = px % p.tile_tw;
+    const int cy = cy0 + ly, cx = cx0 + lx, col = col0 + q * 4;
+    if (cy < 0 || cy >= p.conv_h || cx < 0 || cx >= p.conv_w || col >= p.n_limit) continue;
+    const long long m = ((long long)n * p.conv_h + cy) * p.conv_w + cx;
+    const float* src = ws + m * p.n_limit + col;
+    float4 r = *reinterpret_cast<const float4*>(p.bias + col);
+    int z = 0;
+    for (; z + kFinishUnroll <= splits; z += kFinishUnroll) {  // independent loads in flight
+      float4 v[kFinishUnroll];
+#pragma unroll
+      for (int u = 0; u < kFinishUnroll; ++u)
+        v[u] = *reinterpret_cast<const float4*>(src + (z + u) * split_stride);
+#pragma unroll
+      for (int u = 0; u < kFinishUnroll; ++u) {
+        r.x += v[u].x; r.y += v[u].y; r.z += v[u].z; r.w += v[u].w;
+      }
+    }
+    for (; z < splits; ++z) {
+      const float4 v = *reinterpret_cast<const float4*>(src + z * split_stride);
+      r.x += v.x; r.y += v.y; r.z += v.z; r.w += v.w;
+    }
+    if (p.relu) {
+      r.x = fmaxf(r.x, 0.f);
+      r.y = fmaxf(r.y, 0.f);
+      r.z = fmaxf(r.z, 0.f);
+      r.w = fmaxf(r.w, 0.f);
+    }
+    *reinterpret_cast<float4*>(s_v + size_t(px) * kQuads * 4 + q * 4) = r;
+  }
+  __syncthreads();
+
+  // Phase 2: window maxima (fp32, rounded once), 16-byte fp16 stores.
+  for (int id = threadIdx.x; id < p.tile_ph * p.tile_pw * kFinishChunks; id += blockDim.x) {
+    const int c8 = id % kFinishChunks, o = id / kFinishChunks;
+    const int px = o % p.tile_pw, py = o / p.tile_pw;
+    const int oy = tile_y * p.tile_ph + py, ox = tile_x * p.tile_pw + px;
+    const int col = col0 + c8 * 8;
+    if (oy >= p.out_h || ox >= p.out_w || col >= p.out_cs) continue;
+    float best[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) best[j] = -INFINITY;
+    for (int i = 0; i < p.pk_h; ++i) {
+      const int ly = py * p.ps_h + i, cy = cy0 + ly;
+      if (cy < 0 || cy >= p.conv_h) continue;
+      for (int jx = 0; jx < p.pk_w; ++jx) {
+        const int lx = px * p.ps_w + jx, cx = cx0 + lx;
+        if (cx < 0 || cx >= p.conv_w) continue;
+        const float* v = s_v + size_t(ly * p.tile_tw + lx) * kQuads * 4 + c8 * 8;
 #pragma unroll
         for (int j = 0; j < 8; ++j) best[j] = fmaxf(best[j], v[j]);
       }

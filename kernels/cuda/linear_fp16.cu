@@ -1,17 +1,34 @@
 // fp16 fully-connected layers: GEMV for small batches, cuBLASLt GEMM with a fused epilogue.
 //
 // GEMV design (batch ≤ 8, weight-bandwidth bound: AlexNet fc6 is 75 MB of fp16 weights read
-// once for a handful of input vectors):
-//  * one warp owns R consecutive weight rows and walks the whole row with 16-byte loads
-//    (lane l reads vectors l, l+32, ...), four iterations in flight per row so each warp keeps
-//    R × 2 KB of loads outstanding — what Little's law asks for at ~4 TB/s over 132 SMs;
-//  * weight loads bypass L1 (ld.global.nc.L1::no_allocate): they are used once, and L1 is
-//    better spent on the input vectors, which every warp re-reads (they are ≤ 8 × 18 KB, L1/L2
-//    resident), so they use ordinary cached loads instead of a shared-memory staging step that
-//    would need block-wide barriers;
+// once for a handful of input vectors).  Time ≈ launch + one DRAM latency per *serial* round of
+// loads a warp waits on + bytes / bandwidth, and the bandwidth term is only reached when the
+// whole GPU keeps ~3 MB of loads in flight (Little's law: ~4.3 TB/s × ~0.7 µs), ~25 KB per SM.
+//  * Previous kernel (one warp per 1/2/4 whole rows, 4 warps a block, 4 × 16-byte loads in
+//    flight per row, H200 batch 1): fc6 4096 warps, 9 serial rounds → 22.1 µs (3.4 TB/s);
+//    fc7 4096 warps, 4 rounds → 9.7–13 µs; fc8 only 1000 warps (7.6 per SM, ~15 KB in flight
+//    per SM) each waiting 4 serial rounds → 5.8–8.5 µs, i.e. latency bound, 1.0–1.4 TB/s.
+//  * Now: a block of 8 warps owns G row groups; each group's K is split over S = 8 / G warps
+//    (S ∈ {1, 2, 4, 8}, chosen on the host from rows, k, batch and the SM count so the grid has
+//    ≥ 24 warps per SM).  Warp s of a group reads the row's 512-byte chunks s, s+S, s+2S, ...
+//    (lane l the l-th 16 bytes: coalesced), 8 / R chunks of each of its R rows in flight, i.e.
+//    8 16-byte loads per thread at every batch (more pushed batch 5–8 past 128 registers and
+//    one block per SM), the last partial round predicated instead of looped so a short slice
+//    is one round, not several.
+//    Per-warp sums go through shared memory; S partials + bias (+ReLU) become the output.
+//  * Prediction (H200, batch 1): fc8 → split 4, 4000 warps, one round of loads per warp:
+//    ≈ 3.5–4 µs (launch + ~1 latency + 2 µs of bytes); fc7 → split 1, 2 rounds: ≈ 9 µs;
+//    fc6 → split 1, 5 rounds with twice the bytes in flight: ≈ 19.5–20 µs (~3.9 TB/s).  The
+//    fixed ~2 µs launch + ramp cost is what keeps fc8 far from its 2 µs bandwidth time.
+//  * Weight loads bypass L1 (ld.global.nc.L1::no_allocate): they are used once, and L1 is
+//    better spent on the input vectors, which every warp re-reads.  The vectors stay on the
+//    read-only L1 path rather than being staged in shared memory: at batch 8 × k 9216 they are
+//    147 KB, more than a block could hold at useful occupancy, and since the weights never
+//    allocate in L1 they hit there anyway.
 //  * R grows with the batch (1, 2, 4) so each input vector loaded feeds R rows: at batch 8 that
-//    keeps the L1 traffic for x within L1 bandwidth while 4096 rows still make 1024 warps;
-//  * fp32 accumulation, one warp-shuffle reduction per (row, sample), bias + ReLU fused.
+//    keeps the L1 traffic for x within L1 bandwidth.
+//  * fp32 accumulation, fp16 output, fp32 bias + ReLU fused; padded rows have zero weights and
+//    bias, so they come out zero.  No allocation, no host sync: graph-capturable.
 //
 // cuBLASLt design: column-major view of the row-major problem.  y[n][m] row-major is Dᵀ with
 // D = [m × n] column-major, ld = rows_pad; D = op(A)·B with A = W stored as a [k × m]
@@ -87,8 +104,13 @@ GemmWeights::GemmWeights(const HostGemmWeights& host)
 
 namespace {
 
-constexpr int kGemvWarps = 4;  // warps per block: small blocks spread rows evenly over SMs
-constexpr int kGemvUnroll = 4;
+constexpr int kGemvBlockWarps = 8;  // warps per block; the S warps of a row group are in it
+constexpr int kGemvMaxSplit = kGemvBlockWarps;
+constexpr int kGemvTargetWarpsPerSm = 24;  // ≥ ~25 KB of loads in flight per SM, see above
+
+// Rows per warp and 512-byte chunks in flight per row, by batch.
+constexpr int gemv_rows_per_warp(int batch) { return batch <= 2 ? 1 : (batch <= 4 ? 2 : 4); }
+constexpr int gemv_unroll(int rows) { return 8 / rows; }
 
 __device__ __forceinline__ uint4 load_streaming(const uint4* p) {
   uint4 v;
@@ -125,17 +147,46 @@ __device__ __forceinline__ void gemv_step(const uint4 (&w)[kRows], const uint4* 
   }
 }
 
-// rows (a multiple of 8) is a multiple of kRows for kRows ∈ {1, 2, 4}: no row bound checks
-// inside the loop.
-template <int kBatch, int kRows>
-__global__ void __launch_bounds__(kGemvWarps * 32)
+// One round: kUnroll chunks (stride apart) of kRows rows, all loads issued before any math.
+// kGuarded predicates each chunk on v < k_vectors (the last, partial round of a slice).
+template <int kBatch, int kRows, int kUnroll, bool kGuarded>
+__device__ __forceinline__ void gemv_round(const uint4* w_rows, const uint4* x, int k_vectors,
+                                           int v, int stride, float (&acc)[kRows][kBatch]) {
+  uint4 w[kUnroll][kRows];
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const int idx = v + stride * u;
+      w[u][r] = make_uint4(0u, 0u, 0u, 0u);
+      if (!kGuarded || idx < k_vectors)
+        w[u][r] = load_streaming(w_rows + static_cast<int64_t>(r) * k_vectors + idx);
+    }
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const int idx = v + stride * u;
+    if (!kGuarded || idx < k_vectors) gemv_step<kBatch, kRows>(w[u], x, k_vectors, idx, acc);
+  }
+}
+
+// Block: kGemvBlockWarps warps = (kGemvBlockWarps / split) row groups × split K slices; group g
+// owns rows [row0, row0 + kRows).  rows (a multiple of 8) is a multiple of kRows ∈ {1, 2, 4},
+// so a row group is wholly inside or wholly past the matrix.  Every warp reaches the barrier.
+template <int kBatch>
+__global__ void __launch_bounds__(kGemvBlockWarps * 32)
     gemv_kernel(const uint4* __restrict__ weight, const float* __restrict__ bias,
                 const uint4* __restrict__ x, __half* __restrict__ y, int rows, int k_vectors,
-                bool relu) {
+                int split, bool relu) {
+  constexpr int kRows = gemv_rows_per_warp(kBatch);
+  constexpr int kUnroll = gemv_unroll(kRows);
+  constexpr int kOutputs = kRows * kBatch;  // ≤ 32: one lane per (row, sample) below
+  __shared__ float partial[kGemvBlockWarps][kOutputs];
+
   const int lane = threadIdx.x & 31;
-  const int row0 = (blockIdx.x * kGemvWarps + threadIdx.x / 32) * kRows;
-  if (row0 >= rows) return;
-  const uint4* w_rows = weight + static_cast<int64_t>(row0) * k_vectors;
+  const int warp = threadIdx.x >> 5;
+  const int groups = kGemvBlockWarps / split;
+  const int slice = warp % split;
+  const int row0 = (blockIdx.x * groups + warp / split) * kRows;
 
   float acc[kRows][kBatch];
 #pragma unroll
@@ -143,24 +194,15 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
 #pragma unroll
     for (int b = 0; b < kBatch; ++b) acc[r][b] = 0.0f;
 
-  int v = lane;
-  // Main loop: issue all kGemvUnroll × kRows weight loads before any math.
-  for (; v + 32 * (kGemvUnroll - 1) < k_vectors; v += 32 * kGemvUnroll) {
-    uint4 w[kGemvUnroll][kRows];
-#pragma unroll
-    for (int u = 0; u < kGemvUnroll; ++u)
-#pragma unroll
-      for (int r = 0; r < kRows; ++r)
-        w[u][r] = load_streaming(w_rows + static_cast<int64_t>(r) * k_vectors + v + 32 * u);
-#pragma unroll
-    for (int u = 0; u < kGemvUnroll; ++u) gemv_step<kBatch, kRows>(w[u], x, k_vectors, v + 32 * u, acc);
-  }
-  for (; v < k_vectors; v += 32) {
-    uint4 w[kRows];
-#pragma unroll
-    for (int r = 0; r < kRows; ++r)
-      w[r] = load_streaming(w_rows + static_cast<int64_t>(r) * k_vectors + v);
-    gemv_step<kBatch, kRows>(w, x, k_vectors, v, acc);
+  if (row0 < rows) {
+    const uint4* w_rows = weight + static_cast<int64_t>(row0) * k_vectors;
+    const int stride = 32 * split;  // 16-byte vectors between this warp's consecutive chunks
+    int v = slice * 32 + lane;
+    for (; v + stride * (kUnroll - 1) < k_vectors; v += stride * kUnroll)
+      gemv_round<kBatch, kRows, kUnroll, false>(w_rows, x, k_vectors, v, stride, acc);
+    // Fewer than kUnroll chunks left for this lane: one predicated round.
+    if (v < k_vectors)
+      gemv_round<kBatch, kRows, kUnroll, true>(w_rows, x, k_vectors, v, stride, acc);
   }
 
 #pragma unroll
@@ -171,49 +213,83 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
 #pragma unroll
       for (int offset = 16; offset > 0; offset >>= 1)
         sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-      // Every lane holds the sum; spread the stores over lanes.
-      if (lane == (r * kBatch + b) % 32) {
-        float out = sum + bias[row0 + r];
-        if (relu) out = (out > 0.0f || out != out) ? out : 0.0f;
-        y[static_cast<int64_t>(b) * rows + row0 + r] = __float2half_rn(out);
-      }
+      if (lane == r * kBatch + b) partial[warp][r * kBatch + b] = sum;  // spread over lanes
     }
+  __syncthreads();
+
+  // Thread t finishes output (group t / kOutputs, row r, sample b): groups × kOutputs ≤ 256.
+  const int t = threadIdx.x;
+  if (t >= groups * kOutputs) return;
+  const int group = t / kOutputs, i = t % kOutputs;
+  const int row = (blockIdx.x * groups + group) * kRows + i / kBatch;
+  if (row >= rows) return;
+  float out = bias[row];
+  for (int s = 0; s < split; ++s) out += partial[group * split + s][i];
+  if (relu) out = (out > 0.0f || out != out) ? out : 0.0f;  // keeps NaN (a NaN input must show)
+  y[static_cast<int64_t>(i % kBatch) * rows + row] = __float2half_rn(out);
 }
 
 template <int kBatch>
-void launch_gemv(const GemmWeights& wts, bool relu, const void* x, void* y, cudaStream_t stream) {
-  constexpr int kRows = kBatch <= 2 ? 1 : (kBatch <= 4 ? 2 : 4);
+void launch_gemv(const GemmWeights& wts, bool relu, const void* x, void* y, int split,
+                 cudaStream_t stream) {
+  constexpr int kRows = gemv_rows_per_warp(kBatch);
   const int rows = wts.rows_pad();
-  const int warps = (rows + kRows - 1) / kRows;
-  const int blocks = (warps + kGemvWarps - 1) / kGemvWarps;
-  gemv_kernel<kBatch, kRows><<<blocks, kGemvWarps * 32, 0, stream>>>(
+  const int rows_per_block = kGemvBlockWarps / split * kRows;
+  const int blocks = (rows + rows_per_block - 1) / rows_per_block;
+  gemv_kernel<kBatch><<<blocks, kGemvBlockWarps * 32, 0, stream>>>(
       static_cast<const uint4*>(wts.weight()), wts.bias_fp32(), static_cast<const uint4*>(x),
-      static_cast<__half*>(y), rows, wts.cols_pad() / 8, relu);
+      static_cast<__half*>(y), rows, wts.cols_pad() / 8, split, relu);
   CNNRT_CUDA_CHECK_LAUNCH();
+}
+
+int current_sm_count() {
+  int device = 0, sms = 0;
+  CNNRT_CUDA_CHECK(cudaGetDevice(&device));
+  CNNRT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return sms;
 }
 
 }  // namespace
 
+int gemv_choose_split(int rows_pad, int cols_pad, int batch, int sm_count) {
+  if (rows_pad < 1 || cols_pad < 1 || batch < 1 || batch > kGemvMaxBatch || sm_count < 1)
+    throw Error("gemv_choose_split: invalid shape rows=" + std::to_string(rows_pad) +
+                " cols=" + std::to_string(cols_pad) + " batch=" + std::to_string(batch));
+  const int64_t row_warps = (rows_pad + gemv_rows_per_warp(batch) - 1) / gemv_rows_per_warp(batch);
+  const int64_t chunks = (cols_pad / 8 + 31) / 32;  // 512-byte chunks per row
+  const int64_t target = static_cast<int64_t>(sm_count) * kGemvTargetWarpsPerSm;
+  int split = 1;
+  while (split < kGemvMaxSplit && row_warps * split < target && split * 2 <= chunks) split *= 2;
+  return split;
+}
+
 void gemv_fp16(const GemmWeights& weights, bool relu, const void* x, void* y, int64_t batch,
-               cudaStream_t stream) {
+               cudaStream_t stream, int split) {
   if (x == y) throw Error("gemv_fp16: input and output must not alias");
+  if (split != 0 && split != 1 && split != 2 && split != 4 && split != 8)
+    throw Error("gemv_fp16: split must be 0 (auto), 1, 2, 4 or 8, got " + std::to_string(split));
+  if (batch <= 0) return;
+  const int sm_count = split == 0 ? current_sm_count() : 0;
   const auto* x_bytes = static_cast<const char*>(x);
   auto* y_bytes = static_cast<char*>(y);
   const size_t x_row = static_cast<size_t>(weights.cols_pad()) * sizeof(__half);
   const size_t y_row = static_cast<size_t>(weights.rows_pad()) * sizeof(__half);
   for (int64_t done = 0; done < batch; done += kGemvMaxBatch) {
     const int chunk = static_cast<int>(std::min<int64_t>(kGemvMaxBatch, batch - done));
+    const int s = split != 0 ? split
+                             : gemv_choose_split(weights.rows_pad(), weights.cols_pad(), chunk,
+                                                 sm_count);
     const void* xc = x_bytes + done * x_row;
     void* yc = y_bytes + done * y_row;
     switch (chunk) {
-      case 1: launch_gemv<1>(weights, relu, xc, yc, stream); break;
-      case 2: launch_gemv<2>(weights, relu, xc, yc, stream); break;
-      case 3: launch_gemv<3>(weights, relu, xc, yc, stream); break;
-      case 4: launch_gemv<4>(weights, relu, xc, yc, stream); break;
-      case 5: launch_gemv<5>(weights, relu, xc, yc, stream); break;
-      case 6: launch_gemv<6>(weights, relu, xc, yc, stream); break;
-      case 7: launch_gemv<7>(weights, relu, xc, yc, stream); break;
-      default: launch_gemv<8>(weights, relu, xc, yc, stream); break;
+      case 1: launch_gemv<1>(weights, relu, xc, yc, s, stream); break;
+      case 2: launch_gemv<2>(weights, relu, xc, yc, s, stream); break;
+      case 3: launch_gemv<3>(weights, relu, xc, yc, s, stream); break;
+      case 4: launch_gemv<4>(weights, relu, xc, yc, s, stream); break;
+      case 5: launch_gemv<5>(weights, relu, xc, yc, s, stream); break;
+      case 6: launch_gemv<6>(weights, relu, xc, yc, s, stream); break;
+      case 7: launch_gemv<7>(weights, relu, xc, yc, s, stream); break;
+      default: launch_gemv<8>(weights, relu, xc, yc, s, stream); break;
     }
   }
 }

@@ -59,9 +59,16 @@ constexpr int kGemvMaxBatch = 8;
 
 // y = x · Wᵀ + b (ReLU when `relu`).  Any batch: batches above kGemvMaxBatch run as several
 // passes of at most kGemvMaxBatch (correct but slower than the GEMM; comparison use only).
-// x and y must not alias.
+// x and y must not alias.  `split` is how many warps share one row's K (1, 2, 4 or 8); 0 lets
+// gemv_choose_split pick it from the shape and the current device's SM count (tests force each
+// value to cover every reduction path).  Throws Error on any other split.
 void gemv_fp16(const GemmWeights& weights, bool relu, const void* x, void* y, int64_t batch,
-               cudaStream_t stream);
+               cudaStream_t stream, int split = 0);
+
+// The split the GEMV uses for one pass of `batch` (1..kGemvMaxBatch) vectors over a
+// [rows_pad][cols_pad] weight on `sm_count` SMs: the smallest power of two ≤ 8 that gives the
+// grid enough warps to keep DRAM busy, never more than the row has 512-byte chunks.
+int gemv_choose_split(int rows_pad, int cols_pad, int batch, int sm_count);
 
 // cuBLASLt fp16 GEMM, fp32 compute, bias(+ReLU) epilogue.  Matrix layouts and the heuristic
 // algorithm are chosen per n on first use and cached (host-side calls only, thread-safe), so

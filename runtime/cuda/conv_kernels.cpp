@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "kernels/cuda/conv_fp16.h"
+#include "kernels/cuda/conv_fp16_wgmma.h"
 #include "kernels/cuda/space_to_depth.h"
 #include "runtime/cuda/cuda_registry.h"
 
@@ -198,6 +199,7 @@ void register_conv_kernels(KernelRegistry& registry) {
   s2d.supports = [](const Node& node) { return s2d_conv_of(node).has_value(); };
   s2d.create = create_conv_fp16_s2d;
   registry.add(std::move(s2d));
+  register_wgmma_conv_kernels(registry);
 }
 
 }  // namespace cnnrt::cuda

@@ -4,7 +4,8 @@
 // AlexNet fc shapes, across the GEMV/GEMM batch threshold, and captured in a CUDA graph on first
 // use.  Inputs and weights are rounded to fp16 before the reference sees them; tolerance: relative
 // L2 error ≤ 2e-3 (fp32 accumulation, fp16 output rounding ~3e-4 rms).  Outputs start as NaN
-// bytes; the padded output features must come out exactly zero.
+// bytes; the padded output features must come out exactly zero.  The GEMV is also driven
+// directly with every K split on odd rows/k/batches, and its host-side split choice checked.
 #include <random>
 
 #include "fp16_test_util.h"
@@ -206,6 +207,92 @@ TEST(LinearFp16, FirstRunCanBeCapturedInACudaGraph) {
     cudaGraphDestroy(graph);
     cudaStreamDestroy(stream);
   }
+}
+
+// gemv_fp16 directly, every split (0 = the host's choice, then each forced 1/2/4/8) on shapes
+// that stress it: a single output row (split 8 leaves 7 warps of a group idle or the row past
+// the matrix), rows not a multiple of a block's row count, k of one 16-byte vector (only lane 0
+// of slice 0 works), k of 9 vectors (one partial chunk), k = 4104 (16 full chunks + 1 vector:
+// the predicated round), fc6's 9216, batch 1..8 (all row/unroll variants).  Bias and ReLU
+// alternate per shape.  The 8 input vectors are drawn once per shape; batch b uses the first b,
+// so one CPU reference serves all batches.  Tolerance as above.
+TEST(LinearFp16, GemvEverySplitOddShapesAndBatches) {
+  CNNRT_REQUIRE_CUDA_DEVICE();
+  struct GemvShape {
+    int rows, k;
+  };
+  const GemvShape shapes[] = {{1, 8},    {7, 72},   {37, 4104}, {1000, 9216}, {1, 9216},
+                           {1000, 8}, {37, 72}, {7, 4104}};
+  uint32_t seed = 600;
+  for (const GemvShape& shape : shapes) {
+    ++seed;
+    const bool with_bias = seed % 2 == 0, relu = seed % 3 != 0;
+    std::mt19937 rng(seed);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(shape.k));
+    const auto weight =
+        test::random_fp16_values(static_cast<size_t>(shape.rows) * shape.k, rng, -scale, scale);
+    const auto bias = test::random_fp16_values(shape.rows, rng);
+    const auto x = test::random_fp16_values(static_cast<size_t>(cuda::kGemvMaxBatch) * shape.k,
+                                            rng);
+    std::vector<float> expected(static_cast<size_t>(cuda::kGemvMaxBatch) * shape.rows);
+    ref::linear(x.data(), cuda::kGemvMaxBatch, shape.k, weight.data(),
+                with_bias ? bias.data() : nullptr, shape.rows, expected.data());
+    if (relu) ref::relu(expected.data(), static_cast<int64_t>(expected.size()), expected.data());
+
+    const cuda::GemmWeights weights(cuda::pack_linear_weights(
+        weight.data(), with_bias ? bias.data() : nullptr, shape.rows, shape.k, Shape{}));
+    const LinearCase lc{shape.k, shape.rows, with_bias, relu, {}};
+    DeviceMem input(gpu_input(x, cuda::kGemvMaxBatch, lc));
+    for (int batch = 1; batch <= cuda::kGemvMaxBatch; ++batch)
+      for (int split : {0, 1, 2, 4, 8}) {
+        DeviceMem output(static_cast<size_t>(batch) * test::pad8(shape.rows) * 2);  // NaN bytes
+        cuda::gemv_fp16(weights, relu, input.get(), output.get(), batch, nullptr, split);
+        CNNRT_CUDA_CHECK(cudaDeviceSynchronize());
+        int64_t bad_padding = 0;
+        const auto got = test::from_nhwc(output.halves(), batch, shape.rows, 1, 1, &bad_padding);
+        const std::vector<float> want(expected.begin(),
+                                      expected.begin() + static_cast<size_t>(batch) * shape.rows);
+        SCOPED_TRACE("rows=" + std::to_string(shape.rows) + " k=" + std::to_string(shape.k) +
+                     " batch=" + std::to_string(batch) + " split=" + std::to_string(split) +
+                     " bias=" + std::to_string(with_bias) + " relu=" + std::to_string(relu));
+        EXPECT_LE(test::rel_l2(got, want), kTolerance);
+        EXPECT_EQ(bad_padding, 0);
+      }
+  }
+}
+
+TEST(LinearFp16, GemvRejectsInvalidSplitAndAliasing) {
+  CNNRT_REQUIRE_CUDA_DEVICE();
+  std::mt19937 rng(700);
+  const auto weight = test::random_fp16_values(16 * 24, rng);
+  const cuda::GemmWeights weights(
+      cuda::pack_linear_weights(weight.data(), nullptr, 16, 24, Shape{}));
+  DeviceMem input(static_cast<size_t>(24) * 2), output(static_cast<size_t>(16) * 2);
+  for (int split : {-1, 3, 16})
+    EXPECT_THROW(cuda::gemv_fp16(weights, false, input.get(), output.get(), 1, nullptr, split),
+                 Error);
+  EXPECT_THROW(cuda::gemv_fp16(weights, false, input.get(), input.get(), 1, nullptr, 1), Error);
+}
+
+// Host-only: the launch-shape choice follows the design note in linear_fp16.cu.
+TEST(LinearFp16, GemvSplitChoice) {
+  constexpr int kSms = 132;  // H100 / H200
+  // Many rows already fill the GPU: no split (fc6, fc7 at batch 1).
+  EXPECT_EQ(cuda::gemv_choose_split(4096, 9216, 1, kSms), 1);
+  EXPECT_EQ(cuda::gemv_choose_split(4096, 4096, 1, kSms), 1);
+  // fc8 (1000 rows): split so the grid has ≥ 24 warps per SM; 4 rows per warp at batch 8
+  // leave 250 row warps, so the split goes to its limit.
+  EXPECT_EQ(cuda::gemv_choose_split(1000, 4096, 1, kSms), 4);
+  EXPECT_EQ(cuda::gemv_choose_split(1000, 4096, 8, kSms), 8);
+  // Never more slices than the row has 512-byte chunks (k 8 → 1 chunk, k 264 → 2 chunks).
+  EXPECT_EQ(cuda::gemv_choose_split(8, 8, 1, kSms), 1);
+  EXPECT_EQ(cuda::gemv_choose_split(8, 264, 1, kSms), 2);
+  for (int batch = 1; batch <= cuda::kGemvMaxBatch; ++batch) {
+    const int split = cuda::gemv_choose_split(40, 9216, batch, kSms);
+    EXPECT_TRUE(split == 1 || split == 2 || split == 4 || split == 8) << split;
+  }
+  EXPECT_THROW(cuda::gemv_choose_split(1000, 4096, cuda::kGemvMaxBatch + 1, kSms), Error);
+  EXPECT_THROW(cuda::gemv_choose_split(1000, 4096, 1, 0), Error);
 }
 
 TEST(LinearFp16, PackingPermutesColumnsToHwcOrder) {

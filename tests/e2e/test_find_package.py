@@ -25,9 +25,16 @@ def run(cmd, **kwargs):
 
 
 run(["cmake", "--install", build_dir, "--prefix", prefix])
+# Dependencies were found through the build's own CMAKE_PREFIX_PATH (e.g. a private prefix on a
+# machine without -dev packages): the embedding project needs the same search path.
+prefix_path = [prefix]
+with open(os.path.join(build_dir, "CMakeCache.txt")) as cache:
+    for line in cache:
+        if line.startswith("CMAKE_PREFIX_PATH:") and line.strip().split("=", 1)[1]:
+            prefix_path.append(line.strip().split("=", 1)[1])
 example_build = os.path.join(workdir, "embed-build")
 run(["cmake", "-S", os.path.join(args.source_dir, "examples", "embed"), "-B", example_build,
-     f"-DCMAKE_PREFIX_PATH={prefix}", "-DCMAKE_BUILD_TYPE=Release"])
+     "-DCMAKE_PREFIX_PATH=" + ";".join(prefix_path), "-DCMAKE_BUILD_TYPE=Release"])
 run(["cmake", "--build", example_build, "-j", "2"])
 
 model = os.path.join(args.source_dir, "models", "alexnet.yaml")

@@ -24,19 +24,21 @@ std::vector<std::string> node_names(const Graph& graph) {
 
 using Names = std::vector<std::string>;
 
-TEST(Passes, AlexNetFusesIntoTenNodes) {
+TEST(Passes, AlexNetFusesIntoNineNodes) {
   Graph graph = load_model(test::data_path("alexnet.yaml"));
   double flops_before = 0;
   for (const Node& node : graph.nodes) flops_before += node_flops(node);
+  const double identity_pool_flops = node_flops(*graph.find("avgpool"));
   bind_random_weights(graph, 1);
   const PassStats stats = run_default_passes(graph);
   EXPECT_EQ(stats.dropouts_removed, 2);
+  EXPECT_EQ(stats.identities_removed, 1);  // AdaptiveAvgPool2d(6) of a 6x6 map
   EXPECT_EQ(stats.batchnorms_folded, 0);
   EXPECT_EQ(stats.conv_activations_fused, 5);
   EXPECT_EQ(stats.conv_pools_fused, 3);
   EXPECT_EQ(stats.linear_activations_fused, 2);
-  EXPECT_EQ(node_names(graph), (Names{"conv1", "conv2", "conv3", "conv4", "conv5", "avgpool",
-                                      "flatten", "fc6", "fc7", "fc8"}));
+  EXPECT_EQ(node_names(graph),
+            (Names{"conv1", "conv2", "conv3", "conv4", "conv5", "flatten", "fc6", "fc7", "fc8"}));
   const Node& conv1 = *graph.find("conv1");
   EXPECT_EQ(conv1.activation, Activation::Relu);
   ASSERT_TRUE(conv1.fused_maxpool.has_value());
@@ -50,17 +52,18 @@ TEST(Passes, AlexNetFusesIntoTenNodes) {
   EXPECT_FALSE(conv3.fused_maxpool.has_value());
   EXPECT_EQ(conv3.source_layers, (Names{"conv3", "relu3"}));
   EXPECT_EQ(graph.find("conv5")->source_layers, (Names{"conv5", "relu5", "pool5"}));
-  EXPECT_EQ(graph.find("avgpool")->inputs, Names{"conv5"});
+  EXPECT_EQ(graph.find("flatten")->inputs, Names{"conv5"});  // identity avgpool bypassed
   EXPECT_EQ(graph.find("fc6")->inputs, Names{"flatten"});  // dropout bypassed
   EXPECT_EQ(graph.find("fc6")->activation, Activation::Relu);
   EXPECT_EQ(graph.find("fc7")->inputs, Names{"fc6"});
   EXPECT_EQ(graph.find("fc7")->source_layers, (Names{"fc7", "relu7"}));
   EXPECT_EQ(graph.find("fc8")->activation, Activation::None);
   EXPECT_EQ(graph.output, "fc8");
-  // Fusion moves work into epilogues; it neither adds nor loses any.
+  // Fusion moves work into epilogues; it neither adds nor loses any.  Only the removed
+  // identity pool's (pointless) work is gone.
   double flops_after = 0;
   for (const Node& node : graph.nodes) flops_after += node_flops(node);
-  EXPECT_DOUBLE_EQ(flops_after, flops_before);
+  EXPECT_DOUBLE_EQ(flops_after, flops_before - identity_pool_flops);
 }
 
 TEST(Passes, GraphOutputIsNotFusedAway) {
@@ -251,6 +254,37 @@ TEST(FoldBatchNorm, BlockedBySecondConsumerAndNeedsWeights) {
                              "running_var: v}\n"),
                   "m.yaml");
   EXPECT_CONTAINS(error_of([&] { fold_batchnorm(unbound); }), "needs bound weights");
+}
+
+}  // namespace
+}  // namespace cnnrt
+
+namespace cnnrt {
+namespace {
+
+TEST(Passes, IdentityPoolsAreRemovedOthersKept) {
+  Graph graph = parse_model(
+      "name: t\ninput: {shape: [4, 6, 6]}\nlayers:\n"
+      "  - {name: same, op: adaptive_avgpool, output_size: 6}\n"
+      "  - {name: one, op: maxpool, kernel: 1, stride: 1}\n"
+      "  - {name: smaller, op: adaptive_avgpool, output_size: [5, 6]}\n"
+      "  - {name: last, op: adaptive_avgpool, output_size: [5, 6]}\n",
+      "t.yaml");
+  const PassStats stats = drop_identity_ops(graph);
+  EXPECT_EQ(stats.identities_removed, 3);  // same, one, and `last` (5x6 → 5x6)
+  ASSERT_EQ(graph.nodes.size(), 1u);
+  EXPECT_EQ(graph.nodes[0].name, "smaller");
+  EXPECT_EQ(graph.nodes[0].inputs, std::vector<std::string>{"input"});
+  EXPECT_EQ(graph.output, "smaller");  // the removed output's reader chain is rewired
+}
+
+TEST(Passes, IdentityThatIsTheOnlyNodeStays) {
+  Graph graph = parse_model(
+      "name: t\ninput: {shape: [4, 6, 6]}\nlayers:\n"
+      "  - {name: same, op: adaptive_avgpool, output_size: 6}\n",
+      "t.yaml");
+  EXPECT_EQ(drop_identity_ops(graph).identities_removed, 0);
+  EXPECT_EQ(graph.nodes.size(), 1u);
 }
 
 }  // namespace

@@ -1,0 +1,496 @@
+// Hopper wgmma implicit-GEMM fp16 convolution (+ bias + ReLU).  Experimental; sm_90a only.
+//
+// Why: the mma.sync implicit GEMM (conv_fp16_igemm.cuh) tops out near 200-220 TFLOP/s on
+// AlexNet conv3/conv4 on an H200; Hopper reaches its peak only through warpgroup MMA (wgmma),
+// which reads both operands straight from shared memory (no ldmatrix, no register fragments)
+// and runs asynchronously to the issuing threads.
+//
+// GEMM view: M = output pixels (batch * conv_h * conv_w), N = output channels, K = kh*kw*in_c in
+// (kh, kw, c) order — the same NHWC conventions as the mma.sync kernel.  A rows are gathered on
+// the fly from the NHWC input, one 16-byte cp.async per (row, tap, 8-channel chunk), zero-filled
+// (src-size 0) for padding taps and the K tail; B is the prepacked weight [out_c][w_k] fp16,
+// K contiguous, zero-padded in K to a multiple of 64, so B loads need no guard.
+//
+// Tile: CTA = 2 warpgroups (256 threads), BM = 128 (64 rows per warpgroup), BN = 128 (or 64
+// when out_c % 128 != 0), BK = 64 halves = one 128-byte row per A/B row.  Shared memory holds
+// the rows in the canonical K-major 128-byte-swizzle layout wgmma expects: row r of a tile at
+// r * 128 bytes, its 16-byte chunk c at chunk (c ^ (r % 8)); every tile starts 1024-byte aligned
+// (the swizzle is a function of address bits 4-9).  Descriptor: start >> 4, LBO unused (1),
+// SBO = 1024 bytes (8 rows), swizzle mode 1 (128B).  The 4 k16 steps of a k-tile advance the
+// start address by 32 bytes within the swizzled row, exactly as the hardware's swizzle expects.
+//
+// Pipeline (no producer warps): all 256 threads issue cp.async for the tiles STAGES-2 ahead;
+// per k-tile: cp.async.wait -> fence.proxy.async.shared::cta (the cp.async writes are generic
+// proxy, wgmma reads are async proxy) -> __syncthreads -> refill slot (kt-2) % STAGES ->
+// wgmma.fence, 4 x wgmma, commit -> wgmma.wait_group 1.  Keeping one wgmma group in flight
+// lets the tensor cores run while the threads go through the next barrier and issue loads; the
+// slot refilled at iteration kt was last read by the group of kt-2, which every warpgroup has
+// retired (wait_group 1 at the end of kt-1) before the barrier of kt.
+//
+// Epilogue: accumulators (wgmma m64nN layout: warp w of the warpgroup owns rows 16w..16w+15;
+// register 4j + 2h + {0,1} holds row lane/4 + 8h, columns 8j + 2(lane%4) + {0,1}) + bias, ReLU,
+// rounded to fp16, staged in shared memory (the drained ring), then written as 16-byte rows.
+// out_c % 64 == 0, so the output has no padding channels to zero.
+//
+// Build: the kernel body exists only under __CUDA_ARCH_FEAT_SM90_ALL (the sm_90a image, which
+// CMake adds for this file when 90 is among the CUDA architectures).  Other images get a body
+// that traps; device_supported() runs a probe kernel from the same fatbinary to learn which
+// image the driver loaded, so the trapping one is never launched.
+#include "kernels/cuda/conv_fp16_wgmma.h"
+
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "cnnrt/error.h"
+#include "kernels/cuda/cuda_check.h"
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define CNNRT_WGMMA_DEVICE 1
+#endif
+
+namespace cnnrt::cuda {
+namespace wgmma_detail {
+
+constexpr int kBM = 128;       // rows per CTA (2 warpgroups x 64)
+constexpr int kBK = 64;        // halves per k-tile: one 128-byte swizzled row
+constexpr int kThreads = 256;
+constexpr int kStages = 4;
+
+struct WgmmaParams {
+  const __half* x = nullptr;
+  const __half* w = nullptr;   // [out_c][w_k]
+  const float* bias = nullptr; // [out_c] (zeros when the layer has none)
+  __half* y = nullptr;
+  int in_h = 0, in_w = 0, in_c = 0;  // in_c == channel stride (in_c % 8 == 0)
+  int conv_h = 0, conv_w = 0;
+  int kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
+  int c_chunks = 0;  // in_c / 8
+  int k_chunks = 0;  // real K in 8-chunks: kh * kw * c_chunks
+  int k_tiles = 0;   // w_k / kBK
+  int w_k = 0;
+  int out_c = 0;
+  int relu = 0;
+  int m_total = 0;   // batch * conv_h * conv_w
+};
+
+constexpr size_t smem_bytes(int bn, int stages) {
+  // 1024 bytes of slack to align the ring, the ring, the row table.
+  return 1024 + size_t(stages) * (kBM + bn) * 128 + size_t(kBM) * 16;
+}
+
+#ifdef CNNRT_WGMMA_DEVICE
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+               "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+// Makes this thread's generic-proxy shared-memory writes (cp.async results included, once
+// waited for) visible to the async proxy that wgmma reads through.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// Ties the accumulators to a point in the instruction stream: without it the compiler could
+// move ordinary reads/writes of them across the (register-less) wgmma fence/wait statements.
+template <int N>
+__device__ __forceinline__ void fence_operands(float (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// K-major operand in the 128-byte swizzle layout (see the design note).
+__device__ __forceinline__ uint64_t make_desc(uint32_t smem_addr) {
+  return uint64_t((smem_addr & 0x3FFFF) >> 4) | (uint64_t(1) << 16) |
+         (uint64_t(1024 >> 4) << 32) | (uint64_t(1) << 62);
+}
+
+// D[64 x N] += A[64 x 16] * B[N x 16]^T, both K-major from shared memory, fp32 accumulate.
+__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t desc_a,
+                                                  uint64_t desc_b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
+      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+      "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+      "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
+      "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(desc_a), "l"(desc_b), "r"(1));
+}
+
+__device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], uint64_t desc_a,
+                                                  uint64_t desc_b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
+      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
+      "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(desc_a), "l"(desc_b), "r"(1));
+}
+
+template <int BN>
+struct Mma;
+template <>
+struct Mma<128> {
+  static __device__ __forceinline__ void run(float (&d)[64], uint64_t a, uint64_t b) {
+    wgmma_m64n128k16(d, a, b);
+  }
+};
+template <>
+struct Mma<64> {
+  static __device__ __forceinline__ void run(float (&d)[32], uint64_t a, uint64_t b) {
+    wgmma_m64n64k16(d, a, b);
+  }
+};
+#endif  // CNNRT_WGMMA_DEVICE
+
+template <int BN, int STAGES>
+__global__ void __launch_bounds__(kThreads, 1) conv_wgmma_kernel(const WgmmaParams p) {
+#ifdef CNNRT_WGMMA_DEVICE
+  static_assert(STAGES >= 3, "the ring keeps one tile under wgmma and one being refilled");
+  constexpr int kAStage = kBM * 128, kBStage = BN * 128, kStage = kAStage + kBStage;
+  constexpr int kAcc = BN / 2;  // fp32 accumulators per thread (m64nBN over 128 threads)
+  constexpr int kCRow = BN + 8; // staging row (halves); +8 keeps the half2 stores conflict-free
+
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const uint32_t raw_base = smem_u32(smem_raw);
+  const uint32_t ring = (raw_base + 1023u) & ~1023u;  // swizzle atoms need 1024-byte alignment
+  unsigned char* ring_ptr = smem_raw + (ring - raw_base);
+  int4* s_rows = reinterpret_cast<int4*>(ring_ptr + STAGES * kStage);  // {image|-1, ih0, iw0, 0}
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int wg = warp >> 2;  // warpgroup: rows 64 * wg .. 64 * wg + 63
+  const int m0 = blockIdx.x * kBM;
+  const int n0 = blockIdx.y * BN;
+  const __half* w_tile = p.w + size_t(n0) * p.w_k;
+
+  for (int r = tid; r < kBM; r += kThreads) {
+    int4 info = make_int4(-1, 0, 0, 0);
+    const int m = m0 + r;
+    if (m < p.m_total) {
+      const int cx = m % p.conv_w, t = m / p.conv_w;
+      const int cy = t % p.conv_h, n = t / p.conv_h;
+      info = make_int4(n, cy * p.sh - p.ph, cx * p.sw - p.pw, 0);
+    }
+    s_rows[r] = info;
+  }
+  __syncthreads();
+
+  // ---- loaders: thread owns 16-byte chunk ld_c of rows ld_r0 + 32 i -----------------------
+  const int ld_c = tid & 7, ld_r0 = tid >> 3;
+  // All of a thread's rows share row % 8, hence one swizzled chunk offset.
+  const uint32_t ld_off = uint32_t(ld_r0) * 128 + (uint32_t(ld_c ^ (ld_r0 & 7)) << 4);
+  auto load_b = [&](int slot, int kt) {
+#pragma unroll
+    for (int i = 0; i < BN * 8 / kThreads; ++i) {
+      const int r = ld_r0 + 32 * i;
+      cp_async_16(ring + slot * kStage + kAStage + ld_off + i * 32 * 128,
+                  w_tile + size_t(r) * p.w_k + kt * kBK + ld_c * 8, 16);
+    }
+  };
+  // The loader runs for consecutive k-tiles only, so the (tap row, tap column, channel chunk)
+  // of this thread's K chunk advance incrementally: no division per k-tile.
+  int a_kc = ld_c, a_c8 = 0, a_kh = 0, a_kw = 0;
+  {
+    const int tap = a_kc / p.c_chunks;
+    a_c8 = a_kc - tap * p.c_chunks;
+    a_kh = tap / p.kw;
+    a_kw = tap - a_kh * p.kw;
+  }
+  auto load_a = [&](int slot) {
+    const bool k_ok = a_kc < p.k_chunks;  // past K: zero fill (the tap may run past kh)
+    const int dy = a_kh, dx = a_kw;
+    const __half* x_c = p.x + a_c8 * 8;
+    a_kc += kBK / 8;
+    a_c8 += kBK / 8;
+    while (a_c8 >= p.c_chunks) {
+      a_c8 -= p.c_chunks;
+      if (++a_kw == p.kw) {
+        a_kw = 0;
+        ++a_kh;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kBM * 8 / kThreads; ++i) {
+      const int4 info = s_rows[ld_r0 + 32 * i];
+      const int ih = info.y + dy, iw = info.z + dx;
+      const __half* src = p.x;  // never read when bytes == 0
+      int bytes = 0;
+      if (k_ok && info.x >= 0 && unsigned(ih) < unsigned(p.in_h) &&
+          unsigned(iw) < unsigned(p.in_w)) {
+        src = x_c + ((size_t(info.x) * p.in_h + ih) * p.in_w + iw) * p.in_c;
+        bytes = 16;
+      }
+      cp_async_16(ring + slot * kStage + ld_off + i * 32 * 128, src, bytes);
+    }
+  };
+
+  float acc[kAcc];
+#pragma unroll
+  for (int i = 0; i < kAcc; ++i) acc[i] = 0.f;
+  fence_operands(acc);
+
+  // ---- prologue: tiles 0 .. STAGES-3 ----------------------------------------------------------
+#pragma unroll
+  for (int s = 0; s < STAGES - 2; ++s) {
+    if (s < p.k_tiles) {
+      load_b(s, s);
+      load_a(s);
+    }
+    cp_async_commit();
+  }
+
+  // ---- main loop --------------------------------------------------------------------------
+  for (int kt = 0; kt < p.k_tiles; ++kt) {
+    cp_async_wait<STAGES - 3>();  // this thread's copies of tile kt have landed
+    fence_proxy_async_shared();
+    __syncthreads();              // ... everyone's; and wgmma of kt-2 is retired everywhere
+    const int k_next = kt + STAGES - 2;
+    if (k_next < p.k_tiles) {
+      load_b(k_next % STAGES, k_next);
+      load_a(k_next % STAGES);
+    }
+    cp_async_commit();
+
+    const uint32_t a_base = ring + (kt % STAGES) * kStage + wg * 64 * 128;
+    const uint32_t b_base = ring + (kt % STAGES) * kStage + kAStage;
+    const uint64_t desc_a = make_desc(a_base), desc_b = make_desc(b_base);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kBK / 16; ++kk)  // +32 bytes per k16 step = +2 in the start field
+      Mma<BN>::run(acc, desc_a + 2 * kk, desc_b + 2 * kk);
+    wgmma_commit();
+    wgmma_wait<1>();
+  }
+  wgmma_wait<0>();
+  fence_operands(acc);
+  cp_async_wait<0>();
+  __syncthreads();  // the ring is drained and no warpgroup reads it: reuse it as staging
+
+  // ---- epilogue: bias + ReLU -> fp16 staging -> 16-byte rows --------------------------------
+  __half* s_c = reinterpret_cast<__half*>(ring_ptr);
+  const int row0 = wg * 64 + (warp & 3) * 16 + (lane >> 2);
+#pragma unroll
+  for (int j = 0; j < BN / 8; ++j) {
+    const int col = j * 8 + (lane & 3) * 2;
+    const float b0 = p.bias[n0 + col], b1 = p.bias[n0 + col + 1];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float v0 = acc[4 * j + 2 * h] + b0, v1 = acc[4 * j + 2 * h + 1] + b1;
+      if (p.relu) {
+        v0 = fmaxf(v0, 0.f);
+        v1 = fmaxf(v1, 0.f);
+      }
+      *reinterpret_cast<__half2*>(s_c + (row0 + 8 * h) * kCRow + col) =
+          __floats2half2_rn(v0, v1);
+    }
+  }
+  __syncthreads();
+  constexpr int kChunks = BN / 8;
+  for (int id = tid; id < kBM * kChunks; id += kThreads) {
+    const int r = id / kChunks, c = id % kChunks;
+    const int m = m0 + r;
+    if (m >= p.m_total) continue;
+    *reinterpret_cast<uint4*>(p.y + size_t(m) * p.out_c + n0 + c * 8) =
+        *reinterpret_cast<const uint4*>(s_c + r * kCRow + c * 8);
+  }
+#else
+  __trap();  // not the sm_90a image: device_supported() keeps this from ever being launched
+#endif
+}
+
+__global__ void wgmma_probe_kernel(int* has_wgmma) {
+#ifdef CNNRT_WGMMA_DEVICE
+  *has_wgmma = 1;
+#else
+  *has_wgmma = 0;
+#endif
+}
+
+}  // namespace wgmma_detail
+
+using wgmma_detail::WgmmaParams;
+
+class ConvFp16WgmmaImpl {
+ public:
+  ConvShape shape;
+  WgmmaParams base;  // everything but x, y and the batch
+  int bn = 128;
+  __half* w = nullptr;
+  float* bias = nullptr;
+  size_t bytes = 0;
+  ~ConvFp16WgmmaImpl() {
+    cudaFree(w);  // destructors never throw; a failed free here leaks at worst
+    cudaFree(bias);
+  }
+};
+
+bool ConvFp16Wgmma::supports(const ConvShape& s) {
+  const ConvAttrs& a = s.conv;
+  return a.groups == 1 && a.dilation_h == 1 && a.dilation_w == 1 && !s.pool && s.in_c > 0 &&
+         s.in_c % 8 == 0 && s.out_c > 0 && s.out_c % 64 == 0 && a.out_channels == s.out_c &&
+         a.kernel_h > 0 && a.kernel_w > 0 && a.stride_h > 0 && a.stride_w > 0 && a.pad_h >= 0 &&
+         a.pad_w >= 0 && s.in_h > 0 && s.in_w > 0 && s.conv_h > 0 && s.conv_w > 0;
+}
+
+bool ConvFp16Wgmma::device_supported() {
+  static const bool supported = [] {
+    int device = 0;
+    cudaDeviceProp prop;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+      cudaGetLastError();  // leave no sticky error behind for the caller
+      return false;
+    }
+    if (prop.major != 9 || prop.minor != 0) return false;
+    // Which image did the driver load for this fatbinary?  Only the sm_90a one has wgmma.
+    int* flag = nullptr;
+    int has_wgmma = 0;
+    bool ok = cudaMalloc(&flag, sizeof(int)) == cudaSuccess;
+    if (ok) {
+      wgmma_detail::wgmma_probe_kernel<<<1, 1>>>(flag);
+      ok = cudaGetLastError() == cudaSuccess &&
+           cudaMemcpy(&has_wgmma, flag, sizeof(int), cudaMemcpyDeviceToHost) == cudaSuccess;
+      cudaFree(flag);
+    }
+    cudaGetLastError();
+    return ok && has_wgmma == 1;
+  }();
+  return supported;
+}
+
+namespace {
+template <int BN>
+void set_smem_limit() {
+  CNNRT_CUDA_CHECK(cudaFuncSetAttribute(
+      wgmma_detail::conv_wgmma_kernel<BN, wgmma_detail::kStages>,
+      cudaFuncAttributeMaxDynamicSharedMemorySize,
+      static_cast<int>(wgmma_detail::smem_bytes(BN, wgmma_detail::kStages))));
+}
+}  // namespace
+
+ConvFp16Wgmma::ConvFp16Wgmma(const ConvShape& shape_in, const float* weight, const float* bias)
+    : impl_(std::make_unique<ConvFp16WgmmaImpl>()) {
+  ConvFp16WgmmaImpl& m = *impl_;
+  m.shape = shape_in;
+  m.shape.derive();
+  const ConvShape& s = m.shape;
+  if (!supports(s))
+    throw Error("conv_fp16_wgmma: unsupported shape (needs groups 1, dilation 1, no pool, "
+                "in_c % 8 == 0, out_c % 64 == 0)");
+  if (!device_supported())
+    throw Error("conv_fp16_wgmma: needs a compute capability 9.0 device and the sm_90a build");
+  if (weight == nullptr) throw Error("conv_fp16_wgmma: no weight");
+  const ConvAttrs& a = s.conv;
+  m.bn = s.out_c % 128 == 0 ? 128 : 64;
+
+  WgmmaParams& p = m.base;
+  p.in_h = s.in_h;
+  p.in_w = s.in_w;
+  p.in_c = s.in_c;
+  p.conv_h = s.conv_h;
+  p.conv_w = s.conv_w;
+  p.kh = a.kernel_h;
+  p.kw = a.kernel_w;
+  p.sh = a.stride_h;
+  p.sw = a.stride_w;
+  p.ph = a.pad_h;
+  p.pw = a.pad_w;
+  p.c_chunks = s.in_c / 8;
+  p.k_chunks = a.kernel_h * a.kernel_w * p.c_chunks;
+  const int k_real = p.k_chunks * 8;
+  p.w_k = (k_real + wgmma_detail::kBK - 1) / wgmma_detail::kBK * wgmma_detail::kBK;
+  p.k_tiles = p.w_k / wgmma_detail::kBK;
+  p.out_c = s.out_c;
+  p.relu = s.relu ? 1 : 0;
+
+  // [out_c][w_k], k = (ky * kw + kx) * in_c + c, zero K tail.
+  std::vector<__half> w_host(size_t(s.out_c) * p.w_k, __float2half(0.f));
+  for (int o = 0; o < s.out_c; ++o)
+    for (int c = 0; c < s.in_c; ++c)
+      for (int ky = 0; ky < a.kernel_h; ++ky)
+        for (int kx = 0; kx < a.kernel_w; ++kx)
+          w_host[size_t(o) * p.w_k + (size_t(ky) * a.kernel_w + kx) * s.in_c + c] =
+              __float2half_rn(weight[((size_t(o) * s.in_c + c) * a.kernel_h + ky) * a.kernel_w + kx]);
+  std::vector<float> b_host(s.out_c, 0.f);
+  if (bias != nullptr) std::memcpy(b_host.data(), bias, sizeof(float) * s.out_c);
+
+  m.bytes = w_host.size() * sizeof(__half) + b_host.size() * sizeof(float);
+  CNNRT_CUDA_CHECK(cudaMalloc(&m.w, w_host.size() * sizeof(__half)));
+  CNNRT_CUDA_CHECK(cudaMalloc(&m.bias, b_host.size() * sizeof(float)));
+  CNNRT_CUDA_CHECK(cudaMemcpy(m.w, w_host.data(), w_host.size() * sizeof(__half),
+                              cudaMemcpyHostToDevice));
+  CNNRT_CUDA_CHECK(cudaMemcpy(m.bias, b_host.data(), b_host.size() * sizeof(float),
+                              cudaMemcpyHostToDevice));
+  p.w = m.w;
+  p.bias = m.bias;
+  if (m.bn == 128)
+    set_smem_limit<128>();
+  else
+    set_smem_limit<64>();
+}
+
+ConvFp16Wgmma::~ConvFp16Wgmma() = default;
+
+void ConvFp16Wgmma::forward(const void* x, void* y, int batch, cudaStream_t stream) const {
+  const ConvFp16WgmmaImpl& m = *impl_;
+  if (batch <= 0) return;
+  const long long m_total = (long long)batch * m.shape.conv_h * m.shape.conv_w;
+  if (m_total > (1LL << 30))
+    throw Error("conv_fp16_wgmma: batch " + std::to_string(batch) + " too large for int indexing");
+  WgmmaParams p = m.base;
+  p.x = static_cast<const __half*>(x);
+  p.y = static_cast<__half*>(y);
+  p.m_total = static_cast<int>(m_total);
+  const dim3 grid(static_cast<unsigned>((m_total + wgmma_detail::kBM - 1) / wgmma_detail::kBM),
+                  static_cast<unsigned>(m.shape.out_c / m.bn));
+  constexpr int S = wgmma_detail::kStages;
+  if (m.bn == 128)
+    wgmma_detail::conv_wgmma_kernel<128, S>
+        <<<grid, wgmma_detail::kThreads, wgmma_detail::smem_bytes(128, S), stream>>>(p);
+  else
+    wgmma_detail::conv_wgmma_kernel<64, S>
+        <<<grid, wgmma_detail::kThreads, wgmma_detail::smem_bytes(64, S), stream>>>(p);
+  CNNRT_CUDA_CHECK_LAUNCH();
+}
+
+size_t ConvFp16Wgmma::weight_bytes() const { return impl_->bytes; }
+
+std::string ConvFp16Wgmma::variant() const {
+  return "wgmma_128x" + std::to_string(impl_->bn) + "x64_s" +
+         std::to_string(wgmma_detail::kStages);
+}
+
+}  // namespace cnnrt::cuda

@@ -1,0 +1,102 @@
+// Registry entry of the experimental Hopper wgmma convolution (kernels/cuda/conv_fp16_wgmma.h).
+//
+// A thin adapter like conv_fp16_igemm's (runtime/cuda/conv_kernels.cpp): supports() rebuilds
+// the ConvShape from the fused node, refuses a node whose derived output disagrees with the
+// graph's inferred shape (so the kernel can never write outside the planned buffer), applies the
+// kernel's shape rule, and finally the device rule — compute capability 9.0 with the sm_90a
+// image loaded — which is queried once and cached (supports() gets only the node).
+// Priority 5: below conv_fp16_igemm (10) until a GPU run proves it correct and faster.
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "kernels/cuda/conv_fp16_wgmma.h"
+#include "runtime/cuda/cuda_registry.h"
+
+namespace cnnrt::cuda {
+namespace {
+
+std::optional<ConvShape> wgmma_shape_of(const Node& node) {
+  if (node.op != OpKind::Conv || node.input_shapes.size() != 1 ||
+      node.input_shapes[0].size() != 3 || node.output_shape.size() != 3 ||
+      !std::holds_alternative<ConvAttrs>(node.attrs))
+    return std::nullopt;
+  ConvShape shape;
+  shape.in_c = static_cast<int>(node.input_shapes[0][0]);
+  shape.in_h = static_cast<int>(node.input_shapes[0][1]);
+  shape.in_w = static_cast<int>(node.input_shapes[0][2]);
+  shape.conv = node.get<ConvAttrs>();
+  shape.out_c = shape.conv.out_channels;
+  shape.relu = node.activation == Activation::Relu;
+  shape.pool = node.fused_maxpool;
+  shape.derive();
+  if (Shape{shape.out_c, shape.out_h, shape.out_w} != node.output_shape) return std::nullopt;
+  if (!ConvFp16Wgmma::supports(shape)) return std::nullopt;
+  return shape;
+}
+
+class ConvFp16WgmmaKernel final : public LayerKernel {
+ public:
+  ConvFp16WgmmaKernel(const ConvShape& shape, const float* weight, const float* bias)
+      : conv_(shape, weight, bias) {}
+  void run(const KernelArgs& args) override {
+    conv_.forward(args.inputs.at(0), args.output, args.batch,
+                  static_cast<cudaStream_t>(args.stream));
+  }
+  size_t weight_bytes() const override { return conv_.weight_bytes(); }
+  std::string variant() const override { return conv_.variant(); }
+
+ private:
+  ConvFp16Wgmma conv_;
+};
+
+std::unique_ptr<LayerKernel> create_conv_fp16_wgmma(const KernelBuildContext& context) {
+  const Node& node = context.node;
+  ErrorSite site;
+  site.file = context.graph.source_file;
+  site.line = node.line;
+  site.column = node.column;
+  site.layer = node.name;
+  const std::optional<ConvShape> shape = wgmma_shape_of(node);
+  if (!shape)
+    throw_error(site, "conv_fp16_wgmma does not serve this conv (needs groups 1, dilation 1, "
+                      "no fused pool, in_c % 8 == 0, out_c % 64 == 0)");
+  if (!ConvFp16Wgmma::device_supported())
+    throw_error(site, "conv_fp16_wgmma needs a compute capability 9.0 GPU and the sm_90a build");
+  const Param* weight = node.find_param("weight");
+  const size_t weight_elements = static_cast<size_t>(shape->out_c) * shape->in_c *
+                                 shape->conv.kernel_h * shape->conv.kernel_w;
+  if (weight == nullptr || weight->value.data.size() != weight_elements) {
+    site.tensor = weight != nullptr ? weight->key : "weight";
+    throw_error(site, "conv weight is not bound or has " +
+                          std::to_string(weight ? weight->value.data.size() : 0) +
+                          " values, expected " + std::to_string(weight_elements));
+  }
+  const Param* bias = node.find_param("bias");
+  const bool has_bias = bias != nullptr && !bias->value.data.empty();
+  if (has_bias && static_cast<int>(bias->value.data.size()) != shape->out_c) {
+    site.tensor = bias->key;
+    throw_error(site, "conv bias has " + std::to_string(bias->value.data.size()) +
+                          " values, expected " + std::to_string(shape->out_c));
+  }
+  return std::make_unique<ConvFp16WgmmaKernel>(*shape, weight->value.data.data(),
+                                               has_bias ? bias->value.data.data() : nullptr);
+}
+
+}  // namespace
+
+void register_wgmma_conv_kernels(KernelRegistry& registry) {
+  KernelEntry entry;
+  entry.name = "conv_fp16_wgmma";
+  entry.op = OpKind::Conv;
+  entry.device = Device::CUDA;
+  entry.precision = Precision::FP16;
+  entry.priority = 5;  // the lead raises it once a GPU run proves it correct and faster
+  entry.supports = [](const Node& node) {
+    return wgmma_shape_of(node).has_value() && ConvFp16Wgmma::device_supported();
+  };
+  entry.create = create_conv_fp16_wgmma;
+  registry.add(std::move(entry));
+}
+
+}  // namespace cnnrt::cuda

@@ -1,0 +1,280 @@
+// GPU tests of the Hopper wgmma convolution (kernels/cuda/conv_fp16_wgmma.h) against the CPU
+// reference (ref::conv2d -> ref::relu, double accumulation), plus its registry rules.
+//
+// Kernel cases skip unless the device is compute capability 9.x; on a 9.0 device the sm_90a
+// image must be loaded (device_supported() true), otherwise the build is wrong and the test
+// fails.  Inputs, weights and biases are fresh random values, rounded to fp16 before the
+// reference sees them, so the only differences are fp32 accumulation order and the final fp16
+// rounding.  Tolerances: rel L2 ||y - ref|| / ||ref|| <= 2e-3 (fp16 output rounding alone gives
+// ~3e-4), and per element |y - ref| <= 4e-3 |ref| + 2e-3 max|ref| (catches a wrong tile edge or a
+// swizzle slip that an L2 norm could hide).  Outputs are NaN-poisoned before the launch, so every
+// element must be written; padding channels (none for out_c % 64 == 0) must be +0.
+// Shapes: AlexNet conv3/conv4 at batch 1 and 3, and odd ones within supports() (H, W 7/13/17;
+// in_c 8/24/192; out_c 64/192; kernels 1/3/5; padding 0..2; stride 1 and 2) — M is never a
+// multiple of the 128-row tile, K tails are partial (in_c 8/24), and out_c 192 takes BN = 64.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cnnrt/error.h"
+#include "fp16_test_util.h"
+#include "graph/ops.h"
+#include "kernels/cpu/reference.h"
+#include "kernels/cuda/conv_fp16_wgmma.h"
+#include "runtime/cuda/cuda_registry.h"
+
+namespace cnnrt::cuda {
+namespace {
+
+// Compute capability 9.x present: the kernel cases run; otherwise they skip.
+bool hopper_present() {
+  if (!test::cuda_device_present()) return false;
+  int device = 0, major = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess)
+    return false;
+  return major == 9;
+}
+
+#define REQUIRE_HOPPER() \
+  if (!hopper_present()) GTEST_SKIP() << "no compute capability 9.x device"
+
+struct WCase {
+  int batch, c, h, w, oc, k, stride, pad;
+  bool relu, bias;
+};
+
+std::string describe(const WCase& t) {
+  std::ostringstream s;
+  s << "n" << t.batch << " c" << t.c << " " << t.h << "x" << t.w << " -> oc" << t.oc << " k"
+    << t.k << " s" << t.stride << " p" << t.pad << (t.relu ? " relu" : "")
+    << (t.bias ? " bias" : "");
+  return s.str();
+}
+
+ConvAttrs attrs_of(const WCase& t) {
+  ConvAttrs a;
+  a.out_channels = t.oc;
+  a.kernel_h = a.kernel_w = t.k;
+  a.stride_h = a.stride_w = t.stride;
+  a.pad_h = a.pad_w = t.pad;
+  return a;
+}
+
+ConvShape shape_of(const WCase& t) {
+  ConvShape s;
+  s.in_c = t.c;
+  s.in_h = t.h;
+  s.in_w = t.w;
+  s.out_c = t.oc;
+  s.conv = attrs_of(t);
+  s.relu = t.relu;
+  s.derive();
+  return s;
+}
+
+void check_case(const WCase& t, uint32_t seed) {
+  SCOPED_TRACE(describe(t));
+  ASSERT_TRUE(ConvFp16Wgmma::device_supported())
+      << "compute capability 9.0 device but no sm_90a image: is 90 in CMAKE_CUDA_ARCHITECTURES?";
+  std::mt19937 rng(seed);
+  const ConvShape shape = shape_of(t);
+  ASSERT_TRUE(ConvFp16Wgmma::supports(shape));
+  const int oh = shape.out_h, ow = shape.out_w;
+  const std::vector<float> x = test::random_fp16_values(size_t(t.batch) * t.c * t.h * t.w, rng);
+  // Weights scaled so outputs stay O(1) whatever K is (fp16 output keeps its precision).
+  const float w_scale = 1.0f / std::sqrt(float(t.c * t.k * t.k));
+  const std::vector<float> weight =
+      test::random_fp16_values(size_t(t.oc) * t.c * t.k * t.k, rng, -w_scale, w_scale);
+  const std::vector<float> bias = test::random_fp16_values(t.oc, rng, -0.5f, 0.5f);
+
+  std::vector<float> expected(size_t(t.batch) * t.oc * oh * ow);
+  ref::conv2d(x.data(), t.batch, t.c, t.h, t.w, weight.data(), t.bias ? bias.data() : nullptr,
+              shape.conv, expected.data());
+  if (t.relu) ref::relu(expected.data(), int64_t(expected.size()), expected.data());
+
+  const ConvFp16Wgmma conv(shape, weight.data(), t.bias ? bias.data() : nullptr);
+  test::DeviceMem d_x(test::to_nhwc(x, t.batch, t.c, t.h, t.w));
+  test::DeviceMem d_y(size_t(t.batch) * oh * ow * test::pad8(t.oc) * sizeof(__half));
+  conv.forward(d_x.get(), d_y.get(), t.batch, nullptr);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+
+  int64_t bad_padding = 0;
+  const std::vector<float> actual =
+      test::from_nhwc(d_y.halves(), t.batch, t.oc, oh, ow, &bad_padding);
+  EXPECT_EQ(bad_padding, 0);
+  const double err = test::rel_l2(actual, expected);
+  EXPECT_LE(err, 2e-3) << "variant " << conv.variant();
+  float max_ref = 0.f;
+  for (float v : expected) max_ref = std::max(max_ref, std::fabs(v));
+  int64_t bad = 0;
+  size_t first_bad = 0;
+  for (size_t i = 0; i < actual.size(); ++i) {
+    const float tol = 4e-3f * std::fabs(expected[i]) + 2e-3f * max_ref;
+    if (!(std::fabs(actual[i] - expected[i]) <= tol)) {  // NaN fails too
+      if (bad++ == 0) first_bad = i;
+    }
+  }
+  EXPECT_EQ(bad, 0) << "first bad element " << first_bad << ": got " << actual[first_bad]
+                    << ", expected " << expected[first_bad];
+}
+
+TEST(ConvWgmma, AlexNetConv3MatchesReference) {
+  REQUIRE_HOPPER();
+  check_case({1, 192, 13, 13, 384, 3, 1, 1, true, true}, 11);
+  check_case({3, 192, 13, 13, 384, 3, 1, 1, true, true}, 12);
+}
+
+TEST(ConvWgmma, AlexNetConv4MatchesReference) {
+  REQUIRE_HOPPER();
+  check_case({1, 384, 13, 13, 256, 3, 1, 1, true, true}, 21);
+  check_case({3, 384, 13, 13, 256, 3, 1, 1, true, true}, 22);
+}
+
+TEST(ConvWgmma, OddShapesMatchReference) {
+  REQUIRE_HOPPER();
+  const WCase cases[] = {
+      {2, 8, 7, 7, 64, 1, 1, 0, true, true},         // K = 8: one k-tile, 7/8 of it zero
+      {3, 24, 17, 17, 192, 5, 2, 2, true, true},     // BN = 64, stride 2, K tail 600 -> 640
+      {1, 192, 13, 13, 64, 3, 2, 0, false, true},    // no ReLU: negative outputs survive
+      {2, 8, 17, 17, 192, 3, 1, 1, true, false},     // no bias, taps cross k-tiles (in_c 8)
+      {3, 24, 7, 7, 64, 5, 1, 1, true, true},        // 5x5 on 7x7, pad 1
+      {1, 192, 17, 17, 192, 1, 2, 2, false, true},   // 1x1 with padding: bias-only borders
+      {2, 24, 13, 13, 192, 3, 1, 2, true, true},     // pad 2 with 3x3: output 15x15
+      {3, 192, 7, 7, 64, 5, 2, 2, true, true},       // K = 4800 (75 k-tiles), tiny M
+  };
+  uint32_t seed = 100;
+  for (const WCase& t : cases) check_case(t, seed++);
+}
+
+// ---- registry rules -------------------------------------------------------------------------
+
+Node make_node(const WCase& t, int groups = 1, int dilation = 1, bool pool = false) {
+  Node node;
+  node.name = "conv_under_test";
+  node.op = OpKind::Conv;
+  ConvAttrs a = attrs_of(t);
+  a.groups = groups;
+  a.dilation_h = a.dilation_w = dilation;
+  node.attrs = a;
+  node.inputs = {"input"};
+  node.input_shapes = {{t.c, t.h, t.w}};
+  const int64_t oh = pool_output_size(t.h, t.k, t.stride, t.pad, dilation, false);
+  const int64_t ow = pool_output_size(t.w, t.k, t.stride, t.pad, dilation, false);
+  node.output_shape = {t.oc, oh, ow};
+  node.activation = t.relu ? Activation::Relu : Activation::None;
+  if (pool) {
+    PoolAttrs p;
+    p.kernel_h = p.kernel_w = 3;
+    p.stride_h = p.stride_w = 2;
+    node.fused_maxpool = p;
+    node.pre_pool_shape = node.output_shape;
+    node.output_shape = {t.oc, pool_output_size(oh, 3, 2, 0, 1, false),
+                         pool_output_size(ow, 3, 2, 0, 1, false)};
+  }
+  return node;
+}
+
+TEST(ConvWgmma, RegistryEntryIsLowPriorityFp16Conv) {
+  const KernelEntry* entry = KernelRegistry::instance().find("conv_fp16_wgmma");
+  ASSERT_NE(entry, nullptr);
+  EXPECT_EQ(entry->op, OpKind::Conv);
+  EXPECT_EQ(entry->device, Device::CUDA);
+  EXPECT_EQ(entry->precision, Precision::FP16);
+  EXPECT_FALSE(entry->baseline);
+  const KernelEntry* igemm = KernelRegistry::instance().find("conv_fp16_igemm");
+  ASSERT_NE(igemm, nullptr);
+  EXPECT_LT(entry->priority, igemm->priority) << "raise only after a GPU run proves it";
+}
+
+TEST(ConvWgmma, RefusesPooledGroupedOddChannelNodes) {
+  const KernelEntry* entry = KernelRegistry::instance().find("conv_fp16_wgmma");
+  ASSERT_NE(entry, nullptr);
+  const WCase conv3{1, 192, 13, 13, 384, 3, 1, 1, true, true};
+  // Shape rule (device independent): the AlexNet conv3 shape passes, every variant below fails.
+  EXPECT_TRUE(ConvFp16Wgmma::supports(shape_of(conv3)));
+  ConvShape pooled = shape_of(conv3);
+  pooled.pool = PoolAttrs{3, 3, 2, 2, 0, 0, false, true};
+  pooled.derive();
+  EXPECT_FALSE(ConvFp16Wgmma::supports(pooled));
+  ConvShape grouped = shape_of(conv3);
+  grouped.conv.groups = 2;
+  EXPECT_FALSE(ConvFp16Wgmma::supports(grouped));
+  EXPECT_FALSE(ConvFp16Wgmma::supports(shape_of({1, 3, 13, 13, 384, 3, 1, 1, true, true})));
+  EXPECT_FALSE(ConvFp16Wgmma::supports(shape_of({1, 20, 13, 13, 384, 3, 1, 1, true, true})));
+  EXPECT_FALSE(ConvFp16Wgmma::supports(shape_of({1, 192, 13, 13, 96, 3, 1, 1, true, true})));
+  ConvShape dilated = shape_of(conv3);
+  dilated.conv.dilation_h = dilated.conv.dilation_w = 2;
+  dilated.derive();
+  EXPECT_FALSE(ConvFp16Wgmma::supports(dilated));
+
+  // Registry predicate: false for all of those nodes on any device ...
+  EXPECT_FALSE(entry->supports(make_node(conv3, 1, 1, /*pool=*/true)));
+  EXPECT_FALSE(entry->supports(make_node(conv3, /*groups=*/2)));
+  EXPECT_FALSE(entry->supports(make_node(conv3, 1, /*dilation=*/2)));
+  EXPECT_FALSE(entry->supports(make_node({1, 3, 13, 13, 384, 3, 1, 1, true, true})));
+  EXPECT_FALSE(entry->supports(make_node({1, 20, 13, 13, 384, 3, 1, 1, true, true})));
+  EXPECT_FALSE(entry->supports(make_node({1, 192, 13, 13, 96, 3, 1, 1, true, true})));
+  Node wrong_output = make_node(conv3);
+  wrong_output.output_shape = {384, 12, 13};  // disagrees with the conv rule: refused
+  EXPECT_FALSE(entry->supports(wrong_output));
+  // ... and for the plain conv3 node exactly when the device can run wgmma.
+  EXPECT_EQ(entry->supports(make_node(conv3)), ConvFp16Wgmma::device_supported());
+}
+
+TEST(ConvWgmma, DeviceRuleFollowsComputeCapability) {
+  int device = 0, major = 0, minor = 0;
+  const bool have = test::cuda_device_present() && cudaGetDevice(&device) == cudaSuccess &&
+                    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) ==
+                        cudaSuccess &&
+                    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) ==
+                        cudaSuccess;
+  if (!have || major != 9 || minor != 0) {
+    EXPECT_FALSE(ConvFp16Wgmma::device_supported());
+    const ConvShape s = shape_of({1, 192, 13, 13, 384, 3, 1, 1, true, true});
+    const std::vector<float> weight(size_t(384) * 192 * 9, 0.25f);
+    EXPECT_THROW(ConvFp16Wgmma(s, weight.data(), nullptr), Error);
+  } else {
+    EXPECT_TRUE(ConvFp16Wgmma::device_supported());
+  }
+}
+
+TEST(ConvWgmma, RegistryEntryRunsConv4) {
+  REQUIRE_HOPPER();
+  ASSERT_TRUE(ConvFp16Wgmma::device_supported());
+  const WCase t{2, 384, 13, 13, 256, 3, 1, 1, true, true};
+  std::mt19937 rng(7);
+  const std::vector<float> x = test::random_fp16_values(size_t(t.batch) * t.c * t.h * t.w, rng);
+  const float w_scale = 1.0f / std::sqrt(float(t.c * 9));
+  std::vector<float> weight =
+      test::random_fp16_values(size_t(t.oc) * t.c * 9, rng, -w_scale, w_scale);
+  std::vector<float> bias = test::random_fp16_values(t.oc, rng, -0.5f, 0.5f);
+  std::vector<float> expected(size_t(t.batch) * t.oc * 13 * 13);
+  ref::conv2d(x.data(), t.batch, t.c, t.h, t.w, weight.data(), bias.data(), attrs_of(t),
+              expected.data());
+  ref::relu(expected.data(), int64_t(expected.size()), expected.data());
+
+  Node node = make_node(t);
+  node.params.push_back(test::make_param("weight", {t.oc, t.c, 3, 3}, weight));
+  node.params.push_back(test::make_param("bias", {t.oc}, bias));
+  Graph graph;
+  test::EntryRunner runner(KernelRegistry::instance(), "conv_fp16_wgmma", node, graph);
+  EXPECT_NE(runner.kernel().variant().find("wgmma"), std::string::npos);
+  test::DeviceMem d_x(test::to_nhwc(x, t.batch, t.c, t.h, t.w));
+  test::DeviceMem d_y(size_t(t.batch) * 13 * 13 * t.oc * sizeof(__half));
+  runner.run({d_x.get()}, d_y.get(), t.batch);
+  int64_t bad_padding = 0;
+  const std::vector<float> actual = test::from_nhwc(d_y.halves(), t.batch, t.oc, 13, 13,
+                                                    &bad_padding);
+  EXPECT_EQ(bad_padding, 0);
+  EXPECT_LE(test::rel_l2(actual, expected), 2e-3);
+}
+
+}  // namespace
+}  // namespace cnnrt::cuda
