@@ -190,7 +190,8 @@ TEST(ConvWgmma, RegistryEntryIsLowPriorityFp16Conv) {
   EXPECT_FALSE(entry->baseline);
   const KernelEntry* igemm = KernelRegistry::instance().find("conv_fp16_igemm");
   ASSERT_NE(igemm, nullptr);
-  EXPECT_LT(entry->priority, igemm->priority) << "raise only after a GPU run proves it";
+  // Chosen over the mma.sync kernel where both apply (measured faster on the H200, run 4).
+  EXPECT_GT(entry->priority, igemm->priority);
 }
 
 TEST(ConvWgmma, RefusesPooledGroupedOddChannelNodes) {
