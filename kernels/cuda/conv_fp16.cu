@@ -8,7 +8,9 @@
 //   direct        everything else (depthwise, odd grouped convs)
 // Within a path, the tile config (and for a fused pool, the spatial tile) depends on the batch,
 // which is a run-time argument: forward() evaluates a small time model over precomputed
-// candidates (pure arithmetic, no CUDA calls), so it stays cheap and graph-capturable.
+// candidates (pure arithmetic, no CUDA calls, cached per batch), so it stays cheap and
+// graph-capturable.  Pool layers get two kinds of fused tiling per config: packed passes
+// (the whole conv tile staged) and row-streaming passes (a ring of conv rows, whole images).
 // With a workspace (forward(..., workspace)) two more kinds of variant compete:
 //   unfused   pool layers: the non-pool kernel writes the fp16 pre-pool tensor to the workspace
 //             (no halo recompute, no passes), conv_finish_kernel pools it;
@@ -93,6 +95,7 @@ const TileConfig* tile_configs(int* count) {
 }
 
 constexpr int kMaxPasses = 8;
+constexpr int kMaxStreamPasses = 32;  // row-streaming pool: staging does not grow with passes
 constexpr int kDirectThreads = 256;
 constexpr int kFlatFinishThreads = 256;  // conv_finish_kernel (unfused pool)
 // Time model constants (H200-calibrated; only their ratios matter for the choice).
@@ -161,6 +164,7 @@ enum class Kind { Fused, Unfused, SplitK, Direct };
 struct Candidate {
   int config = 0;
   int tile_ph = 1, tile_pw = 1, tile_th = 1, tile_tw = 1, tiles_y = 1, tiles_x = 1, passes = 1;
+  int pool_rows = 0, stage_rows = 0;  // row-streaming pool (> 0), see ConvParams
   size_t smem = 0;
   int occupancy = 1;  // CTAs per SM
 };
@@ -296,7 +300,8 @@ class ConvFp16Impl {
     const double rounds = std::ceil(double(splits) / conv_detail::kFinishUnroll);
     return grid_us(config(f), m_ctas(f, batch, false) * n_ctas(f) * splits, f.occupancy,
                    split_k + 2) +
-           kExtraLaunchUs + ((1 + std::max(1.0, overlap)) * partials + out_bytes(batch)) / kBytesPerUs +
+           kExtraLaunchUs +
+           ((1 + std::max(1.0, overlap)) * partials + out_bytes(batch)) / kBytesPerUs +
            rounds * kSliceLatencyUs;
   }
 
@@ -311,10 +316,12 @@ class ConvFp16Impl {
     std::vector<Variant> out;
     int count = 0;
     tile_configs(&count);
-    std::vector<const Candidate*> best(count, nullptr);
-    for (const Candidate& c : candidates)
-      if (!best[c.config] || fused_us(c, batch) < fused_us(*best[c.config], batch))
-        best[c.config] = &c;
+    // Per config the best packed-pass tiling and the best row-streaming one (pool layers).
+    std::vector<const Candidate*> best(2 * count, nullptr);
+    for (const Candidate& c : candidates) {
+      const Candidate*& slot = best[2 * c.config + (c.pool_rows > 0 ? 1 : 0)];
+      if (!slot || fused_us(c, batch) < fused_us(*slot, batch)) slot = &c;
+    }
     for (const Candidate* c : best)
       if (c) out.push_back({Kind::Fused, c, 1, 0, fused_us(*c, batch)});
     if (pool() && !flat.empty()) {
@@ -392,9 +399,12 @@ class ConvFp16Impl {
     const Candidate& c = *v.cand;
     std::ostringstream s;
     s << (gather() ? "igemm_gather " : "igemm ") << config(c).name;
-    if (v.kind == Kind::Fused && pool())
+    if (v.kind == Kind::Fused && pool()) {
       s << " pool-tile " << c.tile_ph << "x" << c.tile_pw << " (conv " << c.tile_th << "x"
-        << c.tile_tw << ", " << c.passes << (c.passes == 1 ? " pass)" : " passes)");
+        << c.tile_tw << ", " << c.passes << (c.passes == 1 ? " pass" : " passes");
+      if (c.pool_rows > 0) s << " of " << c.pool_rows << " rows, streamed";
+      s << ")";
+    }
     if (v.kind == Kind::Unfused) s << " unfused + pool pass";
     if (v.kind == Kind::SplitK)
       s << " split-K " << v.splits << "x" << v.split_k << (pool() ? " + pool pass" : "");
@@ -424,6 +434,8 @@ class ConvFp16Impl {
     p.tiles_y = c.tiles_y;
     p.tiles_x = c.tiles_x;
     p.passes = c.passes;
+    p.pool_rows = c.pool_rows;
+    p.stage_rows = c.stage_rows;
     p.split_k = split_k;
     p.partial = partial;
     const long long grid_x = m_ctas(c, batch, fused);
@@ -600,6 +612,72 @@ class ConvFp16Impl {
     }
     for (int passes = 1; passes <= kMaxPasses; ++passes)
       if (found[passes]) candidates.push_back(best[passes]);
+    add_stream_candidates(config, cfg, smem_limit);
+  }
+
+  // Row-streaming pool tilings (kernel: ConvParams::pool_rows): passes of whole conv rows
+  // (pool_rows = BM / TW of them), staging = a ring of stage_rows conv rows.  Kept: the Pareto
+  // front of (CTAs per image, rows computed per image), fewest CTAs first, so both "one CTA
+  // sweeps the image" and more parallel splits of it compete in the model.
+  void add_stream_candidates(int config, const TileConfig& cfg, size_t smem_limit) {
+    const PoolAttrs& pa = *shape.pool;
+    std::vector<Candidate> all;
+    for (int pw = 1; pw <= std::min(shape.out_w, 64); ++pw) {
+      const int tw = (pw - 1) * pa.stride_w + pa.kernel_w;
+      const int rows = cfg.bm / tw;  // conv rows per pass
+      if (rows < 1) break;
+      for (int ph = 1; ph <= std::min(shape.out_h, 64); ++ph) {
+        const int th = (ph - 1) * pa.stride_h + pa.kernel_h;
+        const int passes = ceil_div(th, rows);
+        if (passes < 2) continue;  // one pass: the packed tiling is the same launch
+        if (passes > kMaxStreamPasses) break;
+        Candidate c;
+        c.config = config;
+        c.tile_ph = ph;
+        c.tile_pw = pw;
+        c.tile_th = th;
+        c.tile_tw = tw;
+        c.tiles_y = ceil_div(shape.out_h, ph);
+        c.tiles_x = ceil_div(shape.out_w, pw);
+        c.passes = passes;
+        c.pool_rows = rows;
+        c.stage_rows = stream_stage_rows(c);
+        c.smem = conv_detail::igemm_stream_smem_bytes(cfg.bm, cfg.bn, cfg.stages, c.stage_rows, tw);
+        if (c.smem > smem_limit) continue;
+        all.push_back(c);
+      }
+    }
+    auto tiles = [](const Candidate& c) { return (long long)c.tiles_y * c.tiles_x; };
+    std::sort(all.begin(), all.end(), [&](const Candidate& a, const Candidate& b) {
+      return tiles(a) != tiles(b) ? tiles(a) < tiles(b) : a.passes < b.passes;
+    });
+    long long best_work = -1;
+    for (const Candidate& c : all) {
+      const long long work = tiles(c) * c.passes;
+      if (best_work < 0 || work < best_work) {
+        candidates.push_back(c);
+        best_work = work;
+      }
+    }
+  }
+
+  // Ring rows a row-streaming tile needs: while pass q writes conv rows [q*R, (q+1)*R), the
+  // rows from the first not-yet-pooled row's window onward are still live (mirrors the
+  // kernel's pooled_rows_after).
+  int stream_stage_rows(const Candidate& c) const {
+    const PoolAttrs& pa = *shape.pool;
+    auto pooled_after = [&](int q) {
+      if (q + 1 >= c.passes) return c.tile_ph;
+      const int done = std::min((q + 1) * c.pool_rows, c.tile_th);
+      return done < pa.kernel_h ? 0 : std::min(c.tile_ph, (done - pa.kernel_h) / pa.stride_h + 1);
+    };
+    int need = c.pool_rows;
+    for (int q = 0; q < c.passes; ++q) {
+      const int first_live = (q == 0 ? 0 : pooled_after(q - 1)) * pa.stride_h;
+      const int end = std::min((q + 1) * c.pool_rows, c.tile_th);
+      need = std::max(need, end - first_live);
+    }
+    return std::min(need, c.tile_th);
   }
 };
 
@@ -750,7 +828,8 @@ size_t ConvFp16::chosen_variant(int batch, bool with_workspace) const {
 }
 
 size_t ConvFp16::variant_workspace_bytes(size_t index, int batch) const {
-  const std::shared_ptr<const ConvFp16Impl::VariantSet> set = impl_->variant_set(std::max(batch, 1));
+  const std::shared_ptr<const ConvFp16Impl::VariantSet> set =
+      impl_->variant_set(std::max(batch, 1));
   const std::vector<Variant>& list = set->list;
   if (index >= list.size())
     throw Error("conv_fp16: variant index " + std::to_string(index) + " out of range");

@@ -28,9 +28,13 @@
 //    tiles (less halo recomputation, less edge waste) are possible.  The pooled outputs are then
 //    reduced from shared memory with __hmax2; the pre-pool tensor never reaches device memory.
 //    Taking the max after rounding to fp16 equals rounding the fp32 max (rounding is monotone).
+//    Row-streaming variant (p.pool_rows > 0): passes of whole conv rows, staging = a small ring
+//    of conv rows, pooled rows written as soon as their windows are complete; the staging size
+//    no longer grows with the pass count, so one CTA can sweep a whole image (no halo).
 //  * split-K (non-pool instances, p.partial set): grid.z slices the K loop and each CTA writes
-//    its raw fp32 sums to the workspace; conv_finish_kernel (bottom of this file) reduces them
-//    with bias / ReLU / pool.  The same finish kernel pools the fp16 output of an unfused launch.
+//    its raw fp32 sums to the workspace; conv_splitk_finish_kernel (bottom of this file)
+//    reduces them with bias / ReLU / pool.  conv_finish_kernel pools the fp16 output of an
+//    unfused launch.
 // A single-pass CTA stages its epilogue tile in the (then idle) pipeline ring, see
 // igemm_smem_bytes; the vector A loader walks (tap, channel chunk) incrementally, no divisions.
 #pragma once
@@ -297,6 +301,52 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32,
           static_cast<unsigned short>(gather_regs[i / 2] >> (16 * (i % 2)));
   };
 
+  // ---- pool write-out: pooled rows [py0, py1) of the CTA's block, from the staging tile ----
+  auto pool_out = [&](int py0, int py1) {
+    constexpr int kChunks = BN / 8;
+    const __half2 neg_inf = __float2half2_rn(-INFINITY);
+    for (int id = tid; id < (py1 - py0) * p.tile_pw * kChunks; id += kThreads) {
+      const int c = id % kChunks, t = id / kChunks;
+      const int px = t % p.tile_pw, py = py0 + t / p.tile_pw;
+      const int oy = tile_y * p.tile_ph + py, ox = tile_x * p.tile_pw + px;
+      const int col = n0 + c * 8;
+      if (oy >= p.out_h || ox >= p.out_w || col >= p.n_limit) continue;
+      __half2 best[4] = {neg_inf, neg_inf, neg_inf, neg_inf};
+      for (int i = 0; i < p.pk_h; ++i) {
+        const int ly = py * p.ps_h + i, cy = cy0 + ly;
+        if (cy < 0 || cy >= p.conv_h) continue;
+        for (int j = 0; j < p.pk_w; ++j) {
+          const int lx = px * p.ps_w + j, cx = cx0 + lx;
+          if (cx < 0 || cx >= p.conv_w) continue;
+          const uint4 v =
+              *reinterpret_cast<const uint4*>(s_c + stage_pixel(ly, lx) * kCRow + c * 8);
+          const uint32_t w4[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            __half2 h;
+            *reinterpret_cast<uint32_t*>(&h) = w4[q];
+            best[q] = __hmax2(best[q], h);
+          }
+        }
+      }
+      uint4 out;
+      out.x = *reinterpret_cast<uint32_t*>(&best[0]);
+      out.y = *reinterpret_cast<uint32_t*>(&best[1]);
+      out.z = *reinterpret_cast<uint32_t*>(&best[2]);
+      out.w = *reinterpret_cast<uint32_t*>(&best[3]);
+      const int ch = group * p.opg + col;
+      out = zero_channels_from(out, ch, p.out_c);
+      *reinterpret_cast<uint4*>(p.y + ((size_t(image) * p.out_h + oy) * p.out_w + ox) * p.out_cs +
+                                ch) = out;
+    }
+  };
+  // Row-streaming mode: pooled rows whose windows lie within the conv rows of passes 0..q.
+  auto pooled_rows_after = [&](int q) {
+    if (q + 1 >= passes) return p.tile_ph;
+    const int done = min((q + 1) * stream_rows, p.tile_th);
+    return done < p.pk_h ? 0 : min(p.tile_ph, (done - p.pk_h) / p.ps_h + 1);
+  };
+
   for (int pass = 0; pass < passes; ++pass) {
     // ---- row table: which input window each A row reads --------------------------------
     for (int r = tid; r < BM; r += kThreads) {
@@ -458,16 +508,10 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32,
         // Pool the pooled rows whose windows the rows so far complete.  The next pass only
         // writes ring slots of rows no pending pooled row needs (host: stage_rows), and its
         // row-table barrier orders these reads before its epilogue writes.
-        const int done = min((pass + 1) * stream_rows, p.tile_th);  // conv rows finished
-        const int py_end = pass + 1 == passes ? p.tile_ph
-                           : done < p.pk_h    ? 0
-                                              : min(p.tile_ph, (done - p.pk_h) / p.ps_h + 1);
-        const int py_begin = pass == 0 ? 0
-                             : min(p.tile_ph, max(0, (min(pass * stream_rows, p.tile_th) - p.pk_h) /
-                                                             p.ps_h + 1));
-        const int py_begin_ok = pass * stream_rows < p.pk_h ? 0 : py_begin;
+        const int py_begin = pass == 0 ? 0 : pooled_rows_after(pass - 1);
+        const int py_end = pooled_rows_after(pass);
         __syncthreads();
-        if (py_end > py_begin_ok) pool_out(py_begin_ok, py_end);
+        if (py_end > py_begin) pool_out(py_begin, py_end);
       }
     }
   }
@@ -487,41 +531,7 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32,
       *reinterpret_cast<uint4*>(p.y + m * p.out_cs + ch) = v;
     }
   } else {
-    const __half2 neg_inf = __float2half2_rn(-INFINITY);
-    for (int id = tid; id < p.tile_ph * p.tile_pw * kChunks; id += kThreads) {
-      const int c = id % kChunks, t = id / kChunks;
-      const int px = t % p.tile_pw, py = t / p.tile_pw;
-      const int oy = tile_y * p.tile_ph + py, ox = tile_x * p.tile_pw + px;
-      const int col = n0 + c * 8;
-      if (oy >= p.out_h || ox >= p.out_w || col >= p.n_limit) continue;
-      __half2 best[4] = {neg_inf, neg_inf, neg_inf, neg_inf};
-      for (int i = 0; i < p.pk_h; ++i) {
-        const int ly = py * p.ps_h + i, cy = cy0 + ly;
-        if (cy < 0 || cy >= p.conv_h) continue;
-        for (int j = 0; j < p.pk_w; ++j) {
-          const int lx = px * p.ps_w + j, cx = cx0 + lx;
-          if (cx < 0 || cx >= p.conv_w) continue;
-          const uint4 v =
-              *reinterpret_cast<const uint4*>(s_c + (ly * p.tile_tw + lx) * kCRow + c * 8);
-          const uint32_t w4[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-          for (int q = 0; q < 4; ++q) {
-            __half2 h;
-            *reinterpret_cast<uint32_t*>(&h) = w4[q];
-            best[q] = __hmax2(best[q], h);
-          }
-        }
-      }
-      uint4 out;
-      out.x = *reinterpret_cast<uint32_t*>(&best[0]);
-      out.y = *reinterpret_cast<uint32_t*>(&best[1]);
-      out.z = *reinterpret_cast<uint32_t*>(&best[2]);
-      out.w = *reinterpret_cast<uint32_t*>(&best[3]);
-      const int ch = group * p.opg + col;
-      out = zero_channels_from(out, ch, p.out_c);
-      *reinterpret_cast<uint4*>(p.y + ((size_t(image) * p.out_h + oy) * p.out_w + ox) * p.out_cs +
-                                ch) = out;
-    }
+    if (stream_rows == 0) pool_out(0, p.tile_ph);
   }
 }
 

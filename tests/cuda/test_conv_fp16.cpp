@@ -1,9 +1,10 @@
 // GPU tests of the fp16 tensor-core convolution (kernels/cuda/conv_fp16.h) against the CPU
 // reference (ref::conv2d -> ref::relu -> ref::maxpool2d, fp32/double).
 //
-// Every case runs EVERY variant the kernel offers for that batch (each tile config, the pool
-// tilings the heuristic picks for them, the unfused pool and split-K workspace variants, the
-// direct fallback) plus forward() with a workspace, so one GPU run covers all code.  Cases are
+// Every case runs EVERY variant the kernel offers for that batch (each tile config -- 128x96
+// included --, the packed and the row-streaming pool tilings the heuristic picks for them, the
+// unfused pool and split-K workspace variants (tiled and generic finish), the direct fallback)
+// plus forward() with a workspace, so one GPU run covers all code.  Cases are
 // batch 1..3, so split-K (batch <= 16, groups == 1) runs on every such case, with and without
 // a pool, with odd K-tile counts (uneven last slice).  Workspaces are NaN-poisoned too: a
 // partial tile the conv kernel failed to write shows up as a NaN output.
@@ -247,6 +248,13 @@ const std::vector<Case>& fixed_cases() {
       {"pool 3/1", 1, 64, 17, 13, 96, 1, 1, 1, 1, 0, 0, 1, 1, 1, true, pool_attrs(3, 1)},
       {"non-square", 3, 7, 13, 31, 64, 1, 5, 1, 2, 0, 2, 1, 1, 1, true, std::nullopt},
       {"oc 200", 1, 64, 13, 13, 200, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, std::nullopt},
+      // 192 = 2 x 96 (the 128x96 tile with no N waste) with a pool: packed and streamed
+      // tilings, split-K with the tiled finish, all on an odd 29x23 image.
+      {"oc 192 pool", 2, 24, 29, 23, 192, 5, 5, 1, 1, 2, 2, 1, 1, 1, true, pool_attrs(3, 2)},
+      // Pool window of 121 pixels > the tiled split-K finish's region limit: generic finish.
+      {"pool 11/4 window", 1, 16, 29, 27, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, pool_attrs(11, 4)},
+      // Pool 3/1 with padding on a wide image: streamed passes of one conv row each.
+      {"pool 3/1 pad1 wide", 1, 8, 9, 61, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, pool_attrs(3, 1, 1)},
   };
   return cases;
 }
@@ -401,6 +409,13 @@ TEST(ConvFp16, WorkspaceVariantsAreOfferedWhereTheyApply) {
     EXPECT_FALSE(has_variant(plain->variants(batch), "unfused")) << batch;
   }
   EXPECT_FALSE(has_variant(plain->variants(64), "split-K"));
+  // Round 3: the 128x96 tile and the row-streaming pool tilings are offered (so the runs above
+  // cover them) for conv2 at every batch.
+  for (int batch : {1, 2, 64}) {
+    EXPECT_TRUE(has_variant(pooled->variants(batch), "128x96")) << batch;
+    EXPECT_TRUE(has_variant(pooled->variants(batch), "streamed")) << batch;
+    EXPECT_TRUE(has_variant(plain->variants(batch), "128x96")) << batch;
+  }
   const auto grouped = make(fixed_cases()[8]);  // groups 2, vector path
   EXPECT_FALSE(has_variant(grouped->variants(1), "split-K"));
   for (int batch : {1, 2, 7, 64}) {
