@@ -40,7 +40,7 @@ namespace {
 using KernelFn = void (*)(ConvParams);
 
 struct TileConfig {
-  int bm, bn, threads, stages;
+  int bm, bn, threads, stages, bk;
   double efficiency;  // relative MMA throughput of one CTA-tile (bigger tiles reuse more)
   double latency_us;  // time of one k-tile for a CTA alone on its SM (H200, batch-1 runs)
   const char* name;
@@ -58,18 +58,21 @@ KernelFn gather_kernel() {
 
 // WITH_GATHER = false leaves the few-channel instances out (nullptr): large tiles are for deep
 // layers, and every instance costs CI compile time for three archs.
-template <int BM, int BN, int WARPS_M, int WARPS_N, int STAGES, bool WITH_GATHER = true>
+template <int BM, int BN, int WARPS_M, int WARPS_N, int STAGES, bool WITH_GATHER = true,
+          int BK = conv_detail::kBK>
 TileConfig make_config(double efficiency, double latency_us, const char* name) {
   using namespace conv_detail;
+  static_assert(BK == kBK || !WITH_GATHER, "the gather loader is BK 32 only");
   return {BM,
           BN,
           WARPS_M * WARPS_N * 32,
           STAGES,
+          BK,
           efficiency,
           latency_us,
           name,
-          {{&conv_igemm_kernel<BM, BN, WARPS_M, WARPS_N, STAGES, false, false>,
-            &conv_igemm_kernel<BM, BN, WARPS_M, WARPS_N, STAGES, false, true>},
+          {{&conv_igemm_kernel<BM, BN, WARPS_M, WARPS_N, STAGES, false, false, BK>,
+            &conv_igemm_kernel<BM, BN, WARPS_M, WARPS_N, STAGES, false, true, BK>},
            {gather_kernel<BM, BN, WARPS_M, WARPS_N, STAGES, false, WITH_GATHER>(),
             gather_kernel<BM, BN, WARPS_M, WARPS_N, STAGES, true, WITH_GATHER>()}}};
 }
@@ -89,6 +92,10 @@ const TileConfig* tile_configs(int* count) {
       // 3 CTAs/SM (170 registers).  Efficiency / latency are estimates between 128x64 and
       // 128x128 until measured.
       make_config<128, 96, 2, 2, 4, false>(1.0, 0.64, "128x96"),
+      // 128x128 with BK = 64: half the barriers / commits / waits per MMA; 144-byte smem rows,
+      // 3 stages = 112 KB -> 2 CTAs/SM (same as BK 32, which is register-bound at 2).  Vector
+      // loader only.  Estimate: +5% efficiency, a k-tile (twice the K) takes ~1.6x as long alone.
+      make_config<128, 128, 2, 4, 3, false, 64>(1.2, 1.0, "128x128 bk64"),
   };
   *count = int(sizeof(configs) / sizeof(configs[0]));
   return configs;
@@ -248,7 +255,7 @@ class ConvFp16Impl {
   // (a lone CTA cannot hide its cp.async latency) or the SM's MMA throughput split between them.
   static double ktile_us(const TileConfig& cfg, int resident) {
     const double throughput_us =
-        2.0 * cfg.bm * cfg.bn * conv_detail::kBK / (kSmFlopsPerUs * cfg.efficiency);
+        2.0 * cfg.bm * cfg.bn * cfg.bk / (kSmFlopsPerUs * cfg.efficiency);
     return std::max(cfg.latency_us, resident * throughput_us);
   }
 
@@ -271,6 +278,11 @@ class ConvFp16Impl {
     return (long long)ceil_div(base.n_limit, config(c).bn) * base.groups;
   }
   long long m_total(int batch) const { return (long long)batch * shape.conv_h * shape.conv_w; }
+  // K tiles of one config (its BK): K elements = k_real (gather) or k_real 8-chunks (vector).
+  int k_tiles_of(const TileConfig& cfg) const {
+    const long long k = gather() ? base.k_real : (long long)base.k_real * 8;
+    return ceil_div(k, cfg.bk);
+  }
   size_t out_bytes(int batch) const {
     return size_t(batch) * shape.out_h * shape.out_w * base.out_cs * sizeof(__half);
   }
@@ -278,13 +290,13 @@ class ConvFp16Impl {
   // Fused (pool tiling, or the flat tile of a non-pool layer): one kernel.
   double fused_us(const Candidate& c, int batch) const {
     return grid_us(config(c), m_ctas(c, batch, true) * n_ctas(c), c.occupancy,
-                   double(c.passes) * (base.k_tiles + 2));
+                   double(c.passes) * (k_tiles_of(config(c)) + 2));
   }
   // Unfused pool: flat conv into the workspace (written + read back once), then the pool pass.
   double unfused_us(const Candidate& f, int batch) const {
     const double pre_pool = double(m_total(batch)) * base.out_cs * sizeof(__half);
     return grid_us(config(f), m_ctas(f, batch, false) * n_ctas(f), f.occupancy,
-                   base.k_tiles + 2) +
+                   k_tiles_of(config(f)) + 2) +
            kExtraLaunchUs + (2 * pre_pool + out_bytes(batch)) / kBytesPerUs;
   }
   // Split-K with `splits` slices of split_k k-tiles: the conv grid (partials written once),
@@ -335,14 +347,16 @@ class ConvFp16Impl {
     }
     if (split_k_eligible(batch)) {
       Variant v{Kind::SplitK, nullptr, 1, 0, 0};
-      for (const Candidate& f : flat)
-        for (int want = 2; want <= std::min(base.k_tiles, kMaxSplits); ++want) {
-          const int split_k = ceil_div(base.k_tiles, want);
-          const int splits = ceil_div(base.k_tiles, split_k);  // no empty slice
+      for (const Candidate& f : flat) {
+        const int k_tiles = k_tiles_of(config(f));
+        for (int want = 2; want <= std::min(k_tiles, kMaxSplits); ++want) {
+          const int split_k = ceil_div(k_tiles, want);
+          const int splits = ceil_div(k_tiles, split_k);  // no empty slice
           if (splits < 2) continue;
           const double us = split_us(f, batch, splits, split_k);
           if (!v.cand || us < v.us) v = {Kind::SplitK, &f, splits, split_k, us};
         }
+      }
       if (v.cand) out.push_back(v);
     }
     out.push_back({Kind::Direct, nullptr, 1, 0, 0});
@@ -426,6 +440,7 @@ class ConvFp16Impl {
     p.bias = b_igemm;
     p.batch = batch;
     p.n_tiles = ceil_div(p.n_limit, cfg.bn);
+    p.k_tiles = k_tiles_of(cfg);
     p.m_total = m_total(batch);
     p.tile_ph = c.tile_ph;
     p.tile_pw = c.tile_pw;
@@ -591,7 +606,8 @@ class ConvFp16Impl {
         const int tw = (pw - 1) * pa.stride_w + pa.kernel_w;
         const int passes = ceil_div((long long)th * tw, cfg.bm);
         if (passes > kMaxPasses) break;
-        const size_t smem = conv_detail::igemm_smem_bytes(cfg.bm, cfg.bn, cfg.stages, passes);
+        const size_t smem =
+            conv_detail::igemm_smem_bytes(cfg.bm, cfg.bn, cfg.stages, passes, cfg.bk);
         if (smem > smem_limit) break;
         Candidate c;
         c.config = config;
@@ -642,7 +658,8 @@ class ConvFp16Impl {
         c.passes = passes;
         c.pool_rows = rows;
         c.stage_rows = stream_stage_rows(c);
-        c.smem = conv_detail::igemm_stream_smem_bytes(cfg.bm, cfg.bn, cfg.stages, c.stage_rows, tw);
+        c.smem = conv_detail::igemm_stream_smem_bytes(cfg.bm, cfg.bn, cfg.stages, c.stage_rows,
+                                                      tw, cfg.bk);
         if (c.smem > smem_limit) continue;
         all.push_back(c);
       }
@@ -735,7 +752,8 @@ ConvFp16::ConvFp16(const ConvShape& shape_in, const float* weight, const float* 
     p.k_real = p.kh * p.kw * p.cpg_chunks;
     p.k_tiles = ceil_div((long long)p.k_real * 8, conv_detail::kBK);
   }
-  p.w_k = p.k_tiles * conv_detail::kBK;
+  // Packed K padded to the largest BK, so every config's last k-tile reads real zeros.
+  p.w_k = ceil_div(p.k_tiles, conv_detail::kMaxBK / conv_detail::kBK) * conv_detail::kMaxBK;
   p.n_limit = a.groups == 1 ? p.out_cs : p.opg;
   // Rows per group: every config's last N tile reads BN whole rows (no guard), and BN is not
   // always a divisor of 128 (96), so pad to the largest n_tiles * BN over the configs.
@@ -783,7 +801,7 @@ ConvFp16::ConvFp16(const ConvShape& shape_in, const float* weight, const float* 
                                             smem_optin));
     Candidate c;
     c.config = i;
-    c.smem = conv_detail::igemm_smem_bytes(cfg.bm, cfg.bn, cfg.stages, 1);
+    c.smem = conv_detail::igemm_smem_bytes(cfg.bm, cfg.bn, cfg.stages, 1, cfg.bk);
     const size_t first_flat = m.flat.size();
     if (c.smem <= size_t(smem_optin)) m.flat.push_back(c);
     set_occupancy(m.flat, first_flat, flat_fn, cfg.threads);

@@ -2,7 +2,7 @@
 //
 // GEMM view (per group): M = output pixels, N = output channels, K = kh*kw*cin.  A rows are
 // gathered on the fly from the NHWC input (no im2col buffer); B is the prepacked weight
-// [group][n_rows][k] fp16 with K contiguous, zero-padded to a multiple of 32 in K and in N to
+// [group][n_rows][k] fp16 with K contiguous, zero-padded to a multiple of 64 in K and in N to
 // cover every tile config's last N tile (BN = 64 / 96 / 128), so B loads never need a guard.
 //
 // Two A loaders (template flag GATHER):
@@ -45,8 +45,8 @@
 
 namespace cnnrt::cuda::conv_detail {
 
-constexpr int kBK = 32;                    // K per pipeline stage (halves)
-constexpr int kRowHalves = kBK + 8;        // padded smem row: 80 bytes
+constexpr int kBK = 32;                    // K per pipeline stage (halves), default config
+constexpr int kMaxBK = 64;                 // the BK64 config; packed K is padded to this
 constexpr int kWeightRowAlign = 128;       // packed weight rows per group: at least a multiple
                                            // of this, and of every config's BN coverage
 
@@ -62,7 +62,7 @@ struct ConvParams {
   int groups = 1, cpg = 0;      // real input channels per group
   int cpg_chunks = 0;           // vector loader: channels per group / 8
   int k_real = 0;               // vector: K in 8-chunks; gather: K in elements
-  int k_tiles = 0;
+  int k_tiles = 0;               // of the launched config's BK (32 or 64)
   int w_k = 0, w_rows = 0;      // packed weight row stride (halves) and rows per group
   int n_limit = 0;              // columns per group to write (padded OC if groups == 1)
   int n_tiles = 0;              // N tiles per group
@@ -131,24 +131,26 @@ __device__ __forceinline__ uint4 zero_channels_from(uint4 v, int first, int limi
 // the footprint (128x128: 98 KB -> 63.5 KB), which is what lets 2-3 CTAs share an SM.  A
 // multi-pass CTA keeps every pass's tile until the pool, while the ring is reused by the next
 // pass, so its staging stays separate.
-constexpr size_t igemm_ring_bytes(int bm, int bn, int stages) {
-  return size_t(stages) * (bm + bn) * kRowHalves * 2;
+// bk: K per stage (32, or 64 for the BK64 config); smem rows are bk + 8 halves (80 / 144 B:
+// both keep the 8 row addresses of an ldmatrix phase in 8 distinct 16-byte bank groups).
+constexpr size_t igemm_ring_bytes(int bm, int bn, int stages, int bk = kBK) {
+  return size_t(stages) * (bm + bn) * (bk + 8) * 2;
 }
-constexpr size_t igemm_pipeline_bytes(int bm, int bn, int stages) {
-  return igemm_ring_bytes(bm, bn, stages) + size_t(bm) * 16;
+constexpr size_t igemm_pipeline_bytes(int bm, int bn, int stages, int bk = kBK) {
+  return igemm_ring_bytes(bm, bn, stages, bk) + size_t(bm) * 16;
 }
 constexpr size_t igemm_staging_bytes(int bm, int bn, int passes) {
   return size_t(passes) * bm * (bn + 8) * 2;
 }
-constexpr size_t igemm_smem_bytes(int bm, int bn, int stages, int passes) {
-  return igemm_pipeline_bytes(bm, bn, stages) +
+constexpr size_t igemm_smem_bytes(int bm, int bn, int stages, int passes, int bk = kBK) {
+  return igemm_pipeline_bytes(bm, bn, stages, bk) +
          (passes == 1 ? 0 : igemm_staging_bytes(bm, bn, passes));
 }
 // Row-streaming pool: a ring of stage_rows conv rows of tile_tw pixels (never aliased: the
 // pipeline ring is busy with the next pass while earlier rows wait for their pool windows).
 constexpr size_t igemm_stream_smem_bytes(int bm, int bn, int stages, int stage_rows,
-                                         int tile_tw) {
-  return igemm_pipeline_bytes(bm, bn, stages) + size_t(stage_rows) * tile_tw * (bn + 8) * 2;
+                                         int tile_tw, int bk = kBK) {
+  return igemm_pipeline_bytes(bm, bn, stages, bk) + size_t(stage_rows) * tile_tw * (bn + 8) * 2;
 }
 
 // Minimum resident CTAs promised to ptxas (caps registers per thread).  A 64x64 warp tile holds
@@ -159,7 +161,8 @@ constexpr int igemm_min_blocks(int bm, int bn, int warps_m, int warps_n) {
                                                     : (warps_m * warps_n >= 8 ? 2 : 3);
 }
 
-template <int BM, int BN, int WARPS_M, int WARPS_N, int STAGES, bool GATHER, bool POOL>
+template <int BM, int BN, int WARPS_M, int WARPS_N, int STAGES, bool GATHER, bool POOL,
+          int BK = kBK>
 __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32,
                                   igemm_min_blocks(BM, BN, WARPS_M, WARPS_N))
     conv_igemm_kernel(const ConvParams p) {
@@ -167,11 +170,15 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32,
   constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;
   constexpr int MI = WM / 16, NI = WN / 8;
   static_assert(WM % 16 == 0 && WN % 16 == 0, "warp tile must be a multiple of 16x16");
-  static_assert((BM * 4) % kThreads == 0 && (BN * 4) % kThreads == 0, "loader split");
-  static_assert((BM * kBK) % kThreads == 0, "gather split");
+  constexpr int kCh = BK / 8;           // 16-byte chunks per smem row
+  constexpr int kRowHalves = BK + 8;    // padded smem row: 80 B (BK 32) / 144 B (BK 64)
+  static_assert(BK == 32 || (BK == 64 && !GATHER), "BK 64: vector loader only");
+  static_assert((BM * kCh) % kThreads == 0 && (BN * kCh) % kThreads == 0, "loader split");
+  static_assert(kThreads % kCh == 0, "a thread's K chunk must be the same for all its rows");
+  static_assert((BM * BK) % kThreads == 0, "gather split");
   constexpr int kAStage = BM * kRowHalves, kBStage = BN * kRowHalves;
   constexpr int kCRow = BN + 8;  // staging row (halves); +8 keeps half2 stores conflict-free
-  static_assert(igemm_staging_bytes(BM, BN, 1) <= igemm_ring_bytes(BM, BN, STAGES),
+  static_assert(igemm_staging_bytes(BM, BN, 1) <= igemm_ring_bytes(BM, BN, STAGES, BK),
                 "a single-pass staging tile must fit in the ring it aliases");
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -222,20 +229,20 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32,
   // ---- loaders ----------------------------------------------------------------------------
   auto load_b = [&](int slot, int kt) {
 #pragma unroll
-    for (int i = 0; i < BN * 4 / kThreads; ++i) {
-      const int id = tid + i * kThreads, r = id >> 2, c = id & 3;
+    for (int i = 0; i < BN * kCh / kThreads; ++i) {
+      const int id = tid + i * kThreads, r = id / kCh, c = id % kCh;
       cp_async_16(smem_u32(s_b + slot * kBStage + r * kRowHalves + c * 8),
-                  w_tile + size_t(r) * p.w_k + kt * kBK + c * 8, 16);
+                  w_tile + size_t(r) * p.w_k + kt * BK + c * 8, 16);
     }
   };
-  // kThreads is a multiple of 4, so this thread's K chunk (kc = kt * 4 + c) is the same for
-  // all its rows.  The loader is called for consecutive k-tiles only (prologue, then one per
+  // kThreads is a multiple of kCh, so this thread's K chunk (kc = kt * kCh + c) is the same
+  // for all its rows.  The loader is called for consecutive k-tiles only (prologue, then one per
   // main-loop iteration), so (tap row, tap column, channel chunk) advance incrementally: no
   // integer division per k-tile, only a seek at the start of each pass.
-  const int a_c = tid & 3;
+  const int a_c = tid % kCh;
   int a_kc = 0, a_c8 = 0, a_kh = 0, a_kw = 0;
   auto seek_a_vec = [&](int kt) {
-    a_kc = kt * 4 + a_c;
+    a_kc = kt * kCh + a_c;
     const int tap = a_kc / p.cpg_chunks;
     a_c8 = a_kc - tap * p.cpg_chunks;
     a_kh = tap / p.kw;
@@ -245,8 +252,8 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32,
     const int c = a_c, c8 = a_c8;
     const bool k_ok = a_kc < p.k_real;  // past K: zero fill (the tap may run past kh)
     const int dy = a_kh * p.dh, dx = a_kw * p.dw;
-    a_kc += 4;  // advance to the next k-tile
-    a_c8 += 4;
+    a_kc += kCh;  // advance to the next k-tile
+    a_c8 += kCh;
     while (a_c8 >= p.cpg_chunks) {
       a_c8 -= p.cpg_chunks;
       if (++a_kw == p.kw) {
@@ -255,8 +262,8 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32,
       }
     }
 #pragma unroll
-    for (int i = 0; i < BM * 4 / kThreads; ++i) {
-      const int r = (tid >> 2) + i * (kThreads / 4);
+    for (int i = 0; i < BM * kCh / kThreads; ++i) {
+      const int r = tid / kCh + i * (kThreads / kCh);
       const int4 info = s_rows[r];
       const __half* src = p.x;  // never read when bytes == 0
       int bytes = 0;
@@ -268,11 +275,11 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32,
       cp_async_16(smem_u32(s_a + slot * kAStage + r * kRowHalves + c * 8), src, bytes);
     }
   };
-  constexpr int kGatherPer = GATHER ? BM * kBK / kThreads : 2;
+  constexpr int kGatherPer = GATHER ? BM * BK / kThreads : 2;
   static_assert(kGatherPer % 2 == 0, "gathered halves are held in pairs");
   uint32_t gather_regs[kGatherPer / 2];  // two rows' halves per register: halves the registers
   auto gather_a = [&](int kt) {
-    const int k = kt * kBK + lane;
+    const int k = kt * BK + lane;
     const bool k_ok = k < p.k_real;
     const int tap = k_ok ? k / p.in_c : 0;
     const int ch = k - tap * p.in_c;
@@ -425,7 +432,7 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32,
       const __half* a_tile = s_a + slot * kAStage;
       const __half* b_tile = s_b + slot * kBStage;
 #pragma unroll
-      for (int kk = 0; kk < kBK / 16; ++kk) {
+      for (int kk = 0; kk < BK / 16; ++kk) {
         uint32_t af[MI][4], bf[NI][2];
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi) {

@@ -11,8 +11,8 @@
 // (src-size 0) for padding taps and the K tail; B is the prepacked weight [out_c][w_k] fp16,
 // K contiguous, zero-padded in K to a multiple of 64, so B loads need no guard.
 //
-// Tile: CTA = 2 warpgroups (256 threads), BM = 128 (64 rows per warpgroup), BN = 128 (or 64
-// when out_c % 128 != 0), BK = 64 halves = one 128-byte row per A/B row.  Shared memory holds
+// Tile: CTA = 2 warpgroups (256 threads), BM = 128 (64 rows per warpgroup), BN = 128 (192 when
+// out_c % 192 == 0 but not % 128, e.g. conv2: one N tile; else 64), BK = 64 halves = one 128-byte row per A/B row.  Shared memory holds
 // the rows in the canonical K-major 128-byte-swizzle layout wgmma expects: row r of a tile at
 // r * 128 bytes, its 16-byte chunk c at chunk (c ^ (r % 8)); every tile starts 1024-byte aligned
 // (the swizzle is a function of address bits 4-9).  Descriptor: start >> 4, LBO unused (1),
@@ -31,6 +31,11 @@
 // register 4j + 2h + {0,1} holds row lane/4 + 8h, columns 8j + 2(lane%4) + {0,1}) + bias, ReLU,
 // rounded to fp16, staged in shared memory (the drained ring), then written as 16-byte rows.
 // out_c % 64 == 0, so the output has no padding channels to zero.
+//
+// Fused MaxPool (POOL instances): the 128 A rows are a TH x TW conv tile of ONE image covering
+// the windows of a PH x PW block of pooled outputs (host: choose_pool_tiling), gathered through
+// the same row table; the staged fp16 tile is reduced with __hmax2 and only pooled pixels are
+// stored, so the pre-pool tensor never reaches memory.  Single pass: TH * TW <= 128.
 //
 // Build: the kernel body exists only under __CUDA_ARCH_FEAT_SM90_ALL (the sm_90a image, which
 // CMake adds for this file when 90 is among the CUDA architectures).  Other images get a body
@@ -74,6 +79,14 @@ struct WgmmaParams {
   int out_c = 0;
   int relu = 0;
   int m_total = 0;   // batch * conv_h * conv_w
+  // Fused max-pool (POOL instances): window/stride/padding, pooled extent, and the CTA tiling:
+  // blockIdx.x = (image * tiles_y + tile_y) * tiles_x + tile_x owns pooled outputs
+  // [tile_y * tile_ph, +tile_ph) x [tile_x * tile_pw, +tile_pw), whose windows cover the conv
+  // tile tile_th x tile_tw (tile_th * tile_tw <= kBM) starting at conv pixel
+  // (tile_y * tile_ph * ps_h - pp_h, tile_x * tile_pw * ps_w - pp_w).
+  int pk_h = 1, pk_w = 1, ps_h = 1, ps_w = 1, pp_h = 0, pp_w = 0;
+  int out_h = 0, out_w = 0;
+  int tile_ph = 1, tile_pw = 1, tile_th = 1, tile_tw = 1, tiles_y = 1, tiles_x = 1;
 };
 
 constexpr size_t smem_bytes(int bn, int stages) {
@@ -160,12 +173,45 @@ __device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], uint64_t desc_a,
       : "l"(desc_a), "l"(desc_b), "r"(1));
 }
 
+__device__ __forceinline__ void wgmma_m64n192k16(float (&d)[96], uint64_t desc_a,
+                                                  uint64_t desc_b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 {"
+      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+      "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+      "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,"
+      "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,"
+      "%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95"
+      "}, %96, %97, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+      : "l"(desc_a), "l"(desc_b), "r"(1));
+}
+
 template <int BN>
 struct Mma;
 template <>
 struct Mma<128> {
   static __device__ __forceinline__ void run(float (&d)[64], uint64_t a, uint64_t b) {
     wgmma_m64n128k16(d, a, b);
+  }
+};
+template <>
+struct Mma<192> {
+  static __device__ __forceinline__ void run(float (&d)[96], uint64_t a, uint64_t b) {
+    wgmma_m64n192k16(d, a, b);
   }
 };
 template <>
@@ -176,13 +222,14 @@ struct Mma<64> {
 };
 #endif  // CNNRT_WGMMA_DEVICE
 
-template <int BN, int STAGES>
+template <int BN, int STAGES, bool POOL>
 __global__ void __launch_bounds__(kThreads, 1) conv_wgmma_kernel(const WgmmaParams p) {
 #ifdef CNNRT_WGMMA_DEVICE
   static_assert(STAGES >= 3, "the ring keeps one tile under wgmma and one being refilled");
   constexpr int kAStage = kBM * 128, kBStage = BN * 128, kStage = kAStage + kBStage;
   constexpr int kAcc = BN / 2;  // fp32 accumulators per thread (m64nBN over 128 threads)
   constexpr int kCRow = BN + 8; // staging row (halves); +8 keeps the half2 stores conflict-free
+  static_assert(kBM * kCRow * 2 <= STAGES * kStage, "the fp16 staging tile aliases the ring");
 
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t raw_base = smem_u32(smem_raw);
@@ -192,17 +239,38 @@ __global__ void __launch_bounds__(kThreads, 1) conv_wgmma_kernel(const WgmmaPara
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int wg = warp >> 2;  // warpgroup: rows 64 * wg .. 64 * wg + 63
-  const int m0 = blockIdx.x * kBM;
   const int n0 = blockIdx.y * BN;
   const __half* w_tile = p.w + size_t(n0) * p.w_k;
+  int m0 = 0, image = 0, tile_y = 0, tile_x = 0, cy0 = 0, cx0 = 0;
+  if constexpr (POOL) {
+    int t = blockIdx.x;
+    tile_x = t % p.tiles_x;
+    t /= p.tiles_x;
+    tile_y = t % p.tiles_y;
+    image = t / p.tiles_y;
+    cy0 = tile_y * p.tile_ph * p.ps_h - p.pp_h;
+    cx0 = tile_x * p.tile_pw * p.ps_w - p.pp_w;
+  } else {
+    m0 = blockIdx.x * kBM;
+  }
 
+  // Row table: A row r = output pixel m0 + r, or (POOL) conv-tile pixel (r / TW, r % TW).
+  // Rows outside the conv output (tile overhang, pool padding, M tail) are zero-filled and never
+  // read back.
   for (int r = tid; r < kBM; r += kThreads) {
     int4 info = make_int4(-1, 0, 0, 0);
-    const int m = m0 + r;
-    if (m < p.m_total) {
-      const int cx = m % p.conv_w, t = m / p.conv_w;
-      const int cy = t % p.conv_h, n = t / p.conv_h;
-      info = make_int4(n, cy * p.sh - p.ph, cx * p.sw - p.pw, 0);
+    if constexpr (POOL) {
+      const int ly = r / p.tile_tw, lx = r - ly * p.tile_tw;
+      const int cy = cy0 + ly, cx = cx0 + lx;
+      if (ly < p.tile_th && cy >= 0 && cy < p.conv_h && cx >= 0 && cx < p.conv_w)
+        info = make_int4(image, cy * p.sh - p.ph, cx * p.sw - p.pw, 0);
+    } else {
+      const int m = m0 + r;
+      if (m < p.m_total) {
+        const int cx = m % p.conv_w, t = m / p.conv_w;
+        const int cy = t % p.conv_h, n = t / p.conv_h;
+        info = make_int4(n, cy * p.sh - p.ph, cx * p.sw - p.pw, 0);
+      }
     }
     s_rows[r] = info;
   }
@@ -319,12 +387,51 @@ __global__ void __launch_bounds__(kThreads, 1) conv_wgmma_kernel(const WgmmaPara
   }
   __syncthreads();
   constexpr int kChunks = BN / 8;
-  for (int id = tid; id < kBM * kChunks; id += kThreads) {
-    const int r = id / kChunks, c = id % kChunks;
-    const int m = m0 + r;
-    if (m >= p.m_total) continue;
-    *reinterpret_cast<uint4*>(p.y + size_t(m) * p.out_c + n0 + c * 8) =
-        *reinterpret_cast<const uint4*>(s_c + r * kCRow + c * 8);
+  if constexpr (POOL) {
+    // Pooled outputs of the block: window max over the staged conv tile with __hmax2.  Window
+    // cells outside the conv output (pool padding, ceil_mode overhang) are skipped, i.e. act as
+    // -inf; every window holds at least one real cell (pad <= kernel / 2, PyTorch's ceil_mode
+    // rule), so -inf never reaches the output.  out_c % 64 == 0: no padding channels exist.
+    const __half2 neg_inf = __float2half2_rn(-INFINITY);
+    for (int id = tid; id < p.tile_ph * p.tile_pw * kChunks; id += kThreads) {
+      const int c = id % kChunks, t = id / kChunks;
+      const int px = t % p.tile_pw, py = t / p.tile_pw;
+      const int oy = tile_y * p.tile_ph + py, ox = tile_x * p.tile_pw + px;
+      if (oy >= p.out_h || ox >= p.out_w) continue;
+      __half2 best[4] = {neg_inf, neg_inf, neg_inf, neg_inf};
+      for (int i = 0; i < p.pk_h; ++i) {
+        const int ly = py * p.ps_h + i, cy = cy0 + ly;
+        if (cy < 0 || cy >= p.conv_h) continue;
+        for (int j = 0; j < p.pk_w; ++j) {
+          const int lx = px * p.ps_w + j, cx = cx0 + lx;
+          if (cx < 0 || cx >= p.conv_w) continue;
+          const uint4 v =
+              *reinterpret_cast<const uint4*>(s_c + (ly * p.tile_tw + lx) * kCRow + c * 8);
+          const uint32_t w4[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            __half2 h;
+            memcpy(&h, &w4[q], sizeof(h));
+            best[q] = __hmax2(best[q], h);
+          }
+        }
+      }
+      uint4 out;
+      memcpy(&out.x, &best[0], 4);
+      memcpy(&out.y, &best[1], 4);
+      memcpy(&out.z, &best[2], 4);
+      memcpy(&out.w, &best[3], 4);
+      *reinterpret_cast<uint4*>(p.y + ((size_t(image) * p.out_h + oy) * p.out_w + ox) * p.out_c +
+                                n0 + c * 8) = out;
+    }
+  } else {
+    for (int id = tid; id < kBM * kChunks; id += kThreads) {
+      const int r = id / kChunks, c = id % kChunks;
+      const int m = m0 + r;
+      if (m >= p.m_total) continue;
+      *reinterpret_cast<uint4*>(p.y + size_t(m) * p.out_c + n0 + c * 8) =
+          *reinterpret_cast<const uint4*>(s_c + r * kCRow + c * 8);
+    }
   }
 #else
   __trap();  // not the sm_90a image: device_supported() keeps this from ever being launched
@@ -351,18 +458,92 @@ class ConvFp16WgmmaImpl {
   __half* w = nullptr;
   float* bias = nullptr;
   size_t bytes = 0;
+  bool pool() const { return shape.pool.has_value(); }
   ~ConvFp16WgmmaImpl() {
     cudaFree(w);  // destructors never throw; a failed free here leaks at worst
     cudaFree(bias);
   }
 };
 
+namespace {
+
+int ceil_div_int(int a, int b) { return (a + b - 1) / b; }
+
+// Pool tiling: the PH x PW block of pooled outputs per CTA whose conv tile
+// TH x TW = ((PH-1)*ps_h + pk_h) x ((PW-1)*ps_w + pk_w) fits the 128 A rows, choosing the fewest
+// CTAs per image (each CTA costs a full 128-row K loop whatever its fill), then the smallest
+// conv tile (fewer gathered rows, less halo).  The docs file works the AlexNet cases through.
+void choose_pool_tiling(const ConvShape& s, WgmmaParams& p) {
+  const PoolAttrs& pa = *s.pool;
+  long long best_tiles = -1;
+  int best_rows = 0;
+  for (int ph = 1; ph <= s.out_h; ++ph) {
+    const int th = (ph - 1) * pa.stride_h + pa.kernel_h;
+    for (int pw = 1; pw <= s.out_w; ++pw) {
+      const int tw = (pw - 1) * pa.stride_w + pa.kernel_w;
+      if (th * tw > wgmma_detail::kBM) break;
+      const long long tiles = (long long)ceil_div_int(s.out_h, ph) * ceil_div_int(s.out_w, pw);
+      if (best_tiles < 0 || tiles < best_tiles || (tiles == best_tiles && th * tw < best_rows)) {
+        best_tiles = tiles;
+        best_rows = th * tw;
+        p.tile_ph = ph;
+        p.tile_pw = pw;
+        p.tile_th = th;
+        p.tile_tw = tw;
+      }
+    }
+  }
+  p.tiles_y = ceil_div_int(s.out_h, p.tile_ph);
+  p.tiles_x = ceil_div_int(s.out_w, p.tile_pw);
+}
+
+template <int BN, bool POOL>
+void set_smem_limit() {
+  CNNRT_CUDA_CHECK(cudaFuncSetAttribute(
+      wgmma_detail::conv_wgmma_kernel<BN, wgmma_detail::kStages, POOL>,
+      cudaFuncAttributeMaxDynamicSharedMemorySize,
+      static_cast<int>(wgmma_detail::smem_bytes(BN, wgmma_detail::kStages))));
+}
+template <int BN>
+void set_smem_limit(bool pool) {
+  if (pool)
+    set_smem_limit<BN, true>();
+  else
+    set_smem_limit<BN, false>();
+}
+
+template <int BN, bool POOL>
+void launch(const dim3& grid, const WgmmaParams& p, cudaStream_t stream) {
+  constexpr int S = wgmma_detail::kStages;
+  wgmma_detail::conv_wgmma_kernel<BN, S, POOL>
+      <<<grid, wgmma_detail::kThreads, wgmma_detail::smem_bytes(BN, S), stream>>>(p);
+}
+template <int BN>
+void launch(bool pool, const dim3& grid, const WgmmaParams& p, cudaStream_t stream) {
+  if (pool)
+    launch<BN, true>(grid, p, stream);
+  else
+    launch<BN, false>(grid, p, stream);
+}
+
+}  // namespace
+
 bool ConvFp16Wgmma::supports(const ConvShape& s) {
   const ConvAttrs& a = s.conv;
-  return a.groups == 1 && a.dilation_h == 1 && a.dilation_w == 1 && !s.pool && s.in_c > 0 &&
-         s.in_c % 8 == 0 && s.out_c > 0 && s.out_c % 64 == 0 && a.out_channels == s.out_c &&
-         a.kernel_h > 0 && a.kernel_w > 0 && a.stride_h > 0 && a.stride_w > 0 && a.pad_h >= 0 &&
-         a.pad_w >= 0 && s.in_h > 0 && s.in_w > 0 && s.conv_h > 0 && s.conv_w > 0;
+  if (!(a.groups == 1 && a.dilation_h == 1 && a.dilation_w == 1 && s.in_c > 0 &&
+        s.in_c % 8 == 0 && s.out_c > 0 && s.out_c % 64 == 0 && a.out_channels == s.out_c &&
+        a.kernel_h > 0 && a.kernel_w > 0 && a.stride_h > 0 && a.stride_w > 0 && a.pad_h >= 0 &&
+        a.pad_w >= 0 && s.in_h > 0 && s.in_w > 0 && s.conv_h > 0 && s.conv_w > 0))
+    return false;
+  // The small-batch fallback (ConvFp16) must serve the shape too; it also validates the pool
+  // attributes (pad <= kernel / 2, non-empty output).  One pool window must fit the 128 rows.
+  if (!ConvFp16::supports(s)) return false;
+  if (s.pool) {
+    const PoolAttrs& pa = *s.pool;
+    if (pa.kernel_h * pa.kernel_w > wgmma_detail::kBM || s.out_h <= 0 || s.out_w <= 0)
+      return false;
+  }
+  return true;
 }
 
 bool ConvFp16Wgmma::device_supported() {
@@ -391,16 +572,6 @@ bool ConvFp16Wgmma::device_supported() {
   return supported;
 }
 
-namespace {
-template <int BN>
-void set_smem_limit() {
-  CNNRT_CUDA_CHECK(cudaFuncSetAttribute(
-      wgmma_detail::conv_wgmma_kernel<BN, wgmma_detail::kStages>,
-      cudaFuncAttributeMaxDynamicSharedMemorySize,
-      static_cast<int>(wgmma_detail::smem_bytes(BN, wgmma_detail::kStages))));
-}
-}  // namespace
-
 ConvFp16Wgmma::ConvFp16Wgmma(const ConvShape& shape_in, const float* weight, const float* bias)
     : impl_(std::make_unique<ConvFp16WgmmaImpl>()) {
   ConvFp16WgmmaImpl& m = *impl_;
@@ -408,13 +579,15 @@ ConvFp16Wgmma::ConvFp16Wgmma(const ConvShape& shape_in, const float* weight, con
   m.shape.derive();
   const ConvShape& s = m.shape;
   if (!supports(s))
-    throw Error("conv_fp16_wgmma: unsupported shape (needs groups 1, dilation 1, no pool, "
-                "in_c % 8 == 0, out_c % 64 == 0)");
+    throw Error("conv_fp16_wgmma: unsupported shape (needs groups 1, dilation 1, "
+                "in_c % 8 == 0, out_c % 64 == 0, a valid pool window of <= 128 pixels)");
   if (!device_supported())
     throw Error("conv_fp16_wgmma: needs a compute capability 9.0 device and the sm_90a build");
   if (weight == nullptr) throw Error("conv_fp16_wgmma: no weight");
   const ConvAttrs& a = s.conv;
-  m.bn = s.out_c % 128 == 0 ? 128 : 64;
+  // 128 where it divides (conv3/conv4, measured); 192 serves out_c = 192 (conv2) in one N tile,
+  // so the A gather is done once per pixel instead of three times; else 64.
+  m.bn = s.out_c % 128 == 0 ? 128 : s.out_c % 192 == 0 ? 192 : 64;
 
   WgmmaParams& p = m.base;
   p.in_h = s.in_h;
@@ -435,6 +608,18 @@ ConvFp16Wgmma::ConvFp16Wgmma(const ConvShape& shape_in, const float* weight, con
   p.k_tiles = p.w_k / wgmma_detail::kBK;
   p.out_c = s.out_c;
   p.relu = s.relu ? 1 : 0;
+  p.out_h = s.out_h;
+  p.out_w = s.out_w;
+  if (s.pool) {
+    const PoolAttrs& pa = *s.pool;
+    p.pk_h = pa.kernel_h;
+    p.pk_w = pa.kernel_w;
+    p.ps_h = pa.stride_h;
+    p.ps_w = pa.stride_w;
+    p.pp_h = pa.pad_h;
+    p.pp_w = pa.pad_w;
+    choose_pool_tiling(s, p);
+  }
 
   // [out_c][w_k], k = (ky * kw + kx) * in_c + c, zero K tail.
   std::vector<__half> w_host(size_t(s.out_c) * p.w_k, __float2half(0.f));
@@ -457,40 +642,54 @@ ConvFp16Wgmma::ConvFp16Wgmma(const ConvShape& shape_in, const float* weight, con
   p.w = m.w;
   p.bias = m.bias;
   if (m.bn == 128)
-    set_smem_limit<128>();
+    set_smem_limit<128>(m.pool());
+  else if (m.bn == 192)
+    set_smem_limit<192>(m.pool());
   else
-    set_smem_limit<64>();
+    set_smem_limit<64>(m.pool());
 }
 
 ConvFp16Wgmma::~ConvFp16Wgmma() = default;
+
+long long ConvFp16Wgmma::ctas(int batch) const {
+  const ConvFp16WgmmaImpl& m = *impl_;
+  if (batch <= 0) return 0;
+  const long long n_tiles = m.shape.out_c / m.bn;
+  if (m.pool()) return (long long)batch * m.base.tiles_y * m.base.tiles_x * n_tiles;
+  const long long m_total = (long long)batch * m.shape.conv_h * m.shape.conv_w;
+  return (m_total + wgmma_detail::kBM - 1) / wgmma_detail::kBM * n_tiles;
+}
 
 void ConvFp16Wgmma::forward(const void* x, void* y, int batch, cudaStream_t stream) const {
   const ConvFp16WgmmaImpl& m = *impl_;
   if (batch <= 0) return;
   const long long m_total = (long long)batch * m.shape.conv_h * m.shape.conv_w;
-  if (m_total > (1LL << 30))
+  const long long grid_x = ctas(batch) / (m.shape.out_c / m.bn);
+  if (m_total > (1LL << 30) || grid_x > (1LL << 30))
     throw Error("conv_fp16_wgmma: batch " + std::to_string(batch) + " too large for int indexing");
   WgmmaParams p = m.base;
   p.x = static_cast<const __half*>(x);
   p.y = static_cast<__half*>(y);
   p.m_total = static_cast<int>(m_total);
-  const dim3 grid(static_cast<unsigned>((m_total + wgmma_detail::kBM - 1) / wgmma_detail::kBM),
-                  static_cast<unsigned>(m.shape.out_c / m.bn));
-  constexpr int S = wgmma_detail::kStages;
+  const dim3 grid(static_cast<unsigned>(grid_x), static_cast<unsigned>(m.shape.out_c / m.bn));
   if (m.bn == 128)
-    wgmma_detail::conv_wgmma_kernel<128, S>
-        <<<grid, wgmma_detail::kThreads, wgmma_detail::smem_bytes(128, S), stream>>>(p);
+    launch<128>(m.pool(), grid, p, stream);
+  else if (m.bn == 192)
+    launch<192>(m.pool(), grid, p, stream);
   else
-    wgmma_detail::conv_wgmma_kernel<64, S>
-        <<<grid, wgmma_detail::kThreads, wgmma_detail::smem_bytes(64, S), stream>>>(p);
+    launch<64>(m.pool(), grid, p, stream);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 size_t ConvFp16Wgmma::weight_bytes() const { return impl_->bytes; }
 
 std::string ConvFp16Wgmma::variant() const {
-  return "wgmma_128x" + std::to_string(impl_->bn) + "x64_s" +
-         std::to_string(wgmma_detail::kStages);
+  const ConvFp16WgmmaImpl& m = *impl_;
+  std::string v = "wgmma_128x" + std::to_string(m.bn) + "x64_s" +
+                  std::to_string(wgmma_detail::kStages);
+  if (m.pool())
+    v += "_pool" + std::to_string(m.base.tile_ph) + "x" + std::to_string(m.base.tile_pw);
+  return v;
 }
 
 }  // namespace cnnrt::cuda

@@ -1,10 +1,10 @@
 // Hopper (sm_90a) wgmma implicit-GEMM fp16 convolution — interface.  Experimental.
 //
-// Serves plain convolutions (groups 1, dilation 1, no fused pool) whose channels need no
-// padding: in_c % 8 == 0 and out_c % 64 == 0 (AlexNet conv3/conv4/conv5 and similar).  Same
-// activation layout as every CUDA kernel here (kernels/cuda/conv_fp16.h): NHWC fp16, channel
-// stride round_up(C, 8) — which equals C for the shapes served, so no padding lanes exist.
-// Bias and ReLU are fused.  The device code exists only in the sm_90a image (see the .cu);
+// Serves convolutions (groups 1, dilation 1) whose channels need no padding: in_c % 8 == 0 and
+// out_c % 64 == 0 (AlexNet conv2..conv5 and the space-to-depth form of conv1), optionally with a
+// fused MaxPool after bias + ReLU.  Same activation layout as every CUDA kernel here
+// (kernels/cuda/conv_fp16.h): NHWC fp16, channel stride round_up(C, 8) — which equals C for the
+// shapes served, so no padding lanes exist.  Bias and ReLU are fused.  The device code exists only in the sm_90a image (see the .cu);
 // device_supported() says whether the current device can run it.
 #pragma once
 
@@ -26,8 +26,9 @@ class ConvFp16WgmmaImpl;
 
 class ConvFp16Wgmma {
  public:
-  // Shape rule only (no device query): groups 1, dilation 1, no pool, in_c % 8 == 0,
-  // out_c % 64 == 0, positive extents.
+  // Shape rule only (no device query): groups 1, dilation 1, in_c % 8 == 0, out_c % 64 == 0,
+  // positive extents, ConvFp16::supports(shape) (the small-batch fallback callers keep), and a
+  // pool window of at most 128 pixels when a pool is fused.
   static bool supports(const ConvShape& shape);
   // True when the current device is compute capability 9.0 AND the loaded kernel image carries
   // the wgmma code (a one-time probe launch).  Cached after the first call (function-local
@@ -41,10 +42,14 @@ class ConvFp16Wgmma {
   ConvFp16Wgmma(const ConvFp16Wgmma&) = delete;
   ConvFp16Wgmma& operator=(const ConvFp16Wgmma&) = delete;
 
-  // x: [batch, in_h, in_w, in_c] fp16; y: [batch, conv_h, conv_w, out_c] fp16.  No workspace.
+  // x: [batch, in_h, in_w, in_c] fp16; y: [batch, out_h, out_w, out_c] fp16 (the pooled extent
+  // when a pool is fused).  No workspace.
   void forward(const void* x, void* y, int batch, cudaStream_t stream) const;
+  // CTAs forward() launches for `batch` (one per SM at a time: callers compare it with the SM
+  // count to decide whether the 128-row tiles fill the GPU).
+  long long ctas(int batch) const;
   size_t weight_bytes() const;
-  std::string variant() const;  // e.g. "wgmma_128x128x64_s4"
+  std::string variant() const;  // e.g. "wgmma_128x128x64_s4", "wgmma_128x192x64_s4_pool5x5"
 
  private:
   std::unique_ptr<ConvFp16WgmmaImpl> impl_;

@@ -11,7 +11,11 @@
 // s·s·C channels (kernels/cuda/space_to_depth.h): the vector implicit-GEMM path instead of the
 // 2-byte "gather" path.  It accepts only shapes where that pays — stride >= 2, in_c <= 4,
 // kernel >= stride (else the blocks carry pixels no tap reads) — and reuses the same epilogue,
-// so ReLU and the fused MaxPool are unchanged.
+// so ReLU and the fused MaxPool are unchanged.  On Hopper the inner conv takes the wgmma kernel
+// once the batch fills the GPU (see ConvFp16S2dKernel).
+#include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,6 +23,7 @@
 
 #include "kernels/cuda/conv_fp16.h"
 #include "kernels/cuda/conv_fp16_wgmma.h"
+#include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/space_to_depth.h"
 #include "runtime/cuda/cuda_registry.h"
 
@@ -125,11 +130,24 @@ std::optional<SpaceToDepthConv> s2d_conv_of(const Node& node) {
   return conv;
 }
 
+// The inner stride-1 conv runs on the Hopper wgmma kernel (kernels/cuda/conv_fp16_wgmma.h) when
+// it serves the transformed shape (conv1: 48 -> 64, 3x3, pool fused) on this device and its grid
+// fills the SMs (>= one CTA per SM, SM count read once here); otherwise — other devices, small
+// batches — on ConvFp16, which is always built.  Same workspace layout either way.
 class ConvFp16S2dKernel final : public LayerKernel {
  public:
   ConvFp16S2dKernel(const SpaceToDepthConv& conv, const std::vector<float>& weight,
                     const float* bias)
-      : rearrange_(conv.rearrange), conv_(conv.transformed, weight.data(), bias) {}
+      : rearrange_(conv.rearrange), conv_(conv.transformed, weight.data(), bias) {
+    if (ConvFp16Wgmma::supports(conv.transformed) && ConvFp16Wgmma::device_supported()) {
+      wgmma_ = std::make_unique<ConvFp16Wgmma>(conv.transformed, weight.data(), bias);
+      int device = 0, sms = 0;
+      CNNRT_CUDA_CHECK(cudaGetDevice(&device));
+      CNNRT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+      fallback_max_batch_ = 0;
+      while (wgmma_->ctas(fallback_max_batch_ + 1) < sms) ++fallback_max_batch_;
+    }
+  }
   void run(const KernelArgs& args) override {
     if (args.batch > 0 && args.workspace == nullptr)
       throw Error("conv_fp16_s2d: run without its workspace of " +
@@ -137,17 +155,28 @@ class ConvFp16S2dKernel final : public LayerKernel {
     const auto stream = static_cast<cudaStream_t>(args.stream);
     // Workspace: [rearranged input | the inner conv's own workspace (split-K partials)].
     uint8_t* rearranged = static_cast<uint8_t*>(args.workspace);
+    space_to_depth_fp16(args.inputs.at(0), rearranged, rearrange_, args.batch, stream);
+    if (wgmma_ && args.batch > fallback_max_batch_) {
+      wgmma_->forward(rearranged, args.output, args.batch, stream);
+      return;
+    }
     void* conv_workspace = conv_.workspace_bytes(args.batch) > 0
                                ? rearranged + rearranged_bytes(args.batch)
                                : nullptr;
-    space_to_depth_fp16(args.inputs.at(0), rearranged, rearrange_, args.batch, stream);
     conv_.forward(rearranged, args.output, args.batch, stream, conv_workspace);
   }
   size_t workspace_bytes(int batch) const override {
-    return rearranged_bytes(batch) + conv_.workspace_bytes(batch);
+    return rearranged_bytes(batch) + conv_.workspace_bytes(std::min(batch, fallback_max_batch_));
   }
-  size_t weight_bytes() const override { return conv_.weight_bytes(); }
-  std::string variant() const override { return "s2d+" + conv_.variant(); }
+  size_t weight_bytes() const override {
+    return conv_.weight_bytes() + (wgmma_ ? wgmma_->weight_bytes() : 0);
+  }
+  // "s2d+igemm", or with the wgmma path "s2d+igemm|b>N:wgmma_..." (igemm up to batch N).
+  std::string variant() const override {
+    std::string v = "s2d+" + conv_.variant();
+    if (wgmma_) v += "|b>" + std::to_string(fallback_max_batch_) + ":" + wgmma_->variant();
+    return v;
+  }
 
  private:
   size_t rearranged_bytes(int batch) const {
@@ -155,6 +184,8 @@ class ConvFp16S2dKernel final : public LayerKernel {
   }
   SpaceToDepthShape rearrange_;
   ConvFp16 conv_;
+  std::unique_ptr<ConvFp16Wgmma> wgmma_;  // null: ConvFp16 at every batch
+  int fallback_max_batch_ = std::numeric_limits<int>::max();
 };
 
 std::unique_ptr<LayerKernel> create_conv_fp16_s2d(const KernelBuildContext& context) {

@@ -5,12 +5,20 @@
 // graph's inferred shape (so the kernel can never write outside the planned buffer), applies the
 // kernel's shape rule, and finally the device rule — compute capability 9.0 with the sm_90a
 // image loaded — which is queried once and cached (supports() gets only the node).
-// Priority 5: below conv_fp16_igemm (10) until a GPU run proves it correct and faster.
+// Priority 15: above conv_fp16_igemm (10), measured faster on conv3/conv4 (H200, run 4).
+//
+// Small batches: a 128-row tile per CTA and no split-K leave most SMs idle at batch 1-8, where
+// the mma.sync kernel's split-K variants win.  So the layer keeps a ConvFp16 of the same shape
+// as a fallback and picks per run: wgmma when its grid is at least one CTA per SM (SM count read
+// once at build), else ConvFp16 with its workspace.  The workspace it reports is the fallback's
+// at the largest batch that still takes the fallback, so large batches reserve nothing extra.
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
 
 #include "kernels/cuda/conv_fp16_wgmma.h"
+#include "kernels/cuda/cuda_check.h"
 #include "runtime/cuda/cuda_registry.h"
 
 namespace cnnrt::cuda {
@@ -38,16 +46,38 @@ std::optional<ConvShape> wgmma_shape_of(const Node& node) {
 class ConvFp16WgmmaKernel final : public LayerKernel {
  public:
   ConvFp16WgmmaKernel(const ConvShape& shape, const float* weight, const float* bias)
-      : conv_(shape, weight, bias) {}
-  void run(const KernelArgs& args) override {
-    conv_.forward(args.inputs.at(0), args.output, args.batch,
-                  static_cast<cudaStream_t>(args.stream));
+      : conv_(shape, weight, bias), fallback_(shape, weight, bias), sms_(sm_count()) {
+    // Largest batch that still runs the fallback (ctas() grows with the batch).
+    while (conv_.ctas(fallback_max_batch_ + 1) < sms_) ++fallback_max_batch_;
   }
-  size_t weight_bytes() const override { return conv_.weight_bytes(); }
-  std::string variant() const override { return conv_.variant(); }
+  void run(const KernelArgs& args) override {
+    const auto stream = static_cast<cudaStream_t>(args.stream);
+    if (args.batch > fallback_max_batch_)
+      conv_.forward(args.inputs.at(0), args.output, args.batch, stream);
+    else
+      fallback_.forward(args.inputs.at(0), args.output, args.batch, stream, args.workspace);
+  }
+  size_t workspace_bytes(int batch) const override {
+    return fallback_.workspace_bytes(std::min(batch, fallback_max_batch_));
+  }
+  size_t weight_bytes() const override { return conv_.weight_bytes() + fallback_.weight_bytes(); }
+  // Primary variant, then the small-batch one.
+  std::string variant() const override {
+    return conv_.variant() + "|b<=" + std::to_string(fallback_max_batch_) + ":" +
+           fallback_.variant();
+  }
 
  private:
+  static int sm_count() {
+    int device = 0, sms = 0;
+    CNNRT_CUDA_CHECK(cudaGetDevice(&device));
+    CNNRT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    return sms;
+  }
   ConvFp16Wgmma conv_;
+  ConvFp16 fallback_;
+  int sms_ = 1;
+  int fallback_max_batch_ = 0;
 };
 
 std::unique_ptr<LayerKernel> create_conv_fp16_wgmma(const KernelBuildContext& context) {
@@ -60,7 +90,7 @@ std::unique_ptr<LayerKernel> create_conv_fp16_wgmma(const KernelBuildContext& co
   const std::optional<ConvShape> shape = wgmma_shape_of(node);
   if (!shape)
     throw_error(site, "conv_fp16_wgmma does not serve this conv (needs groups 1, dilation 1, "
-                      "no fused pool, in_c % 8 == 0, out_c % 64 == 0)");
+                      "in_c % 8 == 0, out_c % 64 == 0, a pool window of <= 128 pixels)");
   if (!ConvFp16Wgmma::device_supported())
     throw_error(site, "conv_fp16_wgmma needs a compute capability 9.0 GPU and the sm_90a build");
   const Param* weight = node.find_param("weight");

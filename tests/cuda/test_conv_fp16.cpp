@@ -2,7 +2,7 @@
 // reference (ref::conv2d -> ref::relu -> ref::maxpool2d, fp32/double).
 //
 // Every case runs EVERY variant the kernel offers for that batch (each tile config -- 128x96
-// included --, the packed and the row-streaming pool tilings the heuristic picks for them, the
+// and the BK = 64 128x128 included --, the packed and the row-streaming pool tilings the heuristic picks for them, the
 // unfused pool and split-K workspace variants (tiled and generic finish), the direct fallback)
 // plus forward() with a workspace, so one GPU run covers all code.  Cases are
 // batch 1..3, so split-K (batch <= 16, groups == 1) runs on every such case, with and without
@@ -409,12 +409,14 @@ TEST(ConvFp16, WorkspaceVariantsAreOfferedWhereTheyApply) {
     EXPECT_FALSE(has_variant(plain->variants(batch), "unfused")) << batch;
   }
   EXPECT_FALSE(has_variant(plain->variants(64), "split-K"));
-  // Round 3: the 128x96 tile and the row-streaming pool tilings are offered (so the runs above
-  // cover them) for conv2 at every batch.
+  // Round 3: the 128x96 tile, the BK = 64 tile and the row-streaming pool tilings are offered
+  // (so the runs above cover them) for conv2 / conv3 at every batch.
   for (int batch : {1, 2, 64}) {
     EXPECT_TRUE(has_variant(pooled->variants(batch), "128x96")) << batch;
     EXPECT_TRUE(has_variant(pooled->variants(batch), "streamed")) << batch;
     EXPECT_TRUE(has_variant(plain->variants(batch), "128x96")) << batch;
+    EXPECT_TRUE(has_variant(plain->variants(batch), "bk64")) << batch;
+    EXPECT_TRUE(has_variant(pooled->variants(batch), "bk64")) << batch;
   }
   const auto grouped = make(fixed_cases()[8]);  // groups 2, vector path
   EXPECT_FALSE(has_variant(grouped->variants(1), "split-K"));

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -27,6 +28,8 @@
 #include "graph/ops.h"
 #include "kernels/cpu/reference.h"
 #include "kernels/cuda/conv_fp16_wgmma.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/space_to_depth.h"
 #include "runtime/cuda/cuda_registry.h"
 
 namespace cnnrt::cuda {
@@ -194,16 +197,25 @@ TEST(ConvWgmma, RegistryEntryIsLowPriorityFp16Conv) {
   EXPECT_GT(entry->priority, igemm->priority);
 }
 
-TEST(ConvWgmma, RefusesPooledGroupedOddChannelNodes) {
+TEST(ConvWgmma, AcceptsPooledRefusesGroupedOddChannelNodes) {
   const KernelEntry* entry = KernelRegistry::instance().find("conv_fp16_wgmma");
   ASSERT_NE(entry, nullptr);
   const WCase conv3{1, 192, 13, 13, 384, 3, 1, 1, true, true};
-  // Shape rule (device independent): the AlexNet conv3 shape passes, every variant below fails.
+  // Shape rule (device independent): conv3 with and without a fused 3/2 pool passes, every
+  // other variant below fails.
   EXPECT_TRUE(ConvFp16Wgmma::supports(shape_of(conv3)));
   ConvShape pooled = shape_of(conv3);
   pooled.pool = PoolAttrs{3, 3, 2, 2, 0, 0, false, true};
   pooled.derive();
-  EXPECT_FALSE(ConvFp16Wgmma::supports(pooled));
+  EXPECT_TRUE(ConvFp16Wgmma::supports(pooled));
+  ConvShape huge_window = shape_of(conv3);  // 12x12 = 144 window pixels > 128 rows
+  huge_window.pool = PoolAttrs{12, 12, 1, 1, 0, 0, false, true};
+  huge_window.derive();
+  EXPECT_FALSE(ConvFp16Wgmma::supports(huge_window));
+  ConvShape bad_pad = shape_of(conv3);  // pad > kernel / 2: windows of padding only
+  bad_pad.pool = PoolAttrs{2, 2, 2, 2, 2, 2, false, true};
+  bad_pad.derive();
+  EXPECT_FALSE(ConvFp16Wgmma::supports(bad_pad));
   ConvShape grouped = shape_of(conv3);
   grouped.conv.groups = 2;
   EXPECT_FALSE(ConvFp16Wgmma::supports(grouped));
@@ -215,8 +227,7 @@ TEST(ConvWgmma, RefusesPooledGroupedOddChannelNodes) {
   dilated.derive();
   EXPECT_FALSE(ConvFp16Wgmma::supports(dilated));
 
-  // Registry predicate: false for all of those nodes on any device ...
-  EXPECT_FALSE(entry->supports(make_node(conv3, 1, 1, /*pool=*/true)));
+  // Registry predicate: false for the refused nodes on any device ...
   EXPECT_FALSE(entry->supports(make_node(conv3, /*groups=*/2)));
   EXPECT_FALSE(entry->supports(make_node(conv3, 1, /*dilation=*/2)));
   EXPECT_FALSE(entry->supports(make_node({1, 3, 13, 13, 384, 3, 1, 1, true, true})));
@@ -225,8 +236,10 @@ TEST(ConvWgmma, RefusesPooledGroupedOddChannelNodes) {
   Node wrong_output = make_node(conv3);
   wrong_output.output_shape = {384, 12, 13};  // disagrees with the conv rule: refused
   EXPECT_FALSE(entry->supports(wrong_output));
-  // ... and for the plain conv3 node exactly when the device can run wgmma.
+  // ... and for plain and pooled conv3 nodes exactly when the device can run wgmma.
   EXPECT_EQ(entry->supports(make_node(conv3)), ConvFp16Wgmma::device_supported());
+  EXPECT_EQ(entry->supports(make_node(conv3, 1, 1, /*pool=*/true)),
+            ConvFp16Wgmma::device_supported());
 }
 
 TEST(ConvWgmma, DeviceRuleFollowsComputeCapability) {
@@ -275,6 +288,200 @@ TEST(ConvWgmma, RegistryEntryRunsConv4) {
                                                     &bad_padding);
   EXPECT_EQ(bad_padding, 0);
   EXPECT_LE(test::rel_l2(actual, expected), 2e-3);
+}
+
+// ---- fused MaxPool (bias -> ReLU -> max-pool in the epilogue) --------------------------------
+
+struct PCase {
+  WCase conv;
+  int pk, ps, pp;
+  bool ceil;
+};
+
+std::string describe(const PCase& t) {
+  std::ostringstream s;
+  s << describe(t.conv) << " pool k" << t.pk << " s" << t.ps << " p" << t.pp
+    << (t.ceil ? " ceil" : "");
+  return s.str();
+}
+
+ConvShape shape_of(const PCase& t) {
+  ConvShape s = shape_of(t.conv);
+  s.pool = PoolAttrs{t.pk, t.pk, t.ps, t.ps, t.pp, t.pp, t.ceil, true};
+  s.derive();
+  return s;
+}
+
+// Random fp16-exact input / weight / bias and the reference conv -> relu -> maxpool output.
+struct PoolData {
+  std::vector<float> x, weight, bias, expected;
+};
+
+PoolData make_pool_data(const WCase& t, const ConvShape& shape, uint32_t seed) {
+  std::mt19937 rng(seed);
+  PoolData d;
+  d.x = test::random_fp16_values(size_t(t.batch) * t.c * t.h * t.w, rng);
+  const float w_scale = 1.0f / std::sqrt(float(t.c * t.k * t.k));
+  d.weight = test::random_fp16_values(size_t(t.oc) * t.c * t.k * t.k, rng, -w_scale, w_scale);
+  d.bias = test::random_fp16_values(t.oc, rng, -0.5f, 0.5f);
+  std::vector<float> conv_out(size_t(t.batch) * t.oc * shape.conv_h * shape.conv_w);
+  ref::conv2d(d.x.data(), t.batch, t.c, t.h, t.w, d.weight.data(), t.bias ? d.bias.data() : nullptr,
+              shape.conv, conv_out.data());
+  if (t.relu) ref::relu(conv_out.data(), int64_t(conv_out.size()), conv_out.data());
+  d.expected.assign(size_t(t.batch) * t.oc * shape.out_h * shape.out_w, 0.f);
+  ref::maxpool2d(conv_out.data(), t.batch, t.oc, shape.conv_h, shape.conv_w, *shape.pool,
+                 d.expected.data());
+  return d;
+}
+
+// Output (NHWC fp16, NaN-poisoned before the launch) against the reference: padding channels +0,
+// rel L2 <= 2e-3, per element |y - ref| <= 4e-3 |ref| + 2e-3 max|ref| (NaN fails).
+void expect_close(const std::vector<__half>& y, const std::vector<float>& expected, int batch,
+                  int oc, int oh, int ow, const std::string& what) {
+  int64_t bad_padding = 0;
+  const std::vector<float> actual = test::from_nhwc(y, batch, oc, oh, ow, &bad_padding);
+  EXPECT_EQ(bad_padding, 0) << what;
+  EXPECT_LE(test::rel_l2(actual, expected), 2e-3) << what;
+  float max_ref = 0.f;
+  for (float v : expected) max_ref = std::max(max_ref, std::fabs(v));
+  int64_t bad = 0;
+  size_t first_bad = 0;
+  for (size_t i = 0; i < actual.size(); ++i)
+    if (!(std::fabs(actual[i] - expected[i]) <= 4e-3f * std::fabs(expected[i]) + 2e-3f * max_ref) &&
+        bad++ == 0)
+      first_bad = i;
+  EXPECT_EQ(bad, 0) << what << ": first bad element " << first_bad << ": got "
+                    << actual[first_bad] << ", expected " << expected[first_bad];
+}
+
+void check_pool_case(const PCase& t, uint32_t seed) {
+  SCOPED_TRACE(describe(t));
+  ASSERT_TRUE(ConvFp16Wgmma::device_supported());
+  const ConvShape shape = shape_of(t);
+  ASSERT_TRUE(ConvFp16Wgmma::supports(shape));
+  const WCase& c = t.conv;
+  const PoolData d = make_pool_data(c, shape, seed);
+  const ConvFp16Wgmma conv(shape, d.weight.data(), c.bias ? d.bias.data() : nullptr);
+  EXPECT_NE(conv.variant().find("_pool"), std::string::npos) << conv.variant();
+  test::DeviceMem d_x(test::to_nhwc(d.x, c.batch, c.c, c.h, c.w));
+  test::DeviceMem d_y(size_t(c.batch) * shape.out_h * shape.out_w * test::pad8(c.oc) *
+                      sizeof(__half));
+  conv.forward(d_x.get(), d_y.get(), c.batch, nullptr);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  expect_close(d_y.halves(), d.expected, c.batch, c.oc, shape.out_h, shape.out_w,
+               "variant " + conv.variant());
+}
+
+TEST(ConvWgmma, FusedPoolAlexNetShapesMatchReference) {
+  REQUIRE_HOPPER();
+  for (int batch : {1, 3}) {
+    // conv1 through space-to-depth: 48 -> 64, 3x3 on 57x57 -> 55x55, pool 3/2 -> 27x27.
+    check_pool_case({{batch, 48, 57, 57, 64, 3, 1, 0, true, true}, 3, 2, 0, false}, 30 + batch);
+    // conv2: 64 -> 192, 5x5 pad 2 on 27x27, pool 3/2 -> 13x13 (BN = 192).
+    check_pool_case({{batch, 64, 27, 27, 192, 5, 1, 2, true, true}, 3, 2, 0, false}, 40 + batch);
+    // conv5: 256 -> 256, 3x3 pad 1 on 13x13, pool 3/2 -> 6x6.
+    check_pool_case({{batch, 256, 13, 13, 256, 3, 1, 1, true, true}, 3, 2, 0, false}, 50 + batch);
+  }
+}
+
+TEST(ConvWgmma, FusedPoolOddShapesMatchReference) {
+  REQUIRE_HOPPER();
+  const PCase cases[] = {
+      {{2, 24, 17, 17, 64, 3, 1, 1, true, true}, 2, 2, 0, false},     // 17 -> 8, last col dropped
+      {{3, 16, 14, 14, 128, 3, 1, 1, true, true}, 3, 2, 0, true},     // ceil: 14 -> 7, not 6
+      {{2, 8, 27, 17, 192, 3, 1, 0, true, false}, 3, 2, 1, false},    // pool pad 1, 25x15
+      {{1, 32, 17, 13, 64, 5, 2, 2, true, true}, 3, 2, 1, true},      // 9x7 conv, pad + ceil
+      {{3, 16, 13, 27, 64, 1, 1, 0, false, true}, 3, 3, 0, false},    // no ReLU: negative maxima
+      {{2, 8, 17, 17, 128, 3, 1, 1, true, true}, 2, 1, 0, false},     // overlapping stride-1 pool
+      {{1, 64, 27, 27, 192, 5, 1, 2, false, true}, 3, 2, 0, true},    // 27 -> 13, ceil, no ReLU
+      {{3, 24, 14, 18, 192, 3, 1, 1, true, true}, 3, 2, 1, true},     // ceil + pad: 14 -> 8
+  };
+  uint32_t seed = 200;
+  for (const PCase& t : cases) check_pool_case(t, seed++);
+}
+
+int sm_count() {
+  int device = 0, sms = 0;
+  CNNRT_CUDA_CHECK(cudaGetDevice(&device));
+  CNNRT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return sms;
+}
+
+// The registry kernel runs ConvFp16 while the wgmma grid would leave SMs idle and wgmma once it
+// fills them: batch 1 and the smallest filling batch must both match the reference.
+TEST(ConvWgmma, SmallBatchDispatchMatchesReference) {
+  REQUIRE_HOPPER();
+  ASSERT_TRUE(ConvFp16Wgmma::device_supported());
+  const WCase probe{1, 64, 27, 27, 64, 3, 1, 1, true, true};
+  ConvShape shape = shape_of(probe);
+  shape.pool = PoolAttrs{3, 3, 2, 2, 0, 0, false, true};
+  shape.derive();
+  const int sms = sm_count();
+  int fill_batch = 1;
+  {
+    const std::vector<float> w(size_t(64) * 64 * 9, 0.01f);
+    const ConvFp16Wgmma conv(shape, w.data(), nullptr);
+    ASSERT_LT(conv.ctas(1), sms);  // batch 1 takes the fallback
+    while (conv.ctas(fill_batch) < sms) ++fill_batch;
+  }
+  for (int batch : {1, fill_batch}) {
+    WCase t = probe;
+    t.batch = batch;
+    SCOPED_TRACE("batch " + std::to_string(batch));
+    const PoolData d = make_pool_data(t, shape, 300 + batch);
+    Node node = make_node(t, 1, 1, /*pool=*/true);
+    node.params.push_back(test::make_param("weight", {t.oc, t.c, 3, 3}, d.weight));
+    node.params.push_back(test::make_param("bias", {t.oc}, d.bias));
+    Graph graph;
+    test::EntryRunner runner(KernelRegistry::instance(), "conv_fp16_wgmma", node, graph);
+    const std::string variant = runner.kernel().variant();
+    EXPECT_NE(variant.find("wgmma"), std::string::npos) << variant;
+    EXPECT_NE(variant.find("igemm"), std::string::npos) << variant;  // the fallback
+    EXPECT_EQ(runner.kernel().workspace_bytes(fill_batch * 4),
+              runner.kernel().workspace_bytes(fill_batch - 1));  // none past the fallback
+    test::DeviceMem d_x(test::to_nhwc(d.x, batch, t.c, t.h, t.w));
+    test::DeviceMem d_y(size_t(batch) * shape.out_h * shape.out_w * t.oc * sizeof(__half));
+    runner.run({d_x.get()}, d_y.get(), batch);
+    expect_close(d_y.halves(), d.expected, batch, t.oc, shape.out_h, shape.out_w, variant);
+  }
+}
+
+// AlexNet conv1 through conv_fp16_s2d: on Hopper its inner conv (48 -> 64, 3x3, pool) takes the
+// wgmma kernel once the batch fills the SMs; both paths must match the reference.
+TEST(ConvWgmma, SpaceToDepthEntryUsesWgmmaAndMatchesReference) {
+  REQUIRE_HOPPER();
+  ASSERT_TRUE(ConvFp16Wgmma::device_supported());
+  const WCase conv1{1, 3, 224, 224, 64, 11, 4, 2, true, true};
+  ConvShape shape = shape_of(conv1);
+  shape.pool = PoolAttrs{3, 3, 2, 2, 0, 0, false, true};
+  shape.derive();
+  const std::optional<SpaceToDepthConv> s2d = space_to_depth_conv(shape);
+  ASSERT_TRUE(s2d.has_value());
+  ASSERT_TRUE(ConvFp16Wgmma::supports(s2d->transformed));
+  int fill_batch = 1;
+  {
+    const std::vector<float> w(size_t(64) * 3 * 121, 0.01f);
+    const ConvFp16Wgmma inner(s2d->transformed, space_to_depth_weights(*s2d, w.data()).data(),
+                              nullptr);
+    while (inner.ctas(fill_batch) < sm_count()) ++fill_batch;
+  }
+  for (int batch : {1, fill_batch}) {
+    WCase t = conv1;
+    t.batch = batch;
+    SCOPED_TRACE("batch " + std::to_string(batch));
+    const PoolData d = make_pool_data(t, shape, 400 + batch);
+    Node node = make_node(t, 1, 1, /*pool=*/true);
+    node.params.push_back(test::make_param("weight", {t.oc, t.c, t.k, t.k}, d.weight));
+    node.params.push_back(test::make_param("bias", {t.oc}, d.bias));
+    Graph graph;
+    test::EntryRunner runner(KernelRegistry::instance(), "conv_fp16_s2d", node, graph);
+    const std::string variant = runner.kernel().variant();
+    EXPECT_NE(variant.find("wgmma"), std::string::npos) << variant;
+    test::DeviceMem d_x(test::to_nhwc(d.x, batch, t.c, t.h, t.w));
+    test::DeviceMem d_y(size_t(batch) * shape.out_h * shape.out_w * t.oc * sizeof(__half));
+    runner.run({d_x.get()}, d_y.get(), batch);
+    expect_close(d_y.halves(), d.expected, batch, t.oc, shape.out_h, shape.out_w, variant);
+  }
 }
 
 }  // namespace

@@ -196,7 +196,9 @@ void check_case(const ConvCase& cc, uint32_t seed) {
 
   Graph graph;
   test::EntryRunner runner(KernelRegistry::instance(), "conv_fp16_s2d", node, graph);
-  EXPECT_EQ(runner.kernel().variant(), "s2d+igemm");  // the vector path, not the gather one
+  // The vector path, not the gather one (on Hopper "|b>N:wgmma_..." follows: the wgmma path).
+  EXPECT_EQ(runner.kernel().variant().rfind("s2d+igemm", 0), 0u) << runner.kernel().variant();
+  EXPECT_EQ(runner.kernel().variant().find("gather"), std::string::npos);
   EXPECT_GT(runner.kernel().workspace_bytes(cc.batch), 0u);
   EXPECT_EQ(runner.kernel().workspace_bytes(cc.batch) % 256, 0u);
   DeviceMem input(test::to_nhwc(x, cc.batch, cc.c, cc.h, cc.w));
