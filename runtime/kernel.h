@@ -25,6 +25,11 @@ struct KernelArgs {
   int batch = 0;
   void* workspace = nullptr;  // workspace_bytes(batch) bytes, or nullptr when 0
   void* stream = nullptr;     // cudaStream_t for CUDA kernels
+  // inputs[0] is the graph input as the host gave it (NCHW fp32, the context's input staging
+  // buffer) instead of the backend layout.  Set only for a kernel whose reads_nchw_fp32_input()
+  // is true, by a context that then skips its own input conversion; every other kernel always
+  // sees false.
+  bool input_is_nchw_fp32 = false;
 };
 
 class LayerKernel {
@@ -36,6 +41,11 @@ class LayerKernel {
   virtual size_t weight_bytes() const { return 0; }
   // Which internal variant runs, when a kernel has several (e.g. a tile shape); "" otherwise.
   virtual std::string variant() const { return ""; }
+  // True when run() also accepts inputs[0] as NCHW fp32 (the graph input staging buffer, see
+  // KernelArgs::input_is_nchw_fp32) instead of the backend's layout, converting as it reads.  A
+  // backend may then hand a first layer that alone reads the graph input the raw input and skip
+  // the separate layout-conversion pass.
+  virtual bool reads_nchw_fp32_input() const { return false; }
 };
 
 // Context the factory gets: the node (with bound weights and shapes) and the whole graph (for

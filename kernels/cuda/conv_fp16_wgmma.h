@@ -46,10 +46,21 @@ class ConvFp16Wgmma {
   // when a pool is fused).  No workspace.
   void forward(const void* x, void* y, int batch, cudaStream_t stream) const;
   // CTAs forward() launches for `batch` (one per SM at a time: callers compare it with the SM
-  // count to decide whether the 128-row tiles fill the GPU).
+  // count to decide whether the 128-row tiles fill the GPU).  With a fused pool the tiling is
+  // chosen per batch (cost model in the .cu); once the single-pass tiling fills the SMs every
+  // choice does too, so ctas(batch) >= SM count keeps holding for larger batches.
   long long ctas(int batch) const;
   size_t weight_bytes() const;
-  std::string variant() const;  // e.g. "wgmma_128x128x64_s4", "wgmma_128x192x64_s4_pool5x5"
+  // e.g. "wgmma_128x128x64_s4"; pooled: "..._pool(per batch)", and with a batch the tiling
+  // forward() uses, e.g. "wgmma_128x192x64_s4_pool13x13_stream7x4r" (7 passes of 4 conv rows).
+  std::string variant() const;
+  std::string variant(int batch) const;
+  // Tests / benchmarks: use a PH x PW pooled block per CTA for every batch instead of the cost
+  // model (0, 0 restores it).  False (and no change) when no pool is fused or the block cannot
+  // run (conv tile row wider than 128, shared memory over the device limit).
+  bool force_pool_block(int ph, int pw);
+  // M passes per CTA forward() runs for `batch` (1 without a pool or for single-pass tiles).
+  int pool_passes(int batch) const;
 
  private:
   std::unique_ptr<ConvFp16WgmmaImpl> impl_;

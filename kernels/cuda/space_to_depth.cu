@@ -1,5 +1,6 @@
-// Space-to-depth rearrangement (NHWC fp16) and the host-side conv rewrite; see
-// space_to_depth.h for the math and docs/kernels/space_to_depth.md for why and how fast.
+// Space-to-depth rearrangement (from NHWC fp16, or straight from the NCHW fp32 graph input) and
+// the host-side conv rewrite; see space_to_depth.h for the math and
+// docs/kernels/space_to_depth.md for why and how fast.
 //
 // Kernel shape: one thread per 8-channel chunk of one output pixel, chunks of a pixel on
 // adjacent threads, so a warp writes 512 contiguous bytes with 16-byte stores (the write side is
@@ -9,6 +10,9 @@
 // L1/L2 serve the repeats and DRAM sees each input sector about once.  The (tap, channel)
 // decomposition of the chunk's first channel costs two divisions per thread; the 8 lanes then
 // advance it by increments.  Pure bandwidth: no shared memory, grid-stride loop over all chunks.
+// The NCHW fp32 form (graph input read directly, no separate layout pass) is the same kernel
+// with another load: 4-byte loads from C planes; a warp's sources are a few short row segments
+// per plane, again merged by L1/L2, and every input byte is read from DRAM about once.
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -29,8 +33,30 @@ struct SpaceToDepthParams {
   int chunks;  // out_c_stride / 8
 };
 
-__global__ void space_to_depth_kernel(const __half* __restrict__ x, uint4* __restrict__ y,
-                                      SpaceToDepthParams p, long long total_chunks) {
+// Where the source values come from.  The kernel is the same for both forms; only the load of
+// real channel c of pixel (iy, ix) of sample n differs.
+// The backend layout: NHWC fp16, channel stride in_cs (padding channels never read).
+struct NhwcFp16Source {
+  const __half* __restrict__ x;
+  __device__ __forceinline__ unsigned short operator()(const SpaceToDepthParams& p, long long n,
+                                                       int iy, int ix, int c) const {
+    return __half_as_ushort(x[((n * p.in_h + iy) * p.in_w + ix) * p.in_cs + c]);
+  }
+};
+// The graph input as the host gave it: NCHW fp32, rounded to nearest-even exactly as the
+// layout conversion (nchw_fp32_to_nhwc_fp16) rounds, so both paths give the same bits.
+struct NchwFp32Source {
+  const float* __restrict__ x;
+  __device__ __forceinline__ unsigned short operator()(const SpaceToDepthParams& p, long long n,
+                                                       int iy, int ix, int c) const {
+    return __half_as_ushort(
+        __float2half_rn(x[((n * p.in_c + c) * p.in_h + iy) * p.in_w + ix]));
+  }
+};
+
+template <typename Source>
+__global__ void space_to_depth_kernel(Source source, uint4* __restrict__ y, SpaceToDepthParams p,
+                                      long long total_chunks) {
   const long long step = static_cast<long long>(gridDim.x) * blockDim.x;
   for (long long index = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
        index < total_chunks; index += step) {
@@ -46,7 +72,6 @@ __global__ void space_to_depth_kernel(const __half* __restrict__ x, uint4* __res
     int c = first - tap * p.in_c;
     int dy = tap / p.block;
     int dx = tap - dy * p.block;
-    const __half* image = x + n * p.in_h * p.in_w * p.in_cs;
 
     uint32_t words[4];
 #pragma unroll
@@ -55,9 +80,7 @@ __global__ void space_to_depth_kernel(const __half* __restrict__ x, uint4* __res
       if (first + i < p.real_c) {
         const int iy = by * p.block + dy - p.pad_h;
         const int ix = bx * p.block + dx - p.pad_w;
-        if (iy >= 0 && iy < p.in_h && ix >= 0 && ix < p.in_w)
-          bits = __half_as_ushort(
-              image[(static_cast<long long>(iy) * p.in_w + ix) * p.in_cs + c]);
+        if (iy >= 0 && iy < p.in_h && ix >= 0 && ix < p.in_w) bits = source(p, n, iy, ix, c);
       }
       if (i % 2 == 0)
         words[i / 2] = bits;
@@ -84,16 +107,24 @@ size_t space_to_depth_bytes(const SpaceToDepthShape& shape, int batch) {
          sizeof(__half);
 }
 
-void space_to_depth_fp16(const void* x, void* y, const SpaceToDepthShape& shape, int batch,
-                         cudaStream_t stream) {
+namespace {
+
+// Checks the arguments of either entry point; false when there is nothing to do (batch 0).
+bool check_launch(const void* x, const void* y, const SpaceToDepthShape& shape, int batch) {
   if (shape.in_c <= 0 || shape.in_h <= 0 || shape.in_w <= 0 || shape.block <= 0 ||
       shape.out_h <= 0 || shape.out_w <= 0 || batch < 0)
     throw Error("space_to_depth: bad shape (C " + std::to_string(shape.in_c) + ", block " +
                 std::to_string(shape.block) + ", batch " + std::to_string(batch) + ")");
-  if (batch == 0) return;
+  if (batch == 0) return false;
   if (x == nullptr || y == nullptr) throw Error("space_to_depth: null tensor pointer");
   if (reinterpret_cast<uintptr_t>(y) % 16 != 0)
     throw Error("space_to_depth: output pointer is not 16-byte aligned");
+  return true;
+}
+
+template <typename Source>
+void launch(Source source, void* y, const SpaceToDepthShape& shape, int batch,
+            cudaStream_t stream) {
   SpaceToDepthParams p;
   p.in_c = shape.in_c;
   p.in_h = shape.in_h;
@@ -111,8 +142,22 @@ void space_to_depth_fp16(const void* x, void* y, const SpaceToDepthShape& shape,
   // The grid-stride loop covers anything past this cap; 2^20 CTAs is far beyond a full wave.
   const long long blocks = std::min<long long>((total + kThreads - 1) / kThreads, 1LL << 20);
   space_to_depth_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-      static_cast<const __half*>(x), static_cast<uint4*>(y), p, total);
+      source, static_cast<uint4*>(y), p, total);
   CNNRT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void space_to_depth_fp16(const void* x, void* y, const SpaceToDepthShape& shape, int batch,
+                         cudaStream_t stream) {
+  if (!check_launch(x, y, shape, batch)) return;
+  launch(NhwcFp16Source{static_cast<const __half*>(x)}, y, shape, batch, stream);
+}
+
+void space_to_depth_nchw_fp32(const float* x, void* y, const SpaceToDepthShape& shape, int batch,
+                              cudaStream_t stream) {
+  if (!check_launch(x, y, shape, batch)) return;
+  launch(NchwFp32Source{x}, y, shape, batch, stream);
 }
 
 std::optional<SpaceToDepthConv> space_to_depth_conv(const ConvShape& shape) {

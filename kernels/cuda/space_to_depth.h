@@ -51,6 +51,14 @@ size_t space_to_depth_bytes(const SpaceToDepthShape& shape, int batch);
 void space_to_depth_fp16(const void* x, void* y, const SpaceToDepthShape& shape, int batch,
                          cudaStream_t stream);
 
+// The same y straight from the graph input as the host gave it: x is [batch, in_c, in_h, in_w]
+// fp32 (NCHW, dense), each value rounded to fp16 to nearest-even as nchw_fp32_to_nhwc_fp16
+// rounds, so the result is bit-identical to that conversion followed by space_to_depth_fp16 —
+// minus one launch and the padded fp16 copy of the input written and read back.  Same checks,
+// same single capturable launch.
+void space_to_depth_nchw_fp32(const float* x, void* y, const SpaceToDepthShape& shape, int batch,
+                              cudaStream_t stream);
+
 // A conv expressed as rearrangement + stride-1 conv.
 struct SpaceToDepthConv {
   ConvShape original;         // derived

@@ -12,7 +12,9 @@
 // 2-byte "gather" path.  It accepts only shapes where that pays — stride >= 2, in_c <= 4,
 // kernel >= stride (else the blocks carry pixels no tap reads) — and reuses the same epilogue,
 // so ReLU and the fused MaxPool are unchanged.  On Hopper the inner conv takes the wgmma kernel
-// once the batch fills the GPU (see ConvFp16S2dKernel).
+// once the batch fills the GPU (see ConvFp16S2dKernel).  As the first layer it also reads the
+// NCHW fp32 graph input directly (KernelArgs::input_is_nchw_fp32), so the CUDA context can drop
+// its separate input-conversion pass.
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -155,7 +157,13 @@ class ConvFp16S2dKernel final : public LayerKernel {
     const auto stream = static_cast<cudaStream_t>(args.stream);
     // Workspace: [rearranged input | the inner conv's own workspace (split-K partials)].
     uint8_t* rearranged = static_cast<uint8_t*>(args.workspace);
-    space_to_depth_fp16(args.inputs.at(0), rearranged, rearrange_, args.batch, stream);
+    // The graph input straight from the staging buffer (the context skipped its conversion
+    // pass), or the backend layout; same x' either way, bit for bit.
+    if (args.input_is_nchw_fp32)
+      space_to_depth_nchw_fp32(static_cast<const float*>(args.inputs.at(0)), rearranged,
+                               rearrange_, args.batch, stream);
+    else
+      space_to_depth_fp16(args.inputs.at(0), rearranged, rearrange_, args.batch, stream);
     if (wgmma_ && args.batch > fallback_max_batch_) {
       wgmma_->forward(rearranged, args.output, args.batch, stream);
       return;
@@ -171,6 +179,8 @@ class ConvFp16S2dKernel final : public LayerKernel {
   size_t weight_bytes() const override {
     return conv_.weight_bytes() + (wgmma_ ? wgmma_->weight_bytes() : 0);
   }
+  // The rearrangement converts as it gathers, so a first layer can skip the input conversion.
+  bool reads_nchw_fp32_input() const override { return true; }
   // "s2d+igemm", or with the wgmma path "s2d+igemm|b>N:wgmma_..." (igemm up to batch N).
   std::string variant() const override {
     std::string v = "s2d+" + conv_.variant();

@@ -5,6 +5,9 @@
 // deterministic pseudo-random input generated on the device: the input staging buffer only
 // lives for step 0 in the plan, so after a forward it may hold later activations, and timing
 // must not depend on whatever bytes were left there.
+// Input fusion (see the header): decided once from the engine; when on, the "input" request is
+// dropped from the plan and step 0's arguments point at the staging buffer.  compare_kernels
+// gives step-0 candidates that cannot read fp32 a converted copy made outside their timing.
 #include "runtime/cuda/cuda_context.h"
 
 #include <algorithm>
@@ -98,6 +101,20 @@ double time_kernel(LayerKernel& kernel, const KernelArgs& args, int iterations,
   return median(times);
 }
 
+// True when step 0 may read the NCHW fp32 staging input itself: the graph input is an image, it
+// is step 0's only input, no later step (nor the graph output) reads it, and step 0's kernel
+// converts as it reads.  Then nothing needs the backend-layout copy of the input at all.
+bool first_step_reads_staging(const EngineImpl& engine) {
+  const Step& first = engine.steps.front();
+  if (engine.graph.input.shape.size() != 3 || engine.graph.output == "input") return false;
+  if (first.node->inputs.size() != 1 || first.node->inputs[0] != "input") return false;
+  if (!first.kernel->reads_nchw_fp32_input()) return false;
+  for (size_t i = 1; i < engine.steps.size(); ++i)
+    for (const std::string& name : engine.steps[i].node->inputs)
+      if (name == "input") return false;
+  return true;
+}
+
 }  // namespace
 
 EventHandle make_event() {
@@ -143,6 +160,11 @@ CudaContext::CudaContext(const EngineImpl& engine, int batch) : engine_(engine),
   // The plan: every activation (the lead's requests, in-place aliases included), the fp32
   // staging buffers at the ends, and each step's workspace for exactly its own step.
   std::vector<PlanRequest> requests = activation_requests(engine, batch_);
+  input_fused_ = first_step_reads_staging(engine);
+  if (input_fused_)
+    requests.erase(std::remove_if(requests.begin(), requests.end(),
+                                  [](const PlanRequest& r) { return r.name == "input"; }),
+                   requests.end());
   const int last_step = static_cast<int>(engine.steps.size()) - 1;
   requests.push_back(
       {"input.staging", static_cast<size_t>(input_elements_) * sizeof(float), 0, 0, ""});
@@ -200,12 +222,16 @@ void* CudaContext::tensor_pointer(const std::string& name) const {
 void CudaContext::bind_arguments() {
   input_staging_ = static_cast<float*>(tensor_pointer("input.staging"));
   output_staging_ = static_cast<float*>(tensor_pointer("output.staging"));
-  input_tensor_ = tensor_pointer("input");
+  input_tensor_ = input_fused_ ? nullptr : tensor_pointer("input");
   output_tensor_ptr_ = tensor_pointer(output_tensor_);
   step_args_.clear();
   for (const Step& step : engine_.steps) {
     KernelArgs args;
-    for (const std::string& input : step.node->inputs) args.inputs.push_back(tensor_pointer(input));
+    for (const std::string& input : step.node->inputs) {
+      const bool staged = input_fused_ && input == "input";  // step 0 only (checked at creation)
+      args.inputs.push_back(staged ? input_staging_ : tensor_pointer(input));
+      args.input_is_nchw_fp32 = args.input_is_nchw_fp32 || staged;
+    }
     // An in-place step's output was planned at its input's offset, so output == inputs[0].
     args.output = tensor_pointer(step.node->name);
     args.batch = batch_;
@@ -220,13 +246,25 @@ void CudaContext::fill_random_input() {
   fill_uniform_fp32(input_staging_, input_elements_, random_seed_, stream_.get());
 }
 
-void CudaContext::enqueue_input_conversion() {
+void CudaContext::convert_input_into(void* target) {
   const bool image = input_shape_.size() == 3;
   const int channels = checked_int(input_shape_[0], "input channels");
   const int height = image ? checked_int(input_shape_[1], "input height") : 1;
   const int width = image ? checked_int(input_shape_[2], "input width") : 1;
-  nchw_fp32_to_nhwc_fp16(input_staging_, input_tensor_, batch_, channels, height, width,
-                         stream_.get());
+  nchw_fp32_to_nhwc_fp16(input_staging_, target, batch_, channels, height, width, stream_.get());
+}
+
+void CudaContext::enqueue_input_conversion() {
+  if (!input_fused_) convert_input_into(input_tensor_);
+}
+
+double CudaContext::bytes_of_step(size_t i) const {
+  const Step& step = engine_.steps[i];
+  double bytes = step_bytes(engine_, step, batch_);
+  if (i == 0 && input_fused_)  // reads the fp32 input instead of its padded fp16 copy
+    bytes += static_cast<double>(input_elements_) * sizeof(float) -
+             static_cast<double>(engine_.backend->tensor_bytes(input_shape_, batch_));
+  return bytes;
 }
 
 void CudaContext::enqueue_output_conversion() {
@@ -343,7 +381,7 @@ std::vector<LayerProfile> CudaContext::profile(int iterations) {
     LayerProfile row = profile_row(step);
     row.median_ms = median(times);
     row.flops = step_flops(step, batch_);
-    row.bytes = step_bytes(engine_, step, batch_);
+    row.bytes = bytes_of_step(i);
     rows.push_back(std::move(row));
   }
   return rows;
@@ -358,13 +396,16 @@ std::vector<LayerProfile> CudaContext::compare_kernels(int iterations) {
   // Walk the forward step by step, so each step's inputs hold the real activations of the
   // chosen kernels before it; every candidate of step i then writes only step i's output (and
   // its own workspace), and the chosen kernel runs last to leave its result for step i + 1.
+  // With input fusion, step 0's candidates that cannot read NCHW fp32 get a backend-layout copy
+  // of the same input, converted once before their timing starts.
+  DeviceBuffer converted_input;
   fill_random_input();
   enqueue_input_conversion();
   for (size_t i = 0; i < engine_.steps.size(); ++i) {
     const Step& step = engine_.steps[i];
     const KernelArgs& args = step_args_[i];
     const double flops = step_flops(step, batch_);
-    const double bytes = step_bytes(engine_, step, batch_);
+    const double bytes = bytes_of_step(i);
 
     LayerProfile chosen = profile_row(step);
     try {
@@ -398,6 +439,16 @@ std::vector<LayerProfile> CudaContext::compare_kernels(int iterations) {
                                  "the workspace of " + entry->name + " on " + step.node->name);
         KernelArgs candidate_args = args;
         candidate_args.workspace = workspace.get();
+        if (args.input_is_nchw_fp32 && !kernel->reads_nchw_fp32_input()) {
+          if (!converted_input) {
+            converted_input = device_alloc(engine_.backend->tensor_bytes(input_shape_, batch_),
+                                           "a converted input for comparing kernels");
+            convert_input_into(converted_input.get());
+          }
+          for (size_t k = 0; k < step.node->inputs.size(); ++k)
+            if (step.node->inputs[k] == "input") candidate_args.inputs[k] = converted_input.get();
+          candidate_args.input_is_nchw_fp32 = false;
+        }
         row.median_ms = time_kernel(*kernel, candidate_args, iterations, stream);
         if (!kernel->variant().empty()) row.kernel += " (" + kernel->variant() + ")";
       } catch (const std::exception& error) {

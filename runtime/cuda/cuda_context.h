@@ -7,6 +7,10 @@
 //   - a CUDA graph of the forward (input conversion, every step's kernel, output conversion),
 //     captured once at creation after one eager warm-up run, so a run is one graph launch between
 //     two copies.
+// Input fusion: when step 0 alone reads the graph input and its kernel can read NCHW fp32
+// (LayerKernel::reads_nchw_fp32_input, e.g. conv_fp16_s2d for AlexNet conv1), the conversion
+// pass is skipped, step 0 reads the staging buffer with KernelArgs::input_is_nchw_fp32, and the
+// plan holds no fp16 "input" tensor: one launch and a padded fp16 copy of the input saved.
 // Kernel arguments are resolved to arena pointers once, at creation; graph replays reuse them.
 // Handles are RAII so a constructor that throws half-way leaks nothing.
 #pragma once
@@ -65,12 +69,15 @@ class CudaContext final : public ContextImpl {
   void* tensor_pointer(const std::string& name) const;  // throws when the plan lacks it
   void bind_arguments();
   void fill_random_input();
-  void enqueue_input_conversion();
+  // The NCHW fp32 staging input → backend layout at `target` (an input-tensor-sized buffer).
+  void convert_input_into(void* target);
+  void enqueue_input_conversion();  // into the "input" tensor; nothing when input_fused_
   void enqueue_output_conversion();
   // The whole forward on stream_.  annotate adds NVTX ranges (eager runs only, never captured).
   void enqueue_forward(bool annotate);
   void capture_graph();
   void synchronize();
+  double bytes_of_step(size_t i) const;  // step_bytes, with step 0's input as read
 
   const EngineImpl& engine_;
   const int batch_;
@@ -87,7 +94,9 @@ class CudaContext final : public ContextImpl {
 
   float* input_staging_ = nullptr;   // fp32 NCHW, what run() copies in
   float* output_staging_ = nullptr;  // fp32, what run() copies out
-  void* input_tensor_ = nullptr;     // fp16 NHWC graph input
+  void* input_tensor_ = nullptr;     // fp16 NHWC graph input; null when input_fused_
+  // Step 0 reads input_staging_ itself (see the header comment); decided once at creation.
+  bool input_fused_ = false;
   const void* output_tensor_ptr_ = nullptr;
   std::vector<KernelArgs> step_args_;  // one per engine step, pointers into the arena
   uint32_t random_seed_ = 0x5eed1234u;

@@ -400,6 +400,119 @@ TEST(ConvWgmma, FusedPoolOddShapesMatchReference) {
   for (const PCase& t : cases) check_pool_case(t, seed++);
 }
 
+// ---- pool tilings: single pass vs row streaming (force_pool_block) ----------------------------
+
+// One pooled case, one reference, every tiling mode: the cost model's choice for this batch, the
+// 1 x 1 block (single pass, many CTAs), and the row-streamed blocks that fit: the whole pooled
+// image, half of its rows (bands; the last band overhangs the conv output), half of its columns,
+// and a 2 x 3 block (single pass or streamed depending on the pool).  Each launch writes into a
+// freshly NaN-poisoned output.  Returns how many streamed (passes > 1) launches ran.
+int check_pool_tilings(const PCase& t, uint32_t seed) {
+  SCOPED_TRACE(describe(t));
+  const ConvShape shape = shape_of(t);
+  EXPECT_TRUE(ConvFp16Wgmma::supports(shape));
+  const WCase& c = t.conv;
+  const PoolData d = make_pool_data(c, shape, seed);
+  ConvFp16Wgmma conv(shape, d.weight.data(), c.bias ? d.bias.data() : nullptr);
+  test::DeviceMem d_x(test::to_nhwc(d.x, c.batch, c.c, c.h, c.w));
+  const int oh = shape.out_h, ow = shape.out_w;
+  const int blocks[][2] = {{0, 0},  {1, 1}, {oh, ow}, {(oh + 1) / 2, ow}, {oh, (ow + 1) / 2},
+                           {2, 3}};
+  int streamed = 0;
+  for (const auto& b : blocks) {
+    if (b[0] > oh || b[1] > ow) continue;
+    if (!conv.force_pool_block(b[0], b[1])) {
+      // Only a streamed block may be refused (conv tile row over 128 pixels, or its staging
+      // over the shared-memory limit); a single-pass block always fits.
+      const int th = (b[0] - 1) * t.ps + t.pk, tw = (b[1] - 1) * t.ps + t.pk;
+      EXPECT_GT(th * tw, 128) << "block " << b[0] << "x" << b[1] << " refused";
+      continue;
+    }
+    const std::string what = "block " + std::to_string(b[0]) + "x" + std::to_string(b[1]) +
+                             " variant " + conv.variant(c.batch);
+    SCOPED_TRACE(what);
+    if (conv.pool_passes(c.batch) > 1) ++streamed;
+    test::DeviceMem d_y(size_t(c.batch) * oh * ow * test::pad8(c.oc) * sizeof(__half));
+    conv.forward(d_x.get(), d_y.get(), c.batch, nullptr);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    expect_close(d_y.halves(), d.expected, c.batch, c.oc, oh, ow, what);
+  }
+  EXPECT_TRUE(conv.force_pool_block(0, 0));
+  EXPECT_FALSE(conv.force_pool_block(oh + 1, 1));
+  return streamed;
+}
+
+TEST(ConvWgmma, PoolTilingsAlexNetShapesMatchReference) {
+  REQUIRE_HOPPER();
+  ASSERT_TRUE(ConvFp16Wgmma::device_supported());
+  for (int batch : {1, 2, 3}) {
+    SCOPED_TRACE("batch " + std::to_string(batch));
+    // conv1 inner (space-to-depth form): 48 -> 64, 3x3 on 57x57 -> 55x55, pool 3/2 -> 27x27.
+    EXPECT_GE(check_pool_tilings({{batch, 48, 57, 57, 64, 3, 1, 0, true, true}, 3, 2, 0, false},
+                                 500 + batch), 2);
+    // conv2: 64 -> 192, 5x5 pad 2 on 27x27, pool 3/2 -> 13x13 (BN 192: the largest staging).
+    EXPECT_GE(check_pool_tilings({{batch, 64, 27, 27, 192, 5, 1, 2, true, true}, 3, 2, 0, false},
+                                 510 + batch), 2);
+    // conv5: 256 -> 256, 3x3 pad 1 on 13x13, pool 3/2 -> 6x6 (two N tiles).
+    EXPECT_GE(check_pool_tilings({{batch, 256, 13, 13, 256, 3, 1, 1, true, true}, 3, 2, 0, false},
+                                 520 + batch), 1);
+  }
+}
+
+TEST(ConvWgmma, PoolTilingsOddShapesMatchReference) {
+  REQUIRE_HOPPER();
+  ASSERT_TRUE(ConvFp16Wgmma::device_supported());
+  const PCase cases[] = {
+      {{2, 16, 13, 13, 64, 3, 1, 1, true, true}, 3, 2, 0, false},     // 13 -> 6
+      {{1, 8, 17, 17, 128, 3, 1, 1, true, true}, 2, 2, 0, false},     // 17 -> 8, last row dropped
+      {{3, 24, 27, 31, 192, 3, 1, 1, true, true}, 3, 2, 0, true},     // ceil: 27x31 -> 13x15
+      {{2, 8, 31, 17, 64, 5, 1, 2, true, false}, 3, 2, 1, false},     // pool pad 1: 16x9
+      {{1, 16, 31, 31, 128, 3, 2, 1, true, true}, 2, 2, 0, true},     // conv 16x16, ceil 2/2
+      {{2, 8, 17, 27, 192, 3, 1, 0, false, true}, 3, 2, 1, true},     // no ReLU, pad + ceil
+      {{3, 32, 27, 13, 64, 3, 1, 1, true, true}, 3, 1, 1, false},     // stride-1 pool, pad 1
+      {{1, 8, 31, 13, 128, 1, 1, 0, true, true}, 2, 2, 0, true},      // 1x1 conv, ceil 2/2
+  };
+  uint32_t seed = 600;
+  for (const PCase& t : cases) {
+    const ConvShape shape = shape_of(t);
+    const int whole = ((shape.out_h - 1) * t.ps + t.pk) * ((shape.out_w - 1) * t.ps + t.pk);
+    const int streamed = check_pool_tilings(t, seed++);
+    if (whole > 128) EXPECT_GE(streamed, 1) << describe(t);  // the whole image must stream
+  }
+}
+
+// The cost model streams conv2 at large batches (the point of the row-streaming mode), keeps
+// ctas(batch) >= the SM count once it got there (the registry's small-batch rule), and the
+// forced blocks report their pass count.
+TEST(ConvWgmma, PoolTilingChoiceFollowsBatch) {
+  REQUIRE_HOPPER();
+  ASSERT_TRUE(ConvFp16Wgmma::device_supported());
+  const PCase conv2{{1, 64, 27, 27, 192, 5, 1, 2, true, true}, 3, 2, 0, false};
+  const ConvShape shape = shape_of(conv2);
+  std::mt19937 rng(77);
+  const std::vector<float> w = test::random_fp16_values(size_t(192) * 64 * 25, rng, -0.1f, 0.1f);
+  ConvFp16Wgmma conv(shape, w.data(), nullptr);
+  EXPECT_EQ(conv.pool_passes(1), 1);        // small batch: single-pass tiles (more CTAs)
+  EXPECT_GT(conv.pool_passes(256), 1) << conv.variant(256);
+  EXPECT_NE(conv.variant(256).find("_stream"), std::string::npos) << conv.variant(256);
+  int sms = 0, device = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), cudaSuccess);
+  bool filled = false;
+  for (int b = 1; b <= 300; ++b) {
+    const long long n = conv.ctas(b);
+    if (filled) EXPECT_GE(n, sms) << "batch " << b;
+    filled = filled || n >= sms;
+  }
+  EXPECT_TRUE(filled);
+  ASSERT_TRUE(conv.force_pool_block(13, 13));  // 27x27 conv rows, 4 per pass
+  EXPECT_EQ(conv.pool_passes(1), 7);
+  EXPECT_EQ(conv.ctas(2), 2);
+  ASSERT_TRUE(conv.force_pool_block(5, 5));    // 11x11 = 121 rows: one pass
+  EXPECT_EQ(conv.pool_passes(1), 1);
+  EXPECT_EQ(conv.ctas(1), 9);
+}
+
 int sm_count() {
   int device = 0, sms = 0;
   CNNRT_CUDA_CHECK(cudaGetDevice(&device));

@@ -7,6 +7,11 @@
 // Models cover: conv+relu+pool (fused and, with fuse off, separate in-place relu), a 3-D output
 // with 13 channels (output conversion drops padding), flatten views (C = 256) and copies (C = 3)
 // feeding linears, dropout, residual add and a concat of 5 + 11 + 16 channels.
+// Input fusion (runtime/cuda/cuda_context.h): models whose first layer is conv_fp16_s2d and the
+// graph input's only reader skip the input conversion and feed NCHW fp32 to that layer (the
+// conv1-like model, and the two small strided stems); a first conv that is not s2d-eligible and
+// an input read by two layers keep the conversion.  Both paths are checked against the CPU, and
+// which path a context took is checked through its memory plan (no fp16 "input" when fused).
 // Device tests skip without a GPU; the "no device" error paths run only without one.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -34,6 +39,7 @@ namespace {
 struct ModelCase {
   const char* name;
   const char* yaml;
+  bool input_fused;  // expected: the CUDA context skips the input conversion
 };
 
 const ModelCase kModels[] = {
@@ -47,7 +53,7 @@ layers:
   - {name: conv2, op: conv, out_channels: 24, kernel: 3, padding: 1, weight: c2.w, bias: c2.b}
   - {name: relu2, op: relu}
   - {name: conv3, op: conv, out_channels: 13, kernel: 3, padding: 1, weight: c3.w, bias: c3.b}
-)"},
+)", true},
     {"flatten_view_linear", R"(
 name: flatten_view_linear
 input: {shape: [3, 13, 11]}
@@ -60,7 +66,7 @@ layers:
   - {name: relu2, op: relu}
   - {name: drop, op: dropout}
   - {name: fc2, op: linear, out_features: 10, weight: f2.w, bias: f2.b}
-)"},
+)", true},
     {"flatten_copy_linear", R"(
 name: flatten_copy_linear
 input: {shape: [3, 9, 7]}
@@ -69,7 +75,7 @@ layers:
   - {name: relu1, op: relu}
   - {name: flatten, op: flatten}
   - {name: fc1, op: linear, out_features: 19, weight: f1.w, bias: f1.b}
-)"},
+)", false},
     {"add_concat_branches", R"(
 name: add_concat_branches
 input: {shape: [3, 15, 13]}
@@ -86,8 +92,54 @@ layers:
   - {name: pool, op: maxpool, kernel: 2, stride: 2}
   - {name: flatten, op: flatten}
   - {name: fc, op: linear, out_features: 7, weight: f.w, bias: f.b}
-)"},
+)", false},
+    // AlexNet's stem at a small odd size: 11x11/4 conv (16x17) + relu + 3/2 pool, then more.
+    {"s2d_conv1_like", R"(
+name: s2d_conv1_like
+input: {shape: [3, 67, 71]}
+layers:
+  - {name: conv1, op: conv, out_channels: 24, kernel: 11, stride: 4, padding: 2, weight: c1.w, bias: c1.b}
+  - {name: relu1, op: relu}
+  - {name: pool1, op: maxpool, kernel: 3, stride: 2}
+  - {name: conv2, op: conv, out_channels: 40, kernel: 5, padding: 2, weight: c2.w, bias: c2.b}
+  - {name: relu2, op: relu}
+  - {name: pool2, op: maxpool, kernel: 3, stride: 2}
+  - {name: conv3, op: conv, out_channels: 32, kernel: 3, padding: 1, weight: c3.w, bias: c3.b}
+  - {name: relu3, op: relu}
+  - {name: flatten, op: flatten}
+  - {name: fc1, op: linear, out_features: 21, weight: f1.w, bias: f1.b}
+  - {name: relu4, op: relu}
+  - {name: fc2, op: linear, out_features: 10, weight: f2.w, bias: f2.b}
+)", true},
+    // Stride 1: not s2d-eligible, so the conversion runs.
+    {"first_conv_not_s2d", R"(
+name: first_conv_not_s2d
+input: {shape: [3, 23, 19]}
+layers:
+  - {name: conv1, op: conv, out_channels: 16, kernel: 7, padding: 3, weight: c1.w, bias: c1.b}
+  - {name: relu1, op: relu}
+  - {name: pool1, op: maxpool, kernel: 3, stride: 2}
+  - {name: conv2, op: conv, out_channels: 24, kernel: 3, stride: 2, weight: c2.w, bias: c2.b}
+  - {name: flatten, op: flatten}
+  - {name: fc, op: linear, out_features: 9, weight: f.w, bias: f.b}
+)", false},
+    // Two s2d-eligible convs read the input: step 1 needs the fp16 copy, so the conversion runs.
+    {"input_read_twice", R"(
+name: input_read_twice
+input: {shape: [3, 35, 39]}
+layers:
+  - {name: left, op: conv, input: input, out_channels: 16, kernel: 11, stride: 4, padding: 2, weight: l.w, bias: l.b}
+  - {name: right, op: conv, input: input, out_channels: 16, kernel: 11, stride: 4, padding: 2, weight: r.w, bias: r.b}
+  - {name: sum, op: add, inputs: [left, right]}
+  - {name: sum_relu, op: relu}
+  - {name: flatten, op: flatten}
+  - {name: fc, op: linear, out_features: 7, weight: f.w, bias: f.b}
+)", false},
 };
+
+constexpr int kConv1LikeModel = 4;
+constexpr int kNotS2dModel = 5;
+constexpr int kReadTwiceModel = 6;
 
 Graph make_graph(const ModelCase& model, uint64_t seed = 17) {
   Graph graph = parse_model(model.yaml, std::string(model.name) + ".yaml");
@@ -174,18 +226,54 @@ std::vector<EngineCase> all_engine_cases() {
     for (int batch : {1, 3}) cases.push_back({model, batch, true});
   cases.push_back({0, 3, false});  // separate relu and pool steps: in-place relu on the GPU
   cases.push_back({3, 1, false});
+  cases.push_back({kConv1LikeModel, 3, false});  // fused input, then a separate relu step
   return cases;
 }
 
 INSTANTIATE_TEST_SUITE_P(SmallModels, CudaMatchesCpu, ::testing::ValuesIn(all_engine_cases()),
                          case_name);
 
-// Shared fixture for the context-level checks: the branchy model, fused, batch 3.
-class CudaContextTest : public ::testing::Test {
+// Which contexts skip the input conversion (their plan then has no fp16 "input" tensor): exactly
+// those whose step 0 alone reads the graph input and runs a kernel that reads NCHW fp32.  The
+// preconditions are asserted so a change of kernel choice cannot silently make this vacuous.
+TEST(CudaInputFusion, ConversionSkippedExactlyWhenStepZeroAloneReadsTheInputAsFp32) {
+  SKIP_WITHOUT_GPU();
+  for (const ModelCase& model : kModels) {
+    SCOPED_TRACE(model.name);
+    const Graph graph = make_graph(model);
+    auto gpu = build(graph, Device::CUDA);
+    const std::vector<Step>& steps = gpu->impl().steps;
+    ASSERT_FALSE(steps.empty());
+    int readers = 0;
+    for (const Step& step : steps)
+      for (const std::string& input : step.node->inputs) readers += input == "input";
+    const bool step0_takes_fp32 = steps[0].kernel->reads_nchw_fp32_input();
+    EXPECT_EQ(step0_takes_fp32, steps[0].entry->name == "conv_fp16_s2d");
+    if (model.input_fused) ASSERT_EQ(steps[0].entry->name, "conv_fp16_s2d");
+    EXPECT_EQ(model.input_fused, step0_takes_fp32 && readers == 1) << gpu->describe();
+    for (int batch : {1, 2}) {
+      auto context = gpu->create_context(batch);
+      const MemoryPlan& plan = context->memory_plan();
+      EXPECT_EQ(plan.find("input") == nullptr, model.input_fused) << "batch " << batch;
+      EXPECT_NE(plan.find("input.staging"), nullptr);
+    }
+  }
+  // The two negative cases fail for the intended reason.
+  const Graph not_s2d = make_graph(kModels[kNotS2dModel]);
+  EXPECT_NE(build(not_s2d, Device::CUDA)->impl().steps[0].entry->name, "conv_fp16_s2d");
+  const Graph twice = make_graph(kModels[kReadTwiceModel]);
+  auto twice_engine = build(twice, Device::CUDA);
+  EXPECT_EQ(twice_engine->impl().steps[0].entry->name, "conv_fp16_s2d");
+  EXPECT_EQ(twice_engine->impl().steps[1].entry->name, "conv_fp16_s2d");
+}
+
+// Shared fixture for the context-level checks, fused, batch 3: the branchy model (input
+// converted) and the conv1-like model (input read as fp32 by conv_fp16_s2d).
+class CudaContextTest : public ::testing::TestWithParam<int> {
  protected:
   void SetUp() override {
     SKIP_WITHOUT_GPU();
-    graph_ = make_graph(kModels[3]);
+    graph_ = make_graph(kModels[GetParam()]);
     engine_ = build(graph_, Device::CUDA);
     context_ = engine_->create_context(kBatch);
     input_ = random_input(*engine_, kBatch, 5u);
@@ -204,7 +292,7 @@ class CudaContextTest : public ::testing::Test {
   std::vector<float> input_;
 };
 
-TEST_F(CudaContextTest, GraphReplayIsBitwiseDeterministic) {
+TEST_P(CudaContextTest, GraphReplayIsBitwiseDeterministic) {
   const std::vector<float> first = run();
   const std::vector<float> second = run();
   ASSERT_EQ(first.size(), second.size());
@@ -214,11 +302,11 @@ TEST_F(CudaContextTest, GraphReplayIsBitwiseDeterministic) {
   EXPECT_NE(std::memcmp(first.data(), run().data(), first.size() * sizeof(float)), 0);
 }
 
-TEST_F(CudaContextTest, OneArenaHoldsEveryTensorAndRunAllocatesNothing) {
+TEST_P(CudaContextTest, OneArenaHoldsEveryTensorAndRunAllocatesNothing) {
   const MemoryPlan& plan = context_->memory_plan();
   EXPECT_EQ(context_->arena_bytes(), plan.arena_bytes);
   EXPECT_GE(plan.arena_bytes, plan.lower_bound_bytes);
-  EXPECT_NE(plan.find("input"), nullptr);
+  EXPECT_EQ(plan.find("input") == nullptr, kModels[GetParam()].input_fused);
   EXPECT_NE(plan.find("input.staging"), nullptr);
   EXPECT_NE(plan.find("output.staging"), nullptr);
   for (const Step& step : steps())
@@ -251,7 +339,7 @@ TEST_F(CudaContextTest, OneArenaHoldsEveryTensorAndRunAllocatesNothing) {
   EXPECT_EQ(free_before, free_after);
 }
 
-TEST_F(CudaContextTest, ProfileHasOneTimedRowPerStep) {
+TEST_P(CudaContextTest, ProfileHasOneTimedRowPerStep) {
   const std::vector<float> before = run();
   const std::vector<LayerProfile> rows = context_->profile(5);
   ASSERT_EQ(rows.size(), steps().size());
@@ -264,7 +352,7 @@ TEST_F(CudaContextTest, ProfileHasOneTimedRowPerStep) {
   EXPECT_EQ(std::memcmp(before.data(), after.data(), before.size() * sizeof(float)), 0);
 }
 
-TEST_F(CudaContextTest, CompareKernelsCoversEveryStepChosenFirstAndRunStaysRight) {
+TEST_P(CudaContextTest, CompareKernelsCoversEveryStepChosenFirstAndRunStaysRight) {
   const std::vector<float> before = run();
   const std::vector<LayerProfile> rows = context_->compare_kernels(3);
   const std::vector<LayerProfile> chosen = context_->profile(1);
@@ -280,18 +368,25 @@ TEST_F(CudaContextTest, CompareKernelsCoversEveryStepChosenFirstAndRunStaysRight
     while (row < rows.size() && rows[row].name == steps()[i].node->name) ++row;
   }
   EXPECT_EQ(row, rows.size());
+  // Step 0's other own candidates cannot read fp32: with input fusion they run on a converted
+  // copy and must still be timed, not reported as failed.
+  for (const LayerProfile& r : rows)
+    if (r.name == steps()[0].node->name && r.kernel.rfind("conv_fp16_igemm", 0) == 0) {
+      EXPECT_EQ(r.kernel.find("[failed"), std::string::npos) << r.kernel;
+      EXPECT_GT(r.median_ms, 0.0) << r.kernel;
+    }
   const std::vector<float> after = run();
   EXPECT_EQ(std::memcmp(before.data(), after.data(), before.size() * sizeof(float)), 0);
 }
 
-TEST_F(CudaContextTest, BenchmarkTimesEveryReplay) {
+TEST_P(CudaContextTest, BenchmarkTimesEveryReplay) {
   const std::vector<double> times = context_->benchmark(2, 7);
   ASSERT_EQ(times.size(), 7u);
   for (double ms : times) EXPECT_GT(ms, 0.0);
   EXPECT_THROW(context_->benchmark(0, 0), Error);
 }
 
-TEST_F(CudaContextTest, NullPointersAreErrors) {
+TEST_P(CudaContextTest, NullPointersAreErrors) {
   std::vector<float> output(output_count(*engine_, kBatch));
   EXPECT_THROW(context_->run(nullptr, output.data()), Error);
   EXPECT_THROW(context_->run(input_.data(), nullptr), Error);
@@ -299,7 +394,7 @@ TEST_F(CudaContextTest, NullPointersAreErrors) {
   EXPECT_THROW(context_->compare_kernels(0), Error);
 }
 
-TEST_F(CudaContextTest, ContextsOfDifferentBatchesAgreePerSample) {
+TEST_P(CudaContextTest, ContextsOfDifferentBatchesAgreePerSample) {
   // Batch-3 results of sample 1 equal a batch-1 context fed sample 1 alone (to fp16 noise):
   // batch strides in every kernel and in the layout conversions are right.
   const std::vector<float> batched = run();
@@ -312,6 +407,10 @@ TEST_F(CudaContextTest, ContextsOfDifferentBatchesAgreePerSample) {
                                           batched.begin() + 2 * out_per_sample);
   EXPECT_LE(relative_l2(batched_sample, single), 1e-2);
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    BranchyAndConv1Like, CudaContextTest, ::testing::Values(3, kConv1LikeModel),
+    [](const ::testing::TestParamInfo<int>& info) { return std::string(kModels[info.param].name); });
 
 TEST(CudaBackend, TensorBytesUsePaddedChannelsAndAlignment) {
   SKIP_WITHOUT_GPU();

@@ -4,12 +4,15 @@
 // (a) The rearrangement kernel against a host loop on odd shapes (C = 1, 3, 4; block 2, 3, 4;
 //     block grids that run past the image): a pure copy, so the result must match bit for bit,
 //     including +0 in the padding channels.  The input's own padding channels hold NaN, which
-//     must never be read.
+//     must never be read.  The NCHW fp32 form (the graph input read directly) likewise, with
+//     fp16 rounding done by the host loop, and bit-identical to the two-pass path it replaces
+//     (layout conversion, then the fp16 rearrangement).
 // (b) The conv_fp16_s2d entry against ref::conv2d → ref::relu → ref::maxpool2d for AlexNet conv1
 //     (batch 1 and 3) and odd shapes, with and without bias / ReLU / pool, padding 0..3.
 //     Tolerance: rel L2 <= 2e-3 (fp32 accumulation, fp16 pre-pool and output rounding) and, per
 //     element, |y − ref| <= 4e-3·|ref| + 2e-3·max|ref| so a local bug cannot hide in the norm.
-//     Outputs start as NaN bytes; padding channels must be exactly zero.
+//     Outputs start as NaN bytes; padding channels must be exactly zero.  The same kernel fed
+//     the NCHW fp32 input (KernelArgs::input_is_nchw_fp32) must give the same bits.
 // (c) Which nodes the entry accepts, and the rewrite's geometry for conv1 (hand-computed), on
 //     the host (no device needed).
 #include <cuda_fp16.h>
@@ -17,12 +20,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <random>
 #include <sstream>
 
 #include "fp16_test_util.h"
 #include "graph/ops.h"
 #include "kernels/cpu/reference.h"
+#include "kernels/cuda/layout.h"
 #include "kernels/cuda/space_to_depth.h"
 
 namespace cnnrt {
@@ -104,6 +109,89 @@ TEST(SpaceToDepth, RearrangementMatchesHostLoopBitForBit) {
   }
 }
 
+TEST(SpaceToDepth, NchwFp32RearrangementMatchesHostLoopAndTwoPassPathBitForBit) {
+  CNNRT_REQUIRE_CUDA_DEVICE();
+  struct Case {
+    int c, h, w, block, pad_h, pad_w, out_h, out_w, batch;
+  };
+  const Case cases[] = {
+      {3, 224, 224, 4, 2, 2, 57, 57, 2},  // AlexNet conv1
+      {1, 37, 50, 2, 0, 1, 20, 26, 3},    // C' = 4, declared 8
+      {3, 37, 50, 3, 3, 2, 15, 19, 1},    // 27 channels → 32: a part-padding chunk
+      {4, 50, 37, 4, 1, 3, 14, 11, 2},    // blocks past the right edge
+      {1, 9, 7, 4, 2, 1, 5, 4, 3},        // grid larger than the image
+      {3, 13, 11, 2, 0, 0, 6, 5, 5},      // grid smaller than the image
+      {4, 17, 23, 3, 3, 0, 7, 9, 2},
+      {3, 31, 29, 4, 1, 3, 8, 9, 1},
+  };
+  std::mt19937 rng(4321);
+  for (const Case& cc : cases) {
+    SCOPED_TRACE("C=" + std::to_string(cc.c) + " block=" + std::to_string(cc.block) + " " +
+                 std::to_string(cc.h) + "x" + std::to_string(cc.w) + " pad " +
+                 std::to_string(cc.pad_h) + "," + std::to_string(cc.pad_w));
+    cuda::SpaceToDepthShape shape;
+    shape.in_c = cc.c;
+    shape.in_h = cc.h;
+    shape.in_w = cc.w;
+    shape.block = cc.block;
+    shape.pad_h = cc.pad_h;
+    shape.pad_w = cc.pad_w;
+    shape.out_h = cc.out_h;
+    shape.out_w = cc.out_w;
+    const int64_t out_cs = shape.out_c_stride();
+
+    // Unrounded fp32 NCHW, plus values whose rounding matters: overflow to inf, an fp16
+    // subnormal, a tie that rounds to even, and -0.
+    std::uniform_real_distribution<float> dist(-4.0f, 4.0f);
+    std::vector<float> x(static_cast<size_t>(cc.batch) * cc.c * cc.h * cc.w);
+    for (float& v : x) v = dist(rng);
+    const float specials[] = {1.0e5f, -3.0e-6f, 1.0f + 1.0f / 2048.0f, -0.0f, 65519.0f};
+    for (size_t i = 0; i < std::size(specials); ++i) x[(i * 7919) % x.size()] = specials[i];
+
+    std::vector<uint16_t> expected(static_cast<size_t>(cc.batch) * cc.out_h * cc.out_w * out_cs,
+                                   0);
+    for (int n = 0; n < cc.batch; ++n)
+      for (int by = 0; by < cc.out_h; ++by)
+        for (int bx = 0; bx < cc.out_w; ++bx)
+          for (int dy = 0; dy < cc.block; ++dy)
+            for (int dx = 0; dx < cc.block; ++dx)
+              for (int c = 0; c < cc.c; ++c) {
+                const int iy = by * cc.block + dy - cc.pad_h, ix = bx * cc.block + dx - cc.pad_w;
+                if (iy < 0 || iy >= cc.h || ix < 0 || ix >= cc.w) continue;
+                const size_t out_index =
+                    ((static_cast<size_t>(n) * cc.out_h + by) * cc.out_w + bx) * out_cs +
+                    (dy * cc.block + dx) * cc.c + c;
+                expected[out_index] = bits_of(__float2half_rn(
+                    x[((static_cast<size_t>(n) * cc.c + c) * cc.h + iy) * cc.w + ix]));
+              }
+
+    DeviceMem input(x);
+    DeviceMem direct(cuda::space_to_depth_bytes(shape, cc.batch));  // NaN bytes until written
+    cuda::space_to_depth_nchw_fp32(static_cast<const float*>(input.get()), direct.get(), shape,
+                                   cc.batch, nullptr);
+    // The two-pass path the fused one replaces.
+    DeviceMem converted(static_cast<size_t>(cc.batch) * cc.h * cc.w * test::pad8(cc.c) * 2);
+    DeviceMem two_pass(cuda::space_to_depth_bytes(shape, cc.batch));
+    cuda::nchw_fp32_to_nhwc_fp16(static_cast<const float*>(input.get()), converted.get(),
+                                 cc.batch, cc.c, cc.h, cc.w, nullptr);
+    cuda::space_to_depth_fp16(converted.get(), two_pass.get(), shape, cc.batch, nullptr);
+    CNNRT_CUDA_CHECK(cudaDeviceSynchronize());
+
+    const std::vector<__half> got = direct.halves();
+    const std::vector<__half> reference = two_pass.halves();
+    ASSERT_EQ(got.size(), expected.size());
+    size_t mismatches = 0, first_mismatch = 0, differs_from_two_pass = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      if (bits_of(got[i]) != expected[i] && mismatches++ == 0) first_mismatch = i;
+      differs_from_two_pass += bits_of(got[i]) != bits_of(reference[i]);
+    }
+    EXPECT_EQ(mismatches, 0u) << "first mismatch at " << first_mismatch << ": got 0x" << std::hex
+                              << bits_of(got[first_mismatch]) << ", expected 0x"
+                              << expected[first_mismatch];
+    EXPECT_EQ(differs_from_two_pass, 0u);
+  }
+}
+
 TEST(SpaceToDepth, RejectsMisalignedOutputAndBadShapes) {
   CNNRT_REQUIRE_CUDA_DEVICE();
   cuda::SpaceToDepthShape shape;
@@ -115,8 +203,16 @@ TEST(SpaceToDepth, RejectsMisalignedOutputAndBadShapes) {
   EXPECT_THROW(cuda::space_to_depth_fp16(input.get(), static_cast<char*>(output.get()) + 2, shape,
                                          1, nullptr),
                Error);
+  EXPECT_THROW(cuda::space_to_depth_nchw_fp32(static_cast<const float*>(input.get()),
+                                              static_cast<char*>(output.get()) + 2, shape, 1,
+                                              nullptr),
+               Error);
+  EXPECT_THROW(cuda::space_to_depth_nchw_fp32(nullptr, output.get(), shape, 1, nullptr), Error);
   shape.block = 0;
   EXPECT_THROW(cuda::space_to_depth_fp16(input.get(), output.get(), shape, 1, nullptr), Error);
+  EXPECT_THROW(cuda::space_to_depth_nchw_fp32(static_cast<const float*>(input.get()),
+                                              output.get(), shape, 1, nullptr),
+               Error);
 }
 
 // --- (b) the registry entry against the CPU reference -------------------------------------------
@@ -209,6 +305,28 @@ void check_case(const ConvCase& cc, uint32_t seed) {
   const auto got = test::from_nhwc(output.halves(), cc.batch, cc.oc, oh, ow, &bad_padding);
   EXPECT_LE(test::rel_l2(got, expected), kRelL2Tolerance);
   EXPECT_EQ(bad_padding, 0);
+
+  // The same kernel fed the NCHW fp32 input directly (a first layer whose context skipped the
+  // input conversion): x holds fp16-representable values, so x' and the output are the same bits.
+  ASSERT_TRUE(runner.kernel().reads_nchw_fp32_input());
+  {
+    DeviceMem input_fp32(x);
+    DeviceMem output_fp32(output.bytes());
+    DeviceMem workspace(runner.kernel().workspace_bytes(cc.batch));
+    KernelArgs args;
+    args.inputs = {input_fp32.get()};
+    args.output = output_fp32.get();
+    args.batch = cc.batch;
+    args.workspace = workspace.get();
+    args.input_is_nchw_fp32 = true;
+    runner.kernel().run(args);
+    CNNRT_CUDA_CHECK(cudaDeviceSynchronize());
+    const std::vector<__half> from_fp16 = output.halves(), from_fp32 = output_fp32.halves();
+    size_t differ = 0;
+    for (size_t i = 0; i < from_fp16.size(); ++i)
+      differ += bits_of(from_fp16[i]) != bits_of(from_fp32[i]);
+    EXPECT_EQ(differ, 0u) << "fp32-input run differs from the fp16-input run";
+  }
   float max_ref = 0.0f;
   for (float v : expected) max_ref = std::max(max_ref, std::fabs(v));
   size_t bad = 0, first_bad = 0;
