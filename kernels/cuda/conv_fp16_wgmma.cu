@@ -621,6 +621,11 @@ void enumerate_pool_tilings(ConvFp16WgmmaImpl& m) {
 // per image (less gathered data).  Tilings that leave SMs idle while the single-pass tiling would
 // fill them are not considered, so ctas(batch) reaches the SM count where it did before (the
 // registry's small-batch threshold relies on that).
+// Row streaming needs a K loop long enough to hide each pass's fill and drain: on an H200 the
+// s2d conv1 (K = 432, 7 k-tiles) went from 0.426 to 0.556 ms at batch 256 when streamed, while
+// conv2 (25 k-tiles) gained 20% (docs/PERFORMANCE.md, run 6).
+constexpr int kMinStreamKTiles = 16;
+
 PoolTiling choose_pool_tiling(const ConvFp16WgmmaImpl& m, int batch) {
   const long long n_tiles = m.shape.out_c / m.bn;
   if (m.forced_ph > 0) {
@@ -635,6 +640,7 @@ PoolTiling choose_pool_tiling(const ConvFp16WgmmaImpl& m, int batch) {
   for (const PoolTiling& t : m.tilings) {
     const long long ctas = (long long)batch * n_tiles * t.tiles_y * t.tiles_x;
     if (ctas < min_ctas) continue;
+    if (t.passes > 1 && m.base.k_tiles < kMinStreamKTiles) continue;
     const long long slots = (long long)m.sms * t.per_sm;
     const long long cost = (ctas + slots - 1) / slots * t.per_sm * t.passes * (m.base.k_tiles + 3);
     const long long units = (long long)t.passes * t.tiles_y * t.tiles_x;
