@@ -55,6 +55,11 @@ struct KernelBuildContext {
   const Graph& graph;
 };
 
+// Where a factory's error points: the model file, the layer's YAML position and name.
+inline ErrorSite node_site(const KernelBuildContext& context) {
+  return {context.graph.source_file, context.node.line, context.node.column, context.node.name, ""};
+}
+
 struct KernelEntry {
   std::string name;  // unique, e.g. "cpu_ref_conv", "conv_fp16_igemm", "cudnn_conv"
   OpKind op;

@@ -41,11 +41,7 @@ class BaselineConvKernel final : public LayerKernel {
 template <typename Conv>
 std::unique_ptr<LayerKernel> create_baseline(const KernelBuildContext& context) {
   const Node& node = context.node;
-  ErrorSite site;
-  site.file = context.graph.source_file;
-  site.line = node.line;
-  site.column = node.column;
-  site.layer = node.name;
+  ErrorSite site = node_site(context);
   const std::optional<ConvProblem> problem = problem_of(node);
   if (!problem || !Conv::supports(*problem)) throw_error(site, "baseline conv cannot run this node");
   const ConvAttrs& a = problem->conv;

@@ -30,9 +30,7 @@
 #include "runtime/cuda/cuda_registry.h"
 
 namespace cnnrt::cuda {
-namespace {
 
-// Empty optional when the node cannot be expressed as a ConvShape at all.
 std::optional<ConvShape> conv_shape_of(const Node& node) {
   if (node.op != OpKind::Conv || node.input_shapes.size() != 1 ||
       node.input_shapes[0].size() != 3 || node.output_shape.size() != 3 ||
@@ -51,6 +49,8 @@ std::optional<ConvShape> conv_shape_of(const Node& node) {
   if (derived != node.output_shape) return std::nullopt;
   return shape;
 }
+
+namespace {
 
 class ConvFp16Kernel final : public LayerKernel {
  public:
@@ -78,11 +78,7 @@ struct ConvWeights {
 ConvWeights conv_weights_of(const KernelBuildContext& context, const std::string& entry_name,
                             const std::optional<ConvShape>& shape) {
   const Node& node = context.node;
-  ErrorSite site;
-  site.file = context.graph.source_file;
-  site.line = node.line;
-  site.column = node.column;
-  site.layer = node.name;
+  ErrorSite site = node_site(context);
   if (!shape) throw_error(site, entry_name + " cannot express this conv");
   const Param* weight = node.find_param("weight");
   const int64_t weight_elements = static_cast<int64_t>(shape->out_c) *

@@ -25,21 +25,8 @@ namespace cnnrt::cuda {
 namespace {
 
 std::optional<ConvShape> wgmma_shape_of(const Node& node) {
-  if (node.op != OpKind::Conv || node.input_shapes.size() != 1 ||
-      node.input_shapes[0].size() != 3 || node.output_shape.size() != 3 ||
-      !std::holds_alternative<ConvAttrs>(node.attrs))
-    return std::nullopt;
-  ConvShape shape;
-  shape.in_c = static_cast<int>(node.input_shapes[0][0]);
-  shape.in_h = static_cast<int>(node.input_shapes[0][1]);
-  shape.in_w = static_cast<int>(node.input_shapes[0][2]);
-  shape.conv = node.get<ConvAttrs>();
-  shape.out_c = shape.conv.out_channels;
-  shape.relu = node.activation == Activation::Relu;
-  shape.pool = node.fused_maxpool;
-  shape.derive();
-  if (Shape{shape.out_c, shape.out_h, shape.out_w} != node.output_shape) return std::nullopt;
-  if (!ConvFp16Wgmma::supports(shape)) return std::nullopt;
+  std::optional<ConvShape> shape = conv_shape_of(node);
+  if (!shape || !ConvFp16Wgmma::supports(*shape)) return std::nullopt;
   return shape;
 }
 
@@ -82,11 +69,7 @@ class ConvFp16WgmmaKernel final : public LayerKernel {
 
 std::unique_ptr<LayerKernel> create_conv_fp16_wgmma(const KernelBuildContext& context) {
   const Node& node = context.node;
-  ErrorSite site;
-  site.file = context.graph.source_file;
-  site.line = node.line;
-  site.column = node.column;
-  site.layer = node.name;
+  ErrorSite site = node_site(context);
   const std::optional<ConvShape> shape = wgmma_shape_of(node);
   if (!shape)
     throw_error(site, "conv_fp16_wgmma does not serve this conv (needs groups 1, dilation 1, "

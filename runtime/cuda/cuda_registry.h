@@ -11,6 +11,9 @@
 // (c, h, w) order to (h, w, c) once at build time, so no run-time transpose is needed.
 #pragma once
 
+#include <optional>
+
+#include "kernels/cuda/conv_fp16.h"
 #include "runtime/kernel.h"
 
 namespace cnnrt::cuda {
@@ -24,5 +27,9 @@ void register_baseline_kernels(KernelRegistry& registry);  // cuDNN, im2col + cu
 // linear's input is not a flatten of a 3-D tensor.  Looks through dropout-free graphs only
 // (dropout is removed before kernels are built).
 Shape flattened_source_shape(const Node& node, const Graph& graph);
+
+// The ConvShape the conv kernels see for a (possibly fused) conv node, or nullopt when the node
+// is not a 2-D conv or its recorded output shape disagrees with the kernels' arithmetic.
+std::optional<ConvShape> conv_shape_of(const Node& node);
 
 }  // namespace cnnrt::cuda

@@ -64,11 +64,7 @@ bool linear_supported(const Node& node) {
 
 std::unique_ptr<LayerKernel> create_linear(const KernelBuildContext& context, LinearMode mode) {
   const Node& node = context.node;
-  ErrorSite site;
-  site.file = context.graph.source_file;
-  site.line = node.line;
-  site.column = node.column;
-  site.layer = node.name;
+  ErrorSite site = node_site(context);
   if (!linear_supported(node)) throw_error(site, "linear_fp16 cannot run this node");
   const int out_features = node.get<LinearAttrs>().out_features;
   const int64_t in_features = node.input_shapes[0][0];
