@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -254,7 +255,30 @@ Graph load_model(const std::string& yaml_path) {
   return parse_model(text.str(), yaml_path);
 }
 
+namespace {
+
+// Kernels take per-sample dimensions and feature counts as int, so every tensor of one sample
+// must fit in an int; checking here, with an overflow-safe product, keeps all later size
+// arithmetic (per-sample elements x batch x sizeof(float)) far from int64/size_t overflow.
+constexpr int64_t kMaxTensorElements = std::numeric_limits<int32_t>::max();
+
+bool fits_tensor_limit(const Shape& shape) {
+  int64_t count = 1;
+  for (int64_t dim : shape) {
+    if (dim <= 0) return true;  // rejected by shape inference with its own message
+    if (count > kMaxTensorElements / dim) return false;
+    count *= dim;
+  }
+  return true;
+}
+
+}  // namespace
+
 void infer_shapes(Graph& graph) {
+  if (!fits_tensor_limit(graph.input.shape))
+    throw_error(ErrorSite{graph.source_file, 0, 0, "", "input"},
+                "input " + shape_to_string(graph.input.shape) + " is too large (over " +
+                    std::to_string(kMaxTensorElements) + " elements per sample)");
   std::map<std::string, Shape> known{{"input", graph.input.shape}};
   for (Node& node : graph.nodes) {
     const ErrorSite site{graph.source_file, node.line, node.column, node.name, ""};
@@ -266,10 +290,20 @@ void infer_shapes(Graph& graph) {
       node.input_shapes.push_back(found->second);
     }
     infer_node_shape(node, graph.source_file);
+    if (!fits_tensor_limit(node.output_shape))
+      throw_error(site, "output " + shape_to_string(node.output_shape) + " is too large (over " +
+                            std::to_string(kMaxTensorElements) + " elements per sample)");
     // Params: unbound ones learn their expected shape; bound ones must still fit (this is what
     // catches a pass that rewrote weights inconsistently).
     for (Param& param : node.params) {
       const Shape expected = expected_param_shape(node, param.role);
+      if (!fits_tensor_limit(expected)) {
+        ErrorSite param_site = site;
+        param_site.tensor = param.key;
+        throw_error(param_site, "'" + param.role + "' of shape " + shape_to_string(expected) +
+                                    " is too large (over " + std::to_string(kMaxTensorElements) +
+                                    " elements)");
+      }
       if (param.value.data.empty()) {
         param.value.shape = expected;
       } else if (param.value.shape != expected ||

@@ -148,7 +148,8 @@ int64_t window_extent(const Node& node, const std::string& file, const char* axi
 
 Shape pooled_shape(const Node& node, const std::string& file, const Shape& in, const PoolAttrs& a) {
   // PyTorch rejects padding above half the kernel: the window could lie entirely in padding.
-  if (a.pad_h * 2 > a.kernel_h || a.pad_w * 2 > a.kernel_w)
+  // int64: a padding near INT_MAX would wrap `pad * 2` negative and pass the check.
+  if (int64_t{a.pad_h} * 2 > a.kernel_h || int64_t{a.pad_w} * 2 > a.kernel_w)
     shape_error(node, file, "pool padding must be at most half the kernel size");
   return {
       in[0],

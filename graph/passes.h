@@ -1,6 +1,7 @@
 // Graph passes, run in this order by run_default_passes():
 //   1. drop_dropout          dropout is the identity at inference
-//   1b. drop_identity_ops    pools that map every pixel to itself (adaptive pool to the same size)
+//   1b. drop_identity_ops    pools that map every pixel to itself (adaptive pool to the same
+//                            size; 1x1 pools with stride 1 and no padding)
 //   2. fold_batchnorm        conv → batchnorm  ⇒  conv with scaled weights and shifted bias
 //   3. fuse_conv_activation  conv → relu (→ maxpool)  ⇒  one conv node with an epilogue
 //   4. fuse_linear_activation linear → relu  ⇒  one linear node with an epilogue

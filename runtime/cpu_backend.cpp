@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <new>
 
 #include "graph/ir.h"
 #include "runtime/engine_impl.h"
@@ -41,7 +42,13 @@ class CpuContext final : public ContextImpl {
     plan_ = plan_memory(requests);
     // The one allocation of this context; float elements keep the base 4-byte aligned and
     // planner offsets are multiples of 256 bytes.
-    arena_.assign(plan_.arena_bytes / sizeof(float) + 1, 0.0f);
+    try {
+      arena_.assign(plan_.arena_bytes / sizeof(float) + 1, 0.0f);
+    } catch (const std::bad_alloc&) {
+      // Embedders get the one error type, with the size that did not fit.
+      throw Error("cannot allocate the " + std::to_string(plan_.arena_bytes) +
+                  "-byte activation arena for batch " + std::to_string(batch) + " on the host");
+    }
 
     for (const Step& step : engine.steps) {
       KernelArgs args;

@@ -1,5 +1,6 @@
 // Public API glue: Engine and ExecutionContext forward to the backend-specific implementations;
 // option parsing; device queries.  Nothing here knows a layer's internals.
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -114,6 +115,19 @@ std::string Engine::describe() const {
 
 std::unique_ptr<ExecutionContext> Engine::create_context(int batch) const {
   if (batch < 1) throw Error("batch must be at least 1 (got " + std::to_string(batch) + ")");
+  // The loader caps each tensor at 2^31 elements per sample; capping batch x that here keeps
+  // every backend's byte arithmetic (and the planner's arena sum) far from size_t overflow, and
+  // turns an impossible batch into an error naming it rather than a std::bad_alloc.
+  constexpr int64_t kMaxActivationElements = int64_t{1} << 40;  // 4 TiB of fp32
+  int64_t largest = shape_elements(impl_->graph.input.shape);
+  for (const Step& step : impl_->steps) {
+    largest = std::max(largest, shape_elements(step.node->output_shape));
+    largest = std::max(largest, shape_elements(step.node->pre_pool_shape));
+  }
+  if (largest > kMaxActivationElements / batch)
+    throw Error("batch " + std::to_string(batch) + " is too large for this model (one tensor of " +
+                std::to_string(largest) + " elements per sample would exceed " +
+                std::to_string(kMaxActivationElements) + " elements)");
   return std::make_unique<ExecutionContext>(impl_->backend->create_context(*impl_, batch));
 }
 

@@ -315,6 +315,38 @@ TEST(ModelLoaderErrors, ShapeErrorsNameTheLayer) {
   }
 }
 
+// Every tensor's per-sample size must fit the kernels' int dimensions; beyond that a model is
+// rejected at load time instead of overflowing later in size arithmetic or allocation.
+TEST(ModelLoaderErrors, AbsurdTensorSizesAreRejectedAtLoad) {
+  struct Case {
+    const char* layers;
+    const char* shape;
+    const char* expected;
+  };
+  const Case cases[] = {
+      // pad * 2 used to wrap around int and slip past the half-kernel check.
+      {"  - {name: p, op: avgpool, kernel: 3, padding: 1500000000}\n", "[3, 9, 9]",
+       "at most half the kernel"},
+      {"  - {name: a, op: adaptive_avgpool, output_size: 2000000000}\n", "[3, 9, 9]",
+       "layer 'a': output [3, 2000000000, 2000000000] is too large"},
+      {"  - {name: c, op: conv, out_channels: 2147483647, kernel: 1, weight: w}\n", "[3, 9, 9]",
+       "layer 'c': output [2147483647, 9, 9] is too large"},
+      {"  - {name: f, op: flatten}\n  - {name: l, op: linear, out_features: 3, weight: w}\n",
+       "[1, 1048576, 1048576]", "input [1, 1048576, 1048576] is too large"},
+      // Reduced right away, but the input itself is still a tensor the kernels index.
+      {"  - {name: c, op: conv, out_channels: 1, kernel: 64, stride: 64, weight: w}\n",
+       "[1, 65536, 65536]", "input [1, 65536, 65536] is too large"},
+      {"  - {name: f, op: flatten}\n"
+       "  - {name: l, op: linear, out_features: 2000000000, weight: w}\n",
+       "[3, 9, 9]", "layer 'l': tensor 'w': 'weight' of shape [2000000000, 243] is too large"},
+  };
+  for (const Case& c : cases) {
+    const std::string msg = error_of([&] { parse_model(model_text(c.layers, c.shape), "m.yaml"); });
+    EXPECT_CONTAINS(msg, c.expected) << c.layers;
+    EXPECT_CONTAINS(msg, "m.yaml:") << c.layers;
+  }
+}
+
 TEST(BindWeights, MissingTensorNamesLayerAndKey) {
   Graph graph = parse_model(
       model_text("  - {name: c, op: conv, out_channels: 5, kernel: 3, weight: w, bias: b}\n"),

@@ -34,7 +34,8 @@ PoolAttrs pool(int kh, int kw, int sh, int sw, int ph = 0, int pw = 0, bool ceil
 }
 
 // Runs a 1-row pool over `row` into a buffer one longer than `expected`, so writing a value too
-// many is caught by the sentinel.
+// many is caught by the sentinel, and writing one too few leaves a sentinel among the first
+// `expected_count` (inputs lie in [-1, 1], so no real output equals it).
 std::vector<float> pool_row(bool is_max, const std::vector<float>& row, const PoolAttrs& a,
                             size_t expected_count) {
   std::vector<float> y(expected_count + 1, kSentinel);
@@ -44,6 +45,9 @@ std::vector<float> pool_row(bool is_max, const std::vector<float>& row, const Po
     ref::avgpool2d(row.data(), 1, 1, 1, static_cast<int>(row.size()), a, y.data());
   EXPECT_EQ(y.back(), kSentinel) << "pool wrote more than " << expected_count << " outputs";
   y.pop_back();
+  for (size_t i = 0; i < y.size(); ++i)
+    EXPECT_NE(y[i], kSentinel) << "pool left output " << i << " of " << expected_count
+                               << " unwritten";
   return y;
 }
 

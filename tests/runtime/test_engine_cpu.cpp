@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <new>
 #include <random>
 #include <sstream>
@@ -172,6 +173,27 @@ TEST(EngineCpu, RejectsBadOptions) {
   EXPECT_THROW(Engine::build(graph, options), Error);
   EXPECT_THROW(parse_device("tpu"), Error);
   EXPECT_THROW(parse_precision("fp8"), Error);
+}
+
+// A batch whose activations cannot exist must be a cnnrt::Error naming the batch, not a
+// std::bad_alloc or a wrapped-around byte count.
+TEST(EngineCpu, AbsurdBatchIsAnErrorNotBadAlloc) {
+  Graph graph = parse_model(
+      "name: t\ninput: {shape: [64, 1024, 1024]}\nlayers:\n  - {name: r, op: relu}\n", "t.yaml");
+  BuildOptions options;
+  options.device = Device::CPU;
+  auto engine = Engine::build(graph, options);
+  for (int batch : {1 << 20, std::numeric_limits<int>::max()}) {
+    try {
+      engine->create_context(batch);
+      FAIL() << "expected an error for batch " << batch;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("batch " + std::to_string(batch)), std::string::npos)
+          << e.what();
+    } catch (const std::exception& e) {
+      FAIL() << "batch " << batch << " threw a non-cnnrt exception: " << e.what();
+    }
+  }
 }
 
 TEST(EngineCpu, UnboundWeightsAreAnErrorNamingTheTensor) {
