@@ -39,15 +39,16 @@ std::vector<double> softmax(const std::vector<float>& logits) {
 }
 
 int infer(int argc, char** argv) {
-  Args args(kUsage, join_flags({weight_flags(), device_flags(),
+  Args args(kUsage, join_flags({weight_flags(),
+                                device_flags(),
                                 {{"--model", FlagKind::Value},
                                  {"--top", FlagKind::Value},
                                  {"--profile", FlagKind::Switch}}}));
   args.parse(argc, argv, 1, 1, 1);
   const std::string image_path = args.positional()[0];
   const int top_k = static_cast<int>(args.get_int("--top", 5, 1, 1 << 20));
-  const std::string model_path = args.has("--model") ? args.require("--model")
-                                                     : find_shipped_file("models/alexnet.yaml");
+  const std::string model_path =
+      args.has("--model") ? args.require("--model") : find_shipped_file("models/alexnet.yaml");
   const DeviceChoice device = resolve_device(args.get_string("--device", "auto"));
   const BuildOptions options = build_options(args, device);
   std::cout << "device: " << device.summary << "\n";
@@ -81,8 +82,7 @@ int infer(int argc, char** argv) {
   std::vector<std::vector<std::string>> rows;
   for (size_t rank = 0; rank < shown; ++rank) {
     const size_t index = order[rank];
-    rows.push_back({std::to_string(rank + 1), fixed(probabilities[index], 4),
-                    std::to_string(index),
+    rows.push_back({std::to_string(rank + 1), fixed(probabilities[index], 4), std::to_string(index),
                     index < labels.size() ? labels[index] : "class " + std::to_string(index)});
   }
   std::cout << format_text_table({"rank", "probability", "class", "label"}, rows);

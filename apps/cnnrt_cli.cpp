@@ -26,7 +26,8 @@ void print_help(std::ostream& out) {
 int main(int argc, char** argv) {
   return cnnrt::apps::run_main([&]() -> int {
     using cnnrt::apps::UsageError;
-    if (argc < 2) throw UsageError("missing command", "usage: cnnrt COMMAND MODEL [options] (see cnnrt help)");
+    if (argc < 2)
+      throw UsageError("missing command", "usage: cnnrt COMMAND MODEL [options] (see cnnrt help)");
     const std::string name = argv[1];
     if (name == "help" || name == "--help" || name == "-h") {
       print_help(std::cout);

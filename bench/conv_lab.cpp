@@ -1,8 +1,9 @@
 // conv_lab: times every variant of the fp16 tensor-core convolution (kernels/cuda/conv_fp16.h)
 // on AlexNet's five convolutions, each with the ReLU / MaxPool AlexNet fuses into it, at batch
-// 1, 8, 64 and 256 (workspace variants -- unfused pool, split-K -- included), and, when cuDNN is available, cudnnConvolutionForward (fp16 NHWC, the fastest
-// algorithm cudnnFindConvolutionForwardAlgorithmEx reports) on the same shapes -- conv ALONE,
-// without bias/ReLU/pool, labelled so.
+// 1, 8, 64 and 256 (workspace variants -- unfused pool, split-K -- included), and, when cuDNN is
+// available, cudnnConvolutionForward (fp16 NHWC, the fastest algorithm
+// cudnnFindConvolutionForwardAlgorithmEx reports) on the same shapes -- conv ALONE, without
+// bias/ReLU/pool, labelled so.
 //
 // Timing: 10 warm-up launches, then >= 50 launches each bracketed by CUDA events; the median is
 // reported.  Inputs are random fp16 and two input buffers alternate so successive launches do
@@ -17,9 +18,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cmath>
 #include <cstring>
 #include <exception>
 #include <functional>
@@ -32,12 +33,12 @@
 
 #ifdef CNNRT_WITH_CUDNN
 #include <cudnn.h>
-#define LAB_CUDNN_CHECK(call)                                                                  \
-  do {                                                                                         \
-    cudnnStatus_t lab_status_ = (call);                                                        \
-    if (lab_status_ != CUDNN_STATUS_SUCCESS)                                                   \
-      ::cnnrt::cuda::throw_cuda_error(#call, cudnnGetErrorString(lab_status_), __FILE__,       \
-                                      __LINE__);                                               \
+#define LAB_CUDNN_CHECK(call)                                                            \
+  do {                                                                                   \
+    cudnnStatus_t lab_status_ = (call);                                                  \
+    if (lab_status_ != CUDNN_STATUS_SUCCESS)                                             \
+      ::cnnrt::cuda::throw_cuda_error(#call, cudnnGetErrorString(lab_status_), __FILE__, \
+                                      __LINE__);                                         \
   } while (0)
 #endif
 
@@ -117,8 +118,8 @@ void print_row(const char* layer, int batch, const std::string& variant, double 
 
 #ifdef CNNRT_WITH_CUDNN
 // cuDNN fp16 NHWC conv alone (real channel counts), fastest algorithm found by FindEx.
-double time_cudnn(cudnnHandle_t handle, const Layer& l, const ConvShape& s, int batch,
-                  int iters, cudaStream_t stream, std::string* algo_name) {
+double time_cudnn(cudnnHandle_t handle, const Layer& l, const ConvShape& s, int batch, int iters,
+                  cudaStream_t stream, std::string* algo_name) {
   cudnnTensorDescriptor_t xd, yd;
   cudnnFilterDescriptor_t wd;
   cudnnConvolutionDescriptor_t cd;
@@ -164,8 +165,8 @@ double time_cudnn(cudnnHandle_t handle, const Layer& l, const ConvShape& s, int 
     const float alpha = 1.f, beta = 0.f;
     ms = median_ms(
         [&](int i) {
-          LAB_CUDNN_CHECK(cudnnConvolutionForward(handle, &alpha, xd, x[i % 2], wd, w, cd, algo,
-                                                  ws, perf[best].memory, &beta, yd, y));
+          LAB_CUDNN_CHECK(cudnnConvolutionForward(handle, &alpha, xd, x[i % 2], wd, w, cd, algo, ws,
+                                                  perf[best].memory, &beta, yd, y));
         },
         iters, stream);
   }
@@ -234,8 +235,7 @@ int run(int argc, char** argv) {
         CNNRT_CUDA_CHECK(cudaMemcpy(p, host.data(), in_count * 2, cudaMemcpyHostToDevice));
       }
       CNNRT_CUDA_CHECK(cudaMalloc(&y, out_count * 2));
-      const double flops =
-          2.0 * batch * s.conv_h * s.conv_w * double(l.oc) * l.c * l.k * l.k;
+      const double flops = 2.0 * batch * s.conv_h * s.conv_w * double(l.oc) * l.c * l.k * l.k;
       const std::vector<std::string> variants = conv.variants(batch);
       const size_t chosen = conv.chosen_variant(batch);
       const size_t chosen_ws = conv.chosen_variant(batch, true);
@@ -248,9 +248,9 @@ int run(int argc, char** argv) {
         const bool is_direct = v + 1 == variants.size();
         if (is_direct && variants.size() > 1 && !with_direct) continue;
         const double ms = median_ms(
-            [&](int i) { conv.forward_variant(v, x[i % 2], y, batch, stream, ws); }, iters,
-            stream);
-        const char* mark = v == chosen ? (v == chosen_ws ? "*w" : "*") : (v == chosen_ws ? "w" : "");
+            [&](int i) { conv.forward_variant(v, x[i % 2], y, batch, stream, ws); }, iters, stream);
+        const char* mark =
+            v == chosen ? (v == chosen_ws ? "*w" : "*") : (v == chosen_ws ? "w" : "");
         print_row(l.name, batch, variants[v], ms, flops, mark);
       }
       CNNRT_CUDA_CHECK(cudaFree(ws));

@@ -18,7 +18,7 @@ namespace cnnrt {
 
 using Shape = std::vector<int64_t>;
 
-int64_t shape_elements(const Shape& shape);  // product of dims (1 for an empty shape)
+int64_t shape_elements(const Shape& shape);       // product of dims (1 for an empty shape)
 std::string shape_to_string(const Shape& shape);  // "[3, 224, 224]"
 
 // A host tensor of fp32 values (weights are converted from fp16 on load).
@@ -108,7 +108,7 @@ struct Param {
 };
 
 struct Node {
-  std::string name;                 // unique; also the name of the output tensor
+  std::string name;  // unique; also the name of the output tensor
   OpKind op = OpKind::Relu;
   Attrs attrs;
   std::vector<std::string> inputs;  // tensor names ("input" = graph input)
@@ -120,24 +120,28 @@ struct Node {
 
   // Filled by fusion passes: the epilogue this node runs after its main op.
   Activation activation = Activation::None;
-  std::optional<PoolAttrs> fused_maxpool;   // conv only: max-pool applied after the activation
-  Shape pre_pool_shape;                     // conv output before fused_maxpool (per sample)
-  std::vector<std::string> source_layers;   // YAML layers this node covers, itself first
+  std::optional<PoolAttrs> fused_maxpool;  // conv only: max-pool applied after the activation
+  Shape pre_pool_shape;                    // conv output before fused_maxpool (per sample)
+  std::vector<std::string> source_layers;  // YAML layers this node covers, itself first
 
   // Where it was declared (for error messages).
   int line = 0, column = 0;
 
   template <typename T>
-  const T& get() const { return std::get<T>(attrs); }
+  const T& get() const {
+    return std::get<T>(attrs);
+  }
   template <typename T>
-  T& get() { return std::get<T>(attrs); }
+  T& get() {
+    return std::get<T>(attrs);
+  }
   const Param* find_param(const std::string& role) const;
   Param* find_param(const std::string& role);
 };
 
 struct InputSpec {
-  Shape shape;                  // per sample, CHW
-  std::vector<float> mean, std; // per channel; empty = no normalisation
+  Shape shape;                   // per sample, CHW
+  std::vector<float> mean, std;  // per channel; empty = no normalisation
 };
 
 struct Graph {

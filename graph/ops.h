@@ -16,11 +16,11 @@ namespace cnnrt {
 
 struct OpInfo {
   OpKind op;
-  const char* name;                       // YAML spelling
+  const char* name;                         // YAML spelling
   std::vector<const char*> attribute_keys;  // accepted YAML keys besides name/op/input(s)/params
   std::vector<const char*> param_roles;     // weight roles, in order (may be optional, see below)
   std::vector<const char*> optional_param_roles;  // subset of param_roles that may be absent
-  int min_inputs, max_inputs;             // max_inputs < 0: unbounded
+  int min_inputs, max_inputs;                     // max_inputs < 0: unbounded
 };
 
 // nullptr when unknown.
@@ -42,7 +42,6 @@ int64_t node_param_count(const Node& node);
 
 // Pool output extent, PyTorch rules (ceil_mode: the last window must start inside the input or
 // left padding).
-int64_t pool_output_size(int64_t in, int kernel, int stride, int pad, int dilation,
-                         bool ceil_mode);
+int64_t pool_output_size(int64_t in, int kernel, int stride, int pad, int dilation, bool ceil_mode);
 
 }  // namespace cnnrt

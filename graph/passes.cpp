@@ -99,7 +99,6 @@ PassStats apply_rule(Graph& graph, const Rule& rule) {
   return stats;
 }
 
-
 bool head_has_no_epilogue(const Graph& graph, const Chain& chain) {
   const Node& head = graph.nodes[chain[0]];
   return head.activation == Activation::None && !head.fused_maxpool;
@@ -229,7 +228,8 @@ PassStats drop_dropout(Graph& graph) {
 
 PassStats drop_identity_ops(Graph& graph) {
   return apply_rule(graph, Rule{{{OpKind::AdaptiveAvgPool}, {OpKind::AvgPool}, {OpKind::MaxPool}},
-                                is_identity_pool, rewrite_identity});
+                                is_identity_pool,
+                                rewrite_identity});
 }
 
 PassStats fold_batchnorm(Graph& graph) {

@@ -18,10 +18,12 @@ Device resolve_device(Device requested) {
   if (requested == Device::Auto) return cuda_available() ? Device::CUDA : Device::CPU;
   if (requested == Device::CUDA) {
 #ifndef CNNRT_WITH_CUDA
-    throw Error("device cuda: this build of cnnrt has no CUDA backend (nvcc was not found at "
-                "build time); use --device cpu");
+    throw Error(
+        "device cuda: this build of cnnrt has no CUDA backend (nvcc was not found at "
+        "build time); use --device cpu");
 #else
-    if (!cuda_available()) throw Error("device cuda: no usable CUDA device found; use --device cpu");
+    if (!cuda_available())
+      throw Error("device cuda: no usable CUDA device found; use --device cpu");
 #endif
   }
   return requested;

@@ -148,7 +148,8 @@ class CpuContext final : public ContextImpl {
   uint8_t* base() { return reinterpret_cast<uint8_t*>(arena_.data()); }
   float* tensor(const std::string& name) {
     const PlannedTensor* planned = plan_.find(name);
-    if (planned == nullptr) throw Error("internal: tensor '" + name + "' is not in the memory plan");
+    if (planned == nullptr)
+      throw Error("internal: tensor '" + name + "' is not in the memory plan");
     return reinterpret_cast<float*>(base() + planned->offset);
   }
   void forward() {

@@ -341,8 +341,9 @@ void register_cpu_kernels(KernelRegistry& registry) {
   add_entry(registry, "cpu_ref_relu", OpKind::Relu, has_input, factory<ReluKernel>());
   add_entry(registry, "cpu_ref_maxpool", OpKind::MaxPool, has_chw_input,
             [](const KernelBuildContext& c) { return std::make_unique<PoolKernel>(c.node, true); });
-  add_entry(registry, "cpu_ref_avgpool", OpKind::AvgPool, has_chw_input,
-            [](const KernelBuildContext& c) { return std::make_unique<PoolKernel>(c.node, false); });
+  add_entry(
+      registry, "cpu_ref_avgpool", OpKind::AvgPool, has_chw_input,
+      [](const KernelBuildContext& c) { return std::make_unique<PoolKernel>(c.node, false); });
   add_entry(registry, "cpu_ref_adaptive_avgpool", OpKind::AdaptiveAvgPool, has_chw_input,
             factory<AdaptiveAvgPoolKernel>());
   add_entry(registry, "cpu_ref_linear", OpKind::Linear, has_input, factory<LinearKernel>());

@@ -16,19 +16,26 @@ namespace cnnrt {
 
 const char* to_string(Device device) {
   switch (device) {
-    case Device::Auto: return "auto";
-    case Device::CPU: return "cpu";
-    case Device::CUDA: return "cuda";
+    case Device::Auto:
+      return "auto";
+    case Device::CPU:
+      return "cpu";
+    case Device::CUDA:
+      return "cuda";
   }
   return "?";
 }
 
 const char* to_string(Precision precision) {
   switch (precision) {
-    case Precision::Auto: return "auto";
-    case Precision::FP32: return "fp32";
-    case Precision::FP16: return "fp16";
-    case Precision::INT8: return "int8";
+    case Precision::Auto:
+      return "auto";
+    case Precision::FP32:
+      return "fp32";
+    case Precision::FP16:
+      return "fp16";
+    case Precision::INT8:
+      return "int8";
   }
   return "?";
 }
@@ -81,8 +88,7 @@ DeviceInfo device_info(Device device) {
 Engine::Engine(std::unique_ptr<EngineImpl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
 
-std::shared_ptr<Engine> Engine::load(const std::string& model_path,
-                                     const std::string& weights_path,
+std::shared_ptr<Engine> Engine::load(const std::string& model_path, const std::string& weights_path,
                                      const BuildOptions& options) {
   Graph graph = load_model(model_path);
   load_weights(graph, weights_path);
@@ -104,7 +110,8 @@ std::string Engine::describe() const {
       << to_string(impl_->precision) << ", " << impl_->steps.size() << " steps\n";
   for (const Step& step : impl_->steps) {
     std::string sources;
-    for (const std::string& s : step.node->source_layers) sources += (sources.empty() ? "" : "+") + s;
+    for (const std::string& s : step.node->source_layers)
+      sources += (sources.empty() ? "" : "+") + s;
     out << "  " << step.node->name << "  [" << sources << "]  " << step.entry->name;
     std::string variant = step.kernel->variant();
     if (!variant.empty()) out << " (" << variant << ")";

@@ -78,8 +78,7 @@ std::vector<FilterTap> triangle_taps(int in_size, int out_size) {
 }
 
 void check_size(const char* what, int width, int height) {
-  if (width < 1 || height < 1 ||
-      static_cast<long long>(width) * height > kMaxImagePixels) {
+  if (width < 1 || height < 1 || static_cast<long long>(width) * height > kMaxImagePixels) {
     throw Error(std::string(what) + ": invalid image size " + std::to_string(width) + "x" +
                 std::to_string(height));
   }
@@ -101,18 +100,17 @@ Image decode_image_from_memory(const std::vector<unsigned char>& bytes, const st
   int width = 0, height = 0, file_channels = 0;
   if (!stbi_info_from_memory(bytes.data(), length, &width, &height, &file_channels)) {
     const char* reason = stbi_failure_reason();
-    image_error(name, std::string("cannot decode image: ") +
-                          (reason ? reason : "unknown format") +
+    image_error(name, std::string("cannot decode image: ") + (reason ? reason : "unknown format") +
                           " (PNG, JPEG, BMP, GIF, TGA, PSD, PNM and HDR are supported)");
   }
   if (width < 1 || height < 1) {
-    image_error(name, "image has zero size (" + std::to_string(width) + "x" +
-                          std::to_string(height) + ")");
+    image_error(
+        name, "image has zero size (" + std::to_string(width) + "x" + std::to_string(height) + ")");
   }
   if (static_cast<long long>(width) * height > kMaxImagePixels) {
     image_error(name, "image is too large (" + std::to_string(width) + "x" +
-                          std::to_string(height) + ", at most " +
-                          std::to_string(kMaxImagePixels) + " pixels)");
+                          std::to_string(height) + ", at most " + std::to_string(kMaxImagePixels) +
+                          " pixels)");
   }
   int got_w = 0, got_h = 0, got_c = 0;
   std::unique_ptr<unsigned char, void (*)(void*)> data(
@@ -221,8 +219,8 @@ Image center_crop(const Image& image, int out_width, int out_height) {
   out.pixels.resize(static_cast<size_t>(out_width) * out_height * image.channels);
   const size_t row_values = static_cast<size_t>(out_width) * image.channels;
   for (int y = 0; y < out_height; ++y) {
-    const float* src = &image.pixels[(static_cast<size_t>(top + y) * image.width + left) *
-                                     image.channels];
+    const float* src =
+        &image.pixels[(static_cast<size_t>(top + y) * image.width + left) * image.channels];
     std::copy(src, src + row_values, &out.pixels[y * row_values]);
   }
   return out;
@@ -237,7 +235,8 @@ std::vector<float> normalize_to_chw(const Image& image, const std::vector<float>
                 "-channel image");
   }
   for (float s : std) {
-    if (!(s != 0.0f) || !std::isfinite(s)) throw Error("normalize: std must be finite and non-zero");
+    if (!(s != 0.0f) || !std::isfinite(s))
+      throw Error("normalize: std must be finite and non-zero");
   }
   const size_t plane = static_cast<size_t>(image.width) * image.height;
   std::vector<float> chw(plane * c_count);
@@ -264,8 +263,7 @@ std::vector<float> load_image_tensor(const std::string& path, const ModelInfo& m
   const int height = static_cast<int>(shape[1]);
   const int width = static_cast<int>(shape[2]);
   // torchvision resizes to 256 for a 224 crop; keep that ratio for other input sizes.
-  const int resize_to =
-      static_cast<int>(std::lround(std::max(height, width) * 256.0 / 224.0));
+  const int resize_to = static_cast<int>(std::lround(std::max(height, width) * 256.0 / 224.0));
   const Image decoded = decode_image(path, channels);
   try {
     const Image cropped = center_crop(resize_shorter_side(decoded, resize_to), width, height);

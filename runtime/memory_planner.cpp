@@ -47,8 +47,7 @@ bool lifetimes_overlap(const Buffer& a, const Buffer& b) {
   return a.first_step <= b.last_step && b.first_step <= a.last_step;
 }
 
-std::map<std::string, size_t> validate(const std::vector<PlanRequest>& requests,
-                                       size_t alignment) {
+std::map<std::string, size_t> validate(const std::vector<PlanRequest>& requests, size_t alignment) {
   if (alignment == 0) request_error("", "alignment must be positive");
   std::map<std::string, size_t> index_of;
   for (size_t i = 0; i < requests.size(); ++i) {
@@ -199,14 +198,14 @@ std::string MemoryPlan::to_table() const {
   for (const PlannedTensor& t : tensors) {
     const std::string steps =
         "[" + std::to_string(t.first_step) + "," + std::to_string(t.last_step) + "]";
-    std::snprintf(line, sizeof(line), "%-*s %14zu %14zu %12s  %s\n",
-                  static_cast<int>(name_width), t.name.c_str(), t.bytes, t.offset, steps.c_str(),
+    std::snprintf(line, sizeof(line), "%-*s %14zu %14zu %12s  %s\n", static_cast<int>(name_width),
+                  t.name.c_str(), t.bytes, t.offset, steps.c_str(),
                   t.aliases.empty() ? "-" : t.aliases.c_str());
     out += line;
   }
-  const double ratio = lower_bound_bytes > 0
-                           ? static_cast<double>(arena_bytes) / static_cast<double>(lower_bound_bytes)
-                           : 1.0;
+  const double ratio = lower_bound_bytes > 0 ? static_cast<double>(arena_bytes) /
+                                                   static_cast<double>(lower_bound_bytes)
+                                             : 1.0;
   std::snprintf(line, sizeof(line),
                 "arena_bytes %zu  naive_bytes %zu  lower_bound_bytes %zu  arena/lower_bound %.3f"
                 "  (alignment %zu)\n",

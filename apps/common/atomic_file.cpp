@@ -27,8 +27,8 @@ void write_file_atomically(const std::string& path,
     out.close();
     if (out.fail()) throw_error(site, std::string("write failed: ") + std::strerror(errno));
     if (std::rename(temp_path.c_str(), path.c_str()) != 0) {
-      throw_error(site, std::string("cannot rename temporary file into place: ") +
-                            std::strerror(errno));
+      throw_error(site,
+                  std::string("cannot rename temporary file into place: ") + std::strerror(errno));
     }
   } catch (...) {
     std::remove(temp_path.c_str());

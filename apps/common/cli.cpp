@@ -31,8 +31,7 @@ const FlagSpec* Args::find(const std::string& name) const {
 
 void Args::fail(const std::string& message) const { throw UsageError(message, usage_); }
 
-void Args::parse(int argc, char** argv, int first, size_t min_positional,
-                 size_t max_positional) {
+void Args::parse(int argc, char** argv, int first, size_t min_positional, size_t max_positional) {
   std::vector<std::string> arguments;
   for (int i = first; i < argc; ++i) arguments.emplace_back(argv[i]);
   parse(arguments, min_positional, max_positional);
@@ -106,8 +105,7 @@ std::string Args::get_string(const std::string& flag, const std::string& fallbac
   return it == values_.end() ? fallback : it->second;
 }
 
-int64_t Args::get_int(const std::string& flag, int64_t fallback, int64_t min,
-                      int64_t max) const {
+int64_t Args::get_int(const std::string& flag, int64_t fallback, int64_t min, int64_t max) const {
   auto it = values_.find(flag);
   if (it == values_.end() || it->second.empty()) return fallback;
   const std::optional<int64_t> number = parse_integer(it->second);
@@ -131,8 +129,8 @@ std::vector<int64_t> Args::get_int_list(const std::string& flag, const std::stri
     const std::optional<int64_t> number = parse_integer(item);
     if (!number) fail(flag + " expects comma-separated integers, got '" + text + "'");
     if (*number < min || *number > max) {
-      fail(flag + " values must be between " + std::to_string(min) + " and " +
-           std::to_string(max) + ", got " + std::to_string(*number));
+      fail(flag + " values must be between " + std::to_string(min) + " and " + std::to_string(max) +
+           ", got " + std::to_string(*number));
     }
     numbers.push_back(*number);
     if (comma == std::string::npos) break;

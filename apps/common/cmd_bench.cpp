@@ -13,14 +13,14 @@ namespace cnnrt::apps {
 constexpr int64_t kMinBenchIterations = 50;
 
 int cmd_bench(const Arguments& arguments) {
-  const Args args = parse_command_args(
-      "bench",
-      join_flags({weight_flags(), device_flags(),
-                  {{"--batch", FlagKind::Value},
-                   {"--warmup", FlagKind::Value},
-                   {"--iterations", FlagKind::Value},
-                   {"--json", FlagKind::Value}}}),
-      arguments, 1, 1);
+  const Args args = parse_command_args("bench",
+                                       join_flags({weight_flags(),
+                                                   device_flags(),
+                                                   {{"--batch", FlagKind::Value},
+                                                    {"--warmup", FlagKind::Value},
+                                                    {"--iterations", FlagKind::Value},
+                                                    {"--json", FlagKind::Value}}}),
+                                       arguments, 1, 1);
   const std::vector<int64_t> batches =
       args.get_int_list("--batch", args.require("--batch"), 1, kMaxBatch);
   const int warmup = static_cast<int>(args.get_int("--warmup", 20, 0, 1000000));
@@ -34,9 +34,8 @@ int cmd_bench(const Arguments& arguments) {
   const Graph graph = load_graph_with_weights(args.positional()[0], args);
   const auto engine = Engine::build(graph, options);
   const std::string precision = to_string(engine->precision());
-  std::cout << "model " << engine->model().name << ", device " << device.summary
-            << ", precision " << precision << ", " << warmup << " warm-up + " << iterations
-            << " timed runs\n\n";
+  std::cout << "model " << engine->model().name << ", device " << device.summary << ", precision "
+            << precision << ", " << warmup << " warm-up + " << iterations << " timed runs\n\n";
 
   nlohmann::json results = nlohmann::json::array();
   std::vector<std::vector<std::string>> rows;
@@ -56,9 +55,8 @@ int cmd_bench(const Arguments& arguments) {
                        {"arena_bytes", arena},
                        {"weight_bytes", engine->weight_bytes()}});
   }
-  std::cout << format_text_table({"batch", "median ms", "min ms", "p90 ms", "images/s",
-                                  "arena MiB", "weights MiB"},
-                                 rows);
+  std::cout << format_text_table(
+      {"batch", "median ms", "min ms", "p90 ms", "images/s", "arena MiB", "weights MiB"}, rows);
   if (!json_path.empty()) {
     const nlohmann::json report = {{"model", engine->model().name},
                                    {"device", to_string(device.device)},

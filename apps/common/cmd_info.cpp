@@ -17,9 +17,10 @@ int cmd_info(const Arguments& arguments) {
   Graph fused = graph;
   const PassStats stats = run_default_passes(fused);
   std::cout << "\nafter fusion: " << stats.dropouts_removed << " dropout removed, "
-            << stats.identities_removed << " identity pool removed, " << stats.batchnorms_folded << " batchnorm folded, " << stats.conv_activations_fused
-            << " conv+activation and " << stats.conv_pools_fused << " conv+pool fused, "
-            << stats.linear_activations_fused << " linear+activation fused\n\n"
+            << stats.identities_removed << " identity pool removed, " << stats.batchnorms_folded
+            << " batchnorm folded, " << stats.conv_activations_fused << " conv+activation and "
+            << stats.conv_pools_fused << " conv+pool fused, " << stats.linear_activations_fused
+            << " linear+activation fused\n\n"
             << describe_graph(fused);
   return 0;
 }

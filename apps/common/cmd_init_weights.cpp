@@ -11,8 +11,8 @@ namespace cnnrt::apps {
 
 int cmd_init_weights(const Arguments& arguments) {
   const Args args = parse_command_args(
-      "init-weights", {{"-o", FlagKind::Value}, {"--seed", FlagKind::Value},
-                       {"--dtype", FlagKind::Value}},
+      "init-weights",
+      {{"-o", FlagKind::Value}, {"--seed", FlagKind::Value}, {"--dtype", FlagKind::Value}},
       arguments, 1, 1);
   const std::string output = args.require("-o");
   const int64_t seed = args.get_int("--seed", 0, 0, std::numeric_limits<int64_t>::max());

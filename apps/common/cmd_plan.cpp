@@ -11,8 +11,8 @@ namespace cnnrt::apps {
 
 int cmd_plan(const Arguments& arguments) {
   const Args args = parse_command_args(
-      "plan", {{"--batch", FlagKind::Value}, {"--device", FlagKind::Value},
-               {"--json", FlagKind::Switch}},
+      "plan",
+      {{"--batch", FlagKind::Value}, {"--device", FlagKind::Value}, {"--json", FlagKind::Switch}},
       arguments, 1, 1);
   const int batch = static_cast<int>(args.get_int("--batch", 1, 1, kMaxBatch));
   const DeviceChoice device = resolve_device(args.get_string("--device", "cpu"));
@@ -27,8 +27,8 @@ int cmd_plan(const Arguments& arguments) {
   if (args.has("--json")) {
     std::cout << plan.to_json() << "\n";
   } else {
-    std::cout << "model " << engine->model().name << ", device " << device.summary
-              << ", batch " << batch << "\n"
+    std::cout << "model " << engine->model().name << ", device " << device.summary << ", batch "
+              << batch << "\n"
               << plan.to_table();
   }
   return 0;

@@ -10,15 +10,15 @@
 namespace cnnrt::apps {
 
 int cmd_profile(const Arguments& arguments) {
-  const Args args = parse_command_args(
-      "profile",
-      join_flags({weight_flags(), device_flags(),
-                  {{"--batch", FlagKind::Value},
-                   {"--iterations", FlagKind::Value},
-                   {"--json", FlagKind::Value},
-                   {"--trace", FlagKind::Value},
-                   {"--compare", FlagKind::Switch}}}),
-      arguments, 1, 1);
+  const Args args = parse_command_args("profile",
+                                       join_flags({weight_flags(),
+                                                   device_flags(),
+                                                   {{"--batch", FlagKind::Value},
+                                                    {"--iterations", FlagKind::Value},
+                                                    {"--json", FlagKind::Value},
+                                                    {"--trace", FlagKind::Value},
+                                                    {"--compare", FlagKind::Switch}}}),
+                                       arguments, 1, 1);
   const int batch = static_cast<int>(args.get_int("--batch", 1, 1, kMaxBatch));
   const int iterations = static_cast<int>(args.get_int("--iterations", 20, 1, 100000));
   const std::string json_path = args.get_string("--json", "");
@@ -37,13 +37,11 @@ int cmd_profile(const Arguments& arguments) {
 
   const DeviceInfo info = device_info(device.device);
   const std::string precision = to_string(engine->precision());
-  std::cout << "model " << engine->model().name << ", device " << device.summary
-            << ", precision " << precision << ", batch " << batch << ", median of "
-            << iterations << " runs\n\n"
+  std::cout << "model " << engine->model().name << ", device " << device.summary << ", precision "
+            << precision << ", batch " << batch << ", median of " << iterations << " runs\n\n"
             << format_profile_table(layers, info);
   if (args.has("--compare")) {
-    std::cout << "\nevery candidate kernel per layer:\n"
-              << format_compare_table(candidates, info);
+    std::cout << "\nevery candidate kernel per layer:\n" << format_compare_table(candidates, info);
   }
 
   const double total = total_ms(layers);

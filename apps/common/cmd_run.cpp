@@ -22,7 +22,8 @@ std::string dims_to_string(const std::vector<int64_t>& dims) {
 int cmd_run(const Arguments& arguments) {
   const Args args = parse_command_args(
       "run",
-      join_flags({weight_flags(), device_flags(),
+      join_flags({weight_flags(),
+                  device_flags(),
                   {{"--input", FlagKind::Value}, {"--output", FlagKind::Value}}}),
       arguments, 1, 1);
   const std::string input_path = args.require("--input");
@@ -57,8 +58,8 @@ int cmd_run(const Arguments& arguments) {
   std::vector<float> output(static_cast<size_t>(output_elements));
   context->run(input.data.data(), output.data());
   write_npy(output_path, output_shape, output);
-  std::cerr << "device: " << device.summary << ", precision "
-            << to_string(engine->precision()) << "\n";
+  std::cerr << "device: " << device.summary << ", precision " << to_string(engine->precision())
+            << "\n";
   std::cout << "wrote " << dims_to_string(output_shape) << " to " << output_path << "\n";
   return 0;
 }

@@ -7,8 +7,7 @@
 namespace cnnrt::apps {
 
 Args parse_command_args(const char* command, std::vector<FlagSpec> flags,
-                        const Arguments& arguments, size_t min_positional,
-                        size_t max_positional) {
+                        const Arguments& arguments, size_t min_positional, size_t max_positional) {
   const Command* entry = find_command(command);
   Args args(entry ? entry->usage : std::string("usage: cnnrt ") + command, std::move(flags));
   args.parse(arguments, min_positional, max_positional);

@@ -12,8 +12,7 @@ namespace cnnrt::apps {
 
 // Parses `arguments` for subcommand `command` (its usage line comes from the table).
 Args parse_command_args(const char* command, std::vector<FlagSpec> flags,
-                        const Arguments& arguments, size_t min_positional,
-                        size_t max_positional);
+                        const Arguments& arguments, size_t min_positional, size_t max_positional);
 
 // Largest batch a command accepts; bigger ones are almost certainly typos and would only fail
 // later with an out-of-memory error.

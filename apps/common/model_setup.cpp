@@ -54,15 +54,15 @@ Graph load_graph_with_weights(const std::string& model_path, const Args& args) {
   if (graph.weights_file.empty()) {
     ErrorSite site;
     site.file = model_path;
-    throw_error(site, "the model names no weight file (no `weights:` key); pass --weights W "
-                      "or --random-weights");
+    throw_error(site,
+                "the model names no weight file (no `weights:` key); pass --weights W "
+                "or --random-weights");
   }
   if (!is_regular_file(graph.weights_file)) {
     throw Error("no weight file: " + graph.weights_file +
                 " not found. Export torchvision's pretrained weights with `python3 "
                 "tools/export_torchvision.py --out " +
-                graph.weights_file +
-                "` (needs torch+torchvision), or run with --random-weights");
+                graph.weights_file + "` (needs torch+torchvision), or run with --random-weights");
   }
   load_weights(graph, graph.weights_file);
   return graph;
@@ -79,8 +79,7 @@ DeviceChoice resolve_device(const std::string& text) {
     throw Error("--device cuda: this build of cnnrt has no CUDA backend");
 #endif
   }
-  choice.device = requested == Device::Auto ? (have_cuda ? Device::CUDA : Device::CPU)
-                                            : requested;
+  choice.device = requested == Device::Auto ? (have_cuda ? Device::CUDA : Device::CPU) : requested;
   choice.name = device_info(choice.device).name;
   const std::string kind = to_string(choice.device);
   std::string detail = choice.name;

@@ -204,8 +204,9 @@ NpyArray parse_npy(const std::string& bytes, const std::string& name) {
   };
   const std::string& descr = need("descr", HeaderValue::String).text;
   if (need("fortran_order", HeaderValue::Bool).flag) {
-    npy_error(name, "fortran_order arrays are not supported (save a C-order array, e.g. "
-                    "np.ascontiguousarray)");
+    npy_error(name,
+              "fortran_order arrays are not supported (save a C-order array, e.g. "
+              "np.ascontiguousarray)");
   }
   size_t item_size = 0;
   if (descr == "<f4") {
@@ -227,17 +228,18 @@ NpyArray parse_npy(const std::string& bytes, const std::string& name) {
   const size_t data_bytes = bytes.size() - data_offset;
   const size_t expected_bytes = static_cast<size_t>(elements) * item_size;
   if (data_bytes != expected_bytes) {
-    npy_error(name, std::string(data_bytes < expected_bytes ? "truncated" : "oversized") +
-                        " .npy data: shape (" +
-                        [&] {
-                          std::string s;
-                          for (size_t i = 0; i < array.shape.size(); ++i) {
-                            s += (i ? ", " : "") + std::to_string(array.shape[i]);
-                          }
-                          return s;
-                        }() +
-                        ") of " + descr + " needs " + std::to_string(expected_bytes) +
-                        " bytes, file has " + std::to_string(data_bytes));
+    npy_error(
+        name, std::string(data_bytes < expected_bytes ? "truncated" : "oversized") +
+                  " .npy data: shape (" +
+                  [&] {
+                    std::string s;
+                    for (size_t i = 0; i < array.shape.size(); ++i) {
+                      s += (i ? ", " : "") + std::to_string(array.shape[i]);
+                    }
+                    return s;
+                  }() +
+                  ") of " + descr + " needs " + std::to_string(expected_bytes) +
+                  " bytes, file has " + std::to_string(data_bytes));
   }
   array.data.resize(static_cast<size_t>(elements));
   const char* src = bytes.data() + data_offset;

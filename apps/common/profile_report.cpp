@@ -23,8 +23,11 @@ double gbs_of(const LayerProfile& layer) {
 std::string significant(double value) {
   if (value <= 0) return "0";
   char buffer[64];
-  const int digits = value >= 100 ? 0 : value >= 10 ? 1 : value >= 1 ? 2 : 
-                     std::min(9, 2 - static_cast<int>(std::floor(std::log10(value))));
+  const int digits = value >= 100  ? 0
+                     : value >= 10 ? 1
+                     : value >= 1
+                         ? 2
+                         : std::min(9, 2 - static_cast<int>(std::floor(std::log10(value))));
   std::snprintf(buffer, sizeof buffer, "%.*f", digits, value);
   return buffer;
 }
@@ -106,11 +109,11 @@ std::string format_profile_table(const std::vector<LayerProfile>& layers,
   double total_flops = 0, total_bytes = 0;
   for (const LayerProfile& layer : layers) {
     const double peak = peak_tflops(device, layer.precision);
-    rows.push_back({layer.name, join_sources(layer), layer.kernel, layer.precision,
-                    fixed(layer.median_ms, 4),
-                    total > 0 ? fixed(100.0 * layer.median_ms / total, 1) : "-",
-                    significant(tflops_of(layer)), percent_of(tflops_of(layer), peak),
-                    significant(gbs_of(layer)), percent_of(gbs_of(layer), device.peak_bandwidth_gbs)});
+    rows.push_back(
+        {layer.name, join_sources(layer), layer.kernel, layer.precision, fixed(layer.median_ms, 4),
+         total > 0 ? fixed(100.0 * layer.median_ms / total, 1) : "-", significant(tflops_of(layer)),
+         percent_of(tflops_of(layer), peak), significant(gbs_of(layer)),
+         percent_of(gbs_of(layer), device.peak_bandwidth_gbs)});
     total_flops += layer.flops;
     total_bytes += layer.bytes;
   }
@@ -120,8 +123,8 @@ std::string format_profile_table(const std::vector<LayerProfile>& layers,
   sum.bytes = total_bytes;
   rows.push_back({"total", "", "", "", fixed(total, 4), total > 0 ? "100.0" : "-",
                   significant(tflops_of(sum)), "", significant(gbs_of(sum)), ""});
-  return format_text_table({"layer", "sources", "kernel", "prec", "median ms", "share %",
-                            "TFLOP/s", "% peak", "GB/s", "% bw"},
+  return format_text_table({"layer", "sources", "kernel", "prec", "median ms", "share %", "TFLOP/s",
+                            "% peak", "GB/s", "% bw"},
                            rows);
 }
 
@@ -136,27 +139,21 @@ std::string format_compare_table(const std::vector<LayerProfile>& candidates,
     if (chosen) chosen_ms = row.median_ms;
     const double relative = row.median_ms > 0 ? chosen_ms / row.median_ms : 0.0;
     rows.push_back({chosen ? row.name : "", (chosen ? "* " : "  ") + row.kernel, row.precision,
-                    fixed(row.median_ms, 4), fixed(relative, 2) + "x",
-                    significant(tflops_of(row)), percent_of(tflops_of(row), peak_tflops(device, row.precision)),
+                    fixed(row.median_ms, 4), fixed(relative, 2) + "x", significant(tflops_of(row)),
+                    percent_of(tflops_of(row), peak_tflops(device, row.precision)),
                     significant(gbs_of(row))});
   }
-  return format_text_table(
-      {"layer", "kernel (* = chosen)", "prec", "median ms", "vs chosen", "TFLOP/s", "% peak",
-       "GB/s"},
-      rows);
+  return format_text_table({"layer", "kernel (* = chosen)", "prec", "median ms", "vs chosen",
+                            "TFLOP/s", "% peak", "GB/s"},
+                           rows);
 }
 
 nlohmann::json layer_json(const LayerProfile& layer, double total) {
-  return {{"name", layer.name},
-          {"sources", layer.sources},
-          {"kernel", layer.kernel},
-          {"precision", layer.precision},
-          {"median_ms", layer.median_ms},
-          {"share", total > 0 ? layer.median_ms / total : 0.0},
-          {"tflops", tflops_of(layer)},
-          {"gbs", gbs_of(layer)},
-          {"flops", layer.flops},
-          {"bytes", layer.bytes}};
+  return {{"name", layer.name},           {"sources", layer.sources},
+          {"kernel", layer.kernel},       {"precision", layer.precision},
+          {"median_ms", layer.median_ms}, {"share", total > 0 ? layer.median_ms / total : 0.0},
+          {"tflops", tflops_of(layer)},   {"gbs", gbs_of(layer)},
+          {"flops", layer.flops},         {"bytes", layer.bytes}};
 }
 
 nlohmann::json trace_json(const std::vector<LayerProfile>& layers) {
@@ -171,8 +168,10 @@ nlohmann::json trace_json(const std::vector<LayerProfile>& layers) {
                       {"dur", duration_us},
                       {"pid", 0},
                       {"tid", 0},
-                      {"args", {{"kernel", layer.kernel}, {"sources", join_sources(layer)},
-                                {"precision", layer.precision}}}});
+                      {"args",
+                       {{"kernel", layer.kernel},
+                        {"sources", join_sources(layer)},
+                        {"precision", layer.precision}}}});
     start_us += duration_us;
   }
   return {{"traceEvents", events}, {"displayTimeUnit", "ms"}};

@@ -6,11 +6,11 @@
 // tensor-core rate on Ampere/Hopper), and bandwidth next to peak DRAM bandwidth.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "cnnrt/cnnrt.h"
-#include <nlohmann/json.hpp>
 
 namespace cnnrt::apps {
 
@@ -22,8 +22,7 @@ double peak_tflops(const DeviceInfo& device, const std::string& precision);
 std::string join_sources(const LayerProfile& layer);
 
 // One row per layer plus a total row.
-std::string format_profile_table(const std::vector<LayerProfile>& layers,
-                                 const DeviceInfo& device);
+std::string format_profile_table(const std::vector<LayerProfile>& layers, const DeviceInfo& device);
 // compare_kernels() rows grouped by layer, the chosen kernel first (marked '*'), each with its
 // speed relative to the chosen one (2.00x = twice as fast).
 std::string format_compare_table(const std::vector<LayerProfile>& candidates,

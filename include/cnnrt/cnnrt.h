@@ -20,7 +20,7 @@
 
 namespace cnnrt {
 
-struct Graph;  // graph/ir.h (internal)
+struct Graph;       // graph/ir.h (internal)
 struct MemoryPlan;  // runtime/memory_planner.h (internal)
 
 enum class Device { Auto, CPU, CUDA };

@@ -22,10 +22,12 @@ namespace cnnrt {
 struct Image {
   int width = 0;
   int height = 0;
-  int channels = 0;  // 1 (grey) or 3 (RGB)
+  int channels = 0;           // 1 (grey) or 3 (RGB)
   std::vector<float> pixels;  // height × width × channels
 
-  float& at(int y, int x, int c) { return pixels[(static_cast<size_t>(y) * width + x) * channels + c]; }
+  float& at(int y, int x, int c) {
+    return pixels[(static_cast<size_t>(y) * width + x) * channels + c];
+  }
   float at(int y, int x, int c) const {
     return pixels[(static_cast<size_t>(y) * width + x) * channels + c];
   }

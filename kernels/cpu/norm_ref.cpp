@@ -23,19 +23,21 @@ void softmax(const float* x, int64_t outer, int64_t features, int64_t inner, flo
       for (int64_t f = 0; f < features; ++f)
         denominator += std::exp(static_cast<double>(in[f * inner]) - row_max);
       for (int64_t f = 0; f < features; ++f)
-        out[f * inner] =
-            static_cast<float>(std::exp(static_cast<double>(in[f * inner]) - row_max) / denominator);
+        out[f * inner] = static_cast<float>(std::exp(static_cast<double>(in[f * inner]) - row_max) /
+                                            denominator);
     }
 }
 
-void batchnorm(const float* x, int n, int c, int64_t spatial, const float* gamma,
-               const float* beta, const float* mean, const float* var, float eps, float* y) {
+void batchnorm(const float* x, int n, int c, int64_t spatial, const float* gamma, const float* beta,
+               const float* mean, const float* var, float eps, float* y) {
   for (int b = 0; b < n; ++b)
     for (int ch = 0; ch < c; ++ch) {
-      const double scale = static_cast<double>(gamma[ch]) / std::sqrt(static_cast<double>(var[ch]) + eps);
+      const double scale =
+          static_cast<double>(gamma[ch]) / std::sqrt(static_cast<double>(var[ch]) + eps);
       const int64_t base = (static_cast<int64_t>(b) * c + ch) * spatial;
       for (int64_t s = 0; s < spatial; ++s)
-        y[base + s] = static_cast<float>((x[base + s] - static_cast<double>(mean[ch])) * scale + beta[ch]);
+        y[base + s] =
+            static_cast<float>((x[base + s] - static_cast<double>(mean[ch])) * scale + beta[ch]);
     }
 }
 
@@ -51,8 +53,8 @@ void lrn(const float* x, int n, int c, int64_t spatial, const LRNAttrs& attrs, f
           square_sum += v * v;
         }
         const int64_t index = (static_cast<int64_t>(b) * c + ch) * spatial + s;
-        const double divisor =
-            std::pow(attrs.k + attrs.alpha / attrs.size * square_sum, static_cast<double>(attrs.beta));
+        const double divisor = std::pow(attrs.k + attrs.alpha / attrs.size * square_sum,
+                                        static_cast<double>(attrs.beta));
         y[index] = static_cast<float>(x[index] / divisor);
       }
 }

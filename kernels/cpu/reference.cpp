@@ -5,11 +5,12 @@
 // not to be fast: one output element per innermost computation, indices spelled out in full,
 // sums of products accumulated in double.  Invalid attributes (zero stride, channels not
 // divisible by groups) throw cnnrt::Error instead of dividing by zero or reading out of bounds.
+#include "kernels/cpu/reference.h"
+
 #include <cstring>
 #include <string>
 
 #include "cnnrt/error.h"
-#include "kernels/cpu/reference.h"
 
 namespace cnnrt::ref {
 
@@ -23,9 +24,8 @@ int conv_output_size(int in, int kernel, int stride, int pad, int dilation) {
 }
 
 void check_conv_attrs(int c, const ConvAttrs& a) {
-  if (a.out_channels < 1 || a.kernel_h < 1 || a.kernel_w < 1 || a.stride_h < 1 ||
-      a.stride_w < 1 || a.dilation_h < 1 || a.dilation_w < 1 || a.groups < 1 || a.pad_h < 0 ||
-      a.pad_w < 0)
+  if (a.out_channels < 1 || a.kernel_h < 1 || a.kernel_w < 1 || a.stride_h < 1 || a.stride_w < 1 ||
+      a.dilation_h < 1 || a.dilation_w < 1 || a.groups < 1 || a.pad_h < 0 || a.pad_w < 0)
     throw Error("ref::conv2d: invalid attributes");
   if (c % a.groups != 0 || a.out_channels % a.groups != 0)
     throw Error("ref::conv2d: channels (" + std::to_string(c) + " in, " +
@@ -60,7 +60,8 @@ void conv2d(const float* x, int n, int c, int h, int w, const float* weight, con
                 const int ix = ox * attrs.stride_w - attrs.pad_w + kx * attrs.dilation_w;
                 if (ix < 0 || ix >= w) continue;
                 const double xv = x[((static_cast<int64_t>(b) * c + channel) * h + iy) * w + ix];
-                const double wv = weight[((static_cast<int64_t>(o) * in_per_group + ci) * kh + ky) * kw + kx];
+                const double wv =
+                    weight[((static_cast<int64_t>(o) * in_per_group + ci) * kh + ky) * kw + kx];
                 sum += xv * wv;
               }
             }

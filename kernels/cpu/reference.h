@@ -32,8 +32,8 @@ void linear(const float* x, int n, int in_features, const float* weight, const f
 void softmax(const float* x, int64_t outer, int64_t features, int64_t inner, float* y);
 
 // y = (x - mean) / sqrt(var + eps) * gamma + beta, per channel of NCHW.
-void batchnorm(const float* x, int n, int c, int64_t spatial, const float* gamma,
-               const float* beta, const float* mean, const float* var, float eps, float* y);
+void batchnorm(const float* x, int n, int c, int64_t spatial, const float* gamma, const float* beta,
+               const float* mean, const float* var, float eps, float* y);
 
 void add(const float* a, const float* b, int64_t count, float* y);
 

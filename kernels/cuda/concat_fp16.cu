@@ -44,8 +44,8 @@ void launch_slice(const void* x, int in_stride, void* y, int out_stride, int off
   const int grid = static_cast<int>(
       std::max<int64_t>(1, std::min<int64_t>((work + kThreads - 1) / kThreads, 132 * 16)));
   slice_kernel<T><<<grid, kThreads, 0, stream>>>(static_cast<const T*>(x), in_stride,
-                                                static_cast<T*>(y), out_stride, offset, copy,
-                                                zeros, rows);
+                                                 static_cast<T*>(y), out_stride, offset, copy,
+                                                 zeros, rows);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 
@@ -67,8 +67,8 @@ void concat_channels_fp16(const std::vector<const void*>& inputs, const std::vec
     const int in_stride = (c + 7) / 8 * 8;
     const int zeros = i + 1 == inputs.size() ? out_stride - total : 0;
     if (c % 8 == 0 && offset % 8 == 0 && zeros % 8 == 0)
-      launch_slice<uint4>(inputs[i], in_stride / 8, y, out_stride / 8, offset / 8, c / 8,
-                          zeros / 8, rows, stream);
+      launch_slice<uint4>(inputs[i], in_stride / 8, y, out_stride / 8, offset / 8, c / 8, zeros / 8,
+                          rows, stream);
     else
       launch_slice<__half>(inputs[i], in_stride, y, out_stride, offset, c, zeros, rows, stream);
     offset += c;

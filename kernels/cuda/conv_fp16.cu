@@ -109,7 +109,7 @@ constexpr int kFlatFinishThreads = 256;  // conv_finish_kernel (unfused pool)
 constexpr double kSmFlopsPerUs = 1.65e6;  // sustained mma.sync rate of one SM, 128x128 tile
 constexpr double kBytesPerUs = 2.5e6;     // workspace round trip (mostly L2)
 constexpr double kExtraLaunchUs = 2.0;    // second kernel of a workspace variant
-constexpr double kSliceLatencyUs = 0.7;  // split-K finish: one round of kFinishUnroll slice loads
+constexpr double kSliceLatencyUs = 0.7;   // split-K finish: one round of kFinishUnroll slice loads
 constexpr int kSplitKMaxBatch = 16;
 constexpr int kMaxSplits = 32;
 
@@ -144,8 +144,8 @@ std::string shape_problem(const ConvShape& s) {
   if (ch <= 0 || cw <= 0) return "kernel larger than the padded input";
   if (s.pool) {
     const PoolAttrs& p = *s.pool;
-    if (p.kernel_h <= 0 || p.kernel_w <= 0 || p.stride_h <= 0 || p.stride_w <= 0 ||
-        p.pad_h < 0 || p.pad_w < 0 || 2 * p.pad_h > p.kernel_h || 2 * p.pad_w > p.kernel_w)
+    if (p.kernel_h <= 0 || p.kernel_w <= 0 || p.stride_h <= 0 || p.stride_w <= 0 || p.pad_h < 0 ||
+        p.pad_w < 0 || 2 * p.pad_h > p.kernel_h || 2 * p.pad_w > p.kernel_w)
       return "bad pool attributes";
     if (pool_extent(ch, p.kernel_h, p.stride_h, p.pad_h, p.ceil_mode) <= 0 ||
         pool_extent(cw, p.kernel_w, p.stride_w, p.pad_w, p.ceil_mode) <= 0)
@@ -190,7 +190,8 @@ template <typename T>
 T* upload(const std::vector<T>& host) {
   T* device = nullptr;
   CNNRT_CUDA_CHECK(cudaMalloc(&device, host.size() * sizeof(T)));
-  CNNRT_CUDA_CHECK(cudaMemcpy(device, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+  CNNRT_CUDA_CHECK(
+      cudaMemcpy(device, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
   return device;
 }
 
@@ -254,8 +255,7 @@ class ConvFp16Impl {
   // Time of one k-tile step of one CTA when `resident` CTAs share its SM: a latency floor
   // (a lone CTA cannot hide its cp.async latency) or the SM's MMA throughput split between them.
   static double ktile_us(const TileConfig& cfg, int resident) {
-    const double throughput_us =
-        2.0 * cfg.bm * cfg.bn * cfg.bk / (kSmFlopsPerUs * cfg.efficiency);
+    const double throughput_us = 2.0 * cfg.bm * cfg.bn * cfg.bk / (kSmFlopsPerUs * cfg.efficiency);
     return std::max(cfg.latency_us, resident * throughput_us);
   }
 
@@ -401,10 +401,13 @@ class ConvFp16Impl {
 
   size_t workspace_of(const Variant& v, int batch) const {
     switch (v.kind) {
-      case Kind::Unfused: return round_up_256(size_t(m_total(batch)) * base.out_cs * sizeof(__half));
+      case Kind::Unfused:
+        return round_up_256(size_t(m_total(batch)) * base.out_cs * sizeof(__half));
       case Kind::SplitK:
-        return round_up_256(size_t(v.splits) * size_t(m_total(batch)) * base.n_limit * sizeof(float));
-      default: return 0;
+        return round_up_256(size_t(v.splits) * size_t(m_total(batch)) * base.n_limit *
+                            sizeof(float));
+      default:
+        return 0;
     }
   }
 
@@ -458,8 +461,8 @@ class ConvFp16Impl {
     if (grid_x >= (1LL << 31) || grid_y > 65535 || splits > 65535)
       throw Error("conv_fp16: batch " + std::to_string(batch) + " exceeds the launch grid");
     cfg.fn[gather() ? 1 : 0][pool_kernel ? 1 : 0]<<<
-        dim3(unsigned(grid_x), unsigned(grid_y), unsigned(splits)), cfg.threads, c.smem,
-        stream>>>(p);
+        dim3(unsigned(grid_x), unsigned(grid_y), unsigned(splits)), cfg.threads, c.smem, stream>>>(
+        p);
     CNNRT_CUDA_CHECK_LAUNCH();
   }
 
@@ -482,10 +485,10 @@ class ConvFp16Impl {
       const int grid_y = ceil_div(p.out_cs, 8 * conv_detail::kFinishChunks);
       if (grid_x >= (1LL << 31))
         throw Error("conv_fp16: batch " + std::to_string(batch) + " exceeds the launch grid");
-      conv_detail::conv_splitk_finish_kernel<<<dim3(unsigned(grid_x), unsigned(grid_y)),
-                                               conv_detail::kFinishThreads,
-                                               conv_detail::finish_smem_bytes(fin_th, fin_tw),
-                                               stream>>>(p, static_cast<const float*>(ws), splits);
+      conv_detail::conv_splitk_finish_kernel<<<
+          dim3(unsigned(grid_x), unsigned(grid_y)), conv_detail::kFinishThreads,
+          conv_detail::finish_smem_bytes(fin_th, fin_tw), stream>>>(
+          p, static_cast<const float*>(ws), splits);
       CNNRT_CUDA_CHECK_LAUNCH();
       return;
     }
@@ -493,18 +496,20 @@ class ConvFp16Impl {
     const long long blocks = std::max(
         1LL, std::min<long long>(ceil_div(total, kFlatFinishThreads), (long long)sms * 16));
     if (fp32)
-      conv_detail::conv_finish_kernel<true><<<unsigned(blocks), kFlatFinishThreads, 0, stream>>>(
-          p, ws, splits);
+      conv_detail::conv_finish_kernel<true>
+          <<<unsigned(blocks), kFlatFinishThreads, 0, stream>>>(p, ws, splits);
     else
-      conv_detail::conv_finish_kernel<false><<<unsigned(blocks), kFlatFinishThreads, 0, stream>>>(
-          p, ws, splits);
+      conv_detail::conv_finish_kernel<false>
+          <<<unsigned(blocks), kFlatFinishThreads, 0, stream>>>(p, ws, splits);
     CNNRT_CUDA_CHECK_LAUNCH();
   }
 
   void run(const Variant& v, const void* x, void* y, int batch, cudaStream_t stream,
            void* workspace) const {
     switch (v.kind) {
-      case Kind::Fused: launch_igemm(*v.cand, true, x, y, batch, stream); return;
+      case Kind::Fused:
+        launch_igemm(*v.cand, true, x, y, batch, stream);
+        return;
       case Kind::Unfused:
         launch_igemm(*v.cand, false, x, workspace, batch, stream);
         launch_finish(false, workspace, 1, y, batch, stream);
@@ -514,7 +519,9 @@ class ConvFp16Impl {
                      static_cast<float*>(workspace));
         launch_finish(true, workspace, v.splits, y, batch, stream);
         return;
-      default: launch_direct(x, y, batch, stream); return;
+      default:
+        launch_direct(x, y, batch, stream);
+        return;
     }
   }
 
@@ -658,8 +665,8 @@ class ConvFp16Impl {
         c.passes = passes;
         c.pool_rows = rows;
         c.stage_rows = stream_stage_rows(c);
-        c.smem = conv_detail::igemm_stream_smem_bytes(cfg.bm, cfg.bn, cfg.stages, c.stage_rows,
-                                                      tw, cfg.bk);
+        c.smem = conv_detail::igemm_stream_smem_bytes(cfg.bm, cfg.bn, cfg.stages, c.stage_rows, tw,
+                                                      cfg.bk);
         if (c.smem > smem_limit) continue;
         all.push_back(c);
       }
@@ -797,8 +804,8 @@ ConvFp16::ConvFp16(const ConvShape& shape_in, const float* weight, const float* 
     // Always the device maximum: the attribute is per function and process-wide, so every
     // instance sets the same value and none can shrink another's limit.
     for (const KernelFn fn : {flat_fn, pool_fn})
-      CNNRT_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            smem_optin));
+      CNNRT_CUDA_CHECK(
+          cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_optin));
     Candidate c;
     c.config = i;
     c.smem = conv_detail::igemm_smem_bytes(cfg.bm, cfg.bn, cfg.stages, 1, cfg.bk);
@@ -824,9 +831,12 @@ size_t ConvFp16::weight_bytes() const { return impl_->bytes; }
 
 std::string ConvFp16::variant() const {
   switch (impl_->path) {
-    case Path::Igemm: return "igemm";
-    case Path::IgemmGather: return "igemm_gather";
-    default: return "direct";
+    case Path::Igemm:
+      return "igemm";
+    case Path::IgemmGather:
+      return "igemm_gather";
+    default:
+      return "direct";
   }
 }
 
@@ -871,8 +881,8 @@ void ConvFp16::forward_variant(size_t index, const void* x, void* y, int batch,
   forward_variant(index, x, y, batch, stream, nullptr);
 }
 
-void ConvFp16::forward_variant(size_t index, const void* x, void* y, int batch,
-                               cudaStream_t stream, void* workspace) const {
+void ConvFp16::forward_variant(size_t index, const void* x, void* y, int batch, cudaStream_t stream,
+                               void* workspace) const {
   if (batch <= 0) throw Error("conv_fp16: batch must be positive, got " + std::to_string(batch));
   if (!x || !y) throw Error("conv_fp16: null input or output pointer");
   if (reinterpret_cast<uintptr_t>(x) % 16 != 0 || reinterpret_cast<uintptr_t>(y) % 16 != 0 ||

@@ -21,7 +21,7 @@ inline int padded_channels(int c) { return (c + 7) / 8 * 8; }
 struct ConvShape {
   int in_c = 0, in_h = 0, in_w = 0;
   int out_c = 0;
-  ConvAttrs conv;                 // conv.out_channels == out_c
+  ConvAttrs conv;  // conv.out_channels == out_c
   bool relu = false;
   std::optional<PoolAttrs> pool;  // fused max-pool
   // Derived (fill with derive()): conv output extent and final (pooled) output extent.
@@ -59,8 +59,7 @@ class ConvFp16 {
   // forward() runs chosen_variant(batch), the heuristic's pick.
   std::vector<std::string> variants(int batch) const;
   size_t chosen_variant(int batch) const;
-  void forward_variant(size_t index, const void* x, void* y, int batch,
-                       cudaStream_t stream) const;
+  void forward_variant(size_t index, const void* x, void* y, int batch, cudaStream_t stream) const;
   // Workspace-aware hooks: the pick of forward(..., workspace) (with_workspace = true), the
   // workspace one variant needs at this batch (0 for fused / direct), and a launch with it
   // (throws when the variant needs a workspace and none is given).

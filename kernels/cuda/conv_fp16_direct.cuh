@@ -43,7 +43,8 @@ __global__ void conv_direct_kernel(const ConvParams p) {
           for (int kx = 0; kx < p.kw; ++kx) {
             const int iw = cx * p.sw - p.pw + kx * p.dw;
             if (iw < 0 || iw >= p.in_w) continue;
-            const __half* xp = p.x + ((size_t(n) * p.in_h + ih) * p.in_w + iw) * p.in_cs + g * p.cpg;
+            const __half* xp =
+                p.x + ((size_t(n) * p.in_h + ih) * p.in_w + iw) * p.in_cs + g * p.cpg;
             const __half* wp = wrow + (ky * p.kw + kx) * p.cpg;
             for (int c = 0; c < p.cpg; ++c) sum += __half2float(xp[c]) * __half2float(wp[c]);
           }

@@ -45,43 +45,43 @@
 
 namespace cnnrt::cuda::conv_detail {
 
-constexpr int kBK = 32;                    // K per pipeline stage (halves), default config
-constexpr int kMaxBK = 64;                 // the BK64 config; packed K is padded to this
-constexpr int kWeightRowAlign = 128;       // packed weight rows per group: at least a multiple
-                                           // of this, and of every config's BN coverage
+constexpr int kBK = 32;               // K per pipeline stage (halves), default config
+constexpr int kMaxBK = 64;            // the BK64 config; packed K is padded to this
+constexpr int kWeightRowAlign = 128;  // packed weight rows per group: at least a multiple
+                                      // of this, and of every config's BN coverage
 
 struct ConvParams {
   const __half* x = nullptr;
-  const __half* w = nullptr;   // igemm: [groups][w_rows][w_k]; direct: [oc][kh][kw][cpg]
-  const float* bias = nullptr; // igemm: [groups][w_rows]; direct: [oc]
+  const __half* w = nullptr;    // igemm: [groups][w_rows][w_k]; direct: [oc][kh][kw][cpg]
+  const float* bias = nullptr;  // igemm: [groups][w_rows]; direct: [oc]
   __half* y = nullptr;
   int batch = 0;
   int in_h = 0, in_w = 0, in_cs = 0, in_c = 0;
   int conv_h = 0, conv_w = 0;
   int kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
-  int groups = 1, cpg = 0;      // real input channels per group
-  int cpg_chunks = 0;           // vector loader: channels per group / 8
-  int k_real = 0;               // vector: K in 8-chunks; gather: K in elements
-  int k_tiles = 0;               // of the launched config's BK (32 or 64)
-  int w_k = 0, w_rows = 0;      // packed weight row stride (halves) and rows per group
-  int n_limit = 0;              // columns per group to write (padded OC if groups == 1)
-  int n_tiles = 0;              // N tiles per group
-  int opg = 0;                  // real output channels per group
+  int groups = 1, cpg = 0;  // real input channels per group
+  int cpg_chunks = 0;       // vector loader: channels per group / 8
+  int k_real = 0;           // vector: K in 8-chunks; gather: K in elements
+  int k_tiles = 0;          // of the launched config's BK (32 or 64)
+  int w_k = 0, w_rows = 0;  // packed weight row stride (halves) and rows per group
+  int n_limit = 0;          // columns per group to write (padded OC if groups == 1)
+  int n_tiles = 0;          // N tiles per group
+  int opg = 0;              // real output channels per group
   int out_c = 0, out_cs = 0;
   int relu = 0;
   // Pool (kernel 1 / stride 1 / pad 0 when absent; the direct kernel relies on that).
   int pk_h = 1, pk_w = 1, ps_h = 1, ps_w = 1, pp_h = 0, pp_w = 0;
-  int out_h = 0, out_w = 0;     // final (pooled) extent
+  int out_h = 0, out_w = 0;  // final (pooled) extent
   int tile_ph = 1, tile_pw = 1, tile_th = 1, tile_tw = 1, tiles_y = 1, tiles_x = 1, passes = 1;
   // Row-streaming pool (pool_rows > 0): pass q computes conv-tile rows [q*pool_rows,
   // (q+1)*pool_rows) (pool_rows * tile_tw <= BM), the staging buffer is a ring of stage_rows
   // conv rows, and each pass pools the pooled rows its rows complete.  Staging then no longer
   // grows with the pass count, so one CTA can sweep a whole image (no halo recompute).
   int pool_rows = 0, stage_rows = 0;
-  long long m_total = 0;        // no pool: batch * conv_h * conv_w
+  long long m_total = 0;  // no pool: batch * conv_h * conv_w
   // Split-K (non-pool instances only): CTA z covers k-tiles [z * split_k, (z + 1) * split_k)
   // and writes its raw fp32 sums to partial[z][m][n_limit] (groups == 1) instead of y.
-  int split_k = 0;              // 0: no split, the kernel finishes the tile itself
+  int split_k = 0;  // 0: no split, the kernel finishes the tile itself
   float* partial = nullptr;
 };
 
@@ -148,8 +148,8 @@ constexpr size_t igemm_smem_bytes(int bm, int bn, int stages, int passes, int bk
 }
 // Row-streaming pool: a ring of stage_rows conv rows of tile_tw pixels (never aliased: the
 // pipeline ring is busy with the next pass while earlier rows wait for their pool windows).
-constexpr size_t igemm_stream_smem_bytes(int bm, int bn, int stages, int stage_rows,
-                                         int tile_tw, int bk = kBK) {
+constexpr size_t igemm_stream_smem_bytes(int bm, int bn, int stages, int stage_rows, int tile_tw,
+                                         int bk = kBK) {
   return igemm_pipeline_bytes(bm, bn, stages, bk) + size_t(stage_rows) * tile_tw * (bn + 8) * 2;
 }
 
@@ -163,15 +163,14 @@ constexpr int igemm_min_blocks(int bm, int bn, int warps_m, int warps_n) {
 
 template <int BM, int BN, int WARPS_M, int WARPS_N, int STAGES, bool GATHER, bool POOL,
           int BK = kBK>
-__global__ void __launch_bounds__(WARPS_M* WARPS_N * 32,
-                                  igemm_min_blocks(BM, BN, WARPS_M, WARPS_N))
+__global__ void __launch_bounds__(WARPS_M* WARPS_N * 32, igemm_min_blocks(BM, BN, WARPS_M, WARPS_N))
     conv_igemm_kernel(const ConvParams p) {
   constexpr int kThreads = WARPS_M * WARPS_N * 32;
   constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;
   constexpr int MI = WM / 16, NI = WN / 8;
   static_assert(WM % 16 == 0 && WN % 16 == 0, "warp tile must be a multiple of 16x16");
-  constexpr int kCh = BK / 8;           // 16-byte chunks per smem row
-  constexpr int kRowHalves = BK + 8;    // padded smem row: 80 B (BK 32) / 144 B (BK 64)
+  constexpr int kCh = BK / 8;         // 16-byte chunks per smem row
+  constexpr int kRowHalves = BK + 8;  // padded smem row: 80 B (BK 32) / 144 B (BK 64)
   static_assert(BK == 32 || (BK == 64 && !GATHER), "BK 64: vector loader only");
   static_assert((BM * kCh) % kThreads == 0 && (BN * kCh) % kThreads == 0, "loader split");
   static_assert(kThreads % kCh == 0, "a thread's K chunk must be the same for all its rows");
@@ -268,7 +267,8 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32,
       const __half* src = p.x;  // never read when bytes == 0
       int bytes = 0;
       const int ih = info.y + dy, iw = info.z + dx;
-      if (k_ok && info.x >= 0 && unsigned(ih) < unsigned(p.in_h) && unsigned(iw) < unsigned(p.in_w)) {
+      if (k_ok && info.x >= 0 && unsigned(ih) < unsigned(p.in_h) &&
+          unsigned(iw) < unsigned(p.in_w)) {
         src = p.x + ((size_t(info.x) * p.in_h + ih) * p.in_w + iw) * p.in_cs + in_c0 + c8 * 8;
         bytes = 16;
       }
@@ -533,8 +533,8 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32,
       const int col = n0 + c * 8;
       if (m >= p.m_total || col >= p.n_limit) continue;
       const int ch = group * p.opg + col;
-      const uint4 v = zero_channels_from(
-          *reinterpret_cast<const uint4*>(s_c + r * kCRow + c * 8), ch, p.out_c);
+      const uint4 v =
+          zero_channels_from(*reinterpret_cast<const uint4*>(s_c + r * kCRow + c * 8), ch, p.out_c);
       *reinterpret_cast<uint4*>(p.y + m * p.out_cs + ch) = v;
     }
   } else {
@@ -552,8 +552,8 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32,
 // the identity.  The max is taken in fp32 and rounded once (rounding is monotone, so this equals
 // the fused kernel's max of rounded values).  Grid-stride, 16-byte loads and stores.
 template <bool FP32>
-__global__ void __launch_bounds__(256) conv_finish_kernel(const ConvParams p, const void* ws,
-                                                         int splits) {
+__global__ void __launch_bounds__(256)
+    conv_finish_kernel(const ConvParams p, const void* ws, int splits) {
   const int chunks = p.out_cs / 8;
   const long long total = (long long)p.batch * p.out_h * p.out_w * chunks;
   const size_t split_stride = size_t(p.m_total) * p.n_limit;
@@ -587,8 +587,14 @@ __global__ void __launch_bounds__(256) conv_finish_kernel(const ConvParams p, co
           for (int z = 0; z < splits; ++z) {
             const float4 a = *reinterpret_cast<const float4*>(src + z * split_stride);
             const float4 b = *reinterpret_cast<const float4*>(src + z * split_stride + 4);
-            v[0] += a.x; v[1] += a.y; v[2] += a.z; v[3] += a.w;
-            v[4] += b.x; v[5] += b.y; v[6] += b.z; v[7] += b.w;
+            v[0] += a.x;
+            v[1] += a.y;
+            v[2] += a.z;
+            v[3] += a.w;
+            v[4] += b.x;
+            v[5] += b.y;
+            v[6] += b.z;
+            v[7] += b.w;
           }
           if (p.relu) {
 #pragma unroll
@@ -617,10 +623,10 @@ __global__ void __launch_bounds__(256) conv_finish_kernel(const ConvParams p, co
       const __half2 h = __floats2half2_rn(best[2 * q], best[2 * q + 1]);
       packed[q] = *reinterpret_cast<const uint32_t*>(&h);
     }
-    const uint4 out = zero_channels_from(make_uint4(packed[0], packed[1], packed[2], packed[3]),
-                                         col, p.out_c);
-    *reinterpret_cast<uint4*>(p.y + ((size_t(n) * p.out_h + oy) * p.out_w + ox) * p.out_cs +
-                              col) = out;
+    const uint4 out =
+        zero_channels_from(make_uint4(packed[0], packed[1], packed[2], packed[3]), col, p.out_c);
+    *reinterpret_cast<uint4*>(p.y + ((size_t(n) * p.out_h + oy) * p.out_w + ox) * p.out_cs + col) =
+        out;
   }
 }
 
@@ -642,8 +648,8 @@ constexpr size_t finish_smem_bytes(int th, int tw) {
   return size_t(th) * tw * kFinishChunks * 8 * sizeof(float);
 }
 
-__global__ void __launch_bounds__(kFinishThreads) conv_splitk_finish_kernel(const ConvParams p,
-                                                                const float* ws, int splits) {
+__global__ void __launch_bounds__(kFinishThreads)
+    conv_splitk_finish_kernel(const ConvParams p, const float* ws, int splits) {
   extern __shared__ __align__(16) float s_v[];  // [tile_th][tile_tw][kFinishChunks * 8]
   constexpr int kQuads = kFinishChunks * 2;     // float4s per pixel
   int t = blockIdx.x;
@@ -673,12 +679,18 @@ __global__ void __launch_bounds__(kFinishThreads) conv_splitk_finish_kernel(cons
         v[u] = *reinterpret_cast<const float4*>(src + (z + u) * split_stride);
 #pragma unroll
       for (int u = 0; u < kFinishUnroll; ++u) {
-        r.x += v[u].x; r.y += v[u].y; r.z += v[u].z; r.w += v[u].w;
+        r.x += v[u].x;
+        r.y += v[u].y;
+        r.z += v[u].z;
+        r.w += v[u].w;
       }
     }
     for (; z < splits; ++z) {
       const float4 v = *reinterpret_cast<const float4*>(src + z * split_stride);
-      r.x += v.x; r.y += v.y; r.z += v.z; r.w += v.w;
+      r.x += v.x;
+      r.y += v.y;
+      r.z += v.z;
+      r.w += v.w;
     }
     if (p.relu) {
       r.x = fmaxf(r.x, 0.f);
@@ -717,10 +729,10 @@ __global__ void __launch_bounds__(kFinishThreads) conv_splitk_finish_kernel(cons
       const __half2 h = __floats2half2_rn(best[2 * q], best[2 * q + 1]);
       packed[q] = *reinterpret_cast<const uint32_t*>(&h);
     }
-    const uint4 out = zero_channels_from(make_uint4(packed[0], packed[1], packed[2], packed[3]),
-                                         col, p.out_c);
-    *reinterpret_cast<uint4*>(p.y + ((size_t(n) * p.out_h + oy) * p.out_w + ox) * p.out_cs +
-                              col) = out;
+    const uint4 out =
+        zero_channels_from(make_uint4(packed[0], packed[1], packed[2], packed[3]), col, p.out_c);
+    *reinterpret_cast<uint4*>(p.y + ((size_t(n) * p.out_h + oy) * p.out_w + ox) * p.out_cs + col) =
+        out;
   }
 }
 

@@ -12,12 +12,13 @@
 // K contiguous, zero-padded in K to a multiple of 64, so B loads need no guard.
 //
 // Tile: CTA = 2 warpgroups (256 threads), BM = 128 (64 rows per warpgroup), BN = 128 (192 when
-// out_c % 192 == 0 but not % 128, e.g. conv2: one N tile; else 64), BK = 64 halves = one 128-byte row per A/B row.  Shared memory holds
-// the rows in the canonical K-major 128-byte-swizzle layout wgmma expects: row r of a tile at
-// r * 128 bytes, its 16-byte chunk c at chunk (c ^ (r % 8)); every tile starts 1024-byte aligned
-// (the swizzle is a function of address bits 4-9).  Descriptor: start >> 4, LBO unused (1),
-// SBO = 1024 bytes (8 rows), swizzle mode 1 (128B).  The 4 k16 steps of a k-tile advance the
-// start address by 32 bytes within the swizzled row, exactly as the hardware's swizzle expects.
+// out_c % 192 == 0 but not % 128, e.g. conv2: one N tile; else 64), BK = 64 halves = one 128-byte
+// row per A/B row.  Shared memory holds the rows in the canonical K-major 128-byte-swizzle layout
+// wgmma expects: row r of a tile at r * 128 bytes, its 16-byte chunk c at chunk (c ^ (r % 8));
+// every tile starts 1024-byte aligned (the swizzle is a function of address bits 4-9).  Descriptor:
+// start >> 4, LBO unused (1), SBO = 1024 bytes (8 rows), swizzle mode 1 (128B).  The 4 k16 steps of
+// a k-tile advance the start address by 32 bytes within the swizzled row, exactly as the hardware's
+// swizzle expects.
 //
 // Pipeline (no producer warps): all 256 threads issue cp.async for the tiles STAGES-2 ahead;
 // per k-tile: cp.async.wait -> fence.proxy.async.shared::cta (the cp.async writes are generic
@@ -45,8 +46,6 @@
 // CMake adds for this file when 90 is among the CUDA architectures).  Other images get a body
 // that traps; device_supported() runs a probe kernel from the same fatbinary to learn which
 // image the driver loaded, so the trapping one is never launched.
-#include "kernels/cuda/conv_fp16_wgmma.h"
-
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -55,6 +54,7 @@
 #include <vector>
 
 #include "cnnrt/error.h"
+#include "kernels/cuda/conv_fp16_wgmma.h"
 #include "kernels/cuda/cuda_check.h"
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -64,15 +64,15 @@
 namespace cnnrt::cuda {
 namespace wgmma_detail {
 
-constexpr int kBM = 128;       // rows per CTA (2 warpgroups x 64)
-constexpr int kBK = 64;        // halves per k-tile: one 128-byte swizzled row
+constexpr int kBM = 128;  // rows per CTA (2 warpgroups x 64)
+constexpr int kBK = 64;   // halves per k-tile: one 128-byte swizzled row
 constexpr int kThreads = 256;
 constexpr int kStages = 4;
 
 struct WgmmaParams {
   const __half* x = nullptr;
-  const __half* w = nullptr;   // [out_c][w_k]
-  const float* bias = nullptr; // [out_c] (zeros when the layer has none)
+  const __half* w = nullptr;    // [out_c][w_k]
+  const float* bias = nullptr;  // [out_c] (zeros when the layer has none)
   __half* y = nullptr;
   int in_h = 0, in_w = 0, in_c = 0;  // in_c == channel stride (in_c % 8 == 0)
   int conv_h = 0, conv_w = 0;
@@ -83,7 +83,7 @@ struct WgmmaParams {
   int w_k = 0;
   int out_c = 0;
   int relu = 0;
-  int m_total = 0;   // batch * conv_h * conv_w
+  int m_total = 0;  // batch * conv_h * conv_w
   // Fused max-pool (POOL instances): window/stride/padding, pooled extent, and the CTA tiling:
   // blockIdx.x = (image * tiles_y + tile_y) * tiles_x + tile_x owns pooled outputs
   // [tile_y * tile_ph, +tile_ph) x [tile_x * tile_pw, +tile_pw), whose windows cover the conv
@@ -148,13 +148,12 @@ __device__ __forceinline__ void fence_operands(float (&d)[N]) {
 
 // K-major operand in the 128-byte swizzle layout (see the design note).
 __device__ __forceinline__ uint64_t make_desc(uint32_t smem_addr) {
-  return uint64_t((smem_addr & 0x3FFFF) >> 4) | (uint64_t(1) << 16) |
-         (uint64_t(1024 >> 4) << 32) | (uint64_t(1) << 62);
+  return uint64_t((smem_addr & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(1024 >> 4) << 32) |
+         (uint64_t(1) << 62);
 }
 
 // D[64 x N] += A[64 x 16] * B[N x 16]^T, both K-major from shared memory, fp32 accumulate.
-__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t desc_a,
-                                                  uint64_t desc_b) {
+__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t desc_a, uint64_t desc_b) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
@@ -163,34 +162,35 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t desc_a
       "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
       "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
       "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+        "+f"(d[63])
       : "l"(desc_a), "l"(desc_b), "r"(1));
 }
 
-__device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], uint64_t desc_a,
-                                                  uint64_t desc_b) {
+__device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], uint64_t desc_a, uint64_t desc_b) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
       "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
       "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
       "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
       : "l"(desc_a), "l"(desc_b), "r"(1));
 }
 
-__device__ __forceinline__ void wgmma_m64n192k16(float (&d)[96], uint64_t desc_a,
-                                                  uint64_t desc_b) {
+__device__ __forceinline__ void wgmma_m64n192k16(float (&d)[96], uint64_t desc_a, uint64_t desc_b) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 {"
@@ -201,18 +201,20 @@ __device__ __forceinline__ void wgmma_m64n192k16(float (&d)[96], uint64_t desc_a
       "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,"
       "%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95"
       "}, %96, %97, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
-        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
-        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
-        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
-        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+        "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]),
+        "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]),
+        "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]),
+        "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]),
+        "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
       : "l"(desc_a), "l"(desc_b), "r"(1));
 }
 
@@ -243,8 +245,8 @@ __global__ void __launch_bounds__(kThreads, 1) conv_wgmma_kernel(const WgmmaPara
 #ifdef CNNRT_WGMMA_DEVICE
   static_assert(STAGES >= 3, "the ring keeps one tile under wgmma and one being refilled");
   constexpr int kAStage = kBM * 128, kBStage = BN * 128, kStage = kAStage + kBStage;
-  constexpr int kAcc = BN / 2;  // fp32 accumulators per thread (m64nBN over 128 threads)
-  constexpr int kCRow = BN + 8; // staging row (halves); +8 keeps the half2 stores conflict-free
+  constexpr int kAcc = BN / 2;   // fp32 accumulators per thread (m64nBN over 128 threads)
+  constexpr int kCRow = BN + 8;  // staging row (halves); +8 keeps the half2 stores conflict-free
   static_assert(kBM * kCRow * 2 <= STAGES * kStage, "the fp16 staging tile aliases the ring");
 
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -324,8 +326,8 @@ __global__ void __launch_bounds__(kThreads, 1) conv_wgmma_kernel(const WgmmaPara
   // conv rows lives after the row table, because the next pass refills the pipeline ring while
   // earlier rows still wait for their pool windows.
   const int passes = POOL ? p.passes : 1;
-  __half* const s_c = passes == 1 ? reinterpret_cast<__half*>(ring_ptr)
-                                  : reinterpret_cast<__half*>(s_rows + kBM);
+  __half* const s_c =
+      passes == 1 ? reinterpret_cast<__half*>(ring_ptr) : reinterpret_cast<__half*>(s_rows + kBM);
   constexpr int kChunks = BN / 8;
 
   // Pooled rows [py_begin, py_end) of the block: window max over the staged conv rows with
@@ -431,7 +433,7 @@ __global__ void __launch_bounds__(kThreads, 1) conv_wgmma_kernel(const WgmmaPara
     for (int kt = 0; kt < p.k_tiles; ++kt) {
       cp_async_wait<STAGES - 3>();  // this thread's copies of tile kt have landed
       fence_proxy_async_shared();
-      __syncthreads();              // ... everyone's; and wgmma of kt-2 is retired everywhere
+      __syncthreads();  // ... everyone's; and wgmma of kt-2 is retired everywhere
       const int k_next = kt + STAGES - 2;
       if (k_next < p.k_tiles) {
         load_b(k_next % STAGES, k_next);
@@ -532,9 +534,9 @@ class ConvFp16WgmmaImpl {
   ConvShape shape;
   WgmmaParams base;  // everything but x, y, the batch and (pool) the tiling
   int bn = 128;
-  int sms = 132;                   // SM count of the device at construction
-  size_t smem_optin = 0;           // largest dynamic shared memory per CTA
-  size_t smem_per_sm = 0;          // shared memory per SM (occupancy)
+  int sms = 132;                     // SM count of the device at construction
+  size_t smem_optin = 0;             // largest dynamic shared memory per CTA
+  size_t smem_per_sm = 0;            // shared memory per SM (occupancy)
   int forced_ph = 0, forced_pw = 0;  // force_pool_block(); 0 = cost model
   // Pool: every feasible tiling (batch independent, built once so that the per-forward choice
   // is a short loop) and the single-pass reference (fewest CTAs, then smallest conv tile).
@@ -585,8 +587,8 @@ bool make_pool_tiling(const ConvFp16WgmmaImpl& m, int ph, int pw, PoolTiling& t)
     };
     t.stage_rows = t.pass_rows;
     for (int q = 0; q + 1 < t.passes; ++q)
-      t.stage_rows = std::max(t.stage_rows,
-                              std::min((q + 2) * t.pass_rows, t.th) - after(q) * pa.stride_h);
+      t.stage_rows =
+          std::max(t.stage_rows, std::min((q + 2) * t.pass_rows, t.th) - after(q) * pa.stride_h);
     t.smem = wgmma_detail::stream_smem_bytes(m.bn, kStages, t.stage_rows, t.tw);
   }
   if (t.smem > m.smem_optin) return false;
@@ -606,7 +608,8 @@ void enumerate_pool_tilings(ConvFp16WgmmaImpl& m) {
       if (t.passes != 1) continue;
       const long long tiles = (long long)t.tiles_y * t.tiles_x;
       const long long best = (long long)m.single.tiles_y * m.single.tiles_x;
-      if (!have_single || tiles < best || (tiles == best && t.th * t.tw < m.single.th * m.single.tw)) {
+      if (!have_single || tiles < best ||
+          (tiles == best && t.th * t.tw < m.single.th * m.single.tw)) {
         m.single = t;
         have_single = true;
       }
@@ -633,8 +636,8 @@ PoolTiling choose_pool_tiling(const ConvFp16WgmmaImpl& m, int batch) {
     make_pool_tiling(m, m.forced_ph, m.forced_pw, t);  // checked by force_pool_block
     return t;
   }
-  const long long min_ctas = std::min<long long>(
-      m.sms, (long long)batch * n_tiles * m.single.tiles_y * m.single.tiles_x);
+  const long long min_ctas =
+      std::min<long long>(m.sms, (long long)batch * n_tiles * m.single.tiles_y * m.single.tiles_x);
   PoolTiling best = m.single;
   long long best_cost = -1, best_units = 0;
   for (const PoolTiling& t : m.tilings) {
@@ -668,9 +671,9 @@ void apply_pool_tiling(const PoolTiling& t, WgmmaParams& p) {
 
 template <int BN, bool POOL>
 void set_smem_limit(size_t bytes) {
-  CNNRT_CUDA_CHECK(cudaFuncSetAttribute(
-      wgmma_detail::conv_wgmma_kernel<BN, wgmma_detail::kStages, POOL>,
-      cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  CNNRT_CUDA_CHECK(
+      cudaFuncSetAttribute(wgmma_detail::conv_wgmma_kernel<BN, wgmma_detail::kStages, POOL>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 }
 template <int BN>
 void set_smem_limit(bool pool, size_t bytes) {
@@ -686,8 +689,7 @@ void launch(const dim3& grid, size_t smem, const WgmmaParams& p, cudaStream_t st
   wgmma_detail::conv_wgmma_kernel<BN, S, POOL><<<grid, wgmma_detail::kThreads, smem, stream>>>(p);
 }
 template <int BN>
-void launch(bool pool, const dim3& grid, size_t smem, const WgmmaParams& p,
-            cudaStream_t stream) {
+void launch(bool pool, const dim3& grid, size_t smem, const WgmmaParams& p, cudaStream_t stream) {
   if (pool)
     launch<BN, true>(grid, smem, p, stream);
   else
@@ -698,18 +700,17 @@ void launch(bool pool, const dim3& grid, size_t smem, const WgmmaParams& p,
 
 bool ConvFp16Wgmma::supports(const ConvShape& s) {
   const ConvAttrs& a = s.conv;
-  if (!(a.groups == 1 && a.dilation_h == 1 && a.dilation_w == 1 && s.in_c > 0 &&
-        s.in_c % 8 == 0 && s.out_c > 0 && s.out_c % 64 == 0 && a.out_channels == s.out_c &&
-        a.kernel_h > 0 && a.kernel_w > 0 && a.stride_h > 0 && a.stride_w > 0 && a.pad_h >= 0 &&
-        a.pad_w >= 0 && s.in_h > 0 && s.in_w > 0 && s.conv_h > 0 && s.conv_w > 0))
+  if (!(a.groups == 1 && a.dilation_h == 1 && a.dilation_w == 1 && s.in_c > 0 && s.in_c % 8 == 0 &&
+        s.out_c > 0 && s.out_c % 64 == 0 && a.out_channels == s.out_c && a.kernel_h > 0 &&
+        a.kernel_w > 0 && a.stride_h > 0 && a.stride_w > 0 && a.pad_h >= 0 && a.pad_w >= 0 &&
+        s.in_h > 0 && s.in_w > 0 && s.conv_h > 0 && s.conv_w > 0))
     return false;
   // The small-batch fallback (ConvFp16) must serve the shape too; it also validates the pool
   // attributes (pad <= kernel / 2, non-empty output).  One pool window must fit the 128 rows.
   if (!ConvFp16::supports(s)) return false;
   if (s.pool) {
     const PoolAttrs& pa = *s.pool;
-    if (pa.kernel_h * pa.kernel_w > wgmma_detail::kBM || s.out_h <= 0 || s.out_w <= 0)
-      return false;
+    if (pa.kernel_h * pa.kernel_w > wgmma_detail::kBM || s.out_h <= 0 || s.out_w <= 0) return false;
   }
   return true;
 }
@@ -747,8 +748,9 @@ ConvFp16Wgmma::ConvFp16Wgmma(const ConvShape& shape_in, const float* weight, con
   m.shape.derive();
   const ConvShape& s = m.shape;
   if (!supports(s))
-    throw Error("conv_fp16_wgmma: unsupported shape (needs groups 1, dilation 1, "
-                "in_c % 8 == 0, out_c % 64 == 0, a valid pool window of <= 128 pixels)");
+    throw Error(
+        "conv_fp16_wgmma: unsupported shape (needs groups 1, dilation 1, "
+        "in_c % 8 == 0, out_c % 64 == 0, a valid pool window of <= 128 pixels)");
   if (!device_supported())
     throw Error("conv_fp16_wgmma: needs a compute capability 9.0 device and the sm_90a build");
   if (weight == nullptr) throw Error("conv_fp16_wgmma: no weight");
@@ -807,18 +809,18 @@ ConvFp16Wgmma::ConvFp16Wgmma(const ConvShape& shape_in, const float* weight, con
     for (int c = 0; c < s.in_c; ++c)
       for (int ky = 0; ky < a.kernel_h; ++ky)
         for (int kx = 0; kx < a.kernel_w; ++kx)
-          w_host[size_t(o) * p.w_k + (size_t(ky) * a.kernel_w + kx) * s.in_c + c] =
-              __float2half_rn(weight[((size_t(o) * s.in_c + c) * a.kernel_h + ky) * a.kernel_w + kx]);
+          w_host[size_t(o) * p.w_k + (size_t(ky) * a.kernel_w + kx) * s.in_c + c] = __float2half_rn(
+              weight[((size_t(o) * s.in_c + c) * a.kernel_h + ky) * a.kernel_w + kx]);
   std::vector<float> b_host(s.out_c, 0.f);
   if (bias != nullptr) std::memcpy(b_host.data(), bias, sizeof(float) * s.out_c);
 
   m.bytes = w_host.size() * sizeof(__half) + b_host.size() * sizeof(float);
   CNNRT_CUDA_CHECK(cudaMalloc(&m.w, w_host.size() * sizeof(__half)));
   CNNRT_CUDA_CHECK(cudaMalloc(&m.bias, b_host.size() * sizeof(float)));
-  CNNRT_CUDA_CHECK(cudaMemcpy(m.w, w_host.data(), w_host.size() * sizeof(__half),
-                              cudaMemcpyHostToDevice));
-  CNNRT_CUDA_CHECK(cudaMemcpy(m.bias, b_host.data(), b_host.size() * sizeof(float),
-                              cudaMemcpyHostToDevice));
+  CNNRT_CUDA_CHECK(
+      cudaMemcpy(m.w, w_host.data(), w_host.size() * sizeof(__half), cudaMemcpyHostToDevice));
+  CNNRT_CUDA_CHECK(
+      cudaMemcpy(m.bias, b_host.data(), b_host.size() * sizeof(float), cudaMemcpyHostToDevice));
   p.w = m.w;
   p.bias = m.bias;
   // Pool: the row-streaming tilings need up to the device limit; the attribute only permits,
@@ -881,8 +883,8 @@ std::string ConvFp16Wgmma::variant() const { return variant(0); }
 
 std::string ConvFp16Wgmma::variant(int batch) const {
   const ConvFp16WgmmaImpl& m = *impl_;
-  std::string v = "wgmma_128x" + std::to_string(m.bn) + "x64_s" +
-                  std::to_string(wgmma_detail::kStages);
+  std::string v =
+      "wgmma_128x" + std::to_string(m.bn) + "x64_s" + std::to_string(wgmma_detail::kStages);
   if (m.pool()) {
     if (batch <= 0 && m.forced_ph == 0) return v + "_pool(per batch)";
     const PoolTiling t = choose_pool_tiling(m, std::max(batch, 1));
@@ -914,4 +916,3 @@ int ConvFp16Wgmma::pool_passes(int batch) const {
 }
 
 }  // namespace cnnrt::cuda
-

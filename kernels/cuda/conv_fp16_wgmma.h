@@ -4,8 +4,8 @@
 // out_c % 64 == 0 (AlexNet conv2..conv5 and the space-to-depth form of conv1), optionally with a
 // fused MaxPool after bias + ReLU.  Same activation layout as every CUDA kernel here
 // (kernels/cuda/conv_fp16.h): NHWC fp16, channel stride round_up(C, 8) — which equals C for the
-// shapes served, so no padding lanes exist.  Bias and ReLU are fused.  The device code exists only in the sm_90a image (see the .cu);
-// device_supported() says whether the current device can run it.
+// shapes served, so no padding lanes exist.  Bias and ReLU are fused.  The device code exists only
+// in the sm_90a image (see the .cu); device_supported() says whether the current device can run it.
 #pragma once
 
 #include <cuda_runtime.h>

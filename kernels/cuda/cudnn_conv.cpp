@@ -28,12 +28,12 @@
 #include "kernels/cuda/elementwise_fp16.h"
 #include "kernels/cuda/pool_fp16.h"
 
-#define CNNRT_CUDNN_CHECK(call)                                                              \
-  do {                                                                                       \
-    cudnnStatus_t cnnrt_status_ = (call);                                                    \
-    if (cnnrt_status_ != CUDNN_STATUS_SUCCESS)                                               \
-      ::cnnrt::cuda::throw_cuda_error(#call, cudnnGetErrorString(cnnrt_status_), __FILE__,   \
-                                      __LINE__);                                             \
+#define CNNRT_CUDNN_CHECK(call)                                                            \
+  do {                                                                                     \
+    cudnnStatus_t cnnrt_status_ = (call);                                                  \
+    if (cnnrt_status_ != CUDNN_STATUS_SUCCESS)                                             \
+      ::cnnrt::cuda::throw_cuda_error(#call, cudnnGetErrorString(cnnrt_status_), __FILE__, \
+                                      __LINE__);                                           \
   } while (0)
 
 namespace cnnrt::cuda {
@@ -45,15 +45,24 @@ size_t align_up(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
 const char* algo_name(cudnnConvolutionFwdAlgo_t algo) {
   switch (algo) {
-    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM: return "implicit_gemm";
-    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM: return "implicit_precomp_gemm";
-    case CUDNN_CONVOLUTION_FWD_ALGO_GEMM: return "gemm";
-    case CUDNN_CONVOLUTION_FWD_ALGO_DIRECT: return "direct";
-    case CUDNN_CONVOLUTION_FWD_ALGO_FFT: return "fft";
-    case CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING: return "fft_tiling";
-    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD: return "winograd";
-    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED: return "winograd_nonfused";
-    default: return "unknown";
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM:
+      return "implicit_gemm";
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM:
+      return "implicit_precomp_gemm";
+    case CUDNN_CONVOLUTION_FWD_ALGO_GEMM:
+      return "gemm";
+    case CUDNN_CONVOLUTION_FWD_ALGO_DIRECT:
+      return "direct";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT:
+      return "fft";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING:
+      return "fft_tiling";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD:
+      return "winograd";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED:
+      return "winograd_nonfused";
+    default:
+      return "unknown";
   }
 }
 
@@ -88,8 +97,8 @@ struct CudnnConv::Impl {
 
   size_t pre_pool_bytes(int64_t batch) const {
     if (!problem.pool) return 0;
-    return static_cast<size_t>(batch) * problem.conv_h * problem.conv_w *
-           round_up8(problem.out_c) * sizeof(__half);
+    return static_cast<size_t>(batch) * problem.conv_h * problem.conv_w * round_up8(problem.out_c) *
+           sizeof(__half);
   }
 
   // Caller holds `mutex`.
@@ -110,23 +119,21 @@ struct CudnnConv::Impl {
         throw Error("cudnn_conv: cuDNN output " + std::to_string(h) + "x" + std::to_string(w) +
                     " differs from the graph's " + std::to_string(problem.conv_h) + "x" +
                     std::to_string(problem.conv_w));
-      CNNRT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(p.y_desc, CUDNN_TENSOR_NHWC, CUDNN_DATA_HALF,
-                                                   n, c, h, w));
+      CNNRT_CUDNN_CHECK(
+          cudnnSetTensor4dDescriptor(p.y_desc, CUDNN_TENSOR_NHWC, CUDNN_DATA_HALF, n, c, h, w));
       int max_count = 0;
       CNNRT_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(handle, &max_count));
       std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(std::max(max_count, 1));
       int returned = 0;
       CNNRT_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(
-          handle, p.x_desc, w_desc, conv_desc, p.y_desc, static_cast<int>(perf.size()),
-          &returned, perf.data()));
+          handle, p.x_desc, w_desc, conv_desc, p.y_desc, static_cast<int>(perf.size()), &returned,
+          perf.data()));
       bool chosen = false;
       for (int i = 0; i < returned && !chosen; ++i) {
-        if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > kMaxAlgoWorkspace)
-          continue;
+        if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > kMaxAlgoWorkspace) continue;
         size_t bytes = 0;
-        if (cudnnGetConvolutionForwardWorkspaceSize(handle, p.x_desc, w_desc, conv_desc,
-                                                    p.y_desc, perf[i].algo, &bytes) !=
-                CUDNN_STATUS_SUCCESS ||
+        if (cudnnGetConvolutionForwardWorkspaceSize(handle, p.x_desc, w_desc, conv_desc, p.y_desc,
+                                                    perf[i].algo, &bytes) != CUDNN_STATUS_SUCCESS ||
             bytes > kMaxAlgoWorkspace)
           continue;
         p.algo = perf[i].algo;
@@ -210,21 +217,20 @@ void CudnnConv::forward(const void* x, void* y, int64_t batch, void* workspace,
   std::lock_guard<std::mutex> lock(s.mutex);
   const CudnnPlan& p = s.plan_locked(batch);
   char* ws = static_cast<char*>(workspace);
-  if (ws == nullptr && (pr.pool || p.workspace > 0))
-    throw Error("cudnn_conv: no workspace");
+  if (ws == nullptr && (pr.pool || p.workspace > 0)) throw Error("cudnn_conv: no workspace");
   void* conv_out = pr.pool ? static_cast<void*>(ws) : y;
   void* algo_ws = p.workspace > 0 ? ws + align_up(s.pre_pool_bytes(batch)) : nullptr;
   CNNRT_CUDNN_CHECK(cudnnSetStream(s.handle, stream));
   const float alpha = 1.0f, beta = 0.0f;
-  CNNRT_CUDNN_CHECK(cudnnConvolutionForward(s.handle, &alpha, p.x_desc, x, s.w_desc,
-                                            s.weight.get(), s.conv_desc, p.algo, algo_ws,
-                                            p.workspace, &beta, p.y_desc, conv_out));
+  CNNRT_CUDNN_CHECK(cudnnConvolutionForward(s.handle, &alpha, p.x_desc, x, s.w_desc, s.weight.get(),
+                                            s.conv_desc, p.algo, algo_ws, p.workspace, &beta,
+                                            p.y_desc, conv_out));
   channel_affine_fp16(conv_out, conv_out, batch * pr.conv_h * pr.conv_w, s.oc_dev,
                       static_cast<const float*>(s.scale.get()),
                       static_cast<const float*>(s.shift.get()), pr.relu, stream);
   if (pr.pool)
-    maxpool_fp16(conv_out, y, batch, pr.out_c, pr.conv_h, pr.conv_w, *pr.pool, pr.out_h,
-                 pr.out_w, stream);
+    maxpool_fp16(conv_out, y, batch, pr.out_c, pr.conv_h, pr.conv_w, *pr.pool, pr.out_h, pr.out_w,
+                 stream);
 }
 
 size_t CudnnConv::weight_bytes() const {

@@ -54,8 +54,9 @@ DeviceArray& DeviceArray::operator=(DeviceArray&& other) noexcept {
   return *this;
 }
 void DeviceArray::upload(const void* host, size_t bytes) {
-  if (bytes > bytes_) throw Error("DeviceArray::upload: " + std::to_string(bytes) +
-                                  " bytes into a buffer of " + std::to_string(bytes_));
+  if (bytes > bytes_)
+    throw Error("DeviceArray::upload: " + std::to_string(bytes) + " bytes into a buffer of " +
+                std::to_string(bytes_));
   if (bytes > 0) CNNRT_CUDA_CHECK(cudaMemcpy(ptr_, host, bytes, cudaMemcpyHostToDevice));
 }
 
@@ -149,9 +150,8 @@ __global__ void channel_affine_kernel(const uint4* x, uint4* y, int64_t vectors,
 }
 
 // One thread per output half of one sample's padded vector.
-__global__ void flatten_kernel(const __half* __restrict__ x, __half* __restrict__ y,
-                               int64_t batch, int c, int64_t pixels, int c_stride,
-                               int64_t out_stride) {
+__global__ void flatten_kernel(const __half* __restrict__ x, __half* __restrict__ y, int64_t batch,
+                               int c, int64_t pixels, int c_stride, int64_t out_stride) {
   const int64_t total = batch * out_stride;
   const int64_t real = pixels * c;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
@@ -190,9 +190,9 @@ void add_fp16(const void* a, const void* b, void* y, int64_t count, bool relu,
   check_vector_count(count, "add_fp16");
   const int64_t vectors = count / 8;
   if (vectors == 0) return;
-  add_kernel<<<grid_for(vectors), kThreads, 0, stream>>>(
-      static_cast<const uint4*>(a), static_cast<const uint4*>(b), static_cast<uint4*>(y),
-      vectors, relu);
+  add_kernel<<<grid_for(vectors), kThreads, 0, stream>>>(static_cast<const uint4*>(a),
+                                                         static_cast<const uint4*>(b),
+                                                         static_cast<uint4*>(y), vectors, relu);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 

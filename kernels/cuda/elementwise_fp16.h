@@ -59,8 +59,7 @@ DeviceArray upload_fp32(const std::vector<float>& values);
 void relu_fp16(const void* x, void* y, int64_t count, cudaStream_t stream);
 
 // y = a + b (then ReLU when `relu`), `count` a multiple of 8; y may alias a or b.
-void add_fp16(const void* a, const void* b, void* y, int64_t count, bool relu,
-              cudaStream_t stream);
+void add_fp16(const void* a, const void* b, void* y, int64_t count, bool relu, cudaStream_t stream);
 
 // y[r, c] = x[r, c] * scale[c] + shift[c] (then ReLU), for `rows` rows of `channel_stride`
 // halves.  scale/shift are device fp32 arrays of channel_stride entries (zeros in the padding so

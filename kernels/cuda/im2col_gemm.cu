@@ -61,10 +61,9 @@ constexpr size_t kAlign = 256;
 
 size_t align_up(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
-__global__ void im2col_kernel(const uint4* __restrict__ x, uint4* __restrict__ cols,
-                              int64_t batch, int groups8, int h, int w, int kh, int kw,
-                              int stride_h, int stride_w, int pad_h, int pad_w, int dil_h,
-                              int dil_w, int oh, int ow) {
+__global__ void im2col_kernel(const uint4* __restrict__ x, uint4* __restrict__ cols, int64_t batch,
+                              int groups8, int h, int w, int kh, int kw, int stride_h, int stride_w,
+                              int pad_h, int pad_w, int dil_h, int dil_w, int oh, int ow) {
   const int row_vectors = kh * kw * groups8;
   const int64_t total = batch * oh * ow * row_vectors;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
@@ -96,9 +95,9 @@ void im2col_nhwc_fp16(const void* x, void* cols, int64_t batch, int c, int h, in
   const int grid = static_cast<int>(
       std::max<int64_t>(1, std::min<int64_t>((work + kThreads - 1) / kThreads, 132 * 16)));
   im2col_kernel<<<grid, kThreads, 0, stream>>>(
-      static_cast<const uint4*>(x), static_cast<uint4*>(cols), batch, groups8, h, w,
-      conv.kernel_h, conv.kernel_w, conv.stride_h, conv.stride_w, conv.pad_h, conv.pad_w,
-      conv.dilation_h, conv.dilation_w, oh, ow);
+      static_cast<const uint4*>(x), static_cast<uint4*>(cols), batch, groups8, h, w, conv.kernel_h,
+      conv.kernel_w, conv.stride_h, conv.stride_w, conv.pad_h, conv.pad_w, conv.dilation_h,
+      conv.dilation_w, oh, ow);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 
@@ -116,8 +115,8 @@ struct Im2colGemmConv::Impl {
   }
   size_t pre_pool_bytes(int64_t batch) const {
     if (!problem.pool) return 0;
-    return static_cast<size_t>(batch) * problem.conv_h * problem.conv_w *
-           round_up8(problem.out_c) * sizeof(__half);
+    return static_cast<size_t>(batch) * problem.conv_h * problem.conv_w * round_up8(problem.out_c) *
+           sizeof(__half);
   }
 };
 
@@ -180,8 +179,8 @@ void Im2colGemmConv::forward(const void* x, void* y, int64_t batch, void* worksp
   const size_t out_sample = static_cast<size_t>(pixels) * round_up8(p.out_c) * sizeof(__half);
   for (int64_t done = 0; done < batch; done += chunk) {
     const int64_t n = std::min(chunk, batch - done);
-    im2col_nhwc_fp16(x_bytes + done * x_sample, cols, n, p.in_c, p.in_h, p.in_w, p.conv,
-                     p.conv_h, p.conv_w, stream);
+    im2col_nhwc_fp16(x_bytes + done * x_sample, cols, n, p.in_c, p.in_h, p.in_w, p.conv, p.conv_h,
+                     p.conv_w, stream);
     s.gemm->run(cols, out_bytes + done * out_sample, n * pixels, lt_workspace,
                 LtGemm::kWorkspaceBytes, stream);
   }

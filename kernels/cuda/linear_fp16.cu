@@ -276,20 +276,36 @@ void gemv_fp16(const GemmWeights& weights, bool relu, const void* x, void* y, in
   const size_t y_row = static_cast<size_t>(weights.rows_pad()) * sizeof(__half);
   for (int64_t done = 0; done < batch; done += kGemvMaxBatch) {
     const int chunk = static_cast<int>(std::min<int64_t>(kGemvMaxBatch, batch - done));
-    const int s = split != 0 ? split
-                             : gemv_choose_split(weights.rows_pad(), weights.cols_pad(), chunk,
-                                                 sm_count);
+    const int s = split != 0
+                      ? split
+                      : gemv_choose_split(weights.rows_pad(), weights.cols_pad(), chunk, sm_count);
     const void* xc = x_bytes + done * x_row;
     void* yc = y_bytes + done * y_row;
     switch (chunk) {
-      case 1: launch_gemv<1>(weights, relu, xc, yc, s, stream); break;
-      case 2: launch_gemv<2>(weights, relu, xc, yc, s, stream); break;
-      case 3: launch_gemv<3>(weights, relu, xc, yc, s, stream); break;
-      case 4: launch_gemv<4>(weights, relu, xc, yc, s, stream); break;
-      case 5: launch_gemv<5>(weights, relu, xc, yc, s, stream); break;
-      case 6: launch_gemv<6>(weights, relu, xc, yc, s, stream); break;
-      case 7: launch_gemv<7>(weights, relu, xc, yc, s, stream); break;
-      default: launch_gemv<8>(weights, relu, xc, yc, s, stream); break;
+      case 1:
+        launch_gemv<1>(weights, relu, xc, yc, s, stream);
+        break;
+      case 2:
+        launch_gemv<2>(weights, relu, xc, yc, s, stream);
+        break;
+      case 3:
+        launch_gemv<3>(weights, relu, xc, yc, s, stream);
+        break;
+      case 4:
+        launch_gemv<4>(weights, relu, xc, yc, s, stream);
+        break;
+      case 5:
+        launch_gemv<5>(weights, relu, xc, yc, s, stream);
+        break;
+      case 6:
+        launch_gemv<6>(weights, relu, xc, yc, s, stream);
+        break;
+      case 7:
+        launch_gemv<7>(weights, relu, xc, yc, s, stream);
+        break;
+      default:
+        launch_gemv<8>(weights, relu, xc, yc, s, stream);
+        break;
     }
   }
 }
@@ -352,16 +368,15 @@ struct LtGemm::Impl {
       const uint64_t workspace = with_workspace ? kWorkspaceBytes : 0;
       CNNRT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
           pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace)));
-      for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-                        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+      for (auto attr :
+           {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+            CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
         CNNRT_CUBLAS_CHECK(
             cublasLtMatmulPreferenceSetAttribute(pref, attr, &alignment, sizeof(alignment)));
       cublasLtMatmulHeuristicResult_t result{};
       int count = 0;
-      CNNRT_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle, desc, a_layout, p.b_layout,
-                                                        p.d_layout, p.d_layout, pref, 1, &result,
-                                                        &count));
+      CNNRT_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(
+          handle, desc, a_layout, p.b_layout, p.d_layout, p.d_layout, pref, 1, &result, &count));
       if (count == 0)
         throw Error("cuBLASLt found no algorithm for an fp16 GEMM of m=" + std::to_string(m) +
                     " n=" + std::to_string(n) + " k=" + std::to_string(k));
@@ -383,8 +398,8 @@ LtGemm::LtGemm(const GemmWeights& weights, bool relu)
   CNNRT_CUBLAS_CHECK(cublasLtCreate(&s.handle));
   CNNRT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&s.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t transpose = CUBLAS_OP_T, no_transpose = CUBLAS_OP_N;
-  CNNRT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(s.desc, CUBLASLT_MATMUL_DESC_TRANSA,
-                                                    &transpose, sizeof(transpose)));
+  CNNRT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(s.desc, CUBLASLT_MATMUL_DESC_TRANSA, &transpose,
+                                                    sizeof(transpose)));
   CNNRT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(s.desc, CUBLASLT_MATMUL_DESC_TRANSB,
                                                     &no_transpose, sizeof(no_transpose)));
   const cublasLtEpilogue_t epilogue = relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
@@ -394,8 +409,8 @@ LtGemm::LtGemm(const GemmWeights& weights, bool relu)
   CNNRT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(s.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                     &bias, sizeof(bias)));
   const int32_t bias_type = CUDA_R_16F;
-  CNNRT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-      s.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
+  CNNRT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(s.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                                                    &bias_type, sizeof(bias_type)));
   const uint64_t m = weights.rows_pad(), k = weights.cols_pad();
   CNNRT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&s.a_layout, CUDA_R_16F, k, m, k));
 }

@@ -35,8 +35,8 @@ struct Geometry {
 struct FixedWindow {
   int kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w;
   bool count_include_pad;
-  __device__ void operator()(const Geometry& g, int oy, int ox, int& y0, int& y1, int& x0,
-                             int& x1, int& divisor) const {
+  __device__ void operator()(const Geometry& g, int oy, int ox, int& y0, int& y1, int& x0, int& x1,
+                             int& divisor) const {
     const int py = oy * stride_h - pad_h, px = ox * stride_w - pad_w;
     // Clipped to the padded input first (a ceil_mode window may hang past the right padding).
     const int py1 = min(py + kernel_h, g.h + pad_h), px1 = min(px + kernel_w, g.w + pad_w);
@@ -49,8 +49,8 @@ struct FixedWindow {
 };
 
 struct AdaptiveWindow {
-  __device__ void operator()(const Geometry& g, int oy, int ox, int& y0, int& y1, int& x0,
-                             int& x1, int& divisor) const {
+  __device__ void operator()(const Geometry& g, int oy, int ox, int& y0, int& y1, int& x0, int& x1,
+                             int& divisor) const {
     y0 = static_cast<int>((static_cast<int64_t>(oy) * g.h) / g.oh);
     y1 = static_cast<int>((static_cast<int64_t>(oy + 1) * g.h + g.oh - 1) / g.oh);
     x0 = static_cast<int>((static_cast<int64_t>(ox) * g.w) / g.ow);
@@ -120,13 +120,12 @@ FixedWindow fixed_window(const PoolAttrs& a) {
   if (a.kernel_h < 1 || a.kernel_w < 1 || a.stride_h < 1 || a.stride_w < 1 || a.pad_h < 0 ||
       a.pad_w < 0)
     throw Error("pool_fp16: invalid pool attributes");
-  return FixedWindow{a.kernel_h, a.kernel_w, a.stride_h, a.stride_w,
+  return FixedWindow{a.kernel_h, a.kernel_w, a.stride_h,         a.stride_w,
                      a.pad_h,    a.pad_w,    a.count_include_pad};
 }
 
 template <bool kMax, typename Window>
-void launch(const void* x, void* y, const Geometry& g, const Window& window,
-            cudaStream_t stream) {
+void launch(const void* x, void* y, const Geometry& g, const Window& window, cudaStream_t stream) {
   if (g.batch == 0) return;
   pool_kernel<kMax, Window><<<grid_for(g), kThreads, 0, stream>>>(
       static_cast<const uint4*>(x), static_cast<uint4*>(y), g, window);

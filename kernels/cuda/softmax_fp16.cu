@@ -67,8 +67,8 @@ __global__ void softmax_kernel(const uint4* x, uint4* y, int64_t rows, int chann
       vec.raw = in[v];
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
-        const float p = v * 8 + j < channels ? expf(__half2float(vec.h[j]) - row_max) * inv_sum
-                                             : 0.0f;
+        const float p =
+            v * 8 + j < channels ? expf(__half2float(vec.h[j]) - row_max) * inv_sum : 0.0f;
         vec.h[j] = __float2half_rn(p);
       }
       out[v] = vec.raw;

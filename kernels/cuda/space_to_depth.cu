@@ -49,8 +49,7 @@ struct NchwFp32Source {
   const float* __restrict__ x;
   __device__ __forceinline__ unsigned short operator()(const SpaceToDepthParams& p, long long n,
                                                        int iy, int ix, int c) const {
-    return __half_as_ushort(
-        __float2half_rn(x[((n * p.in_c + c) * p.in_h + iy) * p.in_w + ix]));
+    return __half_as_ushort(__float2half_rn(x[((n * p.in_c + c) * p.in_h + iy) * p.in_w + ix]));
   }
 };
 

@@ -38,8 +38,8 @@ struct SpaceToDepthShape {
   int block = 1;                     // s
   int pad_h = 0, pad_w = 0;          // offset of block (0, 0) above/left of the image
   int out_h = 0, out_w = 0;          // blocks produced; those past the image are zeros
-  int out_c() const { return block * block * in_c; }                 // real channels of x'
-  int out_c_stride() const { return padded_channels(out_c()); }      // channel stride of x'
+  int out_c() const { return block * block * in_c; }             // real channels of x'
+  int out_c_stride() const { return padded_channels(out_c()); }  // channel stride of x'
 };
 
 // Bytes of x' for `batch` samples (no rounding).
@@ -61,9 +61,9 @@ void space_to_depth_nchw_fp32(const float* x, void* y, const SpaceToDepthShape& 
 
 // A conv expressed as rearrangement + stride-1 conv.
 struct SpaceToDepthConv {
-  ConvShape original;         // derived
+  ConvShape original;  // derived
   SpaceToDepthShape rearrange;
-  ConvShape transformed;      // derived; same conv_h/conv_w/out_h/out_w as original
+  ConvShape transformed;  // derived; same conv_h/conv_w/out_h/out_w as original
 };
 
 // The rewrite of `shape`, or nothing when it cannot be expressed exactly: needs groups 1,

@@ -14,7 +14,8 @@ namespace cnnrt::cuda {
 namespace {
 
 std::optional<ConvProblem> problem_of(const Node& node) {
-  if (node.op != OpKind::Conv || !std::holds_alternative<ConvAttrs>(node.attrs)) return std::nullopt;
+  if (node.op != OpKind::Conv || !std::holds_alternative<ConvAttrs>(node.attrs))
+    return std::nullopt;
   try {
     return conv_problem(node);
   } catch (const Error&) {
@@ -43,7 +44,8 @@ std::unique_ptr<LayerKernel> create_baseline(const KernelBuildContext& context) 
   const Node& node = context.node;
   ErrorSite site = node_site(context);
   const std::optional<ConvProblem> problem = problem_of(node);
-  if (!problem || !Conv::supports(*problem)) throw_error(site, "baseline conv cannot run this node");
+  if (!problem || !Conv::supports(*problem))
+    throw_error(site, "baseline conv cannot run this node");
   const ConvAttrs& a = problem->conv;
   const int64_t expected =
       static_cast<int64_t>(problem->out_c) * (problem->in_c / a.groups) * a.kernel_h * a.kernel_w;
@@ -60,8 +62,8 @@ std::unique_ptr<LayerKernel> create_baseline(const KernelBuildContext& context) 
     throw_error(site, "conv bias has the wrong size");
   }
   try {
-    return std::make_unique<BaselineConvKernel<Conv>>(
-        *problem, weight->value.data.data(), has_bias ? bias->value.data.data() : nullptr);
+    return std::make_unique<BaselineConvKernel<Conv>>(*problem, weight->value.data.data(),
+                                                      has_bias ? bias->value.data.data() : nullptr);
   } catch (const Error& error) {
     throw_error(site, error.what());
   }

@@ -156,17 +156,16 @@ class ConvFp16S2dKernel final : public LayerKernel {
     // The graph input straight from the staging buffer (the context skipped its conversion
     // pass), or the backend layout; same x' either way, bit for bit.
     if (args.input_is_nchw_fp32)
-      space_to_depth_nchw_fp32(static_cast<const float*>(args.inputs.at(0)), rearranged,
-                               rearrange_, args.batch, stream);
+      space_to_depth_nchw_fp32(static_cast<const float*>(args.inputs.at(0)), rearranged, rearrange_,
+                               args.batch, stream);
     else
       space_to_depth_fp16(args.inputs.at(0), rearranged, rearrange_, args.batch, stream);
     if (wgmma_ && args.batch > fallback_max_batch_) {
       wgmma_->forward(rearranged, args.output, args.batch, stream);
       return;
     }
-    void* conv_workspace = conv_.workspace_bytes(args.batch) > 0
-                               ? rearranged + rearranged_bytes(args.batch)
-                               : nullptr;
+    void* conv_workspace =
+        conv_.workspace_bytes(args.batch) > 0 ? rearranged + rearranged_bytes(args.batch) : nullptr;
     conv_.forward(rearranged, args.output, args.batch, stream, conv_workspace);
   }
   size_t workspace_bytes(int batch) const override {
@@ -204,8 +203,9 @@ std::unique_ptr<LayerKernel> create_conv_fp16_s2d(const KernelBuildContext& cont
     site.line = context.node.line;
     site.column = context.node.column;
     site.layer = context.node.name;
-    throw_error(site, "conv_fp16_s2d does not serve this conv (needs stride >= 2, in_c <= 4, "
-                      "groups 1, dilation 1, kernel >= stride)");
+    throw_error(site,
+                "conv_fp16_s2d does not serve this conv (needs stride >= 2, in_c <= 4, "
+                "groups 1, dilation 1, kernel >= stride)");
   }
   return std::make_unique<ConvFp16S2dKernel>(*conv, space_to_depth_weights(*conv, weights.weight),
                                              weights.bias);

@@ -72,13 +72,14 @@ std::unique_ptr<LayerKernel> create_conv_fp16_wgmma(const KernelBuildContext& co
   ErrorSite site = node_site(context);
   const std::optional<ConvShape> shape = wgmma_shape_of(node);
   if (!shape)
-    throw_error(site, "conv_fp16_wgmma does not serve this conv (needs groups 1, dilation 1, "
-                      "in_c % 8 == 0, out_c % 64 == 0, a pool window of <= 128 pixels)");
+    throw_error(site,
+                "conv_fp16_wgmma does not serve this conv (needs groups 1, dilation 1, "
+                "in_c % 8 == 0, out_c % 64 == 0, a pool window of <= 128 pixels)");
   if (!ConvFp16Wgmma::device_supported())
     throw_error(site, "conv_fp16_wgmma needs a compute capability 9.0 GPU and the sm_90a build");
   const Param* weight = node.find_param("weight");
-  const size_t weight_elements = static_cast<size_t>(shape->out_c) * shape->in_c *
-                                 shape->conv.kernel_h * shape->conv.kernel_w;
+  const size_t weight_elements =
+      static_cast<size_t>(shape->out_c) * shape->in_c * shape->conv.kernel_h * shape->conv.kernel_w;
   if (weight == nullptr || weight->value.data.size() != weight_elements) {
     site.tensor = weight != nullptr ? weight->key : "weight";
     throw_error(site, "conv weight is not bound or has " +

@@ -39,9 +39,12 @@ class LinearFp16Kernel final : public LayerKernel {
   size_t weight_bytes() const override { return weights_.bytes(); }
   std::string variant() const override {
     switch (mode_) {
-      case LinearMode::Gemm: return "cublaslt";
-      case LinearMode::Gemv: return "gemv";
-      default: return "gemv (batch <= " + std::to_string(kGemvMaxBatch) + ") / cublaslt";
+      case LinearMode::Gemm:
+        return "cublaslt";
+      case LinearMode::Gemv:
+        return "gemv";
+      default:
+        return "gemv (batch <= " + std::to_string(kGemvMaxBatch) + ") / cublaslt";
     }
   }
 

@@ -83,7 +83,8 @@ std::unique_ptr<LayerKernel> create_pool(const KernelBuildContext& context) {
   const Node& node = context.node;
   const Shape& in = node.input_shapes[0];
   const int c = static_cast<int>(in[0]), h = static_cast<int>(in[1]), w = static_cast<int>(in[2]);
-  const int oh = static_cast<int>(node.output_shape[1]), ow = static_cast<int>(node.output_shape[2]);
+  const int oh = static_cast<int>(node.output_shape[1]),
+            ow = static_cast<int>(node.output_shape[2]);
   if (node.op == OpKind::AdaptiveAvgPool)
     return make([=](const KernelArgs& a, cudaStream_t s) {
       adaptive_avgpool_fp16(a.inputs.at(0), a.output, a.batch, c, h, w, oh, ow, s);

@@ -1,7 +1,8 @@
 // CLI plumbing: the argument parser's error cases, latency statistics and the profile formatter.
+#include "apps/common/cli.h"
+
 #include <gtest/gtest.h>
 
-#include "apps/common/cli.h"
 #include "apps/common/cmd_util.h"
 #include "apps/common/profile_report.h"
 

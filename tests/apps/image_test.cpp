@@ -1,14 +1,14 @@
 // Image decoding and preprocessing: each step of the torchvision pipeline on synthetic images
 // with known answers (hand-computed filter weights, constant and ramp images, exact PPM pixels),
 // and damaged files as Errors naming the file.
+#include "cnnrt/image.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <random>
-
-#include "cnnrt/image.h"
 
 namespace cnnrt {
 namespace {
@@ -231,7 +231,8 @@ TEST(ImagePipeline, ProducesModelShapedNormalisedTensor) {
   const std::vector<float> tensor = load_image_tensor(cat, model);
   ASSERT_EQ(tensor.size(), 3u * 224 * 224);
   for (size_t c = 0; c < 3; ++c) {
-    const float lo = (0.0f - model.mean[c]) / model.std[c], hi = (1.0f - model.mean[c]) / model.std[c];
+    const float lo = (0.0f - model.mean[c]) / model.std[c],
+                hi = (1.0f - model.mean[c]) / model.std[c];
     for (size_t i = 0; i < 224 * 224; ++i) {
       const float v = tensor[c * 224 * 224 + i];
       ASSERT_TRUE(std::isfinite(v));

@@ -1,12 +1,13 @@
 // .npy reader/writer: round trips against the format NumPy writes, and every kind of damaged
 // file becomes an Error naming the file (never a crash, never a silent half-read).
+#include "apps/common/npy.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <fstream>
 #include <random>
 
-#include "apps/common/npy.h"
 #include "cnnrt/error.h"
 
 namespace cnnrt::apps {
@@ -59,8 +60,8 @@ void expect_error_naming(const std::string& path, const std::string& fragment) {
 }
 
 TEST(Npy, RoundTripsOddShapesOfEveryRank) {
-  const std::vector<std::vector<int64_t>> shapes = {{}, {7}, {3, 5}, {2, 3, 7}, {1, 3, 5, 11},
-                                                    {2, 1, 3, 1, 5}, {0, 4}};
+  const std::vector<std::vector<int64_t>> shapes = {
+      {}, {7}, {3, 5}, {2, 3, 7}, {1, 3, 5, 11}, {2, 1, 3, 1, 5}, {0, 4}};
   uint32_t seed = 1;
   for (const auto& shape : shapes) {
     size_t count = 1;
@@ -79,8 +80,8 @@ TEST(Npy, WrittenHeaderIsWhatNumpyWrites) {
   const std::string bytes = serialize_npy({2, 3}, random_values(6, 9));
   ASSERT_GE(bytes.size(), 64u);
   EXPECT_EQ(bytes.substr(0, 8), std::string("\x93NUMPY\x01\x00", 8));
-  const size_t header_length = static_cast<unsigned char>(bytes[8]) |
-                               (static_cast<unsigned char>(bytes[9]) << 8);
+  const size_t header_length =
+      static_cast<unsigned char>(bytes[8]) | (static_cast<unsigned char>(bytes[9]) << 8);
   EXPECT_EQ((10 + header_length) % 64, 0u);  // data 64-byte aligned
   const std::string header = bytes.substr(10, header_length);
   EXPECT_EQ(header.rfind("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", 0), 0u);
@@ -94,8 +95,8 @@ TEST(Npy, ReadsVersion2AndFloat64) {
   const std::vector<double> doubles = {1.5, -2.25, 1e-3, 7.0, -0.5, 3.0};
   const std::string payload(reinterpret_cast<const char*>(doubles.data()), doubles.size() * 8);
   const std::string path = temp_path("f8");
-  write_bytes(path, make_npy("{'descr': '<f8', 'fortran_order': False, 'shape': (3, 2), }",
-                             payload, 2));
+  write_bytes(path,
+              make_npy("{'descr': '<f8', 'fortran_order': False, 'shape': (3, 2), }", payload, 2));
   const NpyArray array = read_npy(path);
   ASSERT_EQ(array.shape, (std::vector<int64_t>{3, 2}));
   for (size_t i = 0; i < doubles.size(); ++i) EXPECT_FLOAT_EQ(array.data[i], doubles[i]);
@@ -144,16 +145,15 @@ TEST(Npy, EveryCorruptionIsAnErrorNamingTheFile) {
        "malformed .npy header"},
       {"bad_syntax", make_npy("{'descr': '<f4' 'fortran_order': False}", payload),
        "malformed .npy header"},
-      {"negative_dim", make_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (-2, 3), }",
-                                payload),
+      {"negative_dim",
+       make_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (-2, 3), }", payload),
        "malformed .npy header"},
       {"huge_shape",
        make_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999, 99999999), }",
                 payload),
        "too large"},
-      {"shape_not_tuple", make_npy("{'descr': '<f4', 'fortran_order': False, 'shape': '6', }",
-                                   payload),
-       "wrong type"},
+      {"shape_not_tuple",
+       make_npy("{'descr': '<f4', 'fortran_order': False, 'shape': '6', }", payload), "wrong type"},
       {"unterminated", make_npy("{'descr': '<f4", payload), "malformed .npy header"},
   };
   for (const Corruption& c : cases) {
@@ -165,9 +165,7 @@ TEST(Npy, EveryCorruptionIsAnErrorNamingTheFile) {
   }
 }
 
-TEST(Npy, MissingFileNamesIt) {
-  expect_error_naming(temp_path("does_not_exist"), "cannot open");
-}
+TEST(Npy, MissingFileNamesIt) { expect_error_naming(temp_path("does_not_exist"), "cannot open"); }
 
 TEST(Npy, WriteRejectsMismatchedDataAndLeavesNoFile) {
   const std::string path = temp_path("mismatch");

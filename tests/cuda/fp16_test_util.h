@@ -91,8 +91,8 @@ class DeviceMem {
   size_t bytes() const { return bytes_; }
   std::vector<__half> halves() const {
     std::vector<__half> host(bytes_ / sizeof(__half));
-    CNNRT_CUDA_CHECK(cudaMemcpy(host.data(), ptr_, host.size() * sizeof(__half),
-                                cudaMemcpyDeviceToHost));
+    CNNRT_CUDA_CHECK(
+        cudaMemcpy(host.data(), ptr_, host.size() * sizeof(__half), cudaMemcpyDeviceToHost));
     return host;
   }
 

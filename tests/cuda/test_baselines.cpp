@@ -100,7 +100,8 @@ void check_case(const std::string& entry, const ConvCase& cc, uint32_t seed) {
   EXPECT_TRUE(found->baseline);
   test::EntryRunner runner(baseline_registry(), entry, node, graph);
   DeviceMem input(test::to_nhwc(x, cc.batch, cc.c, cc.h, cc.w));
-  const int oh = static_cast<int>(node.output_shape[1]), ow = static_cast<int>(node.output_shape[2]);
+  const int oh = static_cast<int>(node.output_shape[1]),
+            ow = static_cast<int>(node.output_shape[2]);
   DeviceMem output(static_cast<size_t>(cc.batch) * oh * ow * test::pad8(cc.oc) * 2);
   runner.run({input.get()}, output.get(), cc.batch);
   int64_t bad_padding = 0;

@@ -2,9 +2,9 @@
 // reference (ref::conv2d -> ref::relu -> ref::maxpool2d, fp32/double).
 //
 // Every case runs EVERY variant the kernel offers for that batch (each tile config -- 128x96
-// and the BK = 64 128x128 included --, the packed and the row-streaming pool tilings the heuristic picks for them, the
-// unfused pool and split-K workspace variants (tiled and generic finish), the direct fallback)
-// plus forward() with a workspace, so one GPU run covers all code.  Cases are
+// and the BK = 64 128x128 included --, the packed and the row-streaming pool tilings the heuristic
+// picks for them, the unfused pool and split-K workspace variants (tiled and generic finish), the
+// direct fallback) plus forward() with a workspace, so one GPU run covers all code.  Cases are
 // batch 1..3, so split-K (batch <= 16, groups == 1) runs on every such case, with and without
 // a pool, with odd K-tile counts (uneven last slice).  Workspaces are NaN-poisoned too: a
 // partial tile the conv kernel failed to write shows up as a NaN output.
@@ -40,9 +40,9 @@ bool have_gpu() {
   return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
 }
 
-#define REQUIRE_GPU()                                      \
-  do {                                                     \
-    if (!have_gpu()) GTEST_SKIP() << "no CUDA device";     \
+#define REQUIRE_GPU()                                  \
+  do {                                                 \
+    if (!have_gpu()) GTEST_SKIP() << "no CUDA device"; \
   } while (0)
 
 #define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
@@ -121,7 +121,8 @@ void run_case(const Case& t, uint32_t seed) {
   const int cpg = t.c / t.groups;
   const int fan_in = cpg * t.kh * t.kw;
   const std::vector<float> x = random_values(rng, size_t(t.batch) * t.c * t.h * t.w, 1.f, true);
-  const std::vector<float> w = random_values(rng, size_t(t.oc) * fan_in, 1.f / std::sqrt(float(fan_in)) * 1.7f, true);
+  const std::vector<float> w =
+      random_values(rng, size_t(t.oc) * fan_in, 1.f / std::sqrt(float(fan_in)) * 1.7f, true);
   const std::vector<float> b = random_values(rng, t.oc, 0.5f, false);
 
   // Reference: NCHW fp32.
@@ -154,8 +155,8 @@ void run_case(const Case& t, uint32_t seed) {
             __float2half(x[(size_t(n) * t.c + c) * t.h * t.w + i]);
   const size_t out_count = size_t(t.batch) * shape.out_h * shape.out_w * cs_out;
   DeviceBuffer d_x(x_nhwc.size() * sizeof(__half)), d_y(out_count * sizeof(__half));
-  CUDA_OK(cudaMemcpy(d_x.ptr, x_nhwc.data(), x_nhwc.size() * sizeof(__half),
-                     cudaMemcpyHostToDevice));
+  CUDA_OK(
+      cudaMemcpy(d_x.ptr, x_nhwc.data(), x_nhwc.size() * sizeof(__half), cudaMemcpyHostToDevice));
 
   ConvFp16 kernel(shape, w.data(), b.data());
   const std::vector<std::string> variants = kernel.variants(t.batch);
@@ -242,8 +243,10 @@ const std::vector<Case>& fixed_cases() {
       {"groups2 odd", 1, 6, 17, 13, 10, 3, 3, 1, 1, 1, 1, 1, 1, 2, false, std::nullopt},
       {"depthwise", 3, 7, 13, 17, 7, 3, 3, 1, 1, 1, 1, 1, 1, 7, true, pool_attrs(2, 2)},
       {"pool no relu", 3, 64, 31, 17, 64, 5, 5, 1, 1, 2, 2, 1, 1, 1, false, pool_attrs(3, 2)},
-      {"pool 2/2 ceil", 1, 7, 13, 17, 96, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, pool_attrs(2, 2, 0, true)},
-      {"pool 3/2 ceil", 3, 64, 13, 13, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, pool_attrs(3, 2, 0, true)},
+      {"pool 2/2 ceil", 1, 7, 13, 17, 96, 3, 3, 1, 1, 1, 1, 1, 1, 1, true,
+       pool_attrs(2, 2, 0, true)},
+      {"pool 3/2 ceil", 3, 64, 13, 13, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, false,
+       pool_attrs(3, 2, 0, true)},
       {"pool 3/2 pad1", 1, 3, 31, 17, 64, 7, 7, 2, 2, 3, 3, 1, 1, 1, true, pool_attrs(3, 2, 1)},
       {"pool 3/1", 1, 64, 17, 13, 96, 1, 1, 1, 1, 0, 0, 1, 1, 1, true, pool_attrs(3, 1)},
       {"non-square", 3, 7, 13, 31, 64, 1, 5, 1, 2, 0, 2, 1, 1, 1, true, std::nullopt},
@@ -254,7 +257,8 @@ const std::vector<Case>& fixed_cases() {
       // Pool window of 121 pixels > the tiled split-K finish's region limit: generic finish.
       {"pool 11/4 window", 1, 16, 29, 27, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, pool_attrs(11, 4)},
       // Pool 3/1 with padding on a wide image: streamed passes of one conv row each.
-      {"pool 3/1 pad1 wide", 1, 8, 9, 61, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, pool_attrs(3, 1, 1)},
+      {"pool 3/1 pad1 wide", 1, 8, 9, 61, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, false,
+       pool_attrs(3, 1, 1)},
   };
   return cases;
 }

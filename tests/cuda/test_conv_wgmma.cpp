@@ -55,9 +55,8 @@ struct WCase {
 
 std::string describe(const WCase& t) {
   std::ostringstream s;
-  s << "n" << t.batch << " c" << t.c << " " << t.h << "x" << t.w << " -> oc" << t.oc << " k"
-    << t.k << " s" << t.stride << " p" << t.pad << (t.relu ? " relu" : "")
-    << (t.bias ? " bias" : "");
+  s << "n" << t.batch << " c" << t.c << " " << t.h << "x" << t.w << " -> oc" << t.oc << " k" << t.k
+    << " s" << t.stride << " p" << t.pad << (t.relu ? " relu" : "") << (t.bias ? " bias" : "");
   return s.str();
 }
 
@@ -143,14 +142,14 @@ TEST(ConvWgmma, AlexNetConv4MatchesReference) {
 TEST(ConvWgmma, OddShapesMatchReference) {
   REQUIRE_HOPPER();
   const WCase cases[] = {
-      {2, 8, 7, 7, 64, 1, 1, 0, true, true},         // K = 8: one k-tile, 7/8 of it zero
-      {3, 24, 17, 17, 192, 5, 2, 2, true, true},     // BN = 64, stride 2, K tail 600 -> 640
-      {1, 192, 13, 13, 64, 3, 2, 0, false, true},    // no ReLU: negative outputs survive
-      {2, 8, 17, 17, 192, 3, 1, 1, true, false},     // no bias, taps cross k-tiles (in_c 8)
-      {3, 24, 7, 7, 64, 5, 1, 1, true, true},        // 5x5 on 7x7, pad 1
-      {1, 192, 17, 17, 192, 1, 2, 2, false, true},   // 1x1 with padding: bias-only borders
-      {2, 24, 13, 13, 192, 3, 1, 2, true, true},     // pad 2 with 3x3: output 15x15
-      {3, 192, 7, 7, 64, 5, 2, 2, true, true},       // K = 4800 (75 k-tiles), tiny M
+      {2, 8, 7, 7, 64, 1, 1, 0, true, true},        // K = 8: one k-tile, 7/8 of it zero
+      {3, 24, 17, 17, 192, 5, 2, 2, true, true},    // BN = 64, stride 2, K tail 600 -> 640
+      {1, 192, 13, 13, 64, 3, 2, 0, false, true},   // no ReLU: negative outputs survive
+      {2, 8, 17, 17, 192, 3, 1, 1, true, false},    // no bias, taps cross k-tiles (in_c 8)
+      {3, 24, 7, 7, 64, 5, 1, 1, true, true},       // 5x5 on 7x7, pad 1
+      {1, 192, 17, 17, 192, 1, 2, 2, false, true},  // 1x1 with padding: bias-only borders
+      {2, 24, 13, 13, 192, 3, 1, 2, true, true},    // pad 2 with 3x3: output 15x15
+      {3, 192, 7, 7, 64, 5, 2, 2, true, true},      // K = 4800 (75 k-tiles), tiny M
   };
   uint32_t seed = 100;
   for (const WCase& t : cases) check_case(t, seed++);
@@ -244,11 +243,10 @@ TEST(ConvWgmma, AcceptsPooledRefusesGroupedOddChannelNodes) {
 
 TEST(ConvWgmma, DeviceRuleFollowsComputeCapability) {
   int device = 0, major = 0, minor = 0;
-  const bool have = test::cuda_device_present() && cudaGetDevice(&device) == cudaSuccess &&
-                    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) ==
-                        cudaSuccess &&
-                    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) ==
-                        cudaSuccess;
+  const bool have =
+      test::cuda_device_present() && cudaGetDevice(&device) == cudaSuccess &&
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess;
   if (!have || major != 9 || minor != 0) {
     EXPECT_FALSE(ConvFp16Wgmma::device_supported());
     const ConvShape s = shape_of({1, 192, 13, 13, 384, 3, 1, 1, true, true});
@@ -284,8 +282,8 @@ TEST(ConvWgmma, RegistryEntryRunsConv4) {
   test::DeviceMem d_y(size_t(t.batch) * 13 * 13 * t.oc * sizeof(__half));
   runner.run({d_x.get()}, d_y.get(), t.batch);
   int64_t bad_padding = 0;
-  const std::vector<float> actual = test::from_nhwc(d_y.halves(), t.batch, t.oc, 13, 13,
-                                                    &bad_padding);
+  const std::vector<float> actual =
+      test::from_nhwc(d_y.halves(), t.batch, t.oc, 13, 13, &bad_padding);
   EXPECT_EQ(bad_padding, 0);
   EXPECT_LE(test::rel_l2(actual, expected), 2e-3);
 }
@@ -350,8 +348,8 @@ void expect_close(const std::vector<__half>& y, const std::vector<float>& expect
     if (!(std::fabs(actual[i] - expected[i]) <= 4e-3f * std::fabs(expected[i]) + 2e-3f * max_ref) &&
         bad++ == 0)
       first_bad = i;
-  EXPECT_EQ(bad, 0) << what << ": first bad element " << first_bad << ": got "
-                    << actual[first_bad] << ", expected " << expected[first_bad];
+  EXPECT_EQ(bad, 0) << what << ": first bad element " << first_bad << ": got " << actual[first_bad]
+                    << ", expected " << expected[first_bad];
 }
 
 void check_pool_case(const PCase& t, uint32_t seed) {
@@ -387,14 +385,14 @@ TEST(ConvWgmma, FusedPoolAlexNetShapesMatchReference) {
 TEST(ConvWgmma, FusedPoolOddShapesMatchReference) {
   REQUIRE_HOPPER();
   const PCase cases[] = {
-      {{2, 24, 17, 17, 64, 3, 1, 1, true, true}, 2, 2, 0, false},     // 17 -> 8, last col dropped
-      {{3, 16, 14, 14, 128, 3, 1, 1, true, true}, 3, 2, 0, true},     // ceil: 14 -> 7, not 6
-      {{2, 8, 27, 17, 192, 3, 1, 0, true, false}, 3, 2, 1, false},    // pool pad 1, 25x15
-      {{1, 32, 17, 13, 64, 5, 2, 2, true, true}, 3, 2, 1, true},      // 9x7 conv, pad + ceil
-      {{3, 16, 13, 27, 64, 1, 1, 0, false, true}, 3, 3, 0, false},    // no ReLU: negative maxima
-      {{2, 8, 17, 17, 128, 3, 1, 1, true, true}, 2, 1, 0, false},     // overlapping stride-1 pool
-      {{1, 64, 27, 27, 192, 5, 1, 2, false, true}, 3, 2, 0, true},    // 27 -> 13, ceil, no ReLU
-      {{3, 24, 14, 18, 192, 3, 1, 1, true, true}, 3, 2, 1, true},     // ceil + pad: 14 -> 8
+      {{2, 24, 17, 17, 64, 3, 1, 1, true, true}, 2, 2, 0, false},   // 17 -> 8, last col dropped
+      {{3, 16, 14, 14, 128, 3, 1, 1, true, true}, 3, 2, 0, true},   // ceil: 14 -> 7, not 6
+      {{2, 8, 27, 17, 192, 3, 1, 0, true, false}, 3, 2, 1, false},  // pool pad 1, 25x15
+      {{1, 32, 17, 13, 64, 5, 2, 2, true, true}, 3, 2, 1, true},    // 9x7 conv, pad + ceil
+      {{3, 16, 13, 27, 64, 1, 1, 0, false, true}, 3, 3, 0, false},  // no ReLU: negative maxima
+      {{2, 8, 17, 17, 128, 3, 1, 1, true, true}, 2, 1, 0, false},   // overlapping stride-1 pool
+      {{1, 64, 27, 27, 192, 5, 1, 2, false, true}, 3, 2, 0, true},  // 27 -> 13, ceil, no ReLU
+      {{3, 24, 14, 18, 192, 3, 1, 1, true, true}, 3, 2, 1, true},   // ceil + pad: 14 -> 8
   };
   uint32_t seed = 200;
   for (const PCase& t : cases) check_pool_case(t, seed++);
@@ -416,7 +414,7 @@ int check_pool_tilings(const PCase& t, uint32_t seed) {
   ConvFp16Wgmma conv(shape, d.weight.data(), c.bias ? d.bias.data() : nullptr);
   test::DeviceMem d_x(test::to_nhwc(d.x, c.batch, c.c, c.h, c.w));
   const int oh = shape.out_h, ow = shape.out_w;
-  const int blocks[][2] = {{0, 0},  {1, 1}, {oh, ow}, {(oh + 1) / 2, ow}, {oh, (ow + 1) / 2},
+  const int blocks[][2] = {{0, 0}, {1, 1}, {oh, ow}, {(oh + 1) / 2, ow}, {oh, (ow + 1) / 2},
                            {2, 3}};
   int streamed = 0;
   for (const auto& b : blocks) {
@@ -449,13 +447,16 @@ TEST(ConvWgmma, PoolTilingsAlexNetShapesMatchReference) {
     SCOPED_TRACE("batch " + std::to_string(batch));
     // conv1 inner (space-to-depth form): 48 -> 64, 3x3 on 57x57 -> 55x55, pool 3/2 -> 27x27.
     EXPECT_GE(check_pool_tilings({{batch, 48, 57, 57, 64, 3, 1, 0, true, true}, 3, 2, 0, false},
-                                 500 + batch), 2);
+                                 500 + batch),
+              2);
     // conv2: 64 -> 192, 5x5 pad 2 on 27x27, pool 3/2 -> 13x13 (BN 192: the largest staging).
     EXPECT_GE(check_pool_tilings({{batch, 64, 27, 27, 192, 5, 1, 2, true, true}, 3, 2, 0, false},
-                                 510 + batch), 2);
+                                 510 + batch),
+              2);
     // conv5: 256 -> 256, 3x3 pad 1 on 13x13, pool 3/2 -> 6x6 (two N tiles).
     EXPECT_GE(check_pool_tilings({{batch, 256, 13, 13, 256, 3, 1, 1, true, true}, 3, 2, 0, false},
-                                 520 + batch), 1);
+                                 520 + batch),
+              1);
   }
 }
 
@@ -463,14 +464,14 @@ TEST(ConvWgmma, PoolTilingsOddShapesMatchReference) {
   REQUIRE_HOPPER();
   ASSERT_TRUE(ConvFp16Wgmma::device_supported());
   const PCase cases[] = {
-      {{2, 16, 13, 13, 64, 3, 1, 1, true, true}, 3, 2, 0, false},     // 13 -> 6
-      {{1, 8, 17, 17, 128, 3, 1, 1, true, true}, 2, 2, 0, false},     // 17 -> 8, last row dropped
-      {{3, 24, 27, 31, 192, 3, 1, 1, true, true}, 3, 2, 0, true},     // ceil: 27x31 -> 13x15
-      {{2, 8, 31, 17, 64, 5, 1, 2, true, false}, 3, 2, 1, false},     // pool pad 1: 16x9
-      {{1, 16, 31, 31, 128, 3, 2, 1, true, true}, 2, 2, 0, true},     // conv 16x16, ceil 2/2
-      {{2, 8, 17, 27, 192, 3, 1, 0, false, true}, 3, 2, 1, true},     // no ReLU, pad + ceil
-      {{3, 32, 27, 13, 64, 3, 1, 1, true, true}, 3, 1, 1, false},     // stride-1 pool, pad 1
-      {{1, 8, 31, 13, 128, 1, 1, 0, true, true}, 2, 2, 0, true},      // 1x1 conv, ceil 2/2
+      {{2, 16, 13, 13, 64, 3, 1, 1, true, true}, 3, 2, 0, false},  // 13 -> 6
+      {{1, 8, 17, 17, 128, 3, 1, 1, true, true}, 2, 2, 0, false},  // 17 -> 8, last row dropped
+      {{3, 24, 27, 31, 192, 3, 1, 1, true, true}, 3, 2, 0, true},  // ceil: 27x31 -> 13x15
+      {{2, 8, 31, 17, 64, 5, 1, 2, true, false}, 3, 2, 1, false},  // pool pad 1: 16x9
+      {{1, 16, 31, 31, 128, 3, 2, 1, true, true}, 2, 2, 0, true},  // conv 16x16, ceil 2/2
+      {{2, 8, 17, 27, 192, 3, 1, 0, false, true}, 3, 2, 1, true},  // no ReLU, pad + ceil
+      {{3, 32, 27, 13, 64, 3, 1, 1, true, true}, 3, 1, 1, false},  // stride-1 pool, pad 1
+      {{1, 8, 31, 13, 128, 1, 1, 0, true, true}, 2, 2, 0, true},   // 1x1 conv, ceil 2/2
   };
   uint32_t seed = 600;
   for (const PCase& t : cases) {
@@ -492,7 +493,7 @@ TEST(ConvWgmma, PoolTilingChoiceFollowsBatch) {
   std::mt19937 rng(77);
   const std::vector<float> w = test::random_fp16_values(size_t(192) * 64 * 25, rng, -0.1f, 0.1f);
   ConvFp16Wgmma conv(shape, w.data(), nullptr);
-  EXPECT_EQ(conv.pool_passes(1), 1);        // small batch: single-pass tiles (more CTAs)
+  EXPECT_EQ(conv.pool_passes(1), 1);  // small batch: single-pass tiles (more CTAs)
   EXPECT_GT(conv.pool_passes(256), 1) << conv.variant(256);
   EXPECT_NE(conv.variant(256).find("_stream"), std::string::npos) << conv.variant(256);
   int sms = 0, device = 0;
@@ -508,7 +509,7 @@ TEST(ConvWgmma, PoolTilingChoiceFollowsBatch) {
   ASSERT_TRUE(conv.force_pool_block(13, 13));  // 27x27 conv rows, 4 per pass
   EXPECT_EQ(conv.pool_passes(1), 7);
   EXPECT_EQ(conv.ctas(2), 2);
-  ASSERT_TRUE(conv.force_pool_block(5, 5));    // 11x11 = 121 rows: one pass
+  ASSERT_TRUE(conv.force_pool_block(5, 5));  // 11x11 = 121 rows: one pass
   EXPECT_EQ(conv.pool_passes(1), 1);
   EXPECT_EQ(conv.ctas(1), 9);
 }

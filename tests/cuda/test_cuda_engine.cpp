@@ -53,7 +53,8 @@ layers:
   - {name: conv2, op: conv, out_channels: 24, kernel: 3, padding: 1, weight: c2.w, bias: c2.b}
   - {name: relu2, op: relu}
   - {name: conv3, op: conv, out_channels: 13, kernel: 3, padding: 1, weight: c3.w, bias: c3.b}
-)", true},
+)",
+     true},
     {"flatten_view_linear", R"(
 name: flatten_view_linear
 input: {shape: [3, 13, 11]}
@@ -66,7 +67,8 @@ layers:
   - {name: relu2, op: relu}
   - {name: drop, op: dropout}
   - {name: fc2, op: linear, out_features: 10, weight: f2.w, bias: f2.b}
-)", true},
+)",
+     true},
     {"flatten_copy_linear", R"(
 name: flatten_copy_linear
 input: {shape: [3, 9, 7]}
@@ -75,7 +77,8 @@ layers:
   - {name: relu1, op: relu}
   - {name: flatten, op: flatten}
   - {name: fc1, op: linear, out_features: 19, weight: f1.w, bias: f1.b}
-)", false},
+)",
+     false},
     {"add_concat_branches", R"(
 name: add_concat_branches
 input: {shape: [3, 15, 13]}
@@ -92,7 +95,8 @@ layers:
   - {name: pool, op: maxpool, kernel: 2, stride: 2}
   - {name: flatten, op: flatten}
   - {name: fc, op: linear, out_features: 7, weight: f.w, bias: f.b}
-)", false},
+)",
+     false},
     // AlexNet's stem at a small odd size: 11x11/4 conv (16x17) + relu + 3/2 pool, then more.
     {"s2d_conv1_like", R"(
 name: s2d_conv1_like
@@ -110,7 +114,8 @@ layers:
   - {name: fc1, op: linear, out_features: 21, weight: f1.w, bias: f1.b}
   - {name: relu4, op: relu}
   - {name: fc2, op: linear, out_features: 10, weight: f2.w, bias: f2.b}
-)", true},
+)",
+     true},
     // Stride 1: not s2d-eligible, so the conversion runs.
     {"first_conv_not_s2d", R"(
 name: first_conv_not_s2d
@@ -122,7 +127,8 @@ layers:
   - {name: conv2, op: conv, out_channels: 24, kernel: 3, stride: 2, weight: c2.w, bias: c2.b}
   - {name: flatten, op: flatten}
   - {name: fc, op: linear, out_features: 9, weight: f.w, bias: f.b}
-)", false},
+)",
+     false},
     // Two s2d-eligible convs read the input: step 1 needs the fp16 copy, so the conversion runs.
     {"input_read_twice", R"(
 name: input_read_twice
@@ -134,7 +140,8 @@ layers:
   - {name: sum_relu, op: relu}
   - {name: flatten, op: flatten}
   - {name: fc, op: linear, out_features: 7, weight: f.w, bias: f.b}
-)", false},
+)",
+     false},
 };
 
 constexpr int kConv1LikeModel = 4;
@@ -408,9 +415,11 @@ TEST_P(CudaContextTest, ContextsOfDifferentBatchesAgreePerSample) {
   EXPECT_LE(relative_l2(batched_sample, single), 1e-2);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    BranchyAndConv1Like, CudaContextTest, ::testing::Values(3, kConv1LikeModel),
-    [](const ::testing::TestParamInfo<int>& info) { return std::string(kModels[info.param].name); });
+INSTANTIATE_TEST_SUITE_P(BranchyAndConv1Like, CudaContextTest,
+                         ::testing::Values(3, kConv1LikeModel),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return std::string(kModels[info.param].name);
+                         });
 
 TEST(CudaBackend, TensorBytesUsePaddedChannelsAndAlignment) {
   SKIP_WITHOUT_GPU();

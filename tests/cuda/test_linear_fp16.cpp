@@ -221,8 +221,8 @@ TEST(LinearFp16, GemvEverySplitOddShapesAndBatches) {
   struct GemvShape {
     int rows, k;
   };
-  const GemvShape shapes[] = {{1, 8},    {7, 72},   {37, 4104}, {1000, 9216}, {1, 9216},
-                           {1000, 8}, {37, 72}, {7, 4104}};
+  const GemvShape shapes[] = {{1, 8},    {7, 72},   {37, 4104}, {1000, 9216},
+                              {1, 9216}, {1000, 8}, {37, 72},   {7, 4104}};
   uint32_t seed = 600;
   for (const GemvShape& shape : shapes) {
     ++seed;
@@ -232,8 +232,8 @@ TEST(LinearFp16, GemvEverySplitOddShapesAndBatches) {
     const auto weight =
         test::random_fp16_values(static_cast<size_t>(shape.rows) * shape.k, rng, -scale, scale);
     const auto bias = test::random_fp16_values(shape.rows, rng);
-    const auto x = test::random_fp16_values(static_cast<size_t>(cuda::kGemvMaxBatch) * shape.k,
-                                            rng);
+    const auto x =
+        test::random_fp16_values(static_cast<size_t>(cuda::kGemvMaxBatch) * shape.k, rng);
     std::vector<float> expected(static_cast<size_t>(cuda::kGemvMaxBatch) * shape.rows);
     ref::linear(x.data(), cuda::kGemvMaxBatch, shape.k, weight.data(),
                 with_bias ? bias.data() : nullptr, shape.rows, expected.data());

@@ -101,8 +101,8 @@ std::vector<PoolCase> pool_cases() {
   rect.kernel_w = 2;
   rect.stride_h = 1;
   rect.pad_w = 0;
-  return {{1, 7, 9, 3, attrs(3, 2, 0, false, true)},  {3, 13, 13, 1, attrs(3, 2, 1, true, true)},
-          {7, 11, 5, 16, attrs(3, 2, 1, true, false)}, {13, 9, 9, 3, attrs(2, 2, 0, true, true)},
+  return {{1, 7, 9, 3, attrs(3, 2, 0, false, true)},    {3, 13, 13, 1, attrs(3, 2, 1, true, true)},
+          {7, 11, 5, 16, attrs(3, 2, 1, true, false)},  {13, 9, 9, 3, attrs(2, 2, 0, true, true)},
           {64, 27, 27, 3, attrs(3, 2, 0, false, true)}, {13, 15, 7, 1, rect}};
 }
 
@@ -120,7 +120,8 @@ TEST(MiscFp16, MaxPoolMatchesReferenceExactly) {
   for (const PoolCase& pc : pool_cases()) {
     Node node = make_node(OpKind::MaxPool, {{pc.c, pc.h, pc.w}}, pooled(pc));
     node.attrs = pc.attrs;
-    const auto x = test::random_fp16_values(static_cast<size_t>(pc.batch) * pc.c * pc.h * pc.w, rng);
+    const auto x =
+        test::random_fp16_values(static_cast<size_t>(pc.batch) * pc.c * pc.h * pc.w, rng);
     std::vector<float> expected(static_cast<size_t>(pc.batch) * shape_elements(node.output_shape));
     ref::maxpool2d(x.data(), pc.batch, pc.c, pc.h, pc.w, pc.attrs, expected.data());
     const GpuResult got = run_entry("maxpool_fp16", node, {x}, pc.batch);
@@ -137,7 +138,8 @@ TEST(MiscFp16, AvgPoolFollowsPyTorchDivisorRules) {
   for (const PoolCase& pc : pool_cases()) {
     Node node = make_node(OpKind::AvgPool, {{pc.c, pc.h, pc.w}}, pooled(pc));
     node.attrs = pc.attrs;
-    const auto x = test::random_fp16_values(static_cast<size_t>(pc.batch) * pc.c * pc.h * pc.w, rng);
+    const auto x =
+        test::random_fp16_values(static_cast<size_t>(pc.batch) * pc.c * pc.h * pc.w, rng);
     std::vector<float> expected(static_cast<size_t>(pc.batch) * shape_elements(node.output_shape));
     ref::avgpool2d(x.data(), pc.batch, pc.c, pc.h, pc.w, pc.attrs, expected.data());
     const GpuResult got = run_entry("avgpool_fp16", node, {x}, pc.batch);
@@ -151,7 +153,9 @@ TEST(MiscFp16, AvgPoolFollowsPyTorchDivisorRules) {
 TEST(MiscFp16, AdaptiveAvgPoolUsesFloorCeilWindows) {
   CNNRT_REQUIRE_CUDA_DEVICE();
   std::mt19937 rng(13);
-  struct Case { int c, h, w, oh, ow, batch; };
+  struct Case {
+    int c, h, w, oh, ow, batch;
+  };
   for (const Case& k : {Case{13, 13, 13, 6, 6, 3}, Case{3, 7, 5, 3, 4, 1}, Case{64, 5, 5, 6, 6, 16},
                         Case{1, 9, 11, 1, 1, 3}}) {
     Node node = make_node(OpKind::AdaptiveAvgPool, {{k.c, k.h, k.w}}, {k.c, k.oh, k.ow});
@@ -205,7 +209,8 @@ std::vector<float> hwc_order(const std::vector<float>& x, int n, int c, int h, i
   for (int b = 0; b < n; ++b)
     for (int ch = 0; ch < c; ++ch)
       for (int p = 0; p < h * w; ++p)
-        out[(static_cast<size_t>(b) * h * w + p) * c + ch] = x[(static_cast<size_t>(b) * c + ch) * h * w + p];
+        out[(static_cast<size_t>(b) * h * w + p) * c + ch] =
+            x[(static_cast<size_t>(b) * c + ch) * h * w + p];
   return out;
 }
 
@@ -298,8 +303,8 @@ TEST(MiscFp16, ConcatInterleavesChannelsPerPixel) {
     Node node = make_node(OpKind::Concat, shapes, {total, h, w});
     node.attrs = ConcatAttrs{};
     std::vector<float> expected(static_cast<size_t>(batch) * total * h * w);
-    ref::concat_channels(pointers.data(), channels.data(), static_cast<int>(channels.size()),
-                         batch, h * w, expected.data());
+    ref::concat_channels(pointers.data(), channels.data(), static_cast<int>(channels.size()), batch,
+                         h * w, expected.data());
     const GpuResult got = run_entry("concat_fp16", node, inputs, batch);
     EXPECT_EQ(got.values, expected) << "first C=" << channels[0];
     EXPECT_EQ(got.bad_padding, 0);

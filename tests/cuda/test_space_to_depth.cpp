@@ -53,10 +53,10 @@ TEST(SpaceToDepth, RearrangementMatchesHostLoopBitForBit) {
   const Case cases[] = {
       {3, 224, 224, 4, 2, 2, 57, 57, 2},  // AlexNet conv1
       {1, 37, 50, 2, 1, 0, 20, 26, 3},
-      {3, 37, 50, 3, 3, 2, 15, 19, 1},    // 27 channels → 32: a part-padding chunk
-      {4, 50, 37, 4, 0, 3, 14, 11, 2},    // 64 channels, blocks past the right edge
-      {1, 9, 7, 4, 2, 1, 5, 4, 3},        // 16 channels, grid larger than the image
-      {3, 13, 11, 2, 0, 0, 6, 5, 5},      // block grid smaller than the image
+      {3, 37, 50, 3, 3, 2, 15, 19, 1},  // 27 channels → 32: a part-padding chunk
+      {4, 50, 37, 4, 0, 3, 14, 11, 2},  // 64 channels, blocks past the right edge
+      {1, 9, 7, 4, 2, 1, 5, 4, 3},      // 16 channels, grid larger than the image
+      {3, 13, 11, 2, 0, 0, 6, 5, 5},    // block grid smaller than the image
   };
   std::mt19937 rng(1234);
   for (const Case& cc : cases) {
@@ -77,9 +77,8 @@ TEST(SpaceToDepth, RearrangementMatchesHostLoopBitForBit) {
     std::vector<__half> x(static_cast<size_t>(cc.batch) * cc.h * cc.w * in_cs);
     for (size_t i = 0; i < x.size(); ++i)
       x[i] = static_cast<int64_t>(i % in_cs) < cc.c ? __float2half_rn(dist(rng))
-                                                     : __ushort_as_half(0x7FFF);
-    std::vector<uint16_t> expected(static_cast<size_t>(cc.batch) * cc.out_h * cc.out_w * out_cs,
-                                   0);
+                                                    : __ushort_as_half(0x7FFF);
+    std::vector<uint16_t> expected(static_cast<size_t>(cc.batch) * cc.out_h * cc.out_w * out_cs, 0);
     for (int n = 0; n < cc.batch; ++n)
       for (int by = 0; by < cc.out_h; ++by)
         for (int bx = 0; bx < cc.out_w; ++bx)
@@ -104,8 +103,8 @@ TEST(SpaceToDepth, RearrangementMatchesHostLoopBitForBit) {
     size_t mismatches = 0, first_mismatch = 0;
     for (size_t i = 0; i < got.size(); ++i)
       if (bits_of(got[i]) != expected[i] && mismatches++ == 0) first_mismatch = i;
-    EXPECT_EQ(mismatches, 0u) << "C=" << cc.c << " block=" << cc.block << " " << cc.h << "x"
-                              << cc.w << " first mismatch at " << first_mismatch;
+    EXPECT_EQ(mismatches, 0u) << "C=" << cc.c << " block=" << cc.block << " " << cc.h << "x" << cc.w
+                              << " first mismatch at " << first_mismatch;
   }
 }
 
@@ -121,8 +120,7 @@ TEST(SpaceToDepth, NchwFp32RearrangementMatchesHostLoopAndTwoPassPathBitForBit) 
       {4, 50, 37, 4, 1, 3, 14, 11, 2},    // blocks past the right edge
       {1, 9, 7, 4, 2, 1, 5, 4, 3},        // grid larger than the image
       {3, 13, 11, 2, 0, 0, 6, 5, 5},      // grid smaller than the image
-      {4, 17, 23, 3, 3, 0, 7, 9, 2},
-      {3, 31, 29, 4, 1, 3, 8, 9, 1},
+      {4, 17, 23, 3, 3, 0, 7, 9, 2},     {3, 31, 29, 4, 1, 3, 8, 9, 1},
   };
   std::mt19937 rng(4321);
   for (const Case& cc : cases) {
@@ -148,8 +146,7 @@ TEST(SpaceToDepth, NchwFp32RearrangementMatchesHostLoopAndTwoPassPathBitForBit) 
     const float specials[] = {1.0e5f, -3.0e-6f, 1.0f + 1.0f / 2048.0f, -0.0f, 65519.0f};
     for (size_t i = 0; i < std::size(specials); ++i) x[(i * 7919) % x.size()] = specials[i];
 
-    std::vector<uint16_t> expected(static_cast<size_t>(cc.batch) * cc.out_h * cc.out_w * out_cs,
-                                   0);
+    std::vector<uint16_t> expected(static_cast<size_t>(cc.batch) * cc.out_h * cc.out_w * out_cs, 0);
     for (int n = 0; n < cc.batch; ++n)
       for (int by = 0; by < cc.out_h; ++by)
         for (int bx = 0; bx < cc.out_w; ++bx)
@@ -172,8 +169,8 @@ TEST(SpaceToDepth, NchwFp32RearrangementMatchesHostLoopAndTwoPassPathBitForBit) 
     // The two-pass path the fused one replaces.
     DeviceMem converted(static_cast<size_t>(cc.batch) * cc.h * cc.w * test::pad8(cc.c) * 2);
     DeviceMem two_pass(cuda::space_to_depth_bytes(shape, cc.batch));
-    cuda::nchw_fp32_to_nhwc_fp16(static_cast<const float*>(input.get()), converted.get(),
-                                 cc.batch, cc.c, cc.h, cc.w, nullptr);
+    cuda::nchw_fp32_to_nhwc_fp16(static_cast<const float*>(input.get()), converted.get(), cc.batch,
+                                 cc.c, cc.h, cc.w, nullptr);
     cuda::space_to_depth_fp16(converted.get(), two_pass.get(), shape, cc.batch, nullptr);
     CNNRT_CUDA_CHECK(cudaDeviceSynchronize());
 
@@ -203,15 +200,15 @@ TEST(SpaceToDepth, RejectsMisalignedOutputAndBadShapes) {
   EXPECT_THROW(cuda::space_to_depth_fp16(input.get(), static_cast<char*>(output.get()) + 2, shape,
                                          1, nullptr),
                Error);
-  EXPECT_THROW(cuda::space_to_depth_nchw_fp32(static_cast<const float*>(input.get()),
-                                              static_cast<char*>(output.get()) + 2, shape, 1,
-                                              nullptr),
-               Error);
+  EXPECT_THROW(
+      cuda::space_to_depth_nchw_fp32(static_cast<const float*>(input.get()),
+                                     static_cast<char*>(output.get()) + 2, shape, 1, nullptr),
+      Error);
   EXPECT_THROW(cuda::space_to_depth_nchw_fp32(nullptr, output.get(), shape, 1, nullptr), Error);
   shape.block = 0;
   EXPECT_THROW(cuda::space_to_depth_fp16(input.get(), output.get(), shape, 1, nullptr), Error);
-  EXPECT_THROW(cuda::space_to_depth_nchw_fp32(static_cast<const float*>(input.get()),
-                                              output.get(), shape, 1, nullptr),
+  EXPECT_THROW(cuda::space_to_depth_nchw_fp32(static_cast<const float*>(input.get()), output.get(),
+                                              shape, 1, nullptr),
                Error);
 }
 
@@ -272,8 +269,8 @@ void check_case(const ConvCase& cc, uint32_t seed) {
   SCOPED_TRACE(describe(cc));
   std::mt19937 rng(seed);
   const float scale = 1.0f / std::sqrt(static_cast<float>(cc.c * cc.kh * cc.kw));
-  const auto weight = test::random_fp16_values(
-      static_cast<size_t>(cc.oc) * cc.c * cc.kh * cc.kw, rng, -scale, scale);
+  const auto weight = test::random_fp16_values(static_cast<size_t>(cc.oc) * cc.c * cc.kh * cc.kw,
+                                               rng, -scale, scale);
   const auto bias = test::random_fp16_values(cc.oc, rng, -0.5f, 0.5f);
   const Node node = make_conv_node(cc, weight, bias);
   const auto x = test::random_fp16_values(static_cast<size_t>(cc.batch) * cc.c * cc.h * cc.w, rng);
@@ -298,7 +295,8 @@ void check_case(const ConvCase& cc, uint32_t seed) {
   EXPECT_GT(runner.kernel().workspace_bytes(cc.batch), 0u);
   EXPECT_EQ(runner.kernel().workspace_bytes(cc.batch) % 256, 0u);
   DeviceMem input(test::to_nhwc(x, cc.batch, cc.c, cc.h, cc.w));
-  const int oh = static_cast<int>(node.output_shape[1]), ow = static_cast<int>(node.output_shape[2]);
+  const int oh = static_cast<int>(node.output_shape[1]),
+            ow = static_cast<int>(node.output_shape[2]);
   DeviceMem output(static_cast<size_t>(cc.batch) * oh * ow * test::pad8(cc.oc) * 2);
   runner.run({input.get()}, output.get(), cc.batch);
   int64_t bad_padding = 0;
@@ -349,18 +347,18 @@ TEST(ConvFp16S2d, MatchesReferenceOnAlexNetConv1) {
 TEST(ConvFp16S2d, MatchesReferenceOnOddShapes) {
   CNNRT_REQUIRE_CUDA_DEVICE();
   const ConvCase cases[] = {
-      //c  h   w  oc kh kw  s  p  b  bias   relu   pool        ceil
+      // c  h   w  oc kh kw  s  p  b  bias   relu   pool        ceil
       {1, 37, 50, 16, 3, 3, 3, 1, 3, true, false, 0, 0, 0, false},
-      {1, 50, 37, 7, 4, 4, 4, 0, 2, false, true, 0, 0, 0, false},   // kernel == stride
-      {1, 37, 37, 24, 5, 5, 2, 2, 1, true, true, 3, 2, 0, false},   // C' = 4, declared 8
+      {1, 50, 37, 7, 4, 4, 4, 0, 2, false, true, 0, 0, 0, false},  // kernel == stride
+      {1, 37, 37, 24, 5, 5, 2, 2, 1, true, true, 3, 2, 0, false},  // C' = 4, declared 8
       {3, 50, 37, 24, 5, 5, 2, 2, 2, true, true, 3, 2, 1, false},
       {3, 37, 50, 40, 7, 7, 3, 3, 3, false, false, 2, 2, 0, true},
       {3, 37, 50, 64, 11, 11, 4, 0, 2, true, true, 3, 2, 0, false},
       {4, 37, 37, 13, 7, 7, 3, 3, 3, true, true, 0, 0, 0, false},
       {4, 50, 37, 33, 11, 11, 4, 1, 1, true, false, 3, 3, 1, true},
       {4, 41, 29, 9, 3, 3, 2, 0, 5, false, true, 2, 2, 0, false},
-      {2, 37, 50, 17, 5, 7, 3, 2, 2, true, true, 3, 2, 0, false},   // rectangular kernel
-      {3, 9, 11, 8, 11, 11, 4, 3, 2, true, true, 0, 0, 0, false},   // image smaller than kernel
+      {2, 37, 50, 17, 5, 7, 3, 2, 2, true, true, 3, 2, 0, false},  // rectangular kernel
+      {3, 9, 11, 8, 11, 11, 4, 3, 2, true, true, 0, 0, 0, false},  // image smaller than kernel
   };
   uint32_t seed = 100;
   for (const ConvCase& cc : cases) check_case(cc, ++seed);
@@ -456,7 +454,9 @@ TEST(ConvFp16S2d, Conv1RewriteGeometry) {
   for (size_t i = 0; i < weight.size(); ++i) weight[i] = float(i % 1009) + 1.0f;
   const std::vector<float> packed = cuda::space_to_depth_weights(*conv, weight.data());
   ASSERT_EQ(packed.size(), size_t(64) * 48 * 3 * 3);
-  auto at = [&](int o, int c, int y, int x) { return packed[((size_t(o) * 48 + c) * 3 + y) * 3 + x]; };
+  auto at = [&](int o, int c, int y, int x) {
+    return packed[((size_t(o) * 48 + c) * 3 + y) * 3 + x];
+  };
   EXPECT_EQ(at(5, 20, 2, 1), weight[((5 * 3 + 2) * 11 + 9) * 11 + 6]);
   EXPECT_EQ(at(5, (3 * 4 + 0) * 3 + 1, 2, 0), 0.0f);  // ky = 2·4 + 3 = 11: outside the kernel
   size_t nonzero = 0;

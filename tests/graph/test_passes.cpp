@@ -53,7 +53,7 @@ TEST(Passes, AlexNetFusesIntoNineNodes) {
   EXPECT_EQ(conv3.source_layers, (Names{"conv3", "relu3"}));
   EXPECT_EQ(graph.find("conv5")->source_layers, (Names{"conv5", "relu5", "pool5"}));
   EXPECT_EQ(graph.find("flatten")->inputs, Names{"conv5"});  // identity avgpool bypassed
-  EXPECT_EQ(graph.find("fc6")->inputs, Names{"flatten"});  // dropout bypassed
+  EXPECT_EQ(graph.find("fc6")->inputs, Names{"flatten"});    // dropout bypassed
   EXPECT_EQ(graph.find("fc6")->activation, Activation::Relu);
   EXPECT_EQ(graph.find("fc7")->inputs, Names{"fc6"});
   EXPECT_EQ(graph.find("fc7")->source_layers, (Names{"fc7", "relu7"}));

@@ -16,7 +16,9 @@ using test::expect_all_near;
 using test::random_int;
 using test::random_vector;
 
-int out_extent(int in, int k, int s, int p, int d) { return (in + 2 * p - d * (k - 1) - 1) / s + 1; }
+int out_extent(int in, int k, int s, int p, int d) {
+  return (in + 2 * p - d * (k - 1) - 1) / s + 1;
+}
 
 ConvAttrs make_attrs(int oc, int k, int s = 1, int p = 0, int d = 1, int g = 1) {
   ConvAttrs a;
@@ -54,8 +56,8 @@ TEST(RefConv, HandComputedPaddingAndStride) {
   // pad 1, stride 2: windows start at rows/cols -1 and 1.
   //  (0,0): only x00 under w11 -> 4;  (0,1): x01*3 + x02*4 = 18
   //  (1,0): x10*2 + x20*4 = 36;       (1,1): 5 + 12 + 24 + 36 = 77
-  expect_all_near(run_conv(x, 1, 1, 3, 3, weight, nullptr, make_attrs(1, 2, 2, 1)),
-                  {4, 18, 36, 77}, 0, 0);
+  expect_all_near(run_conv(x, 1, 1, 3, 3, weight, nullptr, make_attrs(1, 2, 2, 1)), {4, 18, 36, 77},
+                  0, 0);
 }
 
 TEST(RefConv, HandComputedGroupsAndDilation) {
@@ -75,9 +77,9 @@ TEST(RefConv, HandComputedGroupsAndDilation) {
 
 TEST(RefConv, RejectsChannelsNotDivisibleByGroups) {
   std::vector<float> x(3 * 4 * 4, 1.0f), w(4 * 3), y(64);
-  EXPECT_THROW(ref::conv2d(x.data(), 1, 3, 4, 4, w.data(), nullptr, make_attrs(4, 1, 1, 0, 1, 2),
-                           y.data()),
-               Error);
+  EXPECT_THROW(
+      ref::conv2d(x.data(), 1, 3, 4, 4, w.data(), nullptr, make_attrs(4, 1, 1, 0, 1, 2), y.data()),
+      Error);
 }
 
 // Independent formulation: explicit zero-padded copy, im2col matrix, then a matrix product.
@@ -161,8 +163,8 @@ TEST(RefConv, MatchesIm2colOnRandomOddShapes) {
     const RandomConvCase t = random_case(rng);
     const ConvAttrs& a = t.attrs;
     const auto x = random_vector(static_cast<size_t>(t.n) * t.c * t.h * t.w, rng);
-    const auto weight =
-        random_vector(static_cast<size_t>(a.out_channels) * (t.c / a.groups) * a.kernel_h * a.kernel_w, rng);
+    const auto weight = random_vector(
+        static_cast<size_t>(a.out_channels) * (t.c / a.groups) * a.kernel_h * a.kernel_w, rng);
     const auto bias = random_vector(a.out_channels, rng);
     expect_all_near(run_conv(x, t.n, t.c, t.h, t.w, weight, &bias, a),
                     conv_im2col(x, t.n, t.c, t.h, t.w, weight, bias, a), kAbs, kRel,
@@ -194,17 +196,19 @@ TEST(RefConv, GroupedEqualsPerGroupConvsConcatenated) {
       for (int b = 0; b < t.n; ++b)
         xg.insert(xg.end(), x.begin() + (static_cast<size_t>(b) * t.c + g * cg) * t.h * t.w,
                   x.begin() + (static_cast<size_t>(b) * t.c + (g + 1) * cg) * t.h * t.w);
-      const std::vector<float> wg(weight.begin() + static_cast<size_t>(g) * og * cg * kernel_size,
-                                  weight.begin() + static_cast<size_t>(g + 1) * og * cg * kernel_size);
+      const std::vector<float> wg(
+          weight.begin() + static_cast<size_t>(g) * og * cg * kernel_size,
+          weight.begin() + static_cast<size_t>(g + 1) * og * cg * kernel_size);
       const std::vector<float> bg(bias.begin() + g * og, bias.begin() + (g + 1) * og);
       ConvAttrs single = a;
       single.groups = 1;
       single.out_channels = og;
       const auto yg = run_conv(xg, t.n, cg, t.h, t.w, wg, &bg, single);
       for (int b = 0; b < t.n; ++b)
-        std::copy(yg.begin() + static_cast<size_t>(b) * og * out_plane,
-                  yg.begin() + static_cast<size_t>(b + 1) * og * out_plane,
-                  concatenated.begin() + (static_cast<size_t>(b) * a.out_channels + g * og) * out_plane);
+        std::copy(
+            yg.begin() + static_cast<size_t>(b) * og * out_plane,
+            yg.begin() + static_cast<size_t>(b + 1) * og * out_plane,
+            concatenated.begin() + (static_cast<size_t>(b) * a.out_channels + g * og) * out_plane);
     }
     expect_all_near(grouped, concatenated, 1e-6, 1e-6, "iteration " + std::to_string(iteration));
   }
@@ -223,18 +227,21 @@ TEST(RefConv, DilationEqualsZeroInsertedKernel) {
     t.w += (a.dilation_w - 1) * (a.kernel_w - 1);
     const int cg = t.c / a.groups;
     const auto x = random_vector(static_cast<size_t>(t.n) * t.c * t.h * t.w, rng);
-    const auto weight = random_vector(static_cast<size_t>(a.out_channels) * cg * a.kernel_h * a.kernel_w, rng);
+    const auto weight =
+        random_vector(static_cast<size_t>(a.out_channels) * cg * a.kernel_h * a.kernel_w, rng);
     const auto bias = random_vector(a.out_channels, rng);
 
     ConvAttrs dense = a;
     dense.dilation_h = dense.dilation_w = 1;
     dense.kernel_h = a.dilation_h * (a.kernel_h - 1) + 1;
     dense.kernel_w = a.dilation_w * (a.kernel_w - 1) + 1;
-    std::vector<float> spread(static_cast<size_t>(a.out_channels) * cg * dense.kernel_h * dense.kernel_w, 0.0f);
+    std::vector<float> spread(
+        static_cast<size_t>(a.out_channels) * cg * dense.kernel_h * dense.kernel_w, 0.0f);
     for (int oc = 0; oc < a.out_channels * cg; ++oc)
       for (int ky = 0; ky < a.kernel_h; ++ky)
         for (int kx = 0; kx < a.kernel_w; ++kx)
-          spread[(static_cast<size_t>(oc) * dense.kernel_h + ky * a.dilation_h) * dense.kernel_w + kx * a.dilation_w] =
+          spread[(static_cast<size_t>(oc) * dense.kernel_h + ky * a.dilation_h) * dense.kernel_w +
+                 kx * a.dilation_w] =
               weight[(static_cast<size_t>(oc) * a.kernel_h + ky) * a.kernel_w + kx];
     expect_all_near(run_conv(x, t.n, t.c, t.h, t.w, weight, &bias, a),
                     run_conv(x, t.n, t.c, t.h, t.w, spread, &bias, dense), 1e-6, 1e-6,
@@ -252,7 +259,8 @@ TEST(RefConv, StrideEqualsSubsampledStrideOne) {
     a.stride_h = random_int(rng, 2, 3);
     a.stride_w = random_int(rng, 1, 3);
     const auto x = random_vector(static_cast<size_t>(t.n) * t.c * t.h * t.w, rng);
-    const auto weight = random_vector(static_cast<size_t>(a.out_channels) * (t.c / a.groups) * a.kernel_h * a.kernel_w, rng);
+    const auto weight = random_vector(
+        static_cast<size_t>(a.out_channels) * (t.c / a.groups) * a.kernel_h * a.kernel_w, rng);
     const auto bias = random_vector(a.out_channels, rng);
     ConvAttrs unit = a;
     unit.stride_h = unit.stride_w = 1;
@@ -266,7 +274,8 @@ TEST(RefConv, StrideEqualsSubsampledStrideOne) {
     for (int plane = 0; plane < t.n * a.out_channels; ++plane)
       for (int i = 0; i < oh; ++i)
         for (int j = 0; j < ow; ++j)
-          sampled.push_back(full[(static_cast<size_t>(plane) * fh + i * a.stride_h) * fw + j * a.stride_w]);
+          sampled.push_back(
+              full[(static_cast<size_t>(plane) * fh + i * a.stride_h) * fw + j * a.stride_w]);
     expect_all_near(strided, sampled, 1e-6, 1e-6, "iteration " + std::to_string(iteration));
   }
 }
@@ -288,7 +297,8 @@ TEST(RefConv, PaddingEqualsExplicitlyZeroPaddedInput) {
         for (int j = 0; j < t.w; ++j)
           padded[(static_cast<size_t>(plane) * hp + i + a.pad_h) * wp + j + a.pad_w] =
               x[(static_cast<size_t>(plane) * t.h + i) * t.w + j];
-    const auto weight = random_vector(static_cast<size_t>(a.out_channels) * (t.c / a.groups) * a.kernel_h * a.kernel_w, rng);
+    const auto weight = random_vector(
+        static_cast<size_t>(a.out_channels) * (t.c / a.groups) * a.kernel_h * a.kernel_w, rng);
     const auto bias = random_vector(a.out_channels, rng);
     ConvAttrs unpadded = a;
     unpadded.pad_h = unpadded.pad_w = 0;
@@ -324,7 +334,8 @@ TEST(RefConv, RandomPointsMatchDirectFormula) {
             expected += static_cast<double>(x[((b * c + (o / og) * cg + ci) * h + row) * w + col]) *
                         weight[((o * cg + ci) * 5 + ky) * 5 + kx];
         }
-    EXPECT_NEAR(y[((b * a.out_channels + o) * oh + i) * ow + j], expected, kAbs + kRel * std::fabs(expected))
+    EXPECT_NEAR(y[((b * a.out_channels + o) * oh + i) * ow + j], expected,
+                kAbs + kRel * std::fabs(expected))
         << "point b=" << b << " o=" << o << " i=" << i << " j=" << j;
   }
 }

@@ -13,7 +13,8 @@ namespace {
 using test::expect_all_near;
 
 TEST(RefRelu, HandComputedOutOfPlaceAndInPlace) {
-  std::vector<float> x = {-1.5f, 0.0f, 2.5f, -1e-30f, 7.0f, std::numeric_limits<float>::quiet_NaN()};
+  std::vector<float> x = {-1.5f,   0.0f, 2.5f,
+                          -1e-30f, 7.0f, std::numeric_limits<float>::quiet_NaN()};
   std::vector<float> y(x.size(), 99.0f);
   ref::relu(x.data(), 5, y.data());
   EXPECT_EQ(y[5], 99.0f) << "wrote past count";
@@ -33,9 +34,9 @@ TEST(RefAdd, HandComputed) {
 }
 
 TEST(RefConcat, HandComputedTwoSamples) {
-  const std::vector<float> a = {1, 2, 3, 4};                          // [2, 1, 2]
-  const std::vector<float> b = {5, 6, 7, 8, 9, 10, 11, 12};           // [2, 2, 2]
-  const std::vector<float> c = {-1, -2, -3, -4};                      // [2, 1, 2]
+  const std::vector<float> a = {1, 2, 3, 4};                 // [2, 1, 2]
+  const std::vector<float> b = {5, 6, 7, 8, 9, 10, 11, 12};  // [2, 2, 2]
+  const std::vector<float> c = {-1, -2, -3, -4};             // [2, 1, 2]
   const float* inputs[] = {a.data(), b.data(), c.data()};
   const int channels[] = {1, 2, 1};
   std::vector<float> y(16);

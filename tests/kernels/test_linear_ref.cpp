@@ -14,7 +14,7 @@ using test::random_int;
 using test::random_vector;
 
 TEST(RefLinear, HandComputed) {
-  const std::vector<float> x = {1, 2, -3, 0.5f};  // two samples of 2 features
+  const std::vector<float> x = {1, 2, -3, 0.5f};                // two samples of 2 features
   const std::vector<float> weight = {1, 0, 2, -1, 0.5f, 0.5f};  // [3, 2]
   const std::vector<float> bias = {0, 1, -1};
   std::vector<float> y(6);

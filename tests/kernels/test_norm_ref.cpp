@@ -80,7 +80,8 @@ TEST(RefBatchNorm, EqualsPerChannelAffineMap) {
   const int n = 3, c = 7, spatial = 5 * 3;
   const float eps = 1e-3f;
   const auto x = random_vector(n * c * spatial, rng);
-  const auto gamma = random_vector(c, rng), beta = random_vector(c, rng), mean = random_vector(c, rng);
+  const auto gamma = random_vector(c, rng), beta = random_vector(c, rng),
+             mean = random_vector(c, rng);
   const auto var = random_vector(c, rng, 0.1f, 2.0f);
   std::vector<float> y(x.size()), expected(x.size());
   ref::batchnorm(x.data(), n, c, spatial, gamma.data(), beta.data(), mean.data(), var.data(), eps,
@@ -124,7 +125,8 @@ TEST(RefLRN, MatchesZeroPaddedChannelAvgPoolFormulation) {
     a.alpha = std::uniform_real_distribution<float>(1e-4f, 0.5f)(rng);
     a.beta = std::uniform_real_distribution<float>(0.5f, 1.0f)(rng);
     a.k = std::uniform_real_distribution<float>(0.5f, 2.0f)(rng);
-    const int n = random_int(rng, 1, 2), c = random_int(rng, 1, 9), spatial = random_int(rng, 1, 13);
+    const int n = random_int(rng, 1, 2), c = random_int(rng, 1, 9),
+              spatial = random_int(rng, 1, 13);
     const auto x = random_vector(static_cast<size_t>(n) * c * spatial, rng, -2.0f, 2.0f);
     std::vector<float> y(x.size()), expected(x.size());
     ref::lrn(x.data(), n, c, spatial, a, y.data());
@@ -142,7 +144,8 @@ TEST(RefLRN, MatchesZeroPaddedChannelAvgPoolFormulation) {
           double window = 0;
           for (int k = 0; k < a.size; ++k) window += squares[ch + k];
           const size_t i = (static_cast<size_t>(b) * c + ch) * spatial + s;
-          expected[i] = static_cast<float>(x[i] / std::pow(window / a.size * a.alpha + a.k, a.beta));
+          expected[i] =
+              static_cast<float>(x[i] / std::pow(window / a.size * a.alpha + a.k, a.beta));
         }
       }
     expect_all_near(y, expected, 1e-6, 1e-5, "iteration " + std::to_string(iteration));

@@ -67,7 +67,8 @@ TEST(RefMaxPool, PaddingActsAsMinusInfinity) {
 }
 
 TEST(RefMaxPool, CeilModeKeepsPartialWindowAndDropsOneStartingInPadding) {
-  expect_all_near(pool_row(true, {1, 2, 3, 4, 5}, pool(1, 2, 1, 2, 0, 0, true), 3), {2, 4, 5}, 0, 0);
+  expect_all_near(pool_row(true, {1, 2, 3, 4, 5}, pool(1, 2, 1, 2, 0, 0, true), 3), {2, 4, 5}, 0,
+                  0);
   expect_all_near(pool_row(true, {1, 2, 3, 4, 5}, pool(1, 2, 1, 2, 0, 0, false), 2), {2, 4}, 0, 0);
   // in 3, kernel 2, stride 2, pad 1: ceil would give 3 windows, but the third would start at
   // index 3 = in + pad - 1 + 1, i.e. inside the right padding, so PyTorch drops it.
@@ -84,20 +85,20 @@ TEST(RefMaxPool, PropagatesNaN) {
 TEST(RefAvgPool, HandComputedCeilModeDivisors) {
   // PyTorch avg_pool1d([1,2,3,4,5], 2, 2, ceil_mode=True) = [1.5, 3.5, 5]: the last window is
   // clipped to the (unpadded) input, so it divides by 1.
-  expect_all_near(pool_row(false, {1, 2, 3, 4, 5}, pool(1, 2, 1, 2, 0, 0, true), 3), {1.5f, 3.5f, 5},
-                  0, 0);
+  expect_all_near(pool_row(false, {1, 2, 3, 4, 5}, pool(1, 2, 1, 2, 0, 0, true), 3),
+                  {1.5f, 3.5f, 5}, 0, 0);
   // [1,2,3,4], kernel 3, stride 2, pad 1, ceil: windows [-1,2) [1,4) [3,6)->[3,5).
   //   count_include_pad: divisors 3, 3, 2 -> [3/3, 9/3, 4/2]
   //   exclude pad:       divisors 2, 3, 1 -> [3/2, 9/3, 4/1]
-  expect_all_near(pool_row(false, {1, 2, 3, 4}, pool(1, 3, 1, 2, 0, 1, true, true), 3), {1, 3, 2}, 0,
-                  1e-7);
-  expect_all_near(pool_row(false, {1, 2, 3, 4}, pool(1, 3, 1, 2, 0, 1, true, false), 3), {1.5f, 3, 4},
+  expect_all_near(pool_row(false, {1, 2, 3, 4}, pool(1, 3, 1, 2, 0, 1, true, true), 3), {1, 3, 2},
                   0, 1e-7);
+  expect_all_near(pool_row(false, {1, 2, 3, 4}, pool(1, 3, 1, 2, 0, 1, true, false), 3),
+                  {1.5f, 3, 4}, 0, 1e-7);
   expect_all_near(pool_row(false, {1, 2, 3, 4}, pool(1, 3, 1, 2, 0, 1, false, true), 2), {1, 3}, 0,
                   1e-7);
   // Dropped last window (see the max-pool case): [-1,1) -> 1/2 with the pad counted.
-  expect_all_near(pool_row(false, {1, 2, 3}, pool(1, 2, 1, 2, 0, 1, true, true), 2), {0.5f, 2.5f}, 0,
-                  0);
+  expect_all_near(pool_row(false, {1, 2, 3}, pool(1, 2, 1, 2, 0, 1, true, true), 2), {0.5f, 2.5f},
+                  0, 0);
 }
 
 TEST(RefPool, OutputExtentMatchesGraphPoolOutputSize) {
@@ -122,17 +123,21 @@ TEST(RefPool, OutputExtentMatchesGraphPoolOutputSize) {
 // window's cells inside the padded input (count_include_pad) or inside the real input.
 void pool_oracle(const std::vector<float>& x, int planes, int h, int w, const PoolAttrs& a,
                  std::vector<float>& max_out, std::vector<float>& avg_out) {
-  const int oh = static_cast<int>(pool_output_size(h, a.kernel_h, a.stride_h, a.pad_h, 1, a.ceil_mode));
-  const int ow = static_cast<int>(pool_output_size(w, a.kernel_w, a.stride_w, a.pad_w, 1, a.ceil_mode));
+  const int oh =
+      static_cast<int>(pool_output_size(h, a.kernel_h, a.stride_h, a.pad_h, 1, a.ceil_mode));
+  const int ow =
+      static_cast<int>(pool_output_size(w, a.kernel_w, a.stride_w, a.pad_w, 1, a.ceil_mode));
   // Padded far enough right/bottom that ceil-mode windows stay inside the buffer.
   const int hp = std::max((oh - 1) * a.stride_h + a.kernel_h, h + 2 * a.pad_h);
   const int wp = std::max((ow - 1) * a.stride_w + a.kernel_w, w + 2 * a.pad_w);
   max_out.clear();
   avg_out.clear();
   for (int plane = 0; plane < planes; ++plane) {
-    std::vector<double> padded(static_cast<size_t>(hp) * wp, -std::numeric_limits<double>::infinity());
+    std::vector<double> padded(static_cast<size_t>(hp) * wp,
+                               -std::numeric_limits<double>::infinity());
     for (int i = 0; i < h; ++i)
-      for (int j = 0; j < w; ++j) padded[(i + a.pad_h) * wp + j + a.pad_w] = x[(plane * h + i) * w + j];
+      for (int j = 0; j < w; ++j)
+        padded[(i + a.pad_h) * wp + j + a.pad_w] = x[(plane * h + i) * w + j];
     for (int i = 0; i < oh; ++i)
       for (int j = 0; j < ow; ++j) {
         double best = -std::numeric_limits<double>::infinity(), sum = 0;
@@ -149,7 +154,8 @@ void pool_oracle(const std::vector<float>& x, int planes, int h, int w, const Po
             }
           }
         max_out.push_back(static_cast<float>(best));
-        avg_out.push_back(static_cast<float>(sum / (a.count_include_pad ? cells_in_padded : cells_real)));
+        avg_out.push_back(
+            static_cast<float>(sum / (a.count_include_pad ? cells_in_padded : cells_real)));
       }
   }
 }

@@ -60,7 +60,8 @@ std::unique_ptr<LayerKernel> create_kernel(const Node& node) {
 }
 
 // Runs `kernel` on inputs, with the workspace it asks for; output pre-filled with NaN.
-std::vector<float> run_kernel(LayerKernel& kernel, const std::vector<const std::vector<float>*>& inputs,
+std::vector<float> run_kernel(LayerKernel& kernel,
+                              const std::vector<const std::vector<float>*>& inputs,
                               size_t output_elements, int batch) {
   std::vector<float> output(output_elements, std::nanf(""));
   std::vector<float> workspace(kernel.workspace_bytes(batch) / sizeof(float) + 1, std::nanf(""));
@@ -81,13 +82,19 @@ void expect_equal(const std::vector<float>& actual, const std::vector<float>& ex
 
 TEST(CpuKernels, EveryOpHasOneFp32ReferenceEntry) {
   const std::vector<std::pair<OpKind, std::string>> expected = {
-      {OpKind::Conv, "cpu_ref_conv"},         {OpKind::Relu, "cpu_ref_relu"},
-      {OpKind::MaxPool, "cpu_ref_maxpool"},   {OpKind::AvgPool, "cpu_ref_avgpool"},
+      {OpKind::Conv, "cpu_ref_conv"},
+      {OpKind::Relu, "cpu_ref_relu"},
+      {OpKind::MaxPool, "cpu_ref_maxpool"},
+      {OpKind::AvgPool, "cpu_ref_avgpool"},
       {OpKind::AdaptiveAvgPool, "cpu_ref_adaptive_avgpool"},
-      {OpKind::Linear, "cpu_ref_linear"},     {OpKind::Flatten, "cpu_ref_flatten"},
-      {OpKind::Dropout, "cpu_ref_dropout"},   {OpKind::Softmax, "cpu_ref_softmax"},
-      {OpKind::BatchNorm, "cpu_ref_batchnorm"}, {OpKind::Add, "cpu_ref_add"},
-      {OpKind::Concat, "cpu_ref_concat"},     {OpKind::LRN, "cpu_ref_lrn"}};
+      {OpKind::Linear, "cpu_ref_linear"},
+      {OpKind::Flatten, "cpu_ref_flatten"},
+      {OpKind::Dropout, "cpu_ref_dropout"},
+      {OpKind::Softmax, "cpu_ref_softmax"},
+      {OpKind::BatchNorm, "cpu_ref_batchnorm"},
+      {OpKind::Add, "cpu_ref_add"},
+      {OpKind::Concat, "cpu_ref_concat"},
+      {OpKind::LRN, "cpu_ref_lrn"}};
   EXPECT_EQ(cpu_registry().entries().size(), expected.size());
   for (const auto& [op, name] : expected) {
     const KernelEntry* entry = cpu_registry().find(name);
@@ -176,8 +183,9 @@ TEST(CpuKernels, ConvWithoutEpilogueAndLinearWithRelu) {
 TEST(CpuKernels, ReluFlattenDropoutInPlaceAndOutOfPlace) {
   std::mt19937 rng(std::random_device{}());
   const int batch = 3;
-  const std::vector<std::pair<OpKind, Attrs>> ops = {
-      {OpKind::Relu, EmptyAttrs{}}, {OpKind::Flatten, EmptyAttrs{}}, {OpKind::Dropout, DropoutAttrs{}}};
+  const std::vector<std::pair<OpKind, Attrs>> ops = {{OpKind::Relu, EmptyAttrs{}},
+                                                     {OpKind::Flatten, EmptyAttrs{}},
+                                                     {OpKind::Dropout, DropoutAttrs{}}};
   for (const auto& [op, attrs] : ops) {
     const Shape out_shape = op == OpKind::Flatten ? Shape{5 * 3 * 7} : Shape{5, 3, 7};
     const Node node = make_node("layer", op, attrs, {{5, 3, 7}}, out_shape);
@@ -235,7 +243,8 @@ TEST(CpuKernels, PoolNormAndMultiInputOpsUnpackShapes) {
   {
     std::vector<float> expected(x.size());
     ref::softmax(x.data(), batch, c, h * w, expected.data());
-    auto kernel = create_kernel(make_node("sm", OpKind::Softmax, SoftmaxAttrs{}, {{c, h, w}}, {c, h, w}));
+    auto kernel =
+        create_kernel(make_node("sm", OpKind::Softmax, SoftmaxAttrs{}, {{c, h, w}}, {c, h, w}));
     expect_equal(run_kernel(*kernel, {&x}, expected.size(), batch), expected);
 
     LRNAttrs lrn;
@@ -245,7 +254,8 @@ TEST(CpuKernels, PoolNormAndMultiInputOpsUnpackShapes) {
     expect_equal(run_kernel(*kernel, {&x}, expected.size(), batch), expected);
 
     ref::add(x.data(), x2.data(), static_cast<int64_t>(x.size()), expected.data());
-    kernel = create_kernel(make_node("add", OpKind::Add, EmptyAttrs{}, {{c, h, w}, {c, h, w}}, {c, h, w}));
+    kernel = create_kernel(
+        make_node("add", OpKind::Add, EmptyAttrs{}, {{c, h, w}, {c, h, w}}, {c, h, w}));
     expect_equal(run_kernel(*kernel, {&x, &x2}, expected.size(), batch), expected);
   }
   {

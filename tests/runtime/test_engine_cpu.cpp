@@ -132,7 +132,8 @@ TEST(EngineCpu, RunAllocatesNothingAndRepeats) {
       "  - {name: r1, op: relu}\n  - {name: p1, op: maxpool, kernel: 2}\n"
       "  - {name: c2, op: conv, out_channels: 6, kernel: 3, weight: c}\n"
       "  - {name: r2, op: relu}\n  - {name: g, op: adaptive_avgpool, output_size: 2}\n"
-      "  - {name: f, op: flatten}\n  - {name: fc, op: linear, out_features: 4, weight: d, bias: e}\n"
+      "  - {name: f, op: flatten}\n  - {name: fc, op: linear, out_features: 4, weight: d, bias: "
+      "e}\n"
       "  - {name: s, op: softmax}\n",
       "t.yaml");
   bind_random_weights(graph, 3);

@@ -106,9 +106,9 @@ void check_plan_invariants(const std::vector<PlanRequest>& requests, const Memor
         continue;
       }
       const bool disjoint = a.offset + a.bytes <= b.offset || b.offset + b.bytes <= a.offset;
-      EXPECT_TRUE(disjoint) << a.name << " [" << a.offset << ", +" << a.bytes << ") and "
-                            << b.name << " [" << b.offset << ", +" << b.bytes
-                            << ") are both live at step " << shared_first;
+      EXPECT_TRUE(disjoint) << a.name << " [" << a.offset << ", +" << a.bytes << ") and " << b.name
+                            << " [" << b.offset << ", +" << b.bytes << ") are both live at step "
+                            << shared_first;
     }
   EXPECT_EQ(plan.lower_bound_bytes, recomputed_lower_bound(plan));
   EXPECT_GE(plan.arena_bytes, plan.lower_bound_bytes);
@@ -156,12 +156,12 @@ TEST(MemoryPlanner, MergesLegalInPlaceChainAndCountsItOnce) {
 TEST(MemoryPlanner, RefusesIllegalAliases) {
   const std::vector<PlanRequest> requests = {
       request("input", 768, 0, 2),
-      request("x", 768, 0, 1, "input"),       // input still read at step 2
-      request("y", 512, 1, 2, "x"),           // different size
+      request("x", 768, 0, 1, "input"),  // input still read at step 2
+      request("y", 512, 1, 2, "x"),      // different size
       request("p", 256, 2, 3),
-      request("q", 256, 3, 4, "p"),           // legal: p's last use is step 3
-      request("r", 256, 3, 4, "p"),           // second in-place writer of p at the same step
-      request("late", 256, 5, 5, "q"),        // q's last use is step 4, not 5
+      request("q", 256, 3, 4, "p"),     // legal: p's last use is step 3
+      request("r", 256, 3, 4, "p"),     // second in-place writer of p at the same step
+      request("late", 256, 5, 5, "q"),  // q's last use is step 4, not 5
   };
   const MemoryPlan plan = plan_memory(requests, 256);
   EXPECT_TRUE(plan.find("x")->aliases.empty());
@@ -173,13 +173,13 @@ TEST(MemoryPlanner, RefusesIllegalAliases) {
 }
 
 TEST(MemoryPlanner, RejectsInconsistentRequests) {
-  EXPECT_THROW(plan_memory({request("a", 8, 2, 1)}), Error);             // first > last
-  EXPECT_THROW(plan_memory({request("a", 8, -1, 1)}), Error);            // negative step
+  EXPECT_THROW(plan_memory({request("a", 8, 2, 1)}), Error);   // first > last
+  EXPECT_THROW(plan_memory({request("a", 8, -1, 1)}), Error);  // negative step
   EXPECT_THROW(plan_memory({request("a", 8, 0, 1), request("a", 8, 1, 2)}), Error);  // duplicate
-  EXPECT_THROW(plan_memory({request("a", 8, 0, 1, "nope")}), Error);     // unknown alias
-  EXPECT_THROW(plan_memory({request("a", 8, 0, 1, "a")}), Error);        // self alias
-  EXPECT_THROW(plan_memory({request("", 8, 0, 1)}), Error);              // no name
-  EXPECT_THROW(plan_memory({request("a", 8, 0, 1)}, 0), Error);          // zero alignment
+  EXPECT_THROW(plan_memory({request("a", 8, 0, 1, "nope")}), Error);  // unknown alias
+  EXPECT_THROW(plan_memory({request("a", 8, 0, 1, "a")}), Error);     // self alias
+  EXPECT_THROW(plan_memory({request("", 8, 0, 1)}), Error);           // no name
+  EXPECT_THROW(plan_memory({request("a", 8, 0, 1)}, 0), Error);       // zero alignment
   try {
     plan_memory({request("a", 8, 0, 1), request("b", 8, 3, 2)});
     FAIL() << "expected Error";
