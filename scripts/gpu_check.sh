@@ -57,12 +57,21 @@ for mode in "${modes[@]}"; do
       grep -E "PASSED|FAILED|SKIPPED" "$OUT/gpu_tests.log" | tail -15
       ;;
     sanitize)
+      # racecheck does not model the mbarrier/TMA ordering inside cuBLASLt's own Hopper GEMM
+      # kernels (nvjet_*), which it reports as hazards; those kernels are excluded so the report
+      # covers cnnrt's kernels.  A full racecheck of the suite takes several minutes.
       for tool in memcheck racecheck; do
         step "compute-sanitizer $tool"
-        timeout "${CNNRT_SANITIZE_TIMEOUT:-240}" \
-          compute-sanitizer --tool "$tool" --error-exitcode 3 "$BUILD/bin/cnnrt_gpu_tests" \
-          --gtest_brief=1 ${CNNRT_SANITIZE_FILTER:+--gtest_filter=$CNNRT_SANITIZE_FILTER} \
-          > "$OUT/sanitize_$tool.log" 2>&1 || status=1
+        extra=()
+        [ "$tool" = racecheck ] && extra=(--kernel-name-exclude kns=nvjet)
+        timeout "${CNNRT_SANITIZE_TIMEOUT:-480}" \
+          compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 3 \
+          "$BUILD/bin/cnnrt_gpu_tests" --gtest_brief=1 \
+          ${CNNRT_SANITIZE_FILTER:+--gtest_filter=$CNNRT_SANITIZE_FILTER} \
+          > "$OUT/sanitize_$tool.log" 2>&1
+        rc=$?
+        [ $rc -eq 124 ] && echo "compute-sanitizer $tool: stopped at the time limit (incomplete)"
+        [ $rc -ne 0 ] && status=1
         tail -4 "$OUT/sanitize_$tool.log"
       done
       ;;
