@@ -1,5 +1,6 @@
-// Public API glue: Engine and ExecutionContext forward to the backend-specific implementations;
-// option parsing; device queries.  Nothing here knows a layer's internals.
+// Public API glue: Engine and ExecutionContext check the arguments once, then forward to the
+// backend-specific implementations; option parsing; device queries.  Nothing here knows a
+// layer's internals.
 #include <algorithm>
 #include <fstream>
 #include <sstream>

@@ -16,19 +16,17 @@
 #include <string>
 
 #include "cnnrt/error.h"
+#include "graph/ops.h"
 #include "kernels/cpu/reference.h"
 
 namespace cnnrt::ref {
 
 namespace {
 
-int pooled_extent(int in, int kernel, int stride, int pad, bool ceil_mode) {
-  const int span = in + 2 * pad - kernel;
-  if (span < 0) return 0;
-  int out = (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
-  // PyTorch: in ceil mode the last window must start inside the input or the left padding.
-  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
-  return out;
+// Output extent along one axis: the graph's own rule (PyTorch's, ceil_mode included), so the
+// reference and shape inference cannot disagree about how many outputs a pool has.
+int extent(int in, int kernel, int stride, int pad, bool ceil_mode) {
+  return static_cast<int>(pool_output_size(in, kernel, stride, pad, 1, ceil_mode));
 }
 
 void check_pool_attrs(const PoolAttrs& a, const char* what) {
@@ -41,8 +39,8 @@ void check_pool_attrs(const PoolAttrs& a, const char* what) {
 
 void maxpool2d(const float* x, int n, int c, int h, int w, const PoolAttrs& attrs, float* y) {
   check_pool_attrs(attrs, "maxpool2d");
-  const int oh = pooled_extent(h, attrs.kernel_h, attrs.stride_h, attrs.pad_h, attrs.ceil_mode);
-  const int ow = pooled_extent(w, attrs.kernel_w, attrs.stride_w, attrs.pad_w, attrs.ceil_mode);
+  const int oh = extent(h, attrs.kernel_h, attrs.stride_h, attrs.pad_h, attrs.ceil_mode);
+  const int ow = extent(w, attrs.kernel_w, attrs.stride_w, attrs.pad_w, attrs.ceil_mode);
   for (int64_t plane = 0; plane < static_cast<int64_t>(n) * c; ++plane) {
     const float* in = x + plane * h * w;
     float* out = y + plane * oh * ow;
@@ -67,8 +65,8 @@ void maxpool2d(const float* x, int n, int c, int h, int w, const PoolAttrs& attr
 
 void avgpool2d(const float* x, int n, int c, int h, int w, const PoolAttrs& attrs, float* y) {
   check_pool_attrs(attrs, "avgpool2d");
-  const int oh = pooled_extent(h, attrs.kernel_h, attrs.stride_h, attrs.pad_h, attrs.ceil_mode);
-  const int ow = pooled_extent(w, attrs.kernel_w, attrs.stride_w, attrs.pad_w, attrs.ceil_mode);
+  const int oh = extent(h, attrs.kernel_h, attrs.stride_h, attrs.pad_h, attrs.ceil_mode);
+  const int ow = extent(w, attrs.kernel_w, attrs.stride_w, attrs.pad_w, attrs.ceil_mode);
   for (int64_t plane = 0; plane < static_cast<int64_t>(n) * c; ++plane) {
     const float* in = x + plane * h * w;
     float* out = y + plane * oh * ow;

@@ -11,16 +11,16 @@
 #include <string>
 
 #include "cnnrt/error.h"
+#include "graph/ops.h"
 
 namespace cnnrt::ref {
 
 namespace {
 
-// Output extent of a convolution along one axis (PyTorch: floor division).
+// Output extent of a convolution along one axis: PyTorch's floor rule, the same arithmetic as a
+// pool without ceil_mode, so shape inference's function serves both.
 int conv_output_size(int in, int kernel, int stride, int pad, int dilation) {
-  const int effective_kernel = dilation * (kernel - 1) + 1;
-  const int span = in + 2 * pad - effective_kernel;
-  return span < 0 ? 0 : span / stride + 1;
+  return static_cast<int>(pool_output_size(in, kernel, stride, pad, dilation, false));
 }
 
 void check_conv_attrs(int c, const ConvAttrs& a) {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "cnnrt/error.h"
-#include "kernel_test_util.h"
+#include "random_test_util.h"
 #include "kernels/cpu/reference.h"
 
 namespace cnnrt {

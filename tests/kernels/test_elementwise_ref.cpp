@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "kernel_test_util.h"
+#include "random_test_util.h"
 #include "kernels/cpu/reference.h"
 
 namespace cnnrt {

@@ -3,7 +3,7 @@
 // AlexNet's classifier relies on).
 #include <gtest/gtest.h>
 
-#include "kernel_test_util.h"
+#include "random_test_util.h"
 #include "kernels/cpu/reference.h"
 
 namespace cnnrt {

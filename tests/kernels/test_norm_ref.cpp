@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "kernel_test_util.h"
+#include "random_test_util.h"
 #include "kernels/cpu/reference.h"
 
 namespace cnnrt {

@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "graph/ops.h"
-#include "kernel_test_util.h"
+#include "random_test_util.h"
 #include "kernels/cpu/reference.h"
 
 namespace cnnrt {

@@ -9,24 +9,18 @@
 
 #include "cnnrt/error.h"
 #include "kernels/cpu/reference.h"
+#include "random_test_util.h"
 #include "runtime/kernel.h"
 
 namespace cnnrt {
 namespace {
-
-std::vector<float> random_values(size_t count, std::mt19937& rng) {
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(count);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
 
 Param make_param(const std::string& role, Shape shape, std::mt19937& rng) {
   Param p;
   p.role = role;
   p.key = "test." + role;
   p.value.shape = shape;
-  p.value.data = random_values(shape_elements(shape), rng);
+  p.value.data = test::random_vector(shape_elements(shape), rng);
   return p;
 }
 
@@ -127,7 +121,7 @@ TEST(CpuKernels, FusedConvReluMaxPoolUsesWorkspaceAndMatchesUnfusedReference) {
   auto kernel = create_kernel(node);
   EXPECT_EQ(kernel->workspace_bytes(batch), sizeof(float) * 6 * 13 * 11 * batch);
   EXPECT_EQ(kernel->weight_bytes(), sizeof(float) * (6 * 2 * 9 + 6));
-  const auto x = random_values(batch * c * h * w, rng);
+  const auto x = test::random_vector(batch * c * h * w, rng);
 
   // Weights were copied at creation: changing the node afterwards must not matter.
   const std::vector<float> weight = node.params[0].value.data, bias = node.params[1].value.data;
@@ -160,7 +154,7 @@ TEST(CpuKernels, ConvWithoutEpilogueAndLinearWithRelu) {
   conv_node.params = {make_param("weight", {5, 3, 3, 2}, rng)};  // no bias
   auto conv_kernel = create_kernel(conv_node);
   EXPECT_EQ(conv_kernel->workspace_bytes(batch), 0u);
-  const auto x = random_values(batch * 3 * 9 * 7, rng);
+  const auto x = test::random_vector(batch * 3 * 9 * 7, rng);
   std::vector<float> expected(batch * 5 * 4 * 6);
   ref::conv2d(x.data(), batch, 3, 9, 7, conv_node.params[0].value.data.data(), nullptr, conv,
               expected.data());
@@ -172,7 +166,7 @@ TEST(CpuKernels, ConvWithoutEpilogueAndLinearWithRelu) {
   fc.params = {make_param("weight", {7, 13}, rng), make_param("bias", {7}, rng)};
   fc.activation = Activation::Relu;
   auto fc_kernel = create_kernel(fc);
-  const auto features = random_values(batch * 13, rng);
+  const auto features = test::random_vector(batch * 13, rng);
   std::vector<float> fc_expected(batch * 7);
   ref::linear(features.data(), batch, 13, fc.params[0].value.data.data(),
               fc.params[1].value.data.data(), 7, fc_expected.data());
@@ -190,7 +184,7 @@ TEST(CpuKernels, ReluFlattenDropoutInPlaceAndOutOfPlace) {
     const Shape out_shape = op == OpKind::Flatten ? Shape{5 * 3 * 7} : Shape{5, 3, 7};
     const Node node = make_node("layer", op, attrs, {{5, 3, 7}}, out_shape);
     auto kernel = create_kernel(node);
-    const auto x = random_values(batch * 5 * 3 * 7, rng);
+    const auto x = test::random_vector(batch * 5 * 3 * 7, rng);
     std::vector<float> expected = x;
     if (op == OpKind::Relu) ref::relu(x.data(), static_cast<int64_t>(x.size()), expected.data());
     SCOPED_TRACE(op_name(op));
@@ -208,9 +202,9 @@ TEST(CpuKernels, ReluFlattenDropoutInPlaceAndOutOfPlace) {
 TEST(CpuKernels, PoolNormAndMultiInputOpsUnpackShapes) {
   std::mt19937 rng(std::random_device{}());
   const int batch = 2, c = 3, h = 9, w = 7;
-  const auto x = random_values(batch * c * h * w, rng);
-  const auto x2 = random_values(batch * c * h * w, rng);
-  const auto x3 = random_values(batch * 2 * h * w, rng);
+  const auto x = test::random_vector(batch * c * h * w, rng);
+  const auto x2 = test::random_vector(batch * c * h * w, rng);
+  const auto x3 = test::random_vector(batch * 2 * h * w, rng);
 
   PoolAttrs pool;
   pool.kernel_h = 3;

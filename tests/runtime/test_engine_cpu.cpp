@@ -12,6 +12,7 @@
 
 #include "cnnrt/cnnrt.h"
 #include "graph/model_loader.h"
+#include "random_test_util.h"
 #include "runtime/engine_impl.h"
 #include "runtime/memory_planner.h"
 
@@ -27,13 +28,6 @@ void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace cnnrt {
 namespace {
-
-std::vector<float> random_vector(size_t count, std::mt19937& rng) {
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(count);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
 
 double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
   double num = 0, den = 0;
@@ -100,7 +94,7 @@ TEST(EngineCpu, FusedEqualsUnfusedOnRandomGraphs) {
     Graph graph = parse_model(yaml, "random.yaml");
     bind_random_weights(graph, rng());
     const int batch = 1 + static_cast<int>(rng() % 3);
-    const auto input = random_vector(size_t(batch) * channels * size * size, rng);
+    const auto input = test::random_vector(size_t(batch) * channels * size * size, rng);
     const auto fused = run_engine(graph, true, input, batch);
     const auto unfused = run_engine(graph, false, input, batch);
     ASSERT_EQ(fused.size(), unfused.size());
@@ -142,7 +136,7 @@ TEST(EngineCpu, RunAllocatesNothingAndRepeats) {
   auto engine = Engine::build(graph, options);
   auto context = engine->create_context(2);
   std::mt19937 rng(std::random_device{}());
-  const auto input = random_vector(2 * 3 * 17 * 13, rng);
+  const auto input = test::random_vector(2 * 3 * 17 * 13, rng);
   std::vector<float> first(2 * 4), second(2 * 4);
   context->run(input.data(), first.data());
   const long before = g_allocations.load();

@@ -1,5 +1,5 @@
-// Helpers shared by the reference-kernel tests: fresh random data (seed printed on failure so
-// a failing case can be replayed), tolerance comparison abs + |ref|·rel.
+// Helpers shared by the CPU tests: fresh random data (seed printed on failure so a failing
+// case can be replayed), tolerance comparison abs + |ref|·rel.
 #pragma once
 
 #include <gtest/gtest.h>
