@@ -3,7 +3,8 @@
 # Debian -dev packages: unpack the carried .deb files (scripts/fetch_gpu_deps.sh makes them)
 # into a private prefix, build for the local GPU, run the whole test suite, then optionally the
 # memory checkers and the benchmarks.
-#   scripts/gpu_check.sh [test] [sanitize] [bench] [prefetch] [compare]     (default: test)
+#   scripts/gpu_check.sh [test|gtest] [sanitize] [bench] [prefetch] [compare]   (default: test)
+# (gtest: only the GPU gtest binary; CNNRT_SKIP_LAB=1 leaves bench/conv_lab out of bench)
 # Logs and results go to $OUT/results.tgz (default OUT: ./gpu_out) — one file, so that
 # fetching tools with a file-count limit get everything.
 set -uo pipefail
@@ -59,6 +60,11 @@ for mode in "${modes[@]}"; do
       "$BUILD/bin/cnnrt_gpu_tests" --gtest_brief=1 > "$OUT/gpu_tests.log" 2>&1 || status=1
       grep -E "PASSED|FAILED|SKIPPED" "$OUT/gpu_tests.log" | tail -15
       ;;
+    gtest)
+      step "GPU gtests only"
+      "$BUILD/bin/cnnrt_gpu_tests" --gtest_brief=1 > "$OUT/gpu_tests.log" 2>&1 || status=1
+      grep -E "PASSED|FAILED|SKIPPED" "$OUT/gpu_tests.log" | tail -15
+      ;;
     sanitize)
       # memcheck over the whole GPU suite in one process.  racecheck is far slower, so it runs
       # one process per test suite, each under its own limit, and says per suite whether it
@@ -111,7 +117,7 @@ for mode in "${modes[@]}"; do
           > "$OUT/profile_b$batch.txt" 2>&1 || status=1
       done
       cat "$OUT/profile_b64.txt"
-      [ -x "$BUILD/bin/conv_lab" ] && { "$BUILD/bin/conv_lab" > "$OUT/conv_lab.txt" 2>&1 || status=1; tail -40 "$OUT/conv_lab.txt"; }
+      [ -x "$BUILD/bin/conv_lab" ] && [ -z "${CNNRT_SKIP_LAB:-}" ] && { "$BUILD/bin/conv_lab" > "$OUT/conv_lab.txt" 2>&1 || status=1; tail -40 "$OUT/conv_lab.txt"; }
       ;;
     prefetch)
       # The L2 weight prefetch's share of the L2 (CNNRT_L2_PREFETCH) at the small batches where
