@@ -13,7 +13,11 @@
 // variants only), "w" the pick of forward(..., workspace); each row is one variant's time, the
 // workspace variants' two kernels included.
 //
-// Usage: conv_lab [--iters N] [--direct]   (--direct also times the slow fallback kernel)
+// --wgmma times only the Hopper kernels instead: conv_fp16_wgmma (its own tile choice) and every
+// tile of the warp-specialised conv_fp16_wgmma_ws on AlexNet's plain convolutions (conv3,
+// conv4) at batch 64 and 256 ("*" = the ws cost model's pick).
+//
+// Usage: conv_lab [--iters N] [--direct | --wgmma]   (--direct also times the slow fallback)
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -29,6 +33,8 @@
 #include <vector>
 
 #include "kernels/cuda/conv_fp16.h"
+#include "kernels/cuda/conv_fp16_wgmma.h"
+#include "kernels/cuda/conv_fp16_wgmma_ws.h"
 #include "kernels/cuda/cuda_check.h"
 
 #ifdef CNNRT_WITH_CUDNN
@@ -182,16 +188,67 @@ double time_cudnn(cudnnHandle_t handle, const Layer& l, const ConvShape& s, int 
 }
 #endif
 
+// The --wgmma table (see the header comment).
+void run_wgmma_lab(int iters, cudaStream_t stream) {
+  using cnnrt::cuda::ConvFp16Wgmma;
+  using cnnrt::cuda::ConvFp16WgmmaWs;
+  if (!ConvFp16Wgmma::device_supported()) {
+    std::printf("wgmma kernels: not available on this device/build\n");
+    return;
+  }
+  std::mt19937 rng(54321);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  const int tiles[][2] = {{128, 128}, {128, 256}, {256, 128}};
+  for (const Layer& l : kLayers) {
+    if (l.pool) continue;
+    const ConvShape s = make_shape(l);
+    const int fan_in = l.c * l.k * l.k;
+    std::vector<float> w(size_t(l.oc) * fan_in), b(l.oc);
+    for (float& v : w) v = dist(rng) / std::sqrt(float(fan_in));
+    for (float& v : b) v = dist(rng) * 0.1f;
+    const ConvFp16Wgmma plain(s, w.data(), b.data());
+    ConvFp16WgmmaWs ws(s, w.data(), b.data());
+    for (const int batch : {64, 256}) {
+      const size_t in_count = size_t(batch) * l.h * l.w * l.c;
+      const size_t out_count = size_t(batch) * s.out_h * s.out_w * l.oc;
+      std::vector<__half> host(in_count);
+      void* x[2];
+      void* y;
+      for (void*& p : x) {
+        for (__half& v : host) v = __float2half(dist(rng));
+        CNNRT_CUDA_CHECK(cudaMalloc(&p, in_count * 2));
+        CNNRT_CUDA_CHECK(cudaMemcpy(p, host.data(), in_count * 2, cudaMemcpyHostToDevice));
+      }
+      CNNRT_CUDA_CHECK(cudaMalloc(&y, out_count * 2));
+      const double flops = 2.0 * batch * s.conv_h * s.conv_w * double(l.oc) * fan_in;
+      double ms = median_ms([&](int i) { plain.forward(x[i % 2], y, batch, stream); }, iters, stream);
+      print_row(l.name, batch, "conv_fp16_wgmma " + plain.variant(batch), ms, flops, "");
+      const std::string pick = ws.variant(batch);
+      for (const auto& tile : tiles) {
+        if (!ws.force_tile(tile[0], tile[1])) continue;
+        ms = median_ms([&](int i) { ws.forward(x[i % 2], y, batch, stream); }, iters, stream);
+        print_row(l.name, batch, "conv_fp16_wgmma_ws " + ws.variant(batch), ms, flops,
+                  ws.variant(batch) == pick ? "*" : "");
+      }
+      ws.force_tile(0, 0);
+      for (void* p : x) CNNRT_CUDA_CHECK(cudaFree(p));
+      CNNRT_CUDA_CHECK(cudaFree(y));
+    }
+  }
+}
+
 int run(int argc, char** argv) {
   int iters = 50;
-  bool with_direct = false;
+  bool with_direct = false, wgmma_only = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--iters") && i + 1 < argc)
       iters = std::max(50, std::atoi(argv[++i]));
     else if (!std::strcmp(argv[i], "--direct"))
       with_direct = true;
+    else if (!std::strcmp(argv[i], "--wgmma"))
+      wgmma_only = true;
     else {
-      std::fprintf(stderr, "usage: conv_lab [--iters N>=50] [--direct]\n");
+      std::fprintf(stderr, "usage: conv_lab [--iters N>=50] [--direct | --wgmma]\n");
       return 2;
     }
   }
@@ -206,6 +263,11 @@ int run(int argc, char** argv) {
               prop.multiProcessorCount, iters);
   cudaStream_t stream;
   CNNRT_CUDA_CHECK(cudaStreamCreate(&stream));
+  if (wgmma_only) {
+    run_wgmma_lab(iters, stream);
+    CNNRT_CUDA_CHECK(cudaStreamDestroy(stream));
+    return 0;
+  }
 #ifdef CNNRT_WITH_CUDNN
   cudnnHandle_t handle;
   LAB_CUDNN_CHECK(cudnnCreate(&handle));

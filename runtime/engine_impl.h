@@ -33,9 +33,6 @@ class ContextImpl {
   virtual std::vector<LayerProfile> compare_kernels(int iterations) = 0;
   virtual std::vector<double> benchmark(int warmup, int iterations) = 0;
   virtual const MemoryPlan& memory_plan() const = 0;
-  // How a forward runs beyond the memory plan (e.g. a CUDA context's L2 weight prefetch); ""
-  // when there is nothing to add.
-  virtual std::string describe() const { return ""; }
 };
 
 class EngineImpl;

@@ -32,12 +32,6 @@ struct KernelArgs {
   bool input_is_nchw_fp32 = false;
 };
 
-// A span of device memory (e.g. a kernel's prepacked weight matrix).
-struct DeviceRange {
-  const void* data = nullptr;
-  size_t bytes = 0;
-};
-
 class LayerKernel {
  public:
   virtual ~LayerKernel() = default;
@@ -52,10 +46,6 @@ class LayerKernel {
   // backend may then hand a first layer that alone reads the graph input the raw input and skip
   // the separate layout-conversion pass.
   virtual bool reads_nchw_fp32_input() const { return false; }
-  // The device memory run() streams its weights from, for kernels whose time at small batches is
-  // the weight read (linear layers): a CUDA context may prefetch it into L2 while earlier layers
-  // run (kernels/cuda/l2_prefetch.h).  Empty: nothing worth prefetching.
-  virtual std::vector<DeviceRange> weight_ranges() const { return {}; }
 };
 
 // Context the factory gets: the node (with bound weights and shapes) and the whole graph (for

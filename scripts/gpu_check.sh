@@ -3,7 +3,7 @@
 # Debian -dev packages: unpack the carried .deb files (scripts/fetch_gpu_deps.sh makes them)
 # into a private prefix, build for the local GPU, run the whole test suite, then optionally the
 # memory checkers and the benchmarks.
-#   scripts/gpu_check.sh [test|gtest] [sanitize] [bench] [prefetch] [compare]   (default: test)
+#   scripts/gpu_check.sh [test|gtest] [sanitize] [bench] [compare]   (default: test)
 # (gtest: only the GPU gtest binary; CNNRT_SKIP_LAB=1 leaves bench/conv_lab out of bench)
 # Logs and results go to $OUT/results.tgz (default OUT: ./gpu_out) — one file, so that
 # fetching tools with a file-count limit get everything.
@@ -117,19 +117,8 @@ for mode in "${modes[@]}"; do
           > "$OUT/profile_b$batch.txt" 2>&1 || status=1
       done
       cat "$OUT/profile_b64.txt"
+      [ -x "$BUILD/bin/conv_lab" ] && { "$BUILD/bin/conv_lab" --wgmma > "$OUT/conv_lab_wgmma.txt" 2>&1 || status=1; cat "$OUT/conv_lab_wgmma.txt"; }
       [ -x "$BUILD/bin/conv_lab" ] && [ -z "${CNNRT_SKIP_LAB:-}" ] && { "$BUILD/bin/conv_lab" > "$OUT/conv_lab.txt" 2>&1 || status=1; tail -40 "$OUT/conv_lab.txt"; }
-      ;;
-    prefetch)
-      # The L2 weight prefetch's share of the L2 (CNNRT_L2_PREFETCH) at the small batches where
-      # it is on: end-to-end latency, and fc6's time in the eager profile.
-      step "L2 weight prefetch sweep"
-      for share in 0 0.3 0.5 0.7; do
-        echo "--- CNNRT_L2_PREFETCH=$share"
-        CNNRT_L2_PREFETCH=$share "$BUILD/bin/cnnrt" bench "$ROOT/models/alexnet.yaml" --random-weights 1 \
-          --device cuda --precision fp16 --batch 1,4 --iterations 200 2>&1 | tail -6 || status=1
-        CNNRT_L2_PREFETCH=$share "$BUILD/bin/cnnrt" profile "$ROOT/models/alexnet.yaml" --random-weights 1 \
-          --device cuda --precision fp16 --batch 1 --iterations 50 2>&1 | grep -E "prefetch|^fc|^total" || status=1
-      done | tee "$OUT/prefetch_sweep.txt"
       ;;
     compare)
       step "side by side with PyTorch"

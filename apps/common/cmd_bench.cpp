@@ -39,7 +39,6 @@ int cmd_bench(const Arguments& arguments) {
 
   nlohmann::json results = nlohmann::json::array();
   std::vector<std::vector<std::string>> rows;
-  std::vector<std::string> notes;  // per batch: what the backend decided beyond the plan
   for (int64_t batch : batches) {
     const auto context = engine->create_context(static_cast<int>(batch));
     const LatencyStats stats = latency_stats(context->benchmark(warmup, iterations));
@@ -54,15 +53,10 @@ int cmd_bench(const Arguments& arguments) {
                        {"p90_ms", stats.p90_ms},
                        {"images_per_s", images_per_s},
                        {"arena_bytes", arena},
-                       {"weight_bytes", engine->weight_bytes()},
-                       {"notes", context->describe()}});
-    if (!context->describe().empty())
-      notes.push_back("batch " + std::to_string(batch) + ": " + context->describe());
+                       {"weight_bytes", engine->weight_bytes()}});
   }
   std::cout << format_text_table(
       {"batch", "median ms", "min ms", "p90 ms", "images/s", "arena MiB", "weights MiB"}, rows);
-  if (!notes.empty()) std::cout << "\n";
-  for (const std::string& note : notes) std::cout << note << "\n";
   if (!json_path.empty()) {
     const nlohmann::json report = {{"model", engine->model().name},
                                    {"device", to_string(device.device)},

@@ -38,9 +38,8 @@ int cmd_profile(const Arguments& arguments) {
   const DeviceInfo info = device_info(device.device);
   const std::string precision = to_string(engine->precision());
   std::cout << "model " << engine->model().name << ", device " << device.summary << ", precision "
-            << precision << ", batch " << batch << ", median of " << iterations << " runs\n";
-  if (!context->describe().empty()) std::cout << context->describe() << "\n";
-  std::cout << "\n" << format_profile_table(layers, info);
+            << precision << ", batch " << batch << ", median of " << iterations << " runs\n\n"
+            << format_profile_table(layers, info);
   if (args.has("--compare")) {
     std::cout << "\nevery candidate kernel per layer:\n" << format_compare_table(candidates, info);
   }
@@ -54,7 +53,6 @@ int cmd_profile(const Arguments& arguments) {
                              {"batch", batch},
                              {"iterations", iterations},
                              {"total_ms", total},
-                             {"notes", context->describe()},
                              {"layers", nlohmann::json::array()}};
     for (const LayerProfile& layer : layers) report["layers"].push_back(layer_json(layer, total));
     if (args.has("--compare")) {

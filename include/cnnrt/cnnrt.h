@@ -126,9 +126,6 @@ class ExecutionContext {
   std::vector<double> benchmark(int warmup, int iterations);
   const MemoryPlan& memory_plan() const;
   size_t arena_bytes() const;
-  // Backend decisions that shape a forward beyond the memory plan, one per line (CUDA: the L2
-  // weight prefetch); "" when there are none.
-  std::string describe() const;
 
   explicit ExecutionContext(std::unique_ptr<ContextImpl> impl);
   ContextImpl& impl() const { return *impl_; }

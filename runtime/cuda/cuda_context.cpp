@@ -12,10 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
 #include <limits>
-#include <sstream>
 #include <string>
 
 #ifdef CNNRT_WITH_NVTX
@@ -23,7 +20,6 @@
 #endif
 
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/l2_prefetch.h"
 #include "kernels/cuda/layout.h"
 
 namespace cnnrt::cuda {
@@ -119,28 +115,6 @@ bool first_step_reads_staging(const EngineImpl& engine) {
   return true;
 }
 
-// Share of the L2 the weight prefetch may fill: CNNRT_L2_PREFETCH when set (0 turns it off),
-// else kDefaultPrefetchShare.  Half the L2: the rest stays for the activations and for the lines
-// the weight-bound layer itself streams through.
-constexpr double kDefaultPrefetchShare = 0.5;
-double prefetch_share() {
-  const char* text = std::getenv("CNNRT_L2_PREFETCH");
-  if (text == nullptr || *text == '\0') return kDefaultPrefetchShare;
-  char* end = nullptr;
-  const double share = std::strtod(text, &end);
-  if (end == text || *end != '\0' || !(share >= 0.0 && share <= 0.9))
-    throw Error(std::string("CNNRT_L2_PREFETCH must be a share of the L2 cache from 0 to 0.9, got '") +
-                text + "'");
-  return share;
-}
-
-std::string megabytes(double bytes) {
-  std::ostringstream text;
-  text.precision(1);
-  text << std::fixed << bytes / 1e6 << " MB";
-  return text.str();
-}
-
 }  // namespace
 
 EventHandle make_event() {
@@ -202,7 +176,6 @@ CudaContext::CudaContext(const EngineImpl& engine, int batch) : engine_(engine),
       requests.push_back({engine.steps[i].node->name + ".workspace", workspace, i, i, ""});
   }
   plan_ = plan_memory(requests);
-  plan_prefetch();
 
   // Weights were uploaded at build on other streams (pageable copies may still be in flight)
   // and our stream is non-blocking, so it would not wait for them: settle everything once here.
@@ -212,16 +185,6 @@ CudaContext::CudaContext(const EngineImpl& engine, int batch) : engine_(engine),
   cudaStream_t stream = nullptr;
   CNNRT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   stream_.reset(stream);
-  if (!prefetch_.empty()) {
-    cudaStream_t side = nullptr;
-    CNNRT_CUDA_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
-    prefetch_stream_.reset(side);
-    cudaEvent_t fork = nullptr, join = nullptr;
-    CNNRT_CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
-    prefetch_fork_.reset(fork);
-    CNNRT_CUDA_CHECK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
-    prefetch_join_.reset(join);
-  }
   try {
     // Zero once so no kernel ever reads uninitialised bytes (e.g. padding it does not own).
     if (plan_.arena_bytes > 0)
@@ -318,65 +281,8 @@ void CudaContext::enqueue_output_conversion() {
   padded_rows_fp16_to_fp32(output_tensor_ptr_, output_staging_, rows, features, stream_.get());
 }
 
-void CudaContext::plan_prefetch() {
-  int device = 0, l2_bytes = 0;
-  CNNRT_CUDA_CHECK(cudaGetDevice(&device));
-  CNNRT_CUDA_CHECK(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device));
-  const double share = prefetch_share();
-  const double budget = share * l2_bytes - static_cast<double>(plan_.arena_bytes);
-  // Only when the activations take a small part of the L2: at larger batches the layers before
-  // the weight-bound ones stream their own activations through it and would evict the lines.
-  if (share == 0.0 || l2_bytes <= 0 || plan_.arena_bytes * 4 > size_t(l2_bytes) || budget <= 0) {
-    prefetch_note_ = share == 0.0 ? "L2 weight prefetch: off (CNNRT_L2_PREFETCH=0)"
-                                  : "L2 weight prefetch: off (activations " +
-                                        megabytes(plan_.arena_bytes) + " of a " +
-                                        megabytes(l2_bytes) + " L2)";
-    return;
-  }
-  std::vector<std::vector<DeviceRange>> per_step;
-  for (const Step& step : engine_.steps) per_step.push_back(step.kernel->weight_ranges());
-  prefetch_ = plan_l2_prefetch(per_step, static_cast<size_t>(budget));
-  if (prefetch_.empty()) {
-    prefetch_note_ = "L2 weight prefetch: off (no layer streams its weights)";
-    return;
-  }
-  // Name the layers whose weights are (partly) covered, for the note.
-  std::string layers;
-  double covered = 0;
-  for (size_t i = 0; i < engine_.steps.size(); ++i)
-    for (const DeviceRange& range : per_step[i])
-      for (const DeviceRange& planned : prefetch_) {
-        const char* begin = static_cast<const char*>(range.data);
-        const char* at = static_cast<const char*>(planned.data);
-        if (at >= begin && at < begin + range.bytes) {
-          layers += (layers.empty() ? "" : ", ") + engine_.steps[i].node->name;
-          covered += static_cast<double>(planned.bytes);
-        }
-      }
-  prefetch_note_ = "L2 weight prefetch: " + megabytes(covered) + " of the weights of " + layers +
-                   " (" + std::to_string(static_cast<int>(share * 100 + 0.5)) + "% of a " +
-                   megabytes(l2_bytes) + " L2, less the activations), fetched beside the layers "
-                   "before them";
-}
-
-std::string CudaContext::describe() const { return prefetch_note_; }
-
-void CudaContext::enqueue_prefetch_fork() {
-  if (prefetch_.empty()) return;
-  CNNRT_CUDA_CHECK(cudaEventRecord(prefetch_fork_.get(), stream_.get()));
-  CNNRT_CUDA_CHECK(cudaStreamWaitEvent(prefetch_stream_.get(), prefetch_fork_.get(), 0));
-  l2_prefetch(prefetch_, prefetch_stream_.get());
-  CNNRT_CUDA_CHECK(cudaEventRecord(prefetch_join_.get(), prefetch_stream_.get()));
-}
-
-void CudaContext::enqueue_prefetch_join() {
-  if (prefetch_.empty()) return;
-  CNNRT_CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), prefetch_join_.get(), 0));
-}
-
 void CudaContext::enqueue_forward(bool annotate) {
   NvtxRange forward_range(annotate ? "forward" : nullptr);
-  enqueue_prefetch_fork();
   enqueue_input_conversion();
   for (size_t i = 0; i < engine_.steps.size(); ++i) {
     const Step& step = engine_.steps[i];
@@ -387,7 +293,6 @@ void CudaContext::enqueue_forward(bool annotate) {
       throw Error(layer_prefix(*step.node) + error.what());
     }
   }
-  enqueue_prefetch_join();
   enqueue_output_conversion();
 }
 
@@ -445,7 +350,6 @@ std::vector<LayerProfile> CudaContext::profile(int iterations) {
   for (size_t run = 0; run < runs; ++run) {
     fill_random_input();
     NvtxRange forward_range("profile forward");
-    enqueue_prefetch_fork();  // as in the graph, so the weight-bound layers time as they run
     enqueue_input_conversion();
     for (size_t i = 0; i < steps; ++i) {
       const Step& step = engine_.steps[i];
@@ -459,7 +363,6 @@ std::vector<LayerProfile> CudaContext::profile(int iterations) {
       }
       CNNRT_CUDA_CHECK(cudaEventRecord(events[pair + 1].get(), stream_.get()));
     }
-    enqueue_prefetch_join();
     enqueue_output_conversion();
   }
   synchronize();

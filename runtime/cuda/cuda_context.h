@@ -11,12 +11,6 @@
 // (LayerKernel::reads_nchw_fp32_input, e.g. conv_fp16_s2d for AlexNet conv1), the conversion
 // pass is skipped, step 0 reads the staging buffer with KernelArgs::input_is_nchw_fp32, and the
 // plan holds no fp16 "input" tensor: one launch and a padded fp16 copy of the input saved.
-// L2 weight prefetch: when the activations leave most of the L2 free (small batches), each
-// forward forks a side branch that asks the L2 to fetch the first weights of the weight-bound
-// layers (LayerKernel::weight_ranges, in execution order, up to a budget) while the layers
-// before them run; it joins before the output conversion.  Decided once at creation; the
-// CNNRT_L2_PREFETCH environment variable (fraction of the L2, 0 = off) overrides the default
-// budget, for measuring it.  describe() says what was decided.
 // Kernel arguments are resolved to arena pointers once, at creation; graph replays reuse them.
 // Handles are RAII so a constructor that throws half-way leaks nothing.
 #pragma once
@@ -70,7 +64,6 @@ class CudaContext final : public ContextImpl {
   std::vector<LayerProfile> compare_kernels(int iterations) override;
   std::vector<double> benchmark(int warmup, int iterations) override;
   const MemoryPlan& memory_plan() const override { return plan_; }
-  std::string describe() const override;
 
  private:
   void* tensor_pointer(const std::string& name) const;  // throws when the plan lacks it
@@ -80,9 +73,6 @@ class CudaContext final : public ContextImpl {
   void convert_input_into(void* target);
   void enqueue_input_conversion();  // into the "input" tensor; nothing when input_fused_
   void enqueue_output_conversion();
-  void plan_prefetch();         // fills prefetch_ (creation)
-  void enqueue_prefetch_fork();  // side branch: prefetch; nothing when prefetch_ is empty
-  void enqueue_prefetch_join();  // stream_ waits for the side branch
   // The whole forward on stream_.  annotate adds NVTX ranges (eager runs only, never captured).
   void enqueue_forward(bool annotate);
   void capture_graph();
@@ -101,8 +91,6 @@ class CudaContext final : public ContextImpl {
   StreamHandle stream_;
   GraphHandle graph_;
   GraphExecHandle graph_exec_;
-  StreamHandle prefetch_stream_;  // the side branch (joined into stream_ every forward)
-  EventHandle prefetch_fork_, prefetch_join_;
 
   float* input_staging_ = nullptr;   // fp32 NCHW, what run() copies in
   float* output_staging_ = nullptr;  // fp32, what run() copies out
@@ -112,8 +100,6 @@ class CudaContext final : public ContextImpl {
   const void* output_tensor_ptr_ = nullptr;
   std::vector<KernelArgs> step_args_;  // one per engine step, pointers into the arena
   uint32_t random_seed_ = 0x5eed1234u;
-  std::vector<DeviceRange> prefetch_;  // planned L2 prefetch, empty when off
-  std::string prefetch_note_;          // what plan_prefetch decided and why
 };
 
 }  // namespace cnnrt::cuda

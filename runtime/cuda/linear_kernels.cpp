@@ -6,11 +6,8 @@
 // known per context, so the choice cannot be made at build time).  The factory packs the weight
 // once: fp16, padded to multiples of 8, and — when the input is an NHWC flatten of [C, H, W] —
 // with its columns permuted to the flatten's (h, w, c) order (cuda_registry.h).
-#include <cuda_fp16.h>
-
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "kernels/cuda/linear_fp16.h"
 #include "runtime/cuda/cuda_registry.h"
@@ -40,10 +37,6 @@ class LinearFp16Kernel final : public LayerKernel {
     return uses_gemv(batch) ? 0 : LtGemm::kWorkspaceBytes;
   }
   size_t weight_bytes() const override { return weights_.bytes(); }
-  // The fp16 matrix every batch streams in full (the biases are tiny).
-  std::vector<DeviceRange> weight_ranges() const override {
-    return {{weights_.weight(), sizeof(__half) * weights_.rows_pad() * weights_.cols_pad()}};
-  }
   std::string variant() const override {
     switch (mode_) {
       case LinearMode::Gemm:

@@ -206,7 +206,7 @@ TEST(ConvWgmmaWs, TileChoiceFollowsBatch) {
   EXPECT_EQ(conv.variant(), "wgmma_ws_(per batch)");  // a refused force changes nothing
   ASSERT_TRUE(conv.force_tile(256, 128));
   EXPECT_EQ(conv.variant(), "wgmma_ws_256x128x64_s4");
-  EXPECT_EQ(conv.ctas(64), (64LL * 169 + 255) / 256);
+  EXPECT_EQ(conv.ctas(64), (64LL * 169 + 255) / 256 * 2);  // M tiles x 2 N tiles of 128
   ASSERT_TRUE(conv.force_tile(128, 128));
   EXPECT_EQ(conv.variant(7), "wgmma_ws_128x128x64_s6");
   ASSERT_TRUE(conv.force_tile(0, 0));

@@ -17,7 +17,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <map>
@@ -273,68 +272,6 @@ TEST(CudaInputFusion, ConversionSkippedExactlyWhenStepZeroAloneReadsTheInputAsFp
   auto twice_engine = build(twice, Device::CUDA);
   EXPECT_EQ(twice_engine->impl().steps[0].entry->name, "conv_fp16_s2d");
   EXPECT_EQ(twice_engine->impl().steps[1].entry->name, "conv_fp16_s2d");
-}
-
-// Sets an environment variable for one scope and restores what was there before.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    const char* old = std::getenv(name);
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (had_)
-      setenv(name_, old_.c_str(), 1);
-    else
-      unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  bool had_ = false;
-  std::string old_;
-};
-
-// The L2 weight prefetch (runtime/cuda/cuda_context.h) is a side branch of the forward that
-// writes nothing: outputs with and without it are bitwise equal, each context reports what it
-// decided, and a malformed CNNRT_L2_PREFETCH is an error naming the variable.
-TEST(CudaL2Prefetch, ReportedAndChangesNoResult) {
-  SKIP_WITHOUT_GPU();
-  const Graph graph = make_graph(kModels[kConv1LikeModel]);
-  auto gpu = build(graph, Device::CUDA);
-  const std::vector<float> input = random_input(*gpu, 1, 77u);
-  auto with = gpu->create_context(1);
-  EXPECT_EQ(with->describe().rfind("L2 weight prefetch: ", 0), 0u) << with->describe();
-  EXPECT_NE(with->describe().find("fc1"), std::string::npos) << with->describe();
-  std::vector<float> with_output(output_count(*gpu, 1), std::nanf(""));
-  with->run(input.data(), with_output.data());
-  std::vector<float> without_output(with_output.size(), std::nanf(""));
-  {
-    ScopedEnv off("CNNRT_L2_PREFETCH", "0");
-    auto without = gpu->create_context(1);
-    EXPECT_NE(without->describe().find("off"), std::string::npos) << without->describe();
-    without->run(input.data(), without_output.data());
-  }
-  ASSERT_EQ(std::memcmp(with_output.data(), without_output.data(),
-                        with_output.size() * sizeof(float)),
-            0);
-  // Profiled forwards fork and join the branch too; a later run is unchanged.
-  EXPECT_EQ(with->profile(3).size(), gpu->impl().steps.size());
-  std::vector<float> again(with_output.size(), std::nanf(""));
-  with->run(input.data(), again.data());
-  EXPECT_EQ(std::memcmp(again.data(), with_output.data(), again.size() * sizeof(float)), 0);
-  for (const char* bad : {"abc", "0.95", "-0.1", "0.5x"}) {
-    ScopedEnv env("CNNRT_L2_PREFETCH", bad);
-    try {
-      gpu->create_context(1);
-      ADD_FAILURE() << "CNNRT_L2_PREFETCH=" << bad << " was accepted";
-    } catch (const Error& error) {
-      EXPECT_NE(std::string(error.what()).find("CNNRT_L2_PREFETCH"), std::string::npos)
-          << error.what();
-    }
-  }
 }
 
 // Shared fixture for the context-level checks, fused, batch 3: the branchy model (input
