@@ -30,7 +30,8 @@ step() { echo; echo "=== $* ($(date +%T))"; }
 step "device"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$OUT/device.txt"
 # A tree copied without .git names its commit in the COMMIT file (see the README's GPU notes).
-export CNNRT_COMMIT="${CNNRT_COMMIT:-$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || cat "$ROOT/COMMIT" 2>/dev/null || echo unknown)}"
+# The COMMIT file wins: a copy inside another checkout would otherwise report that checkout's HEAD.
+export CNNRT_COMMIT="${CNNRT_COMMIT:-$(cat "$ROOT/COMMIT" 2>/dev/null || git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 echo "commit $CNNRT_COMMIT" | tee -a "$OUT/device.txt"
 
 step "unpack dependencies"

@@ -27,15 +27,6 @@
 //    allocate in L1 they hit there anyway.
 //  * R grows with the batch (1, 2, 4) so each input vector loaded feeds R rows: at batch 8 that
 //    keeps the L1 traffic for x within L1 bandwidth.
-//  * Programmatic dependent launch (Hopper): at batch 1 the three linear layers are back-to-back
-//    short kernels, and each boundary costs a launch plus a DRAM round trip before the next
-//    kernel's first loads are in flight (fc7 and fc8 run at 2.5 and 1.1 TB/s).  On devices that
-//    support it the GEMV is launched with programmatic stream serialisation: its blocks may
-//    start while the previous kernel drains, ask the L2 for their first round of weight lines
-//    (weights never depend on the previous layer), then wait (griddepcontrol.wait) for the
-//    previous kernel's completion and memory flush before reading x or writing y; each block
-//    allows its own dependents to launch as soon as it has started.  Only the sm_90 image has
-//    the wait, so the host turns the attribute on only when that image is the one loaded.
 //  * fp32 accumulation, fp16 output, fp32 bias + ReLU fused; padded rows have zero weights and
 //    bias, so they come out zero.  No allocation, no host sync: graph-capturable.
 //
@@ -203,27 +194,9 @@ __global__ void __launch_bounds__(kGemvBlockWarps * 32)
 #pragma unroll
     for (int b = 0; b < kBatch; ++b) acc[r][b] = 0.0f;
 
-  const uint4* w_rows = weight + static_cast<int64_t>(row0) * k_vectors;
-  const int stride = 32 * split;  // 16-byte vectors between this warp's consecutive chunks
-#if __CUDA_ARCH__ >= 900
-  // Programmatic dependent launch (design note): warm the first round of weight lines in L2
-  // while the previous kernel may still run, then wait for it before touching x or y.
   if (row0 < rows) {
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u)
-#pragma unroll
-      for (int r = 0; r < kRows; ++r) {
-        const int idx = slice * 32 + lane + stride * u;
-        if (idx < k_vectors)
-          asm volatile("prefetch.global.L2 [%0];" ::"l"(w_rows + static_cast<int64_t>(r) * k_vectors +
-                                                       idx));
-      }
-  }
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-
-  if (row0 < rows) {
+    const uint4* w_rows = weight + static_cast<int64_t>(row0) * k_vectors;
+    const int stride = 32 * split;  // 16-byte vectors between this warp's consecutive chunks
     int v = slice * 32 + lane;
     for (; v + stride * (kUnroll - 1) < k_vectors; v += stride * kUnroll)
       gemv_round<kBatch, kRows, kUnroll, false>(w_rows, x, k_vectors, v, stride, acc);
@@ -263,24 +236,10 @@ void launch_gemv(const GemmWeights& wts, bool relu, const void* x, void* y, int 
   const int rows = wts.rows_pad();
   const int rows_per_block = kGemvBlockWarps / split * kRows;
   const int blocks = (rows + rows_per_block - 1) / rows_per_block;
-  // Programmatic dependent launch only when the loaded image is the sm_90 one, which waits for
-  // the previous kernel (design note); older images run in plain stream order.
-  cudaFuncAttributes image{};
-  CNNRT_CUDA_CHECK(cudaFuncGetAttributes(&image, gemv_kernel<kBatch>));
-  cudaLaunchAttribute pdl[1];
-  pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  pdl[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(blocks);
-  config.blockDim = dim3(kGemvBlockWarps * 32);
-  config.dynamicSmemBytes = 0;
-  config.stream = stream;
-  config.attrs = pdl;
-  config.numAttrs = image.binaryVersion >= 90 ? 1 : 0;
-  CNNRT_CUDA_CHECK(cudaLaunchKernelEx(&config, gemv_kernel<kBatch>,
-                                      static_cast<const uint4*>(wts.weight()), wts.bias_fp32(),
-                                      static_cast<const uint4*>(x), static_cast<__half*>(y), rows,
-                                      wts.cols_pad() / 8, split, relu));
+  gemv_kernel<kBatch><<<blocks, kGemvBlockWarps * 32, 0, stream>>>(
+      static_cast<const uint4*>(wts.weight()), wts.bias_fp32(), static_cast<const uint4*>(x),
+      static_cast<__half*>(y), rows, wts.cols_pad() / 8, split, relu);
+  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 int current_sm_count() {
