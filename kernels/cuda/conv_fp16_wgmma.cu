@@ -56,6 +56,7 @@
 #include "cnnrt/error.h"
 #include "kernels/cuda/conv_fp16_wgmma.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/wgmma_conv_common.h"
 #include "kernels/cuda/wgmma_ptx.cuh"
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -70,21 +71,8 @@ constexpr int kBK = 64;   // halves per k-tile: one 128-byte swizzled row
 constexpr int kThreads = 256;
 constexpr int kStages = 4;
 
-struct WgmmaParams {
-  const __half* x = nullptr;
-  const __half* w = nullptr;    // [out_c][w_k]
-  const float* bias = nullptr;  // [out_c] (zeros when the layer has none)
-  __half* y = nullptr;
-  int in_h = 0, in_w = 0, in_c = 0;  // in_c == channel stride (in_c % 8 == 0)
-  int conv_h = 0, conv_w = 0;
-  int kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
-  int c_chunks = 0;  // in_c / 8
-  int k_chunks = 0;  // real K in 8-chunks: kh * kw * c_chunks
-  int k_tiles = 0;   // w_k / kBK
-  int w_k = 0;
-  int out_c = 0;
-  int relu = 0;
-  int m_total = 0;  // batch * conv_h * conv_w
+// The shared geometry (wgmma_conv_common.h; w/bias rows = out_c), then the fused pool.
+struct WgmmaParams : WgmmaConvParams {
   // Fused max-pool (POOL instances): window/stride/padding, pooled extent, and the CTA tiling:
   // blockIdx.x = (image * tiles_y + tile_y) * tiles_x + tile_x owns pooled outputs
   // [tile_y * tile_ph, +tile_ph) x [tile_x * tile_pw, +tile_pw), whose windows cover the conv
@@ -570,15 +558,9 @@ void launch(bool pool, const dim3& grid, size_t smem, const WgmmaParams& p, cuda
 }  // namespace
 
 bool ConvFp16Wgmma::supports(const ConvShape& s) {
-  const ConvAttrs& a = s.conv;
-  if (!(a.groups == 1 && a.dilation_h == 1 && a.dilation_w == 1 && s.in_c > 0 && s.in_c % 8 == 0 &&
-        s.out_c > 0 && s.out_c % 64 == 0 && a.out_channels == s.out_c && a.kernel_h > 0 &&
-        a.kernel_w > 0 && a.stride_h > 0 && a.stride_w > 0 && a.pad_h >= 0 && a.pad_w >= 0 &&
-        s.in_h > 0 && s.in_w > 0 && s.conv_h > 0 && s.conv_w > 0))
-    return false;
-  // The small-batch fallback (ConvFp16) must serve the shape too; it also validates the pool
-  // attributes (pad <= kernel / 2, non-empty output).  One pool window must fit the 128 rows.
-  if (!ConvFp16::supports(s)) return false;
+  // The common rule (the ConvFp16 fallback's check also validates the pool attributes: pad <=
+  // kernel / 2, non-empty output); one pool window must fit the 128 rows.
+  if (!wgmma_conv_shape_ok(s)) return false;
   if (s.pool) {
     const PoolAttrs& pa = *s.pool;
     if (pa.kernel_h * pa.kernel_w > wgmma_detail::kBM || s.out_h <= 0 || s.out_w <= 0) return false;
@@ -625,30 +607,12 @@ ConvFp16Wgmma::ConvFp16Wgmma(const ConvShape& shape_in, const float* weight, con
   if (!device_supported())
     throw Error("conv_fp16_wgmma: needs a compute capability 9.0 device and the sm_90a build");
   if (weight == nullptr) throw Error("conv_fp16_wgmma: no weight");
-  const ConvAttrs& a = s.conv;
   // 128 where it divides (conv3/conv4, measured); 192 serves out_c = 192 (conv2) in one N tile,
   // so the A gather is done once per pixel instead of three times; else 64.
   m.bn = s.out_c % 128 == 0 ? 128 : s.out_c % 192 == 0 ? 192 : 64;
 
   WgmmaParams& p = m.base;
-  p.in_h = s.in_h;
-  p.in_w = s.in_w;
-  p.in_c = s.in_c;
-  p.conv_h = s.conv_h;
-  p.conv_w = s.conv_w;
-  p.kh = a.kernel_h;
-  p.kw = a.kernel_w;
-  p.sh = a.stride_h;
-  p.sw = a.stride_w;
-  p.ph = a.pad_h;
-  p.pw = a.pad_w;
-  p.c_chunks = s.in_c / 8;
-  p.k_chunks = a.kernel_h * a.kernel_w * p.c_chunks;
-  const int k_real = p.k_chunks * 8;
-  p.w_k = (k_real + wgmma_detail::kBK - 1) / wgmma_detail::kBK * wgmma_detail::kBK;
-  p.k_tiles = p.w_k / wgmma_detail::kBK;
-  p.out_c = s.out_c;
-  p.relu = s.relu ? 1 : 0;
+  fill_wgmma_conv_params(s, wgmma_detail::kBK, p);
   p.out_h = s.out_h;
   p.out_w = s.out_w;
   if (s.pool) {
@@ -674,24 +638,7 @@ ConvFp16Wgmma::ConvFp16Wgmma(const ConvShape& shape_in, const float* weight, con
     throw Error("conv_fp16_wgmma: the device offers too little shared memory per block");
   if (m.pool()) enumerate_pool_tilings(m);
 
-  // [out_c][w_k], k = (ky * kw + kx) * in_c + c, zero K tail.
-  std::vector<__half> w_host(size_t(s.out_c) * p.w_k, __float2half(0.f));
-  for (int o = 0; o < s.out_c; ++o)
-    for (int c = 0; c < s.in_c; ++c)
-      for (int ky = 0; ky < a.kernel_h; ++ky)
-        for (int kx = 0; kx < a.kernel_w; ++kx)
-          w_host[size_t(o) * p.w_k + (size_t(ky) * a.kernel_w + kx) * s.in_c + c] = __float2half_rn(
-              weight[((size_t(o) * s.in_c + c) * a.kernel_h + ky) * a.kernel_w + kx]);
-  std::vector<float> b_host(s.out_c, 0.f);
-  if (bias != nullptr) std::memcpy(b_host.data(), bias, sizeof(float) * s.out_c);
-
-  m.bytes = w_host.size() * sizeof(__half) + b_host.size() * sizeof(float);
-  CNNRT_CUDA_CHECK(cudaMalloc(&m.w, w_host.size() * sizeof(__half)));
-  CNNRT_CUDA_CHECK(cudaMalloc(&m.bias, b_host.size() * sizeof(float)));
-  CNNRT_CUDA_CHECK(
-      cudaMemcpy(m.w, w_host.data(), w_host.size() * sizeof(__half), cudaMemcpyHostToDevice));
-  CNNRT_CUDA_CHECK(
-      cudaMemcpy(m.bias, b_host.data(), b_host.size() * sizeof(float), cudaMemcpyHostToDevice));
+  m.bytes = upload_wgmma_weights(s, weight, bias, p.w_k, s.out_c, &m.w, &m.bias);
   p.w = m.w;
   p.bias = m.bias;
   // Pool: the row-streaming tilings need up to the device limit; the attribute only permits,

@@ -66,7 +66,8 @@ class ConvFp16Wgmma {
   std::unique_ptr<ConvFp16WgmmaImpl> impl_;
 };
 
-// Adds the "conv_fp16_wgmma" registry entry (defined in runtime/cuda/conv_wgmma_kernels.cpp).
+// Adds the "conv_fp16_wgmma" and "conv_fp16_wgmma_ws" registry entries (defined in
+// runtime/cuda/conv_wgmma_kernels.cpp).
 void register_wgmma_conv_kernels(KernelRegistry& registry);
 
 }  // namespace cnnrt::cuda

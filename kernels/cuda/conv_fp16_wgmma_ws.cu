@@ -79,6 +79,7 @@
 #include "kernels/cuda/conv_fp16_wgmma.h"
 #include "kernels/cuda/conv_fp16_wgmma_ws.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/wgmma_conv_common.h"
 #include "kernels/cuda/wgmma_ptx.cuh"
 
 namespace cnnrt::cuda {
@@ -96,22 +97,8 @@ static_assert(kProducerThreads * kProducerRegs + kConsumerThreads * kConsumerReg
               "setmaxnreg.inc would wait forever for registers the CTA does not own");
 constexpr int kWRowAlign = 256;  // weight rows padded to the largest BN
 
-struct WsParams {
-  const __half* x = nullptr;
-  const __half* w = nullptr;    // [w_rows][w_k]
-  const float* bias = nullptr;  // [w_rows] (zeros where the layer has none)
-  __half* y = nullptr;
-  int in_h = 0, in_w = 0, in_c = 0;  // in_c == channel stride (in_c % 8 == 0)
-  int conv_h = 0, conv_w = 0;
-  int kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
-  int c_chunks = 0;  // in_c / 8
-  int k_chunks = 0;  // real K in 8-chunks: kh * kw * c_chunks
-  int k_tiles = 0;   // w_k / kBK
-  int w_k = 0;
-  int out_c = 0;
-  int relu = 0;
-  int m_total = 0;  // batch * conv_h * conv_w
-};
+// The shared geometry (wgmma_conv_common.h); weight and bias rows padded to kWRowAlign.
+using WsParams = WgmmaConvParams;
 
 constexpr size_t stage_bytes(int bm, int bn) { return size_t(bm + bn) * 128; }
 constexpr size_t smem_bytes(int bm, int bn, int stages) {
@@ -411,14 +398,8 @@ std::string tile_name(int t) {
 }  // namespace
 
 bool ConvFp16WgmmaWs::supports(const ConvShape& s) {
-  const ConvAttrs& a = s.conv;
-  if (s.pool) return false;  // plain convs only: the pooled ones stay with conv_fp16_wgmma
-  if (!(a.groups == 1 && a.dilation_h == 1 && a.dilation_w == 1 && s.in_c > 0 && s.in_c % 8 == 0 &&
-        s.out_c > 0 && s.out_c % 64 == 0 && a.out_channels == s.out_c && a.kernel_h > 0 &&
-        a.kernel_w > 0 && a.stride_h > 0 && a.stride_w > 0 && a.pad_h >= 0 && a.pad_w >= 0 &&
-        s.in_h > 0 && s.in_w > 0 && s.conv_h > 0 && s.conv_w > 0))
-    return false;
-  return ConvFp16::supports(s);  // the small-batch fallback must serve the shape too
+  // Plain convs only: the pooled ones stay with conv_fp16_wgmma.
+  return !s.pool && wgmma_conv_shape_ok(s);
 }
 
 bool ConvFp16WgmmaWs::device_supported() {
@@ -440,26 +421,8 @@ ConvFp16WgmmaWs::ConvFp16WgmmaWs(const ConvShape& shape_in, const float* weight,
   if (!device_supported())
     throw Error("conv_fp16_wgmma_ws: needs a compute capability 9.0 device and the sm_90a build");
   if (weight == nullptr) throw Error("conv_fp16_wgmma_ws: no weight");
-  const ConvAttrs& a = s.conv;
   WsParams& p = m.base;
-  p.in_h = s.in_h;
-  p.in_w = s.in_w;
-  p.in_c = s.in_c;
-  p.conv_h = s.conv_h;
-  p.conv_w = s.conv_w;
-  p.kh = a.kernel_h;
-  p.kw = a.kernel_w;
-  p.sh = a.stride_h;
-  p.sw = a.stride_w;
-  p.ph = a.pad_h;
-  p.pw = a.pad_w;
-  p.c_chunks = s.in_c / 8;
-  p.k_chunks = a.kernel_h * a.kernel_w * p.c_chunks;
-  constexpr int kBK = wgmma_ws_detail::kBK;
-  p.w_k = (p.k_chunks * 8 + kBK - 1) / kBK * kBK;
-  p.k_tiles = p.w_k / kBK;
-  p.out_c = s.out_c;
-  p.relu = s.relu ? 1 : 0;
+  fill_wgmma_conv_params(s, wgmma_ws_detail::kBK, p);
 
   int device = 0, sms = 0, optin = 0;
   CNNRT_CUDA_CHECK(cudaGetDevice(&device));
@@ -470,26 +433,10 @@ ConvFp16WgmmaWs::ConvFp16WgmmaWs(const ConvShape& shape_in, const float* weight,
   prepare_kernel<1>(size_t(optin));
   prepare_kernel<2>(size_t(optin));
 
-  // [w_rows][w_k], k = (ky * kw + kx) * in_c + c; zero K tail and zero rows past out_c.
+  // Rows padded to the largest BN, so every tile reads real (zero) memory past out_c.
   const int w_rows = (s.out_c + wgmma_ws_detail::kWRowAlign - 1) / wgmma_ws_detail::kWRowAlign *
                      wgmma_ws_detail::kWRowAlign;
-  std::vector<__half> w_host(size_t(w_rows) * p.w_k, __float2half(0.f));
-  for (int o = 0; o < s.out_c; ++o)
-    for (int c = 0; c < s.in_c; ++c)
-      for (int ky = 0; ky < a.kernel_h; ++ky)
-        for (int kx = 0; kx < a.kernel_w; ++kx)
-          w_host[size_t(o) * p.w_k + (size_t(ky) * a.kernel_w + kx) * s.in_c + c] = __float2half_rn(
-              weight[((size_t(o) * s.in_c + c) * a.kernel_h + ky) * a.kernel_w + kx]);
-  std::vector<float> b_host(w_rows, 0.f);
-  if (bias != nullptr) std::memcpy(b_host.data(), bias, sizeof(float) * s.out_c);
-
-  m.bytes = w_host.size() * sizeof(__half) + b_host.size() * sizeof(float);
-  CNNRT_CUDA_CHECK(cudaMalloc(&m.w, w_host.size() * sizeof(__half)));
-  CNNRT_CUDA_CHECK(cudaMalloc(&m.bias, b_host.size() * sizeof(float)));
-  CNNRT_CUDA_CHECK(
-      cudaMemcpy(m.w, w_host.data(), w_host.size() * sizeof(__half), cudaMemcpyHostToDevice));
-  CNNRT_CUDA_CHECK(
-      cudaMemcpy(m.bias, b_host.data(), b_host.size() * sizeof(float), cudaMemcpyHostToDevice));
+  m.bytes = upload_wgmma_weights(s, weight, bias, p.w_k, w_rows, &m.w, &m.bias);
   p.w = m.w;
   p.bias = m.bias;
 }

@@ -16,10 +16,6 @@
 
 #include "kernels/cuda/conv_fp16.h"
 
-namespace cnnrt {
-class KernelRegistry;
-}
-
 namespace cnnrt::cuda {
 
 class ConvFp16WgmmaWsImpl;
@@ -60,8 +56,5 @@ class ConvFp16WgmmaWs {
  private:
   std::unique_ptr<ConvFp16WgmmaWsImpl> impl_;
 };
-
-// Adds the "conv_fp16_wgmma_ws" registry entry (runtime/cuda/conv_wgmma_ws_kernels.cpp).
-void register_wgmma_ws_conv_kernels(KernelRegistry& registry);
 
 }  // namespace cnnrt::cuda

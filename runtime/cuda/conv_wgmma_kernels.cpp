@@ -1,41 +1,50 @@
-// Registry entry of the experimental Hopper wgmma convolution (kernels/cuda/conv_fp16_wgmma.h).
+// Registry entries of the Hopper wgmma convolutions: "conv_fp16_wgmma"
+// (kernels/cuda/conv_fp16_wgmma.h) and its warp-specialised form "conv_fp16_wgmma_ws"
+// (kernels/cuda/conv_fp16_wgmma_ws.h).
 //
-// A thin adapter like conv_fp16_igemm's (runtime/cuda/conv_kernels.cpp): supports() rebuilds
-// the ConvShape from the fused node, refuses a node whose derived output disagrees with the
-// graph's inferred shape (so the kernel can never write outside the planned buffer), applies the
-// kernel's shape rule, and finally the device rule — compute capability 9.0 with the sm_90a
-// image loaded — which is queried once and cached (supports() gets only the node).
-// Priority 15: above conv_fp16_igemm (10), measured faster on conv3/conv4 (H200, run 4).
+// One thin adapter serves both, like conv_fp16_igemm's (runtime/cuda/conv_kernels.cpp):
+// supports() rebuilds the ConvShape from the fused node, refuses a node whose derived output
+// disagrees with the graph's inferred shape (so the kernel can never write outside the planned
+// buffer), applies the kernel's shape rule, and finally the device rule — compute capability 9.0
+// with the sm_90a image loaded — which is queried once and cached (supports() gets only the node).
 //
-// Small batches: a 128-row tile per CTA and no split-K leave most SMs idle at batch 1-8, where
-// the mma.sync kernel's split-K variants win.  So the layer keeps a ConvFp16 of the same shape
-// as a fallback and picks per run: wgmma when its grid is at least one CTA per SM (SM count read
-// once at build), else ConvFp16 with its workspace.  The workspace it reports is the fallback's
-// at the largest batch that still takes the fallback, so large batches reserve nothing extra.
+// Small batches: 128-row tiles and no split-K leave most SMs idle at batch 1-8, where the
+// mma.sync kernel's split-K variants win.  So the layer keeps a ConvFp16 of the same shape as a
+// fallback and picks per run: the wgmma kernel when its grid fills the SMs (fallback_grid: for
+// conv_fp16_wgmma its launch grid; for the ws kernel the 128x128 grid, since its cost model may
+// pick a larger tile with fewer CTAs than SMs on purpose), else ConvFp16 with its workspace.  The
+// workspace reported is the fallback's at the largest batch that still takes the fallback, so
+// large batches reserve nothing extra.
 #include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
 
 #include "kernels/cuda/conv_fp16_wgmma.h"
+#include "kernels/cuda/conv_fp16_wgmma_ws.h"
 #include "kernels/cuda/cuda_check.h"
 #include "runtime/cuda/cuda_registry.h"
 
 namespace cnnrt::cuda {
 namespace {
 
-std::optional<ConvShape> wgmma_shape_of(const Node& node) {
+long long fallback_grid(const ConvFp16Wgmma& conv, int batch) { return conv.ctas(batch); }
+long long fallback_grid(const ConvFp16WgmmaWs& conv, int batch) { return conv.max_ctas(batch); }
+
+template <class Conv>
+std::optional<ConvShape> served_shape(const Node& node) {
   std::optional<ConvShape> shape = conv_shape_of(node);
-  if (!shape || !ConvFp16Wgmma::supports(*shape)) return std::nullopt;
+  if (!shape || !Conv::supports(*shape)) return std::nullopt;
   return shape;
 }
 
-class ConvFp16WgmmaKernel final : public LayerKernel {
+template <class Conv>
+class WgmmaWithFallback final : public LayerKernel {
  public:
-  ConvFp16WgmmaKernel(const ConvShape& shape, const float* weight, const float* bias)
+  WgmmaWithFallback(const ConvShape& shape, const float* weight, const float* bias)
       : conv_(shape, weight, bias), fallback_(shape, weight, bias), sms_(sm_count()) {
-    // Largest batch that still runs the fallback (ctas() grows with the batch).
-    while (conv_.ctas(fallback_max_batch_ + 1) < sms_) ++fallback_max_batch_;
+    // Largest batch that still runs the fallback (the grid grows with the batch).
+    while (fallback_grid(conv_, fallback_max_batch_ + 1) < sms_) ++fallback_max_batch_;
   }
   void run(const KernelArgs& args) override {
     const auto stream = static_cast<cudaStream_t>(args.stream);
@@ -61,22 +70,24 @@ class ConvFp16WgmmaKernel final : public LayerKernel {
     CNNRT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
     return sms;
   }
-  ConvFp16Wgmma conv_;
+  Conv conv_;
   ConvFp16 fallback_;
   int sms_ = 1;
   int fallback_max_batch_ = 0;
 };
 
-std::unique_ptr<LayerKernel> create_conv_fp16_wgmma(const KernelBuildContext& context) {
+// `name` and `needs` word the errors: which entry, and its shape rule in words.
+template <class Conv>
+std::unique_ptr<LayerKernel> create_wgmma(const KernelBuildContext& context, const char* name,
+                                          const char* needs) {
   const Node& node = context.node;
   ErrorSite site = node_site(context);
-  const std::optional<ConvShape> shape = wgmma_shape_of(node);
+  const std::optional<ConvShape> shape = served_shape<Conv>(node);
   if (!shape)
+    throw_error(site, std::string(name) + " does not serve this conv (needs " + needs + ")");
+  if (!Conv::device_supported())
     throw_error(site,
-                "conv_fp16_wgmma does not serve this conv (needs groups 1, dilation 1, "
-                "in_c % 8 == 0, out_c % 64 == 0, a pool window of <= 128 pixels)");
-  if (!ConvFp16Wgmma::device_supported())
-    throw_error(site, "conv_fp16_wgmma needs a compute capability 9.0 GPU and the sm_90a build");
+                std::string(name) + " needs a compute capability 9.0 GPU and the sm_90a build");
   const Param* weight = node.find_param("weight");
   const size_t weight_elements =
       static_cast<size_t>(shape->out_c) * shape->in_c * shape->conv.kernel_h * shape->conv.kernel_w;
@@ -93,26 +104,43 @@ std::unique_ptr<LayerKernel> create_conv_fp16_wgmma(const KernelBuildContext& co
     throw_error(site, "conv bias has " + std::to_string(bias->value.data.size()) +
                           " values, expected " + std::to_string(shape->out_c));
   }
-  return std::make_unique<ConvFp16WgmmaKernel>(*shape, weight->value.data.data(),
-                                               has_bias ? bias->value.data.data() : nullptr);
+  return std::make_unique<WgmmaWithFallback<Conv>>(*shape, weight->value.data.data(),
+                                                   has_bias ? bias->value.data.data() : nullptr);
+}
+
+template <class Conv>
+void add_wgmma_entry(KernelRegistry& registry, const char* name, const char* needs, int priority) {
+  KernelEntry entry;
+  entry.name = name;
+  entry.op = OpKind::Conv;
+  entry.device = Device::CUDA;
+  entry.precision = Precision::FP16;
+  entry.priority = priority;
+  entry.supports = [](const Node& node) {
+    return served_shape<Conv>(node).has_value() && Conv::device_supported();
+  };
+  entry.create = [name, needs](const KernelBuildContext& context) {
+    return create_wgmma<Conv>(context, name, needs);
+  };
+  registry.add(std::move(entry));
 }
 
 }  // namespace
 
 void register_wgmma_conv_kernels(KernelRegistry& registry) {
-  KernelEntry entry;
-  entry.name = "conv_fp16_wgmma";
-  entry.op = OpKind::Conv;
-  entry.device = Device::CUDA;
-  entry.precision = Precision::FP16;
   // Above conv_fp16_igemm (10): on an H200 it was 1.33-1.39x faster on conv3/conv4 at batch
   // 64 and 256 (docs/PERFORMANCE.md, run 4) and passed every GPU test.
-  entry.priority = 15;
-  entry.supports = [](const Node& node) {
-    return wgmma_shape_of(node).has_value() && ConvFp16Wgmma::device_supported();
-  };
-  entry.create = create_conv_fp16_wgmma;
-  registry.add(std::move(entry));
+  add_wgmma_entry<ConvFp16Wgmma>(registry, "conv_fp16_wgmma",
+                                 "groups 1, dilation 1, in_c % 8 == 0, out_c % 64 == 0, a pool "
+                                 "window of <= 128 pixels",
+                                 15);
+  // Below conv_fp16_wgmma: measured slower on conv3 and only 1.04-1.05x faster on conv4
+  // (H200, docs/PERFORMANCE.md run 10), so a candidate in `cnnrt profile --compare`, not the
+  // default.
+  add_wgmma_entry<ConvFp16WgmmaWs>(registry, "conv_fp16_wgmma_ws",
+                                   "groups 1, dilation 1, in_c % 8 == 0, out_c % 64 == 0, no fused "
+                                   "pool",
+                                   14);
 }
 
 }  // namespace cnnrt::cuda

@@ -4,14 +4,12 @@
 // flattened_source_shape lives here rather than with the linear kernels because it encodes the
 // backend's layout rule (flatten emits features in (h, w, c) order, cuda_registry.h), which any
 // kernel reading a flattened vector by feature index must honour.
-#include "kernels/cuda/conv_fp16_wgmma_ws.h"
 #include "runtime/cuda/cuda_registry.h"
 
 namespace cnnrt {
 
 void register_cuda_kernels(KernelRegistry& registry) {
   cuda::register_conv_kernels(registry);
-  cuda::register_wgmma_ws_conv_kernels(registry);
   cuda::register_linear_kernels(registry);
   cuda::register_misc_kernels(registry);
   cuda::register_baseline_kernels(registry);

@@ -21,6 +21,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cnnrt/error.h"
@@ -31,100 +32,28 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/space_to_depth.h"
 #include "runtime/cuda/cuda_registry.h"
+#include "wgmma_test_cases.h"
 
 namespace cnnrt::cuda {
 namespace {
 
-// Compute capability 9.x present: the kernel cases run; otherwise they skip.
-bool hopper_present() {
-  if (!test::cuda_device_present()) return false;
-  int device = 0, major = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess)
-    return false;
-  return major == 9;
-}
-
-#define REQUIRE_HOPPER() \
-  if (!hopper_present()) GTEST_SKIP() << "no compute capability 9.x device"
-
-struct WCase {
-  int batch, c, h, w, oc, k, stride, pad;
-  bool relu, bias;
-};
-
-std::string describe(const WCase& t) {
-  std::ostringstream s;
-  s << "n" << t.batch << " c" << t.c << " " << t.h << "x" << t.w << " -> oc" << t.oc << " k" << t.k
-    << " s" << t.stride << " p" << t.pad << (t.relu ? " relu" : "") << (t.bias ? " bias" : "");
-  return s.str();
-}
-
-ConvAttrs attrs_of(const WCase& t) {
-  ConvAttrs a;
-  a.out_channels = t.oc;
-  a.kernel_h = a.kernel_w = t.k;
-  a.stride_h = a.stride_w = t.stride;
-  a.pad_h = a.pad_w = t.pad;
-  return a;
-}
-
-ConvShape shape_of(const WCase& t) {
-  ConvShape s;
-  s.in_c = t.c;
-  s.in_h = t.h;
-  s.in_w = t.w;
-  s.out_c = t.oc;
-  s.conv = attrs_of(t);
-  s.relu = t.relu;
-  s.derive();
-  return s;
-}
+using namespace wgmma_test;
 
 void check_case(const WCase& t, uint32_t seed) {
   SCOPED_TRACE(describe(t));
   ASSERT_TRUE(ConvFp16Wgmma::device_supported())
       << "compute capability 9.0 device but no sm_90a image: is 90 in CMAKE_CUDA_ARCHITECTURES?";
-  std::mt19937 rng(seed);
   const ConvShape shape = shape_of(t);
   ASSERT_TRUE(ConvFp16Wgmma::supports(shape));
-  const int oh = shape.out_h, ow = shape.out_w;
-  const std::vector<float> x = test::random_fp16_values(size_t(t.batch) * t.c * t.h * t.w, rng);
-  // Weights scaled so outputs stay O(1) whatever K is (fp16 output keeps its precision).
-  const float w_scale = 1.0f / std::sqrt(float(t.c * t.k * t.k));
-  const std::vector<float> weight =
-      test::random_fp16_values(size_t(t.oc) * t.c * t.k * t.k, rng, -w_scale, w_scale);
-  const std::vector<float> bias = test::random_fp16_values(t.oc, rng, -0.5f, 0.5f);
-
-  std::vector<float> expected(size_t(t.batch) * t.oc * oh * ow);
-  ref::conv2d(x.data(), t.batch, t.c, t.h, t.w, weight.data(), t.bias ? bias.data() : nullptr,
-              shape.conv, expected.data());
-  if (t.relu) ref::relu(expected.data(), int64_t(expected.size()), expected.data());
-
-  const ConvFp16Wgmma conv(shape, weight.data(), t.bias ? bias.data() : nullptr);
-  test::DeviceMem d_x(test::to_nhwc(x, t.batch, t.c, t.h, t.w));
-  test::DeviceMem d_y(size_t(t.batch) * oh * ow * test::pad8(t.oc) * sizeof(__half));
+  const CaseData d = make_data(t, shape, seed);
+  const ConvFp16Wgmma conv(shape, d.weight.data(), t.bias ? d.bias.data() : nullptr);
+  test::DeviceMem d_x(test::to_nhwc(d.x, t.batch, t.c, t.h, t.w));
+  test::DeviceMem d_y(size_t(t.batch) * shape.out_h * shape.out_w * test::pad8(t.oc) *
+                      sizeof(__half));
   conv.forward(d_x.get(), d_y.get(), t.batch, nullptr);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-
-  int64_t bad_padding = 0;
-  const std::vector<float> actual =
-      test::from_nhwc(d_y.halves(), t.batch, t.oc, oh, ow, &bad_padding);
-  EXPECT_EQ(bad_padding, 0);
-  const double err = test::rel_l2(actual, expected);
-  EXPECT_LE(err, 2e-3) << "variant " << conv.variant();
-  float max_ref = 0.f;
-  for (float v : expected) max_ref = std::max(max_ref, std::fabs(v));
-  int64_t bad = 0;
-  size_t first_bad = 0;
-  for (size_t i = 0; i < actual.size(); ++i) {
-    const float tol = 4e-3f * std::fabs(expected[i]) + 2e-3f * max_ref;
-    if (!(std::fabs(actual[i] - expected[i]) <= tol)) {  // NaN fails too
-      if (bad++ == 0) first_bad = i;
-    }
-  }
-  EXPECT_EQ(bad, 0) << "first bad element " << first_bad << ": got " << actual[first_bad]
-                    << ", expected " << expected[first_bad];
+  expect_close(d_y.halves(), d.expected, t.batch, t.oc, shape.out_h, shape.out_w,
+               "variant " + conv.variant());
 }
 
 TEST(ConvWgmma, AlexNetConv3MatchesReference) {
@@ -156,32 +85,6 @@ TEST(ConvWgmma, OddShapesMatchReference) {
 }
 
 // ---- registry rules -------------------------------------------------------------------------
-
-Node make_node(const WCase& t, int groups = 1, int dilation = 1, bool pool = false) {
-  Node node;
-  node.name = "conv_under_test";
-  node.op = OpKind::Conv;
-  ConvAttrs a = attrs_of(t);
-  a.groups = groups;
-  a.dilation_h = a.dilation_w = dilation;
-  node.attrs = a;
-  node.inputs = {"input"};
-  node.input_shapes = {{t.c, t.h, t.w}};
-  const int64_t oh = pool_output_size(t.h, t.k, t.stride, t.pad, dilation, false);
-  const int64_t ow = pool_output_size(t.w, t.k, t.stride, t.pad, dilation, false);
-  node.output_shape = {t.oc, oh, ow};
-  node.activation = t.relu ? Activation::Relu : Activation::None;
-  if (pool) {
-    PoolAttrs p;
-    p.kernel_h = p.kernel_w = 3;
-    p.stride_h = p.stride_w = 2;
-    node.fused_maxpool = p;
-    node.pre_pool_shape = node.output_shape;
-    node.output_shape = {t.oc, pool_output_size(oh, 3, 2, 0, 1, false),
-                         pool_output_size(ow, 3, 2, 0, 1, false)};
-  }
-  return node;
-}
 
 TEST(ConvWgmma, RegistryEntryIsLowPriorityFp16Conv) {
   const KernelEntry* entry = KernelRegistry::instance().find("conv_fp16_wgmma");
@@ -311,45 +214,13 @@ ConvShape shape_of(const PCase& t) {
 }
 
 // Random fp16-exact input / weight / bias and the reference conv -> relu -> maxpool output.
-struct PoolData {
-  std::vector<float> x, weight, bias, expected;
-};
-
-PoolData make_pool_data(const WCase& t, const ConvShape& shape, uint32_t seed) {
-  std::mt19937 rng(seed);
-  PoolData d;
-  d.x = test::random_fp16_values(size_t(t.batch) * t.c * t.h * t.w, rng);
-  const float w_scale = 1.0f / std::sqrt(float(t.c * t.k * t.k));
-  d.weight = test::random_fp16_values(size_t(t.oc) * t.c * t.k * t.k, rng, -w_scale, w_scale);
-  d.bias = test::random_fp16_values(t.oc, rng, -0.5f, 0.5f);
-  std::vector<float> conv_out(size_t(t.batch) * t.oc * shape.conv_h * shape.conv_w);
-  ref::conv2d(d.x.data(), t.batch, t.c, t.h, t.w, d.weight.data(), t.bias ? d.bias.data() : nullptr,
-              shape.conv, conv_out.data());
-  if (t.relu) ref::relu(conv_out.data(), int64_t(conv_out.size()), conv_out.data());
-  d.expected.assign(size_t(t.batch) * t.oc * shape.out_h * shape.out_w, 0.f);
-  ref::maxpool2d(conv_out.data(), t.batch, t.oc, shape.conv_h, shape.conv_w, *shape.pool,
-                 d.expected.data());
+CaseData make_pool_data(const WCase& t, const ConvShape& shape, uint32_t seed) {
+  CaseData d = make_data(t, shape_of(t), seed);  // conv (+ relu), before the pool
+  std::vector<float> pooled(size_t(t.batch) * t.oc * shape.out_h * shape.out_w, 0.f);
+  ref::maxpool2d(d.expected.data(), t.batch, t.oc, shape.conv_h, shape.conv_w, *shape.pool,
+                 pooled.data());
+  d.expected = std::move(pooled);
   return d;
-}
-
-// Output (NHWC fp16, NaN-poisoned before the launch) against the reference: padding channels +0,
-// rel L2 <= 2e-3, per element |y - ref| <= 4e-3 |ref| + 2e-3 max|ref| (NaN fails).
-void expect_close(const std::vector<__half>& y, const std::vector<float>& expected, int batch,
-                  int oc, int oh, int ow, const std::string& what) {
-  int64_t bad_padding = 0;
-  const std::vector<float> actual = test::from_nhwc(y, batch, oc, oh, ow, &bad_padding);
-  EXPECT_EQ(bad_padding, 0) << what;
-  EXPECT_LE(test::rel_l2(actual, expected), 2e-3) << what;
-  float max_ref = 0.f;
-  for (float v : expected) max_ref = std::max(max_ref, std::fabs(v));
-  int64_t bad = 0;
-  size_t first_bad = 0;
-  for (size_t i = 0; i < actual.size(); ++i)
-    if (!(std::fabs(actual[i] - expected[i]) <= 4e-3f * std::fabs(expected[i]) + 2e-3f * max_ref) &&
-        bad++ == 0)
-      first_bad = i;
-  EXPECT_EQ(bad, 0) << what << ": first bad element " << first_bad << ": got " << actual[first_bad]
-                    << ", expected " << expected[first_bad];
 }
 
 void check_pool_case(const PCase& t, uint32_t seed) {
@@ -358,7 +229,7 @@ void check_pool_case(const PCase& t, uint32_t seed) {
   const ConvShape shape = shape_of(t);
   ASSERT_TRUE(ConvFp16Wgmma::supports(shape));
   const WCase& c = t.conv;
-  const PoolData d = make_pool_data(c, shape, seed);
+  const CaseData d = make_pool_data(c, shape, seed);
   const ConvFp16Wgmma conv(shape, d.weight.data(), c.bias ? d.bias.data() : nullptr);
   EXPECT_NE(conv.variant().find("_pool"), std::string::npos) << conv.variant();
   test::DeviceMem d_x(test::to_nhwc(d.x, c.batch, c.c, c.h, c.w));
@@ -410,7 +281,7 @@ int check_pool_tilings(const PCase& t, uint32_t seed) {
   const ConvShape shape = shape_of(t);
   EXPECT_TRUE(ConvFp16Wgmma::supports(shape));
   const WCase& c = t.conv;
-  const PoolData d = make_pool_data(c, shape, seed);
+  const CaseData d = make_pool_data(c, shape, seed);
   ConvFp16Wgmma conv(shape, d.weight.data(), c.bias ? d.bias.data() : nullptr);
   test::DeviceMem d_x(test::to_nhwc(d.x, c.batch, c.c, c.h, c.w));
   const int oh = shape.out_h, ow = shape.out_w;
@@ -542,7 +413,7 @@ TEST(ConvWgmma, SmallBatchDispatchMatchesReference) {
     WCase t = probe;
     t.batch = batch;
     SCOPED_TRACE("batch " + std::to_string(batch));
-    const PoolData d = make_pool_data(t, shape, 300 + batch);
+    const CaseData d = make_pool_data(t, shape, 300 + batch);
     Node node = make_node(t, 1, 1, /*pool=*/true);
     node.params.push_back(test::make_param("weight", {t.oc, t.c, 3, 3}, d.weight));
     node.params.push_back(test::make_param("bias", {t.oc}, d.bias));
@@ -583,7 +454,7 @@ TEST(ConvWgmma, SpaceToDepthEntryUsesWgmmaAndMatchesReference) {
     WCase t = conv1;
     t.batch = batch;
     SCOPED_TRACE("batch " + std::to_string(batch));
-    const PoolData d = make_pool_data(t, shape, 400 + batch);
+    const CaseData d = make_pool_data(t, shape, 400 + batch);
     Node node = make_node(t, 1, 1, /*pool=*/true);
     node.params.push_back(test::make_param("weight", {t.oc, t.c, t.k, t.k}, d.weight));
     node.params.push_back(test::make_param("bias", {t.oc}, d.bias));

@@ -7,9 +7,8 @@
 // Every case runs once per tile config (force_tile: 128x128 s6, 128x256 s4, 256x128 s4) and once
 // with the cost model's choice.  Inputs, weights and biases are fresh random fp16-representable
 // values, so the only differences from the reference are fp32 accumulation order and the final
-// fp16 rounding.  Tolerances (those of test_conv_wgmma.cpp): rel L2 <= 2e-3 and per element
-// |y - ref| <= 4e-3 |ref| + 2e-3 max|ref| (catches a wrong tile edge or a swizzle slip an L2 norm
-// could hide).  Outputs are NaN-poisoned before each launch, so every element must be written.
+// fp16 rounding.  Tolerances (wgmma_test_cases.h, shared with test_conv_wgmma.cpp): rel L2 <=
+// 2e-3 and per element |y - ref| <= 4e-3 |ref| + 2e-3 max|ref|.  Outputs are NaN-poisoned before each launch, so every element must be written.
 // Shapes: AlexNet conv3/conv4 at batch 1 and 3 (conv4: 54 k-tiles, the 4-slot ring wraps 13
 // times, so the mbarrier phase bookkeeping flips many times), odd ones (H, W 7/13/17; in_c
 // 8/24/192/384; out_c 64/192/256/320 — BN not dividing out_c reads the zero-padded weight rows
@@ -33,21 +32,12 @@
 #include "kernels/cuda/conv_fp16_wgmma_ws.h"
 #include "kernels/cuda/cuda_check.h"
 #include "runtime/cuda/cuda_registry.h"
+#include "wgmma_test_cases.h"
 
 namespace cnnrt::cuda {
 namespace {
 
-bool hopper_present() {
-  if (!test::cuda_device_present()) return false;
-  int device = 0, major = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess)
-    return false;
-  return major == 9;
-}
-
-#define REQUIRE_HOPPER() \
-  if (!hopper_present()) GTEST_SKIP() << "no compute capability 9.x device"
+using namespace wgmma_test;
 
 int sm_count() {
   int device = 0, sms = 0;
@@ -58,76 +48,6 @@ int sm_count() {
 
 // The tiles the kernel builds; {0, 0}: the cost model.
 const std::pair<int, int> kTiles[] = {{128, 128}, {128, 256}, {256, 128}, {0, 0}};
-
-struct WCase {
-  int batch, c, h, w, oc, k, stride, pad;
-  bool relu, bias;
-};
-
-std::string describe(const WCase& t) {
-  std::ostringstream s;
-  s << "n" << t.batch << " c" << t.c << " " << t.h << "x" << t.w << " -> oc" << t.oc << " k" << t.k
-    << " s" << t.stride << " p" << t.pad << (t.relu ? " relu" : "") << (t.bias ? " bias" : "");
-  return s.str();
-}
-
-ConvAttrs attrs_of(const WCase& t) {
-  ConvAttrs a;
-  a.out_channels = t.oc;
-  a.kernel_h = a.kernel_w = t.k;
-  a.stride_h = a.stride_w = t.stride;
-  a.pad_h = a.pad_w = t.pad;
-  return a;
-}
-
-ConvShape shape_of(const WCase& t) {
-  ConvShape s;
-  s.in_c = t.c;
-  s.in_h = t.h;
-  s.in_w = t.w;
-  s.out_c = t.oc;
-  s.conv = attrs_of(t);
-  s.relu = t.relu;
-  s.derive();
-  return s;
-}
-
-struct CaseData {
-  std::vector<float> x, weight, bias, expected;
-};
-
-CaseData make_data(const WCase& t, const ConvShape& shape, uint32_t seed) {
-  std::mt19937 rng(seed);
-  CaseData d;
-  d.x = test::random_fp16_values(size_t(t.batch) * t.c * t.h * t.w, rng);
-  // Weights scaled so outputs stay O(1) whatever K is (fp16 output keeps its precision).
-  const float w_scale = 1.0f / std::sqrt(float(t.c * t.k * t.k));
-  d.weight = test::random_fp16_values(size_t(t.oc) * t.c * t.k * t.k, rng, -w_scale, w_scale);
-  d.bias = test::random_fp16_values(t.oc, rng, -0.5f, 0.5f);
-  d.expected.resize(size_t(t.batch) * t.oc * shape.out_h * shape.out_w);
-  ref::conv2d(d.x.data(), t.batch, t.c, t.h, t.w, d.weight.data(), t.bias ? d.bias.data() : nullptr,
-              shape.conv, d.expected.data());
-  if (t.relu) ref::relu(d.expected.data(), int64_t(d.expected.size()), d.expected.data());
-  return d;
-}
-
-void expect_close(const std::vector<__half>& y, const std::vector<float>& expected, int batch,
-                  int oc, int oh, int ow, const std::string& what) {
-  int64_t bad_padding = 0;
-  const std::vector<float> actual = test::from_nhwc(y, batch, oc, oh, ow, &bad_padding);
-  EXPECT_EQ(bad_padding, 0) << what;
-  EXPECT_LE(test::rel_l2(actual, expected), 2e-3) << what;
-  float max_ref = 0.f;
-  for (float v : expected) max_ref = std::max(max_ref, std::fabs(v));
-  int64_t bad = 0;
-  size_t first_bad = 0;
-  for (size_t i = 0; i < actual.size(); ++i)
-    if (!(std::fabs(actual[i] - expected[i]) <= 4e-3f * std::fabs(expected[i]) + 2e-3f * max_ref) &&
-        bad++ == 0)  // NaN fails too
-      first_bad = i;
-  EXPECT_EQ(bad, 0) << what << ": first bad element " << first_bad << " of " << actual.size()
-                    << ": got " << actual[first_bad] << ", expected " << expected[first_bad];
-}
 
 // Runs `t` with every tile forced and with the cost model; one reference for all.
 void check_case(const WCase& t, uint32_t seed) {
@@ -214,32 +134,6 @@ TEST(ConvWgmmaWs, TileChoiceFollowsBatch) {
 }
 
 // ---- registry rules -------------------------------------------------------------------------
-
-Node make_node(const WCase& t, int groups = 1, int dilation = 1, bool pool = false) {
-  Node node;
-  node.name = "conv_under_test";
-  node.op = OpKind::Conv;
-  ConvAttrs a = attrs_of(t);
-  a.groups = groups;
-  a.dilation_h = a.dilation_w = dilation;
-  node.attrs = a;
-  node.inputs = {"input"};
-  node.input_shapes = {{t.c, t.h, t.w}};
-  const int64_t oh = pool_output_size(t.h, t.k, t.stride, t.pad, dilation, false);
-  const int64_t ow = pool_output_size(t.w, t.k, t.stride, t.pad, dilation, false);
-  node.output_shape = {t.oc, oh, ow};
-  node.activation = t.relu ? Activation::Relu : Activation::None;
-  if (pool) {
-    PoolAttrs p;
-    p.kernel_h = p.kernel_w = 3;
-    p.stride_h = p.stride_w = 2;
-    node.fused_maxpool = p;
-    node.pre_pool_shape = node.output_shape;
-    node.output_shape = {t.oc, pool_output_size(oh, 3, 2, 0, 1, false),
-                         pool_output_size(ow, 3, 2, 0, 1, false)};
-  }
-  return node;
-}
 
 TEST(ConvWgmmaWs, RegistryEntryIsFp16ConvBelowWgmma) {
   const KernelEntry* entry = KernelRegistry::instance().find("conv_fp16_wgmma_ws");

@@ -1,0 +1,146 @@
+// Shared by the GPU tests of the two Hopper wgmma convolutions (test_conv_wgmma.cpp,
+// test_conv_wgmma_ws.cpp): the Hopper check, the case description, its ConvShape and registry
+// node, the CPU reference and the comparison with its stated tolerances.
+//
+// Reference: ref::conv2d -> ref::relu (double accumulation) on fresh random fp16-representable
+// inputs, weights (scaled by 1/sqrt(fan-in) so outputs stay O(1) whatever K is) and biases; the
+// only differences from a kernel are fp32 accumulation order and the final fp16 rounding.
+// Tolerances: rel L2 ||y - ref|| / ||ref|| <= 2e-3 (fp16 output rounding alone gives ~3e-4), and
+// per element |y - ref| <= 4e-3 |ref| + 2e-3 max|ref| (catches a wrong tile edge or a swizzle
+// slip that an L2 norm could hide); NaN fails both, and padding channels must be +0.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "fp16_test_util.h"
+#include "graph/ir.h"
+#include "graph/ops.h"
+#include "kernels/cpu/reference.h"
+#include "kernels/cuda/conv_fp16.h"
+
+namespace cnnrt::cuda::wgmma_test {
+
+// Compute capability 9.x present: the kernel cases run; otherwise they skip.
+inline bool hopper_present() {
+  if (!test::cuda_device_present()) return false;
+  int device = 0, major = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess)
+    return false;
+  return major == 9;
+}
+
+#define REQUIRE_HOPPER()                        \
+  if (!::cnnrt::cuda::wgmma_test::hopper_present()) \
+  GTEST_SKIP() << "no compute capability 9.x device"
+
+struct WCase {
+  int batch, c, h, w, oc, k, stride, pad;
+  bool relu, bias;
+};
+
+inline std::string describe(const WCase& t) {
+  std::ostringstream s;
+  s << "n" << t.batch << " c" << t.c << " " << t.h << "x" << t.w << " -> oc" << t.oc << " k" << t.k
+    << " s" << t.stride << " p" << t.pad << (t.relu ? " relu" : "") << (t.bias ? " bias" : "");
+  return s.str();
+}
+
+inline ConvAttrs attrs_of(const WCase& t) {
+  ConvAttrs a;
+  a.out_channels = t.oc;
+  a.kernel_h = a.kernel_w = t.k;
+  a.stride_h = a.stride_w = t.stride;
+  a.pad_h = a.pad_w = t.pad;
+  return a;
+}
+
+inline ConvShape shape_of(const WCase& t) {
+  ConvShape s;
+  s.in_c = t.c;
+  s.in_h = t.h;
+  s.in_w = t.w;
+  s.out_c = t.oc;
+  s.conv = attrs_of(t);
+  s.relu = t.relu;
+  s.derive();
+  return s;
+}
+
+// One case's random data and its CPU reference output (NCHW).
+struct CaseData {
+  std::vector<float> x, weight, bias, expected;
+};
+
+inline CaseData make_data(const WCase& t, const ConvShape& shape, uint32_t seed) {
+  std::mt19937 rng(seed);
+  CaseData d;
+  d.x = test::random_fp16_values(size_t(t.batch) * t.c * t.h * t.w, rng);
+  const float w_scale = 1.0f / std::sqrt(float(t.c * t.k * t.k));
+  d.weight = test::random_fp16_values(size_t(t.oc) * t.c * t.k * t.k, rng, -w_scale, w_scale);
+  d.bias = test::random_fp16_values(t.oc, rng, -0.5f, 0.5f);
+  d.expected.resize(size_t(t.batch) * t.oc * shape.out_h * shape.out_w);
+  ref::conv2d(d.x.data(), t.batch, t.c, t.h, t.w, d.weight.data(), t.bias ? d.bias.data() : nullptr,
+              shape.conv, d.expected.data());
+  if (t.relu) ref::relu(d.expected.data(), int64_t(d.expected.size()), d.expected.data());
+  return d;
+}
+
+// y: the kernel's NHWC fp16 output; the tolerances of the header comment.
+inline void expect_close(const std::vector<__half>& y, const std::vector<float>& expected,
+                         int batch, int oc, int oh, int ow, const std::string& what) {
+  int64_t bad_padding = 0;
+  const std::vector<float> actual = test::from_nhwc(y, batch, oc, oh, ow, &bad_padding);
+  EXPECT_EQ(bad_padding, 0) << what;
+  EXPECT_LE(test::rel_l2(actual, expected), 2e-3) << what;
+  float max_ref = 0.f;
+  for (float v : expected) max_ref = std::max(max_ref, std::fabs(v));
+  int64_t bad = 0;
+  size_t first_bad = 0;
+  for (size_t i = 0; i < actual.size(); ++i)
+    if (!(std::fabs(actual[i] - expected[i]) <= 4e-3f * std::fabs(expected[i]) + 2e-3f * max_ref) &&
+        bad++ == 0)  // NaN fails too
+      first_bad = i;
+  EXPECT_EQ(bad, 0) << what << ": first bad element " << first_bad << " of " << actual.size()
+                    << ": got " << actual[first_bad] << ", expected " << expected[first_bad];
+}
+
+// The graph node of a case, for the registry rules (optionally grouped, dilated or with a fused
+// 3x3/2 max-pool).
+inline Node make_node(const WCase& t, int groups = 1, int dilation = 1, bool pool = false) {
+  Node node;
+  node.name = "conv_under_test";
+  node.op = OpKind::Conv;
+  ConvAttrs a = attrs_of(t);
+  a.groups = groups;
+  a.dilation_h = a.dilation_w = dilation;
+  node.attrs = a;
+  node.inputs = {"input"};
+  node.input_shapes = {{t.c, t.h, t.w}};
+  const int64_t oh = pool_output_size(t.h, t.k, t.stride, t.pad, dilation, false);
+  const int64_t ow = pool_output_size(t.w, t.k, t.stride, t.pad, dilation, false);
+  node.output_shape = {t.oc, oh, ow};
+  node.activation = t.relu ? Activation::Relu : Activation::None;
+  if (pool) {
+    PoolAttrs p;
+    p.kernel_h = p.kernel_w = 3;
+    p.stride_h = p.stride_w = 2;
+    node.fused_maxpool = p;
+    node.pre_pool_shape = node.output_shape;
+    node.output_shape = {t.oc, pool_output_size(oh, 3, 2, 0, 1, false),
+                         pool_output_size(ow, 3, 2, 0, 1, false)};
+  }
+  return node;
+}
+
+}  // namespace cnnrt::cuda::wgmma_test
