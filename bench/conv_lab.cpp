@@ -221,7 +221,8 @@ void run_wgmma_lab(int iters, cudaStream_t stream) {
       }
       CNNRT_CUDA_CHECK(cudaMalloc(&y, out_count * 2));
       const double flops = 2.0 * batch * s.conv_h * s.conv_w * double(l.oc) * fan_in;
-      double ms = median_ms([&](int i) { plain.forward(x[i % 2], y, batch, stream); }, iters, stream);
+      double ms =
+          median_ms([&](int i) { plain.forward(x[i % 2], y, batch, stream); }, iters, stream);
       print_row(l.name, batch, "conv_fp16_wgmma " + plain.variant(batch), ms, flops, "");
       const std::string pick = ws.variant(batch);
       for (const auto& tile : tiles) {

@@ -8,7 +8,8 @@
 // with the cost model's choice.  Inputs, weights and biases are fresh random fp16-representable
 // values, so the only differences from the reference are fp32 accumulation order and the final
 // fp16 rounding.  Tolerances (wgmma_test_cases.h, shared with test_conv_wgmma.cpp): rel L2 <=
-// 2e-3 and per element |y - ref| <= 4e-3 |ref| + 2e-3 max|ref|.  Outputs are NaN-poisoned before each launch, so every element must be written.
+// 2e-3 and per element |y - ref| <= 4e-3 |ref| + 2e-3 max|ref|.  Outputs are NaN-poisoned
+// before each launch, so every element must be written.
 // Shapes: AlexNet conv3/conv4 at batch 1 and 3 (conv4: 54 k-tiles, the 4-slot ring wraps 13
 // times, so the mbarrier phase bookkeeping flips many times), odd ones (H, W 7/13/17; in_c
 // 8/24/192/384; out_c 64/192/256/320 — BN not dividing out_c reads the zero-padded weight rows

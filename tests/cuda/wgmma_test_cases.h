@@ -40,7 +40,7 @@ inline bool hopper_present() {
   return major == 9;
 }
 
-#define REQUIRE_HOPPER()                        \
+#define REQUIRE_HOPPER()                            \
   if (!::cnnrt::cuda::wgmma_test::hopper_present()) \
   GTEST_SKIP() << "no compute capability 9.x device"
 

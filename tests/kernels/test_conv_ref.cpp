@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "cnnrt/error.h"
-#include "random_test_util.h"
 #include "kernels/cpu/reference.h"
+#include "random_test_util.h"
 
 namespace cnnrt {
 namespace {

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <limits>
 
-#include "random_test_util.h"
 #include "kernels/cpu/reference.h"
+#include "random_test_util.h"
 
 namespace cnnrt {
 namespace {

@@ -3,8 +3,8 @@
 // AlexNet's classifier relies on).
 #include <gtest/gtest.h>
 
-#include "random_test_util.h"
 #include "kernels/cpu/reference.h"
+#include "random_test_util.h"
 
 namespace cnnrt {
 namespace {

@@ -5,8 +5,8 @@
 
 #include <cmath>
 
-#include "random_test_util.h"
 #include "kernels/cpu/reference.h"
+#include "random_test_util.h"
 
 namespace cnnrt {
 namespace {

@@ -7,8 +7,8 @@
 #include <limits>
 
 #include "graph/ops.h"
-#include "random_test_util.h"
 #include "kernels/cpu/reference.h"
+#include "random_test_util.h"
 
 namespace cnnrt {
 namespace {
