@@ -53,19 +53,14 @@ int infer(int argc, char** argv) {
   const BuildOptions options = build_options(args, device);
   std::cout << "device: " << device.summary << "\n";
 
-  // Cheap checks first: the YAML, its labels and the image.
-  const Graph described = load_model(model_path);
-  const ModelInfo info = model_info_from_graph(described);
-  std::vector<std::string> labels;
-  if (!described.labels_file.empty()) labels = read_labels(described.labels_file);
-  const std::vector<float> input = load_image_tensor(image_path, info);
-
-  const Graph graph = load_graph_with_weights(model_path, args);
+  // Cheap checks first: the YAML and the image, before reading the weights.
+  Graph graph = load_model(model_path);
+  const std::vector<float> input = load_image_tensor(image_path, model_info_from_graph(graph));
+  bind_weights_from_args(graph, model_path, args);
   const auto engine = Engine::build(graph, options);
-  if (!engine->model().labels.empty()) labels = engine->model().labels;
+  const std::vector<std::string>& labels = engine->model().labels;
   const auto context = engine->create_context(1);
-  size_t classes = 1;
-  for (int64_t dim : engine->model().output_shape) classes *= static_cast<size_t>(dim);
+  const size_t classes = static_cast<size_t>(shape_elements(engine->model().output_shape));
   std::vector<float> logits(classes);
   context->run(input.data(), logits.data());
 

@@ -11,6 +11,8 @@
 #include "graph/model_loader.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -351,6 +353,22 @@ void bind_weights(Graph& graph, const std::map<std::string, HostTensor>& weights
 
 void load_weights(Graph& graph, const std::string& weights_path) {
   bind_weights(graph, read_safetensors(weights_path), weights_path);
+}
+
+std::vector<std::string> read_labels(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    ErrorSite site;
+    site.file = path;
+    throw_error(site, std::string("cannot open label file: ") + std::strerror(errno));
+  }
+  std::vector<std::string> labels;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    labels.push_back(line);
+  }
+  return labels;
 }
 
 }  // namespace cnnrt

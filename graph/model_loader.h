@@ -23,6 +23,11 @@ void bind_weights(Graph& graph, const std::map<std::string, HostTensor>& weights
                   const std::string& weights_path);
 void load_weights(Graph& graph, const std::string& weights_path);
 
+// The class labels file a model names (Graph::labels_file, already resolved against the YAML's
+// folder): one label per line, a trailing '\r' removed.  Error naming the file when it cannot
+// be read.
+std::vector<std::string> read_labels(const std::string& path);
+
 // Deterministic PyTorch-style initial weights for every param of the graph (conv/linear:
 // kaiming-uniform(a=sqrt(5)) weights, uniform(±1/sqrt(fan_in)) biases; batchnorm: weight 1,
 // bias 0, mean 0, var 1 perturbed slightly so folding is exercised).  Keyed by param key.

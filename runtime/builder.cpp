@@ -3,7 +3,7 @@
 // heuristic: the highest-priority non-baseline kernel), then creates it, which prepacks the
 // layer's weights once.  It also states the activation tensors the memory planner lays out.
 #include <algorithm>
-#include <fstream>
+#include <map>
 #include <set>
 
 #include "graph/model_loader.h"
@@ -40,19 +40,6 @@ Precision resolve_precision(Precision requested, Device device) {
   return requested;
 }
 
-std::vector<std::string> read_labels(const std::string& path) {
-  std::vector<std::string> labels;
-  if (path.empty()) return labels;
-  std::ifstream in(path);
-  if (!in) return labels;  // labels are optional: without them classes print as indices
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    labels.push_back(line);
-  }
-  return labels;
-}
-
 void check_weights_bound(const Graph& graph) {
   for (const Node& node : graph.nodes)
     for (const Param& param : node.params)
@@ -76,8 +63,7 @@ const KernelEntry* choose_kernel(const Node& node, const Graph& graph, Device de
                           to_string(device) + "/" + to_string(precision) +
                           " (candidates: " + (names.empty() ? "none" : names) + ")");
   }
-  for (const KernelEntry* entry : candidates)
-    if (!entry->baseline) return entry;
+  // candidates() lists non-baselines first, each group by priority: the default is the front.
   if (!candidates.empty()) return candidates.front();
   throw_error(site, std::string("no ") + to_string(device) + "/" + to_string(precision) +
                         " kernel supports this " + op_name(node.op) + " layer");
@@ -91,8 +77,10 @@ std::unique_ptr<EngineImpl> build_engine(Graph graph, const BuildOptions& option
   engine->precision = resolve_precision(options.precision, engine->device);
 
   check_weights_bound(graph);
-  if (options.fuse) run_default_passes(graph);
-  infer_shapes(graph);
+  if (options.fuse)
+    run_default_passes(graph);  // ends with infer_shapes
+  else
+    infer_shapes(graph);
 
   for (const auto& [layer, kernel] : options.kernel_overrides)
     if (graph.find(layer) == nullptr)
@@ -106,7 +94,8 @@ std::unique_ptr<EngineImpl> build_engine(Graph graph, const BuildOptions& option
   engine->model.output_shape = g.find(g.output)->output_shape;
   engine->model.mean = g.input.mean;
   engine->model.std = g.input.std;
-  engine->model.labels = read_labels(g.labels_file);
+  // Labels are optional (classes print as indices), but a labels file the YAML names must exist.
+  if (!g.labels_file.empty()) engine->model.labels = read_labels(g.labels_file);
 
 #ifdef CNNRT_WITH_CUDA
   engine->backend = engine->device == Device::CUDA ? make_cuda_backend() : make_cpu_backend();
@@ -128,14 +117,11 @@ std::unique_ptr<EngineImpl> build_engine(Graph graph, const BuildOptions& option
 std::vector<PlanRequest> activation_requests(const EngineImpl& engine, int batch) {
   const Graph& graph = engine.graph;
   const int last_step = static_cast<int>(engine.steps.size()) - 1;
-  std::map<std::string, int> step_of;
-  for (int i = 0; i <= last_step; ++i) step_of[engine.steps[i].node->name] = i;
-
   // Last step that reads each tensor; the graph output must survive to the end of the run.
   std::map<std::string, int> last_use;
   for (int i = 0; i <= last_step; ++i)
     for (const std::string& input : engine.steps[i].node->inputs)
-      last_use[input] = std::max(last_use.count(input) ? last_use[input] : 0, i);
+      last_use[input] = i;  // steps run in order: the last write is the last reader
   last_use[graph.output] = last_step;
 
   std::vector<PlanRequest> requests;
@@ -159,7 +145,19 @@ std::vector<PlanRequest> activation_requests(const EngineImpl& engine, int batch
       request.may_alias = node.inputs.at(0);
     requests.push_back(request);
   }
+  // Each step's workspace lives for exactly its own step.
+  for (int i = 0; i <= last_step; ++i) {
+    const size_t bytes = engine.steps[i].kernel->workspace_bytes(batch);
+    if (bytes > 0) requests.push_back({engine.steps[i].node->name + ".workspace", bytes, i, i, ""});
+  }
   return requests;
+}
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0.0;
+  std::sort(values.begin(), values.end());
+  const size_t middle = values.size() / 2;
+  return values.size() % 2 == 1 ? values[middle] : 0.5 * (values[middle - 1] + values[middle]);
 }
 
 double step_flops(const Step& step, int batch) { return node_flops(*step.node) * batch; }

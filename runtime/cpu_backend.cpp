@@ -19,27 +19,10 @@ double elapsed_ms(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-double median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const size_t mid = values.size() / 2;
-  return values.size() % 2 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
-}
-
 class CpuContext final : public ContextImpl {
  public:
   CpuContext(const EngineImpl& engine, int batch) : engine_(engine), batch_(batch) {
-    std::vector<PlanRequest> requests = activation_requests(engine, batch);
-    for (size_t i = 0; i < engine.steps.size(); ++i) {
-      const size_t bytes = engine.steps[i].kernel->workspace_bytes(batch);
-      if (bytes == 0) continue;
-      PlanRequest workspace;
-      workspace.name = engine.steps[i].node->name + ".workspace";
-      workspace.bytes = bytes;
-      workspace.first_step = workspace.last_step = static_cast<int>(i);
-      requests.push_back(workspace);
-    }
-    plan_ = plan_memory(requests);
+    plan_ = plan_memory(activation_requests(engine, batch));
     // The one allocation of this context; float elements keep the base 4-byte aligned and
     // planner offsets are multiples of 256 bytes.
     try {

@@ -66,10 +66,14 @@ class EngineImpl {
 // Builds the engine: passes (if options.fuse), backend, kernel choice per node, prepacking.
 std::unique_ptr<EngineImpl> build_engine(Graph graph, const BuildOptions& options);
 
-// Planner requests for the engine's activations at `batch`: the graph input (step 0..first
-// use), each step's output (step i .. last consumer; the graph output lives to the last step),
-// in-place candidates for relu/dropout/flatten.  Step i is engine.steps[i].
+// Planner requests for the engine's tensors at `batch`: the graph input (step 0..first use),
+// each step's output (step i .. last consumer; the graph output lives to the last step),
+// in-place candidates for relu/dropout/flatten, and each step's workspace ("<layer>.workspace",
+// step i only).  Step i is engine.steps[i].  Backends add their own staging buffers.
 std::vector<PlanRequest> activation_requests(const EngineImpl& engine, int batch);
+
+// Median of timing samples (0 for none).
+double median(std::vector<double> values);
 
 // Per-step FLOPs and minimum bytes at `batch` for profile rows.
 double step_flops(const Step& step, int batch);

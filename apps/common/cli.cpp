@@ -94,12 +94,6 @@ void Args::parse(const std::vector<std::string>& arguments, size_t min_positiona
   }
 }
 
-std::optional<std::string> Args::value(const std::string& flag) const {
-  auto it = values_.find(flag);
-  if (it == values_.end()) return std::nullopt;
-  return it->second;
-}
-
 std::string Args::get_string(const std::string& flag, const std::string& fallback) const {
   auto it = values_.find(flag);
   return it == values_.end() ? fallback : it->second;

@@ -52,8 +52,6 @@ class Args {
 
   const std::vector<std::string>& positional() const { return positional_; }
   bool has(const std::string& flag) const { return values_.count(flag) != 0; }
-  // The flag's value ("" for a switch or an OptionalValue given without one).
-  std::optional<std::string> value(const std::string& flag) const;
   std::string get_string(const std::string& flag, const std::string& fallback) const;
   // Integer in [min, max]; UsageError naming the flag otherwise.
   int64_t get_int(const std::string& flag, int64_t fallback, int64_t min, int64_t max) const;
@@ -63,7 +61,6 @@ class Args {
   // A flag that must be present.
   std::string require(const std::string& flag) const;
 
-  const std::string& usage() const { return usage_; }
   [[noreturn]] void fail(const std::string& message) const;
 
  private:

@@ -1,5 +1,6 @@
 // `cnnrt info MODEL`: the graph as loaded, then as the engine would run it after the default
-// passes.  Needs no weights: shapes, params and FLOPs come from the YAML alone.
+// passes.  Needs no weights: shapes, params and FLOPs come from the YAML alone (the fused view
+// binds placeholder weights, because folding a batchnorm computes new conv weights).
 #include <iostream>
 
 #include "apps/common/cmd_util.h"
@@ -15,6 +16,7 @@ int cmd_info(const Arguments& arguments) {
             << describe_graph(graph);
 
   Graph fused = graph;
+  bind_random_weights(fused, 0);
   const PassStats stats = run_default_passes(fused);
   std::cout << "\nafter fusion: " << stats.dropouts_removed << " dropout removed, "
             << stats.identities_removed << " identity pool removed, " << stats.batchnorms_folded

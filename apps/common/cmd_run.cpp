@@ -9,15 +9,6 @@
 #include "graph/model_loader.h"
 
 namespace cnnrt::apps {
-namespace {
-
-std::string dims_to_string(const std::vector<int64_t>& dims) {
-  std::string out = "[";
-  for (size_t i = 0; i < dims.size(); ++i) out += (i ? ", " : "") + std::to_string(dims[i]);
-  return out + "]";
-}
-
-}  // namespace
 
 int cmd_run(const Arguments& arguments) {
   const Args args = parse_command_args(
@@ -41,9 +32,9 @@ int cmd_run(const Arguments& arguments) {
   if (!matches) {
     ErrorSite site;
     site.file = input_path;
-    throw_error(site, "input shape " + dims_to_string(input.shape) + " does not match model '" +
+    throw_error(site, "input shape " + shape_to_string(input.shape) + " does not match model '" +
                           graph.name + "' input [N, " +
-                          dims_to_string(graph.input.shape).substr(1) + " (N from 1 to " +
+                          shape_to_string(graph.input.shape).substr(1) + " (N from 1 to " +
                           std::to_string(kMaxBatch) + ")");
   }
   const int batch = static_cast<int>(input.shape[0]);
@@ -53,14 +44,12 @@ int cmd_run(const Arguments& arguments) {
   const ModelInfo& model = engine->model();
   std::vector<int64_t> output_shape = {batch};
   output_shape.insert(output_shape.end(), model.output_shape.begin(), model.output_shape.end());
-  int64_t output_elements = 1;
-  for (int64_t dim : output_shape) output_elements *= dim;
-  std::vector<float> output(static_cast<size_t>(output_elements));
+  std::vector<float> output(static_cast<size_t>(shape_elements(output_shape)));
   context->run(input.data.data(), output.data());
   write_npy(output_path, output_shape, output);
   std::cerr << "device: " << device.summary << ", precision " << to_string(engine->precision())
             << "\n";
-  std::cout << "wrote " << dims_to_string(output_shape) << " to " << output_path << "\n";
+  std::cout << "wrote " << shape_to_string(output_shape) << " to " << output_path << "\n";
   return 0;
 }
 

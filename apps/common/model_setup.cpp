@@ -36,20 +36,25 @@ std::vector<FlagSpec> join_flags(std::vector<std::vector<FlagSpec>> tables) {
 }
 
 Graph load_graph_with_weights(const std::string& model_path, const Args& args) {
+  Graph graph = load_model(model_path);
+  bind_weights_from_args(graph, model_path, args);
+  return graph;
+}
+
+void bind_weights_from_args(Graph& graph, const std::string& model_path, const Args& args) {
   if (args.has("--weights") && args.has("--random-weights")) {
     args.fail("--weights and --random-weights exclude each other");
   }
-  Graph graph = load_model(model_path);
   if (args.has("--weights")) {
     load_weights(graph, args.require("--weights"));
-    return graph;
+    return;
   }
   if (args.has("--random-weights")) {
     const int64_t seed =
         args.get_int("--random-weights", 0, 0, std::numeric_limits<int64_t>::max());
     bind_random_weights(graph, static_cast<uint64_t>(seed));
     std::cerr << "note: random weights (seed " << seed << "): labels are meaningless\n";
-    return graph;
+    return;
   }
   if (graph.weights_file.empty()) {
     ErrorSite site;
@@ -65,7 +70,6 @@ Graph load_graph_with_weights(const std::string& model_path, const Args& args) {
                 graph.weights_file + "` (needs torch+torchvision), or run with --random-weights");
   }
   load_weights(graph, graph.weights_file);
-  return graph;
 }
 
 DeviceChoice resolve_device(const std::string& text) {
@@ -103,22 +107,6 @@ ModelInfo model_info_from_graph(const Graph& graph) {
   info.std = graph.input.std;
   if (const Node* out = graph.find(graph.output)) info.output_shape = out->output_shape;
   return info;
-}
-
-std::vector<std::string> read_labels(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    ErrorSite site;
-    site.file = path;
-    throw_error(site, std::string("cannot open label file: ") + std::strerror(errno));
-  }
-  std::vector<std::string> labels;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    labels.push_back(line);
-  }
-  return labels;
 }
 
 }  // namespace cnnrt::apps

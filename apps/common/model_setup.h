@@ -29,6 +29,8 @@ std::vector<FlagSpec> join_flags(std::vector<std::vector<FlagSpec>> tables);
 
 // Loads the YAML and binds weights as described above.
 Graph load_graph_with_weights(const std::string& model_path, const Args& args);
+// The binding step alone, for a graph already loaded from `model_path`.
+void bind_weights_from_args(Graph& graph, const std::string& model_path, const Args& args);
 
 struct DeviceChoice {
   Device device = Device::CPU;
@@ -44,8 +46,5 @@ BuildOptions build_options(const Args& args, const DeviceChoice& device);
 
 // What an app needs before an engine exists (input shape, mean/std); labels not loaded.
 ModelInfo model_info_from_graph(const Graph& graph);
-
-// One label per line (trailing '\r' removed); Error naming the file when it cannot be read.
-std::vector<std::string> read_labels(const std::string& path);
 
 }  // namespace cnnrt::apps

@@ -50,13 +50,6 @@ class NvtxRange {
   bool active_ = false;
 };
 
-double median(std::vector<double> values) {
-  if (values.empty()) return 0.0;
-  std::sort(values.begin(), values.end());
-  const size_t middle = values.size() / 2;
-  return values.size() % 2 == 1 ? values[middle] : 0.5 * (values[middle - 1] + values[middle]);
-}
-
 int checked_int(int64_t value, const char* what) {
   if (value < 1 || value > std::numeric_limits<int>::max())
     throw Error(std::string("CUDA backend: ") + what + " " + std::to_string(value) +
@@ -157,8 +150,8 @@ CudaContext::CudaContext(const EngineImpl& engine, int batch) : engine_(engine),
   input_elements_ = batch_ * shape_elements(input_shape_);
   output_elements_ = batch_ * shape_elements(output_shape_);
 
-  // The plan: every activation (the lead's requests, in-place aliases included), the fp32
-  // staging buffers at the ends, and each step's workspace for exactly its own step.
+  // The plan: every activation and workspace (activation_requests, in-place aliases included)
+  // and the fp32 staging buffers at the ends.
   std::vector<PlanRequest> requests = activation_requests(engine, batch_);
   input_fused_ = first_step_reads_staging(engine);
   if (input_fused_)
@@ -170,11 +163,6 @@ CudaContext::CudaContext(const EngineImpl& engine, int batch) : engine_(engine),
       {"input.staging", static_cast<size_t>(input_elements_) * sizeof(float), 0, 0, ""});
   requests.push_back({"output.staging", static_cast<size_t>(output_elements_) * sizeof(float),
                       last_step, last_step, ""});
-  for (int i = 0; i <= last_step; ++i) {
-    const size_t workspace = engine.steps[i].kernel->workspace_bytes(batch_);
-    if (workspace > 0)
-      requests.push_back({engine.steps[i].node->name + ".workspace", workspace, i, i, ""});
-  }
   plan_ = plan_memory(requests);
 
   // Weights were uploaded at build on other streams (pageable copies may still be in flight)

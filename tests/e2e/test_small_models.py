@@ -139,6 +139,12 @@ def main() -> int:
         with open(model_path, "w", encoding="utf-8") as handle:
             handle.write(text)
         model = load_model(model_path)
+        # `cnnrt info` needs no weights, batchnorm folding included.
+        info = util.run_cli(args.cli, "info", model_path, check=False)
+        if info.returncode != 0 or "after fusion" not in info.stdout:
+            failures.append(f"{name}: cnnrt info failed: {info.stderr.strip()[-200:]}")
+        elif name == "conv_variants" and "1 batchnorm folded" not in info.stdout:
+            failures.append(f"{name}: cnnrt info did not fold conv1 + bn1")
         init_path = os.path.join(work, f"{name}.init.safetensors")
         weights_path = os.path.join(work, f"{name}.safetensors")
         util.run_cli(args.cli, "init-weights", model_path, "--seed", args.seed, "-o", init_path)
