@@ -8,8 +8,7 @@
 //    *padded* input (count_include_pad) or to the input itself (not count_include_pad) — so in
 //    ceil_mode a window hanging past the right padding is not counted at full size;
 //  * adaptive avg pool: window [floor(i*in/out), ceil((i+1)*in/out)).
-// The output extent is computed here rather than through graph/ops.h so the oracle depends on
-// nothing it is used to check; tests pin both to the same values.
+// The output extent comes from graph/ops.h's pool_output_size, the rule shape inference uses.
 #include <algorithm>
 #include <cmath>
 #include <limits>

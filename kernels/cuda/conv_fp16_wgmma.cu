@@ -384,8 +384,7 @@ struct PoolTiling {
   int ph = 1, pw = 1, th = 1, tw = 1, tiles_y = 1, tiles_x = 1;
   int passes = 1, pass_rows = 1, stage_rows = 0;
   size_t smem = 0;
-  int per_sm = 1;      // CTAs resident per SM (shared memory bound)
-  long long cost = 0;  // cost model, see choose_pool_tiling
+  int per_sm = 1;  // CTAs resident per SM (shared memory bound)
 };
 
 class ConvFp16WgmmaImpl {
@@ -512,7 +511,6 @@ PoolTiling choose_pool_tiling(const ConvFp16WgmmaImpl& m, int batch) {
       best_units = units;
     }
   }
-  best.cost = best_cost;
   return best;
 }
 

@@ -16,10 +16,6 @@
 
 #include "kernels/cuda/conv_fp16.h"
 
-namespace cnnrt {
-class KernelRegistry;
-}
-
 namespace cnnrt::cuda {
 
 class ConvFp16WgmmaImpl;
@@ -65,9 +61,5 @@ class ConvFp16Wgmma {
  private:
   std::unique_ptr<ConvFp16WgmmaImpl> impl_;
 };
-
-// Adds the "conv_fp16_wgmma" and "conv_fp16_wgmma_ws" registry entries (defined in
-// runtime/cuda/conv_wgmma_kernels.cpp).
-void register_wgmma_conv_kernels(KernelRegistry& registry);
 
 }  // namespace cnnrt::cuda

@@ -424,11 +424,10 @@ ConvFp16WgmmaWs::ConvFp16WgmmaWs(const ConvShape& shape_in, const float* weight,
   WsParams& p = m.base;
   fill_wgmma_conv_params(s, wgmma_ws_detail::kBK, p);
 
-  int device = 0, sms = 0, optin = 0;
+  int device = 0, optin = 0;
   CNNRT_CUDA_CHECK(cudaGetDevice(&device));
-  CNNRT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   CNNRT_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  m.sms = std::max(sms, 1);
+  m.sms = std::max(current_sm_count(), 1);
   prepare_kernel<0>(size_t(optin));
   prepare_kernel<1>(size_t(optin));
   prepare_kernel<2>(size_t(optin));

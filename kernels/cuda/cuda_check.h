@@ -38,3 +38,15 @@ namespace cnnrt::cuda {
       ::cnnrt::cuda::throw_cuda_error(#call, cublasGetStatusString(cnnrt_status_), __FILE__, \
                                       __LINE__);                                             \
   } while (0)
+
+namespace cnnrt::cuda {
+
+// Multiprocessor count of the current device (kernels size grids and fallback thresholds by it).
+inline int current_sm_count() {
+  int device = 0, sms = 0;
+  CNNRT_CUDA_CHECK(cudaGetDevice(&device));
+  CNNRT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return sms;
+}
+
+}  // namespace cnnrt::cuda

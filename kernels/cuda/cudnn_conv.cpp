@@ -43,29 +43,6 @@ constexpr size_t kMaxAlgoWorkspace = size_t{256} << 20;
 constexpr size_t kAlign = 256;
 size_t align_up(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
-const char* algo_name(cudnnConvolutionFwdAlgo_t algo) {
-  switch (algo) {
-    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM:
-      return "implicit_gemm";
-    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM:
-      return "implicit_precomp_gemm";
-    case CUDNN_CONVOLUTION_FWD_ALGO_GEMM:
-      return "gemm";
-    case CUDNN_CONVOLUTION_FWD_ALGO_DIRECT:
-      return "direct";
-    case CUDNN_CONVOLUTION_FWD_ALGO_FFT:
-      return "fft";
-    case CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING:
-      return "fft_tiling";
-    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD:
-      return "winograd";
-    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED:
-      return "winograd_nonfused";
-    default:
-      return "unknown";
-  }
-}
-
 struct CudnnPlan {
   cudnnTensorDescriptor_t x_desc = nullptr;
   cudnnTensorDescriptor_t y_desc = nullptr;
@@ -235,12 +212,6 @@ void CudnnConv::forward(const void* x, void* y, int64_t batch, void* workspace,
 
 size_t CudnnConv::weight_bytes() const {
   return impl_->weight.bytes() + impl_->scale.bytes() + impl_->shift.bytes();
-}
-
-std::string CudnnConv::algorithm(int64_t batch) const {
-  std::lock_guard<std::mutex> lock(impl_->mutex);
-  auto found = impl_->plans.find(batch);
-  return found == impl_->plans.end() ? "" : algo_name(found->second.algo);
 }
 
 }  // namespace cnnrt::cuda

@@ -30,7 +30,6 @@ class CudnnConv {
   size_t workspace_bytes(int64_t batch) const;
   void forward(const void* x, void* y, int64_t batch, void* workspace, cudaStream_t stream) const;
   size_t weight_bytes() const;
-  std::string algorithm(int64_t batch) const;  // the cached algorithm's name, "" if none yet
 
  private:
   struct Impl;

@@ -131,8 +131,6 @@ Im2colGemmConv::Im2colGemmConv(const ConvProblem& problem, const float* weight, 
   const int kh = problem.conv.kernel_h, kw = problem.conv.kernel_w;
   s.k_pad = kh * kw * c_pad;
   HostGemmWeights host;
-  host.rows = problem.out_c;
-  host.cols = kh * kw * c;
   host.rows_pad = static_cast<int>(round_up8(problem.out_c));
   host.cols_pad = s.k_pad;
   host.weight.assign(static_cast<size_t>(host.rows_pad) * host.cols_pad, 0.0f);

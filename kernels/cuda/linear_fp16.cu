@@ -57,8 +57,6 @@ HostGemmWeights pack_linear_weights(const float* weight, const float* bias, int 
   if (out_features < 1 || in_features < 1 || weight == nullptr)
     throw Error("pack_linear_weights: empty weight");
   HostGemmWeights packed;
-  packed.rows = out_features;
-  packed.cols = in_features;
   packed.rows_pad = static_cast<int>(round_up8(out_features));
   packed.cols_pad = static_cast<int>(round_up8(in_features));
   packed.weight.assign(static_cast<size_t>(packed.rows_pad) * packed.cols_pad, 0.0f);
@@ -240,13 +238,6 @@ void launch_gemv(const GemmWeights& wts, bool relu, const void* x, void* y, int 
       static_cast<const uint4*>(wts.weight()), wts.bias_fp32(), static_cast<const uint4*>(x),
       static_cast<__half*>(y), rows, wts.cols_pad() / 8, split, relu);
   CNNRT_CUDA_CHECK_LAUNCH();
-}
-
-int current_sm_count() {
-  int device = 0, sms = 0;
-  CNNRT_CUDA_CHECK(cudaGetDevice(&device));
-  CNNRT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  return sms;
 }
 
 }  // namespace

@@ -22,8 +22,7 @@ namespace cnnrt::cuda {
 // Host-side packed weights: [rows_pad][cols_pad] fp32 (rounded to fp16 on upload), bias
 // [rows_pad] fp32 (zeros when the layer has none).
 struct HostGemmWeights {
-  int rows = 0, cols = 0;          // real outputs / real reduction length
-  int rows_pad = 0, cols_pad = 0;  // round_up8 of each
+  int rows_pad = 0, cols_pad = 0;  // outputs / reduction length, each rounded up to 8
   std::vector<float> weight;
   std::vector<float> bias;
 };

@@ -69,11 +69,7 @@ class ConvFp16Kernel final : public LayerKernel {
   ConvFp16 conv_;
 };
 
-// The node's conv weight (fp32 OIHW) and bias (or nullptr), checked against `shape`.
-struct ConvWeights {
-  const float* weight = nullptr;
-  const float* bias = nullptr;
-};
+}  // namespace
 
 ConvWeights conv_weights_of(const KernelBuildContext& context, const std::string& entry_name,
                             const std::optional<ConvShape>& shape) {
@@ -102,6 +98,8 @@ ConvWeights conv_weights_of(const KernelBuildContext& context, const std::string
   result.bias = bias != nullptr && !bias->value.data.empty() ? bias->value.data.data() : nullptr;
   return result;
 }
+
+namespace {
 
 std::unique_ptr<LayerKernel> create_conv_fp16(const KernelBuildContext& context) {
   const std::optional<ConvShape> shape = conv_shape_of(context.node);
@@ -139,11 +137,7 @@ class ConvFp16S2dKernel final : public LayerKernel {
       : rearrange_(conv.rearrange), conv_(conv.transformed, weight.data(), bias) {
     if (ConvFp16Wgmma::supports(conv.transformed) && ConvFp16Wgmma::device_supported()) {
       wgmma_ = std::make_unique<ConvFp16Wgmma>(conv.transformed, weight.data(), bias);
-      int device = 0, sms = 0;
-      CNNRT_CUDA_CHECK(cudaGetDevice(&device));
-      CNNRT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-      fallback_max_batch_ = 0;
-      while (wgmma_->ctas(fallback_max_batch_ + 1) < sms) ++fallback_max_batch_;
+      fallback_max_batch_ = fallback_max_batch([this](int b) { return wgmma_->ctas(b); });
     }
   }
   void run(const KernelArgs& args) override {
@@ -164,9 +158,10 @@ class ConvFp16S2dKernel final : public LayerKernel {
       wgmma_->forward(rearranged, args.output, args.batch, stream);
       return;
     }
-    void* conv_workspace =
-        conv_.workspace_bytes(args.batch) > 0 ? rearranged + rearranged_bytes(args.batch) : nullptr;
-    conv_.forward(rearranged, args.output, args.batch, stream, conv_workspace);
+    // The inner conv's part follows the rearranged input (workspace_bytes below); when that part
+    // is empty the pointer is never read.
+    conv_.forward(rearranged, args.output, args.batch, stream,
+                  rearranged + rearranged_bytes(args.batch));
   }
   size_t workspace_bytes(int batch) const override {
     return rearranged_bytes(batch) + conv_.workspace_bytes(std::min(batch, fallback_max_batch_));

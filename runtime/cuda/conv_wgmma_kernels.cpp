@@ -42,9 +42,9 @@ template <class Conv>
 class WgmmaWithFallback final : public LayerKernel {
  public:
   WgmmaWithFallback(const ConvShape& shape, const float* weight, const float* bias)
-      : conv_(shape, weight, bias), fallback_(shape, weight, bias), sms_(sm_count()) {
-    // Largest batch that still runs the fallback (the grid grows with the batch).
-    while (fallback_grid(conv_, fallback_max_batch_ + 1) < sms_) ++fallback_max_batch_;
+      : conv_(shape, weight, bias),
+        fallback_(shape, weight, bias),
+        fallback_max_batch_(fallback_max_batch([this](int b) { return fallback_grid(conv_, b); })) {
   }
   void run(const KernelArgs& args) override {
     const auto stream = static_cast<cudaStream_t>(args.stream);
@@ -64,15 +64,8 @@ class WgmmaWithFallback final : public LayerKernel {
   }
 
  private:
-  static int sm_count() {
-    int device = 0, sms = 0;
-    CNNRT_CUDA_CHECK(cudaGetDevice(&device));
-    CNNRT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    return sms;
-  }
   Conv conv_;
   ConvFp16 fallback_;
-  int sms_ = 1;
   int fallback_max_batch_ = 0;
 };
 
@@ -88,24 +81,8 @@ std::unique_ptr<LayerKernel> create_wgmma(const KernelBuildContext& context, con
   if (!Conv::device_supported())
     throw_error(site,
                 std::string(name) + " needs a compute capability 9.0 GPU and the sm_90a build");
-  const Param* weight = node.find_param("weight");
-  const size_t weight_elements =
-      static_cast<size_t>(shape->out_c) * shape->in_c * shape->conv.kernel_h * shape->conv.kernel_w;
-  if (weight == nullptr || weight->value.data.size() != weight_elements) {
-    site.tensor = weight != nullptr ? weight->key : "weight";
-    throw_error(site, "conv weight is not bound or has " +
-                          std::to_string(weight ? weight->value.data.size() : 0) +
-                          " values, expected " + std::to_string(weight_elements));
-  }
-  const Param* bias = node.find_param("bias");
-  const bool has_bias = bias != nullptr && !bias->value.data.empty();
-  if (has_bias && static_cast<int>(bias->value.data.size()) != shape->out_c) {
-    site.tensor = bias->key;
-    throw_error(site, "conv bias has " + std::to_string(bias->value.data.size()) +
-                          " values, expected " + std::to_string(shape->out_c));
-  }
-  return std::make_unique<WgmmaWithFallback<Conv>>(*shape, weight->value.data.data(),
-                                                   has_bias ? bias->value.data.data() : nullptr);
+  const ConvWeights weights = conv_weights_of(context, name, shape);
+  return std::make_unique<WgmmaWithFallback<Conv>>(*shape, weights.weight, weights.bias);
 }
 
 template <class Conv>

@@ -12,21 +12,44 @@
 #pragma once
 
 #include <optional>
+#include <string>
 
 #include "kernels/cuda/conv_fp16.h"
+#include "kernels/cuda/cuda_check.h"
 #include "runtime/kernel.h"
 
 namespace cnnrt::cuda {
 
-void register_conv_kernels(KernelRegistry& registry);      // own fp16 implicit GEMM (+ fused)
-void register_linear_kernels(KernelRegistry& registry);    // cuBLASLt epilogue, GEMV
-void register_misc_kernels(KernelRegistry& registry);      // pools, relu, add, concat, ...
-void register_baseline_kernels(KernelRegistry& registry);  // cuDNN, im2col + cuBLAS
+void register_conv_kernels(KernelRegistry& registry);        // own fp16 implicit GEMM (+ fused)
+void register_linear_kernels(KernelRegistry& registry);      // cuBLASLt epilogue, GEMV
+void register_misc_kernels(KernelRegistry& registry);        // pools, relu, add, concat, ...
+void register_baseline_kernels(KernelRegistry& registry);    // cuDNN, im2col + cuBLAS
+void register_wgmma_conv_kernels(KernelRegistry& registry);  // Hopper wgmma (+ warp-specialised)
 
 // The per-sample shape the flatten that feeds `node` (a linear) flattened, or empty when the
-// linear's input is not a flatten of a 3-D tensor.  Looks through dropout-free graphs only
-// (dropout is removed before kernels are built).
+// linear's input is not a flatten of a 3-D tensor.  Looks back through relu and dropout, which
+// keep a vector's feature order.
 Shape flattened_source_shape(const Node& node, const Graph& graph);
+
+// Largest batch whose grid (grid_ctas(batch), growing with the batch) leaves SMs of the current
+// device idle: at and below it a conv entry runs ConvFp16's split-K variants instead of its
+// full-tile kernel (conv_fp16_s2d's and the wgmma entries' small-batch fallback).
+template <class GridCtas>
+int fallback_max_batch(GridCtas grid_ctas) {
+  const int sms = current_sm_count();
+  int batch = 0;
+  while (grid_ctas(batch + 1) < sms) ++batch;
+  return batch;
+}
+
+// The node's conv weight (fp32 OIHW) and bias (or nullptr), checked against `shape` (groups
+// included); Errors name the layer and tensor, and `entry_name` when there is no shape.
+struct ConvWeights {
+  const float* weight = nullptr;
+  const float* bias = nullptr;
+};
+ConvWeights conv_weights_of(const KernelBuildContext& context, const std::string& entry_name,
+                            const std::optional<ConvShape>& shape);
 
 // The ConvShape the conv kernels see for a (possibly fused) conv node, or nullopt when the node
 // is not a 2-D conv or its recorded output shape disagrees with the kernels' arithmetic.

@@ -29,21 +29,13 @@
 #include <vector>
 
 #include "cnnrt/error.h"
+#include "fp16_test_util.h"
 #include "kernels/cpu/reference.h"
 #include "kernels/cuda/conv_fp16.h"
+#include "random_test_util.h"
 
 namespace cnnrt::cuda {
 namespace {
-
-bool have_gpu() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-}
-
-#define REQUIRE_GPU()                                  \
-  do {                                                 \
-    if (!have_gpu()) GTEST_SKIP() << "no CUDA device"; \
-  } while (0)
 
 #define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
 
@@ -96,22 +88,6 @@ ConvShape to_shape(const Case& t) {
   return s;
 }
 
-float round_fp16(float v) { return __half2float(__float2half(v)); }
-
-std::vector<float> random_values(std::mt19937& rng, size_t count, float scale, bool to_fp16) {
-  std::uniform_real_distribution<float> dist(-scale, scale);
-  std::vector<float> v(count);
-  for (float& x : v) x = to_fp16 ? round_fp16(dist(rng)) : dist(rng);
-  return v;
-}
-
-// Device buffer freed on scope exit (tests use ASSERTs, which return early).
-struct DeviceBuffer {
-  void* ptr = nullptr;
-  explicit DeviceBuffer(size_t bytes) { EXPECT_EQ(cudaMalloc(&ptr, bytes), cudaSuccess); }
-  ~DeviceBuffer() { cudaFree(ptr); }
-};
-
 // Runs all variants of one case and checks each against the CPU reference.
 void run_case(const Case& t, uint32_t seed) {
   SCOPED_TRACE(describe(t) + " seed " + std::to_string(seed));
@@ -120,10 +96,11 @@ void run_case(const Case& t, uint32_t seed) {
   ASSERT_TRUE(ConvFp16::supports(shape));
   const int cpg = t.c / t.groups;
   const int fan_in = cpg * t.kh * t.kw;
-  const std::vector<float> x = random_values(rng, size_t(t.batch) * t.c * t.h * t.w, 1.f, true);
+  const float w_scale = 1.7f / std::sqrt(float(fan_in));
+  const std::vector<float> x = test::random_fp16_values(size_t(t.batch) * t.c * t.h * t.w, rng);
   const std::vector<float> w =
-      random_values(rng, size_t(t.oc) * fan_in, 1.f / std::sqrt(float(fan_in)) * 1.7f, true);
-  const std::vector<float> b = random_values(rng, t.oc, 0.5f, false);
+      test::random_fp16_values(size_t(t.oc) * fan_in, rng, -w_scale, w_scale);
+  const std::vector<float> b = test::random_fp16_values(t.oc, rng, -0.5f, 0.5f);
 
   // Reference: NCHW fp32.
   ConvAttrs attrs = shape.conv;
@@ -146,17 +123,10 @@ void run_case(const Case& t, uint32_t seed) {
   ASSERT_GT(ref_norm, 0.0) << "degenerate reference";
 
   // Device input: NHWC, channels padded to 8 with zeros.
-  const int cs_in = padded_channels(t.c), cs_out = padded_channels(t.oc);
-  std::vector<__half> x_nhwc(size_t(t.batch) * t.h * t.w * cs_in, __float2half(0.f));
-  for (int n = 0; n < t.batch; ++n)
-    for (int c = 0; c < t.c; ++c)
-      for (int i = 0; i < t.h * t.w; ++i)
-        x_nhwc[(size_t(n) * t.h * t.w + i) * cs_in + c] =
-            __float2half(x[(size_t(n) * t.c + c) * t.h * t.w + i]);
+  const int cs_out = padded_channels(t.oc);
+  const test::DeviceMem d_x(test::to_nhwc(x, t.batch, t.c, t.h, t.w));
   const size_t out_count = size_t(t.batch) * shape.out_h * shape.out_w * cs_out;
-  DeviceBuffer d_x(x_nhwc.size() * sizeof(__half)), d_y(out_count * sizeof(__half));
-  CUDA_OK(
-      cudaMemcpy(d_x.ptr, x_nhwc.data(), x_nhwc.size() * sizeof(__half), cudaMemcpyHostToDevice));
+  test::DeviceMem d_y(out_count * sizeof(__half));
 
   ConvFp16 kernel(shape, w.data(), b.data());
   const std::vector<std::string> variants = kernel.variants(t.batch);
@@ -170,21 +140,21 @@ void run_case(const Case& t, uint32_t seed) {
   size_t ws_max = ws_bytes;
   for (size_t v = 0; v < variants.size(); ++v)
     ws_max = std::max(ws_max, kernel.variant_workspace_bytes(v, t.batch));
-  DeviceBuffer d_ws(std::max<size_t>(ws_max, 256));
+  test::DeviceMem d_ws(std::max<size_t>(ws_max, 256));
   std::vector<uint16_t> y(out_count);
   // Index variants.size() stands for forward(x, y, batch, stream, workspace).
   for (size_t v = 0; v <= variants.size(); ++v) {
     const bool via_forward = v == variants.size();
     SCOPED_TRACE(via_forward ? std::string("forward() with workspace") : "variant " + variants[v]);
-    CUDA_OK(cudaMemset(d_y.ptr, 0xFF, out_count * sizeof(__half)));
-    CUDA_OK(cudaMemset(d_ws.ptr, 0xFF, std::max<size_t>(ws_max, 256)));
+    CUDA_OK(cudaMemset(d_y.get(), 0xFF, out_count * sizeof(__half)));
+    CUDA_OK(cudaMemset(d_ws.get(), 0xFF, std::max<size_t>(ws_max, 256)));
     if (via_forward)
-      kernel.forward(d_x.ptr, d_y.ptr, t.batch, nullptr, ws_bytes > 0 ? d_ws.ptr : nullptr);
+      kernel.forward(d_x.get(), d_y.get(), t.batch, nullptr, ws_bytes > 0 ? d_ws.get() : nullptr);
     else
-      kernel.forward_variant(v, d_x.ptr, d_y.ptr, t.batch, nullptr, d_ws.ptr);
+      kernel.forward_variant(v, d_x.get(), d_y.get(), t.batch, nullptr, d_ws.get());
     CUDA_OK(cudaGetLastError());
     CUDA_OK(cudaDeviceSynchronize());
-    CUDA_OK(cudaMemcpy(y.data(), d_y.ptr, out_count * sizeof(__half), cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(y.data(), d_y.get(), out_count * sizeof(__half), cudaMemcpyDeviceToHost));
     double err_norm = 0;
     int bad_elements = 0, nan_count = 0, dirty_padding = 0;
     std::string first_bad;
@@ -225,8 +195,6 @@ void run_case(const Case& t, uint32_t seed) {
     EXPECT_LE(rel_l2, 2e-3);
   }
 }
-
-uint32_t fresh_seed() { return std::random_device{}(); }
 
 // name, batch, c, h, w, oc, kh, kw, sh, sw, ph, pw, dh, dw, groups, relu, pool
 const std::vector<Case>& fixed_cases() {
@@ -276,18 +244,18 @@ const std::vector<Case>& alexnet_cases() {
 }
 
 TEST(ConvFp16, MatchesReferenceOnEdgeShapes) {
-  REQUIRE_GPU();
-  for (const Case& t : fixed_cases()) run_case(t, fresh_seed());
+  CNNRT_REQUIRE_CUDA_DEVICE();
+  for (const Case& t : fixed_cases()) run_case(t, test::fresh_seed());
 }
 
 TEST(ConvFp16, MatchesReferenceOnAlexNetLayers) {
-  REQUIRE_GPU();
-  for (const Case& t : alexnet_cases()) run_case(t, fresh_seed());
+  CNNRT_REQUIRE_CUDA_DEVICE();
+  for (const Case& t : alexnet_cases()) run_case(t, test::fresh_seed());
 }
 
 TEST(ConvFp16, MatchesReferenceOnRandomShapes) {
-  REQUIRE_GPU();
-  const uint32_t seed = fresh_seed();
+  CNNRT_REQUIRE_CUDA_DEVICE();
+  const uint32_t seed = test::fresh_seed();
   std::mt19937 rng(seed);
   auto pick = [&](std::initializer_list<int> values) {
     std::vector<int> v(values);
@@ -313,12 +281,12 @@ TEST(ConvFp16, MatchesReferenceOnRandomShapes) {
     t.relu = pick({0, 1}) == 1;
     if (pick({0, 1}) == 1) t.pool = pool_attrs(pick({2, 3}), 2, 0, pick({0, 1}) == 1);
     if (!ConvFp16::supports(to_shape(t))) continue;  // e.g. window larger than the input
-    run_case(t, fresh_seed());
+    run_case(t, test::fresh_seed());
   }
 }
 
 TEST(ConvFp16, FewChannelLayerTakesTheGatherPath) {
-  REQUIRE_GPU();
+  CNNRT_REQUIRE_CUDA_DEVICE();
   const Case t = alexnet_cases()[0];
   const ConvShape shape = to_shape(t);
   std::vector<float> w(size_t(t.oc) * t.c * t.kh * t.kw, 0.25f);
@@ -330,40 +298,40 @@ TEST(ConvFp16, FewChannelLayerTakesTheGatherPath) {
 }
 
 TEST(ConvFp16, CudaGraphReplayMatchesDirectLaunch) {
-  REQUIRE_GPU();
+  CNNRT_REQUIRE_CUDA_DEVICE();
   const Case t = alexnet_cases()[1];
   const ConvShape shape = to_shape(t);
-  std::mt19937 rng(fresh_seed());
+  std::mt19937 rng(test::fresh_seed());
   const int fan_in = t.c * t.kh * t.kw;
-  const std::vector<float> w = random_values(rng, size_t(t.oc) * fan_in, 0.05f, true);
-  const std::vector<float> b = random_values(rng, t.oc, 0.5f, false);
+  const std::vector<float> w = test::random_fp16_values(size_t(t.oc) * fan_in, rng, -0.05f, 0.05f);
+  const std::vector<float> b = test::random_fp16_values(t.oc, rng, -0.5f, 0.5f);
   ConvFp16 kernel(shape, w.data(), b.data());
   const size_t in_count = size_t(t.batch) * t.h * t.w * padded_channels(t.c);
   const size_t out_count = size_t(t.batch) * shape.out_h * shape.out_w * padded_channels(t.oc);
   std::vector<__half> x(in_count);
   for (size_t i = 0; i < in_count; ++i)
-    x[i] = __float2half(int(i % 64) < t.c ? random_values(rng, 1, 1.f, true)[0] : 0.f);
-  DeviceBuffer d_x(in_count * 2), d_y1(out_count * 2), d_y2(out_count * 2);
-  CUDA_OK(cudaMemcpy(d_x.ptr, x.data(), in_count * 2, cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemset(d_y2.ptr, 0xFF, out_count * 2));
+    x[i] = __float2half(int(i % 64) < t.c ? test::random_fp16_values(1, rng)[0] : 0.f);
+  test::DeviceMem d_x(in_count * 2), d_y1(out_count * 2), d_y2(out_count * 2);
+  CUDA_OK(cudaMemcpy(d_x.get(), x.data(), in_count * 2, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemset(d_y2.get(), 0xFF, out_count * 2));
 
   cudaStream_t stream;
   CUDA_OK(cudaStreamCreate(&stream));
-  kernel.forward(d_x.ptr, d_y1.ptr, t.batch, stream);
+  kernel.forward(d_x.get(), d_y1.get(), t.batch, stream);
   CUDA_OK(cudaStreamSynchronize(stream));
 
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  kernel.forward(d_x.ptr, d_y2.ptr, t.batch, stream);
+  kernel.forward(d_x.get(), d_y2.get(), t.batch, stream);
   CUDA_OK(cudaStreamEndCapture(stream, &graph));
   CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
   CUDA_OK(cudaGraphLaunch(exec, stream));
   CUDA_OK(cudaGraphLaunch(exec, stream));
   CUDA_OK(cudaStreamSynchronize(stream));
   std::vector<uint16_t> y1(out_count), y2(out_count);
-  CUDA_OK(cudaMemcpy(y1.data(), d_y1.ptr, out_count * 2, cudaMemcpyDeviceToHost));
-  CUDA_OK(cudaMemcpy(y2.data(), d_y2.ptr, out_count * 2, cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaMemcpy(y1.data(), d_y1.get(), out_count * 2, cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaMemcpy(y2.data(), d_y2.get(), out_count * 2, cudaMemcpyDeviceToHost));
   EXPECT_EQ(std::memcmp(y1.data(), y2.data(), out_count * 2), 0);
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
@@ -371,20 +339,21 @@ TEST(ConvFp16, CudaGraphReplayMatchesDirectLaunch) {
 }
 
 TEST(ConvFp16, BadArgumentsThrow) {
-  REQUIRE_GPU();
+  CNNRT_REQUIRE_CUDA_DEVICE();
   const ConvShape shape = to_shape(fixed_cases()[0]);
   std::vector<float> w(size_t(96) * 64, 0.5f);
   ConvFp16 kernel(shape, w.data(), nullptr);
-  DeviceBuffer d(1 << 20);
-  EXPECT_THROW(kernel.forward(d.ptr, d.ptr, 0, nullptr), Error);
-  EXPECT_THROW(kernel.forward(static_cast<char*>(d.ptr) + 2, d.ptr, 1, nullptr), Error);
-  EXPECT_THROW(kernel.forward_variant(99, d.ptr, d.ptr, 1, nullptr), Error);
-  EXPECT_THROW(kernel.forward(d.ptr, d.ptr, 1, nullptr, static_cast<char*>(d.ptr) + 8), Error);
+  test::DeviceMem d(1 << 20);
+  EXPECT_THROW(kernel.forward(d.get(), d.get(), 0, nullptr), Error);
+  EXPECT_THROW(kernel.forward(static_cast<char*>(d.get()) + 2, d.get(), 1, nullptr), Error);
+  EXPECT_THROW(kernel.forward_variant(99, d.get(), d.get(), 1, nullptr), Error);
+  EXPECT_THROW(kernel.forward(d.get(), d.get(), 1, nullptr, static_cast<char*>(d.get()) + 8),
+               Error);
   // A workspace variant launched without a workspace must throw, not write through nullptr.
   const std::vector<std::string> names = kernel.variants(1);
   for (size_t v = 0; v < names.size(); ++v)
     if (kernel.variant_workspace_bytes(v, 1) > 0)
-      EXPECT_THROW(kernel.forward_variant(v, d.ptr, d.ptr, 1, nullptr), Error) << names[v];
+      EXPECT_THROW(kernel.forward_variant(v, d.get(), d.get(), 1, nullptr), Error) << names[v];
 }
 
 bool has_variant(const std::vector<std::string>& names, const std::string& part) {
@@ -397,11 +366,11 @@ bool has_variant(const std::vector<std::string>& names, const std::string& part)
 // not where they must not: split-K only at small batches and groups == 1, unfused only with a
 // pool; forward() without a workspace never picks one.
 TEST(ConvFp16, WorkspaceVariantsAreOfferedWhereTheyApply) {
-  REQUIRE_GPU();
-  std::mt19937 rng(fresh_seed());
+  CNNRT_REQUIRE_CUDA_DEVICE();
+  std::mt19937 rng(test::fresh_seed());
   auto make = [&](const Case& t) {
     const std::vector<float> w =
-        random_values(rng, size_t(t.oc) * (t.c / t.groups) * t.kh * t.kw, 0.1f, true);
+        test::random_fp16_values(size_t(t.oc) * (t.c / t.groups) * t.kh * t.kw, rng, -0.1f, 0.1f);
     return std::make_unique<ConvFp16>(to_shape(t), w.data(), nullptr);
   };
   const Case conv2 = alexnet_cases()[1], conv3 = alexnet_cases()[2];

@@ -86,7 +86,7 @@ TEST(ConvWgmma, OddShapesMatchReference) {
 
 // ---- registry rules -------------------------------------------------------------------------
 
-TEST(ConvWgmma, RegistryEntryIsLowPriorityFp16Conv) {
+TEST(ConvWgmma, RegistryEntryIsPreferredOverIgemm) {
   const KernelEntry* entry = KernelRegistry::instance().find("conv_fp16_wgmma");
   ASSERT_NE(entry, nullptr);
   EXPECT_EQ(entry->op, OpKind::Conv);
@@ -367,9 +367,7 @@ TEST(ConvWgmma, PoolTilingChoiceFollowsBatch) {
   EXPECT_EQ(conv.pool_passes(1), 1);  // small batch: single-pass tiles (more CTAs)
   EXPECT_GT(conv.pool_passes(256), 1) << conv.variant(256);
   EXPECT_NE(conv.variant(256).find("_stream"), std::string::npos) << conv.variant(256);
-  int sms = 0, device = 0;
-  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
-  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), cudaSuccess);
+  const int sms = current_sm_count();
   bool filled = false;
   for (int b = 1; b <= 300; ++b) {
     const long long n = conv.ctas(b);
@@ -385,13 +383,6 @@ TEST(ConvWgmma, PoolTilingChoiceFollowsBatch) {
   EXPECT_EQ(conv.ctas(1), 9);
 }
 
-int sm_count() {
-  int device = 0, sms = 0;
-  CNNRT_CUDA_CHECK(cudaGetDevice(&device));
-  CNNRT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  return sms;
-}
-
 // The registry kernel runs ConvFp16 while the wgmma grid would leave SMs idle and wgmma once it
 // fills them: batch 1 and the smallest filling batch must both match the reference.
 TEST(ConvWgmma, SmallBatchDispatchMatchesReference) {
@@ -401,7 +392,7 @@ TEST(ConvWgmma, SmallBatchDispatchMatchesReference) {
   ConvShape shape = shape_of(probe);
   shape.pool = PoolAttrs{3, 3, 2, 2, 0, 0, false, true};
   shape.derive();
-  const int sms = sm_count();
+  const int sms = current_sm_count();
   int fill_batch = 1;
   {
     const std::vector<float> w(size_t(64) * 64 * 9, 0.01f);
@@ -448,7 +439,7 @@ TEST(ConvWgmma, SpaceToDepthEntryUsesWgmmaAndMatchesReference) {
     const std::vector<float> w(size_t(64) * 3 * 121, 0.01f);
     const ConvFp16Wgmma inner(s2d->transformed, space_to_depth_weights(*s2d, w.data()).data(),
                               nullptr);
-    while (inner.ctas(fill_batch) < sm_count()) ++fill_batch;
+    while (inner.ctas(fill_batch) < current_sm_count()) ++fill_batch;
   }
   for (int batch : {1, fill_batch}) {
     WCase t = conv1;

@@ -40,13 +40,6 @@ namespace {
 
 using namespace wgmma_test;
 
-int sm_count() {
-  int device = 0, sms = 0;
-  CNNRT_CUDA_CHECK(cudaGetDevice(&device));
-  CNNRT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  return sms;
-}
-
 // The tiles the kernel builds; {0, 0}: the cost model.
 const std::pair<int, int> kTiles[] = {{128, 128}, {128, 256}, {256, 128}, {0, 0}};
 
@@ -120,7 +113,7 @@ TEST(ConvWgmmaWs, TileChoiceFollowsBatch) {
     EXPECT_GT(conv.ctas(b), 0);
   }
   EXPECT_EQ(conv.max_ctas(64), (64LL * 169 + 127) / 128 * 2);
-  if (sm_count() == 132) EXPECT_EQ(conv.variant(64), "wgmma_ws_128x256x64_s4");
+  if (current_sm_count() == 132) EXPECT_EQ(conv.variant(64), "wgmma_ws_128x256x64_s4");
   EXPECT_EQ(conv.variant(), "wgmma_ws_(per batch)");
   EXPECT_FALSE(conv.force_tile(64, 64));
   EXPECT_FALSE(conv.force_tile(256, 256));
@@ -205,7 +198,7 @@ TEST(ConvWgmmaWs, SmallBatchDispatchMatchesReference) {
   ASSERT_TRUE(ConvFp16WgmmaWs::device_supported());
   const WCase probe{1, 64, 13, 13, 128, 3, 1, 1, true, true};
   const ConvShape shape = shape_of(probe);
-  const int sms = sm_count();
+  const int sms = current_sm_count();
   int fill_batch = 1;
   {
     const std::vector<float> w(size_t(128) * 64 * 9, 0.01f);

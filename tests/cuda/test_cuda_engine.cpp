@@ -377,11 +377,14 @@ TEST_P(CudaContextTest, CompareKernelsCoversEveryStepChosenFirstAndRunStaysRight
   EXPECT_EQ(row, rows.size());
   // Step 0's other own candidates cannot read fp32: with input fusion they run on a converted
   // copy and must still be timed, not reported as failed.
+  int igemm_rows = 0;
   for (const LayerProfile& r : rows)
     if (r.name == steps()[0].node->name && r.kernel.rfind("conv_fp16_igemm", 0) == 0) {
+      ++igemm_rows;
       EXPECT_EQ(r.kernel.find("[failed"), std::string::npos) << r.kernel;
       EXPECT_GT(r.median_ms, 0.0) << r.kernel;
     }
+  EXPECT_GT(igemm_rows, 0) << "step 0 has no conv_fp16_igemm row: the check above was empty";
   const std::vector<float> after = run();
   EXPECT_EQ(std::memcmp(before.data(), after.data(), before.size() * sizeof(float)), 0);
 }

@@ -7,7 +7,7 @@
 // only differences from a kernel are fp32 accumulation order and the final fp16 rounding.
 // Tolerances: rel L2 ||y - ref|| / ||ref|| <= 2e-3 (fp16 output rounding alone gives ~3e-4), and
 // per element |y - ref| <= 4e-3 |ref| + 2e-3 max|ref| (catches a wrong tile edge or a swizzle
-// slip that an L2 norm could hide); NaN fails both, and padding channels must be +0.
+// slip that an L2 norm could hide); NaN fails both, and padding channels must be zero.
 #pragma once
 
 #include <cuda_fp16.h>

@@ -61,7 +61,7 @@ std::string random_cnn_yaml(std::mt19937& rng, int& channels, int& size) {
   std::ostringstream y;
   y << "name: random_cnn\ninput: {shape: [" << channels << ", " << size << ", " << size
     << "]}\nlayers:\n";
-  int c = channels, h = size;
+  int h = size;
   const int blocks = 1 + pick(rng) % 3;
   for (int b = 0; b < blocks; ++b) {
     const int out = 2 + pick(rng) % 7, kernel = 1 + 2 * (pick(rng) % 2);
@@ -75,13 +75,11 @@ std::string random_cnn_yaml(std::mt19937& rng, int& channels, int& size) {
       y << "  - {name: pool" << b << ", op: maxpool, kernel: 3, stride: 2}\n";
       h = (h - 3) / 2 + 1;
     }
-    c = out;
   }
   y << "  - {name: flat, op: flatten}\n  - {name: drop, op: dropout}\n"
     << "  - {name: fc1, op: linear, out_features: 11, weight: f1.w, bias: f1.b}\n"
     << "  - {name: fc1_relu, op: relu}\n"
     << "  - {name: fc2, op: linear, out_features: 5, weight: f2.w, bias: f2.b}\n";
-  (void)c;
   return y.str();
 }
 
