@@ -92,24 +92,23 @@ ConvShape make_shape(const Layer& l) {
   return s;
 }
 
-// Median of `iters` launches (after warm-up); launch(i) must enqueue one run on `stream`.
+// Median of `iters` launches (after warm-up); launch(i) must enqueue one run on `stream`.  All
+// launches are queued before one synchronisation, so host launch latency stays outside the
+// event pairs (as in `cnnrt profile`).
 double median_ms(const std::function<void(int)>& launch, int iters, cudaStream_t stream) {
   for (int i = 0; i < 10; ++i) launch(i);
-  cudaEvent_t start, stop;
-  CNNRT_CUDA_CHECK(cudaEventCreate(&start));
-  CNNRT_CUDA_CHECK(cudaEventCreate(&stop));
-  std::vector<float> times;
+  std::vector<cudaEvent_t> events(2 * size_t(iters));
+  for (cudaEvent_t& event : events) CNNRT_CUDA_CHECK(cudaEventCreate(&event));
   for (int i = 0; i < iters; ++i) {
-    CNNRT_CUDA_CHECK(cudaEventRecord(start, stream));
+    CNNRT_CUDA_CHECK(cudaEventRecord(events[2 * i], stream));
     launch(i);
-    CNNRT_CUDA_CHECK(cudaEventRecord(stop, stream));
-    CNNRT_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    CNNRT_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    times.push_back(ms);
+    CNNRT_CUDA_CHECK(cudaEventRecord(events[2 * i + 1], stream));
   }
-  CNNRT_CUDA_CHECK(cudaEventDestroy(start));
-  CNNRT_CUDA_CHECK(cudaEventDestroy(stop));
+  CNNRT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<float> times(iters);
+  for (int i = 0; i < iters; ++i)
+    CNNRT_CUDA_CHECK(cudaEventElapsedTime(&times[i], events[2 * i], events[2 * i + 1]));
+  for (cudaEvent_t event : events) CNNRT_CUDA_CHECK(cudaEventDestroy(event));
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
 }
