@@ -2,6 +2,8 @@
 // the only place that knows about individual ops' semantics.
 #include "graph/ir.h"
 
+#include <limits>
+
 #include "graph/ops.h"
 
 namespace cnnrt {
@@ -22,6 +24,21 @@ std::string shape_to_string(const Shape& shape) {
 }
 
 const char* op_name(OpKind op) { return op_info(op).name; }
+
+ActivationBounds activation_bounds(const Node& node) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  switch (node.activation) {
+    case Activation::None:
+      return {-kInf, kInf};
+    case Activation::Relu:
+      return {0.0f, kInf};
+    case Activation::Relu6:
+      return {0.0f, 6.0f};
+    case Activation::Clip:
+      return {node.clip_min, node.clip_max};
+  }
+  return {-kInf, kInf};
+}
 
 const Param* Node::find_param(const std::string& role) const {
   for (const Param& param : params)

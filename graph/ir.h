@@ -50,9 +50,16 @@ struct ConvAttrs {
   int out_channels = 0;
   int kernel_h = 1, kernel_w = 1;
   int stride_h = 1, stride_w = 1;
-  int pad_h = 0, pad_w = 0;
+  int pad_h = 0, pad_w = 0;  // top, left
+  // Asymmetric padding (TF "SAME", ONNX pads): bottom = pad_h + pad_h_extra, right = pad_w +
+  // pad_w_extra.  0 (symmetric) unless the model says otherwise; a kernel that assumes
+  // symmetric padding must refuse a node where either is non-zero.
+  int pad_h_extra = 0, pad_w_extra = 0;
   int dilation_h = 1, dilation_w = 1;
   int groups = 1;
+  int pad_bottom() const { return pad_h + pad_h_extra; }
+  int pad_right() const { return pad_w + pad_w_extra; }
+  bool symmetric_padding() const { return pad_h_extra == 0 && pad_w_extra == 0; }
 };
 
 // MaxPool and AvgPool (PyTorch semantics; stride defaults to kernel).
@@ -97,7 +104,10 @@ struct EmptyAttrs {};  // relu, flatten, add
 using Attrs = std::variant<EmptyAttrs, ConvAttrs, PoolAttrs, AdaptivePoolAttrs, LinearAttrs,
                            DropoutAttrs, SoftmaxAttrs, BatchNormAttrs, ConcatAttrs, LRNAttrs>;
 
-enum class Activation { None, Relu };
+// The activation a node applies in its epilogue (fused by the passes).  Every kind is a clamp,
+// so a kernel implements all of them with one min/max pair (activation_bounds below):
+//   None [-inf, inf], Relu [0, inf], Relu6 [0, 6], Clip [clip_min, clip_max].
+enum class Activation { None, Relu, Relu6, Clip };
 
 // A weight bound to a node: its role ("weight", "bias", "running_mean", ...), the key it has in
 // the weight file (PyTorch state_dict name), and its values once loaded.
@@ -120,6 +130,7 @@ struct Node {
 
   // Filled by fusion passes: the epilogue this node runs after its main op.
   Activation activation = Activation::None;
+  float clip_min = 0, clip_max = 0;        // Activation::Clip only
   std::optional<PoolAttrs> fused_maxpool;  // conv only: max-pool applied after the activation
   Shape pre_pool_shape;                    // conv output before fused_maxpool (per sample)
   std::vector<std::string> source_layers;  // YAML layers this node covers, itself first
@@ -138,6 +149,12 @@ struct Node {
   const Param* find_param(const std::string& role) const;
   Param* find_param(const std::string& role);
 };
+
+// The clamp interval of a node's fused activation (see Activation).
+struct ActivationBounds {
+  float lo, hi;
+};
+ActivationBounds activation_bounds(const Node& node);
 
 struct InputSpec {
   Shape shape;                   // per sample, CHW
