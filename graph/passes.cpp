@@ -60,6 +60,18 @@ void erase_nodes(Graph& graph, Chain indices) {
   for (size_t index : indices) graph.nodes.erase(graph.nodes.begin() + static_cast<long>(index));
 }
 
+void merge_request(const Graph& graph, Node& head, const Node& absorbed,
+                   std::string Node::*request, const char* what) {
+  const std::string& value = absorbed.*request;
+  if (value.empty() || value == head.*request) return;
+  if (!(head.*request).empty())
+    throw_error({graph.source_file, absorbed.line, absorbed.column, absorbed.name, ""},
+                std::string("asks for ") + what + " '" + value + "' but it is fused into layer '" +
+                    head.name + "', which asks for '" + head.*request +
+                    "' (one fused layer runs one kernel)");
+  head.*request = value;
+}
+
 // The common rewrite of a fusion: the head absorbs the rest of the chain.
 void absorb_chain(Graph& graph, const Chain& chain) {
   Node& head = graph.nodes[chain[0]];
@@ -67,6 +79,10 @@ void absorb_chain(Graph& graph, const Chain& chain) {
     const Node& absorbed = graph.nodes[chain[k]];
     head.source_layers.insert(head.source_layers.end(), absorbed.source_layers.begin(),
                               absorbed.source_layers.end());
+    // A per-layer choice on any source layer applies to the fused node; two different ones
+    // cannot both be honoured.
+    merge_request(graph, head, absorbed, &Node::precision_request, "precision");
+    merge_request(graph, head, absorbed, &Node::kernel_request, "impl");
   }
   const std::string last = graph.nodes[chain.back()].name;
   const std::string head_name = head.name;
