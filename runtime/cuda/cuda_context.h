@@ -75,6 +75,8 @@ class CudaContext final : public ContextImpl {
   void enqueue_forward(bool annotate);
   void capture_graph();
   void synchronize();
+  // Copy in, graph replay, copy out on `stream` (host or device buffers); no synchronisation.
+  void enqueue_run(const float* input, float* output, bool device_buffers, cudaStream_t stream);
   // Median time of candidate `entry` on step i, its inputs converted where it reads another
   // type, its output in a buffer of its own; `variant` gets its prepared variant's name.
   double time_candidate(const KernelEntry& entry, size_t i, int iterations, std::string* variant);
