@@ -50,12 +50,27 @@ def export(torch, torchvision, name: str, path: str, batch: int, seed: int):
     x = torch.randn(batch, 3, 224, 224)
     options = dict(input_names=["x"], output_names=["y"], opset_version=13,
                    dynamic_axes={"x": {0: "N"}, "y": {0: "N"}}, do_constant_folding=True)
+    exporter = "torchscript"
     if "dynamo" in inspect.signature(torch.onnx.export).parameters:
-        options["dynamo"] = False  # the TorchScript exporter: no onnxscript needed
-    torch.onnx.export(model, (x,), path, **options)
+        options["dynamo"] = False  # the TorchScript exporter first: no onnxscript needed
+    try:
+        torch.onnx.export(model, (x,), path, **options)
+    except Exception as first:  # noqa: BLE001 (a torch without the TorchScript exporter)
+        if "dynamo" not in options:
+            raise
+        # The dynamo exporter (opset 18), batch fixed to the example's: the importer keeps
+        # only the per-sample shape, and both runs below use the same batch.
+        exporter = "dynamo"
+        options.update(dynamo=True, opset_version=18)
+        options.pop("dynamic_axes")
+        try:
+            torch.onnx.export(model, (x,), path, **options)
+        except Exception as second:  # noqa: BLE001
+            raise RuntimeError(f"torchscript exporter: {first}; dynamo exporter: {second}") \
+                from None
     with torch.no_grad():
         reference = model(x).numpy()
-    return x.numpy(), reference
+    return x.numpy(), reference, exporter
 
 
 def run(command, timeout=900):
@@ -90,7 +105,8 @@ def main(argv=None) -> int:
         onnx_path = os.path.join(work, f"{name}.onnx")
         yaml_path = os.path.join(work, f"{name}.yaml")
         try:
-            x, torch_out = export(torch, torchvision, name, onnx_path, args.batch, args.seed)
+            x, torch_out, exporter = export(torch, torchvision, name, onnx_path, args.batch,
+                                            args.seed)
         except Exception as exc:  # noqa: BLE001 (report every exporter failure the same way)
             rows.append((name, f"export failed: {type(exc).__name__}: {exc}"))
             failed = True
@@ -104,7 +120,7 @@ def main(argv=None) -> int:
         session = onnxruntime.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
         ort_out = session.run(None, {"x": x})[0]
         np.save(os.path.join(work, f"{name}.x.npy"), x)
-        cells = [f"ort vs torch {rel_l2(ort_out, torch_out):.2e}"]
+        cells = [f"{exporter} export, ort vs torch {rel_l2(ort_out, torch_out):.2e}"]
         runs = [("cpu", "fp32", CPU_TOLERANCE)] + ([("cuda", "fp16", FP16_TOLERANCE)]
                                                    if args.cuda else [])
         for device, precision, tolerance in runs:

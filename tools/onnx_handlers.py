@@ -18,7 +18,8 @@ class OnnxImportError(Exception):
     pass
 
 
-SUPPORTED = ("Conv, Relu, Clip, MaxPool, AveragePool, GlobalAveragePool, Gemm, MatMul (+ Add), "
+SUPPORTED = ("Conv, Relu, Clip, MaxPool, AveragePool, GlobalAveragePool, ReduceMean (over H, W), "
+             "Gemm, MatMul (+ Add), "
              "Flatten, Reshape (to [N, features]), BatchNormalization, Add, Concat (axis 1), "
              "Softmax (axis 1), LRN (odd size), Dropout, Identity, and constant subgraphs")
 
@@ -30,7 +31,8 @@ ATTRIBUTES = {
                 "strides"},
     "AveragePool": {"auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape",
                     "pads", "strides"},
-    "GlobalAveragePool": set(), "Relu": set(), "Clip": {"min", "max"},
+    "GlobalAveragePool": set(), "ReduceMean": {"axes", "keepdims", "noop_with_empty_axes"},
+    "Relu": set(), "Clip": {"min", "max"},
     "Gemm": {"alpha", "beta", "transA", "transB"}, "MatMul": set(), "Flatten": {"axis"},
     "Reshape": {"allowzero"}, "BatchNormalization": {"epsilon", "momentum", "spatial",
                                                      "training_mode"},
@@ -194,6 +196,8 @@ def handle_clip(imp, node, attrs):
         imp.alias(node, tensor)
     elif (low, high) == (0.0, 6.0):
         imp.emit(node, "relu6", [tensor], imp.shapes[tensor])
+    elif (low, high) == (0.0, None):
+        imp.emit(node, "relu", [tensor], imp.shapes[tensor])
     else:
         if low is not None and high is not None and low > high:
             imp.fail(node, f"min {low} is greater than max {high}")
@@ -228,6 +232,22 @@ def handle_pool(imp, node, attrs):
 def handle_global_average_pool(imp, node, attrs):
     tensor, (c, _, _) = _input_chw(imp, node)
     imp.emit(node, "adaptive_avgpool", [tensor], [c, 1, 1], output_size=1)
+
+
+def handle_reduce_mean(imp, node, attrs):
+    """A mean over H and W (what newer exporters emit for a global average pool)."""
+    tensor, (c, _, _) = _input_chw(imp, node)
+    axes = attrs.get("axes")
+    if axes is None:
+        value = imp.optional_constant(node, 1, "axes (input 2)")
+        axes = None if value is None else [int(a) for a in value.reshape(-1)]
+    if axes is None or sorted(int(a) % 4 for a in axes) != [2, 3]:
+        imp.fail(node, f"axes {axes}: only the mean over H and W (axes 2, 3) is supported")
+    if not attrs.get("keepdims", 1):
+        pooled = imp.emit(node, "adaptive_avgpool", [tensor], [c, 1, 1], output_size=1)
+        imp.emit(node, "flatten", [pooled], [c])
+    else:
+        imp.emit(node, "adaptive_avgpool", [tensor], [c, 1, 1], output_size=1)
 
 
 def _linear(imp, node, tensor: str, weight: np.ndarray, bias: Optional[np.ndarray],
@@ -391,7 +411,8 @@ def handle_identity(imp, node, attrs):
 
 HANDLERS = {"Conv": handle_conv, "Relu": handle_relu, "Clip": handle_clip,
             "MaxPool": handle_pool, "AveragePool": handle_pool,
-            "GlobalAveragePool": handle_global_average_pool, "Gemm": handle_gemm,
+            "GlobalAveragePool": handle_global_average_pool, "ReduceMean": handle_reduce_mean,
+            "Gemm": handle_gemm,
             "MatMul": handle_matmul, "Flatten": handle_flatten, "Reshape": handle_reshape,
             "BatchNormalization": handle_batchnorm, "Add": handle_add, "Concat": handle_concat,
             "Softmax": handle_softmax, "LRN": handle_lrn, "Dropout": handle_dropout,

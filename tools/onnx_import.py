@@ -5,10 +5,10 @@
 
 What maps (ONNX op -> cnnrt op, docs/FORMAT.md):
   Conv -> conv (pads incl. asymmetric, auto_pad SAME_UPPER -> `padding: same`, SAME_LOWER /
-  VALID resolved, strides, dilations, group); Relu -> relu; Clip -> relu6 when [0, 6], else clip
+  VALID resolved, strides, dilations, group); Relu -> relu; Clip -> relu6 when [0, 6], relu when [0, inf), else clip
   (bounds from attributes, opset < 11, or constant inputs); MaxPool / AveragePool -> maxpool /
-  avgpool (symmetric pads, ceil_mode, count_include_pad); GlobalAveragePool -> adaptive_avgpool
-  to 1x1; Gemm -> linear (transB, alpha and beta folded into the weights); MatMul (+ Add of a
+  avgpool (symmetric pads, ceil_mode, count_include_pad); GlobalAveragePool and ReduceMean over
+  H, W -> adaptive_avgpool to 1x1 (+ flatten without keepdims); Gemm -> linear (transB, alpha and beta folded into the weights); MatMul (+ Add of a
   constant) -> linear; Flatten / Reshape to [N, features] -> flatten; BatchNormalization ->
   batchnorm; Add of two activations -> add; Concat on channels -> concat; Softmax on axis 1 ->
   softmax; LRN (odd size) -> lrn; Dropout and Identity are dropped.  Nodes whose inputs are all

@@ -13,6 +13,8 @@ Models (random weights, odd sizes):
                x.view(x.size(0), -1) as Shape -> Gather -> Unsqueeze -> Concat -> Reshape
                (constant-folded), Gemm with transB 0 and a broadcast scalar C, MatMul without Add, Dropout with
                a ratio attribute, BatchNormalization after a linear.
+  reductions   opset 18: ReduceMean over H, W with axes as an input and keepdims 0, Clip with
+               min 0 only (imported as relu).
   ceil_pools   MaxPool / AveragePool with ceil_mode and padding on sizes where the last window
                would start in the right padding (dropped, as in PyTorch and onnxruntime's
                kernels; onnx's own shape inference still counts it, so the output dims are
@@ -136,6 +138,17 @@ def build_models(onnx, helper, numpy_helper, np, rng):
         N("Concat", ["f1", "f2"], ["y"], name="both", axis=1),
     ]
     models["ceil_pools"] = (model("ceil_pools", nodes, [], ["N", 2, 7, 9], ["N", "F"], 13), 2)
+
+    # --- reductions: opset 18, what newer exporters emit for a global average pool ----------
+    nodes = [
+        N("Conv", ["x", "r.w", "r.b"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        N("Clip", ["c", "zero"], ["cr"], name="relu_as_clip"),
+        N("ReduceMean", ["cr", "hw"], ["gap"], name="mean_hw", keepdims=0),
+        N("Gemm", ["gap", "fc.w", "fc.b"], ["y"], name="fc", transB=1),
+    ]
+    inits = [init("r.w", [6, 3, 3, 3]), init("r.b", [6], 0.3), const("zero", 0.0),
+             const("hw", [-2, -1], np.int64), init("fc.w", [4, 6]), init("fc.b", [4], 0.3)]
+    models["reductions"] = (model("reductions", nodes, inits, ["N", 3, 9, 8], ["N", 4], 18), 2)
     return models
 
 
