@@ -5,16 +5,18 @@
 
 What maps (ONNX op -> cnnrt op, docs/FORMAT.md):
   Conv -> conv (pads incl. asymmetric, auto_pad SAME_UPPER -> `padding: same`, SAME_LOWER /
-  VALID resolved, strides, dilations, group); Relu -> relu; Clip -> relu6 when [0, 6], relu when [0, inf), else clip
-  (bounds from attributes, opset < 11, or constant inputs); MaxPool / AveragePool -> maxpool /
-  avgpool (symmetric pads, ceil_mode, count_include_pad); GlobalAveragePool and ReduceMean over
-  H, W -> adaptive_avgpool to 1x1 (+ flatten without keepdims); Gemm -> linear (transB, alpha and beta folded into the weights); MatMul (+ Add of a
-  constant) -> linear; Flatten / Reshape to [N, features] -> flatten; BatchNormalization ->
+  VALID resolved, strides, dilations, group); Relu -> relu; Clip -> relu6 when [0, 6], relu when
+  [0, inf), else clip (bounds from attributes, opset < 11, or constant inputs); MaxPool /
+  AveragePool -> maxpool / avgpool (symmetric pads, ceil_mode, count_include_pad);
+  GlobalAveragePool and ReduceMean over H, W -> adaptive_avgpool to 1x1 (+ flatten without
+  keepdims); Gemm -> linear (transB, alpha and beta folded into the weights); MatMul (+ Add of
+  a constant) -> linear; Flatten / Reshape to [N, features] -> flatten; BatchNormalization ->
   batchnorm; Add of two activations -> add; Concat on channels -> concat; Softmax on axis 1 ->
   softmax; LRN (odd size) -> lrn; Dropout and Identity are dropped.  Nodes whose inputs are all
   constants (initialisers, Constant nodes, Shape of a tensor of known shape, and the Gather /
   Unsqueeze / Concat / Cast / Reshape / arithmetic chains exporters build from them) are folded
-  here, so `x.view(x.size(0), -1)` imports as a flatten.
+  here, so `x.view(x.size(0), -1)` imports as a flatten.  Ceil-mode pools follow PyTorch (a
+  window that would start in the right padding is dropped), as onnxruntime's kernels do.
 
 The batch dimension is cnnrt's run-time choice: the graph input must be [N, C, H, W] or [N, F]
 with every dimension but N fixed (or fixed with --input-shape).  Anything else -- an op or an
