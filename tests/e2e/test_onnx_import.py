@@ -11,8 +11,8 @@ Models (random weights, odd sizes):
                MatMul + Add, Identity, Softmax.
   legacy_ops   opset 9, batch fixed at 1: Clip with attributes, a Constant-node weight,
                x.view(x.size(0), -1) as Shape -> Gather -> Unsqueeze -> Concat -> Reshape
-               (constant-folded), Gemm with transB 0 and a broadcast scalar C, MatMul without Add, Dropout with
-               a ratio attribute, BatchNormalization after a linear.
+               (constant-folded), Gemm with transB 0 and a broadcast scalar C, MatMul without
+               Add, Dropout with a ratio attribute, BatchNormalization after a linear.
   reductions   opset 18: ReduceMean over H, W with axes as an input and keepdims 0, Clip with
                min 0 only (imported as relu).
   ceil_pools   MaxPool / AveragePool with ceil_mode and padding on sizes where the last window

@@ -8,7 +8,8 @@ avgpool with padding and count_include_pad false (and true), adaptive avgpool wi
 do not divide the input, LRN with odd and even sizes and a strong alpha, residual add, concat
 of branches that start at the graph input, dropout, flatten + linear (with and without bias),
 softmax; relu6 and clip (standalone and fused, clip with one bound), depthwise convs, and
-conv padding in its asymmetric forms ([top, left, bottom, right] and TF `same`).  Weight *shapes* come from `cnnrt init-weights` (so that CLI is exercised); their
+conv padding in its asymmetric forms ([top, left, bottom, right] and TF `same`).  Weight
+*shapes* come from `cnnrt init-weights` (so that CLI is exercised); their
 values are then redrawn here with a random seed (printed) so that batchnorm is far from the
 identity, and one model stores them as fp16 to exercise that loader.
 
