@@ -82,6 +82,7 @@ void add_entry(KernelRegistry& registry, const char* name) {
   entry.precision = Precision::FP16;
   entry.baseline = true;
   entry.supports = [](const Node& node) {
+    if (!relu_or_none(node) || !symmetric_conv(node)) return false;
     const std::optional<ConvProblem> problem = problem_of(node);
     return problem.has_value() && Conv::supports(*problem);
   };

@@ -229,6 +229,8 @@ void register_conv_kernels(KernelRegistry& registry) {
   entry.precision = Precision::FP16;
   entry.priority = 10;
   entry.supports = [](const Node& node) {
+    // Only ReLU epilogues and symmetric padding until the kernels learn the others (issue 8).
+    if (!relu_or_none(node) || !symmetric_conv(node)) return false;
     const std::optional<ConvShape> shape = conv_shape_of(node);
     return shape.has_value() && ConvFp16::supports(*shape);
   };
@@ -241,7 +243,10 @@ void register_conv_kernels(KernelRegistry& registry) {
   s2d.device = Device::CUDA;
   s2d.precision = Precision::FP16;
   s2d.priority = 20;  // beats conv_fp16_igemm's gather path wherever it applies
-  s2d.supports = [](const Node& node) { return s2d_conv_of(node).has_value(); };
+  s2d.supports = [](const Node& node) {
+    if (!relu_or_none(node) || !symmetric_conv(node)) return false;
+    return s2d_conv_of(node).has_value();
+  };
   s2d.create = create_conv_fp16_s2d;
   registry.add(std::move(s2d));
   register_wgmma_conv_kernels(registry);

@@ -33,6 +33,16 @@ void register_misc_kernels(KernelRegistry& registry);        // pools, relu, add
 void register_baseline_kernels(KernelRegistry& registry);    // cuDNN, im2col + cuBLAS
 void register_wgmma_conv_kernels(KernelRegistry& registry);  // Hopper wgmma (+ warp-specialised)
 
+// What the CUDA kernels implement today: a ReLU epilogue or none, and symmetric conv padding.
+// Every entry's supports() refuses other nodes (relu6 / clip epilogues, TF-SAME or ONNX
+// asymmetric pads) rather than compute them wrongly.
+inline bool relu_or_none(const Node& node) {
+  return node.activation == Activation::None || node.activation == Activation::Relu;
+}
+inline bool symmetric_conv(const Node& node) {
+  return std::holds_alternative<ConvAttrs>(node.attrs) && node.get<ConvAttrs>().symmetric_padding();
+}
+
 // The per-sample shape the flatten that feeds `node` (a linear) flattened, or empty when the
 // linear's input is not a flatten of a 3-D tensor.  Looks back through relu and dropout, which
 // keep a vector's feature order.

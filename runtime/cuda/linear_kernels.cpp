@@ -55,7 +55,7 @@ class LinearFp16Kernel final : public Fp16Kernel {
 
 bool linear_supported(const Node& node) {
   return node.op == OpKind::Linear && std::holds_alternative<LinearAttrs>(node.attrs) &&
-         node.input_shapes.size() == 1 && node.input_shapes[0].size() == 1 &&
+         relu_or_none(node) && node.input_shapes.size() == 1 && node.input_shapes[0].size() == 1 &&
          node.output_shape.size() == 1 && node.find_param("weight") != nullptr;
 }
 

@@ -59,7 +59,7 @@ bool plain_node(const Node& node, size_t inputs, bool activation_ok = false) {
   if (node.input_shapes.size() != inputs || !layout_defined(node.output_shape)) return false;
   for (const Shape& shape : node.input_shapes)
     if (!layout_defined(shape)) return false;
-  return activation_ok || node.activation == Activation::None;
+  return (activation_ok && relu_or_none(node)) || node.activation == Activation::None;
 }
 
 bool feature_map_node(const Node& node) {

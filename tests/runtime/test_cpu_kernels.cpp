@@ -1,7 +1,8 @@
 // CPU registry entries (runtime/cpu_kernels.cpp): every op has a cpu_ref_* FP32 entry; each
 // kernel unpacks the node's per-sample shapes and the batch correctly (checked against direct
-// calls of the reference functions); the fused conv epilogue is conv + bias → ReLU → max-pool
-// with the pre-pool tensor in the workspace; relu/flatten/dropout work in and out of place;
+// calls of the reference functions); the fused conv epilogue is conv + bias → activation (a clamp:
+// relu, relu6, clip) → max-pool with the pre-pool tensor in the workspace; asymmetric and `same`
+// conv padding reach the reference; relu/relu6/clip/flatten/dropout work in and out of place;
 // weights are copied at creation; malformed nodes throw Error naming the layer.
 #include <gtest/gtest.h>
 
@@ -90,7 +91,9 @@ TEST(CpuKernels, EveryOpHasOneFp32ReferenceEntry) {
       {OpKind::BatchNorm, "cpu_ref_batchnorm"},
       {OpKind::Add, "cpu_ref_add"},
       {OpKind::Concat, "cpu_ref_concat"},
-      {OpKind::LRN, "cpu_ref_lrn"}};
+      {OpKind::LRN, "cpu_ref_lrn"},
+      {OpKind::Relu6, "cpu_ref_relu6"},
+      {OpKind::Clip, "cpu_ref_clip"}};
   EXPECT_EQ(cpu_registry().entries().size(), expected.size());
   for (const auto& [op, name] : expected) {
     const KernelEntry* entry = cpu_registry().find(name);
@@ -180,16 +183,24 @@ TEST(CpuKernels, ConvWithoutEpilogueAndLinearWithRelu) {
 TEST(CpuKernels, ReluFlattenDropoutInPlaceAndOutOfPlace) {
   std::mt19937 rng(std::random_device{}());
   const int batch = 3;
+  ClipAttrs clip;
+  clip.min = -0.25f;
+  clip.max = 0.5f;
   const std::vector<std::pair<OpKind, Attrs>> ops = {{OpKind::Relu, EmptyAttrs{}},
+                                                     {OpKind::Relu6, EmptyAttrs{}},
+                                                     {OpKind::Clip, clip},
                                                      {OpKind::Flatten, EmptyAttrs{}},
                                                      {OpKind::Dropout, DropoutAttrs{}}};
   for (const auto& [op, attrs] : ops) {
     const Shape out_shape = op == OpKind::Flatten ? Shape{5 * 3 * 7} : Shape{5, 3, 7};
     const Node node = make_node("layer", op, attrs, {{5, 3, 7}}, out_shape);
     auto kernel = create_kernel(node);
-    const auto x = test::random_vector(batch * 5 * 3 * 7, rng);
+    const auto x = test::random_vector(batch * 5 * 3 * 7, rng, -9.0f, 9.0f);  // crosses 0 and 6
     std::vector<float> expected = x;
-    if (op == OpKind::Relu) ref::relu(x.data(), static_cast<int64_t>(x.size()), expected.data());
+    const auto count = static_cast<int64_t>(x.size());
+    if (op == OpKind::Relu) ref::relu(x.data(), count, expected.data());
+    if (op == OpKind::Relu6) ref::clamp(x.data(), count, 0.0f, 6.0f, expected.data());
+    if (op == OpKind::Clip) ref::clamp(x.data(), count, -0.25f, 0.5f, expected.data());
     SCOPED_TRACE(op_name(op));
     expect_equal(run_kernel(*kernel, {&x}, x.size(), batch), expected);  // out of place
     std::vector<float> in_place = x;
@@ -200,6 +211,62 @@ TEST(CpuKernels, ReluFlattenDropoutInPlaceAndOutOfPlace) {
     kernel->run(args);
     expect_equal(in_place, expected);
   }
+}
+
+// The epilogue is the node's activation_bounds clamp for every activation kind, applied before
+// the fused max-pool; the conv here also has asymmetric padding, which must reach the reference.
+TEST(CpuKernels, FusedActivationsClampWithTheirBounds) {
+  std::mt19937 rng(std::random_device{}());
+  const int batch = 2, c = 3, h = 9, w = 8;
+  ConvAttrs conv;
+  conv.out_channels = 4;
+  conv.kernel_h = conv.kernel_w = 3;
+  conv.stride_h = conv.stride_w = 2;
+  conv.pad_h = 0;
+  conv.pad_w = 1;
+  conv.pad_h_extra = 1;  // bottom 1: H (9 + 0 + 1 - 3) / 2 + 1 = 4
+  conv.pad_w_extra = 0;  // right 1:  W (8 + 1 + 1 - 3) / 2 + 1 = 4
+  PoolAttrs pool;
+  pool.kernel_h = pool.kernel_w = 2;
+  pool.stride_h = pool.stride_w = 2;
+  const auto x = test::random_vector(batch * c * h * w, rng, -4.0f, 4.0f);
+  struct Case {
+    Activation activation;
+    float clip_min, clip_max, lo, hi;
+  };
+  const Case cases[] = {{Activation::Relu6, 0, 0, 0.0f, 6.0f},
+                        {Activation::Clip, -0.3f, 0.2f, -0.3f, 0.2f},
+                        {Activation::Relu, 0, 0, 0.0f, 1e30f}};
+  for (const Case& t : cases) {
+    SCOPED_TRACE(activation_name(t.activation));
+    Node node = make_node("conv", OpKind::Conv, conv, {{c, h, w}}, {4, 2, 2});
+    node.params = {make_param("weight", {4, 3, 3, 3}, rng), make_param("bias", {4}, rng)};
+    for (float& v : node.params[0].value.data) v *= 4.0f;  // outputs well past 6
+    node.activation = t.activation;
+    node.clip_min = t.clip_min;
+    node.clip_max = t.clip_max;
+    node.fused_maxpool = pool;
+    node.pre_pool_shape = {4, 4, 4};
+    std::vector<float> pre(batch * 4 * 4 * 4), expected(batch * 4 * 2 * 2);
+    ref::conv2d(x.data(), batch, c, h, w, node.params[0].value.data.data(),
+                node.params[1].value.data.data(), conv, pre.data());
+    ref::clamp(pre.data(), static_cast<int64_t>(pre.size()), t.lo, t.hi, pre.data());
+    ref::maxpool2d(pre.data(), batch, 4, 4, 4, pool, expected.data());
+    expect_equal(run_kernel(*create_kernel(node), {&x}, expected.size(), batch), expected);
+  }
+
+  LinearAttrs linear;
+  linear.out_features = 6;
+  Node fc = make_node("fc", OpKind::Linear, linear, {{11}}, {6});
+  fc.params = {make_param("weight", {6, 11}, rng)};
+  for (float& v : fc.params[0].value.data) v *= 10.0f;
+  fc.activation = Activation::Relu6;
+  const auto features = test::random_vector(batch * 11, rng);
+  std::vector<float> expected(batch * 6);
+  ref::linear(features.data(), batch, 11, fc.params[0].value.data.data(), nullptr, 6,
+              expected.data());
+  ref::clamp(expected.data(), batch * 6, 0.0f, 6.0f, expected.data());
+  expect_equal(run_kernel(*create_kernel(fc), {&features}, expected.size(), batch), expected);
 }
 
 TEST(CpuKernels, PoolNormAndMultiInputOpsUnpackShapes) {
