@@ -107,6 +107,7 @@ class ClampKernel : public LayerKernel {
   void run(const KernelArgs& args) override {
     ref::clamp(in_ptr(args), elements_ * args.batch, lo_, hi_, out_ptr(args));  // x == y allowed
   }
+  KernelPlan prepare(const PrepareInfo&) const override { return in_place_plan(); }
 
  private:
   int64_t elements_;
