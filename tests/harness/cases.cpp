@@ -236,7 +236,8 @@ OpCase linear_case(int in, int out, bool bias, const Act& act, int batch, Shape 
 
 std::vector<OpCase> linear_cases() {
   std::vector<OpCase> cases;
-  for (int batch : {1, 3, 33}) {
+  // 16 and 33: two and five passes of the fp16 GEMV, the cuBLASLt path of the default entry.
+  for (int batch : {1, 3, 16, 33}) {
     cases.push_back(linear_case(100, 37, true, kNone, batch));
     cases.push_back(linear_case(100, 37, false, kRelu, batch));
     cases.push_back(linear_case(259, 130, true, kRelu, batch));
@@ -251,7 +252,8 @@ std::vector<OpCase> linear_cases() {
   // Either side of the fp16 linear's GEMV/cuBLASLt switch (kGemvMaxBatch = 8).
   cases.push_back(linear_case(300, 45, true, kRelu, 8));
   cases.push_back(linear_case(300, 45, true, kRelu, 9));
-  cases.push_back(linear_case(9216, 4096, true, kRelu, 1, {256, 6, 6}, "alexnet_fc6"));
+  for (int batch : {1, 16})
+    cases.push_back(linear_case(9216, 4096, true, kRelu, batch, {256, 6, 6}, "alexnet_fc6"));
   cases.push_back(linear_case(4096, 4096, true, kRelu, 3, {}, "alexnet_fc7"));
   cases.push_back(linear_case(4096, 1000, true, kNone, 33, {}, "alexnet_fc8"));
   return cases;
