@@ -1,7 +1,10 @@
-// The harness's CUDA device (harness.h): compiled only in CUDA builds.  Kernels run on one
-// non-blocking stream of the harness's own, like a context's; errors of asynchronous work are
-// reported by synchronize(); timings are CUDA events around each run, one synchronisation at the
-// end so launch latency on the host is not counted.
+// The harness's CUDA device (harness.h): compiled only in CUDA builds.  Everything — poisoning,
+// copies, the kernels, the timing events — goes on the legacy default stream, so each step is
+// ordered after the previous one without further synchronisation (weight uploads made by a
+// kernel's factory with cudaMemcpy from pageable memory may still be in flight when it returns:
+// a non-blocking stream would not wait for them).  synchronize() waits for the whole device and
+// reports asynchronous errors; timings are CUDA events around each run, one synchronisation at
+// the end so launch latency on the host is not counted.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -16,9 +19,6 @@ namespace {
 
 class CudaHarnessDevice final : public HarnessDevice {
  public:
-  ~CudaHarnessDevice() override {
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
-  }
   Device device() const override { return Device::CUDA; }
   bool available() const override { return cuda::cuda_device_present(); }
   Buffer alloc_poisoned(size_t bytes) const override {
@@ -35,17 +35,13 @@ class CudaHarnessDevice final : public HarnessDevice {
   void download(void* host, const void* device_pointer, size_t bytes) const override {
     CNNRT_CUDA_CHECK(cudaMemcpy(host, device_pointer, bytes, cudaMemcpyDeviceToHost));
   }
-  void* stream() const override {
-    if (stream_ == nullptr)
-      CNNRT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    return stream_;
-  }
+  void* stream() const override { return nullptr; }  // the legacy default stream
   void synchronize() const override {
-    CNNRT_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream())));
+    CNNRT_CUDA_CHECK(cudaDeviceSynchronize());
     CNNRT_CUDA_CHECK(cudaGetLastError());
   }
   double median_ms(const std::function<void()>& launch, int reps) const override {
-    auto s = static_cast<cudaStream_t>(stream());
+    const cudaStream_t s = nullptr;
     std::vector<cudaEvent_t> events(2 * static_cast<size_t>(reps));
     for (cudaEvent_t& event : events) CNNRT_CUDA_CHECK(cudaEventCreate(&event));
     launch();  // warm-up: lazy setup (cuBLASLt heuristics, module loading)
@@ -66,9 +62,6 @@ class CudaHarnessDevice final : public HarnessDevice {
     return times.empty() ? 0.0 : times[times.size() / 2];
   }
   bool hwc_vectors() const override { return true; }
-
- private:
-  mutable cudaStream_t stream_ = nullptr;  // made on first use, only with a device present
 };
 
 }  // namespace
