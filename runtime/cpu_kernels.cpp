@@ -66,6 +66,22 @@ float* out_ptr(const KernelArgs& args) {
   return static_cast<float*>(args.output);
 }
 
+// The fused activation of a node with an epilogue (conv, linear, add, batchnorm), applied in
+// place: every activation kind is a clamp [lo, hi] (graph/ir.h activation_bounds; ref::clamp lets
+// NaN pass through like torch.clamp).  Nothing when the node has none.
+class Epilogue {
+ public:
+  explicit Epilogue(const Node& node)
+      : active_(node.activation != Activation::None), bounds_(activation_bounds(node)) {}
+  void apply(float* values, int64_t count) const {
+    if (active_) ref::clamp(values, count, bounds_.lo, bounds_.hi, values);
+  }
+
+ private:
+  bool active_;
+  ActivationBounds bounds_;
+};
+
 KernelPlan in_place_plan() {
   KernelPlan plan;
   plan.in_place = true;
@@ -114,19 +130,6 @@ class ClampKernel : public LayerKernel {
   float lo_, hi_;
 };
 
-// The fused activation of a conv / linear node, applied in place; nothing when there is none.
-class Epilogue {
- public:
-  explicit Epilogue(const Node& node)
-      : active_(node.activation != Activation::None), bounds_(activation_bounds(node)) {}
-  void apply(float* values, int64_t count) const {
-    if (active_) ref::clamp(values, count, bounds_.lo, bounds_.hi, values);
-  }
-
- private:
-  bool active_;
-  ActivationBounds bounds_;
-};
 
 class ConvKernel : public LayerKernel {
  public:
@@ -289,7 +292,9 @@ class LRNKernel : public LayerKernel {
 class BatchNormKernel : public LayerKernel {
  public:
   explicit BatchNormKernel(const Node& node)
-      : layout_(channel_layout(node, input_shape(node))), eps_(node.get<BatchNormAttrs>().eps) {
+      : layout_(channel_layout(node, input_shape(node))),
+        eps_(node.get<BatchNormAttrs>().eps),
+        epilogue_(node) {
     const int64_t c = layout_.channels;
     gamma_ = copy_param(node, "weight", c, false);
     beta_ = copy_param(node, "bias", c, false);
@@ -301,27 +306,32 @@ class BatchNormKernel : public LayerKernel {
   void run(const KernelArgs& args) override {
     ref::batchnorm(in_ptr(args), args.batch, layout_.channels, layout_.spatial, gamma_.data(),
                    beta_.data(), mean_.data(), var_.data(), eps_, out_ptr(args));
+    epilogue_.apply(out_ptr(args), layout_.channels * layout_.spatial * args.batch);
   }
   size_t weight_bytes() const override { return sizeof(float) * 4 * gamma_.size(); }
 
  private:
   ChannelLayout layout_;
   float eps_;
+  Epilogue epilogue_;
   std::vector<float> gamma_, beta_, mean_, var_;
 };
 
 class AddKernel : public LayerKernel {
  public:
-  explicit AddKernel(const Node& node) : elements_(shape_elements(input_shape(node, 0))) {
+  explicit AddKernel(const Node& node)
+      : elements_(shape_elements(input_shape(node, 0))), epilogue_(node) {
     if (shape_elements(input_shape(node, 1)) != elements_)
       node_error(node, "cpu add: inputs differ in size");
   }
   void run(const KernelArgs& args) override {
     ref::add(in_ptr(args, 0), in_ptr(args, 1), elements_ * args.batch, out_ptr(args));
+    epilogue_.apply(out_ptr(args), elements_ * args.batch);
   }
 
  private:
   int64_t elements_;
+  Epilogue epilogue_;
 };
 
 class ConcatKernel : public LayerKernel {
@@ -347,13 +357,19 @@ class ConcatKernel : public LayerKernel {
   int64_t spatial_ = 1;
 };
 
-// Window ops need CHW inputs; the rest take any per-sample shape.
-bool has_chw_input(const Node& node) {
+// Window ops need CHW inputs; the rest take any per-sample shape.  A fused activation only
+// where the kernel has an epilogue (conv, linear, add, batchnorm): the others refuse a node that
+// carries one rather than drop it.
+bool chw_shape(const Node& node) {
   return !node.input_shapes.empty() && node.input_shapes[0].size() == 3;
 }
-bool has_input(const Node& node) {
+bool any_shape(const Node& node) {
   return !node.input_shapes.empty() && !node.input_shapes[0].empty();
 }
+bool has_chw_input(const Node& node) {
+  return chw_shape(node) && node.activation == Activation::None;
+}
+bool has_input(const Node& node) { return any_shape(node) && node.activation == Activation::None; }
 
 template <typename KernelType>
 std::function<std::unique_ptr<LayerKernel>(const KernelBuildContext&)> factory() {
@@ -378,7 +394,7 @@ void add_entry(KernelRegistry& registry, const char* name, OpKind op,
 }  // namespace
 
 void register_cpu_kernels(KernelRegistry& registry) {
-  add_entry(registry, "cpu_ref_conv", OpKind::Conv, has_chw_input, factory<ConvKernel>());
+  add_entry(registry, "cpu_ref_conv", OpKind::Conv, chw_shape, factory<ConvKernel>());
   add_entry(registry, "cpu_ref_relu", OpKind::Relu, has_input, factory<ReluKernel>());
   add_entry(registry, "cpu_ref_relu6", OpKind::Relu6, has_input, [](const KernelBuildContext& c) {
     return std::make_unique<ClampKernel>(c.node, 0, 6);
@@ -394,13 +410,13 @@ void register_cpu_kernels(KernelRegistry& registry) {
       [](const KernelBuildContext& c) { return std::make_unique<PoolKernel>(c.node, false); });
   add_entry(registry, "cpu_ref_adaptive_avgpool", OpKind::AdaptiveAvgPool, has_chw_input,
             factory<AdaptiveAvgPoolKernel>());
-  add_entry(registry, "cpu_ref_linear", OpKind::Linear, has_input, factory<LinearKernel>());
+  add_entry(registry, "cpu_ref_linear", OpKind::Linear, any_shape, factory<LinearKernel>());
   add_entry(registry, "cpu_ref_flatten", OpKind::Flatten, has_input, factory<IdentityKernel>());
   add_entry(registry, "cpu_ref_dropout", OpKind::Dropout, has_input, factory<IdentityKernel>());
   add_entry(registry, "cpu_ref_softmax", OpKind::Softmax, has_input, factory<SoftmaxKernel>());
-  add_entry(registry, "cpu_ref_batchnorm", OpKind::BatchNorm, has_input,
+  add_entry(registry, "cpu_ref_batchnorm", OpKind::BatchNorm, any_shape,
             factory<BatchNormKernel>());
-  add_entry(registry, "cpu_ref_add", OpKind::Add, has_input, factory<AddKernel>());
+  add_entry(registry, "cpu_ref_add", OpKind::Add, any_shape, factory<AddKernel>());
   add_entry(registry, "cpu_ref_concat", OpKind::Concat, has_input, factory<ConcatKernel>());
   add_entry(registry, "cpu_ref_lrn", OpKind::LRN, has_input, factory<LRNKernel>());
 }
