@@ -97,7 +97,8 @@ BuildOptions build_options(const Args& args, const DeviceChoice& device) {
   BuildOptions options;
   options.device = device.device;
   options.precision = parse_precision(args.get_string("--precision", "auto"));
-  if (args.has("--plan")) options.layer_choices = load_plan_file(args.get_string("--plan", ""));
+  if (args.has("--plan"))
+    options.layer_choices = load_plan_file(args.get_string("--plan", ""), &options.choices_model);
   return options;
 }
 

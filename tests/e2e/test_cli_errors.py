@@ -205,6 +205,9 @@ def main():
         write(j("plan_key.yaml"), "layers:\n  c1: {precison: fp16}\n")
         check("plan with an unknown key", plan_args + [j("plan_key.yaml")],
               ["plan_key.yaml:2", "precison", "valid: precision, kernel"], [out])
+        write(j("plan_model.yaml"), "model: alexnet\nlayers:\n  c1: {precision: fp32}\n")
+        check("plan written for another model", plan_args + [j("plan_model.yaml")],
+              ["alexnet", "tiny"], [out])
         write(j("plan_bad.yaml"), "layers: [c1\n")
         check("malformed plan", plan_args + [j("plan_bad.yaml")], ["plan_bad.yaml"], [out])
         check("missing plan", plan_args + [j("no_plan.yaml")], ["no_plan.yaml"], [out])

@@ -176,6 +176,10 @@ INSTANTIATE_TEST_SUITE_P(adaptive_avgpool, KernelHarness,
                          ::testing::ValuesIn(params_for(OpKind::AdaptiveAvgPool)), param_name);
 INSTANTIATE_TEST_SUITE_P(relu, KernelHarness, ::testing::ValuesIn(params_for(OpKind::Relu)),
                          param_name);
+INSTANTIATE_TEST_SUITE_P(relu6, KernelHarness, ::testing::ValuesIn(params_for(OpKind::Relu6)),
+                         param_name);
+INSTANTIATE_TEST_SUITE_P(clip, KernelHarness, ::testing::ValuesIn(params_for(OpKind::Clip)),
+                         param_name);
 INSTANTIATE_TEST_SUITE_P(dropout, KernelHarness, ::testing::ValuesIn(params_for(OpKind::Dropout)),
                          param_name);
 INSTANTIATE_TEST_SUITE_P(flatten, KernelHarness, ::testing::ValuesIn(params_for(OpKind::Flatten)),
@@ -196,7 +200,8 @@ TEST(HarnessCoverage, EveryRegisteredOpHasACaseTableInstantiatedHere) {
   const std::vector<OpKind>& ops = tested_ops();
   std::set<std::string> instantiated;
   for (const auto& name : {"conv", "linear", "maxpool", "avgpool", "adaptive_avgpool", "relu",
-                           "dropout", "flatten", "softmax", "batchnorm", "lrn", "add", "concat"})
+                           "dropout", "flatten", "softmax", "batchnorm", "lrn", "add", "concat",
+                           "relu6", "clip"})
     instantiated.insert(name);
   for (const KernelEntry& entry : KernelRegistry::instance().entries()) {
     EXPECT_NE(std::find(ops.begin(), ops.end(), entry.op), ops.end())
