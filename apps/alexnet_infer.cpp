@@ -24,7 +24,8 @@ using namespace cnnrt::apps;
 
 const char kUsage[] =
     "usage: alexnet_infer IMAGE [--model M] [--weights W | --random-weights [SEED]] "
-    "[--device auto|cpu|cuda] [--precision auto|fp32|fp16|int8] [--plan PLAN.yaml] [--top K] "
+    "[--device auto|cpu|cuda] [--precision auto|fp32|fp16|int8] [--plan PLAN.yaml] "
+    "[--calib CALIB.json] [--top K] "
     "[--profile]";
 
 std::vector<double> softmax(const std::vector<float>& logits) {

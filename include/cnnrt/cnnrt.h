@@ -20,8 +20,9 @@
 
 namespace cnnrt {
 
-struct Graph;       // graph/ir.h (internal)
-struct MemoryPlan;  // runtime/memory_planner.h (internal)
+struct Graph;        // graph/ir.h (internal)
+struct MemoryPlan;   // runtime/memory_planner.h (internal)
+struct Calibration;  // runtime/calibration.h (internal)
 
 enum class Device { Auto, CPU, CUDA };
 enum class Precision { Auto, FP32, FP16, INT8 };
@@ -61,7 +62,13 @@ struct BuildOptions {
   bool fuse = true;  // run the graph passes (fusion, BN folding)
   // Layer name (a YAML layer, fused or not) -> choice; overrides the model's own keys.
   std::map<std::string, LayerChoice> layer_choices;
+  // The tensor scales every int8 layer needs (docs/QUANTIZATION.md; load_calibration below).
+  std::shared_ptr<const Calibration> calibration;
 };
+
+// Reads a calibration file written by `cnnrt calibrate` (docs/QUANTIZATION.md); errors name the
+// file and the tensor.
+std::shared_ptr<const Calibration> load_calibration(const std::string& path);
 
 // Reads a plan file: YAML `layers: {NAME: {precision: fp16|int8|fp32, kernel: NAME}}` (and an
 // optional `model:` name, checked at build).  Errors name the file, line and layer.
