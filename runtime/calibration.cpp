@@ -247,18 +247,18 @@ float entropy_threshold(const std::vector<uint64_t>& histogram, double bin_width
   for (uint64_t count : histogram) total += static_cast<double>(count);
   if (total == 0) return 0.0f;
 
-  std::vector<double> outliers(bins + 1, 0.0);  // outliers[i] = mass in bins i..end
-  for (int j = bins - 1; j >= 0; --j) outliers[j] = outliers[j + 1] + histogram[j];
+  std::vector<double> clipped(bins + 1, 0.0);  // clipped[i] = mass in bins i..end
+  for (int j = bins - 1; j >= 0; --j) clipped[j] = clipped[j + 1] + histogram[j];
 
   int best_bins = bins;
   double best_divergence = std::numeric_limits<double>::infinity();
   std::vector<double> p, level_mass, level_bins;
   for (int kept = levels; kept <= bins; ++kept) {
-    // P: the first `kept` bins, the clipped mass folded into the last one.
+    // P: the first `kept` bins, the clipped mass folded into the last one (TensorRT).
     p.assign(histogram.begin(), histogram.begin() + kept);
-    p[kept - 1] += outliers[kept];
-    // Q: the same bins (without the clipped mass) merged into `levels` levels; each level's mass
-    // is spread evenly over its bins where P is non-zero.
+    p[kept - 1] += clipped[kept];
+    // Q: the same bins without the clipped mass, merged into `levels` levels; each level's mass
+    // spread evenly over its bins where P is non-zero (TensorRT).
     level_mass.assign(levels, 0.0);
     level_bins.assign(levels, 0.0);
     for (int j = 0; j < kept; ++j) {
@@ -266,16 +266,17 @@ float entropy_threshold(const std::vector<uint64_t>& histogram, double bin_width
       level_mass[level] += static_cast<double>(histogram[j]);
       if (p[j] > 0) level_bins[level] += 1;
     }
-    const double q_total = total - outliers[kept];
-    if (q_total <= 0) continue;
+    // Both are divided by the same total: the clipped mass is lost from Q, not spread over the
+    // kept bins (see docs/QUANTIZATION.md); a bin of P whose level of Q saw nothing counts as
+    // half an observation there, so a clipped tail beyond empty bins costs a finite amount.
     double divergence = 0;
-    for (int j = 0; j < kept && divergence < std::numeric_limits<double>::infinity(); ++j) {
+    for (int j = 0; j < kept; ++j) {
       if (p[j] == 0) continue;
       const int level = static_cast<int>(static_cast<int64_t>(j) * levels / kept);
-      const double q = level_mass[level] / level_bins[level] / q_total;
+      const double mass = level_mass[level] / level_bins[level];
+      const double q = (mass > 0 ? mass : 0.5) / total;
       const double p_normalised = p[j] / total;
-      divergence = q > 0 ? divergence + p_normalised * std::log(p_normalised / q)
-                         : std::numeric_limits<double>::infinity();
+      divergence += p_normalised * std::log(p_normalised / q);
     }
     if (divergence < best_divergence) {
       best_divergence = divergence;

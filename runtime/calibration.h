@@ -84,9 +84,9 @@ class TensorStatistics {
   uint64_t values_ = 0, zeros_ = 0;
 };
 
-// TensorRT's KL search on a histogram of |x| with bins of `bin_width` (docs/QUANTIZATION.md):
-// returns amax = (best number of kept bins) × bin_width; 0 for an empty histogram.  Needs at
-// least `levels` bins.
+// TensorRT's KL search on a histogram of |x| with bins of `bin_width`, with Q not renormalised
+// after clipping (docs/QUANTIZATION.md, "Calibration"): returns amax = (best number of kept
+// bins) × bin_width; 0 for an empty histogram.  Needs at least `levels` bins.
 float entropy_threshold(const std::vector<uint64_t>& histogram, double bin_width,
                         int levels = TensorStatistics::kEntropyLevels);
 
