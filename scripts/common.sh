@@ -29,6 +29,7 @@ install_python_packages() {
   python3 -c 'import numpy' 2>/dev/null || missing+=(numpy)
   python3 -c 'import yaml' 2>/dev/null || missing+=(pyyaml)
   python3 -c 'import safetensors' 2>/dev/null || missing+=(safetensors)
+  python3 -c 'import sklearn' 2>/dev/null || missing+=(scikit-learn)  # the digits data set
   if [ ${#missing[@]} -gt 0 ]; then
     echo "== installing Python packages: ${missing[*]}"
     python3 -m pip install -q "${missing[@]}" 2>/dev/null ||

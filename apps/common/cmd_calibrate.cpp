@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -115,6 +116,10 @@ int cmd_calibrate(const Arguments& arguments) {
     if (array.shape[0] < 1) throw_error(site, "the calibration set is empty (N = 0)");
     if (array.shape[0] > std::numeric_limits<int>::max())
       throw_error(site, "too many samples for one calibration");
+    for (size_t i = 0; i < array.data.size(); ++i)
+      if (!std::isfinite(array.data[i]))
+        throw_error(
+            site, "sample " + std::to_string(i / sample_elements) + " has a NaN or infinite value");
     inputs.samples = static_cast<int>(array.shape[0]);
     inputs.load = [&array, sample_elements](int first, int count, float* out) {
       std::copy_n(array.data.begin() + first * sample_elements, count * sample_elements, out);
