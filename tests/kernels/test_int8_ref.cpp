@@ -153,6 +153,24 @@ TEST(Int8Helpers, PerChannelWeightsAllZeroChannelsAndPrunedBiases) {
                Error);
 }
 
+TEST(Int8Helpers, LayoutConversionAtOneScaleIsExact) {
+  // What the GPU int8 kernels' NHWC/16 tensors are compared through: NCHW → NHWC/16 → NCHW at
+  // one scale gives back every int8 value, and the padding lanes are zeros.
+  std::vector<int8_t> values(2 * 5 * 3 * 4);
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = static_cast<int8_t>(int(i * 37 % 255) - 127);
+  const float scale = 0.0123f;
+  const TensorType nchw{DType::I8, Layout::NCHW, 1, scale},
+      nhwc16{DType::I8, Layout::NHWC, 16, scale};
+  const Shape shape = {5, 3, 4};
+  std::vector<int8_t> padded(tensor_bytes(shape, nhwc16, 2), 99), back(values.size());
+  ref::convert_tensor(values.data(), nchw, padded.data(), nhwc16, shape, 2);
+  ref::convert_tensor(padded.data(), nhwc16, back.data(), nchw, shape, 2);
+  EXPECT_EQ(back, values);
+  for (size_t pixel = 0; pixel < 2 * 12; ++pixel)
+    for (int c = 5; c < 16; ++c) EXPECT_EQ(padded[pixel * 16 + c], 0);
+}
+
 // --- conv and linear on random shapes -----------------------------------------------------
 
 struct ConvCase {
