@@ -58,7 +58,8 @@ Calibration calibration_from_json(const std::string& text, const std::string& so
     throw Error(source + ": not a calibration file (invalid JSON: " + error.what() + ")");
   }
   if (!root.is_object()) fail("not a calibration file (expected a JSON object)");
-  if (root.value("format", std::string()) != kFormat)
+  if (!root.contains("format") || !root["format"].is_string() ||
+      root["format"].get<std::string>() != kFormat)
     fail(std::string("not a calibration file (\"format\" must be \"") + kFormat + "\")");
   if (!root.contains("version") || !root["version"].is_number_integer() ||
       root["version"].get<int64_t>() != kVersion)

@@ -55,7 +55,8 @@ TEST(Int8Helpers, QuantiseRoundsToNearestEvenAndSaturatesSymmetrically) {
   EXPECT_EQ(ref::quantize_int8(-1e30f, 1.0f), -127);
   EXPECT_EQ(ref::quantize_int8(kInf, 0.1f), 127);
   EXPECT_EQ(ref::quantize_int8(-kInf, 0.1f), -127);
-  EXPECT_EQ(ref::quantize_int8(std::nanf(""), 0.1f), -127);  // as cvt.rni.sat: NaN saturates low
+  EXPECT_EQ(ref::quantize_int8(std::nanf(""), 0.1f), 0);  // as cvt.rni.sat.s8.f32 on the GPU
+  EXPECT_EQ(ref::quantize_int8(-std::nanf(""), 0.1f), 0);
   EXPECT_EQ(ref::quantize_int8(-0.0f, 0.1f), 0);
   EXPECT_EQ(ref::quantize_int8(-0.04f, 0.1f), 0);  // rounds to -0.0, stored as 0
   const float zero = ref::dequantize_int8(0, 0.1f);

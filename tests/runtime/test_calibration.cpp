@@ -150,6 +150,8 @@ TEST(CalibrationFile, ErrorsNameTheFileAndTheTensor) {
   expect_error("{", "invalid JSON");
   expect_error("[1, 2]", "expected a JSON object");
   expect_error(R"({"format": "other", "version": 1})", "format");
+  expect_error(R"({"format": 7, "version": 1})", "format");
+  expect_error(R"({"format": "cnnrt-calibration", "version": "1"})", "version");
   expect_error(R"({"format": "cnnrt-calibration", "version": 2, "model": "m", "tensors": {}})",
                "version");
   expect_error(R"({"format": "cnnrt-calibration", "version": 1, "tensors": {}})", "model");
