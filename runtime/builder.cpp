@@ -236,6 +236,7 @@ std::unique_ptr<EngineImpl> build_engine(Graph graph, const BuildOptions& option
   // Labels are optional (classes print as indices), but a labels file the YAML names must exist.
   if (!g.labels_file.empty()) engine->model.labels = read_labels(g.labels_file);
   engine->backend = find_backend(engine->device)->make();
+  engine->calibration = options.calibration;
 
   engine->tensors["input"] = {g.input.shape, fp32_nchw()};
   StepBinder binder(*engine);
@@ -251,7 +252,7 @@ std::unique_ptr<EngineImpl> build_engine(Graph graph, const BuildOptions& option
                                choice == choices.end() ? nullptr : &choice->second);
     step.kernel_name = step.entry->name;
     step.precision = step.entry->precision;
-    step.kernel = step.entry->create(KernelBuildContext{node, g});
+    step.kernel = step.entry->create(KernelBuildContext{node, g, engine->calibration.get()});
     binder.add_layer(std::move(step), node.output_shape);
   }
   engine->output_tensor = binder.as_type(g.output, fp32_nchw());

@@ -199,9 +199,9 @@ def main():
         write(j("plan_kernel.yaml"), "layers:\n  c1: {kernel: conv_turbo}\n")
         check("plan names an unknown kernel", plan_args + [j("plan_kernel.yaml")],
               ["plan_kernel.yaml:2", "c1", "conv_turbo", "cpu_ref_conv"], [out])
-        write(j("plan_precision.yaml"), "layers:\n  fc: {precision: int8}\n")
+        write(j("plan_precision.yaml"), "layers:\n  fc: {precision: fp16}\n")
         check("plan asks a precision no kernel has", plan_args + [j("plan_precision.yaml")],
-              ["plan_precision.yaml:2", "fc", "int8", "cpu_ref_linear (fp32)"], [out])
+              ["plan_precision.yaml:2", "fc", "fp16", "cpu_ref_linear (fp32)"], [out])
         write(j("plan_key.yaml"), "layers:\n  c1: {precison: fp16}\n")
         check("plan with an unknown key", plan_args + [j("plan_key.yaml")],
               ["plan_key.yaml:2", "precison", "valid: precision, kernel"], [out])
