@@ -474,7 +474,10 @@ Image resize_shorter_side(const Image& image, int shorter_side) {
   const long long short_in = wide ? image.height : image.width;
   const long long long_in = wide ? image.width : image.height;
   const long long long_out = std::max(1LL, long_in * shorter_side / short_in);
-  if (long_out > INT_MAX) throw Error("resize: aspect ratio too extreme");
+  if (long_out > INT_MAX || long_out * shorter_side > kMaxImagePixels)
+    throw Error("resize: aspect ratio too extreme (" + std::to_string(image.width) + "x" +
+                std::to_string(image.height) + " would become over " +
+                std::to_string(kMaxImagePixels) + " pixels)");
   const int out_w = wide ? static_cast<int>(long_out) : shorter_side;
   const int out_h = wide ? shorter_side : static_cast<int>(long_out);
   if (out_w == image.width && out_h == image.height) return image;
