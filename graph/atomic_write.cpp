@@ -3,6 +3,7 @@
 #include "graph/atomic_write.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -72,7 +73,6 @@ void install_signal_handlers() {
 }
 
 int register_temporary(const std::string& path) {
-  install_signal_handlers();
   if (path.size() >= PATH_MAX) return -1;
   for (int i = 0; i < kSlots; ++i) {
     int expected = 0;
@@ -149,19 +149,28 @@ std::string folder_of(const std::string& path) {
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 
-// Creates the unique temporary next to `path`; returns its descriptor and fills `temp_path`.
-int create_temporary(const std::string& path, std::string& temp_path) {
+// Creates the unique temporary next to `path` and lists it in the registry; returns its
+// descriptor and fills `temp_path` and `slot`.  SIGINT/SIGTERM are blocked in this thread from
+// before the file exists until it is listed, so a single-threaded program (the CLIs) has no
+// moment where a signal could leave an unlisted temporary behind.
+int create_temporary(const std::string& path, std::string& temp_path, int& slot) {
+  install_signal_handlers();
   const size_t slash = path.rfind('/');
   const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
   const std::string folder = slash == std::string::npos ? "" : path.substr(0, slash + 1);
   const std::string pattern = folder + "." + base + ".tmp-XXXXXX";
   std::vector<char> name(pattern.begin(), pattern.end());
   name.push_back('\0');
+  sigset_t blocked, previous;
+  sigemptyset(&blocked);
+  for (int signal_number : kSignals) sigaddset(&blocked, signal_number);
+  pthread_sigmask(SIG_BLOCK, &blocked, &previous);
   const int fd = ::mkostemp(name.data(), O_CLOEXEC);
-  if (fd < 0) {
-    const std::string reason = errno_text();
-    fail(path, "cannot create a file in " + folder_of(path) + ": " + reason);
-  }
+  const int saved_errno = errno;
+  if (fd >= 0) slot = register_temporary(name.data());
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  if (fd < 0)
+    fail(path, "cannot create a file in " + folder_of(path) + ": " + std::strerror(saved_errno));
   temp_path = name.data();
   return fd;
 }
@@ -184,8 +193,8 @@ void write_file_atomically(const std::string& path,
   if (path.empty()) throw Error("output file name is empty");
   check_not_a_folder(path);
   std::string temp_path;
-  const int fd = create_temporary(path, temp_path);
-  const int slot = register_temporary(temp_path);
+  int slot = -1;
+  const int fd = create_temporary(path, temp_path, slot);
   bool closed = false;
   try {
     FdStreamBuf buffer(fd);
@@ -221,9 +230,11 @@ void check_output_path(const std::string& path) {
   if (path.empty()) throw Error("output file name is empty");
   check_not_a_folder(path);
   std::string temp_path;
-  const int fd = create_temporary(path, temp_path);
+  int slot = -1;
+  const int fd = create_temporary(path, temp_path, slot);
   ::close(fd);
   ::unlink(temp_path.c_str());
+  unregister_temporary(slot);
 }
 
 }  // namespace cnnrt

@@ -100,6 +100,7 @@ struct DecodeState {
   std::vector<unsigned char> rgb;   // width × height × 3 on success
   std::vector<unsigned char*> rows;  // one pointer per row of rgb (libpng reads all at once)
   bool too_large = false;
+  unsigned claimed_width = 0, claimed_height = 0;  // the header's size, when too_large
   int scans = 0;
   char reason[JMSG_LENGTH_MAX + 64] = {};
   void set_reason(const char* text) { std::snprintf(reason, sizeof(reason), "%s", text); }
@@ -107,9 +108,10 @@ struct DecodeState {
 
 // False (too_large set) when width × height is over the limit.
 bool within_limit(DecodeState* state, unsigned width, unsigned height) {
-  if (static_cast<long long>(width) * height <= state->max_pixels) return true;
-  state->width = static_cast<int>(std::min<unsigned>(width, INT_MAX));
-  state->height = static_cast<int>(std::min<unsigned>(height, INT_MAX));
+  // In 64-bit unsigned: a PNG header may claim up to 2^32 - 1 per side.
+  if (uint64_t{width} * height <= static_cast<uint64_t>(state->max_pixels)) return true;
+  state->claimed_width = width;
+  state->claimed_height = height;
   state->too_large = true;
   return false;
 }
@@ -392,8 +394,8 @@ Image decode_image_from_memory(const std::vector<unsigned char>& bytes, const st
   state.max_pixels = std::min(max_pixels, kMaxImagePixels);
   const bool decoded = is_png ? png_decode(&state) : jpeg_decode(&state);
   if (state.too_large) {
-    image_error(name, "image is too large (" + std::to_string(state.width) + "x" +
-                          std::to_string(state.height) + ", at most " +
+    image_error(name, "image is too large (" + std::to_string(state.claimed_width) + "x" +
+                          std::to_string(state.claimed_height) + ", at most " +
                           std::to_string(state.max_pixels) + " pixels)");
   }
   if (!decoded) {

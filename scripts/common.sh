@@ -61,7 +61,7 @@ configure_sanitizer_build() {
     command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
     CC=clang CXX=clang++ cmake -S "$CNNRT_ROOT" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug \
       -DCNNRT_WITH_CUDA=OFF -DCNNRT_BUILD_FUZZERS=ON "${launcher[@]}" \
-      -DCMAKE_CXX_FLAGS="$CNNRT_SANITIZE_FLAGS" -DCMAKE_C_FLAGS="$CNNRT_SANITIZE_FLAGS" >/dev/null
+      -DCMAKE_CXX_FLAGS="$CNNRT_SANITIZE_FLAGS" >/dev/null
   fi
   nice cmake --build "$build" -j "$(nproc)"
 }

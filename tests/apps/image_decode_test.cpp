@@ -192,6 +192,9 @@ TEST(ImageDecode, FuzzFoundProgressiveJpegsAreDeterministicErrors) {
 TEST(ImageDecode, HugeHeaderIsTooLargeBeforeAnyAllocation) {
   EXPECT_CONTAINS(decode_error(png_header_only(20000, 20000), "huge.png", kMaxImagePixels),
                   "huge.png: image is too large (20000x20000, at most 67108864 pixels)");
+  // Found by fuzz_image: width × height overflowed a signed 64-bit product (UBSan).
+  EXPECT_CONTAINS(decode_error(png_header_only(3665322068u, 3774824116u), "h.png", kMaxImagePixels),
+                  "h.png: image is too large (3665322068x3774824116, at most 67108864 pixels)");
   const Bytes small = encode_png(20, 20, PNG_FORMAT_RGB, random_pixels(20 * 20 * 3, 1));
   EXPECT_CONTAINS(decode_error(small, "small.png", 100), "too large (20x20, at most 100 pixels)");
 }

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 #include <random>
@@ -182,6 +185,38 @@ TEST(Npy, WriteIntoMissingDirectoryIsAnErrorWithNoLeftovers) {
   } catch (const Error& error) {
     EXPECT_NE(std::string(error.what()).find(path), std::string::npos) << error.what();
   }
+}
+
+}  // namespace
+}  // namespace cnnrt::apps
+
+namespace cnnrt::apps {
+namespace {
+
+// Zero-element arrays used to memcpy from a null buffer (undefined behaviour, caught by the
+// sanitizer pass): they round-trip now.
+TEST(NpyHostile, ZeroElementArraysRoundTrip) {
+  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{0}, {0, 4}, {3, 0, 2}}) {
+    const NpyArray read = parse_npy(serialize_npy(shape, {}), "empty.npy");
+    EXPECT_EQ(read.shape, shape);
+    EXPECT_TRUE(read.data.empty());
+  }
+}
+
+// `cnnrt run --input DIR` said "basic_filebuf::underflow error reading the file: Is a
+// directory", without the file name.
+TEST(NpyHostile, DirectoryIsNamedAsADirectory) {
+  const std::string dir = ::testing::TempDir() + "cnnrt_npy_dir_" + std::to_string(::getpid());
+  ::mkdir(dir.c_str(), 0700);
+  try {
+    read_npy(dir);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find(dir + ": is a directory, not a .npy file"),
+              std::string::npos)
+        << error.what();
+  }
+  ::rmdir(dir.c_str());
 }
 
 }  // namespace
