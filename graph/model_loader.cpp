@@ -261,8 +261,7 @@ Graph load_model(const std::string& yaml_path) {
   const ErrorSite site{yaml_path, 0, 0, "", ""};
   std::error_code ec;
   const std::filesystem::file_status status = std::filesystem::status(yaml_path, ec);
-  if (std::filesystem::is_directory(status))
-    throw_error(site, "is a directory, not a model file");
+  if (std::filesystem::is_directory(status)) throw_error(site, "is a directory, not a model file");
   if (!std::filesystem::exists(status)) throw_error(site, "cannot open model file (no such file)");
   if (!std::filesystem::is_regular_file(status))
     throw_error(site, "cannot open model file (not a regular file)");
@@ -405,7 +404,8 @@ std::vector<std::string> read_labels(const std::string& path) {
 std::vector<std::string> read_labels(const std::string& path, int64_t classes) {
   std::vector<std::string> labels = read_labels(path);
   // One optional empty last line (an editor's trailing blank line) is not a class.
-  if (static_cast<int64_t>(labels.size()) == classes + 1 && labels.back().empty()) labels.pop_back();
+  if (static_cast<int64_t>(labels.size()) == classes + 1 && labels.back().empty())
+    labels.pop_back();
   if (static_cast<int64_t>(labels.size()) != classes)
     throw_error(ErrorSite{path, 0, 0, "", ""},
                 "label file has " + std::to_string(labels.size()) + " lines but the model has " +

@@ -236,12 +236,11 @@ std::map<std::string, HostTensor> read_safetensors(const std::string& path) {
   const Entry* previous = nullptr;
   for (const Entry* entry : by_offset) {
     const ErrorSite site{path, 0, 0, "", entry->name};
-    if (entry->begin < covered)
-      throw_error(site, "data overlaps tensor '" + previous->name + "'");
+    if (entry->begin < covered) throw_error(site, "data overlaps tensor '" + previous->name + "'");
     if (entry->begin > covered)
-      throw_error(site, "data starts at byte " + std::to_string(entry->begin) + " of the data section, " +
-                            "but the bytes from " + std::to_string(covered) +
-                            " belong to no tensor");
+      throw_error(site, "data starts at byte " + std::to_string(entry->begin) +
+                            " of the data section, " + "but the bytes from " +
+                            std::to_string(covered) + " belong to no tensor");
     covered = entry->end;
     previous = entry;
   }

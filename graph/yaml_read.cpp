@@ -148,10 +148,9 @@ void check_node(const YAML::Node& node, const YamlContext& context, int depth, l
       if (entry.first.IsScalar()) {
         const auto [first, inserted] = seen.emplace(entry.first.Scalar(), entry.first.Mark());
         if (!inserted)
-          context.fail(entry.first, "duplicate key '" + entry.first.Scalar() +
-                                        "' (first at line " + std::to_string(first->second.line + 1) +
-                                        ", column " + std::to_string(first->second.column + 1) +
-                                        ")");
+          context.fail(entry.first, "duplicate key '" + entry.first.Scalar() + "' (first at line " +
+                                        std::to_string(first->second.line + 1) + ", column " +
+                                        std::to_string(first->second.column + 1) + ")");
       }
       check_node(entry.first, context, depth + 1, visited);
       check_node(entry.second, context, depth + 1, visited);

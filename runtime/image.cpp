@@ -97,7 +97,7 @@ struct DecodeState {
   size_t offset = 0;  // PNG read cursor
   long long max_pixels = 0;
   int width = 0, height = 0;
-  std::vector<unsigned char> rgb;   // width × height × 3 on success
+  std::vector<unsigned char> rgb;    // width × height × 3 on success
   std::vector<unsigned char*> rows;  // one pointer per row of rgb (libpng reads all at once)
   bool too_large = false;
   unsigned claimed_width = 0, claimed_height = 0;  // the header's size, when too_large
@@ -301,10 +301,9 @@ bool jpeg_decode(DecodeState* state) {
     return false;
   }
   // One scratch row for CMYK, allocated by libjpeg so an error frees it with the decoder.
-  JSAMPARRAY cmyk_row =
-      cmyk ? (*cinfo.mem->alloc_sarray)(reinterpret_cast<j_common_ptr>(&cinfo), JPOOL_IMAGE,
-                                        cinfo.output_width * 4, 1)
-           : nullptr;
+  JSAMPARRAY cmyk_row = cmyk ? (*cinfo.mem->alloc_sarray)(reinterpret_cast<j_common_ptr>(&cinfo),
+                                                          JPOOL_IMAGE, cinfo.output_width * 4, 1)
+                             : nullptr;
   while (cinfo.output_scanline < cinfo.output_height) {
     unsigned char* rgb_row = state->rows[cinfo.output_scanline];
     JSAMPROW target = cmyk ? cmyk_row[0] : rgb_row;
@@ -316,7 +315,8 @@ bool jpeg_decode(DecodeState* state) {
     if (cmyk) {  // Adobe stores inverted CMYK: R = C' × K' / 255, as stb_image and PIL do
       for (unsigned x = 0; x < cinfo.output_width; ++x) {
         const unsigned char* p = &target[4 * x];
-        for (int c = 0; c < 3; ++c) rgb_row[3 * x + c] = static_cast<unsigned char>(p[c] * p[3] / 255);
+        for (int c = 0; c < 3; ++c)
+          rgb_row[3 * x + c] = static_cast<unsigned char>(p[c] * p[3] / 255);
       }
     }
   }
@@ -400,8 +400,8 @@ Image decode_image_from_memory(const std::vector<unsigned char>& bytes, const st
   }
   if (!decoded) {
     const std::string reason = state.reason[0] ? state.reason : "unknown error";
-    image_error(name, std::string("cannot decode ") + (is_png ? "PNG" : "JPEG") +
-                          " image: " + reason);
+    image_error(name,
+                std::string("cannot decode ") + (is_png ? "PNG" : "JPEG") + " image: " + reason);
   }
 
   Image image;

@@ -26,7 +26,8 @@ std::string temp_path(const std::string& stem) {
 
 void write_bytes(const std::string& path, const Bytes& bytes) {
   std::ofstream(path, std::ios::binary)
-      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+      .write(reinterpret_cast<const char*>(bytes.data()),
+             static_cast<std::streamsize>(bytes.size()));
 }
 
 Bytes read_bytes(const std::string& path) {
@@ -74,7 +75,8 @@ Bytes encode_jpeg(int width, int height, int components, bool progressive, int q
   if (progressive) jpeg_simple_progression(&cinfo);
   jpeg_start_compress(&cinfo, TRUE);
   while (cinfo.next_scanline < cinfo.image_height) {
-    JSAMPROW row = const_cast<unsigned char*>(&pixels[size_t{cinfo.next_scanline} * width * components]);
+    JSAMPROW row =
+        const_cast<unsigned char*>(&pixels[size_t{cinfo.next_scanline} * width * components]);
     jpeg_write_scanlines(&cinfo, &row, 1);
   }
   jpeg_finish_compress(&cinfo);
@@ -162,9 +164,11 @@ TEST(ImageDecode, SampleImageDecodes) {
 TEST(ImageDecode, BaselineAndProgressiveJpegDecodeToTheSamePixels) {
   // Smooth content so quality 95 stays within a few levels of the source.
   Bytes rgb(32 * 24 * 3);
-  for (size_t i = 0; i < rgb.size(); ++i) rgb[i] = static_cast<unsigned char>((i / 3) % 32 * 4 + i % 3 * 40);
+  for (size_t i = 0; i < rgb.size(); ++i)
+    rgb[i] = static_cast<unsigned char>((i / 3) % 32 * 4 + i % 3 * 40);
   const Image baseline = decode_image_from_memory(encode_jpeg(32, 24, 3, false, 95, rgb), "b.jpg");
-  const Image progressive = decode_image_from_memory(encode_jpeg(32, 24, 3, true, 95, rgb), "p.jpg");
+  const Image progressive =
+      decode_image_from_memory(encode_jpeg(32, 24, 3, true, 95, rgb), "p.jpg");
   ASSERT_EQ(baseline.width, 32);
   ASSERT_EQ(baseline.height, 24);
   EXPECT_EQ(baseline.pixels, progressive.pixels);  // same coefficients, same IDCT
@@ -180,7 +184,8 @@ TEST(ImageDecode, BaselineAndProgressiveJpegDecodeToTheSamePixels) {
 TEST(ImageDecode, FuzzFoundProgressiveJpegsAreDeterministicErrors) {
   for (const char* name : {"stb_prog_huff_assert.jpg", "stb_differential_min.jpg"}) {
     SCOPED_TRACE(name);
-    const Bytes bytes = read_bytes(std::string(CNNRT_SOURCE_DIR) + "/tests/fuzz/corpus/image/" + name);
+    const Bytes bytes =
+        read_bytes(std::string(CNNRT_SOURCE_DIR) + "/tests/fuzz/corpus/image/" + name);
     ASSERT_FALSE(bytes.empty());
     const std::string first = decode_error(bytes, name, kMaxImagePixels);
     EXPECT_CONTAINS(first, std::string(name) + ": cannot decode JPEG image: ");
@@ -228,7 +233,9 @@ TEST(ImageDecode, DamagedFilesAreErrorsNamingTheFile) {
   const std::vector<Case> cases = {
       {"garbage.png", garbage, "unknown format (PNG and JPEG are supported)"},
       {"empty.png", {}, "file is empty"},
-      {"ppm.ppm", {'P', '6', '\n', '1', ' ', '1', '\n', '2', '5', '5', '\n', 0, 0, 0}, "unknown format"},
+      {"ppm.ppm",
+       {'P', '6', '\n', '1', ' ', '1', '\n', '2', '5', '5', '\n', 0, 0, 0},
+       "unknown format"},
       {"flipped.png", flipped, "cannot decode PNG image: "},
       {"zero.png", png_header_only(0, 0), "cannot decode PNG image: "},
       {"jpeg_magic_only.jpg", {0xFF, 0xD8, 0xFF}, "cannot decode JPEG image: "},

@@ -3,7 +3,6 @@
 #include "apps/common/npy.h"
 
 #include <gtest/gtest.h>
-
 #include <sys/stat.h>
 #include <unistd.h>
 

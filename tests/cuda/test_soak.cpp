@@ -161,8 +161,8 @@ TEST(GpuSoak, ThousandContextCreationsKeepMemoryFlat) {
     }
   }
   const size_t after = free_device_bytes();
-  std::printf("soak: 1000 contexts, free device memory %zu -> %zu bytes (%+lld)\n", before,
-              after, static_cast<long long>(after) - static_cast<long long>(before));
+  std::printf("soak: 1000 contexts, free device memory %zu -> %zu bytes (%+lld)\n", before, after,
+              static_cast<long long>(after) - static_cast<long long>(before));
   RecordProperty("free_before", std::to_string(before));
   RecordProperty("free_after", std::to_string(after));
   EXPECT_EQ(changed, 0);

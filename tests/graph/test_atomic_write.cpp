@@ -1,8 +1,6 @@
 // Atomic, exclusive output files (graph/atomic_write.h): a planted symlink is never written
 // through, two writers never mix, nothing is left behind on error or on SIGTERM/SIGINT, and
 // an unwritable destination fails before any work (issue 14).
-#include "graph/atomic_write.h"
-
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -14,6 +12,7 @@
 #include <fstream>
 #include <thread>
 
+#include "graph/atomic_write.h"
 #include "graph/safetensors.h"
 #include "graph_test_util.h"
 

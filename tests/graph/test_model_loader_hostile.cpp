@@ -20,31 +20,33 @@ using test::model_text;
 
 // yaml-cpp keeps the first of two equal keys: `out_channels: 4 ... out_channels: 8` built 4.
 TEST(HostileModels, DuplicateKeysAreErrorsAtTheSecondKey) {
-  EXPECT_CONTAINS(
-      error_of([] {
-        parse_model(model_text("  - {name: c, op: conv, out_channels: 4, kernel: 3, "
-                               "out_channels: 8, weight: w}\n"),
-                    "m.yaml");
-      }),
-      "m.yaml:4:53: duplicate key 'out_channels' (first at line 4, column 25)");
   EXPECT_CONTAINS(error_of([] {
-                    parse_model("name: a\ninput: {shape: [3, 4, 4]}\nname: b\nlayers:\n"
-                                "  - {name: r, op: relu}\n",
-                                "top.yaml");
+                    parse_model(model_text("  - {name: c, op: conv, out_channels: 4, kernel: 3, "
+                                           "out_channels: 8, weight: w}\n"),
+                                "m.yaml");
+                  }),
+                  "m.yaml:4:53: duplicate key 'out_channels' (first at line 4, column 25)");
+  EXPECT_CONTAINS(error_of([] {
+                    parse_model(
+                        "name: a\ninput: {shape: [3, 4, 4]}\nname: b\nlayers:\n"
+                        "  - {name: r, op: relu}\n",
+                        "top.yaml");
                   }),
                   "top.yaml:3:1: duplicate key 'name' (first at line 1, column 1)");
   EXPECT_CONTAINS(error_of([] {
-                    parse_model("name: a\ninput:\n  shape: [3, 4, 4]\n  shape: [3, 8, 8]\n"
-                                "layers:\n  - {name: r, op: relu}\n",
-                                "in.yaml");
+                    parse_model(
+                        "name: a\ninput:\n  shape: [3, 4, 4]\n  shape: [3, 8, 8]\n"
+                        "layers:\n  - {name: r, op: relu}\n",
+                        "in.yaml");
                   }),
                   "in.yaml:4:3: duplicate key 'shape'");
 }
 
 TEST(HostileModels, DeepNestingNamesLineAndColumn) {
   // Flow nesting far past yaml-cpp's own guard (which said "bad file" at the end of the input).
-  const std::string deep = "name: t\ninput: {shape: [3, 8, 8]}\nlayers: " +
-                           std::string(100000, '[') + std::string(100000, ']') + "\n";
+  const std::string deep =
+      "name: t\ninput: {shape: [3, 8, 8]}\nlayers: " + std::string(100000, '[') +
+      std::string(100000, ']') + "\n";
   const auto start = std::chrono::steady_clock::now();
   EXPECT_CONTAINS(error_of([&] { parse_model(deep, "deep.yaml"); }),
                   "deep.yaml:3:73: YAML nests deeper than 64 levels");

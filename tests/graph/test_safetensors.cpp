@@ -202,7 +202,9 @@ TEST(Safetensors, BytesNoTensorOwnsAreErrors) {
                             12));
   EXPECT_CONTAINS(error_of([&] { read_safetensors(path); }), "tensor 'b': data starts at byte 8");
   // Zero-size tensors own no bytes and may sit at any boundary.
-  write_file(path, raw_file(R"({"e":{"dtype":"F32","shape":[0],"data_offsets":[8,8]},)" + one.substr(1), 8));
+  write_file(
+      path,
+      raw_file(R"({"e":{"dtype":"F32","shape":[0],"data_offsets":[8,8]},)" + one.substr(1), 8));
   EXPECT_EQ(read_safetensors(path).size(), 2u);
 }
 
@@ -212,7 +214,8 @@ TEST(Safetensors, DeepOrHugeHeadersFailFastBeforeParsing) {
   test::ScratchDir dir;
   const std::string path = dir.file("deep.safetensors");
   const size_t depth = 40 * 1000 * 1000;
-  write_file(path, raw_file("{\"a\":" + std::string(depth, '[') + std::string(depth, ']') + "}", 0));
+  write_file(path,
+             raw_file("{\"a\":" + std::string(depth, '[') + std::string(depth, ']') + "}", 0));
   const auto start = std::chrono::steady_clock::now();
   EXPECT_CONTAINS(error_of([&] { read_safetensors(path); }),
                   "header nests deeper than 64 levels (at byte 76)");
@@ -223,7 +226,8 @@ TEST(Safetensors, DeepOrHugeHeadersFailFastBeforeParsing) {
   write_file(path, raw_file(wide, 0));
   EXPECT_CONTAINS(error_of([&] { read_safetensors(path); }), "more than 4194304 JSON values");
   // 64 levels inside a metadata value are still fine (the limit is not tighter than stated).
-  write_file(path, raw_file("{\"__metadata__\":" + std::string(63, '[') + std::string(63, ']') + "}", 0));
+  write_file(path,
+             raw_file("{\"__metadata__\":" + std::string(63, '[') + std::string(63, ']') + "}", 0));
   EXPECT_TRUE(read_safetensors(path).empty());
 }
 
