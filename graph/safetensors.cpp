@@ -184,8 +184,13 @@ HostTensor read_entry(std::ifstream& in, uint64_t data_start, const Entry& entry
 std::map<std::string, HostTensor> read_safetensors(const std::string& path) {
   const ErrorSite file_site{path, 0, 0, "", ""};
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
+  const std::filesystem::file_status status = std::filesystem::status(path, ec);
+  if (std::filesystem::is_directory(status))
+    throw_error(file_site, "is a directory, not a weight file");
+  if (!std::filesystem::exists(status))
     throw_error(file_site, "cannot open weight file (no such file)");
+  if (!std::filesystem::is_regular_file(status))
+    throw_error(file_site, "cannot open weight file (not a regular file)");
   const uint64_t file_bytes = std::filesystem::file_size(path, ec);
   if (ec) throw_error(file_site, "cannot stat weight file: " + ec.message());
   std::ifstream in(path, std::ios::binary);

@@ -262,6 +262,9 @@ NpyArray read_npy(const std::string& path) {
   struct stat info {};
   if (::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode))
     npy_error(path, "is a directory, not a .npy file");
+  // A device or a FIFO (/dev/zero) would be read until memory runs out.
+  if (::stat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode))
+    npy_error(path, "is not a regular file");
   std::ifstream in(path, std::ios::binary);
   if (!in) npy_error(path, std::string("cannot open .npy file: ") + std::strerror(errno));
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

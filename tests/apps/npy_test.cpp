@@ -216,6 +216,13 @@ TEST(NpyHostile, DirectoryIsNamedAsADirectory) {
         << error.what();
   }
   ::rmdir(dir.c_str());
+  try {
+    read_npy("/dev/zero");  // would be read until memory runs out
+    ADD_FAILURE() << "no error";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("/dev/zero: is not a regular file"), std::string::npos)
+        << error.what();
+  }
 }
 
 }  // namespace

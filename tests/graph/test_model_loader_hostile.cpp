@@ -150,6 +150,11 @@ TEST(HostileModels, DirectoriesAreNamedAsDirectories) {
                   dir.path.string() + ": is a directory, not a model file");
   EXPECT_CONTAINS(error_of([&] { load_model(dir.file("absent.yaml")); }), "(no such file)");
   EXPECT_CONTAINS(error_of([&] { load_model("/dev/null"); }), "not a regular file");
+  Graph empty;
+  EXPECT_CONTAINS(error_of([&] { load_weights(empty, dir.path.string()); }),
+                  dir.path.string() + ": is a directory, not a weight file");
+  EXPECT_CONTAINS(error_of([&] { load_weights(empty, "/dev/zero"); }),
+                  "/dev/zero: cannot open weight file (not a regular file)");
 }
 
 }  // namespace
