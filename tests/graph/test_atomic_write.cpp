@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <thread>
 
 #include "graph/atomic_write.h"
@@ -95,6 +96,31 @@ TEST(AtomicWrite, ConcurrentWritersNeverProduceAMixedFile) {
     const std::vector<float>& values = read.at("w").data;
     EXPECT_TRUE(values == small.at("w").data || values == large.at("w").data) << round;
   }
+  EXPECT_TRUE(leftovers(dir.path).empty());
+}
+
+// The same, made deterministic: writer A is half done when writer B writes and renames a whole
+// file; then A finishes.  With a shared temporary name (the old "<out>.tmp", or
+// "<out>.tmp-<pid>" for two threads) B truncated A's file and A then wrote into the renamed
+// target: half B, half A.  Now the target is A's complete file (the last rename wins).
+TEST(AtomicWrite, InterleavedWritersEachProduceACompleteFile) {
+  test::ScratchDir dir;
+  const std::string target = (dir.path / "out.bin").string();
+  std::promise<void> a_half_written, b_finished;
+  std::thread a([&] {
+    write_file_atomically(target, [&](std::ostream& out) {
+      out << std::string(100000, 'a') << std::flush;
+      a_half_written.set_value();
+      b_finished.get_future().wait();
+      out << std::string(100000, 'a');
+    });
+  });
+  a_half_written.get_future().wait();
+  write_file_atomically(target, [](std::ostream& out) { out << std::string(150000, 'b'); });
+  EXPECT_EQ(read_file(target), std::string(150000, 'b'));
+  b_finished.set_value();
+  a.join();
+  EXPECT_EQ(read_file(target), std::string(200000, 'a'));
   EXPECT_TRUE(leftovers(dir.path).empty());
 }
 
