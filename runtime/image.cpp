@@ -101,7 +101,6 @@ struct DecodeState {
   std::vector<unsigned char*> rows;  // one pointer per row of rgb (libpng reads all at once)
   bool too_large = false;
   unsigned claimed_width = 0, claimed_height = 0;  // the header's size, when too_large
-  int scans = 0;
   char reason[JMSG_LENGTH_MAX + 64] = {};
   void set_reason(const char* text) { std::snprintf(reason, sizeof(reason), "%s", text); }
 };

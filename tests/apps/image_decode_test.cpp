@@ -86,6 +86,47 @@ Bytes encode_jpeg(int width, int height, int components, bool progressive, int q
   return out;
 }
 
+// A valid grey progressive JPEG whose every coefficient (DC and the 63 ACs) is sent in
+// `passes` successive-approximation scans: 64 × passes scans in all.
+Bytes jpeg_with_scans(int passes) {
+  jpeg_compress_struct cinfo{};
+  jpeg_error_mgr errors{};
+  cinfo.err = jpeg_std_error(&errors);
+  jpeg_create_compress(&cinfo);
+  unsigned char* buffer = nullptr;
+  unsigned long size = 0;
+  jpeg_mem_dest(&cinfo, &buffer, &size);
+  cinfo.image_width = 16;
+  cinfo.image_height = 16;
+  cinfo.input_components = 1;
+  cinfo.in_color_space = JCS_GRAYSCALE;
+  jpeg_set_defaults(&cinfo);
+  std::vector<jpeg_scan_info> scans;
+  for (int coefficient = 0; coefficient < 64; ++coefficient)
+    for (int al = passes - 1; al >= 0; --al) {
+      jpeg_scan_info scan{};
+      scan.comps_in_scan = 1;
+      scan.Ss = scan.Se = coefficient;
+      scan.Ah = al == passes - 1 ? 0 : al + 1;
+      scan.Al = al;
+      scans.push_back(scan);
+    }
+  cinfo.scan_info = scans.data();
+  cinfo.num_scans = static_cast<int>(scans.size());
+  jpeg_start_compress(&cinfo, TRUE);
+  std::vector<unsigned char> row(16);
+  while (cinfo.next_scanline < 16) {
+    for (int x = 0; x < 16; ++x) row[x] = static_cast<unsigned char>(x * 16 + cinfo.next_scanline);
+    JSAMPROW pointer = row.data();
+    jpeg_write_scanlines(&cinfo, &pointer, 1);
+  }
+  jpeg_finish_compress(&cinfo);
+  jpeg_destroy_compress(&cinfo);
+  Bytes out(buffer, buffer + size);
+  std::free(buffer);
+  return out;
+}
+
 // A PNG signature and IHDR chunk (with its CRC) claiming width × height RGB, then nothing.
 Bytes png_header_only(uint32_t width, uint32_t height) {
   Bytes out = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 13};
@@ -202,6 +243,16 @@ TEST(ImageDecode, HugeHeaderIsTooLargeBeforeAnyAllocation) {
                   "h.png: image is too large (3665322068x3774824116, at most 67108864 pixels)");
   const Bytes small = encode_png(20, 20, PNG_FORMAT_RGB, random_pixels(20 * 20 * 3, 1));
   EXPECT_CONTAINS(decode_error(small, "small.png", 100), "too large (20x20, at most 100 pixels)");
+}
+
+// Each scan of a progressive JPEG is a pass over every coefficient: thousands of tiny scans
+// make a small file cost minutes.  256 are accepted (real encoders write about 10).
+TEST(ImageDecode, ProgressiveJpegWithTooManyScansIsRefused) {
+  const Image fine = decode_image_from_memory(jpeg_with_scans(4), "256.jpg");  // 256 scans
+  EXPECT_EQ(fine.width, 16);
+  EXPECT_CONTAINS(decode_error(jpeg_with_scans(5), "320.jpg", kMaxImagePixels),
+                  "320.jpg: cannot decode JPEG image: progressive JPEG with too many scans (more "
+                  "than 256)");
 }
 
 TEST(ImageDecode, TruncatedFilesNameTheReason) {
