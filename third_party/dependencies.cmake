@@ -29,6 +29,12 @@ find_package(PNG REQUIRED)
 find_package(JPEG REQUIRED)
 add_library(cnnrt::image_codecs INTERFACE IMPORTED)
 target_link_libraries(cnnrt::image_codecs INTERFACE PNG::PNG JPEG::JPEG)
+# Debian keeps jconfig.h (included by jpeglib.h) in the multiarch folder; a compiler searches it
+# for /usr but not for a private prefix such as scripts/gpu_check.sh's unpacked .deb files.
+if(CMAKE_LIBRARY_ARCHITECTURE AND EXISTS "${JPEG_INCLUDE_DIR}/${CMAKE_LIBRARY_ARCHITECTURE}/jconfig.h")
+  target_include_directories(cnnrt::image_codecs INTERFACE
+                             "${JPEG_INCLUDE_DIR}/${CMAKE_LIBRARY_ARCHITECTURE}")
+endif()
 
 if(CNNRT_BUILD_TESTS)
   find_package(GTest REQUIRED)
