@@ -33,7 +33,7 @@ std::string errno_text() { return std::strerror(errno); }
 
 // --- registry of live temporaries -------------------------------------------------------------
 // Fixed slots so the signal handler touches no heap and takes no lock.  A slot is free (0),
-// being filled or emptied (1, the handler skips it) or live (2).  More concurrent writes than
+// being filled (1, the handler skips it) or live (2).  More concurrent writes than
 // slots still work; the extra ones are only not cleaned up by a signal.
 constexpr int kSlots = 64;
 struct Slot {
@@ -87,8 +87,7 @@ int register_temporary(const std::string& path) {
 
 void unregister_temporary(int slot) {
   if (slot < 0) return;
-  g_slots[slot].state.store(1);
-  g_slots[slot].state.store(0);
+  g_slots[slot].state.store(0, std::memory_order_release);
 }
 
 // --- writing through a descriptor -------------------------------------------------------------

@@ -47,8 +47,10 @@ configure_and_build() {
 # GoogleTest suite and the libFuzzer targets, all instrumented (-fsanitize=fuzzer-no-link adds
 # only coverage counters, so the test binaries run as usual).  Installs clang and the libFuzzer
 # runtime when missing.
+# Build type "Sanitize" has no flags of its own (Release would add -O3, Debug full debug info):
+# -O1 keeps the tests fast, line tables are all a sanitizer stack needs, asserts stay on.
 CNNRT_SANITIZE_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined \
--fsanitize=fuzzer-no-link -fno-omit-frame-pointer -g -O1"
+-fsanitize=fuzzer-no-link -fno-omit-frame-pointer -gline-tables-only -O1"
 configure_sanitizer_build() {
   local build="$1"
   if ! command -v clang++ >/dev/null || ! ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
@@ -59,7 +61,7 @@ configure_sanitizer_build() {
   if [ ! -f "$build/build.ninja" ]; then
     local launcher=()
     command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-    CC=clang CXX=clang++ cmake -S "$CNNRT_ROOT" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+    CC=clang CXX=clang++ cmake -S "$CNNRT_ROOT" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Sanitize \
       -DCNNRT_WITH_CUDA=OFF -DCNNRT_BUILD_FUZZERS=ON "${launcher[@]}" \
       -DCMAKE_CXX_FLAGS="$CNNRT_SANITIZE_FLAGS" >/dev/null
   fi
