@@ -389,6 +389,12 @@ std::vector<std::string> read_labels(const std::string& path) {
   if (std::filesystem::is_directory(status)) throw_error(site, "is a directory, not a label file");
   if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
     throw_error(site, "label file is not a regular file");
+  // ImageNet's 1000 labels are 10 kB; a wrong path to a disk image must not be read whole.
+  constexpr uintmax_t kMaxLabelBytes = 16u << 20;
+  const uintmax_t bytes = std::filesystem::file_size(path, ec);
+  if (!ec && bytes > kMaxLabelBytes)
+    throw_error(site, "label file of " + std::to_string(bytes) + " bytes is larger than " +
+                          std::to_string(kMaxLabelBytes) + " bytes");
   std::ifstream in(path);
   if (!in) throw_error(site, std::string("cannot open label file: ") + std::strerror(errno));
   std::vector<std::string> labels;

@@ -140,6 +140,8 @@ TEST(HostileModels, LabelCountMustMatchTheClasses) {
   EXPECT_EQ(read_labels(path, 5), (std::vector<std::string>{"a", "b", "c", "d", "e"}));
   write("a\nb\nc\nd\ne\n\n\n");  // two are not
   EXPECT_CONTAINS(error_of([&] { read_labels(path, 5); }), "has 7 lines");
+  std::filesystem::resize_file(path, 64u << 20);  // sparse: a wrong path to something huge
+  EXPECT_CONTAINS(error_of([&] { read_labels(path, 5); }), "is larger than 16777216 bytes");
 }
 
 TEST(HostileModels, DirectoriesAreNamedAsDirectories) {
