@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -24,6 +25,7 @@
 #include "graph/op_parse.h"
 #include "graph/safetensors.h"
 #include "graph/yaml_read.h"
+#include "yaml-cpp/depthguard.h"
 
 namespace cnnrt {
 namespace {
@@ -237,15 +239,21 @@ Graph parse_root(const YAML::Node& root, const std::string& source_name) {
 }  // namespace
 
 Graph parse_model(const std::string& yaml_text, const std::string& source_name) {
+  check_yaml_text_nesting(yaml_text, source_name);
   YAML::Node root;
   try {
     root = YAML::Load(yaml_text);
+  } catch (const YAML::DeepRecursion& e) {
+    // Block nesting (indentation, "- - -") past yaml-cpp's guard; its message says "bad file".
+    ErrorSite site{source_name, e.mark.line >= 0 ? e.mark.line + 1 : 0, 0, "", ""};
+    throw_error(site, "YAML nests deeper than " + std::to_string(kMaxYamlDepth) + " levels");
   } catch (const YAML::Exception& e) {
     ErrorSite site{source_name, e.mark.line >= 0 ? e.mark.line + 1 : 0,
                    e.mark.column >= 0 ? e.mark.column + 1 : 0, "", ""};
     throw_error(site, "YAML syntax error: " + e.msg);
   }
   try {
+    check_yaml_tree(root, YamlContext{source_name, ""});
     return parse_root(root, source_name);
   } catch (const YAML::Exception& e) {
     // yaml-cpp conversions we did not anticipate still become our one error type.
@@ -256,13 +264,24 @@ Graph parse_model(const std::string& yaml_text, const std::string& source_name) 
 }
 
 Graph load_model(const std::string& yaml_path) {
+  // A model file is a few kilobytes; 16 MiB leaves room for generated ones and keeps a wrong
+  // path (a disk image, /dev/zero) from being read into memory.
+  constexpr uintmax_t kMaxModelBytes = 16u << 20;
+  const ErrorSite site{yaml_path, 0, 0, "", ""};
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(yaml_path, ec))
-    throw_error(ErrorSite{yaml_path, 0, 0, "", ""}, "cannot open model file (no such file)");
+  const std::filesystem::file_status status = std::filesystem::status(yaml_path, ec);
+  if (std::filesystem::is_directory(status)) throw_error(site, "is a directory, not a model file");
+  if (!std::filesystem::exists(status)) throw_error(site, "cannot open model file (no such file)");
+  if (!std::filesystem::is_regular_file(status))
+    throw_error(site, "cannot open model file (not a regular file)");
+  const uintmax_t bytes = std::filesystem::file_size(yaml_path, ec);
+  if (!ec && bytes > kMaxModelBytes)
+    throw_error(site, "model file of " + std::to_string(bytes) + " bytes is larger than " +
+                          std::to_string(kMaxModelBytes) + " bytes");
   std::ifstream in(yaml_path, std::ios::binary);
   std::stringstream text;
   text << in.rdbuf();
-  if (!in) throw_error(ErrorSite{yaml_path, 0, 0, "", ""}, "cannot read model file");
+  if (!in) throw_error(site, std::string("cannot read model file: ") + std::strerror(errno));
   return parse_model(text.str(), yaml_path);
 }
 
@@ -286,6 +305,13 @@ void bind_weights(Graph& graph, const std::map<std::string, HostTensor>& weights
       if (static_cast<int64_t>(tensor.data.size()) != tensor.elements())
         throw_error(site, "holds " + std::to_string(tensor.data.size()) + " values for shape " +
                               shape_to_string(tensor.shape));
+      // A NaN or Inf weight makes every output NaN without any other sign; say where it is.
+      const auto bad = std::find_if(tensor.data.begin(), tensor.data.end(),
+                                    [](float v) { return !std::isfinite(v); });
+      if (bad != tensor.data.end())
+        throw_error(site, "value " + std::to_string(*bad) + " at index " +
+                              std::to_string(bad - tensor.data.begin()) +
+                              " is not finite (NaN or Inf weights make every output NaN)");
     }
   }
   for (Node& node : graph.nodes)
@@ -297,18 +323,42 @@ void load_weights(Graph& graph, const std::string& weights_path) {
 }
 
 std::vector<std::string> read_labels(const std::string& path) {
+  const ErrorSite site{path, 0, 0, "", ""};
+  std::error_code ec;
+  const std::filesystem::file_status status = std::filesystem::status(path, ec);
+  // Opening a directory "succeeds" and reads nothing: no labels, silently.
+  if (std::filesystem::is_directory(status)) throw_error(site, "is a directory, not a label file");
+  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
+    throw_error(site, "label file is not a regular file");
+  // ImageNet's 1000 labels are 10 kB; a wrong path to a disk image must not be read whole.
+  constexpr uintmax_t kMaxLabelBytes = 16u << 20;
+  const uintmax_t bytes = std::filesystem::file_size(path, ec);
+  if (!ec && bytes > kMaxLabelBytes)
+    throw_error(site, "label file of " + std::to_string(bytes) + " bytes is larger than " +
+                          std::to_string(kMaxLabelBytes) + " bytes");
   std::ifstream in(path);
-  if (!in) {
-    ErrorSite site;
-    site.file = path;
-    throw_error(site, std::string("cannot open label file: ") + std::strerror(errno));
-  }
+  if (!in) throw_error(site, std::string("cannot open label file: ") + std::strerror(errno));
   std::vector<std::string> labels;
   std::string line;
   while (std::getline(in, line)) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     labels.push_back(line);
   }
+  if (in.bad()) throw_error(site, std::string("cannot read label file: ") + std::strerror(errno));
+  return labels;
+}
+
+std::vector<std::string> read_labels(const std::string& path, int64_t classes) {
+  std::vector<std::string> labels = read_labels(path);
+  // One optional empty last line (an editor's trailing blank line) is not a class.
+  if (static_cast<int64_t>(labels.size()) == classes + 1 && labels.back().empty())
+    labels.pop_back();
+  if (static_cast<int64_t>(labels.size()) != classes)
+    throw_error(ErrorSite{path, 0, 0, "", ""},
+                "label file has " + std::to_string(labels.size()) + " lines but the model has " +
+                    std::to_string(classes) +
+                    " classes (one label per line, in class order; a header line or a missing "
+                    "label would shift every name)");
   return labels;
 }
 

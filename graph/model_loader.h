@@ -26,8 +26,12 @@ void load_weights(Graph& graph, const std::string& weights_path);
 
 // The class labels file a model names (Graph::labels_file, already resolved against the YAML's
 // folder): one label per line, a trailing '\r' removed.  Error naming the file when it cannot
-// be read.
+// be read or is a directory.
 std::vector<std::string> read_labels(const std::string& path);
+// Same, and the file must have exactly `classes` lines (plus at most one empty last line);
+// otherwise an Error naming the file and both counts.  What the engine should bind (a label
+// file with a "background" line first would shift every label by one, silently).
+std::vector<std::string> read_labels(const std::string& path, int64_t classes);
 
 // Deterministic PyTorch-style initial weights for every param of the graph (conv/linear:
 // kaiming-uniform(a=sqrt(5)) weights, uniform(±1/sqrt(fan_in)) biases; batchnorm: weight 1,

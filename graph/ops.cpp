@@ -186,6 +186,13 @@ Attrs parse_lrn(const LayerReader& r) {
   a.alpha = static_cast<float>(r.number("alpha", 1e-4));
   a.beta = static_cast<float>(r.number("beta", 0.75));
   a.k = static_cast<float>(r.number("k", 1.0));
+  // The divisor is (k + alpha/size * sum of squares)^beta: k > 0 and alpha >= 0 keep it positive,
+  // so no input can make it 0 (Inf) or a negative base to a fractional power (NaN).  Checked
+  // after the narrowing to float, where 1e300 becomes Inf.
+  if (!(std::isfinite(a.k) && a.k > 0.0f)) r.context.fail(r.get("k"), "'k' must be positive");
+  if (!(std::isfinite(a.alpha) && a.alpha >= 0.0f))
+    r.context.fail(r.get("alpha"), "'alpha' must be a finite non-negative number");
+  if (!std::isfinite(a.beta)) r.context.fail(r.get("beta"), "'beta' must be a finite number");
   return a;
 }
 

@@ -6,9 +6,15 @@
 // Tensors are read one at a time straight into their destination, so peak memory is the
 // weights plus one fp16 staging buffer.
 //
+// The header is limited before it is parsed: at most 100 MB (the limit of Python's reader), at
+// most 64 levels of nesting and 4 Mi JSON values (a tensor entry has about ten), so a hostile
+// header costs a linear scan, not gigabytes of parse tree.  The tensors must tile the data
+// section exactly, as Python's reader requires: no gap, no overlap, no byte after the last.
+//
 // The writer produces what Python's `safetensors` accepts: header padded with spaces to a
-// multiple of 8, tensors contiguous from offset 0 in name order.  It writes PATH.tmp and renames,
-// so a failure never leaves a half-written PATH.
+// multiple of 8, tensors contiguous from offset 0 in name order.  It writes through
+// write_file_atomically (graph/atomic_write.h): a failure or a second writer never leaves a
+// half-written or mixed file.
 #include "graph/safetensors.h"
 
 #include <algorithm>
@@ -20,11 +26,49 @@
 #include <nlohmann/json.hpp>
 
 #include "cnnrt/error.h"
+#include "graph/atomic_write.h"
 
 namespace cnnrt {
 namespace {
 
 constexpr uint64_t kMaxHeaderBytes = 100ull * 1000 * 1000;
+constexpr int kMaxHeaderDepth = 64;
+constexpr uint64_t kMaxHeaderValues = uint64_t{1} << 22;
+
+// One pass over the header text before nlohmann sees it: nesting depth and value count (commas
+// and openings, an upper bound on values) outside strings.
+void check_header_shape(const std::string& text, const ErrorSite& site) {
+  int depth = 0;
+  uint64_t values = 1;
+  bool in_string = false, escaped = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      if (++depth > kMaxHeaderDepth)
+        throw_error(site, "header nests deeper than " + std::to_string(kMaxHeaderDepth) +
+                              " levels (at byte " + std::to_string(8 + i) + ")");
+      ++values;
+    } else if (c == '}' || c == ']') {
+      --depth;
+    } else if (c == ',') {
+      if (++values > kMaxHeaderValues)
+        throw_error(site, "header has more than " + std::to_string(kMaxHeaderValues) +
+                              " JSON values: not a safetensors header");
+    }
+  }
+}
 
 bool host_is_little_endian() {
   const uint16_t probe = 1;
@@ -140,8 +184,13 @@ HostTensor read_entry(std::ifstream& in, uint64_t data_start, const Entry& entry
 std::map<std::string, HostTensor> read_safetensors(const std::string& path) {
   const ErrorSite file_site{path, 0, 0, "", ""};
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
+  const std::filesystem::file_status status = std::filesystem::status(path, ec);
+  if (std::filesystem::is_directory(status))
+    throw_error(file_site, "is a directory, not a weight file");
+  if (!std::filesystem::exists(status))
     throw_error(file_site, "cannot open weight file (no such file)");
+  if (!std::filesystem::is_regular_file(status))
+    throw_error(file_site, "cannot open weight file (not a regular file)");
   const uint64_t file_bytes = std::filesystem::file_size(path, ec);
   if (ec) throw_error(file_site, "cannot stat weight file: " + ec.message());
   std::ifstream in(path, std::ios::binary);
@@ -166,6 +215,7 @@ std::map<std::string, HostTensor> read_safetensors(const std::string& path) {
   std::string header_text(static_cast<size_t>(header_bytes), ' ');
   in.read(header_text.data(), static_cast<std::streamsize>(header_bytes));
   if (!in) throw_error(file_site, "cannot read the header");
+  check_header_shape(header_text, file_site);
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(header_text);
@@ -181,15 +231,29 @@ std::map<std::string, HostTensor> read_safetensors(const std::string& path) {
     if (name == "__metadata__") continue;  // free-form string map; nothing to load
     entries.push_back(parse_entry(name, value, data_bytes, path));
   }
+  // The tensors, in file order, must tile [0, data_bytes): every byte belongs to exactly one.
   std::vector<const Entry*> by_offset;
-  for (const Entry& entry : entries)
-    if (entry.end > entry.begin) by_offset.push_back(&entry);
-  std::sort(by_offset.begin(), by_offset.end(),
-            [](const Entry* a, const Entry* b) { return a->begin < b->begin; });
-  for (size_t i = 1; i < by_offset.size(); ++i)
-    if (by_offset[i]->begin < by_offset[i - 1]->end)
-      throw_error(ErrorSite{path, 0, 0, "", by_offset[i]->name},
-                  "data overlaps tensor '" + by_offset[i - 1]->name + "'");
+  for (const Entry& entry : entries) by_offset.push_back(&entry);
+  std::sort(by_offset.begin(), by_offset.end(), [](const Entry* a, const Entry* b) {
+    return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
+  });
+  uint64_t covered = 0;
+  const Entry* previous = nullptr;
+  for (const Entry* entry : by_offset) {
+    const ErrorSite site{path, 0, 0, "", entry->name};
+    if (entry->begin < covered) throw_error(site, "data overlaps tensor '" + previous->name + "'");
+    if (entry->begin > covered)
+      throw_error(site, "data starts at byte " + std::to_string(entry->begin) +
+                            " of the data section, " + "but the bytes from " +
+                            std::to_string(covered) + " belong to no tensor");
+    covered = entry->end;
+    previous = entry;
+  }
+  if (covered != data_bytes)
+    throw_error(file_site, std::to_string(data_bytes - covered) +
+                               " bytes after the last tensor belong to no tensor (the header " +
+                               "describes " + std::to_string(covered) + " of the " +
+                               std::to_string(data_bytes) + " data bytes)");
 
   std::map<std::string, HostTensor> tensors;
   for (const Entry& entry : entries) tensors[entry.name] = read_entry(in, data_start, entry, path);
@@ -218,10 +282,7 @@ void write_safetensors(const std::string& path, const std::map<std::string, Host
   std::string header_text = header.dump();
   header_text.append((8 - header_text.size() % 8) % 8, ' ');
 
-  const std::string temp_path = path + ".tmp";
-  try {
-    std::ofstream out(temp_path, std::ios::binary | std::ios::trunc);
-    if (!out) throw_error(ErrorSite{temp_path, 0, 0, "", ""}, "cannot create file");
+  write_file_atomically(path, [&](std::ostream& out) {
     unsigned char length_bytes[8];
     for (int i = 0; i < 8; ++i)
       length_bytes[i] =
@@ -240,16 +301,7 @@ void write_safetensors(const std::string& path, const std::map<std::string, Host
       out.write(reinterpret_cast<const char*>(bytes.data()),
                 static_cast<std::streamsize>(bytes.size()));
     }
-    out.close();
-    if (!out) throw_error(ErrorSite{temp_path, 0, 0, "", ""}, "write failed (disk full?)");
-    std::error_code ec;
-    std::filesystem::rename(temp_path, path, ec);
-    if (ec) throw_error(ErrorSite{path, 0, 0, "", ""}, "cannot rename from .tmp: " + ec.message());
-  } catch (...) {
-    std::error_code ignored;
-    std::filesystem::remove(temp_path, ignored);
-    throw;
-  }
+  });
 }
 
 float half_to_float(uint16_t h) {

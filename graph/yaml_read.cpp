@@ -3,6 +3,7 @@
 #include "graph/yaml_read.h"
 
 #include <cmath>
+#include <map>
 
 namespace cnnrt {
 
@@ -92,6 +93,76 @@ std::pair<int, int> read_int_pair(const YAML::Node& value, const YamlContext& co
                             (min_value > 0 ? std::string("positive") : "non-negative") + ", got " +
                             yaml_preview(value));
   return result;
+}
+
+void check_yaml_text_nesting(const std::string& text, const std::string& source_name) {
+  int depth = 0, line = 1, column = 0;
+  char quote = 0;  // ' or " while inside a quoted scalar
+  bool comment = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    ++column;
+    if (c == '\n') {
+      ++line;
+      column = 0;
+      comment = false;
+      continue;
+    }
+    if (comment) continue;
+    if (quote != 0) {
+      if (quote == '"' && c == '\\') {
+        ++i;
+        ++column;
+      } else if (c == quote) {
+        quote = 0;  // '' inside single quotes closes and reopens: same depth either way
+      }
+      continue;
+    }
+    if (c == '#' && (i == 0 || text[i - 1] == ' ' || text[i - 1] == '\t')) {
+      comment = true;
+    } else if (c == '"' || c == '\'') {
+      quote = c;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxYamlDepth)
+        throw_error(ErrorSite{source_name, line, column, "", ""},
+                    "YAML nests deeper than " + std::to_string(kMaxYamlDepth) + " levels");
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+}
+
+namespace {
+
+void check_node(const YAML::Node& node, const YamlContext& context, int depth, long& visited) {
+  if (++visited > kMaxYamlNodes)
+    context.fail(node, "more than " + std::to_string(kMaxYamlNodes) +
+                           " YAML nodes (aliases expanding?); a model needs far fewer");
+  if (depth > kMaxYamlDepth)
+    context.fail(node, "YAML nests deeper than " + std::to_string(kMaxYamlDepth) + " levels");
+  if (node.IsSequence()) {
+    for (const YAML::Node& item : node) check_node(item, context, depth + 1, visited);
+  } else if (node.IsMap()) {
+    std::map<std::string, YAML::Mark> seen;
+    for (const auto& entry : node) {
+      if (entry.first.IsScalar()) {
+        const auto [first, inserted] = seen.emplace(entry.first.Scalar(), entry.first.Mark());
+        if (!inserted)
+          context.fail(entry.first, "duplicate key '" + entry.first.Scalar() + "' (first at line " +
+                                        std::to_string(first->second.line + 1) + ", column " +
+                                        std::to_string(first->second.column + 1) + ")");
+      }
+      check_node(entry.first, context, depth + 1, visited);
+      check_node(entry.second, context, depth + 1, visited);
+    }
+  }
+}
+
+}  // namespace
+
+void check_yaml_tree(const YAML::Node& root, const YamlContext& context) {
+  long visited = 0;
+  check_node(root, context, 0, visited);
 }
 
 }  // namespace cnnrt

@@ -39,4 +39,16 @@ std::string read_string(const YAML::Node& value, const YamlContext& context,
 std::pair<int, int> read_int_pair(const YAML::Node& value, const YamlContext& context,
                                   const std::string& key, int min_value);
 
+// Structural checks yaml-cpp does not make, run once on the text and once on the loaded tree:
+// nesting at most kMaxYamlDepth levels (a model needs about 5; yaml-cpp's own guard only trips
+// near 500 and then reports "bad file" at the end of the input), no key twice in one map
+// (yaml-cpp silently keeps the first: `out_channels: 4 ... out_channels: 8` would build 4), and
+// at most kMaxYamlNodes nodes visited (aliases can make a small file a huge tree).
+constexpr int kMaxYamlDepth = 64;
+constexpr long kMaxYamlNodes = 1000000;
+// Flow nesting ([ and { outside quotes and comments), with the line and column of the first
+// bracket past the limit.
+void check_yaml_text_nesting(const std::string& text, const std::string& source_name);
+void check_yaml_tree(const YAML::Node& root, const YamlContext& context);
+
 }  // namespace cnnrt

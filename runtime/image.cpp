@@ -1,26 +1,58 @@
-// Image decoding (stb_image) and the torchvision-style preprocessing steps; see cnnrt/image.h.
+// Image decoding (libpng, libjpeg-turbo) and the torchvision-style preprocessing steps; see
+// cnnrt/image.h.
 //
-// The file is read into memory first so a missing file (errno) and a corrupt one (stb's reason)
-// give different messages, and the header is probed with stbi_info before decoding so a hostile
-// width × height is rejected before any large allocation.  The resize is separable: a weight
-// table per output row/column, computed once per axis, then one horizontal and one vertical pass.
+// Decoding treats the bytes as hostile (docs/RELIABILITY.md): the format is sniffed from the
+// magic bytes and only PNG and JPEG are decoded, by the two reference libraries — the ones
+// PIL itself uses, maintained and fuzzed continuously upstream — rather than by stb_image,
+// which read uninitialised heap memory and asserted on corrupt progressive JPEGs (issue 14).
+// The header is read first and width × height checked against the caller's limit before any
+// pixel buffer exists.  Both libraries report errors through a callback that must not return;
+// it records the library's message and longjmps back to the setjmp in the decode function.
+// That jump is safe because (1) it only crosses C frames of the library, which hold no C++
+// objects, (2) the functions holding the setjmp (png_decode, jpeg_decode) keep only trivially
+// destructible locals that are not modified after setjmp, with the pixel buffer and the reason
+// owned by the caller's DecodeState, and (3) the library's own state is then destroyed with
+// its destroy call, which is valid after an error.  No exception ever passes through C code.
+// JPEG warnings that mean corrupt data (truncation, bad Huffman codes, a premature marker) are
+// errors too: libjpeg would otherwise fill the missing part with grey and carry on.
+//
+// The resize is separable: a weight table per output row/column, computed once per axis, then
+// one horizontal and one vertical pass.
 #include "cnnrt/image.h"
 
-#include <stb_image.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+// jpeglib.h needs size_t and FILE declared first.
+#include <cstdio>
+#include <cstdlib>
+// clang-format off
+#include <jpeglib.h>
+#include <jerror.h>
+// clang-format on
+#include <png.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cmath>
+#include <csetjmp>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <memory>
 
 #include "graph/ir.h"
 
 namespace cnnrt {
 namespace {
+
+// Bigger than any photograph a CNN is fed; keeps a hostile path (a 100 GB sparse file) from
+// being read into memory.
+constexpr long long kMaxImageFileBytes = 256LL << 20;
+// A progressive JPEG may have any number of scans, each a full pass over the coefficients; real
+// encoders write about 10.  Far more is a decode-time bomb (libjpeg-turbo's own fuzzers cap
+// scans the same way).
+constexpr int kMaxJpegScans = 256;
 
 [[noreturn]] void image_error(const std::string& name, const std::string& message) {
   ErrorSite site;
@@ -29,12 +61,267 @@ namespace {
 }
 
 std::vector<unsigned char> read_file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) image_error(path, std::string("cannot open image: ") + std::strerror(errno));
-  std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(in)),
-                                   std::istreambuf_iterator<char>());
-  if (in.bad()) image_error(path, std::string("cannot read image: ") + std::strerror(errno));
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) image_error(path, std::string("cannot open image: ") + std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat info {};
+  if (::fstat(fd, &info) != 0)
+    image_error(path, std::string("cannot stat image: ") + std::strerror(errno));
+  if (S_ISDIR(info.st_mode)) image_error(path, "is a directory, not an image file");
+  if (!S_ISREG(info.st_mode)) image_error(path, "is not a regular file");
+  if (info.st_size > kMaxImageFileBytes)
+    image_error(path, "image file of " + std::to_string(info.st_size) + " bytes is larger than " +
+                          std::to_string(kMaxImageFileBytes) + " bytes");
+  std::vector<unsigned char> bytes(static_cast<size_t>(info.st_size));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t got = ::read(fd, bytes.data() + done, bytes.size() - done);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) image_error(path, std::string("cannot read image: ") + std::strerror(errno));
+    if (got == 0) break;  // shrank while we read: decode what is there
+    done += static_cast<size_t>(got);
+  }
+  bytes.resize(done);
   return bytes;
+}
+
+// What a decoder hands back.  Owned by the caller so nothing with a destructor lives in the
+// frames a longjmp unwinds; `reason` is a fixed buffer because the error callbacks must not
+// allocate (they run inside the C library and must not throw).
+struct DecodeState {
+  const unsigned char* data = nullptr;
+  size_t size = 0;
+  size_t offset = 0;  // PNG read cursor
+  long long max_pixels = 0;
+  int width = 0, height = 0;
+  std::vector<unsigned char> rgb;    // width × height × 3 on success
+  std::vector<unsigned char*> rows;  // one pointer per row of rgb (libpng reads all at once)
+  bool too_large = false;
+  unsigned claimed_width = 0, claimed_height = 0;  // the header's size, when too_large
+  char reason[JMSG_LENGTH_MAX + 64] = {};
+  void set_reason(const char* text) { std::snprintf(reason, sizeof(reason), "%s", text); }
+};
+
+// False (too_large set) when width × height is over the limit.
+bool within_limit(DecodeState* state, unsigned width, unsigned height) {
+  // In 64-bit unsigned: a PNG header may claim up to 2^32 - 1 per side.
+  if (uint64_t{width} * height <= static_cast<uint64_t>(state->max_pixels)) return true;
+  state->claimed_width = width;
+  state->claimed_height = height;
+  state->too_large = true;
+  return false;
+}
+
+// Sizes the output buffer; false (reason or too_large set) when it does not fit.  Called inside
+// the decoders between setjmp and the library's destroy, so it must not throw.
+bool allocate_rgb(DecodeState* state, unsigned width, unsigned height) {
+  if (width < 1 || height < 1) {
+    state->set_reason("image has zero size");
+    return false;
+  }
+  if (!within_limit(state, width, height)) return false;
+  try {
+    state->rgb.assign(static_cast<size_t>(width) * height * 3, 0);
+    state->rows.resize(height);
+  } catch (const std::bad_alloc&) {
+    state->set_reason("out of memory for the pixels");
+    return false;
+  }
+  for (unsigned y = 0; y < height; ++y) state->rows[y] = &state->rgb[size_t{y} * width * 3];
+  state->width = static_cast<int>(width);
+  state->height = static_cast<int>(height);
+  return true;
+}
+
+// --- PNG --------------------------------------------------------------------------------------
+
+[[noreturn]] void png_fail(png_structp png, png_const_charp message) {
+  auto* state = static_cast<DecodeState*>(png_get_error_ptr(png));
+  state->set_reason(message ? message : "libpng error");
+  png_longjmp(png, 1);
+}
+
+void png_ignore_warning(png_structp, png_const_charp) {}
+
+void png_read_memory(png_structp png, png_bytep out, png_size_t count) {
+  auto* state = static_cast<DecodeState*>(png_get_io_ptr(png));
+  if (count > state->size - state->offset) png_error(png, "file is truncated");
+  std::memcpy(out, state->data + state->offset, count);
+  state->offset += count;
+}
+
+uint32_t big_endian_u32(const unsigned char* p) {
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
+}
+
+bool png_decode(DecodeState* state) {
+  // The size first, from the IHDR chunk every PNG starts with: a huge image whose data is
+  // missing is "too large", not "truncated".
+  if (state->size >= 24 && std::memcmp(state->data + 12, "IHDR", 4) == 0) {
+    const uint32_t width = big_endian_u32(state->data + 16);
+    const uint32_t height = big_endian_u32(state->data + 20);
+    if (!within_limit(state, width, height)) return false;
+  }
+  png_structp png =
+      png_create_read_struct(PNG_LIBPNG_VER_STRING, state, png_fail, png_ignore_warning);
+  png_infop info = png ? png_create_info_struct(png) : nullptr;
+  if (!png || !info) {
+    png_destroy_read_struct(&png, nullptr, nullptr);
+    state->set_reason("out of memory");
+    return false;
+  }
+  if (setjmp(png_jmpbuf(png))) {
+    png_destroy_read_struct(&png, &info, nullptr);
+    return false;
+  }
+  png_set_read_fn(png, state, png_read_memory);
+  // PNG's own maximum size (our pixel limit is checked below with a better message); text and
+  // ICC chunks are capped so a compressed chunk cannot inflate to gigabytes.
+  png_set_user_limits(png, 0x7fffffff, 0x7fffffff);
+  png_set_chunk_malloc_max(png, 8 << 20);
+  png_set_chunk_cache_max(png, 128);
+  png_read_info(png, info);
+  // The same pixels stb_image gave (and PIL gives): palette and low-bit grey expanded, 16-bit
+  // samples cut to their high byte, alpha dropped (not composited), grey replicated to RGB.
+  png_set_expand(png);
+  png_set_strip_16(png);
+  png_set_strip_alpha(png);
+  png_set_gray_to_rgb(png);
+  png_set_interlace_handling(png);
+  png_read_update_info(png, info);
+  const png_uint_32 width = png_get_image_width(png, info);
+  const png_uint_32 height = png_get_image_height(png, info);
+  if (png_get_channels(png, info) != 3 || png_get_rowbytes(png, info) != size_t{width} * 3) {
+    state->set_reason("unsupported PNG pixel layout");
+    png_destroy_read_struct(&png, &info, nullptr);
+    return false;
+  }
+  if (!allocate_rgb(state, width, height)) {
+    png_destroy_read_struct(&png, &info, nullptr);
+    return false;
+  }
+  png_read_image(png, state->rows.data());
+  png_read_end(png, nullptr);  // up to IEND: a file cut after its pixels is still truncated
+  png_destroy_read_struct(&png, &info, nullptr);
+  return true;
+}
+
+// --- JPEG -------------------------------------------------------------------------------------
+
+struct JpegErrorManager {
+  jpeg_error_mgr pub;  // first, so libjpeg's j_common_ptr->err casts back to us
+  jmp_buf jump;
+  DecodeState* state;
+};
+
+[[noreturn]] void jpeg_fail(j_common_ptr cinfo) {
+  auto* manager = reinterpret_cast<JpegErrorManager*>(cinfo->err);
+  // Once the frame header is read the size is known (0 before): a huge image whose data is
+  // missing is "too large", not "truncated".
+  const auto* decompress = reinterpret_cast<j_decompress_ptr>(cinfo);
+  within_limit(manager->state, decompress->image_width, decompress->image_height);
+  char message[JMSG_LENGTH_MAX] = {};
+  (*cinfo->err->format_message)(cinfo, message);
+  manager->state->set_reason(message);
+  std::longjmp(manager->jump, 1);
+}
+
+// Warnings that mean the data is corrupt or cut short are errors; the rest (an unknown JFIF
+// revision, a few junk bytes before a marker, a bad ICC profile we do not use) are ignored.
+void jpeg_message(j_common_ptr cinfo, int level) {
+  if (level >= 0) return;  // trace messages
+  switch (cinfo->err->msg_code) {
+    case JWRN_JPEG_EOF:
+    case JWRN_HIT_MARKER:
+    case JWRN_HUFF_BAD_CODE:
+    case JWRN_ARITH_BAD_CODE:
+    case JWRN_BOGUS_PROGRESSION:
+    case JWRN_MUST_RESYNC:
+    case JWRN_NOT_SEQUENTIAL:
+      jpeg_fail(cinfo);
+    default:
+      return;
+  }
+}
+
+// Called once per pass; in a progressive file each input scan is a pass.
+void jpeg_count_scans(j_common_ptr cinfo) {
+  if (!cinfo->is_decompressor) return;
+  auto* manager = reinterpret_cast<JpegErrorManager*>(cinfo->err);
+  const int scans = reinterpret_cast<j_decompress_ptr>(cinfo)->input_scan_number;
+  if (scans > kMaxJpegScans) {
+    manager->state->set_reason("progressive JPEG with too many scans (more than 256)");
+    std::longjmp(manager->jump, 1);
+  }
+}
+
+bool jpeg_decode(DecodeState* state) {
+  jpeg_decompress_struct cinfo;
+  JpegErrorManager errors;
+  jpeg_progress_mgr progress;
+  std::memset(&cinfo, 0, sizeof(cinfo));
+  cinfo.err = jpeg_std_error(&errors.pub);
+  errors.pub.error_exit = jpeg_fail;
+  errors.pub.emit_message = jpeg_message;
+  errors.state = state;
+  progress.progress_monitor = jpeg_count_scans;
+  if (setjmp(errors.jump)) {
+    jpeg_destroy_decompress(&cinfo);
+    return false;
+  }
+  jpeg_create_decompress(&cinfo);
+  cinfo.progress = &progress;
+  // A cap on libjpeg's own allocations (coefficient buffers of progressive files); the pixel
+  // limit below comes first for anything but absurd component counts.
+  cinfo.mem->max_memory_to_use = 2048L << 20;
+  jpeg_mem_src(&cinfo, state->data, static_cast<unsigned long>(state->size));
+  if (jpeg_read_header(&cinfo, TRUE) != JPEG_HEADER_OK) {
+    state->set_reason("no image in the JPEG file");
+    jpeg_destroy_decompress(&cinfo);
+    return false;
+  }
+  // CMYK/YCCK (Adobe, inverted) are converted below; everything else libjpeg turns into RGB.
+  const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
+  cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
+  if (!allocate_rgb(state, cinfo.image_width, cinfo.image_height)) {
+    jpeg_destroy_decompress(&cinfo);
+    return false;
+  }
+  jpeg_start_decompress(&cinfo);
+  const unsigned components = cmyk ? 4 : 3;
+  if (cinfo.output_width != static_cast<unsigned>(state->width) ||
+      cinfo.output_height != static_cast<unsigned>(state->height) ||
+      cinfo.output_components != static_cast<int>(components)) {
+    state->set_reason("unexpected JPEG output layout");
+    jpeg_destroy_decompress(&cinfo);
+    return false;
+  }
+  // One scratch row for CMYK, allocated by libjpeg so an error frees it with the decoder.
+  JSAMPARRAY cmyk_row = cmyk ? (*cinfo.mem->alloc_sarray)(reinterpret_cast<j_common_ptr>(&cinfo),
+                                                          JPOOL_IMAGE, cinfo.output_width * 4, 1)
+                             : nullptr;
+  while (cinfo.output_scanline < cinfo.output_height) {
+    unsigned char* rgb_row = state->rows[cinfo.output_scanline];
+    JSAMPROW target = cmyk ? cmyk_row[0] : rgb_row;
+    if (jpeg_read_scanlines(&cinfo, &target, 1) != 1) {
+      state->set_reason("JPEG decoder stopped early");
+      jpeg_destroy_decompress(&cinfo);
+      return false;
+    }
+    if (cmyk) {  // Adobe stores inverted CMYK: R = C' × K' / 255, as stb_image and PIL do
+      for (unsigned x = 0; x < cinfo.output_width; ++x) {
+        const unsigned char* p = &target[4 * x];
+        for (int c = 0; c < 3; ++c)
+          rgb_row[3 * x + c] = static_cast<unsigned char>(p[c] * p[3] / 255);
+      }
+    }
+  }
+  jpeg_finish_decompress(&cinfo);
+  jpeg_destroy_decompress(&cinfo);
+  return true;
 }
 
 // One output sample of a resampled axis: the first input index it reads and its weights.
@@ -87,49 +374,42 @@ void check_size(const char* what, int width, int height) {
 }  // namespace
 
 Image decode_image_from_memory(const std::vector<unsigned char>& bytes, const std::string& name,
-                               int channels) {
+                               int channels, long long max_pixels) {
   if (channels != 1 && channels != 3) {
     image_error(name, "unsupported channel count " + std::to_string(channels) +
                           " (images decode to 1 or 3 channels)");
   }
   if (bytes.empty()) image_error(name, "cannot decode image: file is empty");
-  if (bytes.size() > static_cast<size_t>(INT_MAX)) {
-    image_error(name, "cannot decode image: file is larger than 2 GiB");
+  static const unsigned char kPngMagic[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  static const unsigned char kJpegMagic[3] = {0xFF, 0xD8, 0xFF};
+  const bool is_png = bytes.size() >= 8 && std::memcmp(bytes.data(), kPngMagic, 8) == 0;
+  const bool is_jpeg = bytes.size() >= 3 && std::memcmp(bytes.data(), kJpegMagic, 3) == 0;
+  if (!is_png && !is_jpeg)
+    image_error(name, "cannot decode image: unknown format (PNG and JPEG are supported)");
+
+  DecodeState state;
+  state.data = bytes.data();
+  state.size = bytes.size();
+  state.max_pixels = std::min(max_pixels, kMaxImagePixels);
+  const bool decoded = is_png ? png_decode(&state) : jpeg_decode(&state);
+  if (state.too_large) {
+    image_error(name, "image is too large (" + std::to_string(state.claimed_width) + "x" +
+                          std::to_string(state.claimed_height) + ", at most " +
+                          std::to_string(state.max_pixels) + " pixels)");
   }
-  const int length = static_cast<int>(bytes.size());
-  int width = 0, height = 0, file_channels = 0;
-  if (!stbi_info_from_memory(bytes.data(), length, &width, &height, &file_channels)) {
-    const char* reason = stbi_failure_reason();
-    image_error(name, std::string("cannot decode image: ") + (reason ? reason : "unknown format") +
-                          " (PNG, JPEG, BMP, GIF, TGA, PSD, PNM and HDR are supported)");
-  }
-  if (width < 1 || height < 1) {
-    image_error(
-        name, "image has zero size (" + std::to_string(width) + "x" + std::to_string(height) + ")");
-  }
-  if (static_cast<long long>(width) * height > kMaxImagePixels) {
-    image_error(name, "image is too large (" + std::to_string(width) + "x" +
-                          std::to_string(height) + ", at most " + std::to_string(kMaxImagePixels) +
-                          " pixels)");
-  }
-  int got_w = 0, got_h = 0, got_c = 0;
-  std::unique_ptr<unsigned char, void (*)(void*)> data(
-      stbi_load_from_memory(bytes.data(), length, &got_w, &got_h, &got_c, 3), stbi_image_free);
-  if (!data) {
-    const char* reason = stbi_failure_reason();
-    image_error(name, std::string("cannot decode image: ") + (reason ? reason : "unknown error"));
-  }
-  if (got_w != width || got_h != height) {  // header and pixel data disagree: distrust both
-    image_error(name, "cannot decode image: inconsistent dimensions");
+  if (!decoded) {
+    const std::string reason = state.reason[0] ? state.reason : "unknown error";
+    image_error(name,
+                std::string("cannot decode ") + (is_png ? "PNG" : "JPEG") + " image: " + reason);
   }
 
   Image image;
-  image.width = width;
-  image.height = height;
+  image.width = state.width;
+  image.height = state.height;
   image.channels = channels;
-  const size_t pixel_count = static_cast<size_t>(width) * height;
+  const size_t pixel_count = static_cast<size_t>(state.width) * state.height;
   image.pixels.resize(pixel_count * channels);
-  const unsigned char* rgb = data.get();
+  const unsigned char* rgb = state.rgb.data();
   if (channels == 3) {
     for (size_t i = 0; i < pixel_count * 3; ++i) image.pixels[i] = rgb[i];
   } else {
@@ -195,7 +475,10 @@ Image resize_shorter_side(const Image& image, int shorter_side) {
   const long long short_in = wide ? image.height : image.width;
   const long long long_in = wide ? image.width : image.height;
   const long long long_out = std::max(1LL, long_in * shorter_side / short_in);
-  if (long_out > INT_MAX) throw Error("resize: aspect ratio too extreme");
+  if (long_out > INT_MAX || long_out * shorter_side > kMaxImagePixels)
+    throw Error("resize: aspect ratio too extreme (" + std::to_string(image.width) + "x" +
+                std::to_string(image.height) + " would become over " +
+                std::to_string(kMaxImagePixels) + " pixels)");
   const int out_w = wide ? static_cast<int>(long_out) : shorter_side;
   const int out_h = wide ? shorter_side : static_cast<int>(long_out);
   if (out_w == image.width && out_h == image.height) return image;

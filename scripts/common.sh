@@ -4,8 +4,8 @@ set -euo pipefail
 
 CNNRT_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CNNRT_BUILD="${CNNRT_BUILD:-$CNNRT_ROOT/build}"
-CNNRT_DEB_PACKAGES=(cmake ninja-build g++ pkg-config python3 python3-pip libyaml-cpp-dev libstb-dev
-                    nlohmann-json3-dev libgtest-dev)
+CNNRT_DEB_PACKAGES=(cmake ninja-build g++ pkg-config python3 python3-pip libyaml-cpp-dev libpng-dev
+                    libjpeg-dev nlohmann-json3-dev libgtest-dev)
 
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
@@ -51,3 +51,32 @@ configure_and_build() {
   fi
   cmake --build "$CNNRT_BUILD" -j "$(nproc)"
 }
+
+# ASan + UBSan build with clang (scripts/sanitize.sh, scripts/fuzz.sh): the CPU engine, the
+# GoogleTest suite and the libFuzzer targets, all instrumented (-fsanitize=fuzzer-no-link adds
+# only coverage counters, so the test binaries run as usual).  Installs clang and the libFuzzer
+# runtime when missing.
+# Build type "Sanitize" has no flags of its own (Release would add -O3, Debug full debug info):
+# -O1 keeps the tests fast, line tables are all a sanitizer stack needs, asserts stay on.
+CNNRT_SANITIZE_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined \
+-fsanitize=fuzzer-no-link -fno-omit-frame-pointer -gline-tables-only -O1"
+configure_sanitizer_build() {
+  local build="$1"
+  if ! command -v clang++ >/dev/null || ! ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
+    echo "== installing clang and its sanitizer/libFuzzer runtime"
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang libclang-rt-dev >/dev/null
+  fi
+  if [ ! -f "$build/build.ninja" ]; then
+    local launcher=()
+    command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+    CC=clang CXX=clang++ cmake -S "$CNNRT_ROOT" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Sanitize \
+      -DCNNRT_WITH_CUDA=OFF -DCNNRT_BUILD_FUZZERS=ON "${launcher[@]}" \
+      -DCMAKE_CXX_FLAGS="$CNNRT_SANITIZE_FLAGS" >/dev/null
+  fi
+  nice cmake --build "$build" -j "$(nproc)"
+}
+
+# Sanitizer reports must fail the run, with a stack.
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"

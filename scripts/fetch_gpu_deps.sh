@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 mkdir -p .deps
 cd .deps
-apt-get download libyaml-cpp-dev libyaml-cpp0.7 libgtest-dev libgmock-dev googletest libstb-dev \
-                 libstb0 nlohmann-json3-dev
+apt-get download libyaml-cpp-dev libyaml-cpp0.7 libgtest-dev libgmock-dev googletest libpng-dev \
+                 libpng16-16 zlib1g-dev libjpeg-dev libjpeg62-turbo-dev libjpeg62-turbo \
+                 nlohmann-json3-dev
 ls -1 *.deb

@@ -1,6 +1,7 @@
 # External dependencies, found on the system (Debian packages; no copied source):
 #   yaml-cpp   libyaml-cpp-dev      model files
-#   stb_image  libstb-dev           image decoding (Debian ships the implementation as libstb)
+#   libpng     libpng-dev           PNG decoding
+#   libjpeg    libjpeg-dev          JPEG decoding (libjpeg-turbo)
 #   nlohmann   nlohmann-json3-dev   JSON: safetensors headers, --json reports, traces
 #   GoogleTest libgtest-dev         tests
 # Each is exposed as an imported target cnnrt::<name> so the rest of the build never spells out
@@ -23,11 +24,17 @@ find_package(nlohmann_json REQUIRED)
 add_library(cnnrt::json INTERFACE IMPORTED)
 target_link_libraries(cnnrt::json INTERFACE nlohmann_json::nlohmann_json)
 
-find_path(CNNRT_STB_INCLUDE_DIR stb_image.h PATH_SUFFIXES stb REQUIRED)
-find_library(CNNRT_STB_LIBRARY NAMES stb REQUIRED)
-add_library(cnnrt::stb INTERFACE IMPORTED)
-target_include_directories(cnnrt::stb INTERFACE ${CNNRT_STB_INCLUDE_DIR})
-target_link_libraries(cnnrt::stb INTERFACE ${CNNRT_STB_LIBRARY})
+# Image decoders (runtime/image.cpp, docs/RELIABILITY.md says why these two).
+find_package(PNG REQUIRED)
+find_package(JPEG REQUIRED)
+add_library(cnnrt::image_codecs INTERFACE IMPORTED)
+target_link_libraries(cnnrt::image_codecs INTERFACE PNG::PNG JPEG::JPEG)
+# Debian keeps jconfig.h (included by jpeglib.h) in the multiarch folder; a compiler searches it
+# for /usr but not for a private prefix such as scripts/gpu_check.sh's unpacked .deb files.
+if(CMAKE_LIBRARY_ARCHITECTURE AND EXISTS "${JPEG_INCLUDE_DIR}/${CMAKE_LIBRARY_ARCHITECTURE}/jconfig.h")
+  target_include_directories(cnnrt::image_codecs INTERFACE
+                             "${JPEG_INCLUDE_DIR}/${CMAKE_LIBRARY_ARCHITECTURE}")
+endif()
 
 if(CNNRT_BUILD_TESTS)
   find_package(GTest REQUIRED)

@@ -5,10 +5,10 @@
 #include <chrono>
 #include <iostream>
 
-#include "apps/common/atomic_file.h"
 #include "apps/common/cmd_util.h"
 #include "apps/common/model_setup.h"
 #include "apps/common/profile_report.h"
+#include "graph/atomic_write.h"
 
 namespace cnnrt::apps {
 
@@ -31,6 +31,7 @@ int cmd_bench(const Arguments& arguments) {
       static_cast<int>(args.get_int("--iterations", 100, kMinBenchIterations, 1000000));
   const std::string json_path = args.get_string("--json", "");
   if (args.has("--json") && json_path.empty()) args.fail("--json needs a file name");
+  if (!json_path.empty()) check_output_path(json_path);  // not after minutes of benchmarking
   const DeviceChoice device = resolve_device(args.get_string("--device", "auto"));
   const BuildOptions options = build_options(args, device);
 

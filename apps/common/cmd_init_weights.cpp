@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "apps/common/cmd_util.h"
+#include "graph/atomic_write.h"
 #include "graph/model_loader.h"
 #include "graph/safetensors.h"
 
@@ -15,6 +16,7 @@ int cmd_init_weights(const Arguments& arguments) {
       {{"-o", FlagKind::Value}, {"--seed", FlagKind::Value}, {"--dtype", FlagKind::Value}},
       arguments, 1, 1);
   const std::string output = args.require("-o");
+  check_output_path(output);
   const int64_t seed = args.get_int("--seed", 0, 0, std::numeric_limits<int64_t>::max());
   const std::string dtype_text = args.get_string("--dtype", "f32");
   StoredDType dtype = StoredDType::F32;

@@ -2,10 +2,10 @@
 // --compare, of every candidate kernel of every layer), as a table, JSON and a Chrome trace.
 #include <iostream>
 
-#include "apps/common/atomic_file.h"
 #include "apps/common/cmd_util.h"
 #include "apps/common/model_setup.h"
 #include "apps/common/profile_report.h"
+#include "graph/atomic_write.h"
 
 namespace cnnrt::apps {
 
@@ -25,6 +25,8 @@ int cmd_profile(const Arguments& arguments) {
   const std::string trace_path = args.get_string("--trace", "");
   if (args.has("--json") && json_path.empty()) args.fail("--json needs a file name");
   if (args.has("--trace") && trace_path.empty()) args.fail("--trace needs a file name");
+  for (const std::string& path : {json_path, trace_path})  // before the profile, not after
+    if (!path.empty()) check_output_path(path);
   const DeviceChoice device = resolve_device(args.get_string("--device", "auto"));
   const BuildOptions options = build_options(args, device);
 

@@ -6,6 +6,7 @@
 #include "apps/common/cmd_util.h"
 #include "apps/common/model_setup.h"
 #include "apps/common/npy.h"
+#include "graph/atomic_write.h"
 #include "graph/model_loader.h"
 
 namespace cnnrt::apps {
@@ -19,6 +20,7 @@ int cmd_run(const Arguments& arguments) {
       arguments, 1, 1);
   const std::string input_path = args.require("--input");
   const std::string output_path = args.require("--output");
+  check_output_path(output_path);
   const DeviceChoice device = resolve_device(args.get_string("--device", "auto"));
   const BuildOptions options = build_options(args, device);
 

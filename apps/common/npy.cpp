@@ -8,6 +8,8 @@
 // aarch64), so '<f4' data is copied as is.
 #include "apps/common/npy.h"
 
+#include <sys/stat.h>
+
 #include <cctype>
 #include <cerrno>
 #include <cstring>
@@ -17,8 +19,8 @@
 #include <map>
 #include <sstream>
 
-#include "apps/common/atomic_file.h"
 #include "cnnrt/error.h"
+#include "graph/atomic_write.h"
 
 namespace cnnrt::apps {
 namespace {
@@ -244,7 +246,8 @@ NpyArray parse_npy(const std::string& bytes, const std::string& name) {
   array.data.resize(static_cast<size_t>(elements));
   const char* src = bytes.data() + data_offset;
   if (item_size == 4) {
-    std::memcpy(array.data.data(), src, expected_bytes);
+    // A zero-element array has no buffer: memcpy(nullptr, ..., 0) is undefined behaviour.
+    if (expected_bytes > 0) std::memcpy(array.data.data(), src, expected_bytes);
   } else {
     for (size_t i = 0; i < array.data.size(); ++i) {
       double value;
@@ -256,6 +259,12 @@ NpyArray parse_npy(const std::string& bytes, const std::string& name) {
 }
 
 NpyArray read_npy(const std::string& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode))
+    npy_error(path, "is a directory, not a .npy file");
+  // A device or a FIFO (/dev/zero) would be read until memory runs out.
+  if (::stat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode))
+    npy_error(path, "is not a regular file");
   std::ifstream in(path, std::ios::binary);
   if (!in) npy_error(path, std::string("cannot open .npy file: ") + std::strerror(errno));
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

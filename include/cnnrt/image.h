@@ -8,7 +8,8 @@
 // Each step is a plain function on an Image so tests can pin them one by one.  Values stay
 // float in [0, 255] between steps (PIL rounds to uint8 after the resize; skipping that costs at
 // most 0.5/255 per pixel and keeps the steps exact to test).  Bad files throw cnnrt::Error
-// naming the file and the decoder's reason; nothing here aborts on garbage input.
+// naming the file and the decoder's reason; nothing here aborts on garbage input, and decoding
+// is deterministic and memory-safe for any byte string (docs/RELIABILITY.md).
 #pragma once
 
 #include <string>
@@ -37,13 +38,16 @@ struct Image {
 // allocate gigabytes: 8192 × 8192.
 constexpr long long kMaxImagePixels = 8192LL * 8192LL;
 
-// Decodes PNG / JPEG / BMP (anything stb_image reads) to `channels` channels: 3 = RGB, 1 = grey
-// (ITU-R 601 luma of the RGB, as PIL's convert("L")).  Throws Error naming the file for a
-// missing/unreadable file, undecodable data, zero-sized or oversized images.
+// Decodes PNG (libpng) and JPEG (libjpeg-turbo, baseline and progressive) to `channels`
+// channels: 3 = RGB, 1 = grey (ITU-R 601 luma of the RGB, as PIL's convert("L")).  Alpha is
+// dropped, 16-bit samples keep their high byte, CMYK JPEGs are converted to RGB.  Throws Error
+// naming the file for a missing/unreadable file or a directory, another format, corrupt or
+// truncated data (with the decoder's reason), zero-sized or oversized images.
 Image decode_image(const std::string& path, int channels = 3);
-// Same from bytes already in memory; `name` is used in messages.
+// Same from bytes already in memory; `name` is used in messages.  `max_pixels` lowers the size
+// limit (never above kMaxImagePixels), e.g. for a service that only takes thumbnails.
 Image decode_image_from_memory(const std::vector<unsigned char>& bytes, const std::string& name,
-                               int channels = 3);
+                               int channels = 3, long long max_pixels = kMaxImagePixels);
 
 // Separable resize with a triangle filter whose support widens with the downscale factor
 // (PIL's BILINEAR, torchvision antialias=True); plain bilinear when upscaling.

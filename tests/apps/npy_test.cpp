@@ -3,6 +3,8 @@
 #include "apps/common/npy.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -181,6 +183,45 @@ TEST(Npy, WriteIntoMissingDirectoryIsAnErrorWithNoLeftovers) {
     FAIL() << "expected an error";
   } catch (const Error& error) {
     EXPECT_NE(std::string(error.what()).find(path), std::string::npos) << error.what();
+  }
+}
+
+}  // namespace
+}  // namespace cnnrt::apps
+
+namespace cnnrt::apps {
+namespace {
+
+// Zero-element arrays used to memcpy from a null buffer (undefined behaviour, caught by the
+// sanitizer pass): they round-trip now.
+TEST(NpyHostile, ZeroElementArraysRoundTrip) {
+  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{0}, {0, 4}, {3, 0, 2}}) {
+    const NpyArray read = parse_npy(serialize_npy(shape, {}), "empty.npy");
+    EXPECT_EQ(read.shape, shape);
+    EXPECT_TRUE(read.data.empty());
+  }
+}
+
+// `cnnrt run --input DIR` said "basic_filebuf::underflow error reading the file: Is a
+// directory", without the file name.
+TEST(NpyHostile, DirectoryIsNamedAsADirectory) {
+  const std::string dir = ::testing::TempDir() + "cnnrt_npy_dir_" + std::to_string(::getpid());
+  ::mkdir(dir.c_str(), 0700);
+  try {
+    read_npy(dir);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find(dir + ": is a directory, not a .npy file"),
+              std::string::npos)
+        << error.what();
+  }
+  ::rmdir(dir.c_str());
+  try {
+    read_npy("/dev/zero");  // would be read until memory runs out
+    ADD_FAILURE() << "no error";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("/dev/zero: is not a regular file"), std::string::npos)
+        << error.what();
   }
 }
 

@@ -2,29 +2,18 @@
 // plan totals, run() allocates nothing, and option errors.
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
-#include <new>
 #include <random>
 #include <sstream>
 
+#include "allocation_counter.h"
 #include "cnnrt/cnnrt.h"
 #include "graph/model_loader.h"
 #include "random_test_util.h"
 #include "runtime/engine_impl.h"
 #include "runtime/memory_planner.h"
-
-// Counts heap allocations so a test can assert that run() makes none.
-static std::atomic<long> g_allocations{0};
-void* operator new(std::size_t size) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace cnnrt {
 namespace {
@@ -137,9 +126,9 @@ TEST(EngineCpu, RunAllocatesNothingAndRepeats) {
   const auto input = test::random_vector(2 * 3 * 17 * 13, rng);
   std::vector<float> first(2 * 4), second(2 * 4);
   context->run(input.data(), first.data());
-  const long before = g_allocations.load();
+  const long before = test::heap_allocations();
   context->run(input.data(), second.data());
-  EXPECT_EQ(g_allocations.load() - before, 0) << "run() allocated on the heap";
+  EXPECT_EQ(test::heap_allocations() - before, 0) << "run() allocated on the heap";
   EXPECT_EQ(first, second);
   for (int n = 0; n < 2; ++n) {
     double sum = 0;

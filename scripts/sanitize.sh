@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The sanitizer pass CI runs after scripts/test.sh: the CPU build and its whole test suite under
+# AddressSanitizer + UndefinedBehaviorSanitizer (clang), then every libFuzzer target for a
+# bounded time from its seed corpus (scripts/fuzz.sh).  Build folder: build-sanitize/.
+#   scripts/sanitize.sh [SECONDS_PER_FUZZ_TARGET]      (default 45; 0 skips the fuzzing)
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+fuzz_seconds="${1:-45}"
+build="${CNNRT_SANITIZE_BUILD:-$CNNRT_ROOT/build-sanitize}"
+
+install_debian_packages
+install_python_packages
+start=$(date +%s)
+configure_sanitizer_build "$build"
+echo "== sanitizer build: $(( $(date +%s) - start )) s"
+
+# The packaging check builds an outside project against the installed (instrumented) static
+# libraries with its own flags; it is a build-system test and runs in the plain pass.
+start=$(date +%s)
+(cd "$build" && ctest --output-on-failure -j "$(nproc)" -E 'e2e\.test_find_package')
+echo "== test suite under ASan+UBSan: $(( $(date +%s) - start )) s"
+
+if [ "$fuzz_seconds" -gt 0 ]; then
+  CNNRT_FUZZ_BUILD="$build" "$CNNRT_ROOT/scripts/fuzz.sh" --time "$fuzz_seconds"
+fi
