@@ -1,4 +1,4 @@
-// conv_lab: times every variant of the fp16 tensor-core convolution (kernels/cuda/conv_fp16.h)
+// conv_lab: times every variant of the fp16 tensor-core convolution (kernels/cuda/conv/igemm.h)
 // on AlexNet's five convolutions, each with the ReLU / MaxPool AlexNet fuses into it, at batch
 // 1, 8, 64 and 256 (workspace variants -- unfused pool, split-K -- included), and, when cuDNN is
 // available, cudnnConvolutionForward (fp16 NHWC, the fastest algorithm
@@ -32,9 +32,9 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/conv_fp16.h"
-#include "kernels/cuda/conv_fp16_wgmma.h"
-#include "kernels/cuda/conv_fp16_wgmma_ws.h"
+#include "kernels/cuda/conv/igemm.h"
+#include "kernels/cuda/conv/wgmma.h"
+#include "kernels/cuda/conv/wgmma_ws.h"
 #include "kernels/cuda/cuda_check.h"
 
 #ifdef CNNRT_WITH_CUDNN

@@ -441,4 +441,12 @@ int64_t pool_output_size(int64_t in, int kernel, int stride, int pad, int dilati
   return out;
 }
 
+int64_t conv_output_size(int64_t in, int kernel, int stride, int pad_begin, int pad_end,
+                         int dilation) {
+  const int64_t numerator = in + static_cast<int64_t>(pad_begin) + pad_end -
+                            static_cast<int64_t>(dilation) * (kernel - 1) - 1;
+  if (numerator < 0) return 0;
+  return numerator / stride + 1;
+}
+
 }  // namespace cnnrt

@@ -44,4 +44,12 @@ int64_t node_param_count(const Node& node);
 // left padding).
 int64_t pool_output_size(int64_t in, int kernel, int stride, int pad, int dilation, bool ceil_mode);
 
+// Conv output extent along one axis, PyTorch rule with pad_begin rows/columns of zeros before the
+// input and pad_end after it (ConvAttrs: pad_h and pad_bottom(), pad_w and pad_right()):
+// floor((in + pad_begin + pad_end - dilation * (kernel - 1) - 1) / stride) + 1, or 0 when the
+// dilated kernel does not fit the padded input.  Equals pool_output_size(in, kernel, stride, pad,
+// dilation, false) for symmetric padding.
+int64_t conv_output_size(int64_t in, int kernel, int stride, int pad_begin, int pad_end,
+                         int dilation);
+
 }  // namespace cnnrt

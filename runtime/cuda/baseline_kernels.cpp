@@ -6,8 +6,8 @@
 #include <memory>
 #include <string>
 
-#include "kernels/cuda/cudnn_conv.h"
-#include "kernels/cuda/im2col_gemm.h"
+#include "kernels/cuda/conv/cudnn_conv.h"
+#include "kernels/cuda/conv/im2col_gemm.h"
 #include "runtime/cuda/cuda_registry.h"
 
 namespace cnnrt::cuda {

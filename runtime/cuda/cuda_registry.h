@@ -14,7 +14,7 @@
 #include <optional>
 #include <string>
 
-#include "kernels/cuda/conv_fp16.h"
+#include "kernels/cuda/conv/igemm.h"
 #include "kernels/cuda/cuda_check.h"
 #include "runtime/kernel.h"
 

@@ -5,7 +5,7 @@
 // Outputs start as NaN bytes; padding channels must come out exactly zero.
 #include <random>
 
-#include "fp16_test_util.h"
+#include "cuda/fp16_test_util.h"
 #include "graph/ops.h"
 #include "kernels/cpu/reference.h"
 #include "runtime/cuda/cuda_registry.h"

@@ -22,11 +22,11 @@
 #include <string>
 #include <vector>
 
-#include "fp16_test_util.h"
+#include "cuda/fp16_test_util.h"
 #include "graph/ir.h"
 #include "graph/ops.h"
 #include "kernels/cpu/reference.h"
-#include "kernels/cuda/conv_fp16.h"
+#include "kernels/cuda/conv/igemm.h"
 
 namespace cnnrt::cuda::wgmma_test {
 

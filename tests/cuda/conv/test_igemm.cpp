@@ -1,4 +1,4 @@
-// GPU tests of the fp16 tensor-core convolution (kernels/cuda/conv_fp16.h) against the CPU
+// GPU tests of the fp16 tensor-core convolution (kernels/cuda/conv/igemm.h) against the CPU
 // reference (ref::conv2d -> ref::relu -> ref::maxpool2d, fp32/double).
 //
 // Every case runs EVERY variant the kernel offers for that batch (each tile config -- 128x96
@@ -29,9 +29,9 @@
 #include <vector>
 
 #include "cnnrt/error.h"
-#include "fp16_test_util.h"
+#include "cuda/fp16_test_util.h"
 #include "kernels/cpu/reference.h"
-#include "kernels/cuda/conv_fp16.h"
+#include "kernels/cuda/conv/igemm.h"
 #include "random_test_util.h"
 
 namespace cnnrt::cuda {

@@ -1,4 +1,4 @@
-// GPU tests of the warp-specialised Hopper wgmma convolution (kernels/cuda/conv_fp16_wgmma_ws.h)
+// GPU tests of the warp-specialised Hopper wgmma convolution (kernels/cuda/conv/wgmma_ws.h)
 // against the CPU reference (ref::conv2d -> ref::relu, double accumulation), plus its registry
 // rules.
 //
@@ -27,13 +27,13 @@
 #include <vector>
 
 #include "cnnrt/error.h"
-#include "fp16_test_util.h"
+#include "cuda/fp16_test_util.h"
 #include "graph/ops.h"
 #include "kernels/cpu/reference.h"
-#include "kernels/cuda/conv_fp16_wgmma_ws.h"
+#include "kernels/cuda/conv/wgmma_ws.h"
 #include "kernels/cuda/cuda_check.h"
 #include "runtime/cuda/cuda_registry.h"
-#include "wgmma_test_cases.h"
+#include "cuda/conv/wgmma_test_cases.h"
 
 namespace cnnrt::cuda {
 namespace {

@@ -1,4 +1,4 @@
-// Registry entries of the own fp16 tensor-core convolution (kernels/cuda/conv_fp16.h).
+// Registry entries of the own fp16 tensor-core convolution (kernels/cuda/conv/igemm.h).
 //
 // conv_fp16_igemm is a thin adapter: supports() rebuilds the ConvShape the kernel would see from
 // the (fused) node — input [C, H, W], conv attributes, the ReLU / MaxPool epilogue — and asks the
@@ -8,7 +8,7 @@
 //
 // conv_fp16_s2d (higher priority) serves strided convs with few input channels (AlexNet conv1)
 // as a space-to-depth rearrangement into the workspace followed by a stride-1 ConvFp16 over
-// s·s·C channels (kernels/cuda/space_to_depth.h): the vector implicit-GEMM path instead of the
+// s·s·C channels (kernels/cuda/conv/space_to_depth.h): the vector implicit-GEMM path instead of the
 // 2-byte "gather" path.  It accepts only shapes where that pays — stride >= 2, in_c <= 4,
 // kernel >= stride (else the blocks carry pixels no tap reads) — and reuses the same epilogue,
 // so ReLU and the fused MaxPool are unchanged.  On Hopper the inner conv takes the wgmma kernel
@@ -23,10 +23,10 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/conv_fp16.h"
-#include "kernels/cuda/conv_fp16_wgmma.h"
+#include "kernels/cuda/conv/igemm.h"
+#include "kernels/cuda/conv/wgmma.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/space_to_depth.h"
+#include "kernels/cuda/conv/space_to_depth.h"
 #include "runtime/cuda/cuda_registry.h"
 
 namespace cnnrt::cuda {
@@ -126,7 +126,7 @@ std::optional<SpaceToDepthConv> s2d_conv_of(const Node& node) {
   return conv;
 }
 
-// The inner stride-1 conv runs on the Hopper wgmma kernel (kernels/cuda/conv_fp16_wgmma.h) when
+// The inner stride-1 conv runs on the Hopper wgmma kernel (kernels/cuda/conv/wgmma.h) when
 // it serves the transformed shape (conv1: 48 -> 64, 3x3, pool fused) on this device and its grid
 // fills the SMs (>= one CTA per SM, SM count read once here); otherwise — other devices, small
 // batches — on ConvFp16, which is always built.  Same workspace layout either way.

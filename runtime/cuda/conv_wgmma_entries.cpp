@@ -1,6 +1,6 @@
 // Registry entries of the Hopper wgmma convolutions: "conv_fp16_wgmma"
-// (kernels/cuda/conv_fp16_wgmma.h) and its warp-specialised form "conv_fp16_wgmma_ws"
-// (kernels/cuda/conv_fp16_wgmma_ws.h).
+// (kernels/cuda/conv/wgmma.h) and its warp-specialised form "conv_fp16_wgmma_ws"
+// (kernels/cuda/conv/wgmma_ws.h).
 //
 // One thin adapter serves both, like conv_fp16_igemm's (runtime/cuda/conv_kernels.cpp):
 // supports() rebuilds the ConvShape from the fused node, refuses a node whose derived output
@@ -20,8 +20,8 @@
 #include <optional>
 #include <string>
 
-#include "kernels/cuda/conv_fp16_wgmma.h"
-#include "kernels/cuda/conv_fp16_wgmma_ws.h"
+#include "kernels/cuda/conv/wgmma.h"
+#include "kernels/cuda/conv/wgmma_ws.h"
 #include "kernels/cuda/cuda_check.h"
 #include "runtime/cuda/cuda_registry.h"
 

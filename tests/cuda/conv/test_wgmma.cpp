@@ -1,4 +1,4 @@
-// GPU tests of the Hopper wgmma convolution (kernels/cuda/conv_fp16_wgmma.h) against the CPU
+// GPU tests of the Hopper wgmma convolution (kernels/cuda/conv/wgmma.h) against the CPU
 // reference (ref::conv2d -> ref::relu, double accumulation), plus its registry rules.
 //
 // Kernel cases skip unless the device is compute capability 9.x; on a 9.0 device the sm_90a
@@ -25,14 +25,14 @@
 #include <vector>
 
 #include "cnnrt/error.h"
-#include "fp16_test_util.h"
+#include "cuda/fp16_test_util.h"
 #include "graph/ops.h"
 #include "kernels/cpu/reference.h"
-#include "kernels/cuda/conv_fp16_wgmma.h"
+#include "kernels/cuda/conv/wgmma.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/space_to_depth.h"
+#include "kernels/cuda/conv/space_to_depth.h"
 #include "runtime/cuda/cuda_registry.h"
-#include "wgmma_test_cases.h"
+#include "cuda/conv/wgmma_test_cases.h"
 
 namespace cnnrt::cuda {
 namespace {

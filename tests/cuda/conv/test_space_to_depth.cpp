@@ -1,4 +1,4 @@
-// Tests of the space-to-depth path for strided few-channel convs (kernels/cuda/space_to_depth.h,
+// Tests of the space-to-depth path for strided few-channel convs (kernels/cuda/conv/space_to_depth.h,
 // registry entry conv_fp16_s2d in runtime/cuda/conv_kernels.cpp).
 //
 // (a) The rearrangement kernel against a host loop on odd shapes (C = 1, 3, 4; block 2, 3, 4;
@@ -24,11 +24,11 @@
 #include <random>
 #include <sstream>
 
-#include "fp16_test_util.h"
+#include "cuda/fp16_test_util.h"
 #include "graph/ops.h"
 #include "kernels/cpu/reference.h"
 #include "kernels/cuda/layout.h"
-#include "kernels/cuda/space_to_depth.h"
+#include "kernels/cuda/conv/space_to_depth.h"
 
 namespace cnnrt {
 namespace {
