@@ -24,7 +24,8 @@ using namespace cnnrt::apps;
 
 const char kUsage[] =
     "usage: alexnet_infer IMAGE [--model M] [--weights W | --random-weights [SEED]] "
-    "[--device auto|cpu|cuda] [--precision auto|fp32|fp16|int8] [--top K] [--profile]";
+    "[--device auto|cpu|cuda] [--precision auto|fp32|fp16|int8] [--plan PLAN.yaml] [--top K] "
+    "[--profile]";
 
 std::vector<double> softmax(const std::vector<float>& logits) {
   const float max_logit = *std::max_element(logits.begin(), logits.end());

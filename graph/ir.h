@@ -135,6 +135,11 @@ struct Node {
   Shape pre_pool_shape;                    // conv output before fused_maxpool (per sample)
   std::vector<std::string> source_layers;  // YAML layers this node covers, itself first
 
+  // Per-layer choices written in the model (`precision:`, `impl:` a registry kernel name); ""
+  // when absent.  A plan
+  // file given at build time overrides them (runtime/builder.cpp).
+  std::string precision_request, kernel_request;
+
   // Where it was declared (for error messages).
   int line = 0, column = 0;
 

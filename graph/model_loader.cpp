@@ -29,7 +29,7 @@ namespace cnnrt {
 namespace {
 
 const char* const kTopLevelKeys[] = {"name", "input", "weights", "labels", "output", "layers"};
-const char* const kLayerCommonKeys[] = {"name", "op", "input", "inputs"};
+const char* const kLayerCommonKeys[] = {"name", "op", "input", "inputs", "precision", "impl"};
 
 std::string join(const std::vector<std::string>& items) {
   std::string out;
@@ -165,6 +165,15 @@ Node parse_layer(const YAML::Node& layer, YamlContext context, const std::string
     }
     node.params.push_back(Param{role, read_string(key, context, role), {}});
   }
+  if (const YAML::Node precision = layer["precision"]) {
+    node.precision_request = read_string(precision, context, "precision");
+    if (node.precision_request != "fp32" && node.precision_request != "fp16" &&
+        node.precision_request != "int8")
+      context.fail(precision, "unknown precision '" + node.precision_request +
+                                  "' (valid: fp32, fp16, int8)");
+  }
+  // `impl`, not `kernel`: conv and pool layers already use `kernel` for the window size.
+  if (const YAML::Node impl = layer["impl"]) node.kernel_request = read_string(impl, context, "impl");
   const ErrorSite site = context.site(layer);
   node.line = site.line;
   node.column = site.column;

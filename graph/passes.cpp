@@ -7,7 +7,8 @@
 //   * each later node of the chain reads exactly one tensor, the previous node's output;
 //   * each intermediate tensor (all outputs but the last) has exactly one consumer, the next
 //     node of the chain: fusing it away must not starve another reader;
-//   * no intermediate tensor is the graph output: the user asked to see it.
+//   * no intermediate tensor is the graph output: the user asked to see it;
+//   * no later node names its own kernel (`impl:`): the user asked for that layer's kernel.
 // The last node's output may have any number of consumers and may be the graph output; those
 // readers are rewired to the surviving node, whose name (= tensor name) is the first node's.
 #include "graph/passes.h"
@@ -42,6 +43,8 @@ std::optional<Chain> match_chain(const Graph& graph, size_t start, const Pattern
     const size_t next = index_of(graph, readers[0]);
     const Node& node = graph.nodes[next];
     if (node.op != pattern[k] || node.inputs.size() != 1) return std::nullopt;
+    // A layer that names its own kernel (`impl:`) stays a layer of its own.
+    if (!node.kernel_request.empty()) return std::nullopt;
     chain.push_back(next);
   }
   return chain;
@@ -60,6 +63,20 @@ void erase_nodes(Graph& graph, Chain indices) {
   for (size_t index : indices) graph.nodes.erase(graph.nodes.begin() + static_cast<long>(index));
 }
 
+// A per-layer precision on any source layer applies to the fused node; two different ones
+// cannot both be honoured.
+void merge_request(const Graph& graph, Node& head, const Node& absorbed,
+                   std::string Node::*request, const char* what) {
+  const std::string& value = absorbed.*request;
+  if (value.empty() || value == head.*request) return;
+  if (!(head.*request).empty())
+    throw_error({graph.source_file, absorbed.line, absorbed.column, absorbed.name, ""},
+                std::string("asks for ") + what + " '" + value + "' but it is fused into layer '" +
+                    head.name + "', which asks for '" + head.*request +
+                    "' (one fused layer runs one kernel)");
+  head.*request = value;
+}
+
 // The common rewrite of a fusion: the head absorbs the rest of the chain.
 void absorb_chain(Graph& graph, const Chain& chain) {
   Node& head = graph.nodes[chain[0]];
@@ -67,6 +84,7 @@ void absorb_chain(Graph& graph, const Chain& chain) {
     const Node& absorbed = graph.nodes[chain[k]];
     head.source_layers.insert(head.source_layers.end(), absorbed.source_layers.begin(),
                               absorbed.source_layers.end());
+    merge_request(graph, head, absorbed, &Node::precision_request, "precision");
   }
   const std::string last = graph.nodes[chain.back()].name;
   const std::string head_name = head.name;

@@ -1,7 +1,18 @@
-// The builder: fused graph → Engine.  Per layer it asks the kernel registry for the candidates
-// on the chosen device and precision and picks one (explicit override, else the default
-// heuristic: the highest-priority non-baseline kernel), then creates it, which prepacks the
-// layer's weights once.  It also states the activation tensors the memory planner lays out.
+// The builder: fused graph → Engine.
+//
+// Per layer it decides the precision and the kernel, in this order (docs/FORMAT.md, "Per-layer
+// choices"): the build's layer choices (a plan file, BuildOptions::layer_choices), else the
+// model's own `precision:` / `kernel:` keys, else the engine-wide precision with the default
+// heuristic (the highest-priority non-baseline kernel).  An explicit request no kernel can honour
+// is an error naming the layer, the request and the kernels that exist for it; a layer that
+// asked for nothing and has no kernel at the engine-wide precision takes the best kernel of
+// another precision (fp32 first), which the plan shows.
+//
+// Then it binds types: every tensor has the type its producer writes (the graph input: fp32
+// NCHW as run() receives it); each input of a step is bound to the first type the kernel
+// accepts that needs no conversion, else to the kernel's preferred type through a conversion
+// step inserted just before the first step that needs it (one per tensor and type).  The tensor
+// run() returns is the graph output as fp32 NCHW, converted at the end if needed.
 #include <algorithm>
 #include <map>
 #include <set>
@@ -9,35 +20,26 @@
 #include "graph/model_loader.h"
 #include "graph/ops.h"
 #include "graph/passes.h"
+#include "runtime/backends.h"
 #include "runtime/engine_impl.h"
 
 namespace cnnrt {
 namespace {
 
 Device resolve_device(Device requested) {
-  if (requested == Device::Auto) return cuda_available() ? Device::CUDA : Device::CPU;
-  if (requested == Device::CUDA) {
-#ifndef CNNRT_WITH_CUDA
-    throw Error(
-        "device cuda: this build of cnnrt has no CUDA backend (nvcc was not found at "
-        "build time); use --device cpu");
-#else
-    if (!cuda_available())
-      throw Error("device cuda: no usable CUDA device found; use --device cpu");
-#endif
-  }
+  const BackendInfo* cuda = find_backend(Device::CUDA);
+  if (requested == Device::Auto) return cuda != nullptr && cuda->available() ? Device::CUDA : Device::CPU;
+  const BackendInfo* backend = find_backend(requested);
+  if (backend == nullptr)
+    throw Error(std::string("device ") + to_string(requested) +
+                ": this build of cnnrt has no backend for it (CUDA needs nvcc at build time)");
+  if (!backend->available())
+    throw Error(std::string("device ") + to_string(requested) + ": no usable device found");
   return requested;
 }
 
-Precision resolve_precision(Precision requested, Device device) {
-  const Precision native = device == Device::CPU ? Precision::FP32 : Precision::FP16;
-  if (requested == Precision::Auto) return native;
-  if (requested == Precision::INT8)
-    throw Error("precision int8: int8 kernels are not available yet in this build");
-  if (requested != native)
-    throw Error(std::string("precision ") + to_string(requested) + " is not available on the " +
-                to_string(device) + " device (it runs " + to_string(native) + " kernels)");
-  return requested;
+Precision native_precision(Device device) {
+  return device == Device::CPU ? Precision::FP32 : Precision::FP16;
 }
 
 void check_weights_bound(const Graph& graph) {
@@ -48,44 +50,169 @@ void check_weights_bound(const Graph& graph) {
                     "weights are not loaded (give a weight file or use random weights)");
 }
 
-const KernelEntry* choose_kernel(const Node& node, const Graph& graph, Device device,
-                                 Precision precision, const BuildOptions& options) {
-  const KernelRegistry& registry = KernelRegistry::instance();
-  std::vector<const KernelEntry*> candidates = registry.candidates(node, device, precision);
-  ErrorSite site{graph.source_file, node.line, node.column, node.name, ""};
-  auto override_it = options.kernel_overrides.find(node.name);
-  if (override_it != options.kernel_overrides.end()) {
-    for (const KernelEntry* entry : candidates)
-      if (entry->name == override_it->second) return entry;
-    std::string names;
-    for (const KernelEntry* entry : candidates) names += (names.empty() ? "" : ", ") + entry->name;
-    throw_error(site, "kernel '" + override_it->second + "' cannot run this layer on " +
-                          to_string(device) + "/" + to_string(precision) +
-                          " (candidates: " + (names.empty() ? "none" : names) + ")");
-  }
-  // candidates() lists non-baselines first, each group by priority: the default is the front.
-  if (!candidates.empty()) return candidates.front();
-  throw_error(site, std::string("no ") + to_string(device) + "/" + to_string(precision) +
-                        " kernel supports this " + op_name(node.op) + " layer");
+ErrorSite site_of(const Graph& graph, const Node& node) {
+  return {graph.source_file, node.line, node.column, node.name, ""};
 }
+
+// The layer choices keyed by fused node name.  A choice may name the fused node or any source
+// layer it covers; an unknown name is an error listing the layers there are.
+std::map<std::string, LayerChoice> choices_by_node(const Graph& graph,
+                                                   const std::map<std::string, LayerChoice>& in) {
+  std::map<std::string, std::string> node_of;  // source layer -> fused node
+  for (const Node& node : graph.nodes) {
+    node_of[node.name] = node.name;
+    for (const std::string& source : node.source_layers) node_of[source] = node.name;
+  }
+  std::map<std::string, LayerChoice> out;
+  for (const auto& [layer, choice] : in) {
+    auto it = node_of.find(layer);
+    if (it == node_of.end()) {
+      std::string names;
+      for (const Node& node : graph.nodes) names += (names.empty() ? "" : ", ") + node.name;
+      throw Error((choice.origin.empty() ? "" : choice.origin + ": ") + "layer '" + layer +
+                  "' is not in model " + graph.name + " (layers: " + names + ")");
+    }
+    LayerChoice& merged = out[it->second];
+    if (choice.precision != Precision::Auto) merged.precision = choice.precision;
+    if (!choice.kernel.empty()) merged.kernel = choice.kernel;
+    if (merged.origin.empty()) merged.origin = choice.origin;
+  }
+  return out;
+}
+
+std::string kernels_for(const Node& node, Device device) {
+  std::string names;
+  for (const KernelEntry& entry : KernelRegistry::instance().entries())
+    if (entry.op == node.op && entry.device == device && entry.supports(node))
+      names += (names.empty() ? "" : ", ") + entry.name + " (" + to_string(entry.precision) + ")";
+  return names.empty() ? "none" : names;
+}
+
+// The kernel of one layer (see the header comment for the order of precedence).
+const KernelEntry* choose_kernel(const Graph& graph, const Node& node, Device device,
+                                 Precision engine_precision, const LayerChoice* choice) {
+  const KernelRegistry& registry = KernelRegistry::instance();
+  Precision precision = Precision::Auto;
+  std::string kernel, origin;
+  if (choice != nullptr) {
+    precision = choice->precision;
+    kernel = choice->kernel;
+    origin = choice->origin;
+  }
+  if (precision == Precision::Auto && !node.precision_request.empty())
+    precision = parse_precision(node.precision_request);
+  if (kernel.empty()) kernel = node.kernel_request;
+  ErrorSite site = site_of(graph, node);
+  const std::string where = origin.empty() ? "" : " (" + origin + ")";
+
+  if (!kernel.empty()) {
+    const KernelEntry* entry = registry.find(kernel);
+    if (entry == nullptr || entry->op != node.op || entry->device != device ||
+        !entry->supports(node) || (precision != Precision::Auto && entry->precision != precision))
+      throw_error(site, "kernel '" + kernel + "'" +
+                            (precision != Precision::Auto
+                                 ? std::string(" at ") + to_string(precision)
+                                 : std::string()) +
+                            where + " cannot run this layer on " + to_string(device) +
+                            " (kernels for it: " + kernels_for(node, device) + ")");
+    return entry;
+  }
+  if (precision != Precision::Auto) {
+    std::vector<const KernelEntry*> candidates = registry.candidates(node, device, precision);
+    if (candidates.empty() || candidates.front()->baseline)
+      throw_error(site, std::string("precision ") + to_string(precision) + where +
+                            ": no " + to_string(device) + " kernel at that precision runs this " +
+                            op_name(node.op) + " layer (kernels for it: " +
+                            kernels_for(node, device) + ")");
+    return candidates.front();
+  }
+  // Nothing asked: the engine-wide precision, else the best kernel of another precision.
+  for (Precision p : {engine_precision, Precision::FP32, Precision::FP16, Precision::INT8}) {
+    std::vector<const KernelEntry*> candidates = registry.candidates(node, device, p);
+    if (!candidates.empty() && !candidates.front()->baseline) return candidates.front();
+  }
+  throw_error(site, std::string("no ") + to_string(device) + " kernel supports this " +
+                        op_name(node.op) + " layer");
+}
+
+// Same bytes in memory for a tensor of this shape: layouts differ only for [C, H, W] maps.
+bool same_storage(const Shape& shape, const TensorType& a, const TensorType& b) {
+  if (shape.size() == 3) return a == b;
+  TensorType b_as_a = b;
+  b_as_a.layout = a.layout;
+  return a == b_as_a;
+}
+
+// "fp16_nhwc8": the suffix of a converted tensor's name.
+std::string type_tag(const TensorType& type) {
+  std::string tag = std::string(to_string(type.dtype)) + "_" +
+                    (type.layout == Layout::NCHW ? "nchw" : "nhwc");
+  if (type.channel_align > 1) tag += std::to_string(type.channel_align);
+  return tag;
+}
+
+// Appends steps to the engine, inserting conversions where types differ.
+class StepBinder {
+ public:
+  explicit StepBinder(EngineImpl& engine) : engine_(engine) {}
+
+  // The name of `tensor` as `type`: itself, or a conversion step's output (made once).
+  std::string as_type(const std::string& tensor, const TensorType& type) {
+    const EngineTensor& source = engine_.tensors.at(tensor);
+    if (same_storage(source.shape, source.type, type)) return tensor;
+    const std::string name = tensor + "." + type_tag(type);
+    if (engine_.tensors.count(name) != 0) return name;
+    Step step;
+    step.name = name;
+    step.inputs = {tensor};
+    step.kernel = engine_.backend->make_conversion(source.shape, source.type, type);
+    step.kernel_name = "convert_" + type_tag(source.type) + "_to_" + type_tag(type);
+    step.precision = type.dtype == DType::F32   ? Precision::FP32
+                     : type.dtype == DType::F16 ? Precision::FP16
+                                                : Precision::INT8;
+    step.input_types = {source.type};
+    engine_.tensors[name] = {source.shape, type};
+    engine_.steps.push_back(std::move(step));
+    return name;
+  }
+
+  // Binds each input of a layer step to an accepted type, then appends it.
+  void add_layer(Step step, const Shape& output_shape) {
+    for (size_t i = 0; i < step.inputs.size(); ++i) {
+      const EngineTensor& source = engine_.tensors.at(step.inputs[i]);
+      const std::vector<TensorType> accepted = step.kernel->input_types(i);
+      if (accepted.empty())
+        throw Error("internal: kernel " + step.kernel_name + " accepts no input type");
+      auto direct = std::find_if(accepted.begin(), accepted.end(), [&](const TensorType& t) {
+        return same_storage(source.shape, source.type, t);
+      });
+      const TensorType bound = direct != accepted.end() ? *direct : accepted.front();
+      step.inputs[i] = as_type(step.inputs[i], bound);
+      step.input_types.push_back(bound);
+    }
+    engine_.tensors[step.name] = {output_shape, step.kernel->output_type()};
+    engine_.steps.push_back(std::move(step));
+  }
+
+ private:
+  EngineImpl& engine_;
+};
 
 }  // namespace
 
 std::unique_ptr<EngineImpl> build_engine(Graph graph, const BuildOptions& options) {
   auto engine = std::make_unique<EngineImpl>();
   engine->device = resolve_device(options.device);
-  engine->precision = resolve_precision(options.precision, engine->device);
+  engine->precision =
+      options.precision == Precision::Auto ? native_precision(engine->device) : options.precision;
 
   check_weights_bound(graph);
   if (options.fuse)
     run_default_passes(graph);  // ends with infer_shapes
   else
     infer_shapes(graph);
-
-  for (const auto& [layer, kernel] : options.kernel_overrides)
-    if (graph.find(layer) == nullptr)
-      throw Error("kernel override for unknown layer '" + layer + "' (after fusion, layers are " +
-                  "named after their first source layer)");
+  const std::map<std::string, LayerChoice> choices =
+      choices_by_node(graph, options.layer_choices);
 
   engine->graph = std::move(graph);
   const Graph& g = engine->graph;
@@ -96,61 +223,77 @@ std::unique_ptr<EngineImpl> build_engine(Graph graph, const BuildOptions& option
   engine->model.std = g.input.std;
   // Labels are optional (classes print as indices), but a labels file the YAML names must exist.
   if (!g.labels_file.empty()) engine->model.labels = read_labels(g.labels_file);
+  engine->backend = find_backend(engine->device)->make();
 
-#ifdef CNNRT_WITH_CUDA
-  engine->backend = engine->device == Device::CUDA ? make_cuda_backend() : make_cpu_backend();
-#else
-  engine->backend = make_cpu_backend();
-#endif
-
+  engine->tensors["input"] = {g.input.shape, fp32_nchw()};
+  StepBinder binder(*engine);
   for (const Node& node : g.nodes) {
+    auto choice = choices.find(node.name);
     Step step;
+    step.name = node.name;
+    step.inputs = node.inputs;
+    step.sources = node.source_layers;
+    if (step.sources.empty()) step.sources.push_back(node.name);
     step.node = &node;
-    step.entry = choose_kernel(node, g, engine->device, engine->precision, options);
+    step.entry = choose_kernel(g, node, engine->device, engine->precision,
+                               choice == choices.end() ? nullptr : &choice->second);
+    step.kernel_name = step.entry->name;
+    step.precision = step.entry->precision;
     step.kernel = step.entry->create(KernelBuildContext{node, g});
-    engine->weight_bytes += step.kernel->weight_bytes();
-    engine->steps.push_back(std::move(step));
+    binder.add_layer(std::move(step), node.output_shape);
   }
+  engine->output_tensor = binder.as_type(g.output, fp32_nchw());
+  // An engine-wide precision is a default, but one that no layer can take is a mistake.
+  if (options.precision != Precision::Auto &&
+      std::none_of(engine->steps.begin(), engine->steps.end(), [&](const Step& step) {
+        return !step.is_conversion() && step.precision == options.precision;
+      }))
+    throw Error(std::string("precision ") + to_string(options.precision) + ": no " +
+                to_string(engine->device) + " kernel at that precision runs any layer of " +
+                g.name);
+  for (const Step& step : engine->steps) engine->weight_bytes += step.kernel->weight_bytes();
   return engine;
 }
 
-std::vector<PlanRequest> activation_requests(const EngineImpl& engine, int batch) {
-  const Graph& graph = engine.graph;
+PreparedContext prepare_context(const EngineImpl& engine, int batch) {
+  PreparedContext prepared;
+  prepared.batch = batch;
   const int last_step = static_cast<int>(engine.steps.size()) - 1;
-  // Last step that reads each tensor; the graph output must survive to the end of the run.
+  // Last step that reads each tensor; the returned tensor must survive to the end of the run.
   std::map<std::string, int> last_use;
   for (int i = 0; i <= last_step; ++i)
-    for (const std::string& input : engine.steps[i].node->inputs)
-      last_use[input] = i;  // steps run in order: the last write is the last reader
-  last_use[graph.output] = last_step;
+    for (const std::string& input : engine.steps[i].inputs) last_use[input] = i;
+  last_use[engine.output_tensor] = last_step;
 
+  // Sizes rounded to the planner's alignment, so a kernel's 16-byte vector tail never reaches
+  // into the next tensor.
+  auto bytes_of = [&](const std::string& name) {
+    const EngineTensor& tensor = engine.tensors.at(name);
+    return (tensor_bytes(tensor.shape, tensor.type, batch) + 255) / 256 * 256;
+  };
   std::vector<PlanRequest> requests;
-  PlanRequest input;
-  input.name = "input";
-  input.bytes = engine.backend->tensor_bytes(graph.input.shape, batch);
-  input.first_step = 0;
-  input.last_step = last_use.count("input") ? last_use["input"] : 0;
-  requests.push_back(input);
-
+  requests.push_back({"input", bytes_of("input"), 0, last_use.count("input") ? last_use["input"] : 0, ""});
   for (int i = 0; i <= last_step; ++i) {
-    const Node& node = *engine.steps[i].node;
+    const Step& step = engine.steps[i];
+    KernelPlan plan = step.kernel->prepare({batch, step.input_types});
     PlanRequest request;
-    request.name = node.name;
-    request.bytes = engine.backend->tensor_bytes(node.output_shape, batch);
+    request.name = step.name;
+    request.bytes = bytes_of(step.name);
     request.first_step = i;
-    request.last_step = last_use.count(node.name) ? last_use[node.name] : i;
-    // Elementwise and view ops may write over their input (the kernels accept
-    // output == input); the planner decides whether that is legal here.
-    if (node.op == OpKind::Relu || node.op == OpKind::Dropout || node.op == OpKind::Flatten)
-      request.may_alias = node.inputs.at(0);
+    request.last_step = last_use.count(step.name) ? last_use[step.name] : i;
+    // The kernel may write over its first input; the planner decides whether that is legal.
+    if (plan.in_place && !step.inputs.empty() && bytes_of(step.inputs[0]) == request.bytes)
+      request.may_alias = step.inputs[0];
     requests.push_back(request);
+    prepared.kernel_plans.push_back(std::move(plan));
   }
   // Each step's workspace lives for exactly its own step.
   for (int i = 0; i <= last_step; ++i) {
-    const size_t bytes = engine.steps[i].kernel->workspace_bytes(batch);
-    if (bytes > 0) requests.push_back({engine.steps[i].node->name + ".workspace", bytes, i, i, ""});
+    const size_t bytes = prepared.kernel_plans[i].workspace_bytes;
+    if (bytes > 0) requests.push_back({engine.steps[i].name + ".workspace", bytes, i, i, ""});
   }
-  return requests;
+  prepared.memory = plan_memory(requests);
+  return prepared;
 }
 
 double median(std::vector<double> values) {
@@ -160,25 +303,27 @@ double median(std::vector<double> values) {
   return values.size() % 2 == 1 ? values[middle] : 0.5 * (values[middle - 1] + values[middle]);
 }
 
-double step_flops(const Step& step, int batch) { return node_flops(*step.node) * batch; }
-
-double step_bytes(const EngineImpl& engine, const Step& step, int batch) {
-  const Node& node = *step.node;
-  double bytes = static_cast<double>(engine.backend->tensor_bytes(node.output_shape, batch));
-  for (const Shape& shape : node.input_shapes)
-    bytes += static_cast<double>(engine.backend->tensor_bytes(shape, batch));
-  const double element_bytes = engine.precision == Precision::FP32 ? 4.0 : 2.0;
-  bytes += element_bytes * static_cast<double>(node_param_count(node));
-  return bytes;
+double step_flops(const Step& step, int batch) {
+  return step.node != nullptr ? node_flops(*step.node) * batch : 0.0;
 }
 
-LayerProfile profile_row(const Step& step) {
+double step_bytes(const EngineImpl& engine, const Step& step, int batch) {
+  auto bytes_of = [&](const std::string& name) {
+    const EngineTensor& tensor = engine.tensors.at(name);
+    return static_cast<double>(tensor_bytes(tensor.shape, tensor.type, batch));
+  };
+  double bytes = bytes_of(step.name);
+  for (const std::string& input : step.inputs) bytes += bytes_of(input);
+  return bytes + static_cast<double>(step.kernel->weight_bytes());
+}
+
+LayerProfile profile_row(const Step& step, const KernelPlan& plan) {
   LayerProfile row;
-  row.name = step.node->name;
-  row.sources = step.node->source_layers;
-  if (row.sources.empty()) row.sources.push_back(step.node->name);
-  row.kernel = step.entry->name;
-  row.precision = to_string(step.entry->precision);
+  row.name = step.name;
+  row.sources = step.sources;
+  row.kernel = step.kernel_name;
+  row.variant = plan.variant_name;
+  row.precision = to_string(step.precision);
   return row;
 }
 

@@ -64,6 +64,12 @@ float* out_ptr(const KernelArgs& args) {
   return static_cast<float*>(args.output);
 }
 
+KernelPlan in_place_plan() {
+  KernelPlan plan;
+  plan.in_place = true;
+  return plan;
+}
+
 // out-of-place copy / in-place no-op, shared by flatten and dropout.
 class IdentityKernel : public LayerKernel {
  public:
@@ -73,6 +79,7 @@ class IdentityKernel : public LayerKernel {
     float* y = out_ptr(args);
     if (x != y) std::memcpy(y, x, sizeof(float) * elements_ * args.batch);
   }
+  KernelPlan prepare(const PrepareInfo&) const override { return in_place_plan(); }
 
  private:
   int64_t elements_;
@@ -84,6 +91,7 @@ class ReluKernel : public LayerKernel {
   void run(const KernelArgs& args) override {
     ref::relu(in_ptr(args), elements_ * args.batch, out_ptr(args));  // x == y allowed
   }
+  KernelPlan prepare(const PrepareInfo&) const override { return in_place_plan(); }
 
  private:
   int64_t elements_;
@@ -128,8 +136,11 @@ class ConvKernel : public LayerKernel {
                      static_cast<int>(conv_shape_[1]), static_cast<int>(conv_shape_[2]), *pool_, y);
   }
 
-  size_t workspace_bytes(int batch) const override {
-    return pool_ ? sizeof(float) * shape_elements(conv_shape_) * batch : 0;
+  // With a fused pool the pre-pool tensor lives in the workspace.
+  KernelPlan prepare(const PrepareInfo& info) const override {
+    KernelPlan plan;
+    if (pool_) plan.workspace_bytes = sizeof(float) * shape_elements(conv_shape_) * info.batch;
+    return plan;
   }
   size_t weight_bytes() const override { return sizeof(float) * (weight_.size() + bias_.size()); }
 

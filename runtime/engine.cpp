@@ -8,10 +8,8 @@
 
 #include "cnnrt/cnnrt.h"
 #include "graph/model_loader.h"
+#include "runtime/backends.h"
 #include "runtime/engine_impl.h"
-#ifdef CNNRT_WITH_CUDA
-#include "runtime/cuda/device_info.h"
-#endif
 
 namespace cnnrt {
 
@@ -57,36 +55,22 @@ Precision parse_precision(const std::string& text) {
 }
 
 bool cuda_available() {
-#ifdef CNNRT_WITH_CUDA
-  return cuda::cuda_device_present();
-#else
-  return false;
-#endif
+  const BackendInfo* cuda = find_backend(Device::CUDA);
+  return cuda != nullptr && cuda->available();
 }
 
 DeviceInfo device_info(Device device) {
   if (device == Device::Auto) device = cuda_available() ? Device::CUDA : Device::CPU;
-  if (device == Device::CUDA) {
-#ifdef CNNRT_WITH_CUDA
-    return cuda::cuda_device_info();
-#else
-    throw Error("this build of cnnrt has no CUDA backend");
-#endif
-  }
-  // Nominal figures for the reference kernels: they are scalar loops, so a core's scalar FMA
-  // rate (≈2 GFLOP/s at ~1 FMA/cycle with double accumulation) is the honest ceiling.
-  DeviceInfo info;
-  info.name = "cpu";
-  info.multiprocessors = static_cast<int>(std::thread::hardware_concurrency());
-  info.peak_fp32_tflops = 0.002 * std::max(1, info.multiprocessors);
-  info.peak_fp16_tflops = info.peak_fp32_tflops;
-  info.peak_bandwidth_gbs = 20.0;
-  return info;
+  const BackendInfo* backend = find_backend(device);
+  if (backend == nullptr)
+    throw Error(std::string("this build of cnnrt has no ") + to_string(device) + " backend");
+  return backend->info();
 }
 
 // --- Engine ---------------------------------------------------------------------------------
 
 Engine::Engine(std::unique_ptr<EngineImpl> impl) : impl_(std::move(impl)) {}
+// The batch check shared by create_context and plan.
 Engine::~Engine() = default;
 
 std::shared_ptr<Engine> Engine::load(const std::string& model_path, const std::string& weights_path,
@@ -107,36 +91,88 @@ size_t Engine::weight_bytes() const { return impl_->weight_bytes; }
 
 std::string Engine::describe() const {
   std::ostringstream out;
-  out << "engine: " << impl_->model.name << " on " << to_string(impl_->device) << ", "
+  out << "engine: " << impl_->model.name << " on " << to_string(impl_->device) << ", default "
       << to_string(impl_->precision) << ", " << impl_->steps.size() << " steps\n";
   for (const Step& step : impl_->steps) {
     std::string sources;
-    for (const std::string& s : step.node->source_layers)
-      sources += (sources.empty() ? "" : "+") + s;
-    out << "  " << step.node->name << "  [" << sources << "]  " << step.entry->name;
-    std::string variant = step.kernel->variant();
-    if (!variant.empty()) out << " (" << variant << ")";
-    out << "\n";
+    for (const std::string& s : step.sources) sources += (sources.empty() ? "" : "+") + s;
+    std::string inputs;
+    for (const TensorType& type : step.input_types)
+      inputs += (inputs.empty() ? "" : ", ") + to_string(type);
+    out << "  " << step.name << "  [" << (sources.empty() ? "conversion" : sources) << "]  "
+        << step.kernel_name << "  " << to_string(step.precision) << "  " << inputs << " -> "
+        << to_string(impl_->tensors.at(step.name).type) << "\n";
   }
   return out.str();
 }
 
-std::unique_ptr<ExecutionContext> Engine::create_context(int batch) const {
+namespace {
+
+// Batch limits shared by create_context and plan.  The loader caps each tensor at 2^31 elements
+// per sample; capping batch x that here keeps every backend's byte arithmetic (and the
+// planner's arena sum) far from size_t overflow, and turns an impossible batch into an error
+// naming it rather than a std::bad_alloc.
+void check_batch(const EngineImpl& engine, int batch) {
   if (batch < 1) throw Error("batch must be at least 1 (got " + std::to_string(batch) + ")");
-  // The loader caps each tensor at 2^31 elements per sample; capping batch x that here keeps
-  // every backend's byte arithmetic (and the planner's arena sum) far from size_t overflow, and
-  // turns an impossible batch into an error naming it rather than a std::bad_alloc.
   constexpr int64_t kMaxActivationElements = int64_t{1} << 40;  // 4 TiB of fp32
-  int64_t largest = shape_elements(impl_->graph.input.shape);
-  for (const Step& step : impl_->steps) {
-    largest = std::max(largest, shape_elements(step.node->output_shape));
-    largest = std::max(largest, shape_elements(step.node->pre_pool_shape));
+  int64_t largest = shape_elements(engine.graph.input.shape);
+  for (const Node& node : engine.graph.nodes) {
+    largest = std::max(largest, shape_elements(node.output_shape));
+    largest = std::max(largest, shape_elements(node.pre_pool_shape));
   }
   if (largest > kMaxActivationElements / batch)
     throw Error("batch " + std::to_string(batch) + " is too large for this model (one tensor of " +
                 std::to_string(largest) + " elements per sample would exceed " +
                 std::to_string(kMaxActivationElements) + " elements)");
-  return std::make_unique<ExecutionContext>(impl_->backend->create_context(*impl_, batch));
+}
+
+}  // namespace
+
+std::unique_ptr<ExecutionContext> Engine::create_context(int batch) const {
+  check_batch(*impl_, batch);
+  return std::make_unique<ExecutionContext>(impl_->backend->create_context(impl_, batch));
+}
+
+ExecutionPlan Engine::plan(int batch) const {
+  check_batch(*impl_, batch);
+  const PreparedContext prepared = prepare_context(*impl_, batch);
+  ExecutionPlan plan;
+  plan.model = impl_->model.name;
+  plan.device = to_string(impl_->device);
+  plan.batch = batch;
+  for (size_t i = 0; i < impl_->steps.size(); ++i) {
+    const Step& step = impl_->steps[i];
+    const KernelPlan& kernel_plan = prepared.kernel_plans[i];
+    PlannedStep row;
+    row.name = step.name;
+    row.sources = step.sources;
+    row.kernel = step.kernel_name;
+    row.variant = kernel_plan.variant_name;
+    row.precision = to_string(step.precision);
+    row.inputs = step.inputs;
+    for (const TensorType& type : step.input_types) row.input_types.push_back(to_string(type));
+    row.output_type = to_string(impl_->tensors.at(step.name).type);
+    row.workspace_bytes = kernel_plan.workspace_bytes;
+    const PlannedTensor* output = prepared.memory.find(step.name);
+    row.in_place = output != nullptr && !output->aliases.empty();
+    plan.steps.push_back(std::move(row));
+  }
+  for (const PlannedTensor& tensor : prepared.memory.tensors) {
+    ExecutionPlan::Tensor row;
+    row.name = tensor.name;
+    auto typed = impl_->tensors.find(tensor.name);
+    row.type = typed != impl_->tensors.end() ? to_string(typed->second.type) : "workspace";
+    row.bytes = tensor.bytes;
+    row.offset = tensor.offset;
+    row.first_step = tensor.first_step;
+    row.last_step = tensor.last_step;
+    row.aliases = tensor.aliases;
+    plan.tensors.push_back(std::move(row));
+  }
+  plan.arena_bytes = prepared.memory.arena_bytes;
+  plan.naive_bytes = prepared.memory.naive_bytes;
+  plan.lower_bound_bytes = prepared.memory.lower_bound_bytes;
+  return plan;
 }
 
 // --- ExecutionContext -----------------------------------------------------------------------

@@ -1,27 +1,44 @@
 // Engine internals shared by the backends.
 //
-// EngineImpl is built once (builder.cpp): the fused graph with bound weights, one Step per
-// executed node with its chosen kernel already created (weights prepacked), and the backend that
-// knows the activation layout.  A backend creates ContextImpls: each owns one arena laid out by
-// the memory planner for its batch size.
+// EngineImpl is built once (builder.cpp): the fused graph with bound weights, the ordered Steps
+// (one per executed node, plus the conversion steps the builder inserted where a producer's and
+// a consumer's tensor types differ), every tensor's shape and type, and the backend.  A backend
+// creates ContextImpls: each asks every step's kernel to prepare() for its batch once, then
+// lays out one arena with the memory planner (prepared_context below) and only launches in
+// run().
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "cnnrt/cnnrt.h"
 #include "graph/ir.h"
+#include "graph/tensor_type.h"
 #include "runtime/kernel.h"
 #include "runtime/memory_planner.h"
 
 namespace cnnrt {
 
+// A tensor the engine materialises: the graph input, each step's output.
+struct EngineTensor {
+  Shape shape;  // per sample
+  TensorType type;
+};
+
 struct Step {
-  const Node* node = nullptr;  // into EngineImpl::graph.nodes
-  const KernelEntry* entry = nullptr;
+  std::string name;                  // the tensor it writes (a node's name for a layer step)
+  std::vector<std::string> inputs;   // tensors it reads, in the kernel's input order
+  std::vector<std::string> sources;  // YAML layers it covers (empty for a conversion)
+  const Node* node = nullptr;        // into EngineImpl::graph.nodes; nullptr for a conversion
+  const KernelEntry* entry = nullptr;  // nullptr for a conversion
+  std::string kernel_name;             // entry->name, or the conversion's name
+  Precision precision = Precision::FP32;
+  std::vector<TensorType> input_types;  // as bound: one of kernel->input_types(i) each
   std::unique_ptr<LayerKernel> kernel;
+  bool is_conversion() const { return node == nullptr; }
 };
 
 class ContextImpl {
@@ -41,45 +58,52 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual Device device() const = 0;
-  // Bytes of one activation tensor of per-sample `shape` at `batch` in this backend's layout.
-  virtual size_t tensor_bytes(const Shape& shape, int batch) const = 0;
-  virtual std::unique_ptr<ContextImpl> create_context(const EngineImpl& engine,
+  // The step that turns a tensor of per-sample `shape` from one type into another (the builder
+  // inserts it); throws Error when this backend cannot convert between the two.
+  virtual std::unique_ptr<LayerKernel> make_conversion(const Shape& shape, const TensorType& from,
+                                                       const TensorType& to) const = 0;
+  virtual std::unique_ptr<ContextImpl> create_context(std::shared_ptr<const EngineImpl> engine,
                                                       int batch) const = 0;
 };
-
-std::unique_ptr<Backend> make_cpu_backend();
-#ifdef CNNRT_WITH_CUDA
-std::unique_ptr<Backend> make_cuda_backend();  // throws Error when no device is usable
-#endif
 
 class EngineImpl {
  public:
   Graph graph;  // fused, weights bound, shapes inferred; Steps point into it
   ModelInfo model;
   Device device = Device::CPU;
-  Precision precision = Precision::FP32;
+  Precision precision = Precision::FP32;  // the engine-wide default for layers that say nothing
   std::vector<Step> steps;
+  std::map<std::string, EngineTensor> tensors;  // "input", every step's output
+  std::string output_tensor;  // the fp32 tensor run() returns (graph output, converted if needed)
   std::unique_ptr<Backend> backend;
   size_t weight_bytes = 0;  // sum over kernels, as reported by the backend at build
 };
 
-// Builds the engine: passes (if options.fuse), backend, kernel choice per node, prepacking.
+// Builds the engine: passes (if options.fuse), backend, per-layer kernel choice (plan file /
+// model / engine default / heuristic), prepacking, type binding and conversion steps.
 std::unique_ptr<EngineImpl> build_engine(Graph graph, const BuildOptions& options);
 
-// Planner requests for the engine's tensors at `batch`: the graph input (step 0..first use),
-// each step's output (step i .. last consumer; the graph output lives to the last step),
-// in-place candidates for relu/dropout/flatten, and each step's workspace ("<layer>.workspace",
-// step i only).  Step i is engine.steps[i].  Backends add their own staging buffers.
-std::vector<PlanRequest> activation_requests(const EngineImpl& engine, int batch);
+// What a context decides once for its batch: every step's KernelPlan and the memory plan.
+struct PreparedContext {
+  int batch = 0;
+  std::vector<KernelPlan> kernel_plans;  // one per engine step
+  MemoryPlan memory;
+};
 
-// Median of timing samples (0 for none).
-double median(std::vector<double> values);
+// Calls prepare() on every step for `batch` and plans the arena: the graph input (step 0 .. its
+// last reader), each step's output (step i .. last reader; the returned tensor lives to the
+// end), in-place where the kernel allows it, and each step's workspace ("<step>.workspace",
+// step i only).  Tensor bytes come from each tensor's own type.  Allocates nothing.
+PreparedContext prepare_context(const EngineImpl& engine, int batch);
 
-// Per-step FLOPs and minimum bytes at `batch` for profile rows.
+// Per-step FLOPs and minimum bytes at `batch` for profile rows (a conversion does no FLOPs).
 double step_flops(const Step& step, int batch);
 double step_bytes(const EngineImpl& engine, const Step& step, int batch);
 
 // Fills the name/sources/kernel/precision fields of a profile row.
-LayerProfile profile_row(const Step& step);
+LayerProfile profile_row(const Step& step, const KernelPlan& plan);
+
+// Median of timing samples (0 for none).
+double median(std::vector<double> values);
 
 }  // namespace cnnrt

@@ -13,39 +13,54 @@
 
 #include "cnnrt/cnnrt.h"
 #include "graph/ir.h"
+#include "graph/tensor_type.h"
 
 namespace cnnrt {
 
+// What a kernel decides once per context, for its batch size and the input types the builder
+// bound (LayerKernel::prepare).  run() only launches what was decided here: no kernel re-derives
+// a choice, loops over batch sizes or caches decisions at run time.
+struct KernelPlan {
+  int variant = 0;           // the kernel's own index of what runs, handed back in KernelArgs
+  std::string variant_name;  // what plans and profiles print ("" when the kernel has one form)
+  size_t workspace_bytes = 0;
+  // The kernel may write its output over inputs[0] (same bytes, same type).  The memory planner
+  // decides whether that is legal at this step (the input's last use, not pinned).
+  bool in_place = false;
+};
+
+// What prepare() is told: the context's batch and the type of each input as the builder bound
+// it (one of the kernel's input_types(i)).
+struct PrepareInfo {
+  int batch = 0;
+  std::vector<TensorType> input_types;
+};
+
 // What a kernel gets at run time.  Pointers are into the context's arena (device memory for
-// CUDA kernels), laid out as the backend defines (CPU: NCHW fp32; CUDA: NHWC fp16, channels
-// padded to a multiple of 8).
+// CUDA kernels), each tensor in the type the builder bound for it.
 struct KernelArgs {
   std::vector<const void*> inputs;
   void* output = nullptr;
   int batch = 0;
-  void* workspace = nullptr;  // workspace_bytes(batch) bytes, or nullptr when 0
+  void* workspace = nullptr;  // KernelPlan::workspace_bytes bytes, or nullptr when 0
   void* stream = nullptr;     // cudaStream_t for CUDA kernels
-  // inputs[0] is the graph input as the host gave it (NCHW fp32, the context's input staging
-  // buffer) instead of the backend layout.  Set only for a kernel whose reads_nchw_fp32_input()
-  // is true, by a context that then skips its own input conversion; every other kernel always
-  // sees false.
-  bool input_is_nchw_fp32 = false;
+  int variant = 0;            // KernelPlan::variant of this context's prepare()
 };
 
+// A layer's life: its factory prepacks the weights once (build), prepare() decides the variant
+// and workspace once per context, run() launches.  The types are fixed at build: the builder
+// reads them to bind tensors and insert conversion steps.
 class LayerKernel {
  public:
   virtual ~LayerKernel() = default;
+  // Types run() accepts at input `index`, preferred first.  The builder binds the first one the
+  // producer already writes, else the first (and converts into it).
+  virtual std::vector<TensorType> input_types(size_t /*index*/) const { return {fp32_nchw()}; }
+  virtual TensorType output_type() const { return fp32_nchw(); }
+  virtual KernelPlan prepare(const PrepareInfo& /*info*/) const { return {}; }
   virtual void run(const KernelArgs& args) = 0;
-  virtual size_t workspace_bytes(int /*batch*/) const { return 0; }
   // Bytes of prepacked weights this kernel holds (on its device).
   virtual size_t weight_bytes() const { return 0; }
-  // Which internal variant runs, when a kernel has several (e.g. a tile shape); "" otherwise.
-  virtual std::string variant() const { return ""; }
-  // True when run() also accepts inputs[0] as NCHW fp32 (the graph input staging buffer, see
-  // KernelArgs::input_is_nchw_fp32) instead of the backend's layout, converting as it reads.  A
-  // backend may then hand a first layer that alone reads the graph input the raw input and skip
-  // the separate layout-conversion pass.
-  virtual bool reads_nchw_fp32_input() const { return false; }
 };
 
 // Context the factory gets: the node (with bound weights and shapes) and the whole graph (for
@@ -84,10 +99,8 @@ class KernelRegistry {
   std::vector<KernelEntry> entries_;
 };
 
-// Registration functions, called once by KernelRegistry::instance().
+// The CPU backend's entries (runtime/cpu_kernels.cpp); every backend's registration function
+// is listed once in the backend table (runtime/backends.h).
 void register_cpu_kernels(KernelRegistry& registry);
-#ifdef CNNRT_WITH_CUDA
-void register_cuda_kernels(KernelRegistry& registry);
-#endif
 
 }  // namespace cnnrt

@@ -1,5 +1,6 @@
 #include <algorithm>
 
+#include "runtime/backends.h"
 #include "runtime/kernel.h"
 
 namespace cnnrt {
@@ -9,10 +10,7 @@ KernelRegistry& KernelRegistry::instance() {
   // static registrars, so nothing depends on static-library link order.
   static KernelRegistry* registry = [] {
     auto* r = new KernelRegistry();
-    register_cpu_kernels(*r);
-#ifdef CNNRT_WITH_CUDA
-    register_cuda_kernels(*r);
-#endif
+    for (const BackendInfo& backend : backend_table()) backend.register_kernels(*r);
     return r;
   }();
   return *registry;

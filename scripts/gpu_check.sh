@@ -3,7 +3,9 @@
 # Debian -dev packages: unpack the carried .deb files (scripts/fetch_gpu_deps.sh makes them)
 # into a private prefix, build for the local GPU, run the whole test suite, then optionally the
 # memory checkers and the benchmarks.
-#   scripts/gpu_check.sh [test|gtest] [sanitize] [bench] [compare]   (default: test)
+#   scripts/gpu_check.sh [test|gtest] [sanitize] [bench] [ab] [compare]   (default: test)
+# (ab: builds the tree carried in .baseline/ too and times both AlexNet engines interleaved —
+#  the before/after check of a refactor; scripts/ab_bench.py)
 # (gtest: only the GPU gtest binary; CNNRT_SKIP_LAB=1 leaves bench/conv_lab out of bench)
 # Logs and results go to $OUT/results.tgz (default OUT: ./gpu_out) — one file, so that
 # fetching tools with a file-count limit get everything.
@@ -119,6 +121,19 @@ for mode in "${modes[@]}"; do
       cat "$OUT/profile_b64.txt"
       [ -x "$BUILD/bin/conv_lab" ] && { "$BUILD/bin/conv_lab" --wgmma > "$OUT/conv_lab_wgmma.txt" 2>&1 || status=1; cat "$OUT/conv_lab_wgmma.txt"; }
       [ -x "$BUILD/bin/conv_lab" ] && [ -z "${CNNRT_SKIP_LAB:-}" ] && { "$BUILD/bin/conv_lab" > "$OUT/conv_lab.txt" 2>&1 || status=1; tail -40 "$OUT/conv_lab.txt"; }
+      ;;
+    ab)
+      step "A/B: the baseline tree in .baseline/ against this one"
+      if [ ! -f "$ROOT/.baseline/CMakeLists.txt" ]; then echo "no .baseline/ tree carried"; status=1; continue; fi
+      cmake -S "$ROOT/.baseline" -B "$ROOT/build-baseline" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+        -DCMAKE_PREFIX_PATH="$DEPS/usr" -DCMAKE_CUDA_ARCHITECTURES="${CNNRT_CUDA_ARCH:-$arch}" \
+        -DCNNRT_BUILD_TESTS=OFF > "$OUT/configure_baseline.log" 2>&1 &&
+        cmake --build "$ROOT/build-baseline" -j "$(nproc)" --target cnnrt_cli > "$OUT/build_baseline.log" 2>&1 ||
+        { echo "baseline build failed"; tail -20 "$OUT/build_baseline.log"; status=1; continue; }
+      echo "baseline commit $(cat "$ROOT/.baseline/COMMIT" 2>/dev/null)"
+      python3 "$ROOT/scripts/ab_bench.py" --a "$ROOT/build-baseline/bin/cnnrt" --b "$BUILD/bin/cnnrt" \
+        --model "$ROOT/models/alexnet.yaml" --batch 1,64,256 --rounds "${CNNRT_AB_ROUNDS:-3}" \
+        --json "$OUT/ab.json" 2>&1 | tee "$OUT/ab.txt" || status=1
       ;;
     compare)
       step "side by side with PyTorch"

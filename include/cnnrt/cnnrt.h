@@ -46,19 +46,33 @@ struct DeviceInfo {
 };
 DeviceInfo device_info(Device device);
 
-struct BuildOptions {
-  Device device = Device::Auto;           // Auto: CUDA when available, else CPU
-  Precision precision = Precision::Auto;  // Auto: fp32 on the CPU, fp16 on CUDA
-  bool fuse = true;                       // run the graph passes (fusion, BN folding)
-  // Per-layer kernel override: layer name -> registry kernel name (e.g. "conv1" -> "cudnn").
-  std::map<std::string, std::string> kernel_overrides;
+// One layer's choice of precision and/or kernel (docs/FORMAT.md, "Per-layer choices").
+struct LayerChoice {
+  Precision precision = Precision::Auto;  // Auto: the model's choice, else the engine default
+  std::string kernel;                     // registry name; "" = the model's, else the heuristic
+  std::string origin;                     // where it was written ("plan.yaml:4:3"), for messages
 };
+
+struct BuildOptions {
+  Device device = Device::Auto;  // Auto: CUDA when available, else CPU
+  // The precision of every layer that neither the model nor layer_choices settles.  Auto: fp32
+  // on the CPU, fp16 on CUDA.  A layer with no kernel at it takes the best other precision.
+  Precision precision = Precision::Auto;
+  bool fuse = true;  // run the graph passes (fusion, BN folding)
+  // Layer name (a YAML layer, fused or not) -> choice; overrides the model's own keys.
+  std::map<std::string, LayerChoice> layer_choices;
+};
+
+// Reads a plan file: YAML `layers: {NAME: {precision: fp16|int8|fp32, kernel: NAME}}` (and an
+// optional `model:` name, checked at build).  Errors name the file, line and layer.
+std::map<std::string, LayerChoice> load_plan_file(const std::string& path);
 
 // One executed (possibly fused) layer, as profile() reports it.
 struct LayerProfile {
   std::string name;                  // fused node name
   std::vector<std::string> sources;  // source layers it covers, e.g. conv1, relu1, pool1
   std::string kernel;                // registry name of the kernel that ran
+  std::string variant;               // the kernel's variant this context prepared ("" if one)
   std::string precision;
   double median_ms = 0;
   double flops = 0;  // per run at this context's batch
@@ -72,6 +86,34 @@ struct ModelInfo {
   std::vector<int64_t> output_shape;  // per sample
   std::vector<float> mean, std;       // per input channel; empty when the model has none
   std::vector<std::string> labels;    // empty when the model has no label file
+};
+
+// What a context of one batch size will do, computed without allocating anything: per step the
+// kernel, its variant and types; per tensor its bytes, arena offset and lifetime.
+struct PlannedStep {
+  std::string name;                  // the tensor it writes
+  std::vector<std::string> sources;  // YAML layers it covers (empty for a conversion)
+  std::string kernel, variant, precision;
+  std::vector<std::string> inputs;       // tensors it reads
+  std::vector<std::string> input_types;  // e.g. "fp16 NHWC/8", one per input
+  std::string output_type;
+  size_t workspace_bytes = 0;
+  bool in_place = false;  // its output shares its first input's bytes
+};
+struct ExecutionPlan {
+  std::string model, device;
+  int batch = 0;
+  std::vector<PlannedStep> steps;
+  struct Tensor {
+    std::string name, type;
+    size_t bytes = 0, offset = 0;
+    int first_step = 0, last_step = 0;
+    std::string aliases;  // the tensor whose bytes it shares, or ""
+  };
+  std::vector<Tensor> tensors;
+  size_t arena_bytes = 0, naive_bytes = 0, lower_bound_bytes = 0;
+  std::string to_table() const;
+  std::string to_json() const;
 };
 
 class ExecutionContext;
@@ -90,8 +132,11 @@ class Engine {
   Device device() const;
   Precision precision() const;
   const ModelInfo& model() const;
-  // Human-readable per-layer kernel choices ("conv1+relu1+pool1  conv_fp16_igemm  fp16").
+  // Human-readable per-step kernel choices and tensor types, conversions included.
   std::string describe() const;
+  // The plan a context of `batch` would run (kernels prepared, arena laid out), allocating
+  // nothing; throws Error for batch < 1.
+  ExecutionPlan plan(int batch) const;
   // Bytes of prepacked weights held on the engine's device.
   size_t weight_bytes() const;
 
@@ -102,7 +147,8 @@ class Engine {
   EngineImpl& impl() const { return *impl_; }
 
  private:
-  std::unique_ptr<EngineImpl> impl_;
+  // Shared with every context it creates, so a context outlives the Engine object safely.
+  std::shared_ptr<EngineImpl> impl_;
 };
 
 class ContextImpl;

@@ -24,7 +24,7 @@ std::optional<ConvProblem> problem_of(const Node& node) {
 }
 
 template <typename Conv>
-class BaselineConvKernel final : public LayerKernel {
+class BaselineConvKernel final : public Fp16Kernel {
  public:
   BaselineConvKernel(const ConvProblem& problem, const float* weight, const float* bias)
       : conv_(problem, weight, bias) {}
@@ -32,7 +32,11 @@ class BaselineConvKernel final : public LayerKernel {
     conv_.forward(args.inputs.at(0), args.output, args.batch, args.workspace,
                   static_cast<cudaStream_t>(args.stream));
   }
-  size_t workspace_bytes(int batch) const override { return conv_.workspace_bytes(batch); }
+  KernelPlan prepare(const PrepareInfo& info) const override {
+    KernelPlan plan;
+    plan.workspace_bytes = conv_.workspace_bytes(info.batch);
+    return plan;
+  }
   size_t weight_bytes() const override { return conv_.weight_bytes(); }
 
  private:

@@ -13,8 +13,8 @@
 // kernel >= stride (else the blocks carry pixels no tap reads) — and reuses the same epilogue,
 // so ReLU and the fused MaxPool are unchanged.  On Hopper the inner conv takes the wgmma kernel
 // once the batch fills the GPU (see ConvFp16S2dKernel).  As the first layer it also reads the
-// NCHW fp32 graph input directly (KernelArgs::input_is_nchw_fp32), so the CUDA context can drop
-// its separate input-conversion pass.
+// NCHW fp32 graph input directly (input_types offers fp32 NCHW), so the engine needs no
+// its separate input-conversion pass (the builder binds the fp32 type it accepts).
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -52,18 +52,24 @@ std::optional<ConvShape> conv_shape_of(const Node& node) {
 
 namespace {
 
-class ConvFp16Kernel final : public LayerKernel {
+class ConvFp16Kernel final : public Fp16Kernel {
  public:
   ConvFp16Kernel(const ConvShape& shape, const float* weight, const float* bias)
       : conv_(shape, weight, bias) {}
-  void run(const KernelArgs& args) override {
-    conv_.forward(args.inputs.at(0), args.output, args.batch,
-                  static_cast<cudaStream_t>(args.stream), args.workspace);
+  // The variant of ConvFp16's model for this batch (split-K at small batches needs a workspace).
+  KernelPlan prepare(const PrepareInfo& info) const override {
+    KernelPlan plan;
+    const size_t index = conv_.chosen_variant(info.batch, /*with_workspace=*/true);
+    plan.variant = static_cast<int>(index);
+    plan.variant_name = conv_.variants(info.batch).at(index);
+    plan.workspace_bytes = conv_.variant_workspace_bytes(index, info.batch);
+    return plan;
   }
-  // Non-zero only at small batches, where split-K partial sums buy parallelism.
-  size_t workspace_bytes(int batch) const override { return conv_.workspace_bytes(batch); }
+  void run(const KernelArgs& args) override {
+    conv_.forward_variant(static_cast<size_t>(args.variant), args.inputs.at(0), args.output,
+                          args.batch, static_cast<cudaStream_t>(args.stream), args.workspace);
+  }
   size_t weight_bytes() const override { return conv_.weight_bytes(); }
-  std::string variant() const override { return conv_.variant(); }
 
  private:
   ConvFp16 conv_;
@@ -130,7 +136,7 @@ std::optional<SpaceToDepthConv> s2d_conv_of(const Node& node) {
 // it serves the transformed shape (conv1: 48 -> 64, 3x3, pool fused) on this device and its grid
 // fills the SMs (>= one CTA per SM, SM count read once here); otherwise — other devices, small
 // batches — on ConvFp16, which is always built.  Same workspace layout either way.
-class ConvFp16S2dKernel final : public LayerKernel {
+class ConvFp16S2dKernel final : public Fp16Kernel {
  public:
   ConvFp16S2dKernel(const SpaceToDepthConv& conv, const std::vector<float>& weight,
                     const float* bias)
@@ -140,42 +146,49 @@ class ConvFp16S2dKernel final : public LayerKernel {
       fallback_max_batch_ = fallback_max_batch([this](int b) { return wgmma_->ctas(b); });
     }
   }
+  // The rearrangement converts as it gathers: as the first layer it reads the graph input (NCHW
+  // fp32) itself, so the builder inserts no conversion pass before it.
+  std::vector<TensorType> input_types(size_t) const override {
+    return {fp16_nhwc8(), fp32_nchw()};
+  }
+  // variant = 2 * inner + reads_fp32, inner 0 = the wgmma conv, 1 + i = ConvFp16's variant i.
+  KernelPlan prepare(const PrepareInfo& info) const override {
+    const bool reads_fp32 = !info.input_types.empty() && info.input_types[0] == fp32_nchw();
+    KernelPlan plan;
+    plan.workspace_bytes = rearranged_bytes(info.batch);
+    int inner = 0;
+    if (wgmma_ && info.batch > fallback_max_batch_) {
+      plan.variant_name = "s2d+" + wgmma_->variant(info.batch);
+    } else {
+      const size_t index = conv_.chosen_variant(info.batch, /*with_workspace=*/true);
+      inner = 1 + static_cast<int>(index);
+      plan.variant_name = "s2d+" + conv_.variants(info.batch).at(index);
+      plan.workspace_bytes += conv_.variant_workspace_bytes(index, info.batch);
+    }
+    if (reads_fp32) plan.variant_name += " (reads fp32 NCHW)";
+    plan.variant = 2 * inner + (reads_fp32 ? 1 : 0);
+    return plan;
+  }
   void run(const KernelArgs& args) override {
-    if (args.batch > 0 && args.workspace == nullptr)
-      throw Error("conv_fp16_s2d: run without its workspace of " +
-                  std::to_string(workspace_bytes(args.batch)) + " bytes");
     const auto stream = static_cast<cudaStream_t>(args.stream);
     // Workspace: [rearranged input | the inner conv's own workspace (split-K partials)].
     uint8_t* rearranged = static_cast<uint8_t*>(args.workspace);
-    // The graph input straight from the staging buffer (the context skipped its conversion
-    // pass), or the backend layout; same x' either way, bit for bit.
-    if (args.input_is_nchw_fp32)
+    // The graph input straight from NCHW fp32, or the backend layout; same x' either way.
+    if (args.variant % 2 == 1)
       space_to_depth_nchw_fp32(static_cast<const float*>(args.inputs.at(0)), rearranged, rearrange_,
                                args.batch, stream);
     else
       space_to_depth_fp16(args.inputs.at(0), rearranged, rearrange_, args.batch, stream);
-    if (wgmma_ && args.batch > fallback_max_batch_) {
+    const int inner = args.variant / 2;
+    if (inner == 0) {
       wgmma_->forward(rearranged, args.output, args.batch, stream);
       return;
     }
-    // The inner conv's part follows the rearranged input (workspace_bytes below); when that part
-    // is empty the pointer is never read.
-    conv_.forward(rearranged, args.output, args.batch, stream,
-                  rearranged + rearranged_bytes(args.batch));
-  }
-  size_t workspace_bytes(int batch) const override {
-    return rearranged_bytes(batch) + conv_.workspace_bytes(std::min(batch, fallback_max_batch_));
+    conv_.forward_variant(static_cast<size_t>(inner - 1), rearranged, args.output, args.batch,
+                          stream, rearranged + rearranged_bytes(args.batch));
   }
   size_t weight_bytes() const override {
     return conv_.weight_bytes() + (wgmma_ ? wgmma_->weight_bytes() : 0);
-  }
-  // The rearrangement converts as it gathers, so a first layer can skip the input conversion.
-  bool reads_nchw_fp32_input() const override { return true; }
-  // "s2d+igemm", or with the wgmma path "s2d+igemm|b>N:wgmma_..." (igemm up to batch N).
-  std::string variant() const override {
-    std::string v = "s2d+" + conv_.variant();
-    if (wgmma_) v += "|b>" + std::to_string(fallback_max_batch_) + ":" + wgmma_->variant();
-    return v;
   }
 
  private:

@@ -38,30 +38,37 @@ std::optional<ConvShape> served_shape(const Node& node) {
   return shape;
 }
 
+// The wgmma kernel once its grid fills the SMs, ConvFp16 below that batch (decided in prepare).
 template <class Conv>
-class WgmmaWithFallback final : public LayerKernel {
+class WgmmaWithFallback final : public Fp16Kernel {
  public:
   WgmmaWithFallback(const ConvShape& shape, const float* weight, const float* bias)
       : conv_(shape, weight, bias),
         fallback_(shape, weight, bias),
         fallback_max_batch_(fallback_max_batch([this](int b) { return fallback_grid(conv_, b); })) {
   }
+  // variant 0: the wgmma kernel; 1 + i: the fallback's variant i.
+  KernelPlan prepare(const PrepareInfo& info) const override {
+    KernelPlan plan;
+    if (info.batch > fallback_max_batch_) {
+      plan.variant_name = conv_.variant(info.batch);
+      return plan;
+    }
+    const size_t index = fallback_.chosen_variant(info.batch, /*with_workspace=*/true);
+    plan.variant = 1 + static_cast<int>(index);
+    plan.variant_name = fallback_.variants(info.batch).at(index);
+    plan.workspace_bytes = fallback_.variant_workspace_bytes(index, info.batch);
+    return plan;
+  }
   void run(const KernelArgs& args) override {
     const auto stream = static_cast<cudaStream_t>(args.stream);
-    if (args.batch > fallback_max_batch_)
+    if (args.variant == 0)
       conv_.forward(args.inputs.at(0), args.output, args.batch, stream);
     else
-      fallback_.forward(args.inputs.at(0), args.output, args.batch, stream, args.workspace);
-  }
-  size_t workspace_bytes(int batch) const override {
-    return fallback_.workspace_bytes(std::min(batch, fallback_max_batch_));
+      fallback_.forward_variant(static_cast<size_t>(args.variant - 1), args.inputs.at(0),
+                                args.output, args.batch, stream, args.workspace);
   }
   size_t weight_bytes() const override { return conv_.weight_bytes() + fallback_.weight_bytes(); }
-  // Primary variant, then the small-batch one.
-  std::string variant() const override {
-    return conv_.variant() + "|b<=" + std::to_string(fallback_max_batch_) + ":" +
-           fallback_.variant();
-  }
 
  private:
   Conv conv_;

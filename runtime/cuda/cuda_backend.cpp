@@ -1,47 +1,96 @@
 // The CUDA backend: what Engine::build(graph, {device = CUDA}) plugs into the engine.
 //
-// It answers two questions for the builder and the planner — how big an activation is in the
-// GPU layout, and how to make a context — and nothing else: kernels come from the registry,
-// memory from the planner, execution from CudaContext.  The layout is the one fixed in
-// runtime/cuda/cuda_registry.h (NHWC fp16, channels padded to 8; vectors [N][pad8(F)]).
+// It answers two questions for the builder — how to convert a tensor between two types, and how
+// to make a context — and nothing else: kernels come from the registry, types from the kernels,
+// memory from the planner, execution from CudaContext.
+//
+// Conversions it knows (everything else is an Error naming both types, raised at build):
+//   fp32 NCHW (the host's layout: graph input, returned output) ↔ fp16 NHWC/8 (the tensor-core
+//   kernels' layout), for [C, H, W] maps and for vectors ([F]: rows of F ↔ rows of pad8(F));
+//   a vector of another rank is rows of its last dimension.
 #include <cuda_runtime.h>
 
+#include <limits>
 #include <memory>
 #include <string>
 
+#include "kernels/cuda/layout.h"
+#include "runtime/cuda/cuda_backend.h"
 #include "runtime/cuda/cuda_context.h"
-#include "runtime/cuda/device_info.h"
-#include "runtime/engine_impl.h"
 
-namespace cnnrt {
+namespace cnnrt::cuda {
 namespace {
 
-constexpr size_t kTensorAlignment = 256;  // the planner's alignment; keeps vector accesses legal
+int checked_int(int64_t value, const char* what) {
+  if (value < 1 || value > std::numeric_limits<int>::max())
+    throw Error(std::string("CUDA conversion: ") + what + " " + std::to_string(value) +
+                " is out of range");
+  return static_cast<int>(value);
+}
 
-int64_t pad8(int64_t value) { return (value + 7) / 8 * 8; }
+// A [C, H, W] map, or rows × features for any other rank.
+struct MapView {
+  int channels = 1, height = 1, width = 1;
+  int64_t rows = 1;  // samples per batch element for non-maps (product of leading dims)
+};
+MapView map_view(const Shape& shape) {
+  MapView view;
+  if (shape.size() == 3) {
+    view.channels = checked_int(shape[0], "channels");
+    view.height = checked_int(shape[1], "height");
+    view.width = checked_int(shape[2], "width");
+  } else if (!shape.empty()) {
+    view.channels = checked_int(shape.back(), "features");
+    for (size_t i = 0; i + 1 < shape.size(); ++i) view.rows *= shape[i];
+  }
+  return view;
+}
+
+class CudaConversion final : public LayerKernel {
+ public:
+  CudaConversion(const Shape& shape, const TensorType& from, const TensorType& to, bool to_fp16)
+      : view_(map_view(shape)), from_(from), to_(to), to_fp16_(to_fp16) {}
+  std::vector<TensorType> input_types(size_t) const override { return {from_}; }
+  TensorType output_type() const override { return to_; }
+  void run(const KernelArgs& args) override {
+    const auto stream = static_cast<cudaStream_t>(args.stream);
+    const int64_t n = args.batch * view_.rows;
+    if (to_fp16_)
+      nchw_fp32_to_nhwc_fp16(static_cast<const float*>(args.inputs.at(0)), args.output, n,
+                             view_.channels, view_.height, view_.width, stream);
+    else
+      nhwc_fp16_to_nchw_fp32(args.inputs.at(0), static_cast<float*>(args.output), n,
+                             view_.channels, view_.height, view_.width, stream);
+  }
+
+ private:
+  MapView view_;
+  TensorType from_, to_;
+  bool to_fp16_;
+};
 
 class CudaBackend final : public Backend {
  public:
   Device device() const override { return Device::CUDA; }
 
-  // fp16, per sample: [C, H, W] → H·W·pad8(C); [F] → pad8(F); other ranks pad the last
-  // dimension and keep the rest (a scalar counts as [1]).  Rounded up to the arena alignment.
-  size_t tensor_bytes(const Shape& shape, int batch) const override {
-    int64_t per_sample = 0;
-    if (shape.size() == 3) {
-      per_sample = shape[1] * shape[2] * pad8(shape[0]);
-    } else if (shape.empty()) {
-      per_sample = pad8(1);
-    } else {
-      per_sample = pad8(shape.back());
-      for (size_t i = 0; i + 1 < shape.size(); ++i) per_sample *= shape[i];
-    }
-    const size_t bytes = static_cast<size_t>(batch) * static_cast<size_t>(per_sample) * 2;
-    return (bytes + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment;
+  std::unique_ptr<LayerKernel> make_conversion(const Shape& shape, const TensorType& from,
+                                               const TensorType& to) const override {
+    // Vectors are rows whatever the layout flag says (graph/tensor_type.h).
+    auto is = [&](const TensorType& type, const TensorType& expected) {
+      return type.dtype == expected.dtype && type.channel_align == expected.channel_align &&
+             (shape.size() != 3 || type.layout == expected.layout);
+    };
+    if (is(from, fp32_nchw()) && is(to, fp16_nhwc8()))
+      return std::make_unique<CudaConversion>(shape, from, to, true);
+    if (is(from, fp16_nhwc8()) && is(to, fp32_nchw()))
+      return std::make_unique<CudaConversion>(shape, from, to, false);
+    throw Error("the CUDA backend cannot convert a " + shape_to_string(shape) + " tensor from " +
+                to_string(from) + " to " + to_string(to));
   }
 
-  std::unique_ptr<ContextImpl> create_context(const EngineImpl& engine, int batch) const override {
-    return std::make_unique<cuda::CudaContext>(engine, batch);
+  std::unique_ptr<ContextImpl> create_context(std::shared_ptr<const EngineImpl> engine,
+                                              int batch) const override {
+    return std::make_unique<CudaContext>(std::move(engine), batch);
   }
 };
 
@@ -58,4 +107,4 @@ std::unique_ptr<Backend> make_cuda_backend() {
   return std::make_unique<CudaBackend>();
 }
 
-}  // namespace cnnrt
+}  // namespace cnnrt::cuda

@@ -2,12 +2,9 @@
 // header for the why).  Timing paths (profile, compare_kernels, benchmark) run on the same
 // stream and buffers as run(), enqueue every timed launch before synchronising once so the GPU
 // queue stays full and host launch latency is not counted as kernel time, and feed a
-// deterministic pseudo-random input generated on the device: the input staging buffer only
-// lives for step 0 in the plan, so after a forward it may hold later activations, and timing
+// deterministic pseudo-random input generated on the device: the input tensor only lives until
+// its last reader in the plan, so after a forward it may hold later activations, and timing
 // must not depend on whatever bytes were left there.
-// Input fusion (see the header): decided once from the engine; when on, the "input" request is
-// dropped from the plan and step 0's arguments point at the staging buffer.  compare_kernels
-// gives step-0 candidates that cannot read fp32 a converted copy made outside their timing.
 #include "runtime/cuda/cuda_context.h"
 
 #include <algorithm>
@@ -50,16 +47,9 @@ class NvtxRange {
   bool active_ = false;
 };
 
-int checked_int(int64_t value, const char* what) {
-  if (value < 1 || value > std::numeric_limits<int>::max())
-    throw Error(std::string("CUDA backend: ") + what + " " + std::to_string(value) +
-                " is out of range");
-  return static_cast<int>(value);
-}
-
-std::string layer_prefix(const Node& node) {
+std::string layer_prefix(const std::string& layer) {
   ErrorSite site;
-  site.layer = node.name;
+  site.layer = layer;
   return site.format();
 }
 
@@ -94,20 +84,6 @@ double time_kernel(LayerKernel& kernel, const KernelArgs& args, int iterations,
   return median(times);
 }
 
-// True when step 0 may read the NCHW fp32 staging input itself: the graph input is an image, it
-// is step 0's only input, no later step (nor the graph output) reads it, and step 0's kernel
-// converts as it reads.  Then nothing needs the backend-layout copy of the input at all.
-bool first_step_reads_staging(const EngineImpl& engine) {
-  const Step& first = engine.steps.front();
-  if (engine.graph.input.shape.size() != 3 || engine.graph.output == "input") return false;
-  if (first.node->inputs.size() != 1 || first.node->inputs[0] != "input") return false;
-  if (!first.kernel->reads_nchw_fp32_input()) return false;
-  for (size_t i = 1; i < engine.steps.size(); ++i)
-    for (const std::string& name : engine.steps[i].node->inputs)
-      if (name == "input") return false;
-  return true;
-}
-
 }  // namespace
 
 EventHandle make_event() {
@@ -132,51 +108,27 @@ DeviceBuffer device_alloc(size_t bytes, const std::string& what) {
   return DeviceBuffer(pointer);
 }
 
-CudaContext::CudaContext(const EngineImpl& engine, int batch) : engine_(engine), batch_(batch) {
+CudaContext::CudaContext(std::shared_ptr<const EngineImpl> engine, int batch)
+    : engine_(std::move(engine)), batch_(batch) {
   if (batch < 1) throw Error("batch must be at least 1, got " + std::to_string(batch));
-  if (engine.steps.empty()) throw Error("CUDA backend: the engine has no layers to run");
-  const Graph& graph = engine.graph;
-  input_shape_ = graph.input.shape;
-  if (input_shape_.size() != 3 && input_shape_.size() != 1)
-    throw Error("CUDA backend: the model input must be [C, H, W] or [F], got " +
-                shape_to_string(input_shape_));
-  output_tensor_ = graph.output.empty() ? engine.steps.back().node->name : graph.output;
-  const Node* output_node = graph.find(output_tensor_);
-  if (output_node == nullptr)
-    throw Error("CUDA backend: the graph output '" + output_tensor_ + "' is not a layer");
-  output_shape_ = output_node->output_shape;
-  if (output_shape_.empty())
-    throw Error("CUDA backend: the graph output '" + output_tensor_ + "' has no shape");
-  input_elements_ = batch_ * shape_elements(input_shape_);
-  output_elements_ = batch_ * shape_elements(output_shape_);
-
-  // The plan: every activation and workspace (activation_requests, in-place aliases included)
-  // and the fp32 staging buffers at the ends.
-  std::vector<PlanRequest> requests = activation_requests(engine, batch_);
-  input_fused_ = first_step_reads_staging(engine);
-  if (input_fused_)
-    requests.erase(std::remove_if(requests.begin(), requests.end(),
-                                  [](const PlanRequest& r) { return r.name == "input"; }),
-                   requests.end());
-  const int last_step = static_cast<int>(engine.steps.size()) - 1;
-  requests.push_back(
-      {"input.staging", static_cast<size_t>(input_elements_) * sizeof(float), 0, 0, ""});
-  requests.push_back({"output.staging", static_cast<size_t>(output_elements_) * sizeof(float),
-                      last_step, last_step, ""});
-  plan_ = plan_memory(requests);
+  const EngineImpl& e = *engine_;
+  if (e.steps.empty()) throw Error("CUDA backend: the engine has no layers to run");
+  input_elements_ = batch_ * shape_elements(e.graph.input.shape);
+  output_elements_ = batch_ * shape_elements(e.tensors.at(e.output_tensor).shape);
+  prepared_ = prepare_context(e, batch_);
 
   // Weights were uploaded at build on other streams (pageable copies may still be in flight)
   // and our stream is non-blocking, so it would not wait for them: settle everything once here.
   CNNRT_CUDA_CHECK(cudaDeviceSynchronize());
-  arena_ =
-      device_alloc(plan_.arena_bytes, "the activation arena of batch " + std::to_string(batch_));
+  arena_ = device_alloc(prepared_.memory.arena_bytes,
+                        "the activation arena of batch " + std::to_string(batch_));
   cudaStream_t stream = nullptr;
   CNNRT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   stream_.reset(stream);
   try {
     // Zero once so no kernel ever reads uninitialised bytes (e.g. padding it does not own).
-    if (plan_.arena_bytes > 0)
-      CNNRT_CUDA_CHECK(cudaMemsetAsync(arena_.get(), 0, plan_.arena_bytes, stream));
+    if (prepared_.memory.arena_bytes > 0)
+      CNNRT_CUDA_CHECK(cudaMemsetAsync(arena_.get(), 0, prepared_.memory.arena_bytes, stream));
     bind_arguments();
 
     // One eager forward first: kernels finish lazy setup (cuBLASLt heuristics, module loading)
@@ -202,86 +154,49 @@ CudaContext::~CudaContext() {
 }
 
 void* CudaContext::tensor_pointer(const std::string& name) const {
-  const PlannedTensor* tensor = plan_.find(name);
+  const PlannedTensor* tensor = prepared_.memory.find(name);
   if (tensor == nullptr) throw Error("CUDA backend: the memory plan has no tensor '" + name + "'");
   return static_cast<char*>(arena_.get()) + tensor->offset;
 }
 
 void CudaContext::bind_arguments() {
-  input_staging_ = static_cast<float*>(tensor_pointer("input.staging"));
-  output_staging_ = static_cast<float*>(tensor_pointer("output.staging"));
-  input_tensor_ = input_fused_ ? nullptr : tensor_pointer("input");
-  output_tensor_ptr_ = tensor_pointer(output_tensor_);
+  input_ = static_cast<float*>(tensor_pointer("input"));
+  output_ = static_cast<const float*>(tensor_pointer(engine_->output_tensor));
   step_args_.clear();
-  for (const Step& step : engine_.steps) {
+  for (size_t i = 0; i < engine_->steps.size(); ++i) {
+    const Step& step = engine_->steps[i];
+    const KernelPlan& plan = prepared_.kernel_plans[i];
     KernelArgs args;
-    for (const std::string& input : step.node->inputs) {
-      const bool staged = input_fused_ && input == "input";  // step 0 only (checked at creation)
-      args.inputs.push_back(staged ? input_staging_ : tensor_pointer(input));
-      args.input_is_nchw_fp32 = args.input_is_nchw_fp32 || staged;
-    }
+    for (const std::string& input : step.inputs) args.inputs.push_back(tensor_pointer(input));
     // An in-place step's output was planned at its input's offset, so output == inputs[0].
-    args.output = tensor_pointer(step.node->name);
+    args.output = tensor_pointer(step.name);
     args.batch = batch_;
-    if (step.kernel->workspace_bytes(batch_) > 0)
-      args.workspace = tensor_pointer(step.node->name + ".workspace");
+    if (plan.workspace_bytes > 0) args.workspace = tensor_pointer(step.name + ".workspace");
     args.stream = stream_.get();
+    args.variant = plan.variant;
     step_args_.push_back(std::move(args));
   }
 }
 
 void CudaContext::fill_random_input() {
-  fill_uniform_fp32(input_staging_, input_elements_, random_seed_, stream_.get());
+  fill_uniform_fp32(input_, input_elements_, random_seed_, stream_.get());
 }
 
-void CudaContext::convert_input_into(void* target) {
-  const bool image = input_shape_.size() == 3;
-  const int channels = checked_int(input_shape_[0], "input channels");
-  const int height = image ? checked_int(input_shape_[1], "input height") : 1;
-  const int width = image ? checked_int(input_shape_[2], "input width") : 1;
-  nchw_fp32_to_nhwc_fp16(input_staging_, target, batch_, channels, height, width, stream_.get());
-}
-
-void CudaContext::enqueue_input_conversion() {
-  if (!input_fused_) convert_input_into(input_tensor_);
-}
-
-double CudaContext::bytes_of_step(size_t i) const {
-  const Step& step = engine_.steps[i];
-  double bytes = step_bytes(engine_, step, batch_);
-  if (i == 0 && input_fused_)  // reads the fp32 input instead of its padded fp16 copy
-    bytes += static_cast<double>(input_elements_) * sizeof(float) -
-             static_cast<double>(engine_.backend->tensor_bytes(input_shape_, batch_));
-  return bytes;
-}
-
-void CudaContext::enqueue_output_conversion() {
-  if (output_shape_.size() == 3) {
-    nhwc_fp16_to_nchw_fp32(output_tensor_ptr_, output_staging_, batch_,
-                           checked_int(output_shape_[0], "output channels"),
-                           checked_int(output_shape_[1], "output height"),
-                           checked_int(output_shape_[2], "output width"), stream_.get());
-    return;
+void CudaContext::run_step(size_t i) {
+  const Step& step = engine_->steps[i];
+  try {
+    step.kernel->run(step_args_[i]);
+  } catch (const Error& error) {
+    throw Error(layer_prefix(step.name) + error.what());
   }
-  // Vectors and any other rank: the last dimension is the padded one, the rest are rows.
-  const int features = checked_int(output_shape_.back(), "output features");
-  const int64_t rows = output_elements_ / features;
-  padded_rows_fp16_to_fp32(output_tensor_ptr_, output_staging_, rows, features, stream_.get());
 }
 
 void CudaContext::enqueue_forward(bool annotate) {
   NvtxRange forward_range(annotate ? "forward" : nullptr);
-  enqueue_input_conversion();
-  for (size_t i = 0; i < engine_.steps.size(); ++i) {
-    const Step& step = engine_.steps[i];
-    NvtxRange layer_range(annotate ? step.node->name.c_str() : nullptr);
-    try {
-      step.kernel->run(step_args_[i]);
-    } catch (const Error& error) {
-      throw Error(layer_prefix(*step.node) + error.what());
-    }
+  for (size_t i = 0; i < engine_->steps.size(); ++i) {
+    NvtxRange layer_range(annotate ? engine_->steps[i].name.c_str() : nullptr);
+    run_step(i);
   }
-  enqueue_output_conversion();
 }
 
 void CudaContext::capture_graph() {
@@ -317,124 +232,129 @@ void CudaContext::synchronize() { CNNRT_CUDA_CHECK(cudaStreamSynchronize(stream_
 void CudaContext::run(const float* input, float* output) {
   // ExecutionContext::run has rejected null pointers; the caller owns the buffer sizes.
   cudaStream_t stream = stream_.get();
-  CNNRT_CUDA_CHECK(cudaMemcpyAsync(input_staging_, input,
+  CNNRT_CUDA_CHECK(cudaMemcpyAsync(input_, input,
                                    static_cast<size_t>(input_elements_) * sizeof(float),
                                    cudaMemcpyHostToDevice, stream));
   CNNRT_CUDA_CHECK(cudaGraphLaunch(graph_exec_.get(), stream));
-  CNNRT_CUDA_CHECK(cudaMemcpyAsync(output, output_staging_,
+  CNNRT_CUDA_CHECK(cudaMemcpyAsync(output, output_,
                                    static_cast<size_t>(output_elements_) * sizeof(float),
                                    cudaMemcpyDeviceToHost, stream));
   synchronize();
 }
 
 std::vector<LayerProfile> CudaContext::profile(int iterations) {
-  const size_t steps = engine_.steps.size();
+  const std::vector<Step>& steps = engine_->steps;
+  const size_t count = steps.size();
   const size_t runs = static_cast<size_t>(iterations);
-  // Event pair (step, iteration) at index 2 * (iteration * steps + step).
-  std::vector<EventHandle> events = make_events(2 * steps * runs);
+  // Event pair (step, iteration) at index 2 * (iteration * count + step).
+  std::vector<EventHandle> events = make_events(2 * count * runs);
 
   fill_random_input();
   enqueue_forward(/*annotate=*/true);  // warm-up (caches, clocks, lazy kernel setup)
   for (size_t run = 0; run < runs; ++run) {
     fill_random_input();
     NvtxRange forward_range("profile forward");
-    enqueue_input_conversion();
-    for (size_t i = 0; i < steps; ++i) {
-      const Step& step = engine_.steps[i];
-      NvtxRange layer_range(step.node->name.c_str());
-      const size_t pair = 2 * (run * steps + i);
+    for (size_t i = 0; i < count; ++i) {
+      NvtxRange layer_range(steps[i].name.c_str());
+      const size_t pair = 2 * (run * count + i);
       CNNRT_CUDA_CHECK(cudaEventRecord(events[pair].get(), stream_.get()));
-      try {
-        step.kernel->run(step_args_[i]);
-      } catch (const Error& error) {
-        throw Error(layer_prefix(*step.node) + error.what());
-      }
+      run_step(i);
       CNNRT_CUDA_CHECK(cudaEventRecord(events[pair + 1].get(), stream_.get()));
     }
-    enqueue_output_conversion();
   }
   synchronize();
 
   std::vector<LayerProfile> rows;
-  for (size_t i = 0; i < steps; ++i) {
+  for (size_t i = 0; i < count; ++i) {
     std::vector<double> times;
     for (size_t run = 0; run < runs; ++run) {
-      const size_t pair = 2 * (run * steps + i);
+      const size_t pair = 2 * (run * count + i);
       times.push_back(elapsed_ms(events[pair], events[pair + 1]));
     }
-    const Step& step = engine_.steps[i];
-    LayerProfile row = profile_row(step);
+    LayerProfile row = profile_row(steps[i], prepared_.kernel_plans[i]);
     row.median_ms = median(times);
-    row.flops = step_flops(step, batch_);
-    row.bytes = bytes_of_step(i);
+    row.flops = step_flops(steps[i], batch_);
+    row.bytes = step_bytes(*engine_, steps[i], batch_);
     rows.push_back(std::move(row));
   }
   return rows;
 }
 
+double CudaContext::time_candidate(const KernelEntry& entry, size_t i, int iterations,
+                                   std::string* variant) {
+  const EngineImpl& e = *engine_;
+  const Step& step = e.steps[i];
+  cudaStream_t stream = stream_.get();
+  std::unique_ptr<LayerKernel> kernel = entry.create({*step.node, e.graph});
+  KernelArgs args = step_args_[i];
+  PrepareInfo info{batch_, {}};
+  std::vector<DeviceBuffer> buffers;
+  for (size_t k = 0; k < step.inputs.size(); ++k) {
+    const EngineTensor& source = e.tensors.at(step.inputs[k]);
+    const std::vector<TensorType> accepted = kernel->input_types(k);
+    TensorType wanted = accepted.at(0);
+    for (const TensorType& type : accepted)
+      if (type == source.type) wanted = type;
+    info.input_types.push_back(wanted);
+    if (wanted == source.type) continue;
+    // Converted once, before the timing starts.
+    std::unique_ptr<LayerKernel> conversion = e.backend->make_conversion(source.shape, source.type,
+                                                                         wanted);
+    buffers.push_back(device_alloc(tensor_bytes(source.shape, wanted, batch_) + 256,
+                                   "a converted input for comparing kernels"));
+    KernelArgs convert{{args.inputs[k]}, buffers.back().get(), batch_, nullptr, stream, 0};
+    conversion->run(convert);
+    args.inputs[k] = buffers.back().get();
+  }
+  const KernelPlan plan = kernel->prepare(info);
+  *variant = plan.variant_name;
+  buffers.push_back(device_alloc(plan.workspace_bytes,
+                                 "the workspace of " + entry.name + " on " + step.name));
+  args.workspace = buffers.back().get();
+  buffers.push_back(device_alloc(
+      tensor_bytes(e.tensors.at(step.name).shape, kernel->output_type(), batch_) + 256,
+      "the output of " + entry.name + " on " + step.name));
+  args.output = buffers.back().get();
+  args.variant = plan.variant;
+  const double ms = time_kernel(*kernel, args, iterations, stream);
+  // The buffers free at return: wait for the timed work that still reads them.
+  synchronize();
+  return ms;
+}
+
 std::vector<LayerProfile> CudaContext::compare_kernels(int iterations) {
   const KernelRegistry& registry = KernelRegistry::instance();
+  const std::vector<Step>& steps = engine_->steps;
   cudaStream_t stream = stream_.get();
   std::vector<LayerProfile> rows;
 
   // Walk the forward step by step, so each step's inputs hold the real activations of the
-  // chosen kernels before it; every candidate of step i then writes only step i's output (and
-  // its own workspace), and the chosen kernel runs last to leave its result for step i + 1.
-  // With input fusion, step 0's candidates that cannot read NCHW fp32 get a backend-layout copy
-  // of the same input, converted once before their timing starts.
-  DeviceBuffer converted_input;
+  // chosen kernels before it; every candidate writes into a buffer of its own, and the chosen
+  // kernel runs last to leave its result for step i + 1.
   fill_random_input();
-  enqueue_input_conversion();
-  for (size_t i = 0; i < engine_.steps.size(); ++i) {
-    const Step& step = engine_.steps[i];
-    const KernelArgs& args = step_args_[i];
-    const double flops = step_flops(step, batch_);
-    const double bytes = bytes_of_step(i);
-
-    LayerProfile chosen = profile_row(step);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const Step& step = steps[i];
+    LayerProfile chosen = profile_row(step, prepared_.kernel_plans[i]);
     try {
-      chosen.median_ms = time_kernel(*step.kernel, args, iterations, stream);
+      chosen.median_ms = time_kernel(*step.kernel, step_args_[i], iterations, stream);
     } catch (const Error& error) {
-      throw Error(layer_prefix(*step.node) + error.what());
+      throw Error(layer_prefix(step.name) + error.what());
     }
-    chosen.flops = flops;
-    chosen.bytes = bytes;
+    chosen.flops = step_flops(step, batch_);
+    chosen.bytes = step_bytes(*engine_, step, batch_);
     rows.push_back(chosen);
 
-    // Candidates at fp16 (own kernels, then baselines) and at the chosen kernel's precision.
-    std::vector<const KernelEntry*> candidates =
-        registry.candidates(*step.node, Device::CUDA, Precision::FP16);
-    if (step.entry != nullptr && step.entry->precision != Precision::FP16)
-      for (const KernelEntry* entry :
-           registry.candidates(*step.node, Device::CUDA, step.entry->precision))
-        candidates.push_back(entry);
-
-    for (const KernelEntry* entry : candidates) {
-      if (entry == step.entry) continue;
+    // Every other CUDA entry of the layer's op, at every precision, baselines included.
+    for (const KernelEntry& entry : registry.entries()) {
+      if (step.is_conversion() || &entry == step.entry || entry.op != step.node->op ||
+          entry.device != Device::CUDA || !entry.supports(*step.node))
+        continue;
       LayerProfile row = chosen;
-      row.kernel = entry->name;
-      row.precision = to_string(entry->precision);
-      row.median_ms = 0;
-      std::unique_ptr<LayerKernel> kernel;
-      DeviceBuffer workspace;
+      row.kernel = entry.name;
+      row.precision = to_string(entry.precision);
+      row.variant.clear();
       try {
-        kernel = entry->create({*step.node, engine_.graph});
-        workspace = device_alloc(kernel->workspace_bytes(batch_),
-                                 "the workspace of " + entry->name + " on " + step.node->name);
-        KernelArgs candidate_args = args;
-        candidate_args.workspace = workspace.get();
-        if (args.input_is_nchw_fp32 && !kernel->reads_nchw_fp32_input()) {
-          if (!converted_input) {
-            converted_input = device_alloc(engine_.backend->tensor_bytes(input_shape_, batch_),
-                                           "a converted input for comparing kernels");
-            convert_input_into(converted_input.get());
-          }
-          for (size_t k = 0; k < step.node->inputs.size(); ++k)
-            if (step.node->inputs[k] == "input") candidate_args.inputs[k] = converted_input.get();
-          candidate_args.input_is_nchw_fp32 = false;
-        }
-        row.median_ms = time_kernel(*kernel, candidate_args, iterations, stream);
-        if (!kernel->variant().empty()) row.kernel += " (" + kernel->variant() + ")";
+        row.median_ms = time_candidate(entry, i, iterations, &row.variant);
       } catch (const std::exception& error) {
         // One broken comparison candidate must not hide the others: report it in the row.
         cudaStreamSynchronize(stream);
@@ -444,9 +364,8 @@ std::vector<LayerProfile> CudaContext::compare_kernels(int iterations) {
       }
       rows.push_back(std::move(row));
     }
-    step.kernel->run(args);  // the chosen kernel's output feeds step i + 1
+    run_step(i);  // the chosen kernel's output feeds step i + 1
   }
-  enqueue_output_conversion();
   synchronize();
   return rows;
 }
@@ -457,7 +376,7 @@ std::vector<double> CudaContext::benchmark(int warmup, int iterations) {
   fill_random_input();
   for (int i = 0; i < warmup; ++i) CNNRT_CUDA_CHECK(cudaGraphLaunch(graph_exec_.get(), stream));
   for (int i = 0; i < iterations; ++i) {
-    fill_random_input();  // outside the timed pair: the staging buffer may hold activations
+    fill_random_input();  // outside the timed pair: the input tensor may hold activations
     CNNRT_CUDA_CHECK(cudaEventRecord(events[2 * i].get(), stream));
     CNNRT_CUDA_CHECK(cudaGraphLaunch(graph_exec_.get(), stream));
     CNNRT_CUDA_CHECK(cudaEventRecord(events[2 * i + 1].get(), stream));

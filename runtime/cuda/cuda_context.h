@@ -1,18 +1,16 @@
 // CudaContext: one execution context of a CUDA engine, for one batch size.
 //
 // It owns, for its whole life, everything a forward needs so run() allocates nothing:
-//   - one device arena (a single cudaMalloc) laid out by the memory planner: every activation,
-//     the fp32 input/output staging buffers and each kernel's workspace;
+//   - one device arena (a single cudaMalloc) laid out by the memory planner: every typed tensor
+//     (the fp32 graph input run() copies in, the fp32 tensor it copies out, every step's output,
+//     conversions included) and each kernel's workspace;
+//   - every step's KernelPlan, prepared once for this batch (prepare_context);
 //   - its own non-blocking stream;
-//   - a CUDA graph of the forward (input conversion, every step's kernel, output conversion),
-//     captured once at creation after one eager warm-up run, so a run is one graph launch between
-//     two copies.
-// Input fusion: when step 0 alone reads the graph input and its kernel can read NCHW fp32
-// (LayerKernel::reads_nchw_fp32_input, e.g. conv_fp16_s2d for AlexNet conv1), the conversion
-// pass is skipped, step 0 reads the staging buffer with KernelArgs::input_is_nchw_fp32, and the
-// plan holds no fp16 "input" tensor: one launch and a padded fp16 copy of the input saved.
+//   - a CUDA graph of the forward (every step, conversion steps included), captured once at
+//     creation after one eager warm-up run, so a run is one graph launch between two copies.
 // Kernel arguments are resolved to arena pointers once, at creation; graph replays reuse them.
-// Handles are RAII so a constructor that throws half-way leaks nothing.
+// Handles are RAII so a constructor that throws half-way leaks nothing.  The context holds the
+// engine it runs (shared), so it may outlive the Engine object.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -52,7 +50,7 @@ DeviceBuffer device_alloc(size_t bytes, const std::string& what);  // throws wit
 
 class CudaContext final : public ContextImpl {
  public:
-  CudaContext(const EngineImpl& engine, int batch);
+  CudaContext(std::shared_ptr<const EngineImpl> engine, int batch);
   ~CudaContext() override;
 
   int batch() const override { return batch_; }
@@ -63,27 +61,24 @@ class CudaContext final : public ContextImpl {
   std::vector<LayerProfile> profile(int iterations) override;
   std::vector<LayerProfile> compare_kernels(int iterations) override;
   std::vector<double> benchmark(int warmup, int iterations) override;
-  const MemoryPlan& memory_plan() const override { return plan_; }
+  const MemoryPlan& memory_plan() const override { return prepared_.memory; }
 
  private:
   void* tensor_pointer(const std::string& name) const;  // throws when the plan lacks it
   void bind_arguments();
   void fill_random_input();
-  // The NCHW fp32 staging input → backend layout at `target` (an input-tensor-sized buffer).
-  void convert_input_into(void* target);
-  void enqueue_input_conversion();  // into the "input" tensor; nothing when input_fused_
-  void enqueue_output_conversion();
+  void run_step(size_t i);  // launches step i, naming its layer in any error
   // The whole forward on stream_.  annotate adds NVTX ranges (eager runs only, never captured).
   void enqueue_forward(bool annotate);
   void capture_graph();
   void synchronize();
-  double bytes_of_step(size_t i) const;  // step_bytes, with step 0's input as read
+  // Median time of candidate `entry` on step i, its inputs converted where it reads another
+  // type, its output in a buffer of its own; `variant` gets its prepared variant's name.
+  double time_candidate(const KernelEntry& entry, size_t i, int iterations, std::string* variant);
 
-  const EngineImpl& engine_;
+  std::shared_ptr<const EngineImpl> engine_;
   const int batch_;
-  MemoryPlan plan_;
-  Shape input_shape_, output_shape_;  // per sample
-  std::string output_tensor_;
+  PreparedContext prepared_;
   int64_t input_elements_ = 0, output_elements_ = 0;  // per batch, fp32 values
 
   // Declared before the handles that use them so they are destroyed after them.
@@ -92,12 +87,8 @@ class CudaContext final : public ContextImpl {
   GraphHandle graph_;
   GraphExecHandle graph_exec_;
 
-  float* input_staging_ = nullptr;   // fp32 NCHW, what run() copies in
-  float* output_staging_ = nullptr;  // fp32, what run() copies out
-  void* input_tensor_ = nullptr;     // fp16 NHWC graph input; null when input_fused_
-  // Step 0 reads input_staging_ itself (see the header comment); decided once at creation.
-  bool input_fused_ = false;
-  const void* output_tensor_ptr_ = nullptr;
+  float* input_ = nullptr;         // fp32 NCHW graph input: what run() copies in
+  const float* output_ = nullptr;  // fp32 returned tensor: what run() copies out
   std::vector<KernelArgs> step_args_;  // one per engine step, pointers into the arena
   uint32_t random_seed_ = 0x5eed1234u;
 };

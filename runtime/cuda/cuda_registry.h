@@ -20,6 +20,13 @@
 
 namespace cnnrt::cuda {
 
+// Base of every fp16 tensor-core-layout kernel: reads and writes fp16 NHWC/8 (the layout above).
+class Fp16Kernel : public LayerKernel {
+ public:
+  std::vector<TensorType> input_types(size_t /*index*/) const override { return {fp16_nhwc8()}; }
+  TensorType output_type() const override { return fp16_nhwc8(); }
+};
+
 void register_conv_kernels(KernelRegistry& registry);        // own fp16 implicit GEMM (+ fused)
 void register_linear_kernels(KernelRegistry& registry);      // cuBLASLt epilogue, GEMV
 void register_misc_kernels(KernelRegistry& registry);        // pools, relu, add, concat, ...

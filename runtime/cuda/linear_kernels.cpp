@@ -17,42 +17,36 @@ namespace {
 
 enum class LinearMode { Auto, Gemm, Gemv };
 
-class LinearFp16Kernel final : public LayerKernel {
+class LinearFp16Kernel final : public Fp16Kernel {
  public:
   LinearFp16Kernel(const HostGemmWeights& host, bool relu, LinearMode mode)
       : weights_(host), relu_(relu), mode_(mode) {
     if (mode_ != LinearMode::Gemv) gemm_ = std::make_unique<LtGemm>(weights_, relu_);
   }
 
+  // The batch decides GEMV (weights streamed once, batch <= kGemvMaxBatch) or cuBLASLt.
+  KernelPlan prepare(const PrepareInfo& info) const override {
+    const bool gemv =
+        mode_ == LinearMode::Gemv || (mode_ == LinearMode::Auto && info.batch <= kGemvMaxBatch);
+    KernelPlan plan;
+    plan.variant = gemv ? kGemv : kGemm;
+    plan.variant_name = gemv ? "gemv" : "cublaslt";
+    plan.workspace_bytes = gemv ? 0 : LtGemm::kWorkspaceBytes;
+    return plan;
+  }
   void run(const KernelArgs& args) override {
     auto stream = static_cast<cudaStream_t>(args.stream);
-    if (uses_gemv(args.batch)) {
+    if (args.variant == kGemv) {
       gemv_fp16(weights_, relu_, args.inputs.at(0), args.output, args.batch, stream);
     } else {
       gemm_->run(args.inputs.at(0), args.output, args.batch, args.workspace,
-                 workspace_bytes(args.batch), stream);
+                 LtGemm::kWorkspaceBytes, stream);
     }
-  }
-  size_t workspace_bytes(int batch) const override {
-    return uses_gemv(batch) ? 0 : LtGemm::kWorkspaceBytes;
   }
   size_t weight_bytes() const override { return weights_.bytes(); }
-  std::string variant() const override {
-    switch (mode_) {
-      case LinearMode::Gemm:
-        return "cublaslt";
-      case LinearMode::Gemv:
-        return "gemv";
-      default:
-        return "gemv (batch <= " + std::to_string(kGemvMaxBatch) + ") / cublaslt";
-    }
-  }
 
  private:
-  bool uses_gemv(int batch) const {
-    return mode_ == LinearMode::Gemv || (mode_ == LinearMode::Auto && batch <= kGemvMaxBatch);
-  }
-
+  static constexpr int kGemm = 0, kGemv = 1;
   GemmWeights weights_;
   bool relu_;
   LinearMode mode_;

@@ -3,10 +3,10 @@
 //
 // One table of small factories instead of a class per op: each factory reads the node once
 // (shapes, attributes, weights such as batchnorm's folded affine) and returns a closure that only
-// launches.  Every closure honours the backend layout (cuda_registry.h) and may be given
-// output == inputs[0] by the planner for relu / dropout / flatten; the flatten that drops channel
-// padding cannot compact in place in parallel, so it stages its input through its workspace when
-// aliased.
+// launches.  Every closure honours the backend layout (cuda_registry.h).  relu, dropout and the
+// flatten that is a view declare themselves in place (the planner may give them output ==
+// inputs[0]); the flatten that drops channel padding cannot compact in place in parallel, so it
+// does not.
 #include <cmath>
 #include <functional>
 #include <memory>
@@ -27,25 +27,27 @@ constexpr size_t kHalfBytes = 2;
 
 using Launch = std::function<void(const KernelArgs&, cudaStream_t)>;
 
-class LaunchKernel final : public LayerKernel {
+class LaunchKernel final : public Fp16Kernel {
  public:
-  LaunchKernel(Launch launch, size_t workspace_per_sample, size_t weight_bytes,
+  LaunchKernel(Launch launch, bool in_place, size_t weight_bytes,
                std::vector<DeviceArray> buffers = {})
       : launch_(std::move(launch)),
-        workspace_per_sample_(workspace_per_sample),
+        in_place_(in_place),
         weight_bytes_(weight_bytes),
         buffers_(std::move(buffers)) {}
   void run(const KernelArgs& args) override {
     launch_(args, static_cast<cudaStream_t>(args.stream));
   }
-  size_t workspace_bytes(int batch) const override {
-    return workspace_per_sample_ * static_cast<size_t>(batch);
+  KernelPlan prepare(const PrepareInfo&) const override {
+    KernelPlan plan;
+    plan.in_place = in_place_;
+    return plan;
   }
   size_t weight_bytes() const override { return weight_bytes_; }
 
  private:
   Launch launch_;
-  size_t workspace_per_sample_;
+  bool in_place_;  // the launch works with output == inputs[0]
   size_t weight_bytes_;
   std::vector<DeviceArray> buffers_;  // device data the closure points into
 };
@@ -73,8 +75,8 @@ ErrorSite site_of(const KernelBuildContext& context) {
   return site;
 }
 
-std::unique_ptr<LayerKernel> make(Launch launch, size_t workspace_per_sample = 0) {
-  return std::make_unique<LaunchKernel>(std::move(launch), workspace_per_sample, 0);
+std::unique_ptr<LayerKernel> make(Launch launch, bool in_place = false) {
+  return std::make_unique<LaunchKernel>(std::move(launch), in_place, 0);
 }
 
 // --- factories -----------------------------------------------------------------------------
@@ -101,16 +103,21 @@ std::unique_ptr<LayerKernel> create_pool(const KernelBuildContext& context) {
 
 std::unique_ptr<LayerKernel> create_relu(const KernelBuildContext& context) {
   const int64_t sample = nhwc_view(context.node.output_shape).sample_elements();
-  return make([=](const KernelArgs& a, cudaStream_t s) {
-    relu_fp16(a.inputs.at(0), a.output, sample * a.batch, s);
-  });
+  return make(
+      [=](const KernelArgs& a, cudaStream_t s) {
+        relu_fp16(a.inputs.at(0), a.output, sample * a.batch, s);
+      },
+      /*in_place=*/true);
 }
 
 std::unique_ptr<LayerKernel> create_identity(const KernelBuildContext& context) {
   const size_t sample_bytes = nhwc_view(context.node.output_shape).sample_elements() * kHalfBytes;
-  return make([=](const KernelArgs& a, cudaStream_t s) {
-    copy_fp16(a.inputs.at(0), a.output, sample_bytes * a.batch, s);
-  });
+  // In place it copies nothing (copy_fp16 skips x == y): a view.
+  return make(
+      [=](const KernelArgs& a, cudaStream_t s) {
+        copy_fp16(a.inputs.at(0), a.output, sample_bytes * a.batch, s);
+      },
+      /*in_place=*/true);
 }
 
 std::unique_ptr<LayerKernel> create_flatten(const KernelBuildContext& context) {
@@ -118,17 +125,10 @@ std::unique_ptr<LayerKernel> create_flatten(const KernelBuildContext& context) {
   // A flatten of [F] or of a [C, H, W] with C % 8 == 0 is a view in this layout.
   if (in.size() != 3 || in[0] % 8 == 0) return create_identity(context);
   const int c = static_cast<int>(in[0]), h = static_cast<int>(in[1]), w = static_cast<int>(in[2]);
-  const size_t in_sample_bytes = nhwc_view(in).sample_elements() * kHalfBytes;
-  return make(
-      [=](const KernelArgs& a, cudaStream_t s) {
-        const void* source = a.inputs.at(0);
-        if (source == a.output) {  // aliased by the planner: stage the input first
-          copy_fp16(source, a.workspace, in_sample_bytes * a.batch, s);
-          source = a.workspace;
-        }
-        flatten_nhwc_fp16(source, a.output, a.batch, c, h, w, s);
-      },
-      in_sample_bytes);
+  // Compacting away the channel padding cannot run in place in parallel: not in place.
+  return make([=](const KernelArgs& a, cudaStream_t s) {
+    flatten_nhwc_fp16(a.inputs.at(0), a.output, a.batch, c, h, w, s);
+  });
 }
 
 std::unique_ptr<LayerKernel> create_batchnorm(const KernelBuildContext& context) {
@@ -168,7 +168,7 @@ std::unique_ptr<LayerKernel> create_batchnorm(const KernelBuildContext& context)
         channel_affine_fp16(a.inputs.at(0), a.output, pixels * a.batch, stride, scale_d, shift_d,
                             relu, s);
       },
-      0, bytes, std::move(buffers));
+      /*in_place=*/false, bytes, std::move(buffers));
 }
 
 std::unique_ptr<LayerKernel> create_add(const KernelBuildContext& context) {

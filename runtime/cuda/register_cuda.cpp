@@ -1,21 +1,20 @@
-// Entry point of the CUDA kernel families (runtime/kernel.h → register_cuda_kernels) and the
+// Entry point of the CUDA kernel families (the backend table → register_cuda_kernels) and the
 // one layout helper they share: which [C, H, W] a linear's input was flattened from.
 //
 // flattened_source_shape lives here rather than with the linear kernels because it encodes the
 // backend's layout rule (flatten emits features in (h, w, c) order, cuda_registry.h), which any
 // kernel reading a flattened vector by feature index must honour.
+#include "runtime/cuda/cuda_backend.h"
 #include "runtime/cuda/cuda_registry.h"
 
-namespace cnnrt {
+namespace cnnrt::cuda {
 
 void register_cuda_kernels(KernelRegistry& registry) {
-  cuda::register_conv_kernels(registry);
-  cuda::register_linear_kernels(registry);
-  cuda::register_misc_kernels(registry);
-  cuda::register_baseline_kernels(registry);
+  register_conv_kernels(registry);
+  register_linear_kernels(registry);
+  register_misc_kernels(registry);
+  register_baseline_kernels(registry);
 }
-
-namespace cuda {
 
 Shape flattened_source_shape(const Node& node, const Graph& graph) {
   if (node.inputs.empty()) return {};
@@ -30,5 +29,4 @@ Shape flattened_source_shape(const Node& node, const Graph& graph) {
   return producer->input_shapes[0];
 }
 
-}  // namespace cuda
-}  // namespace cnnrt
+}  // namespace cnnrt::cuda

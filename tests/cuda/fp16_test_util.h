@@ -134,17 +134,26 @@ class EntryRunner {
     if (entry_ == nullptr) throw Error("no registry entry " + name);
     if (!entry_->supports(node)) throw Error(name + " does not support node " + node.name);
     kernel_ = entry_->create(KernelBuildContext{node, graph});
+    entry_inputs_ = node.inputs.size();
   }
   LayerKernel& kernel() { return *kernel_; }
+  // The kernel's plan for `batch` with every input in its preferred type (or `input_types`).
+  KernelPlan prepare(int batch, std::vector<TensorType> input_types = {}) const {
+    if (input_types.empty())
+      for (size_t i = 0; i < entry_inputs_; ++i) input_types.push_back(kernel_->input_types(i)[0]);
+    return kernel_->prepare({batch, input_types});
+  }
   void run(const std::vector<const void*>& inputs, void* output, int batch,
-           cudaStream_t stream = nullptr) {
-    DeviceMem workspace(kernel_->workspace_bytes(batch));
+           cudaStream_t stream = nullptr, std::vector<TensorType> input_types = {}) {
+    const KernelPlan plan = prepare(batch, std::move(input_types));
+    DeviceMem workspace(plan.workspace_bytes);
     KernelArgs args;
     args.inputs = inputs;
     args.output = output;
     args.batch = batch;
-    args.workspace = kernel_->workspace_bytes(batch) > 0 ? workspace.get() : nullptr;
+    args.workspace = plan.workspace_bytes > 0 ? workspace.get() : nullptr;
     args.stream = stream;
+    args.variant = plan.variant;
     kernel_->run(args);
     CNNRT_CUDA_CHECK(cudaStreamSynchronize(stream));
   }
@@ -152,6 +161,7 @@ class EntryRunner {
  private:
   const KernelEntry* entry_ = nullptr;
   std::unique_ptr<LayerKernel> kernel_;
+  size_t entry_inputs_ = 1;
 };
 
 }  // namespace cnnrt::test

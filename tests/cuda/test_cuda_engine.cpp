@@ -27,7 +27,7 @@
 
 #include "cnnrt/cnnrt.h"
 #include "graph/model_loader.h"
-#include "runtime/cuda/device_info.h"
+#include "runtime/cuda/cuda_backend.h"
 #include "runtime/engine_impl.h"
 
 namespace cnnrt {
@@ -39,7 +39,7 @@ namespace {
 struct ModelCase {
   const char* name;
   const char* yaml;
-  bool input_fused;  // expected: the CUDA context skips the input conversion
+  bool input_fused;  // expected: no step converts the graph input (its readers take fp32)
 };
 
 const ModelCase kModels[] = {
@@ -129,7 +129,7 @@ layers:
   - {name: fc, op: linear, out_features: 9, weight: f.w, bias: f.b}
 )",
      false},
-    // Two s2d-eligible convs read the input: step 1 needs the fp16 copy, so the conversion runs.
+    // Two s2d-eligible convs read the input: both read it as fp32, so no conversion runs.
     {"input_read_twice", R"(
 name: input_read_twice
 input: {shape: [3, 35, 39]}
@@ -141,7 +141,7 @@ layers:
   - {name: flatten, op: flatten}
   - {name: fc, op: linear, out_features: 7, weight: f.w, bias: f.b}
 )",
-     false},
+     true},
 };
 
 constexpr int kConv1LikeModel = 4;
@@ -240,38 +240,39 @@ std::vector<EngineCase> all_engine_cases() {
 INSTANTIATE_TEST_SUITE_P(SmallModels, CudaMatchesCpu, ::testing::ValuesIn(all_engine_cases()),
                          case_name);
 
-// Which contexts skip the input conversion (their plan then has no fp16 "input" tensor): exactly
-// those whose step 0 alone reads the graph input and runs a kernel that reads NCHW fp32.  The
-// preconditions are asserted so a change of kernel choice cannot silently make this vacuous.
-TEST(CudaInputFusion, ConversionSkippedExactlyWhenStepZeroAloneReadsTheInputAsFp32) {
+// Which engines convert the graph input (a step "input.fp16_nhwc8" exists): exactly those with a
+// reader that cannot take NCHW fp32 — every kernel but conv_fp16_s2d.  The preconditions are
+// asserted so a change of kernel choice cannot silently make this vacuous.
+TEST(CudaInputFusion, ConversionStepExactlyWhenAReaderCannotTakeFp32) {
   SKIP_WITHOUT_GPU();
   for (const ModelCase& model : kModels) {
     SCOPED_TRACE(model.name);
     const Graph graph = make_graph(model);
     auto gpu = build(graph, Device::CUDA);
-    const std::vector<Step>& steps = gpu->impl().steps;
-    ASSERT_FALSE(steps.empty());
-    int readers = 0;
-    for (const Step& step : steps)
-      for (const std::string& input : step.node->inputs) readers += input == "input";
-    const bool step0_takes_fp32 = steps[0].kernel->reads_nchw_fp32_input();
-    EXPECT_EQ(step0_takes_fp32, steps[0].entry->name == "conv_fp16_s2d");
-    if (model.input_fused) ASSERT_EQ(steps[0].entry->name, "conv_fp16_s2d");
-    EXPECT_EQ(model.input_fused, step0_takes_fp32 && readers == 1) << gpu->describe();
+    const EngineImpl& engine = gpu->impl();
+    ASSERT_FALSE(engine.steps.empty());
+    bool all_readers_s2d = true;
+    for (const Step& step : engine.steps)
+      if (!step.is_conversion())
+        for (const std::string& input : step.node->inputs)
+          if (input == "input") all_readers_s2d &= step.kernel_name == "conv_fp16_s2d";
+    const bool converted = engine.tensors.count("input.fp16_nhwc8") != 0;
+    EXPECT_EQ(converted, !all_readers_s2d) << gpu->describe();
+    EXPECT_EQ(model.input_fused, !converted) << gpu->describe();
     for (int batch : {1, 2}) {
       auto context = gpu->create_context(batch);
       const MemoryPlan& plan = context->memory_plan();
-      EXPECT_EQ(plan.find("input") == nullptr, model.input_fused) << "batch " << batch;
-      EXPECT_NE(plan.find("input.staging"), nullptr);
+      EXPECT_EQ(plan.find("input.fp16_nhwc8") == nullptr, model.input_fused) << "batch " << batch;
+      EXPECT_NE(plan.find("input"), nullptr);
     }
   }
-  // The two negative cases fail for the intended reason.
+  // The two special cases hold for the intended reason.
   const Graph not_s2d = make_graph(kModels[kNotS2dModel]);
-  EXPECT_NE(build(not_s2d, Device::CUDA)->impl().steps[0].entry->name, "conv_fp16_s2d");
+  EXPECT_NE(build(not_s2d, Device::CUDA)->impl().steps[0].kernel_name, "conv_fp16_s2d");
   const Graph twice = make_graph(kModels[kReadTwiceModel]);
   auto twice_engine = build(twice, Device::CUDA);
-  EXPECT_EQ(twice_engine->impl().steps[0].entry->name, "conv_fp16_s2d");
-  EXPECT_EQ(twice_engine->impl().steps[1].entry->name, "conv_fp16_s2d");
+  EXPECT_EQ(twice_engine->impl().steps[0].kernel_name, "conv_fp16_s2d");
+  EXPECT_EQ(twice_engine->impl().steps[1].kernel_name, "conv_fp16_s2d");
 }
 
 // Shared fixture for the context-level checks, fused, batch 3: the branchy model (input
@@ -313,11 +314,10 @@ TEST_P(CudaContextTest, OneArenaHoldsEveryTensorAndRunAllocatesNothing) {
   const MemoryPlan& plan = context_->memory_plan();
   EXPECT_EQ(context_->arena_bytes(), plan.arena_bytes);
   EXPECT_GE(plan.arena_bytes, plan.lower_bound_bytes);
-  EXPECT_EQ(plan.find("input") == nullptr, kModels[GetParam()].input_fused);
-  EXPECT_NE(plan.find("input.staging"), nullptr);
-  EXPECT_NE(plan.find("output.staging"), nullptr);
-  for (const Step& step : steps())
-    EXPECT_NE(plan.find(step.node->name), nullptr) << step.node->name;
+  EXPECT_EQ(plan.find("input.fp16_nhwc8") == nullptr, kModels[GetParam()].input_fused);
+  EXPECT_NE(plan.find("input"), nullptr);
+  EXPECT_NE(plan.find(engine_->impl().output_tensor), nullptr);
+  for (const Step& step : steps()) EXPECT_NE(plan.find(step.name), nullptr) << step.name;
   // No two tensors live at the same step share bytes unless they alias the same storage.
   auto storage_root = [&](const PlannedTensor& tensor) {
     const PlannedTensor* at = &tensor;
@@ -351,7 +351,7 @@ TEST_P(CudaContextTest, ProfileHasOneTimedRowPerStep) {
   const std::vector<LayerProfile> rows = context_->profile(5);
   ASSERT_EQ(rows.size(), steps().size());
   for (size_t i = 0; i < rows.size(); ++i) {
-    EXPECT_EQ(rows[i].name, steps()[i].node->name);
+    EXPECT_EQ(rows[i].name, steps()[i].name);
     EXPECT_GT(rows[i].median_ms, 0.0) << rows[i].name;
     EXPECT_FALSE(rows[i].kernel.empty()) << rows[i].name;
   }
@@ -368,23 +368,24 @@ TEST_P(CudaContextTest, CompareKernelsCoversEveryStepChosenFirstAndRunStaysRight
   size_t row = 0;
   for (size_t i = 0; i < steps().size(); ++i) {
     ASSERT_LT(row, rows.size());
-    EXPECT_EQ(rows[row].name, steps()[i].node->name);
+    EXPECT_EQ(rows[row].name, steps()[i].name);
     EXPECT_EQ(rows[row].kernel, chosen[i].kernel) << "chosen kernel must come first";
     EXPECT_GT(rows[row].median_ms, 0.0) << rows[row].name;
     ++row;
-    while (row < rows.size() && rows[row].name == steps()[i].node->name) ++row;
+    while (row < rows.size() && rows[row].name == steps()[i].name) ++row;
   }
   EXPECT_EQ(row, rows.size());
-  // Step 0's other own candidates cannot read fp32: with input fusion they run on a converted
-  // copy and must still be timed, not reported as failed.
+  // The first conv's other own candidates cannot read fp32: when it reads the input as fp32
+  // they run on a converted copy and must still be timed, not reported as failed.
+  const std::string first_conv = engine_->impl().graph.nodes.front().name;
   int igemm_rows = 0;
   for (const LayerProfile& r : rows)
-    if (r.name == steps()[0].node->name && r.kernel.rfind("conv_fp16_igemm", 0) == 0) {
+    if (r.name == first_conv && r.kernel.rfind("conv_fp16_igemm", 0) == 0) {
       ++igemm_rows;
       EXPECT_EQ(r.kernel.find("[failed"), std::string::npos) << r.kernel;
       EXPECT_GT(r.median_ms, 0.0) << r.kernel;
     }
-  EXPECT_GT(igemm_rows, 0) << "step 0 has no conv_fp16_igemm row: the check above was empty";
+  EXPECT_GT(igemm_rows, 0) << "the first conv has no conv_fp16_igemm row: the check was empty";
   const std::vector<float> after = run();
   EXPECT_EQ(std::memcmp(before.data(), after.data(), before.size() * sizeof(float)), 0);
 }
@@ -424,14 +425,14 @@ INSTANTIATE_TEST_SUITE_P(BranchyAndConv1Like, CudaContextTest,
                            return std::string(kModels[info.param].name);
                          });
 
-TEST(CudaBackend, TensorBytesUsePaddedChannelsAndAlignment) {
+TEST(CudaBackend, ConvertsBetweenHostAndTensorCoreTypesOnly) {
   SKIP_WITHOUT_GPU();
-  auto backend = make_cuda_backend();
+  auto backend = cuda::make_cuda_backend();
   EXPECT_EQ(backend->device(), Device::CUDA);
-  EXPECT_EQ(backend->tensor_bytes({3, 5, 7}, 3), 1792u);     // 3·35·8·2 = 1680 → 1792
-  EXPECT_EQ(backend->tensor_bytes({13}, 3), 256u);           // 3·16·2 = 96 → 256
-  EXPECT_EQ(backend->tensor_bytes({1000}, 1), 2048u);        // 1000·2 = 2000 → 2048
-  EXPECT_EQ(backend->tensor_bytes({256, 6, 6}, 2), 36864u);  // 2·36·256·2, already aligned
+  EXPECT_NO_THROW(backend->make_conversion({3, 5, 7}, fp32_nchw(), fp16_nhwc8()));
+  EXPECT_NO_THROW(backend->make_conversion({13}, fp16_nhwc8(), fp32_nchw()));
+  const TensorType int8{DType::I8, Layout::NHWC, 16, 0.5f};
+  EXPECT_THROW(backend->make_conversion({3, 5, 7}, fp32_nchw(), int8), Error);
 }
 
 TEST(CudaBackend, DeviceInfoIsPlausible) {
@@ -447,7 +448,7 @@ TEST(CudaBackend, DeviceInfoIsPlausible) {
 
 TEST(CudaBackend, WithoutDeviceBackendAndInfoThrow) {
   if (cuda::cuda_device_present()) GTEST_SKIP() << "a CUDA device is present";
-  EXPECT_THROW(make_cuda_backend(), Error);
+  EXPECT_THROW(cuda::make_cuda_backend(), Error);
   EXPECT_THROW(cuda::cuda_device_info(), Error);
 }
 

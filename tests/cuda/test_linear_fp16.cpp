@@ -164,8 +164,10 @@ TEST(LinearFp16, DefaultEntrySwitchesAtTheGemvThreshold) {
   std::mt19937 rng(402);
   const LinearGraph g = make_linear_graph(lc, rng);
   test::EntryRunner runner(linear_registry(), "linear_fp16", g.linear(), g.graph);
-  EXPECT_EQ(runner.kernel().workspace_bytes(cuda::kGemvMaxBatch), 0u);
-  EXPECT_GT(runner.kernel().workspace_bytes(cuda::kGemvMaxBatch + 1), 0u);
+  EXPECT_EQ(runner.prepare(cuda::kGemvMaxBatch).workspace_bytes, 0u);
+  EXPECT_EQ(runner.prepare(cuda::kGemvMaxBatch).variant_name, "gemv");
+  EXPECT_GT(runner.prepare(cuda::kGemvMaxBatch + 1).workspace_bytes, 0u);
+  EXPECT_EQ(runner.prepare(cuda::kGemvMaxBatch + 1).variant_name, "cublaslt");
 }
 
 // First use inside stream capture: the cuBLASLt plan is made while capturing (host calls only),
@@ -182,7 +184,8 @@ TEST(LinearFp16, FirstRunCanBeCapturedInACudaGraph) {
     test::EntryRunner runner(linear_registry(), entry, g.linear(), g.graph);
     DeviceMem input(gpu_input(x, batch, lc));
     DeviceMem output(static_cast<size_t>(batch) * test::pad8(lc.out) * 2);
-    DeviceMem workspace(runner.kernel().workspace_bytes(batch));
+    const KernelPlan plan = runner.prepare(batch);
+    DeviceMem workspace(plan.workspace_bytes);
     cudaStream_t stream;
     CNNRT_CUDA_CHECK(cudaStreamCreate(&stream));
     KernelArgs args;
@@ -191,6 +194,7 @@ TEST(LinearFp16, FirstRunCanBeCapturedInACudaGraph) {
     args.batch = batch;
     args.workspace = workspace.get();
     args.stream = stream;
+    args.variant = plan.variant;
     cudaGraph_t graph;
     CNNRT_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
     runner.kernel().run(args);

@@ -190,6 +190,35 @@ def main():
               [cnnrt, "profile", tiny, "--random-weights", "--device", "cpu", "--iterations",
                "2", "--json", j("no_such_dir", "p.json")], ["p.json"])
 
+        # Per-layer choices: plan files and the model's own keys.
+        plan_args = [cnnrt, "run", tiny, "--random-weights", "--device", "cpu", "--input",
+                     j("x.npy"), "--output", out, "--plan"]
+        write(j("plan_layer.yaml"), "layers:\n  nope: {precision: fp32}\n")
+        check("plan names an unknown layer", plan_args + [j("plan_layer.yaml")],
+              ["plan_layer.yaml:2", "nope", "c1"], [out])
+        write(j("plan_kernel.yaml"), "layers:\n  c1: {kernel: conv_turbo}\n")
+        check("plan names an unknown kernel", plan_args + [j("plan_kernel.yaml")],
+              ["plan_kernel.yaml:2", "c1", "conv_turbo", "cpu_ref_conv"], [out])
+        write(j("plan_precision.yaml"), "layers:\n  fc: {precision: int8}\n")
+        check("plan asks a precision no kernel has", plan_args + [j("plan_precision.yaml")],
+              ["plan_precision.yaml:2", "fc", "int8", "cpu_ref_linear (fp32)"], [out])
+        write(j("plan_key.yaml"), "layers:\n  c1: {precison: fp16}\n")
+        check("plan with an unknown key", plan_args + [j("plan_key.yaml")],
+              ["plan_key.yaml:2", "precison", "valid: precision, kernel"], [out])
+        write(j("plan_bad.yaml"), "layers: [c1\n")
+        check("malformed plan", plan_args + [j("plan_bad.yaml")], ["plan_bad.yaml"], [out])
+        check("missing plan", plan_args + [j("no_plan.yaml")], ["no_plan.yaml"], [out])
+        write(j("impl.yaml"), TINY_YAML.replace("name: r1, op: relu",
+                                                "name: r1, op: relu, impl: relu_turbo"))
+        check("model asks for an unknown kernel",
+              [cnnrt, "plan", j("impl.yaml"), "--batch", "1"],
+              ["impl.yaml:7", "r1", "relu_turbo", "cpu_ref_relu"])
+        write(j("clash.yaml"), TINY_YAML.replace("name: r1, op: relu",
+                                                 "name: r1, op: relu, precision: fp16")
+              .replace("padding: 1,", "padding: 1, precision: fp32,"))
+        check("fused layers ask for different precisions",
+              [cnnrt, "plan", j("clash.yaml"), "--batch", "1"], ["clash.yaml:7", "r1", "c1", "fp16", "fp32"])
+
     if failures:
         print(f"\n{len(failures)} check(s) failed: {', '.join(failures)}")
         return 1

@@ -58,12 +58,14 @@ std::vector<float> run_kernel(LayerKernel& kernel,
                               const std::vector<const std::vector<float>*>& inputs,
                               size_t output_elements, int batch) {
   std::vector<float> output(output_elements, std::nanf(""));
-  std::vector<float> workspace(kernel.workspace_bytes(batch) / sizeof(float) + 1, std::nanf(""));
+  const KernelPlan plan = kernel.prepare({batch, std::vector<TensorType>(inputs.size(), fp32_nchw())});
+  std::vector<float> workspace(plan.workspace_bytes / sizeof(float) + 1, std::nanf(""));
   KernelArgs args;
   for (const auto* in : inputs) args.inputs.push_back(in->data());
   args.output = output.data();
   args.batch = batch;
-  args.workspace = kernel.workspace_bytes(batch) > 0 ? workspace.data() : nullptr;
+  args.workspace = plan.workspace_bytes > 0 ? workspace.data() : nullptr;
+  args.variant = plan.variant;
   kernel.run(args);
   return output;
 }
@@ -119,7 +121,8 @@ TEST(CpuKernels, FusedConvReluMaxPoolUsesWorkspaceAndMatchesUnfusedReference) {
   node.source_layers = {"conv1", "relu1", "pool1"};
 
   auto kernel = create_kernel(node);
-  EXPECT_EQ(kernel->workspace_bytes(batch), sizeof(float) * 6 * 13 * 11 * batch);
+  EXPECT_EQ(kernel->prepare({batch, {fp32_nchw()}}).workspace_bytes,
+            sizeof(float) * 6 * 13 * 11 * batch);
   EXPECT_EQ(kernel->weight_bytes(), sizeof(float) * (6 * 2 * 9 + 6));
   const auto x = test::random_vector(batch * c * h * w, rng);
 
@@ -153,7 +156,7 @@ TEST(CpuKernels, ConvWithoutEpilogueAndLinearWithRelu) {
   Node conv_node = make_node("conv", OpKind::Conv, conv, {{3, 9, 7}}, {5, 4, 6});
   conv_node.params = {make_param("weight", {5, 3, 3, 2}, rng)};  // no bias
   auto conv_kernel = create_kernel(conv_node);
-  EXPECT_EQ(conv_kernel->workspace_bytes(batch), 0u);
+  EXPECT_EQ(conv_kernel->prepare({batch, {fp32_nchw()}}).workspace_bytes, 0u);
   const auto x = test::random_vector(batch * 3 * 9 * 7, rng);
   std::vector<float> expected(batch * 5 * 4 * 6);
   ref::conv2d(x.data(), batch, 3, 9, 7, conv_node.params[0].value.data.data(), nullptr, conv,

@@ -109,7 +109,7 @@ TEST(EngineCpu, AlexNetPlanIsWithinFivePercentOfTheLowerBound) {
   options.device = Device::CPU;
   auto engine = Engine::build(graph, options);
   for (int batch : {1, 64}) {
-    MemoryPlan plan = plan_memory(activation_requests(engine->impl(), batch));
+    const MemoryPlan plan = prepare_context(engine->impl(), batch).memory;
     SCOPED_TRACE("batch " + std::to_string(batch) + "\n" + plan.to_table());
     EXPECT_GE(plan.arena_bytes, plan.lower_bound_bytes);
     EXPECT_LE(double(plan.arena_bytes), 1.05 * double(plan.lower_bound_bytes));
@@ -159,10 +159,10 @@ TEST(EngineCpu, RejectsBadOptions) {
   options.precision = Precision::FP16;
   EXPECT_THROW(Engine::build(graph, options), Error);
   options.precision = Precision::FP32;
-  options.kernel_overrides["nope"] = "cpu_ref_relu";
+  options.layer_choices["nope"].kernel = "cpu_ref_relu";
   EXPECT_THROW(Engine::build(graph, options), Error);
-  options.kernel_overrides.clear();
-  options.kernel_overrides["r"] = "no_such_kernel";
+  options.layer_choices.clear();
+  options.layer_choices["r"].kernel = "no_such_kernel";
   EXPECT_THROW(Engine::build(graph, options), Error);
   EXPECT_THROW(parse_device("tpu"), Error);
   EXPECT_THROW(parse_precision("fp8"), Error);

@@ -12,7 +12,7 @@
 //     Tolerance: rel L2 <= 2e-3 (fp32 accumulation, fp16 pre-pool and output rounding) and, per
 //     element, |y − ref| <= 4e-3·|ref| + 2e-3·max|ref| so a local bug cannot hide in the norm.
 //     Outputs start as NaN bytes; padding channels must be exactly zero.  The same kernel fed
-//     the NCHW fp32 input (KernelArgs::input_is_nchw_fp32) must give the same bits.
+//     the NCHW fp32 input (its second accepted input type) must give the same bits.
 // (c) Which nodes the entry accepts, and the rewrite's geometry for conv1 (hand-computed), on
 //     the host (no device needed).
 #include <cuda_fp16.h>
@@ -289,11 +289,12 @@ void check_case(const ConvCase& cc, uint32_t seed) {
 
   Graph graph;
   test::EntryRunner runner(KernelRegistry::instance(), "conv_fp16_s2d", node, graph);
-  // The vector path, not the gather one (on Hopper "|b>N:wgmma_..." follows: the wgmma path).
-  EXPECT_EQ(runner.kernel().variant().rfind("s2d+igemm", 0), 0u) << runner.kernel().variant();
-  EXPECT_EQ(runner.kernel().variant().find("gather"), std::string::npos);
-  EXPECT_GT(runner.kernel().workspace_bytes(cc.batch), 0u);
-  EXPECT_EQ(runner.kernel().workspace_bytes(cc.batch) % 256, 0u);
+  // The vector path, not the gather one (on Hopper, once the batch fills the GPU, the wgmma one).
+  const KernelPlan plan = runner.prepare(cc.batch);
+  EXPECT_EQ(plan.variant_name.rfind("s2d+", 0), 0u) << plan.variant_name;
+  EXPECT_EQ(plan.variant_name.find("gather"), std::string::npos) << plan.variant_name;
+  EXPECT_GT(plan.workspace_bytes, 0u);
+  EXPECT_EQ(plan.workspace_bytes % 256, 0u);
   DeviceMem input(test::to_nhwc(x, cc.batch, cc.c, cc.h, cc.w));
   const int oh = static_cast<int>(node.output_shape[1]),
             ow = static_cast<int>(node.output_shape[2]);
@@ -304,21 +305,14 @@ void check_case(const ConvCase& cc, uint32_t seed) {
   EXPECT_LE(test::rel_l2(got, expected), kRelL2Tolerance);
   EXPECT_EQ(bad_padding, 0);
 
-  // The same kernel fed the NCHW fp32 input directly (a first layer whose context skipped the
-  // input conversion): x holds fp16-representable values, so x' and the output are the same bits.
-  ASSERT_TRUE(runner.kernel().reads_nchw_fp32_input());
+  // The same kernel fed the NCHW fp32 input directly (bound so when it is the first layer):
+  // x holds fp16-representable values, so x' and the output are the same bits.
+  const std::vector<TensorType> accepted = runner.kernel().input_types(0);
+  ASSERT_NE(std::find(accepted.begin(), accepted.end(), fp32_nchw()), accepted.end());
   {
     DeviceMem input_fp32(x);
     DeviceMem output_fp32(output.bytes());
-    DeviceMem workspace(runner.kernel().workspace_bytes(cc.batch));
-    KernelArgs args;
-    args.inputs = {input_fp32.get()};
-    args.output = output_fp32.get();
-    args.batch = cc.batch;
-    args.workspace = workspace.get();
-    args.input_is_nchw_fp32 = true;
-    runner.kernel().run(args);
-    CNNRT_CUDA_CHECK(cudaDeviceSynchronize());
+    runner.run({input_fp32.get()}, output_fp32.get(), cc.batch, nullptr, {fp32_nchw()});
     const std::vector<__half> from_fp16 = output.halves(), from_fp32 = output_fp32.halves();
     size_t differ = 0;
     for (size_t i = 0; i < from_fp16.size(); ++i)

@@ -180,7 +180,7 @@ TEST(ConvWgmma, RegistryEntryRunsConv4) {
   node.params.push_back(test::make_param("bias", {t.oc}, bias));
   Graph graph;
   test::EntryRunner runner(KernelRegistry::instance(), "conv_fp16_wgmma", node, graph);
-  EXPECT_NE(runner.kernel().variant().find("wgmma"), std::string::npos);
+  EXPECT_NE(runner.prepare(t.batch).variant_name.find("_"), std::string::npos);
   test::DeviceMem d_x(test::to_nhwc(x, t.batch, t.c, t.h, t.w));
   test::DeviceMem d_y(size_t(t.batch) * 13 * 13 * t.oc * sizeof(__half));
   runner.run({d_x.get()}, d_y.get(), t.batch);
@@ -410,11 +410,10 @@ TEST(ConvWgmma, SmallBatchDispatchMatchesReference) {
     node.params.push_back(test::make_param("bias", {t.oc}, d.bias));
     Graph graph;
     test::EntryRunner runner(KernelRegistry::instance(), "conv_fp16_wgmma", node, graph);
-    const std::string variant = runner.kernel().variant();
-    EXPECT_NE(variant.find("wgmma"), std::string::npos) << variant;
-    EXPECT_NE(variant.find("igemm"), std::string::npos) << variant;  // the fallback
-    EXPECT_EQ(runner.kernel().workspace_bytes(fill_batch * 4),
-              runner.kernel().workspace_bytes(fill_batch - 1));  // none past the fallback
+    // The fallback (igemm) below the batch that fills the SMs, the wgmma kernel from there on.
+    const std::string variant = runner.prepare(batch).variant_name;
+    EXPECT_NE(variant.find(batch < fill_batch ? "igemm" : "wgmma"), std::string::npos) << variant;
+    EXPECT_EQ(runner.prepare(fill_batch * 4).workspace_bytes, 0u);  // none past the fallback
     test::DeviceMem d_x(test::to_nhwc(d.x, batch, t.c, t.h, t.w));
     test::DeviceMem d_y(size_t(batch) * shape.out_h * shape.out_w * t.oc * sizeof(__half));
     runner.run({d_x.get()}, d_y.get(), batch);
@@ -451,8 +450,8 @@ TEST(ConvWgmma, SpaceToDepthEntryUsesWgmmaAndMatchesReference) {
     node.params.push_back(test::make_param("bias", {t.oc}, d.bias));
     Graph graph;
     test::EntryRunner runner(KernelRegistry::instance(), "conv_fp16_s2d", node, graph);
-    const std::string variant = runner.kernel().variant();
-    EXPECT_NE(variant.find("wgmma"), std::string::npos) << variant;
+    const std::string variant = runner.prepare(batch).variant_name;
+    EXPECT_NE(variant.find(batch < fill_batch ? "igemm" : "wgmma"), std::string::npos) << variant;
     test::DeviceMem d_x(test::to_nhwc(d.x, batch, t.c, t.h, t.w));
     test::DeviceMem d_y(size_t(batch) * shape.out_h * shape.out_w * t.oc * sizeof(__half));
     runner.run({d_x.get()}, d_y.get(), batch);

@@ -1,0 +1,46 @@
+// The backend table (see backends.h).  The only file of the generic runtime that knows which
+// backends were compiled in.
+#include "runtime/backends.h"
+
+#include <algorithm>
+#include <thread>
+
+#ifdef CNNRT_WITH_CUDA
+#include "runtime/cuda/cuda_backend.h"
+#endif
+
+namespace cnnrt {
+namespace {
+
+// Nominal figures for the reference kernels: they are scalar loops, so a core's scalar FMA
+// rate (about 2 GFLOP/s at ~1 FMA/cycle with double accumulation) is the honest ceiling.
+DeviceInfo cpu_info() {
+  DeviceInfo info;
+  info.name = "cpu";
+  info.multiprocessors = static_cast<int>(std::thread::hardware_concurrency());
+  info.peak_fp32_tflops = 0.002 * std::max(1, info.multiprocessors);
+  info.peak_fp16_tflops = info.peak_fp32_tflops;
+  info.peak_bandwidth_gbs = 20.0;
+  return info;
+}
+
+}  // namespace
+
+const std::vector<BackendInfo>& backend_table() {
+  static const std::vector<BackendInfo> table = {
+      {Device::CPU, [] { return true; }, cpu_info, register_cpu_kernels, make_cpu_backend},
+#ifdef CNNRT_WITH_CUDA
+      {Device::CUDA, cuda::cuda_device_present, cuda::cuda_device_info,
+       cuda::register_cuda_kernels, cuda::make_cuda_backend},
+#endif
+  };
+  return table;
+}
+
+const BackendInfo* find_backend(Device device) {
+  for (const BackendInfo& row : backend_table())
+    if (row.device == device) return &row;
+  return nullptr;
+}
+
+}  // namespace cnnrt
