@@ -37,9 +37,7 @@ struct ConvShape {
   int conv_h = 0, conv_w = 0, out_h = 0, out_w = 0;
   void derive();
   // False for the identity: kernels then skip the clamp (NaN passes through unchanged).
-  bool clamps() const {
-    return !(activation.lo == -INFINITY && activation.hi == INFINITY);
-  }
+  bool clamps() const { return !(activation.lo == -INFINITY && activation.hi == INFINITY); }
   // Identity or ReLU: all the library baselines (cuDNN, cuBLASLt epilogues) can express.
   bool identity_or_relu() const {
     return activation.hi == INFINITY && (activation.lo == -INFINITY || activation.lo == 0.0f);

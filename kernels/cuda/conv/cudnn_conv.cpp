@@ -185,27 +185,29 @@ CudnnConvPlan CudnnConv::plan(int64_t batch) const {
   throw Error("cudnn_conv: cuDNN offers no algorithm within the workspace cap");
 }
 
-void CudnnConv::forward(const CudnnConvPlan& plan, const void* x, void* y, int64_t batch,
-                        void* workspace, cudaStream_t stream) const {
+void CudnnConv::forward(int algo, const void* x, void* y, int64_t batch, void* workspace,
+                        cudaStream_t stream) const {
   const Impl& s = *impl_;
   const ConvShape& shape = s.shape;
   if (batch == 0) return;
-  const size_t pre_pool = align_up(s.pre_pool_bytes(batch));
-  if (workspace == nullptr && plan.workspace_bytes > 0) throw Error("cudnn_conv: no workspace");
-  char* ws = static_cast<char*>(workspace);
-  void* conv_out = shape.pool ? static_cast<void*>(ws) : y;
-  const size_t algo_bytes = plan.workspace_bytes > pre_pool ? plan.workspace_bytes - pre_pool : 0;
-  void* algo_ws = algo_bytes > 0 ? ws + pre_pool : nullptr;
+  const auto fwd_algo = static_cast<cudnnConvolutionFwdAlgo_t>(algo);
   BatchDescriptors d;
   s.describe(batch, d);
+  const bool pooled = shape.pool.has_value();
+  char* ws = static_cast<char*>(workspace);
+  void* conv_out = pooled ? static_cast<void*>(ws) : y;
   {
     std::lock_guard<std::mutex> lock(s.handle_mutex);
+    size_t algo_bytes = 0;  // the planned algorithm's need at this batch (a host-side query)
+    CNNRT_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(s.handle, d.x, s.w_desc, s.conv_desc,
+                                                              d.y, fwd_algo, &algo_bytes));
+    if (ws == nullptr && (pooled || algo_bytes > 0)) throw Error("cudnn_conv: no workspace");
+    void* algo_ws = algo_bytes > 0 ? ws + align_up(s.pre_pool_bytes(batch)) : nullptr;
     CNNRT_CUDNN_CHECK(cudnnSetStream(s.handle, stream));
     const float alpha = 1.0f, beta = 0.0f;
-    CNNRT_CUDNN_CHECK(cudnnConvolutionForward(
-        s.handle, &alpha, d.x, x, s.w_desc, s.weight.get(), s.conv_desc,
-        static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo), algo_ws, algo_bytes, &beta, d.y,
-        conv_out));
+    CNNRT_CUDNN_CHECK(cudnnConvolutionForward(s.handle, &alpha, d.x, x, s.w_desc, s.weight.get(),
+                                              s.conv_desc, fwd_algo, algo_ws, algo_bytes, &beta,
+                                              d.y, conv_out));
   }
   channel_affine_fp16(conv_out, conv_out, batch * shape.conv_h * shape.conv_w, s.oc_dev,
                       static_cast<const float*>(s.scale.get()),

@@ -34,8 +34,8 @@ class CudnnConv {
   ~CudnnConv();
   // cuDNN's heuristic choice for `batch` (host-side query, no GPU work): call once per context.
   CudnnConvPlan plan(int64_t batch) const;
-  // Runs plan.algo; workspace: >= plan.workspace_bytes bytes.  batch <= the plan's batch.
-  void forward(const CudnnConvPlan& plan, const void* x, void* y, int64_t batch, void* workspace,
+  // Runs algorithm `algo` (a plan's); workspace: >= that plan's workspace_bytes for this batch.
+  void forward(int algo, const void* x, void* y, int64_t batch, void* workspace,
                cudaStream_t stream) const;
   size_t weight_bytes() const;
 

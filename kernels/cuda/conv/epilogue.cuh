@@ -134,9 +134,8 @@ template <int BM>
 __device__ __forceinline__ int staging_row(const PoolTile& t, int pass, int local) {
   if (t.pass_rows == 0) return pass * BM + local;
   const int ly = pass * t.pass_rows + local / t.tile_tw;
-  return local < t.pass_rows * t.tile_tw && ly < t.tile_th
-             ? stage_pixel(t, ly, local % t.tile_tw)
-             : -1;
+  return local < t.pass_rows * t.tile_tw && ly < t.tile_th ? stage_pixel(t, ly, local % t.tile_tw)
+                                                           : -1;
 }
 
 // ---- write-out -------------------------------------------------------------------------------
@@ -192,8 +191,8 @@ __device__ __forceinline__ void pool_out(const __half* s_c, const PoolTile& t, c
     out.w = *reinterpret_cast<uint32_t*>(&best[3]);
     const int ch = o.ch0 + c * 8;
     if (GUARDED) out = zero_channels_from(out, ch, o.out_c);
-    *reinterpret_cast<uint4*>(o.y + ((size_t(b.image) * out_h + oy) * out_w + ox) * o.out_cs +
-                              ch) = out;
+    *reinterpret_cast<uint4*>(o.y + ((size_t(b.image) * out_h + oy) * out_w + ox) * o.out_cs + ch) =
+        out;
   }
 }
 

@@ -158,8 +158,8 @@ ConvParams base_params(const ConvShape& s, Path path) {
 void set_occupancy(std::vector<Candidate>& list, size_t first, KernelFn fn, int threads) {
   for (size_t j = first; j < list.size();) {
     Candidate& c = list[j];
-    CNNRT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&c.occupancy, fn, threads,
-                                                                   c.smem));
+    CNNRT_CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&c.occupancy, fn, threads, c.smem));
     if (c.occupancy <= 0)
       list.erase(list.begin() + j);
     else
@@ -179,8 +179,8 @@ void build_candidates(ConvFp16Impl& m, size_t smem_optin) {
     // Always the device maximum: the attribute is per function and process-wide, so every
     // instance sets the same value and none can shrink another's limit.
     for (const KernelFn fn : {flat_fn, pool_fn})
-      CNNRT_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            int(smem_optin)));
+      CNNRT_CUDA_CHECK(
+          cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_optin)));
     Candidate c;
     c.config = i;
     c.smem = conv_detail::igemm_smem_bytes(cfg.bm, cfg.bn, cfg.stages, 1, cfg.bk);
@@ -290,9 +290,9 @@ void ConvFp16Impl::launch_igemm(const Candidate& c, bool fused, const void* x, v
   const long long grid_y = (long long)p.n_tiles * p.groups;
   if (grid_x >= (1LL << 31) || grid_y > 65535 || splits > 65535)
     throw Error("conv_fp16: batch " + std::to_string(batch) + " exceeds the launch grid");
-  kernel_of(c.config, gather(), pool_kernel)<<<dim3(unsigned(grid_x), unsigned(grid_y),
-                                                    unsigned(splits)),
-                                               cfg.threads, c.smem, stream>>>(p);
+  kernel_of(c.config, gather(),
+            pool_kernel)<<<dim3(unsigned(grid_x), unsigned(grid_y), unsigned(splits)), cfg.threads,
+                           c.smem, stream>>>(p);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 
@@ -318,8 +318,8 @@ void ConvFp16Impl::launch_finish(bool fp32, const void* ws, int splits, void* y,
     return;
   }
   const long long total = (long long)batch * p.out_h * p.out_w * (p.out_cs / 8);
-  const long long blocks = std::max(
-      1LL, std::min<long long>(ceil_div(total, kFlatFinishThreads), (long long)sms * 16));
+  const long long blocks =
+      std::max(1LL, std::min<long long>(ceil_div(total, kFlatFinishThreads), (long long)sms * 16));
   if (fp32)
     conv_detail::conv_finish_kernel<true>
         <<<unsigned(blocks), kFlatFinishThreads, 0, stream>>>(p, ws, splits);

@@ -21,7 +21,8 @@ using epilogue::zero_channels_from;
 // 8-channel chunk of y = maxpool(v), where v(n, cy, cx) is read from the workspace ws:
 //  * FP32 (split-K): v = clamp(sum over `splits` fp32 partial tiles [z][m][n_limit] + bias);
 //    groups == 1, so the partial column is the output channel;
-//  * fp16 (unfused pool): v = the finished fp16 conv output [m][out_cs] (bias + activation applied).
+//  * fp16 (unfused pool): v = the finished fp16 conv output [m][out_cs] (bias + activation
+//  applied).
 // Without a pool p has kernel 1 / stride 1 / pad 0 and out = conv extent, so the same loop is
 // the identity.  The max is taken in fp32 and rounded once (rounding is monotone, so this equals
 // the fused kernel's max of rounded values).  Grid-stride, 16-byte loads and stores.
@@ -167,7 +168,8 @@ __global__ void __launch_bounds__(kFinishThreads)
   __syncthreads();
 
   // Phase 2: window maxima (fp32, rounded once), 16-byte fp16 stores.
-  for (int id = threadIdx.x; id < p.tile.tile_ph * p.tile.tile_pw * kFinishChunks; id += blockDim.x) {
+  for (int id = threadIdx.x; id < p.tile.tile_ph * p.tile.tile_pw * kFinishChunks;
+       id += blockDim.x) {
     const int c8 = id % kFinishChunks, o = id / kFinishChunks;
     const int px = o % p.tile.tile_pw, py = o / p.tile.tile_pw;
     const int oy = tile_y * p.tile.tile_ph + py, ox = tile_x * p.tile.tile_pw + px;

@@ -30,8 +30,8 @@
 //    tiles (less halo recomputation, less edge waste) are possible.  The pooled outputs are then
 //    reduced from shared memory with __hmax2; the pre-pool tensor never reaches device memory.
 //    Taking the max after rounding to fp16 equals rounding the fp32 max (rounding is monotone).
-//    Row-streaming variant (p.tile.pass_rows > 0): passes of whole conv rows, staging = a small ring
-//    of conv rows, pooled rows written as soon as their windows are complete; the staging size
+//    Row-streaming variant (p.tile.pass_rows > 0): passes of whole conv rows, staging = a small
+//    ring of conv rows, pooled rows written as soon as their windows are complete; the staging size
 //    no longer grows with the pass count, so one CTA can sweep a whole image (no halo).
 //  * split-K (non-pool instances, p.partial set): grid.z slices the K loop and each CTA writes
 //    its raw fp32 sums to the workspace; conv_splitk_finish_kernel (igemm_finish.cuh)
@@ -211,7 +211,8 @@ struct IgemmCta {
         gather_regs[i / 2] |= v << 16;
     }
   }
-  __device__ __forceinline__ void store_gathered(int slot, const uint32_t (&gather_regs)[kGatherPer / 2]) {
+  __device__ __forceinline__ void store_gathered(int slot,
+                                                 const uint32_t (&gather_regs)[kGatherPer / 2]) {
     unsigned short* dst = reinterpret_cast<unsigned short*>(s_a + slot * kAStage);
 #pragma unroll
     for (int i = 0; i < kGatherPer; ++i)
@@ -333,8 +334,8 @@ struct IgemmCta {
 #pragma unroll
         for (int ni = 0; ni < NI; ++ni) {
           const int col = warp_n * WN + ni * 8 + (lane & 3) * 2;
-          epilogue::stage_pair(s_c + row * kCRow + col, acc[mi][ni][2 * h],
-                               acc[mi][ni][2 * h + 1], bias_tile[col], bias_tile[col + 1], p.act);
+          epilogue::stage_pair(s_c + row * kCRow + col, acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1],
+                               bias_tile[col], bias_tile[col + 1], p.act);
         }
       }
     }
@@ -343,8 +344,8 @@ struct IgemmCta {
     return {p.y, p.out_cs, group * p.opg + n0, p.n_limit - n0, p.out_c};
   }
   __device__ __forceinline__ void pool_rows(int py_begin, int py_end) const {
-    epilogue::pool_out<BN, kThreads, true>(s_c, p.tile, p.pool, block, p.conv_h, p.conv_w,
-                                           p.out_h, p.out_w, output(), tid, py_begin, py_end);
+    epilogue::pool_out<BN, kThreads, true>(s_c, p.tile, p.pool, block, p.conv_h, p.conv_w, p.out_h,
+                                           p.out_w, output(), tid, py_begin, py_end);
   }
   // Row streaming: pool the pooled rows whose windows the rows so far complete.  The next pass
   // only writes ring slots of rows no pending pooled row needs (host: stage_rows), and its

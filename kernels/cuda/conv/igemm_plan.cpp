@@ -88,8 +88,7 @@ double ConvFp16Impl::fused_us(const Candidate& c, int batch) const {
 // Unfused pool: flat conv into the workspace (written + read back once), then the pool pass.
 double ConvFp16Impl::unfused_us(const Candidate& f, int batch) const {
   const double pre_pool = double(m_total(batch)) * base.out_cs * sizeof(__half);
-  const double out_bytes =
-      double(batch) * shape.out_h * shape.out_w * base.out_cs * sizeof(__half);
+  const double out_bytes = double(batch) * shape.out_h * shape.out_w * base.out_cs * sizeof(__half);
   const long long n_ctas = (long long)ceil_div(base.n_limit, config(f).bn) * base.groups;
   return grid_us(config(f), m_ctas(f, batch, false) * n_ctas, f.occupancy,
                  k_tiles_of(config(f)) + 2, sms) +
@@ -102,8 +101,7 @@ double ConvFp16Impl::unfused_us(const Candidate& f, int batch) const {
 // kFinishUnroll slices, which every finish thread walks in sequence.
 double ConvFp16Impl::split_us(const Candidate& f, int batch, int splits, int split_k) const {
   const double partials = double(splits) * m_total(batch) * base.n_limit * sizeof(float);
-  const double out_bytes =
-      double(batch) * shape.out_h * shape.out_w * base.out_cs * sizeof(__half);
+  const double out_bytes = double(batch) * shape.out_h * shape.out_w * base.out_cs * sizeof(__half);
   double overlap = 1.0;
   if (finish_tiled)
     overlap = double(finish.tiles_y) * finish.tiles_x * finish.tile_th * finish.tile_tw /
@@ -279,8 +277,7 @@ size_t ConvFp16Impl::workspace_of(const Launch& l, int batch) const {
     case Kind::Unfused:
       return round_up_256(size_t(m_total(batch)) * base.out_cs * sizeof(__half));
     case Kind::SplitK:
-      return round_up_256(size_t(l.splits) * size_t(m_total(batch)) * base.n_limit *
-                          sizeof(float));
+      return round_up_256(size_t(l.splits) * size_t(m_total(batch)) * base.n_limit * sizeof(float));
     default:
       return 0;
   }

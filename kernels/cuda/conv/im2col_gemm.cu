@@ -14,9 +14,9 @@
 #include <string>
 
 #include "cnnrt/error.h"
+#include "kernels/cuda/conv/im2col_gemm.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/elementwise_fp16.h"
-#include "kernels/cuda/conv/im2col_gemm.h"
 #include "kernels/cuda/linear_fp16.h"
 #include "kernels/cuda/pool_fp16.h"
 

@@ -71,7 +71,8 @@ inline int ceil_div_int(long long a, long long b) { return static_cast<int>((a +
 
 // The PH x PW block of an out_h x out_w pooled output: its conv tile and the blocks per image,
 // computed in one pass of bm pixels or packed passes of bm pixels.
-inline PoolTile packed_pool_tile(int out_h, int out_w, const PoolWindow& w, int ph, int pw, int bm) {
+inline PoolTile packed_pool_tile(int out_h, int out_w, const PoolWindow& w, int ph, int pw,
+                                 int bm) {
   PoolTile t;
   t.tile_ph = ph;
   t.tile_pw = pw;
@@ -97,8 +98,8 @@ inline int stream_stage_rows(const PoolTile& t, const PoolWindow& w) {
 
 // The same block computed by row streaming: passes of bm / TW whole conv rows.  Nothing when a
 // conv row of the tile is wider than bm.
-inline std::optional<PoolTile> streamed_pool_tile(int out_h, int out_w, const PoolWindow& w,
-                                                  int ph, int pw, int bm) {
+inline std::optional<PoolTile> streamed_pool_tile(int out_h, int out_w, const PoolWindow& w, int ph,
+                                                  int pw, int bm) {
   PoolTile t = packed_pool_tile(out_h, out_w, w, ph, pw, bm);
   if (t.tile_tw > bm) return std::nullopt;
   t.pass_rows = bm / t.tile_tw;

@@ -19,8 +19,8 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/conv/space_to_depth.h"
+#include "kernels/cuda/cuda_check.h"
 
 namespace cnnrt::cuda {
 namespace {

@@ -88,8 +88,7 @@ void enumerate_pool_tilings(ConvFp16WgmmaImpl& m) {
       if (m.single >= 0) {
         const PoolTile& b = m.tilings[m.single].tile;
         const long long best = (long long)b.tiles_y * b.tiles_x;
-        if (tiles > best ||
-            (tiles == best && a.tile_th * a.tile_tw >= b.tile_th * b.tile_tw))
+        if (tiles > best || (tiles == best && a.tile_th * a.tile_tw >= b.tile_th * b.tile_tw))
           continue;
       }
       m.single = int(m.tilings.size()) - 1;

@@ -33,7 +33,7 @@ struct WgmmaConvParams {
   int w_k = 0;
   int out_c = 0;
   EpilogueClamp act;  // the fused activation
-  int m_total = 0;  // batch * conv_h * conv_w (set per launch)
+  int m_total = 0;    // batch * conv_h * conv_w (set per launch)
 };
 
 // Everything but the pointers and m_total, K padded to a multiple of `k_tile`.

@@ -136,8 +136,8 @@ struct WgmmaCta {
     else
       m0 = blockIdx.x * kBM;
     passes = POOL ? p.tile.passes : 1;
-    s_c = passes == 1 ? reinterpret_cast<__half*>(ring_ptr)
-                      : reinterpret_cast<__half*>(s_rows + kBM);
+    s_c =
+        passes == 1 ? reinterpret_cast<__half*>(ring_ptr) : reinterpret_cast<__half*>(s_rows + kBM);
     ld_c = tid & 7;
     ld_r0 = tid >> 3;
     ld_off = uint32_t(ld_r0) * 128 + (uint32_t(ld_c ^ (ld_r0 & 7)) << 4);

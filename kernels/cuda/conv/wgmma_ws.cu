@@ -76,12 +76,12 @@
 #include <vector>
 
 #include "cnnrt/error.h"
-#include "kernels/cuda/conv/wgmma.h"
-#include "kernels/cuda/conv/wgmma_ws.h"
-#include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/conv/wgmma_common.h"
 #include "kernels/cuda/conv/epilogue.cuh"
 #include "kernels/cuda/conv/ptx.cuh"
+#include "kernels/cuda/conv/wgmma.h"
+#include "kernels/cuda/conv/wgmma_common.h"
+#include "kernels/cuda/conv/wgmma_ws.h"
+#include "kernels/cuda/cuda_check.h"
 
 namespace cnnrt::cuda {
 namespace wgmma_ws_detail {
@@ -139,7 +139,7 @@ struct WsCta {
   const WsParams& p;
   uint32_t ring;
   unsigned char* ring_ptr;
-  int4* s_rows;  // {image|-1, ih0, iw0, 0}
+  int4* s_rows;                  // {image|-1, ih0, iw0, 0}
   uint32_t full_bar, empty_bar;  // STAGES x 8 bytes each, after the row table
   int tid, warp, lane, wg;       // wg 0: producer; 1, 2: consumers
   int m0, n0;
@@ -163,9 +163,8 @@ struct WsCta {
   // barriers; then the last CTA-wide barrier.
   __device__ __forceinline__ void setup() {
     const epilogue::RowGeometry g{p.conv_h, p.conv_w, p.sh, p.sw, p.ph, p.pw};
-    epilogue::fill_row_table<BM, kThreads, false>(s_rows, tid, g, PoolTile{},
-                                                  0, epilogue::PoolBlock{0, 0, 0, 0, 0}, m0,
-                                                  p.m_total);
+    epilogue::fill_row_table<BM, kThreads, false>(
+        s_rows, tid, g, PoolTile{}, 0, epilogue::PoolBlock{0, 0, 0, 0, 0}, m0, p.m_total);
     if (tid == 0) {
 #pragma unroll
       for (int s = 0; s < STAGES; ++s) {

@@ -20,7 +20,7 @@ constexpr double kTolerance = 2e-3;
 const KernelRegistry& baseline_registry() {
   static KernelRegistry* registry = [] {
     auto* r = new KernelRegistry();
-    cuda::register_baseline_kernels(*r);
+    cuda::register_conv_baseline_kernels(*r);
     return r;
   }();
   return *registry;
