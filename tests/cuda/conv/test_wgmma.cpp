@@ -181,7 +181,11 @@ TEST(ConvWgmma, RegistryEntryRunsConv4) {
   node.params.push_back(test::make_param("bias", {t.oc}, bias));
   Graph graph;
   test::EntryRunner runner(KernelRegistry::instance(), "conv_fp16_wgmma", node, graph);
-  EXPECT_NE(runner.prepare(t.batch).variant_name.find("_"), std::string::npos);
+  // Batch 2 leaves SMs idle: the plan is the fallback's (igemm), named.
+  const std::string planned = runner.prepare(t.batch).variant_name;
+  EXPECT_TRUE(planned.find("igemm") != std::string::npos ||
+              planned.find("wgmma") != std::string::npos)
+      << planned;
   test::DeviceMem d_x(test::to_nhwc(x, t.batch, t.c, t.h, t.w));
   test::DeviceMem d_y(size_t(t.batch) * 13 * 13 * t.oc * sizeof(__half));
   runner.run({d_x.get()}, d_y.get(), t.batch);
