@@ -156,32 +156,24 @@ ConvFp16WgmmaPlan plan_of(const ConvFp16WgmmaImpl& m, int variant, int batch) {
   return plan;
 }
 
-template <int BN, bool POOL>
-void set_smem_limit(size_t bytes) {
-  CNNRT_CUDA_CHECK(
-      cudaFuncSetAttribute(wgmma_detail::conv_wgmma_kernel<BN, wgmma_detail::kStages, POOL>,
-                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+// The kernel instance of a layer: BN, fused pool or not, and CLAMP for an activation with an
+// upper bound (ReLU6, Clip) — identity / ReLU layers run the instance without the fminf, whose
+// cost in this epilogue measured 2% of AlexNet (H100 A/B, issue 7).
+template <int BN, bool POOL, bool CLAMP>
+constexpr auto kernel_of() {
+  return wgmma_detail::conv_wgmma_kernel<BN, wgmma_detail::kStages, POOL, CLAMP>;
 }
 template <int BN>
-void set_smem_limit(bool pool, size_t bytes) {
-  if (pool)
-    set_smem_limit<BN, true>(bytes);
-  else
-    set_smem_limit<BN, false>(bytes);
+auto kernel_of(bool pool, bool clamp) {
+  if (pool) return clamp ? kernel_of<BN, true, true>() : kernel_of<BN, true, false>();
+  return clamp ? kernel_of<BN, false, true>() : kernel_of<BN, false, false>();
 }
-
-template <int BN, bool POOL>
-void launch(const dim3& grid, size_t smem, const WgmmaParams& p, cudaStream_t stream) {
-  constexpr int S = wgmma_detail::kStages;
-  wgmma_detail::conv_wgmma_kernel<BN, S, POOL><<<grid, wgmma_detail::kThreads, smem, stream>>>(p);
+auto kernel_of(int bn, bool pool, bool clamp) {
+  return bn == 128   ? kernel_of<128>(pool, clamp)
+         : bn == 192 ? kernel_of<192>(pool, clamp)
+                     : kernel_of<64>(pool, clamp);
 }
-template <int BN>
-void launch(bool pool, const dim3& grid, size_t smem, const WgmmaParams& p, cudaStream_t stream) {
-  if (pool)
-    launch<BN, true>(grid, smem, p, stream);
-  else
-    launch<BN, false>(grid, smem, p, stream);
-}
+bool upper_clamp(const ConvShape& s) { return s.clamps() && s.activation.hi < INFINITY; }
 
 }  // namespace
 
@@ -265,12 +257,9 @@ ConvFp16Wgmma::ConvFp16Wgmma(const ConvShape& shape_in, const float* weight, con
   // occupancy follows the size each launch asks for.
   const size_t limit =
       m.pool() ? m.smem_optin : wgmma_detail::smem_bytes(m.bn, wgmma_detail::kStages);
-  if (m.bn == 128)
-    set_smem_limit<128>(m.pool(), limit);
-  else if (m.bn == 192)
-    set_smem_limit<192>(m.pool(), limit);
-  else
-    set_smem_limit<64>(m.pool(), limit);
+  CNNRT_CUDA_CHECK(cudaFuncSetAttribute(kernel_of(m.bn, m.pool(), upper_clamp(s)),
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(limit)));
 }
 
 ConvFp16Wgmma::~ConvFp16Wgmma() = default;
@@ -312,12 +301,8 @@ void ConvFp16Wgmma::forward(int variant, const void* x, void* y, int batch,
   p.y = static_cast<__half*>(y);
   p.m_total = static_cast<int>(m_total);
   const dim3 grid(static_cast<unsigned>(grid_x), static_cast<unsigned>(m.shape.out_c / m.bn));
-  if (m.bn == 128)
-    launch<128>(m.pool(), grid, smem, p, stream);
-  else if (m.bn == 192)
-    launch<192>(m.pool(), grid, smem, p, stream);
-  else
-    launch<64>(m.pool(), grid, smem, p, stream);
+  kernel_of(m.bn, m.pool(),
+            upper_clamp(m.shape))<<<grid, wgmma_detail::kThreads, smem, stream>>>(p);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 

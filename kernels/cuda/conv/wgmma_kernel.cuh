@@ -53,6 +53,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/cuda/conv/epilogue.cuh"
 #include "kernels/cuda/conv/pool_tiling.h"
@@ -90,76 +91,63 @@ constexpr size_t stream_smem_bytes(int bn, int stages, int stage_rows, int tile_
   return smem_bytes(bn, stages) + size_t(stage_rows) * tile_tw * (bn + 8) * 2;
 }
 
+// CLAMP: the activation has an upper bound (ReLU6, Clip); without it the epilogue is exactly the
+// ReLU one (max with lo when the activation is on).
+template <int BN, int STAGES, bool POOL, bool CLAMP>
+__global__ void __launch_bounds__(kThreads, 1) conv_wgmma_kernel(const WgmmaParams p) {
 #ifdef CNNRT_WGMMA_DEVICE
-// One CTA of conv_wgmma_kernel: its tile, shared-memory carve-up, loader state and the steps of
-// a pass as device functions.
-template <int BN, int STAGES, bool POOL>
-struct WgmmaCta {
   static_assert(STAGES >= 3, "the ring keeps one tile under wgmma and one being refilled");
-  static constexpr int kAStage = kBM * 128, kBStage = BN * 128, kStage = kAStage + kBStage;
-  static constexpr int kAcc = BN / 2;   // fp32 accumulators per thread (m64nBN / 128 threads)
-  static constexpr int kCRow = BN + 8;  // staging row (halves); +8: conflict-free half2 stores
+  constexpr int kAStage = kBM * 128, kBStage = BN * 128, kStage = kAStage + kBStage;
+  constexpr int kAcc = BN / 2;   // fp32 accumulators per thread (m64nBN over 128 threads)
+  constexpr int kCRow = BN + 8;  // staging row (halves); +8 keeps the half2 stores conflict-free
   static_assert(kBM * kCRow * 2 <= STAGES * kStage, "the fp16 staging tile aliases the ring");
 
-  const WgmmaParams& p;
-  uint32_t ring;  // shared address of the 1024-byte aligned pipeline ring
-  unsigned char* ring_ptr;
-  int4* s_rows;  // {image|-1, ih0, iw0, 0}
-  __half* s_c;   // staging: the drained ring (single pass) or after the row table (streamed)
-  int tid, warp, lane, wg;  // wg: warpgroup, rows 64 * wg .. 64 * wg + 63
-  int n0;
-  const __half* w_tile;
-  int m0 = 0;
-  epilogue::PoolBlock block{0, 0, 0, 0, 0};
-  int passes;
-  // Loaders: thread owns 16-byte chunk ld_c of rows ld_r0 + 32 i; all of a thread's rows share
-  // row % 8, hence one swizzled chunk offset.
-  int ld_c, ld_r0;
-  uint32_t ld_off;
-  // (tap row, tap column, channel chunk) of this thread's K chunk, advanced per k-tile.
-  int a_kc = 0, a_c8 = 0, a_kh = 0, a_kw = 0;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const uint32_t raw_base = smem_u32(smem_raw);
+  const uint32_t ring = (raw_base + 1023u) & ~1023u;  // swizzle atoms need 1024-byte alignment
+  unsigned char* ring_ptr = smem_raw + (ring - raw_base);
+  int4* s_rows = reinterpret_cast<int4*>(ring_ptr + STAGES * kStage);  // {image|-1, ih0, iw0, 0}
 
-  __device__ __forceinline__ WgmmaCta(const WgmmaParams& params, unsigned char* smem_raw)
-      : p(params) {
-    const uint32_t raw_base = smem_u32(smem_raw);
-    ring = (raw_base + 1023u) & ~1023u;  // swizzle atoms need 1024-byte alignment
-    ring_ptr = smem_raw + (ring - raw_base);
-    s_rows = reinterpret_cast<int4*>(ring_ptr + STAGES * kStage);
-    tid = threadIdx.x;
-    warp = tid >> 5;
-    lane = tid & 31;
-    wg = warp >> 2;
-    n0 = blockIdx.y * BN;
-    w_tile = p.w + size_t(n0) * p.w_k;
-    if constexpr (POOL)
-      block = epilogue::pool_block_of(blockIdx.x, p.tile, p.pool);
-    else
-      m0 = blockIdx.x * kBM;
-    passes = POOL ? p.tile.passes : 1;
-    s_c =
-        passes == 1 ? reinterpret_cast<__half*>(ring_ptr) : reinterpret_cast<__half*>(s_rows + kBM);
-    ld_c = tid & 7;
-    ld_r0 = tid >> 3;
-    ld_off = uint32_t(ld_r0) * 128 + (uint32_t(ld_c ^ (ld_r0 & 7)) << 4);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int wg = warp >> 2;  // warpgroup: rows 64 * wg .. 64 * wg + 63
+  const int n0 = blockIdx.y * BN;
+  const __half* w_tile = p.w + size_t(n0) * p.w_k;
+  int m0 = 0, image = 0, tile_y = 0, tile_x = 0, cy0 = 0, cx0 = 0;
+  if constexpr (POOL) {
+    int t = blockIdx.x;
+    tile_x = t % p.tile.tiles_x;
+    t /= p.tile.tiles_x;
+    tile_y = t % p.tile.tiles_y;
+    image = t / p.tile.tiles_y;
+    cy0 = tile_y * p.tile.tile_ph * p.pool.ps_h - p.pool.pp_h;
+    cx0 = tile_x * p.tile.tile_pw * p.pool.ps_w - p.pool.pp_w;
+  } else {
+    m0 = blockIdx.x * kBM;
   }
 
-  __device__ __forceinline__ void load_b(int slot, int kt) {
+  // ---- loaders: thread owns 16-byte chunk ld_c of rows ld_r0 + 32 i -----------------------
+  const int ld_c = tid & 7, ld_r0 = tid >> 3;
+  // All of a thread's rows share row % 8, hence one swizzled chunk offset.
+  const uint32_t ld_off = uint32_t(ld_r0) * 128 + (uint32_t(ld_c ^ (ld_r0 & 7)) << 4);
+  auto load_b = [&](int slot, int kt) {
 #pragma unroll
     for (int i = 0; i < BN * 8 / kThreads; ++i) {
       const int r = ld_r0 + 32 * i;
       cp_async_16(ring + slot * kStage + kAStage + ld_off + i * 32 * 128,
                   w_tile + size_t(r) * p.w_k + kt * kBK + ld_c * 8, 16);
     }
-  }
-  // The loader runs for consecutive k-tiles only: no division per k-tile, one seek per pass.
-  __device__ __forceinline__ void seek_a() {
+  };
+  // The loader runs for consecutive k-tiles only, so the (tap row, tap column, channel chunk)
+  // of this thread's K chunk advance incrementally: no division per k-tile, one seek per pass.
+  int a_kc = 0, a_c8 = 0, a_kh = 0, a_kw = 0;
+  auto seek_a = [&]() {
     a_kc = ld_c;
     const int tap = a_kc / p.c_chunks;
     a_c8 = a_kc - tap * p.c_chunks;
     a_kh = tap / p.kw;
     a_kw = tap - a_kh * p.kw;
-  }
-  __device__ __forceinline__ void load_a(int slot) {
+  };
+  auto load_a = [&](int slot) {
     const bool k_ok = a_kc < p.k_chunks;  // past K: zero fill (the tap may run past kh)
     const int dy = a_kh, dx = a_kw;
     const __half* x_c = p.x + a_c8 * 8;
@@ -185,34 +173,116 @@ struct WgmmaCta {
       }
       cp_async_16(ring + slot * kStage + ld_off + i * 32 * 128, src, bytes);
     }
-  }
+  };
 
-  // Row table of a pass.  The previous pass's loads are all waited for and behind a barrier, so
-  // the table can be rewritten; the barrier after it also orders the previous pass's pool reads
-  // before this pass's staging.
-  __device__ __forceinline__ void fill_rows(int pass) {
-    const epilogue::RowGeometry g{p.conv_h, p.conv_w, p.sh, p.sw, p.ph, p.pw};
-    epilogue::fill_row_table<kBM, kThreads, POOL>(s_rows, tid, g, p.tile, pass, block, m0,
-                                                  p.m_total);
-    __syncthreads();
-  }
+  // Staging: a single-pass tile aliases the drained ring; the row-streaming ring of stage_rows
+  // conv rows lives after the row table, because the next pass refills the pipeline ring while
+  // earlier rows still wait for their pool windows.
+  const int passes = POOL ? p.tile.passes : 1;
+  __half* const s_c =
+      passes == 1 ? reinterpret_cast<__half*>(ring_ptr) : reinterpret_cast<__half*>(s_rows + kBM);
+  constexpr int kChunks = BN / 8;
 
-  // Pipeline (no producer warps): loads STAGES-2 tiles ahead; per k-tile wait -> proxy fence ->
-  // barrier -> refill -> wgmma.fence, 4 x wgmma, commit -> wait_group 1 (design note).  Ends
-  // with the ring drained and behind a barrier.
-  __device__ __forceinline__ void mainloop(float (&acc)[kAcc]) {
+  // Pooled rows [py_begin, py_end) of the block: window max over the staged conv rows with
+  // __hmax2.  Window cells outside the conv output (pool padding, ceil_mode overhang) are
+  // skipped, i.e. act as -inf; every window holds at least one real cell (pad <= kernel / 2,
+  // PyTorch's ceil_mode rule), so -inf never reaches the output.  out_c % 64 == 0: no padding
+  // channels exist.
+  auto pool_out = [&](int py_begin, int py_end) {
+    const __half2 neg_inf = __float2half2_rn(-INFINITY);
+    const int items = (py_end - py_begin) * p.tile.tile_pw * kChunks;
+    for (int id = tid; id < items; id += kThreads) {
+      const int c = id % kChunks, t = id / kChunks;
+      const int px = t % p.tile.tile_pw, py = py_begin + t / p.tile.tile_pw;
+      const int oy = tile_y * p.tile.tile_ph + py, ox = tile_x * p.tile.tile_pw + px;
+      if (oy >= p.out_h || ox >= p.out_w) continue;
+      __half2 best[4] = {neg_inf, neg_inf, neg_inf, neg_inf};
+      for (int i = 0; i < p.pool.pk_h; ++i) {
+        const int ly = py * p.pool.ps_h + i, cy = cy0 + ly;
+        if (cy < 0 || cy >= p.conv_h) continue;
+        const int srow = (passes == 1 ? ly : ly % p.tile.stage_rows) * p.tile.tile_tw;
+        for (int j = 0; j < p.pool.pk_w; ++j) {
+          const int lx = px * p.pool.ps_w + j, cx = cx0 + lx;
+          if (cx < 0 || cx >= p.conv_w) continue;
+          const uint4 v = *reinterpret_cast<const uint4*>(s_c + (srow + lx) * kCRow + c * 8);
+          const uint32_t w4[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            __half2 h;
+            memcpy(&h, &w4[q], sizeof(h));
+            best[q] = __hmax2(best[q], h);
+          }
+        }
+      }
+      uint4 out;
+      memcpy(&out.x, &best[0], 4);
+      memcpy(&out.y, &best[1], 4);
+      memcpy(&out.z, &best[2], 4);
+      memcpy(&out.w, &best[3], 4);
+      *reinterpret_cast<uint4*>(p.y + ((size_t(image) * p.out_h + oy) * p.out_w + ox) * p.out_c +
+                                n0 + c * 8) = out;
+    }
+  };
+  // Row streaming: pooled rows whose windows lie within the conv rows of passes 0..q.
+  auto pooled_rows_after = [&](int q) {
+    if (q + 1 >= passes) return p.tile.tile_ph;
+    const int done = min((q + 1) * p.tile.pass_rows, p.tile.tile_th);
+    return done < p.pool.pk_h ? 0 : min(p.tile.tile_ph, (done - p.pool.pk_h) / p.pool.ps_h + 1);
+  };
+
+  const int row0 = wg * 64 + (warp & 3) * 16 + (lane >> 2);  // accumulator rows row0, row0 + 8
+  for (int pass = 0; pass < passes; ++pass) {
+    // Row table: A row r = output pixel m0 + r, or (POOL) conv-tile pixel (ly, lx) of this
+    // pass.  Rows outside the conv output (tile overhang, pool padding, M tail, the pass's
+    // unused rows) are zero-filled and never read back.  The previous pass's loads are all
+    // waited for and behind a barrier, so the table can be rewritten.
+    for (int r = tid; r < kBM; r += kThreads) {
+      int4 info = make_int4(-1, 0, 0, 0);
+      if constexpr (POOL) {
+        int ly, lx;
+        bool in_tile;
+        if (passes == 1) {
+          ly = r / p.tile.tile_tw;
+          lx = r - ly * p.tile.tile_tw;
+          in_tile = ly < p.tile.tile_th;
+        } else {
+          const int q = r / p.tile.tile_tw;
+          ly = pass * p.tile.pass_rows + q;
+          lx = r - q * p.tile.tile_tw;
+          in_tile = q < p.tile.pass_rows && ly < p.tile.tile_th;
+        }
+        const int cy = cy0 + ly, cx = cx0 + lx;
+        if (in_tile && cy >= 0 && cy < p.conv_h && cx >= 0 && cx < p.conv_w)
+          info = make_int4(image, cy * p.sh - p.ph, cx * p.sw - p.pw, 0);
+      } else {
+        const int m = m0 + r;
+        if (m < p.m_total) {
+          const int cx = m % p.conv_w, t = m / p.conv_w;
+          const int cy = t % p.conv_h, n = t / p.conv_h;
+          info = make_int4(n, cy * p.sh - p.ph, cx * p.sw - p.pw, 0);
+        }
+      }
+      s_rows[r] = info;
+    }
+    __syncthreads();  // also orders the previous pass's pool reads before this pass's staging
+
     seek_a();
+    float acc[kAcc];
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) acc[i] = 0.f;
     fence_operands(acc);
+
+    // ---- prologue: tiles 0 .. STAGES-3 --------------------------------------------------------
 #pragma unroll
-    for (int s = 0; s < STAGES - 2; ++s) {  // prologue: tiles 0 .. STAGES-3
+    for (int s = 0; s < STAGES - 2; ++s) {
       if (s < p.k_tiles) {
         load_b(s, s);
         load_a(s);
       }
       cp_async_commit();
     }
+
+    // ---- main loop ------------------------------------------------------------------------
     for (int kt = 0; kt < p.k_tiles; ++kt) {
       cp_async_wait<STAGES - 3>();  // this thread's copies of tile kt have landed
       fence_proxy_async_shared();
@@ -238,58 +308,58 @@ struct WgmmaCta {
     fence_operands(acc);
     cp_async_wait<0>();
     __syncthreads();  // the ring is drained and no warpgroup reads it (single pass: staging)
-  }
 
-  // Bias + activation -> fp16 staging, then a barrier.  A streamed pass drops rows past its
-  // conv rows (staging row -1).
-  __device__ __forceinline__ void stage(const float (&acc)[kAcc], int pass) const {
-    const int row0 = wg * 64 + (warp & 3) * 16 + (lane >> 2);  // rows row0, row0 + 8
+    // ---- epilogue: bias + ReLU -> fp16 staging ------------------------------------------
+    // Staging pixel of each accumulator row; -1: a streamed pass's unused row (dropped).
     int srow[2];
 #pragma unroll
-    for (int h = 0; h < 2; ++h)
-      srow[h] = POOL ? epilogue::staging_row<kBM>(p.tile, pass, row0 + 8 * h) : row0 + 8 * h;
+    for (int h = 0; h < 2; ++h) {
+      const int r = row0 + 8 * h;
+      srow[h] = r;
+      if (POOL && passes > 1) {
+        const int q = r / p.tile.tile_tw, ly = pass * p.tile.pass_rows + q;
+        srow[h] = q < p.tile.pass_rows && ly < p.tile.tile_th
+                      ? (ly % p.tile.stage_rows) * p.tile.tile_tw + (r - q * p.tile.tile_tw)
+                      : -1;
+      }
+    }
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j) {
       const int col = j * 8 + (lane & 3) * 2;
       const float b0 = p.bias[n0 + col], b1 = p.bias[n0 + col + 1];
 #pragma unroll
-      for (int h = 0; h < 2; ++h)
+      for (int h = 0; h < 2; ++h) {
+        float v0 = acc[4 * j + 2 * h] + b0, v1 = acc[4 * j + 2 * h + 1] + b1;
+        if (p.act.on) {
+          if constexpr (CLAMP) {
+            v0 = fminf(fmaxf(v0, p.act.lo), p.act.hi);
+            v1 = fminf(fmaxf(v1, p.act.lo), p.act.hi);
+          } else {
+            v0 = fmaxf(v0, p.act.lo);
+            v1 = fmaxf(v1, p.act.lo);
+          }
+        }
         if (srow[h] >= 0)
-          epilogue::stage_pair(s_c + srow[h] * kCRow + col, acc[4 * j + 2 * h],
-                               acc[4 * j + 2 * h + 1], b0, b1, p.act);
+          *reinterpret_cast<__half2*>(s_c + srow[h] * kCRow + col) = __floats2half2_rn(v0, v1);
+      }
     }
     __syncthreads();
-  }
 
-  // Pool layers: the pooled rows this pass completes (all of them after a single pass).  The
-  // next pass only writes staging rows no pending pooled row needs (host: stage_rows), and its
-  // row-table barrier orders these reads before its epilogue writes.  Plain layers: the rows.
-  __device__ __forceinline__ void write_out(int pass) const {
-    const epilogue::TileOutput o{p.y, p.out_c, n0, p.out_c - n0, p.out_c};
     if constexpr (POOL) {
-      const int py_begin = pass == 0 ? 0 : pooled_rows_after(p.tile, p.pool, pass - 1);
-      const int py_end = pooled_rows_after(p.tile, p.pool, pass);
-      if (py_end > py_begin)
-        epilogue::pool_out<BN, kThreads, false>(s_c, p.tile, p.pool, block, p.conv_h, p.conv_w,
-                                                p.out_h, p.out_w, o, tid, py_begin, py_end);
+      // The next pass only writes staging rows no pending pooled row needs (host: stage_rows),
+      // and its row-table barrier orders these reads before its epilogue writes.
+      const int py_begin = pass == 0 ? 0 : pooled_rows_after(pass - 1);
+      const int py_end = pooled_rows_after(pass);
+      if (py_end > py_begin) pool_out(py_begin, py_end);
     } else {
-      epilogue::store_rows<kBM, BN, kThreads, false, false>(s_c, tid, m0, p.m_total, o);
+      for (int id = tid; id < kBM * kChunks; id += kThreads) {
+        const int r = id / kChunks, c = id % kChunks;
+        const int m = m0 + r;
+        if (m >= p.m_total) continue;
+        *reinterpret_cast<uint4*>(p.y + size_t(m) * p.out_c + n0 + c * 8) =
+            *reinterpret_cast<const uint4*>(s_c + r * kCRow + c * 8);
+      }
     }
-  }
-};
-#endif  // CNNRT_WGMMA_DEVICE
-
-template <int BN, int STAGES, bool POOL>
-__global__ void __launch_bounds__(kThreads, 1) conv_wgmma_kernel(const WgmmaParams p) {
-#ifdef CNNRT_WGMMA_DEVICE
-  extern __shared__ __align__(1024) unsigned char smem_raw[];
-  WgmmaCta<BN, STAGES, POOL> cta(p, smem_raw);
-  for (int pass = 0; pass < cta.passes; ++pass) {
-    cta.fill_rows(pass);
-    float acc[BN / 2];
-    cta.mainloop(acc);
-    cta.stage(acc, pass);
-    cta.write_out(pass);
   }
 #else
   __trap();  // not the sm_90a image: device_supported() keeps this from ever being launched
