@@ -1,4 +1,6 @@
 // `alexnet_infer IMAGE`: top-K ImageNet classes of a picture — the first thing anyone runs.
+// `--model M` takes any classifier in the model format (models/efficientnet_lite0.yaml, the
+// zoo, an ONNX import): AlexNet is only the default.
 //
 // Order of work is chosen so mistakes surface before anything slow happens: arguments, device,
 // model YAML, labels and image are checked first; only then are the weights read (244 MB for
@@ -25,7 +27,9 @@ using namespace cnnrt::apps;
 const char kUsage[] =
     "usage: alexnet_infer IMAGE [--model M] [--weights W | --random-weights [SEED]] "
     "[--device auto|cpu|cuda] [--precision auto|fp32|fp16|int8] [--plan PLAN.yaml] [--top K] "
-    "[--profile]";
+    "[--profile]\n"
+    "  --model M   any classifier model YAML (default: models/alexnet.yaml), e.g.\n"
+    "              models/efficientnet_lite0.yaml after tools/convert_efficientnet_lite0.py";
 
 std::vector<double> softmax(const std::vector<float>& logits) {
   const float max_logit = *std::max_element(logits.begin(), logits.end());

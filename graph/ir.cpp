@@ -40,6 +40,20 @@ ActivationBounds activation_bounds(const Node& node) {
   return {-kInf, kInf};
 }
 
+const char* activation_name(Activation activation) {
+  switch (activation) {
+    case Activation::None:
+      return "none";
+    case Activation::Relu:
+      return "relu";
+    case Activation::Relu6:
+      return "relu6";
+    case Activation::Clip:
+      return "clip";
+  }
+  return "?";
+}
+
 const Param* Node::find_param(const std::string& role) const {
   for (const Param& param : params)
     if (param.role == role) return &param;

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <variant>
@@ -31,6 +32,8 @@ struct HostTensor {
 enum class OpKind {
   Conv,
   Relu,
+  Relu6,
+  Clip,
   MaxPool,
   AvgPool,
   AdaptiveAvgPool,
@@ -57,6 +60,10 @@ struct ConvAttrs {
   int pad_h_extra = 0, pad_w_extra = 0;
   int dilation_h = 1, dilation_w = 1;
   int groups = 1;
+  // `padding: same` (TensorFlow): the four pads depend on the input size, so shape inference
+  // (re)computes pad_h/pad_w/pad_*_extra from the input every time it runs; see
+  // resolve_same_padding in graph/ops.h.
+  bool pad_same = false;
   int pad_bottom() const { return pad_h + pad_h_extra; }
   int pad_right() const { return pad_w + pad_w_extra; }
   bool symmetric_padding() const { return pad_h_extra == 0 && pad_w_extra == 0; }
@@ -73,6 +80,12 @@ struct PoolAttrs {
 
 struct AdaptivePoolAttrs {
   int out_h = 1, out_w = 1;
+};
+
+// clamp(x, min, max); an absent bound is infinite (ONNX Clip may give only one).
+struct ClipAttrs {
+  float min = -std::numeric_limits<float>::infinity();
+  float max = std::numeric_limits<float>::infinity();
 };
 
 struct LinearAttrs {
@@ -99,10 +112,11 @@ struct LRNAttrs {
   float k = 1.0f;
 };
 
-struct EmptyAttrs {};  // relu, flatten, add
+struct EmptyAttrs {};  // relu, relu6, flatten, add
 
-using Attrs = std::variant<EmptyAttrs, ConvAttrs, PoolAttrs, AdaptivePoolAttrs, LinearAttrs,
-                           DropoutAttrs, SoftmaxAttrs, BatchNormAttrs, ConcatAttrs, LRNAttrs>;
+using Attrs =
+    std::variant<EmptyAttrs, ConvAttrs, PoolAttrs, AdaptivePoolAttrs, LinearAttrs, DropoutAttrs,
+                 SoftmaxAttrs, BatchNormAttrs, ConcatAttrs, LRNAttrs, ClipAttrs>;
 
 // The activation a node applies in its epilogue (fused by the passes).  Every kind is a clamp,
 // so a kernel implements all of them with one min/max pair (activation_bounds below):
@@ -160,6 +174,7 @@ struct ActivationBounds {
   float lo, hi;
 };
 ActivationBounds activation_bounds(const Node& node);
+const char* activation_name(Activation activation);  // "none", "relu", "relu6", "clip"
 
 struct InputSpec {
   Shape shape;                   // per sample, CHW

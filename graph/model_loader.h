@@ -6,6 +6,7 @@
 #include <string>
 
 #include "graph/ir.h"
+#include "graph/ops.h"  // infer_shapes
 
 namespace cnnrt {
 
@@ -35,9 +36,6 @@ std::map<std::string, HostTensor> init_weights(const Graph& graph, uint64_t seed
 
 // Binds init_weights(graph, seed) to the graph.
 void bind_random_weights(Graph& graph, uint64_t seed);
-
-// Re-runs shape inference over the whole graph (after passes); throws on inconsistency.
-void infer_shapes(Graph& graph);
 
 // Text dump used by `cnnrt info`: one row per node with output shape, params and FLOPs.
 std::string describe_graph(const Graph& graph);

@@ -4,8 +4,8 @@
 // so adding an op touches this file and a reference kernel, nothing else in graph/.
 //
 // FLOP convention (documented in docs/FORMAT.md): a multiply-add counts 2 (conv, linear; bias
-// adds are not counted, as in the usual published figures); elementwise ops (relu, add,
-// batchnorm, softmax) count 1 per output element; pools count 1 per window element per output
+// adds are not counted, as in the usual published figures); elementwise ops (relu, relu6, clip,
+// add, batchnorm, softmax) count 1 per output element; pools count 1 per window element per output
 // element (padding included); LRN counts `size` per output element; flatten, dropout and concat
 // are free.  A fused node adds its epilogue: 1 per pre-pool element for the activation, the
 // pool's window count for a fused max-pool.
@@ -68,12 +68,59 @@ struct LayerReader {
 
 Attrs parse_empty(const LayerReader&) { return EmptyAttrs{}; }
 
+// Conv `padding`: p, [h, w], [top, left, bottom, right] or `same`.  An explicit list is stored
+// as top/left plus the bottom/right extra beyond them (ConvAttrs), so symmetric models keep
+// extra = 0 and kernels that only handle symmetric padding keep serving them; `same` is only
+// flagged here, since its pads depend on the input size (resolve_same_padding).
+void parse_conv_padding(const LayerReader& r, ConvAttrs& a) {
+  if (!r.has("padding")) return;
+  const YAML::Node value = r.get("padding");
+  const std::string forms = "an integer, [h, w], [top, left, bottom, right] or same";
+  if (value.IsScalar() && value.Scalar() == "same") {
+    a.pad_same = true;
+    return;
+  }
+  std::vector<int> pads;
+  if (value.IsSequence()) {
+    if (value.size() != 2 && value.size() != 4)
+      r.context.fail(
+          value, "'padding' must be " + forms + ", got a list of " + std::to_string(value.size()));
+    for (const YAML::Node& item : value) pads.push_back(read_int(item, r.context, "padding"));
+  } else {
+    // read_int's own message would not mention the list and `same` forms.
+    int both = 0;
+    bool is_int = value.IsScalar();
+    if (is_int) {
+      try {
+        both = value.as<int>();
+      } catch (const YAML::Exception&) {
+        is_int = false;
+      }
+    }
+    if (!is_int)
+      r.context.fail(value, "'padding' must be " + forms + ", got " + yaml_preview(value));
+    pads = {both, both};
+  }
+  std::string written;
+  for (int pad : pads) written += (written.empty() ? "" : ", ") + std::to_string(pad);
+  if (std::any_of(pads.begin(), pads.end(), [](int pad) { return pad < 0; }))
+    r.context.fail(value, "'padding' must be non-negative, got " +
+                              (pads.size() == 2 && !value.IsSequence() ? std::to_string(pads[0])
+                                                                       : "[" + written + "]"));
+  a.pad_h = pads[0];
+  a.pad_w = pads[1];
+  if (pads.size() == 4) {
+    a.pad_h_extra = pads[2] - pads[0];
+    a.pad_w_extra = pads[3] - pads[1];
+  }
+}
+
 Attrs parse_conv(const LayerReader& r) {
   ConvAttrs a;
   a.out_channels = read_positive_int(r.required("out_channels"), r.context, "out_channels");
   std::tie(a.kernel_h, a.kernel_w) = read_int_pair(r.required("kernel"), r.context, "kernel", 1);
   std::tie(a.stride_h, a.stride_w) = r.pair("stride", 1, {1, 1});
-  std::tie(a.pad_h, a.pad_w) = r.pair("padding", 0, {0, 0});
+  parse_conv_padding(r, a);
   std::tie(a.dilation_h, a.dilation_w) = r.pair("dilation", 1, {1, 1});
   a.groups = r.has("groups") ? read_positive_int(r.get("groups"), r.context, "groups") : 1;
   return a;
@@ -109,6 +156,20 @@ Attrs parse_dropout(const LayerReader& r) {
   return a;
 }
 
+// Both bounds optional (ONNX Clip may give one), but a clip without either would be a silent
+// no-op, which is more likely a typo than intent.
+Attrs parse_clip(const LayerReader& r) {
+  ClipAttrs a;
+  if (!r.has("min") && !r.has("max")) r.context.fail(r.layer, "clip needs 'min', 'max' or both");
+  if (r.has("min")) a.min = static_cast<float>(r.number("min", 0.0));
+  if (r.has("max")) a.max = static_cast<float>(r.number("max", 0.0));
+  if (a.min > a.max)
+    r.context.fail(r.get("max"), "clip 'min' (" + yaml_preview(r.get("min")) +
+                                     ") is greater than 'max' (" + yaml_preview(r.get("max")) +
+                                     ")");
+  return a;
+}
+
 Attrs parse_softmax(const LayerReader&) { return SoftmaxAttrs{}; }
 Attrs parse_concat(const LayerReader&) { return ConcatAttrs{}; }
 
@@ -130,17 +191,21 @@ Attrs parse_lrn(const LayerReader& r) {
 
 // --- shape inference ----------------------------------------------------------------------
 
-// Output extent of a window op along one axis, with the checks PyTorch makes.
+// Output extent of a window op along one axis, with the checks PyTorch makes.  Pools pad both
+// sides alike (pad_end == pad_begin); a conv may not (TF "SAME", ONNX pads).
 int64_t window_extent(const Node& node, const std::string& file, const char* axis, int64_t in,
-                      int kernel, int stride, int pad, int dilation, bool ceil_mode) {
+                      int kernel, int stride, int pad_begin, int pad_end, int dilation,
+                      bool ceil_mode) {
   const int64_t span = static_cast<int64_t>(dilation) * (kernel - 1) + 1;
-  if (span > in + 2 * static_cast<int64_t>(pad))
+  const int64_t padded = in + pad_begin + static_cast<int64_t>(pad_end);
+  if (span > padded)
     shape_error(node, file,
                 std::string("kernel ") + std::to_string(span) +
-                    " is bigger than the padded input " + axis + " " +
-                    std::to_string(in + 2 * static_cast<int64_t>(pad)) + " (input " +
-                    shape_to_string(first_input(node)) + ")");
-  const int64_t out = pool_output_size(in, kernel, stride, pad, dilation, ceil_mode);
+                    " is bigger than the padded input " + axis + " " + std::to_string(padded) +
+                    " (input " + shape_to_string(first_input(node)) + ")");
+  const int64_t out = ceil_mode
+                          ? pool_output_size(in, kernel, stride, pad_begin, dilation, true)
+                          : conv_output_size(in, kernel, stride, pad_begin, pad_end, dilation);
   if (out <= 0)
     shape_error(node, file, std::string("output ") + axis + " would be " + std::to_string(out));
   return out;
@@ -151,10 +216,11 @@ Shape pooled_shape(const Node& node, const std::string& file, const Shape& in, c
   // int64: a padding near INT_MAX would wrap `pad * 2` negative and pass the check.
   if (int64_t{a.pad_h} * 2 > a.kernel_h || int64_t{a.pad_w} * 2 > a.kernel_w)
     shape_error(node, file, "pool padding must be at most half the kernel size");
-  return {
-      in[0],
-      window_extent(node, file, "height", in[1], a.kernel_h, a.stride_h, a.pad_h, 1, a.ceil_mode),
-      window_extent(node, file, "width", in[2], a.kernel_w, a.stride_w, a.pad_w, 1, a.ceil_mode)};
+  return {in[0],
+          window_extent(node, file, "height", in[1], a.kernel_h, a.stride_h, a.pad_h, a.pad_h, 1,
+                        a.ceil_mode),
+          window_extent(node, file, "width", in[2], a.kernel_w, a.stride_w, a.pad_w, a.pad_w, 1,
+                        a.ceil_mode)};
 }
 
 void infer_same(Node& node, const std::string&) { node.output_shape = first_input(node); }
@@ -162,7 +228,8 @@ void infer_same(Node& node, const std::string&) { node.output_shape = first_inpu
 void infer_conv(Node& node, const std::string& file) {
   require_rank(node, file, 3, "[C, H, W]");
   const Shape& in = first_input(node);
-  const ConvAttrs& a = node.get<ConvAttrs>();
+  ConvAttrs& a = node.get<ConvAttrs>();
+  if (a.pad_same) resolve_same_padding(a, in[1], in[2]);
   if (in[0] % a.groups != 0)
     shape_error(node, file,
                 "input channels " + std::to_string(in[0]) + " are not divisible by groups " +
@@ -171,11 +238,13 @@ void infer_conv(Node& node, const std::string& file) {
     shape_error(node, file,
                 "out_channels " + std::to_string(a.out_channels) + " is not divisible by groups " +
                     std::to_string(a.groups));
+  if (a.pad_h < 0 || a.pad_w < 0 || a.pad_bottom() < 0 || a.pad_right() < 0)
+    shape_error(node, file, "negative conv padding");
   node.pre_pool_shape = {a.out_channels,
                          window_extent(node, file, "height", in[1], a.kernel_h, a.stride_h, a.pad_h,
-                                       a.dilation_h, false),
+                                       a.pad_bottom(), a.dilation_h, false),
                          window_extent(node, file, "width", in[2], a.kernel_w, a.stride_w, a.pad_w,
-                                       a.dilation_w, false)};
+                                       a.pad_right(), a.dilation_w, false)};
   node.output_shape = node.fused_maxpool
                           ? pooled_shape(node, file, node.pre_pool_shape, *node.fused_maxpool)
                           : node.pre_pool_shape;
@@ -344,6 +413,11 @@ const std::vector<OpRow>& op_table() {
        parse_lrn,
        infer_same,
        lrn_flops},
+      {{OpKind::Relu6, "relu6", {}, {}, {}, 1, 1}, parse_empty, infer_same, per_element_flops},
+      {{OpKind::Clip, "clip", {"min", "max"}, {}, {}, 1, 1},
+       parse_clip,
+       infer_same,
+       per_element_flops},
   };
   return table;
 }
@@ -430,6 +504,30 @@ int64_t node_param_count(const Node& node) {
   return count;
 }
 
+int64_t conv_output_size(int64_t in, int kernel, int stride, int pad_begin, int pad_end,
+                         int dilation) {
+  const int64_t numerator = in + pad_begin + static_cast<int64_t>(pad_end) -
+                            static_cast<int64_t>(dilation) * (kernel - 1) - 1;
+  if (numerator < 0) return 0;
+  return numerator / stride + 1;
+}
+
+// TensorFlow's rule: the output covers ceil(in / stride) positions, and the padding that needs
+// is split with the odd pixel at the bottom / right.
+void resolve_same_padding(ConvAttrs& attrs, int64_t in_h, int64_t in_w) {
+  auto resolve_axis = [](int64_t in, int kernel, int stride, int dilation, int& begin, int& extra) {
+    const int64_t out = (in + stride - 1) / stride;
+    const int64_t total = std::max<int64_t>(
+        (out - 1) * stride + static_cast<int64_t>(kernel - 1) * dilation + 1 - in, 0);
+    begin = static_cast<int>(total / 2);
+    extra = static_cast<int>(total - 2 * (total / 2));
+  };
+  resolve_axis(in_h, attrs.kernel_h, attrs.stride_h, attrs.dilation_h, attrs.pad_h,
+               attrs.pad_h_extra);
+  resolve_axis(in_w, attrs.kernel_w, attrs.stride_w, attrs.dilation_w, attrs.pad_w,
+               attrs.pad_w_extra);
+}
+
 int64_t pool_output_size(int64_t in, int kernel, int stride, int pad, int dilation,
                          bool ceil_mode) {
   const int64_t numerator =
@@ -439,14 +537,6 @@ int64_t pool_output_size(int64_t in, int kernel, int stride, int pad, int dilati
   // PyTorch: with ceil_mode the last window must start inside the input or the left padding.
   if (ceil_mode && (out - 1) * stride >= in + pad) --out;
   return out;
-}
-
-int64_t conv_output_size(int64_t in, int kernel, int stride, int pad_begin, int pad_end,
-                         int dilation) {
-  const int64_t numerator = in + static_cast<int64_t>(pad_begin) + pad_end -
-                            static_cast<int64_t>(dilation) * (kernel - 1) - 1;
-  if (numerator < 0) return 0;
-  return numerator / stride + 1;
 }
 
 }  // namespace cnnrt

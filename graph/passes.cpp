@@ -208,9 +208,29 @@ void rewrite_conv_bn(Graph& graph, const Chain& chain, PassStats& stats) {
 
 // --- activation fusion --------------------------------------------------------------------
 
+// Every activation op is a clamp (see Activation in ir.h), so fusing one only records which
+// clamp the epilogue applies; the kernels read the interval through activation_bounds().
+void absorb_activation(Node& head, const Node& activation) {
+  switch (activation.op) {
+    case OpKind::Relu:
+      head.activation = Activation::Relu;
+      break;
+    case OpKind::Relu6:
+      head.activation = Activation::Relu6;
+      break;
+    case OpKind::Clip:
+      head.activation = Activation::Clip;
+      head.clip_min = activation.get<ClipAttrs>().min;
+      head.clip_max = activation.get<ClipAttrs>().max;
+      break;
+    default:
+      throw Error("internal: '" + activation.name + "' is not an activation");
+  }
+}
+
 void rewrite_conv_activation(Graph& graph, const Chain& chain, PassStats& stats) {
   Node& conv = graph.nodes[chain[0]];
-  conv.activation = Activation::Relu;
+  absorb_activation(conv, graph.nodes[chain[1]]);
   ++stats.conv_activations_fused;
   if (chain.size() == 3) {
     const Node& pool = graph.nodes[chain[2]];
@@ -223,9 +243,19 @@ void rewrite_conv_activation(Graph& graph, const Chain& chain, PassStats& stats)
 }
 
 void rewrite_linear_activation(Graph& graph, const Chain& chain, PassStats& stats) {
-  graph.nodes[chain[0]].activation = Activation::Relu;
+  absorb_activation(graph.nodes[chain[0]], graph.nodes[chain[1]]);
   absorb_chain(graph, chain);
   ++stats.linear_activations_fused;
+}
+
+// head → activation (→ maxpool) for each activation op, longest first.
+std::vector<Pattern> activation_patterns(OpKind head, bool with_maxpool) {
+  std::vector<Pattern> patterns;
+  for (OpKind activation : {OpKind::Relu, OpKind::Relu6, OpKind::Clip}) {
+    if (with_maxpool) patterns.push_back({head, activation, OpKind::MaxPool});
+    patterns.push_back({head, activation});
+  }
+  return patterns;
 }
 
 PassStats& operator+=(PassStats& total, const PassStats& more) {
@@ -256,16 +286,13 @@ PassStats fold_batchnorm(Graph& graph) {
 }
 
 PassStats fuse_conv_activation(Graph& graph) {
-  return apply_rule(
-      graph, Rule{{{OpKind::Conv, OpKind::Relu, OpKind::MaxPool}, {OpKind::Conv, OpKind::Relu}},
-                  head_has_no_epilogue,
-                  rewrite_conv_activation});
+  return apply_rule(graph, Rule{activation_patterns(OpKind::Conv, true), head_has_no_epilogue,
+                                rewrite_conv_activation});
 }
 
 PassStats fuse_linear_activation(Graph& graph) {
-  return apply_rule(
-      graph,
-      Rule{{{OpKind::Linear, OpKind::Relu}}, head_has_no_epilogue, rewrite_linear_activation});
+  return apply_rule(graph, Rule{activation_patterns(OpKind::Linear, false), head_has_no_epilogue,
+                                rewrite_linear_activation});
 }
 
 PassStats run_default_passes(Graph& graph) {

@@ -3,8 +3,9 @@
 //   1b. drop_identity_ops    pools that map every pixel to itself (adaptive pool to the same
 //                            size; 1x1 pools with stride 1 and no padding)
 //   2. fold_batchnorm        conv → batchnorm  ⇒  conv with scaled weights and shifted bias
-//   3. fuse_conv_activation  conv → relu (→ maxpool)  ⇒  one conv node with an epilogue
-//   4. fuse_linear_activation linear → relu  ⇒  one linear node with an epilogue
+//   3. fuse_conv_activation  conv → relu | relu6 | clip (→ maxpool)  ⇒  one conv node with an
+//                            epilogue (Node::activation, clip bounds, fused_maxpool)
+//   4. fuse_linear_activation linear → relu | relu6 | clip  ⇒  one linear node with an epilogue
 // One pattern matcher (match_chain) serves every rule.  A fusion applies only when each
 // intermediate tensor has a single consumer and is not the graph output; the surviving node
 // keeps the first node's name and lists every covered layer in source_layers, so the

@@ -44,6 +44,10 @@ struct TensorType {
 inline TensorType fp32_nchw() { return {DType::F32, Layout::NCHW, 1, 0}; }
 // The CUDA tensor-core kernels' activations: NHWC fp16, channels padded to 8 (16-byte vectors).
 inline TensorType fp16_nhwc8() { return {DType::F16, Layout::NHWC, 8, 0}; }
+// The CUDA fp32 reference kernels' activations: the fp16 layout element for element in fp32
+// (NHWC, channels padded to 8, vectors as rows padded to 8), so a tensor changes precision
+// between the two families without moving any element.
+inline TensorType fp32_nhwc8() { return {DType::F32, Layout::NHWC, 8, 0}; }
 
 // "fp32 NCHW", "fp16 NHWC/8", "int8 NHWC/16 scale 0.0123".
 std::string to_string(const TensorType& type);

@@ -90,6 +90,12 @@ class CpuContext final : public ContextImpl {
     forward();
     std::memcpy(output, output_, output_bytes_);
   }
+  // Host memory is the CPU's device memory: the same synchronous run.
+  void run_async(const float* input, float* output, void* /*stream*/) override {
+    run(input, output);
+  }
+  size_t input_count() const override { return input_bytes_ / sizeof(float); }
+  size_t output_count() const override { return output_bytes_ / sizeof(float); }
 
   std::vector<LayerProfile> profile(int iterations) override {
     const std::vector<Step>& steps = engine_->steps;

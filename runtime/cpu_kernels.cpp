@@ -5,9 +5,11 @@
 // with end to end), so each wrapper only unpacks the node: per-sample shapes from
 // node.input_shapes / output_shape, the batch from KernelArgs.  Weights are copied into the
 // kernel at creation (prepack = copy), so the kernel never points into the graph.
-// A fused conv runs its epilogue in the order the fusion pass promises: conv + bias → ReLU →
-// max-pool; with a fused pool the pre-pool tensor lives in the kernel's workspace.
-// Flatten, dropout and relu work both in place (output == input) and out of place.
+// A fused conv runs its epilogue in the order the fusion pass promises: conv + bias → activation
+// → max-pool; with a fused pool the pre-pool tensor lives in the kernel's workspace.  Every
+// activation (relu, relu6, clip) is a clamp, so conv and linear apply activation_bounds(node)
+// with one ref::clamp and need no per-activation code.
+// Flatten, dropout, relu, relu6 and clip work both in place (output == input) and out of place.
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -64,6 +66,22 @@ float* out_ptr(const KernelArgs& args) {
   return static_cast<float*>(args.output);
 }
 
+// The fused activation of a node with an epilogue (conv, linear, add, batchnorm), applied in
+// place: every activation kind is a clamp [lo, hi] (graph/ir.h activation_bounds; ref::clamp lets
+// NaN pass through like torch.clamp).  Nothing when the node has none.
+class Epilogue {
+ public:
+  explicit Epilogue(const Node& node)
+      : active_(node.activation != Activation::None), bounds_(activation_bounds(node)) {}
+  void apply(float* values, int64_t count) const {
+    if (active_) ref::clamp(values, count, bounds_.lo, bounds_.hi, values);
+  }
+
+ private:
+  bool active_;
+  ActivationBounds bounds_;
+};
+
 KernelPlan in_place_plan() {
   KernelPlan plan;
   plan.in_place = true;
@@ -97,9 +115,25 @@ class ReluKernel : public LayerKernel {
   int64_t elements_;
 };
 
+// Standalone relu6 and clip: the clamp interval comes from the op (relu6: [0, 6]).
+class ClampKernel : public LayerKernel {
+ public:
+  ClampKernel(const Node& node, float lo, float hi)
+      : elements_(shape_elements(input_shape(node))), lo_(lo), hi_(hi) {}
+  void run(const KernelArgs& args) override {
+    ref::clamp(in_ptr(args), elements_ * args.batch, lo_, hi_, out_ptr(args));  // x == y allowed
+  }
+  KernelPlan prepare(const PrepareInfo&) const override { return in_place_plan(); }
+
+ private:
+  int64_t elements_;
+  float lo_, hi_;
+};
+
+
 class ConvKernel : public LayerKernel {
  public:
-  explicit ConvKernel(const Node& node) : attrs_(node.get<ConvAttrs>()) {
+  explicit ConvKernel(const Node& node) : attrs_(node.get<ConvAttrs>()), epilogue_(node) {
     const Shape& in = input_shape(node);
     if (in.size() != 3) node_error(node, "cpu conv: input must be CHW, got " + shape_to_string(in));
     c_ = static_cast<int>(in[0]);
@@ -112,7 +146,6 @@ class ConvKernel : public LayerKernel {
                              attrs_.kernel_h * attrs_.kernel_w,
                          true);
     bias_ = copy_param(node, "bias", attrs_.out_channels, false);
-    relu_ = node.activation == Activation::Relu;
     pool_ = node.fused_maxpool;
     conv_shape_ = pool_ ? node.pre_pool_shape : node.output_shape;
     if (conv_shape_.size() != 3 || conv_shape_[0] != attrs_.out_channels)
@@ -130,7 +163,7 @@ class ConvKernel : public LayerKernel {
     }
     ref::conv2d(x, args.batch, c_, h_, w_, weight_.data(), bias_.empty() ? nullptr : bias_.data(),
                 attrs_, conv_out);
-    if (relu_) ref::relu(conv_out, shape_elements(conv_shape_) * args.batch, conv_out);
+    epilogue_.apply(conv_out, shape_elements(conv_shape_) * args.batch);
     if (pool_)
       ref::maxpool2d(conv_out, args.batch, static_cast<int>(conv_shape_[0]),
                      static_cast<int>(conv_shape_[1]), static_cast<int>(conv_shape_[2]), *pool_, y);
@@ -148,7 +181,7 @@ class ConvKernel : public LayerKernel {
   ConvAttrs attrs_;
   int c_ = 0, h_ = 0, w_ = 0;
   std::vector<float> weight_, bias_;
-  bool relu_ = false;
+  Epilogue epilogue_;
   std::optional<PoolAttrs> pool_;
   Shape conv_shape_;
 };
@@ -158,7 +191,7 @@ class LinearKernel : public LayerKernel {
   explicit LinearKernel(const Node& node)
       : in_features_(static_cast<int>(shape_elements(input_shape(node)))),
         out_features_(node.get<LinearAttrs>().out_features),
-        relu_(node.activation == Activation::Relu) {
+        epilogue_(node) {
     weight_ = copy_param(node, "weight", static_cast<int64_t>(out_features_) * in_features_, true);
     bias_ = copy_param(node, "bias", out_features_, false);
   }
@@ -166,13 +199,13 @@ class LinearKernel : public LayerKernel {
     float* y = out_ptr(args);
     ref::linear(in_ptr(args), args.batch, in_features_, weight_.data(),
                 bias_.empty() ? nullptr : bias_.data(), out_features_, y);
-    if (relu_) ref::relu(y, static_cast<int64_t>(out_features_) * args.batch, y);
+    epilogue_.apply(y, static_cast<int64_t>(out_features_) * args.batch);
   }
   size_t weight_bytes() const override { return sizeof(float) * (weight_.size() + bias_.size()); }
 
  private:
   int in_features_, out_features_;
-  bool relu_;
+  Epilogue epilogue_;
   std::vector<float> weight_, bias_;
 };
 
@@ -259,7 +292,9 @@ class LRNKernel : public LayerKernel {
 class BatchNormKernel : public LayerKernel {
  public:
   explicit BatchNormKernel(const Node& node)
-      : layout_(channel_layout(node, input_shape(node))), eps_(node.get<BatchNormAttrs>().eps) {
+      : layout_(channel_layout(node, input_shape(node))),
+        eps_(node.get<BatchNormAttrs>().eps),
+        epilogue_(node) {
     const int64_t c = layout_.channels;
     gamma_ = copy_param(node, "weight", c, false);
     beta_ = copy_param(node, "bias", c, false);
@@ -271,27 +306,32 @@ class BatchNormKernel : public LayerKernel {
   void run(const KernelArgs& args) override {
     ref::batchnorm(in_ptr(args), args.batch, layout_.channels, layout_.spatial, gamma_.data(),
                    beta_.data(), mean_.data(), var_.data(), eps_, out_ptr(args));
+    epilogue_.apply(out_ptr(args), layout_.channels * layout_.spatial * args.batch);
   }
   size_t weight_bytes() const override { return sizeof(float) * 4 * gamma_.size(); }
 
  private:
   ChannelLayout layout_;
   float eps_;
+  Epilogue epilogue_;
   std::vector<float> gamma_, beta_, mean_, var_;
 };
 
 class AddKernel : public LayerKernel {
  public:
-  explicit AddKernel(const Node& node) : elements_(shape_elements(input_shape(node, 0))) {
+  explicit AddKernel(const Node& node)
+      : elements_(shape_elements(input_shape(node, 0))), epilogue_(node) {
     if (shape_elements(input_shape(node, 1)) != elements_)
       node_error(node, "cpu add: inputs differ in size");
   }
   void run(const KernelArgs& args) override {
     ref::add(in_ptr(args, 0), in_ptr(args, 1), elements_ * args.batch, out_ptr(args));
+    epilogue_.apply(out_ptr(args), elements_ * args.batch);
   }
 
  private:
   int64_t elements_;
+  Epilogue epilogue_;
 };
 
 class ConcatKernel : public LayerKernel {
@@ -317,13 +357,19 @@ class ConcatKernel : public LayerKernel {
   int64_t spatial_ = 1;
 };
 
-// Window ops need CHW inputs; the rest take any per-sample shape.
-bool has_chw_input(const Node& node) {
+// Window ops need CHW inputs; the rest take any per-sample shape.  A fused activation only
+// where the kernel has an epilogue (conv, linear, add, batchnorm): the others refuse a node that
+// carries one rather than drop it.
+bool chw_shape(const Node& node) {
   return !node.input_shapes.empty() && node.input_shapes[0].size() == 3;
 }
-bool has_input(const Node& node) {
+bool any_shape(const Node& node) {
   return !node.input_shapes.empty() && !node.input_shapes[0].empty();
 }
+bool has_chw_input(const Node& node) {
+  return chw_shape(node) && node.activation == Activation::None;
+}
+bool has_input(const Node& node) { return any_shape(node) && node.activation == Activation::None; }
 
 template <typename KernelType>
 std::function<std::unique_ptr<LayerKernel>(const KernelBuildContext&)> factory() {
@@ -348,8 +394,15 @@ void add_entry(KernelRegistry& registry, const char* name, OpKind op,
 }  // namespace
 
 void register_cpu_kernels(KernelRegistry& registry) {
-  add_entry(registry, "cpu_ref_conv", OpKind::Conv, has_chw_input, factory<ConvKernel>());
+  add_entry(registry, "cpu_ref_conv", OpKind::Conv, chw_shape, factory<ConvKernel>());
   add_entry(registry, "cpu_ref_relu", OpKind::Relu, has_input, factory<ReluKernel>());
+  add_entry(registry, "cpu_ref_relu6", OpKind::Relu6, has_input, [](const KernelBuildContext& c) {
+    return std::make_unique<ClampKernel>(c.node, 0, 6);
+  });
+  add_entry(registry, "cpu_ref_clip", OpKind::Clip, has_input, [](const KernelBuildContext& c) {
+    const ClipAttrs& clip = c.node.get<ClipAttrs>();
+    return std::make_unique<ClampKernel>(c.node, clip.min, clip.max);
+  });
   add_entry(registry, "cpu_ref_maxpool", OpKind::MaxPool, has_chw_input,
             [](const KernelBuildContext& c) { return std::make_unique<PoolKernel>(c.node, true); });
   add_entry(
@@ -357,13 +410,13 @@ void register_cpu_kernels(KernelRegistry& registry) {
       [](const KernelBuildContext& c) { return std::make_unique<PoolKernel>(c.node, false); });
   add_entry(registry, "cpu_ref_adaptive_avgpool", OpKind::AdaptiveAvgPool, has_chw_input,
             factory<AdaptiveAvgPoolKernel>());
-  add_entry(registry, "cpu_ref_linear", OpKind::Linear, has_input, factory<LinearKernel>());
+  add_entry(registry, "cpu_ref_linear", OpKind::Linear, any_shape, factory<LinearKernel>());
   add_entry(registry, "cpu_ref_flatten", OpKind::Flatten, has_input, factory<IdentityKernel>());
   add_entry(registry, "cpu_ref_dropout", OpKind::Dropout, has_input, factory<IdentityKernel>());
   add_entry(registry, "cpu_ref_softmax", OpKind::Softmax, has_input, factory<SoftmaxKernel>());
-  add_entry(registry, "cpu_ref_batchnorm", OpKind::BatchNorm, has_input,
+  add_entry(registry, "cpu_ref_batchnorm", OpKind::BatchNorm, any_shape,
             factory<BatchNormKernel>());
-  add_entry(registry, "cpu_ref_add", OpKind::Add, has_input, factory<AddKernel>());
+  add_entry(registry, "cpu_ref_add", OpKind::Add, any_shape, factory<AddKernel>());
   add_entry(registry, "cpu_ref_concat", OpKind::Concat, has_input, factory<ConcatKernel>());
   add_entry(registry, "cpu_ref_lrn", OpKind::LRN, has_input, factory<LRNKernel>());
 }

@@ -76,7 +76,9 @@ Engine::~Engine() = default;
 std::shared_ptr<Engine> Engine::load(const std::string& model_path, const std::string& weights_path,
                                      const BuildOptions& options) {
   Graph graph = load_model(model_path);
-  load_weights(graph, weights_path);
+  if (weights_path.empty() && graph.weights_file.empty())
+    throw Error(model_path + ": no weight file given and the model names none (`weights:`)");
+  load_weights(graph, weights_path.empty() ? graph.weights_file : weights_path);
   return build(graph, options);
 }
 
@@ -185,6 +187,25 @@ void ExecutionContext::run(const float* input, float* output) {
   if (input == nullptr || output == nullptr) throw Error("run: input and output must not be null");
   impl_->run(input, output);
 }
+
+void ExecutionContext::run(const float* input, size_t input_floats, float* output,
+                           size_t output_floats) {
+  if (input_floats != input_count() || output_floats != output_count())
+    throw Error("run: the model takes " + std::to_string(input_count()) + " input and " +
+                std::to_string(output_count()) + " output floats at batch " +
+                std::to_string(batch()) + ", got buffers of " + std::to_string(input_floats) +
+                " and " + std::to_string(output_floats));
+  run(input, output);
+}
+
+void ExecutionContext::run_async(const float* device_input, float* device_output, void* stream) {
+  if (device_input == nullptr || device_output == nullptr)
+    throw Error("run_async: input and output must not be null");
+  impl_->run_async(device_input, device_output, stream);
+}
+
+size_t ExecutionContext::input_count() const { return impl_->input_count(); }
+size_t ExecutionContext::output_count() const { return impl_->output_count(); }
 
 std::vector<LayerProfile> ExecutionContext::profile(int iterations) {
   if (iterations < 1) throw Error("profile: iterations must be at least 1");

@@ -46,10 +46,13 @@ class ContextImpl {
   virtual ~ContextImpl() = default;
   virtual int batch() const = 0;
   virtual void run(const float* input, float* output) = 0;
+  virtual void run_async(const float* device_input, float* device_output, void* stream) = 0;
   virtual std::vector<LayerProfile> profile(int iterations) = 0;
   virtual std::vector<LayerProfile> compare_kernels(int iterations) = 0;
   virtual std::vector<double> benchmark(int warmup, int iterations) = 0;
   virtual const MemoryPlan& memory_plan() const = 0;
+  virtual size_t input_count() const = 0;   // floats run() reads
+  virtual size_t output_count() const = 0;  // floats run() writes
 };
 
 class EngineImpl;

@@ -24,15 +24,24 @@ install_debian_packages() {
   fi
 }
 
+pip_install() {
+  python3 -m pip install -q "$@" 2>/dev/null || python3 -m pip install -q --break-system-packages "$@"
+}
+
+# numpy, PyYAML and safetensors for the e2e checks; onnx + onnxruntime for the ONNX importer's
+# checks; scikit-learn for the digits model.  (scikit-image is optional: without it the
+# coffee.png check of EfficientNet-Lite0 is skipped.)
 install_python_packages() {
   local missing=()
   python3 -c 'import numpy' 2>/dev/null || missing+=(numpy)
   python3 -c 'import yaml' 2>/dev/null || missing+=(pyyaml)
   python3 -c 'import safetensors' 2>/dev/null || missing+=(safetensors)
+  python3 -c 'import onnx' 2>/dev/null || missing+=(onnx)
+  python3 -c 'import onnxruntime' 2>/dev/null || missing+=(onnxruntime)
+  python3 -c 'import sklearn' 2>/dev/null || missing+=(scikit-learn)
   if [ ${#missing[@]} -gt 0 ]; then
     echo "== installing Python packages: ${missing[*]}"
-    python3 -m pip install -q "${missing[@]}" 2>/dev/null ||
-      python3 -m pip install -q --break-system-packages "${missing[@]}"
+    pip_install "${missing[@]}"
   fi
 }
 

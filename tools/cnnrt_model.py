@@ -11,6 +11,8 @@ Shape of the data:
   Layer   name, op, inputs (tensor names; "input" is the graph input), attrs (normalised:
           kernel/stride/padding/dilation/output_size as (h, w) tuples, defaults filled in),
           params (role -> key in the weight file, e.g. "weight" -> "features.0.weight").
+          A conv's padding is kept as written, normalised: (top, left, bottom, right) or "same";
+          conv_padding(attrs, h, w) gives the four pads for an input size.
 
 to_torch_module(model, weights) builds an equivalent torch.nn.Module; torch is imported inside
 that function only, so everything else works on machines without torch.
@@ -36,6 +38,8 @@ OP_SPECS: Dict[str, tuple] = {
     "conv": ({"out_channels": None, "kernel": None, "stride": 1, "padding": 0, "dilation": 1,
               "groups": 1}, ["weight", "bias"], ["bias"], (1, 1)),
     "relu": ({}, [], [], (1, 1)),
+    "relu6": ({}, [], [], (1, 1)),
+    "clip": ({"min": -np.inf, "max": np.inf}, [], [], (1, 1)),
     "maxpool": ({"kernel": None, "stride": None, "padding": 0, "ceil_mode": False},
                 [], [], (1, 1)),
     "avgpool": ({"kernel": None, "stride": None, "padding": 0, "ceil_mode": False,
@@ -122,6 +126,53 @@ def _pair(value: Any, where: str, key: str, min_value: int) -> tuple:
     return (value[0], value[1])
 
 
+def _conv_padding_attr(value: Any, where: str):
+    """Conv padding as written -> (top, left, bottom, right) or "same" (docs/FORMAT.md)."""
+    if value == "same":
+        return "same"
+    forms = "an int, [h, w], [top, left, bottom, right] or same"
+    if isinstance(value, list) and len(value) == 4:
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            raise ModelError(f"{where}: 'padding' must be {forms}, got {value!r}")
+        pads = tuple(value)
+    elif isinstance(value, list) and len(value) != 2:
+        raise ModelError(f"{where}: 'padding' must be {forms}, got a list of {len(value)}")
+    elif isinstance(value, (int, list)) and not isinstance(value, bool):
+        h, w = _pair(value, where, "padding", -(1 << 30))
+        pads = (h, w, h, w)
+    else:
+        raise ModelError(f"{where}: 'padding' must be {forms}, got {value!r}")
+    if min(pads) < 0:
+        raise ModelError(f"{where}: 'padding' must be non-negative, got {value!r}")
+    return pads
+
+
+def conv_padding(attrs: Dict[str, Any], h: int, w: int) -> tuple:
+    """(top, left, bottom, right) of a conv on an h x w input; `same` follows TensorFlow:
+    out = ceil(in / stride), total = max((out - 1) * stride + (k - 1) * dilation + 1 - in, 0),
+    top/left = total // 2, bottom/right = the rest."""
+    padding = attrs["padding"]
+    if padding != "same":
+        return tuple(padding)
+    pads = []
+    for size, k, s, d in zip((h, w), attrs["kernel"], attrs["stride"], attrs["dilation"]):
+        out = -(-size // s)
+        total = max((out - 1) * s + (k - 1) * d + 1 - size, 0)
+        pads.append((total // 2, total - total // 2))
+    (top, bottom), (left, right) = pads
+    return (top, left, bottom, right)
+
+
+def conv_output_size(size: int, kernel: int, stride: int, pad_begin: int, pad_end: int,
+                     dilation: int) -> int:
+    """torch.nn.Conv2d's output extent with possibly different padding before and after."""
+    span = dilation * (kernel - 1) + 1
+    numerator = size + pad_begin + pad_end - span
+    if numerator < 0:
+        raise ValueError(f"window {span} larger than padded input {size + pad_begin + pad_end}")
+    return numerator // stride + 1
+
+
 def _parse_layer(raw: Any, index: int, previous: str, source: str) -> Layer:
     if not isinstance(raw, dict):
         raise ModelError(f"{source}: layer #{index} must be a mapping, got {raw!r}")
@@ -184,7 +235,9 @@ def _parse_layer(raw: Any, index: int, previous: str, source: str) -> Layer:
                 value = attrs["kernel"]
             else:
                 raise ModelError(f"{where}: missing required key '{key}'")
-        if key in PAIR_ATTRS:
+        if key == "padding" and op == "conv":
+            value = _conv_padding_attr(value, where)
+        elif key in PAIR_ATTRS:
             min_value = 0 if key == "padding" else 1
             value = value if isinstance(value, tuple) else _pair(value, where, key, min_value)
         elif isinstance(default, bool) or key in ("ceil_mode", "count_include_pad"):
@@ -198,6 +251,11 @@ def _parse_layer(raw: Any, index: int, previous: str, source: str) -> Layer:
                 raise ModelError(f"{where}: '{key}' must be a number, got {value!r}")
             value = float(value)
         attrs[key] = value
+    if op == "clip":
+        if "min" not in raw and "max" not in raw:
+            raise ModelError(f"{where}: clip needs 'min', 'max' or both")
+        if attrs["min"] > attrs["max"]:
+            raise ModelError(f"{where}: clip 'min' is greater than 'max'")
     return Layer(name=name, op=op, inputs=list(inputs), attrs=attrs, params=params, line=line)
 
 
@@ -291,9 +349,11 @@ def infer_shapes(model: Model) -> Dict[str, List[int]]:
                 if x[0] % a["groups"] or a["out_channels"] % a["groups"]:
                     raise ValueError(f"channels {x[0]} -> {a['out_channels']} do not divide "
                                      f"into {a['groups']} groups")
+                top, left, bottom, right = conv_padding(a, x[1], x[2])
                 out = [a["out_channels"]] + [
-                    pool_output_size(x[1 + i], a["kernel"][i], a["stride"][i], a["padding"][i],
-                                     a["dilation"][i], False) for i in range(2)]
+                    conv_output_size(x[1 + i], a["kernel"][i], a["stride"][i], begin, end,
+                                     a["dilation"][i])
+                    for i, (begin, end) in enumerate(((top, bottom), (left, right)))]
             elif layer.op in ("maxpool", "avgpool"):
                 out = [x[0]] + [pool_output_size(x[1 + i], a["kernel"][i], a["stride"][i],
                                                  a["padding"][i], 1, a["ceil_mode"])
@@ -400,18 +460,34 @@ def to_torch_module(model: Model, weights: Dict[str, np.ndarray]):
             return F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
                                 False, 0.0, self.eps)
 
+    class Clamp(nn.Module):
+        def __init__(self, lo: float, hi: float):
+            super().__init__()
+            self.lo, self.hi = lo, hi
+
+        def forward(self, x):
+            return torch.clamp(x, self.lo, self.hi)
+
+    shapes = infer_shapes(model)
+
     def build(layer: Layer) -> nn.Module:
         a = layer.attrs
         if layer.op == "conv":
             w = tensor(layer.params["weight"])
+            in_shape = shapes[layer.inputs[0]]
+            top, left, bottom, right = conv_padding(a, in_shape[1], in_shape[2])
+            symmetric = (top, left) == (bottom, right)
             conv = nn.Conv2d(w.shape[1] * a["groups"], a["out_channels"], a["kernel"],
-                             stride=a["stride"], padding=a["padding"], dilation=a["dilation"],
-                             groups=a["groups"], bias="bias" in layer.params)
+                             stride=a["stride"], padding=(top, left) if symmetric else 0,
+                             dilation=a["dilation"], groups=a["groups"],
+                             bias="bias" in layer.params)
             with torch.no_grad():
                 conv.weight.copy_(w)
                 if "bias" in layer.params:
                     conv.bias.copy_(tensor(layer.params["bias"]))
-            return conv
+            # Asymmetric pads (TF "SAME", ONNX) as an explicit zero pad before the conv.
+            return conv if symmetric else nn.Sequential(
+                nn.ZeroPad2d((left, right, top, bottom)), conv)
         if layer.op == "linear":
             w = tensor(layer.params["weight"])
             linear = nn.Linear(w.shape[1], a["out_features"], bias="bias" in layer.params)
@@ -422,6 +498,10 @@ def to_torch_module(model: Model, weights: Dict[str, np.ndarray]):
             return linear
         if layer.op == "relu":
             return nn.ReLU()
+        if layer.op == "relu6":
+            return nn.ReLU6()
+        if layer.op == "clip":
+            return Clamp(a["min"], a["max"])
         if layer.op == "maxpool":
             return nn.MaxPool2d(a["kernel"], a["stride"], a["padding"], ceil_mode=a["ceil_mode"])
         if layer.op == "avgpool":

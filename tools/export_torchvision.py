@@ -1,15 +1,20 @@
 #!/usr/bin/env python3
-"""Exports torchvision's pretrained AlexNet to a cnnrt weight file (safetensors).
+"""Exports a torchvision model's pretrained weights to a cnnrt weight file (safetensors).
 
-The YAML names its weights by PyTorch state_dict keys (features.0.weight, ...), so the export
-is the state_dict written as safetensors, restricted to the keys the YAML references — and
-every one of them is checked to exist with the shape the model expects before anything is
-written.  Needs torch + torchvision and, the first time, network access to download the
-weights (torchvision caches them under ~/.cache/torch); --state-dict FILE.pth takes an already
-downloaded checkpoint instead, for machines without network.
+The zoo's YAMLs (models/alexnet, resnet18, resnet50, vgg16, squeezenet1_1, mobilenet_v2) name
+their weights by torchvision's state_dict keys (features.0.weight, layer1.0.conv1.weight, ...),
+so the export is the state_dict written as safetensors, restricted to the keys the YAML
+references -- and every one of them is checked to exist with the shape the model expects before
+anything is written (to a temporary file, renamed when complete).  Needs torch + torchvision
+and, the first time, network access to download the weights (torchvision caches them under
+~/.cache/torch); --state-dict FILE.pth takes an already downloaded checkpoint instead, for
+machines without network.
 
-  python3 tools/export_torchvision.py --out models/alexnet.safetensors [--dtype f32|f16]
-      [--model models/alexnet.yaml] [--labels models/imagenet_classes.txt] [--state-dict F]
+  python3 tools/export_torchvision.py [--arch alexnet|resnet18|resnet50|vgg16|squeezenet1_1|
+      mobilenet_v2] [--out FILE] [--dtype f32|f16] [--model YAML] [--labels FILE]
+      [--state-dict F]
+Defaults: --arch alexnet, --model models/ARCH.yaml, --out the weight file the YAML names
+(models/ARCH.safetensors).  The weights are torchvision's DEFAULT set for the architecture.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cnnrt_model import ModelError, load_model, param_shapes  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ARCHS = ["alexnet", "resnet18", "resnet50", "vgg16", "squeezenet1_1", "mobilenet_v2"]
 
 
 def fail(message: str) -> None:
@@ -29,8 +35,8 @@ def fail(message: str) -> None:
     sys.exit(1)
 
 
-def load_state_dict(state_dict_path: str | None):
-    """(state_dict, categories or None)."""
+def load_state_dict(arch: str, state_dict_path: str | None):
+    """(state_dict, categories or None, a description of the weights)."""
     try:
         import torch
         import torchvision
@@ -40,39 +46,46 @@ def load_state_dict(state_dict_path: str | None):
         state = torch.load(state_dict_path, map_location="cpu", weights_only=True)
         if isinstance(state, dict) and "state_dict" in state:
             state = state["state_dict"]
-        return state, None
-    weights = torchvision.models.AlexNet_Weights.IMAGENET1K_V1
+        return state, None, os.path.basename(state_dict_path)
+    weights = torchvision.models.get_model_weights(arch).DEFAULT
     try:
-        model = torchvision.models.alexnet(weights=weights)
+        model = torchvision.models.get_model(arch, weights=weights)
     except Exception as exc:  # noqa: BLE001 (urllib, SSL, hash errors: all mean "no weights")
-        fail(f"could not get the pretrained AlexNet weights ({type(exc).__name__}: {exc}).\n"
+        fail(f"could not get the pretrained {arch} weights ({type(exc).__name__}: {exc}).\n"
              f"  They download from {weights.url}; without network, copy that file here and "
              "pass --state-dict FILE.pth")
-    return model.state_dict(), list(weights.meta["categories"])
+    return model.state_dict(), list(weights.meta["categories"]), f"torchvision {weights}"
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", required=True, help="safetensors file to write")
+    parser.add_argument("--arch", choices=ARCHS, default="alexnet",
+                        help="torchvision architecture (default alexnet)")
+    parser.add_argument("--out", help="safetensors file to write (default: the file the YAML "
+                                      "names, models/ARCH.safetensors)")
     parser.add_argument("--dtype", choices=["f32", "f16"], default="f32")
-    parser.add_argument("--model", default=os.path.join(REPO, "models", "alexnet.yaml"),
-                        help="YAML whose weight keys are exported (default models/alexnet.yaml)")
+    parser.add_argument("--model", help="YAML whose weight keys are exported "
+                                        "(default models/ARCH.yaml)")
     parser.add_argument("--labels", help="also write the ImageNet categories, one per line")
-    parser.add_argument("--state-dict", help="a local torchvision AlexNet .pth instead of the "
-                                             "download")
+    parser.add_argument("--state-dict", help="a local torchvision .pth of the architecture "
+                                             "instead of the download")
     args = parser.parse_args(argv)
+    args.model = args.model or os.path.join(REPO, "models", f"{args.arch}.yaml")
 
     try:
         model = load_model(args.model)
         expected = param_shapes(model)
     except (ModelError, OSError) as exc:
         fail(str(exc))
+    args.out = args.out or model.weights_file
+    if not args.out:
+        fail(f"{args.model} names no weight file: pass --out")
     try:
         from safetensors.numpy import save_file
     except ImportError:
         fail("the 'safetensors' package is needed: pip install safetensors")
 
-    state, categories = load_state_dict(args.state_dict)
+    state, categories, source = load_state_dict(args.arch, args.state_dict)
     import numpy as np
 
     tensors = {}
@@ -92,9 +105,13 @@ def main(argv=None) -> int:
 
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     temporary = args.out + ".tmp"
-    save_file(tensors, temporary, metadata={"source": "torchvision AlexNet_Weights.IMAGENET1K_V1",
-                                            "model": os.path.basename(args.model)})
-    os.replace(temporary, args.out)
+    try:
+        save_file(tensors, temporary, metadata={"source": source,
+                                                "model": os.path.basename(args.model)})
+        os.replace(temporary, args.out)
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)
     count = sum(int(np.prod(t.shape)) for t in tensors.values())
     print(f"{args.out}: {len(tensors)} tensors, {count / 1e6:.1f} M parameters, {args.dtype}")
 
@@ -102,7 +119,8 @@ def main(argv=None) -> int:
         if categories is None:
             import torchvision
 
-            categories = list(torchvision.models.AlexNet_Weights.IMAGENET1K_V1.meta["categories"])
+            categories = list(torchvision.models.get_model_weights(args.arch).DEFAULT
+                              .meta["categories"])
         with open(args.labels, "w", encoding="utf-8") as handle:
             handle.write("\n".join(categories) + "\n")
         print(f"{args.labels}: {len(categories)} labels")

@@ -9,6 +9,11 @@ float64 throughout, so the reference error is negligible against the fp32 tolera
 
 Semantics follow torch.nn (NCHW tensors, batch first):
   conv       Conv2d: zero padding, stride, dilation, groups; weight [O, C/groups, KH, KW].
+             Padding may differ per side ([top, left, bottom, right], or TensorFlow "SAME":
+             out = ceil(in/stride), total = max((out-1)*stride + (k-1)*dilation + 1 - in, 0),
+             top/left = total // 2, bottom/right the rest) -- computed here by
+             cnnrt_model.conv_padding, a Python reading of docs/FORMAT.md.
+  relu6      min(max(x, 0), 6).   clip: min(max(x, min), max), an absent bound infinite.
   maxpool    MaxPool2d: padding is -inf; with ceil_mode a window may run past the right
              padding, but a window that would *start* in the right padding is dropped.
   avgpool    AvgPool2d: divisor = window clipped to the padded input (count_include_pad) or
@@ -32,8 +37,8 @@ from typing import Callable, Dict, List
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cnnrt_model import (Layer, Model, ModelError, load_model, load_weights,  # noqa: E402
-                         pool_output_size)
+from cnnrt_model import (Layer, Model, ModelError, conv_output_size,  # noqa: E402
+                         conv_padding, load_model, load_weights, pool_output_size)
 
 
 def _strided_windows(padded: np.ndarray, kernel: tuple, stride: tuple, dilation: tuple,
@@ -49,15 +54,17 @@ def _strided_windows(padded: np.ndarray, kernel: tuple, stride: tuple, dilation:
 
 def conv2d(x: np.ndarray, weight: np.ndarray, bias, stride, padding, dilation,
            groups: int) -> np.ndarray:
+    """padding: (h, w) symmetric or (top, left, bottom, right)."""
     n, c, h, w = x.shape
     o, cg, kh, kw = weight.shape
     if c != cg * groups or o % groups:
         raise ValueError(f"conv weight {weight.shape} does not fit input channels {c} with "
                          f"groups {groups}")
-    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
-    oh = pool_output_size(h, kh, sh, ph, dh, False)
-    ow = pool_output_size(w, kw, sw, pw, dw, False)
-    padded = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    top, left, bottom, right = padding if len(padding) == 4 else tuple(padding) * 2
+    (sh, sw), (dh, dw) = stride, dilation
+    oh = conv_output_size(h, kh, sh, top, bottom, dh)
+    ow = conv_output_size(w, kw, sw, left, right, dw)
+    padded = np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)))
     # im2col: columns[n, c, i, j, oh, ow], then one batched matmul per group.
     columns = np.empty((n, c, kh, kw, oh, ow), dtype=np.float64)
     for i, j, view in _strided_windows(padded, (kh, kw), (sh, sw), (dh, dw), (oh, ow)):
@@ -169,10 +176,14 @@ def _run_layer(layer: Layer, args: List[np.ndarray], w: Callable) -> np.ndarray:
     if layer.op == "conv":
         if x.ndim != 4:
             raise ValueError(f"conv needs an NCHW input, got {x.shape}")
-        return conv2d(x, w("weight"), w("bias"), a["stride"], a["padding"], a["dilation"],
-                      a["groups"])
+        return conv2d(x, w("weight"), w("bias"), a["stride"],
+                      conv_padding(a, x.shape[2], x.shape[3]), a["dilation"], a["groups"])
     if layer.op == "relu":
         return np.maximum(x, 0.0)
+    if layer.op == "relu6":
+        return np.minimum(np.maximum(x, 0.0), 6.0)
+    if layer.op == "clip":
+        return np.minimum(np.maximum(x, a["min"]), a["max"])
     if layer.op == "maxpool":
         return max_pool2d(x, a["kernel"], a["stride"], a["padding"], a["ceil_mode"])
     if layer.op == "avgpool":

@@ -4,9 +4,16 @@
 //   auto context = engine->create_context(/*batch=*/1);
 //   context->run(input_nchw_fp32, output_fp32);
 //
-// An Engine is immutable after build and may be shared across threads; each thread (stream)
-// owns its ExecutionContext, which holds the activation arena (one allocation) and, on the GPU,
-// the captured CUDA graph.  run() allocates nothing.
+// Thread-safety contract:
+//   - An Engine is immutable after build: any number of threads may use one Engine at once
+//     (create_context, plan, describe, model).
+//   - An ExecutionContext is used by one thread at a time (it owns one arena and, on the GPU, one
+//     stream and captured CUDA graph).  Give each thread its own context; contexts of one engine
+//     never share mutable state, so they run concurrently.
+//   - A context keeps its engine alive: destroying the Engine (or its last shared_ptr) while a
+//     context exists is safe; the engine's weights are freed with the last context.
+//   - run() allocates nothing and is synchronous; run_async() enqueues on the caller's stream
+//     (see there).  Every error is a cnnrt::Error; a failed call leaves the context usable.
 #pragma once
 
 #include <cstddef>
@@ -121,9 +128,11 @@ class EngineImpl;
 
 class Engine {
  public:
-  // Loads model YAML + safetensors weights and builds for options.device.
+  // Loads model YAML + safetensors weights and builds for options.device.  An empty
+  // weights_path means the weight file the YAML names (`weights:`); a model that names none is
+  // an Error.
   static std::shared_ptr<Engine> load(const std::string& model_path,
-                                      const std::string& weights_path,
+                                      const std::string& weights_path = "",
                                       const BuildOptions& options = {});
   // Builds from an already loaded graph (weights bound); used by tools and tests.
   static std::shared_ptr<Engine> build(const Graph& graph, const BuildOptions& options = {});
@@ -158,7 +167,21 @@ class ExecutionContext {
   ~ExecutionContext();
   int batch() const;
   // input: host, NCHW fp32, batch × input_shape; output: host fp32, batch × output size.
+  // Synchronous: returns when the output is written.
   void run(const float* input, float* output);
+  // The same with the buffer sizes (in floats) checked against the model: a mismatch is an
+  // Error naming both counts, before anything runs.
+  void run(const float* input, size_t input_count, float* output, size_t output_count);
+  // Asynchronous form for data that stays on the device: input and output are device pointers
+  // (CUDA engines; host pointers on the CPU, where it runs synchronously), same layouts as run();
+  // `stream` is the caller's cudaStream_t (nullptr: the legacy default stream).  It enqueues a
+  // copy into the context's input tensor, the forward (a CUDA graph replay) and a copy out, and
+  // returns without synchronising: the output is ready when `stream` reaches that point.  Runs
+  // of one context must be ordered (submit them on one stream, or synchronise between streams);
+  // run(), profile() and benchmark() must not overlap an unfinished run_async.
+  void run_async(const float* device_input, float* device_output, void* stream);
+  size_t input_count() const;   // batch × input elements per sample
+  size_t output_count() const;  // batch × output elements per sample
   // Times each layer (median over `iterations` runs after warm-up); the last run's output is
   // left in the arena.  Input is whatever run() last received (random if none yet).
   std::vector<LayerProfile> profile(int iterations = 20);

@@ -1,4 +1,4 @@
-// CPU reference kernels, part 1: convolution, linear and the elementwise ops (relu, add,
+// CPU reference kernels, part 1: convolution, linear and the elementwise ops (relu, clamp, add,
 // channel concat).  Pooling lives in pool_ref.cpp, normalisations in norm_ref.cpp.
 //
 // These are the oracle every fast kernel is judged against, so they are written to be read,
@@ -17,15 +17,10 @@ namespace cnnrt::ref {
 
 namespace {
 
-// Output extent of a convolution along one axis: PyTorch's floor rule, the same arithmetic as a
-// pool without ceil_mode, so shape inference's function serves both.
-int conv_output_size(int in, int kernel, int stride, int pad, int dilation) {
-  return static_cast<int>(pool_output_size(in, kernel, stride, pad, dilation, false));
-}
-
 void check_conv_attrs(int c, const ConvAttrs& a) {
   if (a.out_channels < 1 || a.kernel_h < 1 || a.kernel_w < 1 || a.stride_h < 1 || a.stride_w < 1 ||
-      a.dilation_h < 1 || a.dilation_w < 1 || a.groups < 1 || a.pad_h < 0 || a.pad_w < 0)
+      a.dilation_h < 1 || a.dilation_w < 1 || a.groups < 1 || a.pad_h < 0 || a.pad_w < 0 ||
+      a.pad_bottom() < 0 || a.pad_right() < 0)
     throw Error("ref::conv2d: invalid attributes");
   if (c % a.groups != 0 || a.out_channels % a.groups != 0)
     throw Error("ref::conv2d: channels (" + std::to_string(c) + " in, " +
@@ -36,11 +31,19 @@ void check_conv_attrs(int c, const ConvAttrs& a) {
 }  // namespace
 
 void conv2d(const float* x, int n, int c, int h, int w, const float* weight, const float* bias,
-            const ConvAttrs& attrs, float* y) {
+            const ConvAttrs& conv_attrs, float* y) {
+  // `same` pads follow from the input size; resolving them again here (idempotent) keeps a
+  // caller that built the attributes by hand from silently getting zero padding.
+  ConvAttrs attrs = conv_attrs;
+  if (attrs.pad_same) resolve_same_padding(attrs, h, w);
   check_conv_attrs(c, attrs);
   const int oc = attrs.out_channels;
-  const int oh = conv_output_size(h, attrs.kernel_h, attrs.stride_h, attrs.pad_h, attrs.dilation_h);
-  const int ow = conv_output_size(w, attrs.kernel_w, attrs.stride_w, attrs.pad_w, attrs.dilation_w);
+  // The graph's output-size rule; the bottom/right padding only shows there: taps that fall into
+  // it read zeros like any other out-of-range tap below.
+  const int oh = static_cast<int>(conv_output_size(h, attrs.kernel_h, attrs.stride_h, attrs.pad_h,
+                                                   attrs.pad_bottom(), attrs.dilation_h));
+  const int ow = static_cast<int>(conv_output_size(w, attrs.kernel_w, attrs.stride_w, attrs.pad_w,
+                                                   attrs.pad_right(), attrs.dilation_w));
   const int in_per_group = c / attrs.groups;
   const int out_per_group = oc / attrs.groups;
   const int kh = attrs.kernel_h, kw = attrs.kernel_w;
@@ -74,6 +77,11 @@ void conv2d(const float* x, int n, int c, int h, int w, const float* weight, con
 void relu(const float* x, int64_t count, float* y) {
   // `v < 0 ? 0 : v` keeps NaN as NaN, like torch.relu.
   for (int64_t i = 0; i < count; ++i) y[i] = x[i] < 0.0f ? 0.0f : x[i];
+}
+
+void clamp(const float* x, int64_t count, float lo, float hi, float* y) {
+  // Comparisons written so NaN passes through unchanged, like torch.clamp and relu above.
+  for (int64_t i = 0; i < count; ++i) y[i] = x[i] < lo ? lo : (x[i] > hi ? hi : x[i]);
 }
 
 void linear(const float* x, int n, int in_features, const float* weight, const float* bias,

@@ -12,10 +12,13 @@
 namespace cnnrt::ref {
 
 // x: [n, c, h, w]; weight: [oc, c/groups, kh, kw]; bias: [oc] or nullptr; y: [n, oc, oh, ow].
+// Padding may be asymmetric (attrs.pad_bottom() / pad_right()); `same` is resolved from h, w.
 void conv2d(const float* x, int n, int c, int h, int w, const float* weight, const float* bias,
             const ConvAttrs& attrs, float* y);
 
 void relu(const float* x, int64_t count, float* y);  // x == y allowed
+// y = min(max(x, lo), hi); every activation (relu, relu6, clip) is one.  x == y allowed.
+void clamp(const float* x, int64_t count, float lo, float hi, float* y);
 
 // PyTorch max_pool2d / avg_pool2d (ceil_mode, padding, count_include_pad).
 void maxpool2d(const float* x, int n, int c, int h, int w, const PoolAttrs& attrs, float* y);

@@ -1,4 +1,4 @@
-// fp16 fully-connected layers: weight prepacking, a batch-≤8 GEMV and a cuBLASLt GEMM with the
+// fp16 fully-connected layers: a batch-≤8 GEMV and a cuBLASLt GEMM with the
 // bias(+ReLU) epilogue.  Also the GEMM engine of the im2col convolution baseline, which is the
 // same "y[n][m] = x[n][k] · W[m][k]ᵀ + b" product with n = output pixels.
 //
@@ -16,23 +16,9 @@
 
 #include "graph/ir.h"
 #include "kernels/cuda/elementwise_fp16.h"
+#include "kernels/cuda/linear_pack.h"
 
 namespace cnnrt::cuda {
-
-// Host-side packed weights: [rows_pad][cols_pad] fp32 (rounded to fp16 on upload), bias
-// [rows_pad] fp32 (zeros when the layer has none).
-struct HostGemmWeights {
-  int rows_pad = 0, cols_pad = 0;  // outputs / reduction length, each rounded up to 8
-  std::vector<float> weight;
-  std::vector<float> bias;
-};
-
-// weight: [out, in] (PyTorch layout); bias: [out] or nullptr.  When `flattened_source` is a
-// [C, H, W] shape (the linear reads an NHWC flatten), columns are permuted from PyTorch's
-// (c, h, w) order to the flatten's (h, w, c) order; in must equal C*H*W.  Throws Error on
-// mismatched sizes.
-HostGemmWeights pack_linear_weights(const float* weight, const float* bias, int out_features,
-                                    int in_features, const Shape& flattened_source);
 
 // The packed weights on the device: fp16 matrix, fp32 bias (GEMV) and fp16 bias (cuBLASLt's
 // epilogue reads bias in the output type for fp16 outputs).

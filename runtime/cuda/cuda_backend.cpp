@@ -4,18 +4,24 @@
 // to make a context — and nothing else: kernels come from the registry, types from the kernels,
 // memory from the planner, execution from CudaContext.
 //
-// Conversions it knows (everything else is an Error naming both types, raised at build):
+// Conversions it knows (kConversions below; everything else is an Error naming both types,
+// raised at build), for [C, H, W] maps and for vectors ([F]: rows of F ↔ rows of pad8(F); a
+// vector of another rank is rows of its last dimension):
 //   fp32 NCHW (the host's layout: graph input, returned output) ↔ fp16 NHWC/8 (the tensor-core
-//   kernels' layout), for [C, H, W] maps and for vectors ([F]: rows of F ↔ rows of pad8(F));
-//   a vector of another rank is rows of its last dimension.
+//   kernels' layout) — the edges of every fp16 forward, vectorised kernels (layout.h);
+//   fp32 NCHW ↔ fp32 NHWC/8 and fp32 NHWC/8 ↔ fp16 NHWC/8 — into and out of the fp32 reference
+//   family (a `--precision fp32` engine, or one fp32 layer among fp16 ones), the generic
+//   elementwise kernel (convert.h).
+#include "runtime/cuda/cuda_backend.h"
+
 #include <cuda_runtime.h>
 
 #include <limits>
 #include <memory>
 #include <string>
 
+#include "kernels/cuda/convert.h"
 #include "kernels/cuda/layout.h"
-#include "runtime/cuda/cuda_backend.h"
 #include "runtime/cuda/cuda_context.h"
 
 namespace cnnrt::cuda {
@@ -46,27 +52,53 @@ MapView map_view(const Shape& shape) {
   return view;
 }
 
+// How a conversion step runs: the host-edge fp16 kernels (layout.h) or the generic one.
+enum class ConversionKernel { Fp32NchwToFp16, Fp16ToFp32Nchw, Generic };
+
 class CudaConversion final : public LayerKernel {
  public:
-  CudaConversion(const Shape& shape, const TensorType& from, const TensorType& to, bool to_fp16)
-      : view_(map_view(shape)), from_(from), to_(to), to_fp16_(to_fp16) {}
+  CudaConversion(const Shape& shape, const TensorType& from, const TensorType& to,
+                 ConversionKernel kernel)
+      : shape_(shape), view_(map_view(shape)), from_(from), to_(to), kernel_(kernel) {}
   std::vector<TensorType> input_types(size_t) const override { return {from_}; }
   TensorType output_type() const override { return to_; }
   void run(const KernelArgs& args) override {
     const auto stream = static_cast<cudaStream_t>(args.stream);
     const int64_t n = args.batch * view_.rows;
-    if (to_fp16_)
-      nchw_fp32_to_nhwc_fp16(static_cast<const float*>(args.inputs.at(0)), args.output, n,
-                             view_.channels, view_.height, view_.width, stream);
-    else
-      nhwc_fp16_to_nchw_fp32(args.inputs.at(0), static_cast<float*>(args.output), n,
-                             view_.channels, view_.height, view_.width, stream);
+    switch (kernel_) {
+      case ConversionKernel::Fp32NchwToFp16:
+        nchw_fp32_to_nhwc_fp16(static_cast<const float*>(args.inputs.at(0)), args.output, n,
+                               view_.channels, view_.height, view_.width, stream);
+        break;
+      case ConversionKernel::Fp16ToFp32Nchw:
+        nhwc_fp16_to_nchw_fp32(args.inputs.at(0), static_cast<float*>(args.output), n,
+                               view_.channels, view_.height, view_.width, stream);
+        break;
+      case ConversionKernel::Generic:
+        convert_tensor_cuda(args.inputs.at(0), from_, args.output, to_, shape_, args.batch, stream);
+        break;
+    }
   }
 
  private:
+  Shape shape_;
   MapView view_;
   TensorType from_, to_;
-  bool to_fp16_;
+  ConversionKernel kernel_;
+};
+
+struct ConversionRow {
+  TensorType from, to;
+  ConversionKernel kernel;
+};
+
+const ConversionRow kConversions[] = {
+    {fp32_nchw(), fp16_nhwc8(), ConversionKernel::Fp32NchwToFp16},
+    {fp16_nhwc8(), fp32_nchw(), ConversionKernel::Fp16ToFp32Nchw},
+    {fp32_nchw(), fp32_nhwc8(), ConversionKernel::Generic},
+    {fp32_nhwc8(), fp32_nchw(), ConversionKernel::Generic},
+    {fp32_nhwc8(), fp16_nhwc8(), ConversionKernel::Generic},
+    {fp16_nhwc8(), fp32_nhwc8(), ConversionKernel::Generic},
 };
 
 class CudaBackend final : public Backend {
@@ -80,10 +112,9 @@ class CudaBackend final : public Backend {
       return type.dtype == expected.dtype && type.channel_align == expected.channel_align &&
              (shape.size() != 3 || type.layout == expected.layout);
     };
-    if (is(from, fp32_nchw()) && is(to, fp16_nhwc8()))
-      return std::make_unique<CudaConversion>(shape, from, to, true);
-    if (is(from, fp16_nhwc8()) && is(to, fp32_nchw()))
-      return std::make_unique<CudaConversion>(shape, from, to, false);
+    for (const ConversionRow& row : kConversions)
+      if (is(from, row.from) && is(to, row.to))
+        return std::make_unique<CudaConversion>(shape, from, to, row.kernel);
     throw Error("the CUDA backend cannot convert a " + shape_to_string(shape) + " tensor from " +
                 to_string(from) + " to " + to_string(to));
   }

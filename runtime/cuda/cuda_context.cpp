@@ -229,17 +229,28 @@ void CudaContext::capture_graph() {
 
 void CudaContext::synchronize() { CNNRT_CUDA_CHECK(cudaStreamSynchronize(stream_.get())); }
 
+void CudaContext::enqueue_run(const float* input, float* output, bool device_buffers,
+                              cudaStream_t stream) {
+  CNNRT_CUDA_CHECK(cudaMemcpyAsync(
+      input_, input, static_cast<size_t>(input_elements_) * sizeof(float),
+      device_buffers ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice, stream));
+  // The graph was captured on the context's stream; an executable graph launches on any.
+  CNNRT_CUDA_CHECK(cudaGraphLaunch(graph_exec_.get(), stream));
+  CNNRT_CUDA_CHECK(cudaMemcpyAsync(
+      output, output_, static_cast<size_t>(output_elements_) * sizeof(float),
+      device_buffers ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost, stream));
+}
+
 void CudaContext::run(const float* input, float* output) {
   // ExecutionContext::run has rejected null pointers; the caller owns the buffer sizes.
-  cudaStream_t stream = stream_.get();
-  CNNRT_CUDA_CHECK(cudaMemcpyAsync(input_, input,
-                                   static_cast<size_t>(input_elements_) * sizeof(float),
-                                   cudaMemcpyHostToDevice, stream));
-  CNNRT_CUDA_CHECK(cudaGraphLaunch(graph_exec_.get(), stream));
-  CNNRT_CUDA_CHECK(cudaMemcpyAsync(output, output_,
-                                   static_cast<size_t>(output_elements_) * sizeof(float),
-                                   cudaMemcpyDeviceToHost, stream));
+  enqueue_run(input, output, /*device_buffers=*/false, stream_.get());
   synchronize();
+}
+
+void CudaContext::run_async(const float* device_input, float* device_output, void* stream) {
+  // Everything on the caller's stream, nothing waited for.
+  enqueue_run(device_input, device_output, /*device_buffers=*/true,
+              static_cast<cudaStream_t>(stream));
 }
 
 std::vector<LayerProfile> CudaContext::profile(int iterations) {

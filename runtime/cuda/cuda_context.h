@@ -58,6 +58,9 @@ class CudaContext final : public ContextImpl {
   // batch × output_shape floats.  Only null is detected; a shorter buffer is undefined behaviour
   // (the API takes raw pointers).
   void run(const float* input, float* output) override;
+  void run_async(const float* device_input, float* device_output, void* stream) override;
+  size_t input_count() const override { return static_cast<size_t>(input_elements_); }
+  size_t output_count() const override { return static_cast<size_t>(output_elements_); }
   std::vector<LayerProfile> profile(int iterations) override;
   std::vector<LayerProfile> compare_kernels(int iterations) override;
   std::vector<double> benchmark(int warmup, int iterations) override;
@@ -72,6 +75,8 @@ class CudaContext final : public ContextImpl {
   void enqueue_forward(bool annotate);
   void capture_graph();
   void synchronize();
+  // Copy in, graph replay, copy out on `stream` (host or device buffers); no synchronisation.
+  void enqueue_run(const float* input, float* output, bool device_buffers, cudaStream_t stream);
   // Median time of candidate `entry` on step i, its inputs converted where it reads another
   // type, its output in a buffer of its own; `variant` gets its prepared variant's name.
   double time_candidate(const KernelEntry& entry, size_t i, int iterations, std::string* variant);

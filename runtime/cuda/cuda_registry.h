@@ -2,8 +2,11 @@
 // register_cuda_kernels (runtime/kernel.h) calls each of these once.
 //
 // Layout convention of every CUDA kernel (the CUDA backend's activation layout):
-//   feature maps [C, H, W] per sample  → NHWC fp16, channel stride pad8(C) = round_up(C, 8)
-//   vectors [F] per sample             → [N][pad8(F)] fp16
+//   feature maps [C, H, W] per sample  → NHWC, channel stride pad8(C) = round_up(C, 8)
+//   vectors [F] per sample             → [N][pad8(F)]
+// in fp16 (the tensor-core families: fp16_nhwc8) or fp32 (the reference family of
+// fp32_entries.cpp: fp32_nhwc8), element for element the same, so a precision change between
+// two layers is an elementwise conversion that moves nothing.
 // Padding channels / features hold zeros; every kernel writes zeros into its output's padding.
 // A flatten of [C, H, W] produces features in (h, w, c) order: when C % 8 == 0 it is a pure view
 // (the planner aliases it to its input), otherwise it copies dropping the channel padding.  A
@@ -16,6 +19,7 @@
 
 #include "kernels/cuda/conv/conv_shape.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/linear_pack.h"
 #include "runtime/kernel.h"
 
 namespace cnnrt::cuda {
@@ -27,6 +31,13 @@ class Fp16Kernel : public LayerKernel {
   TensorType output_type() const override { return fp16_nhwc8(); }
 };
 
+// Base of the fp32 reference kernels: read and write fp32 NHWC/8, the same layout in fp32.
+class Fp32Kernel : public LayerKernel {
+ public:
+  std::vector<TensorType> input_types(size_t /*index*/) const override { return {fp32_nhwc8()}; }
+  TensorType output_type() const override { return fp32_nhwc8(); }
+};
+
 // The conv family: igemm, s2d and the wgmma entries (conv_entries.cpp, conv_wgmma_entries.cpp),
 // and its comparison-only baselines (cuDNN, im2col + cuBLAS), registered after every other
 // family so that `cnnrt profile --compare` lists them last.
@@ -35,6 +46,26 @@ void register_wgmma_conv_kernels(KernelRegistry& registry);  // called by regist
 void register_conv_baseline_kernels(KernelRegistry& registry);
 void register_linear_kernels(KernelRegistry& registry);  // cuBLASLt epilogue, GEMV
 void register_misc_kernels(KernelRegistry& registry);    // pools, relu, add, concat, ...
+void register_fp32_kernels(KernelRegistry& registry);        // fp32 reference, every op
+
+// A linear node the CUDA layout can run: [F] -> [F'], LinearAttrs, a weight bound (any fused
+// activation: each family adds its own epilogue rule).
+bool linear_shape_supported(const Node& node);
+// The node's linear weight and bias checked against its shapes and packed once for the CUDA
+// layout (kernels/cuda/linear_pack.h: padded to 8, columns permuted when it reads a flatten), so
+// every linear family permutes identically.  Errors name the layer, the tensor and `entry_name`.
+HostGemmWeights linear_weights_of(const KernelBuildContext& context, const std::string& entry_name);
+
+// What most CUDA kernels implement today: a ReLU epilogue or none, and symmetric conv padding.
+// Their supports() refuse other nodes (relu6 / clip epilogues, TF-SAME or ONNX asymmetric pads)
+// rather than compute them wrongly.  The conv family takes any clamp and asymmetric padding
+// (conv_shape_of below; each conv entry's shape rule says what it computes exactly).
+inline bool relu_or_none(const Node& node) {
+  return node.activation == Activation::None || node.activation == Activation::Relu;
+}
+inline bool symmetric_conv(const Node& node) {
+  return std::holds_alternative<ConvAttrs>(node.attrs) && node.get<ConvAttrs>().symmetric_padding();
+}
 
 // The per-sample shape the flatten that feeds `node` (a linear) flattened, or empty when the
 // linear's input is not a flatten of a 3-D tensor.  Looks back through relu and dropout, which

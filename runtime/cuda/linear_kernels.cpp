@@ -4,8 +4,9 @@
 // cuBLASLt epilogue), "linear_fp16_gemv" (weight-streaming kernel for small batches) and the
 // default "linear_fp16", which owns both and picks by the run-time batch (the batch is only
 // known per context, so the choice cannot be made at build time).  The factory packs the weight
-// once: fp16, padded to multiples of 8, and — when the input is an NHWC flatten of [C, H, W] —
-// with its columns permuted to the flatten's (h, w, c) order (cuda_registry.h).
+// once (linear_weights_of, shared with the fp32 family): fp16, padded to multiples of 8, and —
+// when the input is an NHWC flatten of [C, H, W] — with its columns permuted to the flatten's
+// (h, w, c) order (cuda_registry.h).  They implement a ReLU epilogue or none, and refuse others.
 #include <memory>
 #include <string>
 
@@ -53,40 +54,16 @@ class LinearFp16Kernel final : public Fp16Kernel {
   std::unique_ptr<LtGemm> gemm_;
 };
 
+// The fp16 kernels implement a ReLU epilogue or none (relu6 / clip: the fp32 family).
 bool linear_supported(const Node& node) {
-  return node.op == OpKind::Linear && std::holds_alternative<LinearAttrs>(node.attrs) &&
-         node.input_shapes.size() == 1 && node.input_shapes[0].size() == 1 &&
-         node.output_shape.size() == 1 && node.find_param("weight") != nullptr;
+  return linear_shape_supported(node) && relu_or_none(node);
 }
 
 std::unique_ptr<LayerKernel> create_linear(const KernelBuildContext& context, LinearMode mode) {
-  const Node& node = context.node;
-  ErrorSite site = node_site(context);
-  if (!linear_supported(node)) throw_error(site, "linear_fp16 cannot run this node");
-  const int out_features = node.get<LinearAttrs>().out_features;
-  const int64_t in_features = node.input_shapes[0][0];
-  const Param* weight = node.find_param("weight");
-  if (static_cast<int64_t>(weight->value.data.size()) != in_features * out_features) {
-    site.tensor = weight->key;
-    throw_error(site, "linear weight has " + std::to_string(weight->value.data.size()) +
-                          " values, expected " + std::to_string(in_features * out_features));
-  }
-  const Param* bias = node.find_param("bias");
-  const bool has_bias = bias != nullptr && !bias->value.data.empty();
-  if (has_bias && static_cast<int>(bias->value.data.size()) != out_features) {
-    site.tensor = bias->key;
-    throw_error(site, "linear bias has " + std::to_string(bias->value.data.size()) +
-                          " values, expected " + std::to_string(out_features));
-  }
-  const Shape source = flattened_source_shape(node, context.graph);
-  try {
-    const HostGemmWeights host =
-        pack_linear_weights(weight->value.data.data(), has_bias ? bias->value.data.data() : nullptr,
-                            out_features, static_cast<int>(in_features), source);
-    return std::make_unique<LinearFp16Kernel>(host, node.activation == Activation::Relu, mode);
-  } catch (const Error& error) {
-    throw_error(site, error.what());
-  }
+  if (!linear_supported(context.node))
+    throw_error(node_site(context), "linear_fp16 cannot run this node");
+  return std::make_unique<LinearFp16Kernel>(linear_weights_of(context, "linear_fp16"),
+                                            context.node.activation == Activation::Relu, mode);
 }
 
 void add_entry(KernelRegistry& registry, const char* name, int priority, LinearMode mode) {
@@ -102,6 +79,41 @@ void add_entry(KernelRegistry& registry, const char* name, int priority, LinearM
 }
 
 }  // namespace
+
+bool linear_shape_supported(const Node& node) {
+  return node.op == OpKind::Linear && std::holds_alternative<LinearAttrs>(node.attrs) &&
+         node.input_shapes.size() == 1 && node.input_shapes[0].size() == 1 &&
+         node.output_shape.size() == 1 && node.find_param("weight") != nullptr;
+}
+
+HostGemmWeights linear_weights_of(const KernelBuildContext& context,
+                                  const std::string& entry_name) {
+  const Node& node = context.node;
+  ErrorSite site = node_site(context);
+  if (!linear_shape_supported(node)) throw_error(site, entry_name + " cannot run this node");
+  const int out_features = node.get<LinearAttrs>().out_features;
+  const int64_t in_features = node.input_shapes[0][0];
+  const Param* weight = node.find_param("weight");
+  if (static_cast<int64_t>(weight->value.data.size()) != in_features * out_features) {
+    site.tensor = weight->key;
+    throw_error(site, "linear weight has " + std::to_string(weight->value.data.size()) +
+                          " values, expected " + std::to_string(in_features * out_features));
+  }
+  const Param* bias = node.find_param("bias");
+  const bool has_bias = bias != nullptr && !bias->value.data.empty();
+  if (has_bias && static_cast<int>(bias->value.data.size()) != out_features) {
+    site.tensor = bias->key;
+    throw_error(site, "linear bias has " + std::to_string(bias->value.data.size()) +
+                          " values, expected " + std::to_string(out_features));
+  }
+  try {
+    return pack_linear_weights(
+        weight->value.data.data(), has_bias ? bias->value.data.data() : nullptr, out_features,
+        static_cast<int>(in_features), flattened_source_shape(node, context.graph));
+  } catch (const Error& error) {
+    throw_error(site, error.what());
+  }
+}
 
 void register_linear_kernels(KernelRegistry& registry) {
   add_entry(registry, "linear_fp16", 10, LinearMode::Auto);

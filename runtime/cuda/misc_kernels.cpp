@@ -54,12 +54,13 @@ class LaunchKernel final : public Fp16Kernel {
 
 bool layout_defined(const Shape& shape) { return shape.size() == 1 || shape.size() == 3; }
 
-// Shapes the layout defines, the expected input count, no fused activation unless allowed.
+// Shapes the layout defines, the expected input count, no fused activation unless allowed — and
+// then only ReLU, the one epilogue these kernels implement (relu6 / clip: the fp32 family).
 bool plain_node(const Node& node, size_t inputs, bool activation_ok = false) {
   if (node.input_shapes.size() != inputs || !layout_defined(node.output_shape)) return false;
   for (const Shape& shape : node.input_shapes)
     if (!layout_defined(shape)) return false;
-  return activation_ok || node.activation == Activation::None;
+  return (activation_ok && relu_or_none(node)) || node.activation == Activation::None;
 }
 
 bool feature_map_node(const Node& node) {
@@ -103,11 +104,9 @@ std::unique_ptr<LayerKernel> create_pool(const KernelBuildContext& context) {
 
 std::unique_ptr<LayerKernel> create_relu(const KernelBuildContext& context) {
   const int64_t sample = nhwc_view(context.node.output_shape).sample_elements();
-  return make(
-      [=](const KernelArgs& a, cudaStream_t s) {
-        relu_fp16(a.inputs.at(0), a.output, sample * a.batch, s);
-      },
-      /*in_place=*/true);
+  return make([=](const KernelArgs& a,
+                  cudaStream_t s) { relu_fp16(a.inputs.at(0), a.output, sample * a.batch, s); },
+              /*in_place=*/true);
 }
 
 std::unique_ptr<LayerKernel> create_identity(const KernelBuildContext& context) {

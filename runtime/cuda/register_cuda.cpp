@@ -14,6 +14,7 @@ void register_cuda_kernels(KernelRegistry& registry) {
   register_linear_kernels(registry);
   register_misc_kernels(registry);
   register_conv_baseline_kernels(registry);
+  register_fp32_kernels(registry);
 }
 
 Shape flattened_source_shape(const Node& node, const Graph& graph) {

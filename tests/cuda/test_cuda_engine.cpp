@@ -390,6 +390,30 @@ TEST_P(CudaContextTest, CompareKernelsCoversEveryStepChosenFirstAndRunStaysRight
   EXPECT_EQ(std::memcmp(before.data(), after.data(), before.size() * sizeof(float)), 0);
 }
 
+// run_async on the caller's stream with device buffers: the same bits as run(), nothing
+// synchronised inside (several submissions queue up before the one synchronisation).
+TEST_P(CudaContextTest, RunAsyncOnAUserStreamMatchesRun) {
+  const std::vector<float> expected = run();
+  float *input = nullptr, *output = nullptr;
+  ASSERT_EQ(cudaMalloc(&input, context_->input_count() * sizeof(float)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&output, context_->output_count() * sizeof(float)), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(input, input_.data(), input_.size() * sizeof(float),
+                       cudaMemcpyHostToDevice),
+            cudaSuccess);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  for (int i = 0; i < 4; ++i) context_->run_async(input, output, stream);
+  std::vector<float> actual(context_->output_count(), std::nanf(""));
+  ASSERT_EQ(cudaMemcpyAsync(actual.data(), output, actual.size() * sizeof(float),
+                            cudaMemcpyDeviceToHost, stream),
+            cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  EXPECT_EQ(std::memcmp(actual.data(), expected.data(), expected.size() * sizeof(float)), 0);
+  cudaStreamDestroy(stream);
+  cudaFree(input);
+  cudaFree(output);
+}
+
 TEST_P(CudaContextTest, BenchmarkTimesEveryReplay) {
   const std::vector<double> times = context_->benchmark(2, 7);
   ASSERT_EQ(times.size(), 7u);

@@ -1,14 +1,16 @@
-// The three fp16 linear entries (linear_fp16, linear_fp16_cublaslt, linear_fp16_gemv) against
-// ref::linear on odd sizes (in/out not multiples of 8), with and without bias and fused ReLU, on
-// a flattened [C, H, W] input (weight columns permuted to the NHWC flatten order), at the
-// AlexNet fc shapes, across the GEMV/GEMM batch threshold, and captured in a CUDA graph on first
-// use.  Inputs and weights are rounded to fp16 before the reference sees them; tolerance: relative
-// L2 error ≤ 2e-3 (fp32 accumulation, fp16 output rounding ~3e-4 rms).  Outputs start as NaN
-// bytes; the padded output features must come out exactly zero.  The GEMV is also driven
-// directly with every K split on odd rows/k/batches, and its host-side split choice checked.
+// The fp16 linear entries (linear_fp16, linear_fp16_cublaslt, linear_fp16_gemv): what is specific
+// to them.  Their numerics on the linear case table (odd sizes, flattened inputs whose weight
+// columns are permuted, AlexNet's fc layers, batches either side of the GEMV/GEMM switch) run
+// in the kernel test harness (tests/harness, `--gtest_filter='linear/*'`).  Here: the default
+// entry's variant choice at the GEMV threshold, capture in a CUDA graph on first use, the GEMV
+// driven directly with every K split, its host-side split choice, the epilogues the entries
+// refuse and the column permutation of the packing.  Inputs and weights are rounded to fp16
+// before the reference sees them; tolerance: the fp16 one of harness/tolerance.h (relative L2);
+// outputs start as NaN bytes and padded output features must come out exactly zero.
 #include <random>
 
 #include "fp16_test_util.h"
+#include "harness/tolerance.h"
 #include "kernels/cpu/reference.h"
 #include "kernels/cuda/linear_fp16.h"
 #include "runtime/cuda/cuda_registry.h"
@@ -18,7 +20,7 @@ namespace {
 
 using test::DeviceMem;
 
-constexpr double kTolerance = 2e-3;
+const double kTolerance = harness::tolerance_for(Precision::FP16).rel_l2;  // one place
 const char* const kEntries[] = {"linear_fp16", "linear_fp16_cublaslt", "linear_fp16_gemv"};
 
 const KernelRegistry& linear_registry() {
@@ -101,66 +103,10 @@ std::vector<float> reference(const LinearGraph& g, const std::vector<float>& x, 
   return y;
 }
 
-void check_case(const std::string& entry, const LinearCase& lc, int batch, uint32_t seed) {
-  std::mt19937 rng(seed);
-  const LinearGraph g = make_linear_graph(lc, rng);
-  const auto x = test::random_fp16_values(static_cast<size_t>(batch) * lc.in, rng);
-  const std::vector<float> expected = reference(g, x, batch, lc);
-
-  test::EntryRunner runner(linear_registry(), entry, g.linear(), g.graph);
-  DeviceMem input(gpu_input(x, batch, lc));
-  DeviceMem output(static_cast<size_t>(batch) * test::pad8(lc.out) * 2);
-  runner.run({input.get()}, output.get(), batch);
-  int64_t bad_padding = 0;
-  const auto got = test::from_nhwc(output.halves(), batch, lc.out, 1, 1, &bad_padding);
-  SCOPED_TRACE(entry + " in=" + std::to_string(lc.in) + " out=" + std::to_string(lc.out) +
-               " batch=" + std::to_string(batch) + " bias=" + std::to_string(lc.bias) +
-               " relu=" + std::to_string(lc.relu) + " flattened=" + shape_to_string(lc.flattened));
-  EXPECT_LE(test::rel_l2(got, expected), kTolerance);
-  EXPECT_EQ(bad_padding, 0);
-}
-
-TEST(LinearFp16, OddSizesAllEntriesAllBatches) {
-  CNNRT_REQUIRE_CUDA_DEVICE();
-  const LinearCase cases[] = {{100, 37, true, false, {}},
-                              {100, 37, false, true, {}},
-                              {13, 1, true, true, {}},
-                              {1, 9, true, false, {}},
-                              {259, 130, true, true, {}}};
-  uint32_t seed = 100;
-  for (const char* entry : kEntries)
-    for (const LinearCase& lc : cases)
-      for (int batch : {1, 3, 16}) check_case(entry, lc, batch, ++seed);
-}
-
-TEST(LinearFp16, FlattenedInputPermutesWeightColumns) {
-  CNNRT_REQUIRE_CUDA_DEVICE();
-  // C % 8 != 0 (flatten dropped the padding) and C % 8 == 0 (flatten is a view).
-  const LinearCase cases[] = {{13 * 3 * 5, 29, true, true, {13, 3, 5}},
-                              {64 * 3 * 3, 37, true, false, {64, 3, 3}},
-                              {3 * 1 * 7, 8, false, false, {3, 1, 7}}};
-  uint32_t seed = 200;
-  for (const char* entry : kEntries)
-    for (const LinearCase& lc : cases)
-      for (int batch : {1, 3, 16}) check_case(entry, lc, batch, ++seed);
-}
-
-TEST(LinearFp16, AlexNetClassifierShapes) {
-  CNNRT_REQUIRE_CUDA_DEVICE();
-  const LinearCase cases[] = {{9216, 4096, true, true, {256, 6, 6}},
-                              {4096, 4096, true, true, {}},
-                              {4096, 1000, true, false, {}}};
-  uint32_t seed = 300;
-  for (const char* entry : {"linear_fp16_cublaslt", "linear_fp16_gemv"})
-    for (const LinearCase& lc : cases)
-      for (int batch : {1, 16}) check_case(entry, lc, batch, ++seed);
-}
-
+// The batch decides the variant once per context (prepare); the harness runs both sides.
 TEST(LinearFp16, DefaultEntrySwitchesAtTheGemvThreshold) {
   CNNRT_REQUIRE_CUDA_DEVICE();
   const LinearCase lc{300, 45, true, true, {}};
-  check_case("linear_fp16", lc, cuda::kGemvMaxBatch, 400);
-  check_case("linear_fp16", lc, cuda::kGemvMaxBatch + 1, 401);
   std::mt19937 rng(402);
   const LinearGraph g = make_linear_graph(lc, rng);
   test::EntryRunner runner(linear_registry(), "linear_fp16", g.linear(), g.graph);
@@ -297,6 +243,25 @@ TEST(LinearFp16, GemvSplitChoice) {
   }
   EXPECT_THROW(cuda::gemv_choose_split(1000, 4096, cuda::kGemvMaxBatch + 1, kSms), Error);
   EXPECT_THROW(cuda::gemv_choose_split(1000, 4096, 1, 0), Error);
+}
+
+// The kernels implement a ReLU epilogue or none; relu6 and clip are the fp32 family's.
+TEST(LinearFp16, EntriesRefuseEpiloguesOtherThanRelu) {
+  std::mt19937 rng(800);
+  LinearGraph g = make_linear_graph({16, 8, true, false, {}}, rng);
+  Node node = g.linear();
+  for (const char* name : kEntries) {
+    const KernelEntry* entry = linear_registry().find(name);
+    ASSERT_NE(entry, nullptr) << name;
+    for (Activation activation : {Activation::None, Activation::Relu}) {
+      node.activation = activation;
+      EXPECT_TRUE(entry->supports(node)) << name;
+    }
+    for (Activation activation : {Activation::Relu6, Activation::Clip}) {
+      node.activation = activation;
+      EXPECT_FALSE(entry->supports(node)) << name << " accepted an epilogue it does not compute";
+    }
+  }
 }
 
 TEST(LinearFp16, PackingPermutesColumnsToHwcOrder) {

@@ -14,7 +14,7 @@ using test::model_text;
 
 TEST(ModelLoader, ParsesEveryOpWithItsAttributes) {
   const Graph graph = load_model(test::data_path("all_ops.yaml"));
-  ASSERT_EQ(graph.nodes.size(), 14u);
+  ASSERT_EQ(graph.nodes.size(), 16u);
   EXPECT_EQ(graph.name, "all_ops");
   EXPECT_EQ(graph.output, "prob");  // default: the last layer
   EXPECT_TRUE(graph.input.mean.empty());
@@ -76,6 +76,9 @@ TEST(ModelLoader, ParsesEveryOpWithItsAttributes) {
   EXPECT_EQ(graph.find("flat")->op, OpKind::Flatten);
   EXPECT_FLOAT_EQ(graph.find("drop")->get<DropoutAttrs>().p, 0.25f);
   EXPECT_EQ(graph.find("fc")->get<LinearAttrs>().out_features, 7);
+  EXPECT_EQ(graph.find("fc_relu6")->op, OpKind::Relu6);
+  EXPECT_EQ(graph.find("fc_clip")->get<ClipAttrs>().min, -0.5f);
+  EXPECT_EQ(graph.find("fc_clip")->get<ClipAttrs>().max, 4.0f);
   EXPECT_EQ(graph.find("prob")->op, OpKind::Softmax);
 }
 

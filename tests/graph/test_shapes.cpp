@@ -47,6 +47,8 @@ TEST(ShapeInference, EveryOpOfTheFixture) {
   EXPECT_EQ(shape("flat"), (Shape{108}));
   EXPECT_EQ(shape("drop"), (Shape{108}));
   EXPECT_EQ(shape("fc"), (Shape{7}));
+  EXPECT_EQ(shape("fc_relu6"), (Shape{7}));
+  EXPECT_EQ(shape("fc_clip"), (Shape{7}));
   EXPECT_EQ(shape("prob"), (Shape{7}));
   EXPECT_EQ(graph.find("fc")->params[0].value.shape, (Shape{7, 108}));
   EXPECT_EQ(graph.find("conv_b")->params[0].value.shape, (Shape{6, 6, 1, 1}));

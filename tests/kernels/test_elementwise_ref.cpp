@@ -1,4 +1,4 @@
-// ref::relu / add / concat_channels: small hand-computed cases (in-place relu included).
+// ref::relu / clamp / add / concat_channels: small hand-computed cases (in place included).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -24,6 +24,31 @@ TEST(RefRelu, HandComputedOutOfPlaceAndInPlace) {
   EXPECT_TRUE(std::isnan(x[5])) << "NaN must propagate like torch.relu";
   x.pop_back();
   expect_all_near(x, {0, 0, 2.5f, 0, 7}, 0, 0);
+}
+
+TEST(RefClamp, Relu6ClipAndOneSidedBoundsHandComputed) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const std::vector<float> x = {-7.0f, -0.5f, 0.0f, 3.25f, 6.0f, 6.5f, 1e30f};
+  std::vector<float> y(x.size());
+  ref::clamp(x.data(), 7, 0.0f, 6.0f, y.data());  // relu6
+  expect_all_near(y, {0, 0, 0, 3.25f, 6, 6, 6}, 0, 0);
+  ref::clamp(x.data(), 7, -1.0f, 0.5f, y.data());  // clip
+  expect_all_near(y, {-1, -0.5f, 0, 0.5f, 0.5f, 0.5f, 0.5f}, 0, 0);
+  ref::clamp(x.data(), 7, -kInf, 4.0f, y.data());  // clip with max only
+  expect_all_near(y, {-7, -0.5f, 0, 3.25f, 4, 4, 4}, 0, 0);
+  ref::clamp(x.data(), 7, 0.0f, kInf, y.data());  // relu as a clamp
+  std::vector<float> relu(x.size());
+  ref::relu(x.data(), 7, relu.data());
+  expect_all_near(y, relu, 0, 0);
+}
+
+TEST(RefClamp, InPlaceAndNaNPropagates) {
+  std::vector<float> x = {-2.0f, 9.0f, std::numeric_limits<float>::quiet_NaN(), 99.0f};
+  ref::clamp(x.data(), 3, 0.0f, 6.0f, x.data());
+  EXPECT_EQ(x[0], 0.0f);
+  EXPECT_EQ(x[1], 6.0f);
+  EXPECT_TRUE(std::isnan(x[2])) << "NaN must propagate like torch.clamp";
+  EXPECT_EQ(x[3], 99.0f) << "wrote past count";
 }
 
 TEST(RefAdd, HandComputed) {

@@ -1,8 +1,9 @@
-// CPU registry entries (runtime/cpu_kernels.cpp): every op has a cpu_ref_* FP32 entry; each
-// kernel unpacks the node's per-sample shapes and the batch correctly (checked against direct
-// calls of the reference functions); the fused conv epilogue is conv + bias → ReLU → max-pool
-// with the pre-pool tensor in the workspace; relu/flatten/dropout work in and out of place;
-// weights are copied at creation; malformed nodes throw Error naming the layer.
+// CPU registry entries (runtime/cpu_kernels.cpp): what is specific to them.  Every entry's
+// numerics on its op's case table — shapes and batch unpacked, fused epilogues, in-place runs —
+// run in the kernel test harness (tests/harness, `--gtest_filter='*/cpu_ref_*'`).  Here: every
+// op has one cpu_ref_* FP32 entry; the fused conv keeps its pre-pool tensor in the workspace it
+// asks for and copied its weights at creation; an activation is accepted only by the entries
+// with an epilogue; malformed nodes throw Error naming the layer.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -58,7 +59,8 @@ std::vector<float> run_kernel(LayerKernel& kernel,
                               const std::vector<const std::vector<float>*>& inputs,
                               size_t output_elements, int batch) {
   std::vector<float> output(output_elements, std::nanf(""));
-  const KernelPlan plan = kernel.prepare({batch, std::vector<TensorType>(inputs.size(), fp32_nchw())});
+  const KernelPlan plan =
+      kernel.prepare({batch, std::vector<TensorType>(inputs.size(), fp32_nchw())});
   std::vector<float> workspace(plan.workspace_bytes / sizeof(float) + 1, std::nanf(""));
   KernelArgs args;
   for (const auto* in : inputs) args.inputs.push_back(in->data());
@@ -90,7 +92,9 @@ TEST(CpuKernels, EveryOpHasOneFp32ReferenceEntry) {
       {OpKind::BatchNorm, "cpu_ref_batchnorm"},
       {OpKind::Add, "cpu_ref_add"},
       {OpKind::Concat, "cpu_ref_concat"},
-      {OpKind::LRN, "cpu_ref_lrn"}};
+      {OpKind::LRN, "cpu_ref_lrn"},
+      {OpKind::Relu6, "cpu_ref_relu6"},
+      {OpKind::Clip, "cpu_ref_clip"}};
   EXPECT_EQ(cpu_registry().entries().size(), expected.size());
   for (const auto& [op, name] : expected) {
     const KernelEntry* entry = cpu_registry().find(name);
@@ -145,135 +149,33 @@ TEST(CpuKernels, FusedConvReluMaxPoolUsesWorkspaceAndMatchesUnfusedReference) {
   EXPECT_THROW(kernel->run(no_workspace), Error);
 }
 
-TEST(CpuKernels, ConvWithoutEpilogueAndLinearWithRelu) {
-  std::mt19937 rng(std::random_device{}());
-  const int batch = 2;
-  ConvAttrs conv;
-  conv.out_channels = 5;
-  conv.kernel_h = 3;
-  conv.kernel_w = 2;
-  conv.stride_h = 2;
-  Node conv_node = make_node("conv", OpKind::Conv, conv, {{3, 9, 7}}, {5, 4, 6});
-  conv_node.params = {make_param("weight", {5, 3, 3, 2}, rng)};  // no bias
-  auto conv_kernel = create_kernel(conv_node);
-  EXPECT_EQ(conv_kernel->prepare({batch, {fp32_nchw()}}).workspace_bytes, 0u);
-  const auto x = test::random_vector(batch * 3 * 9 * 7, rng);
-  std::vector<float> expected(batch * 5 * 4 * 6);
-  ref::conv2d(x.data(), batch, 3, 9, 7, conv_node.params[0].value.data.data(), nullptr, conv,
-              expected.data());
-  expect_equal(run_kernel(*conv_kernel, {&x}, expected.size(), batch), expected);
-
-  LinearAttrs linear;
-  linear.out_features = 7;
-  Node fc = make_node("fc", OpKind::Linear, linear, {{13}}, {7});
-  fc.params = {make_param("weight", {7, 13}, rng), make_param("bias", {7}, rng)};
-  fc.activation = Activation::Relu;
-  auto fc_kernel = create_kernel(fc);
-  const auto features = test::random_vector(batch * 13, rng);
-  std::vector<float> fc_expected(batch * 7);
-  ref::linear(features.data(), batch, 13, fc.params[0].value.data.data(),
-              fc.params[1].value.data.data(), 7, fc_expected.data());
-  ref::relu(fc_expected.data(), batch * 7, fc_expected.data());
-  expect_equal(run_kernel(*fc_kernel, {&features}, fc_expected.size(), batch), fc_expected);
-}
-
-TEST(CpuKernels, ReluFlattenDropoutInPlaceAndOutOfPlace) {
-  std::mt19937 rng(std::random_device{}());
-  const int batch = 3;
-  const std::vector<std::pair<OpKind, Attrs>> ops = {{OpKind::Relu, EmptyAttrs{}},
-                                                     {OpKind::Flatten, EmptyAttrs{}},
-                                                     {OpKind::Dropout, DropoutAttrs{}}};
-  for (const auto& [op, attrs] : ops) {
-    const Shape out_shape = op == OpKind::Flatten ? Shape{5 * 3 * 7} : Shape{5, 3, 7};
-    const Node node = make_node("layer", op, attrs, {{5, 3, 7}}, out_shape);
-    auto kernel = create_kernel(node);
-    const auto x = test::random_vector(batch * 5 * 3 * 7, rng);
-    std::vector<float> expected = x;
-    if (op == OpKind::Relu) ref::relu(x.data(), static_cast<int64_t>(x.size()), expected.data());
-    SCOPED_TRACE(op_name(op));
-    expect_equal(run_kernel(*kernel, {&x}, x.size(), batch), expected);  // out of place
-    std::vector<float> in_place = x;
-    KernelArgs args;
-    args.inputs = {in_place.data()};
-    args.output = in_place.data();
-    args.batch = batch;
-    kernel->run(args);
-    expect_equal(in_place, expected);
-  }
-}
-
-TEST(CpuKernels, PoolNormAndMultiInputOpsUnpackShapes) {
-  std::mt19937 rng(std::random_device{}());
-  const int batch = 2, c = 3, h = 9, w = 7;
-  const auto x = test::random_vector(batch * c * h * w, rng);
-  const auto x2 = test::random_vector(batch * c * h * w, rng);
-  const auto x3 = test::random_vector(batch * 2 * h * w, rng);
-
-  PoolAttrs pool;
-  pool.kernel_h = 3;
-  pool.kernel_w = 2;
-  pool.stride_h = 2;
-  pool.stride_w = 2;
-  pool.pad_h = 1;
-  pool.ceil_mode = true;
-  pool.count_include_pad = false;
-  // ceil((9+2-3)/2)+1 = 5, ceil((7-2)/2)+1 = 4
-  {
-    std::vector<float> expected(batch * c * 5 * 4);
-    ref::maxpool2d(x.data(), batch, c, h, w, pool, expected.data());
-    auto kernel = create_kernel(make_node("pool", OpKind::MaxPool, pool, {{c, h, w}}, {c, 5, 4}));
-    expect_equal(run_kernel(*kernel, {&x}, expected.size(), batch), expected);
-    ref::avgpool2d(x.data(), batch, c, h, w, pool, expected.data());
-    kernel = create_kernel(make_node("avg", OpKind::AvgPool, pool, {{c, h, w}}, {c, 5, 4}));
-    expect_equal(run_kernel(*kernel, {&x}, expected.size(), batch), expected);
-  }
-  {
-    AdaptivePoolAttrs adaptive;
-    adaptive.out_h = 4;
-    adaptive.out_w = 3;
-    std::vector<float> expected(batch * c * 4 * 3);
-    ref::adaptive_avgpool2d(x.data(), batch, c, h, w, 4, 3, expected.data());
-    auto kernel =
-        create_kernel(make_node("gap", OpKind::AdaptiveAvgPool, adaptive, {{c, h, w}}, {c, 4, 3}));
-    expect_equal(run_kernel(*kernel, {&x}, expected.size(), batch), expected);
-  }
-  {
-    std::vector<float> expected(x.size());
-    ref::softmax(x.data(), batch, c, h * w, expected.data());
-    auto kernel =
-        create_kernel(make_node("sm", OpKind::Softmax, SoftmaxAttrs{}, {{c, h, w}}, {c, h, w}));
-    expect_equal(run_kernel(*kernel, {&x}, expected.size(), batch), expected);
-
-    LRNAttrs lrn;
-    lrn.size = 3;
-    ref::lrn(x.data(), batch, c, h * w, lrn, expected.data());
-    kernel = create_kernel(make_node("lrn", OpKind::LRN, lrn, {{c, h, w}}, {c, h, w}));
-    expect_equal(run_kernel(*kernel, {&x}, expected.size(), batch), expected);
-
-    ref::add(x.data(), x2.data(), static_cast<int64_t>(x.size()), expected.data());
-    kernel = create_kernel(
-        make_node("add", OpKind::Add, EmptyAttrs{}, {{c, h, w}, {c, h, w}}, {c, h, w}));
-    expect_equal(run_kernel(*kernel, {&x, &x2}, expected.size(), batch), expected);
-  }
-  {
-    Node bn = make_node("bn", OpKind::BatchNorm, BatchNormAttrs{}, {{c, h, w}}, {c, h, w});
-    bn.params = {make_param("weight", {c}, rng), make_param("bias", {c}, rng),
-                 make_param("running_mean", {c}, rng), make_param("running_var", {c}, rng)};
-    for (float& v : bn.params[3].value.data) v = std::fabs(v) + 0.1f;
-    std::vector<float> expected(x.size());
-    ref::batchnorm(x.data(), batch, c, h * w, bn.params[0].value.data.data(),
-                   bn.params[1].value.data.data(), bn.params[2].value.data.data(),
-                   bn.params[3].value.data.data(), 1e-5f, expected.data());
-    expect_equal(run_kernel(*create_kernel(bn), {&x}, expected.size(), batch), expected);
-  }
-  {
-    const float* inputs[] = {x.data(), x3.data()};
-    const int channels[] = {c, 2};
-    std::vector<float> expected(batch * (c + 2) * h * w);
-    ref::concat_channels(inputs, channels, 2, batch, h * w, expected.data());
-    auto kernel = create_kernel(
-        make_node("cat", OpKind::Concat, ConcatAttrs{}, {{c, h, w}, {2, h, w}}, {c + 2, h, w}));
-    expect_equal(run_kernel(*kernel, {&x, &x3}, expected.size(), batch), expected);
+// conv, linear, add and batchnorm apply any activation as a clamp; the others have no epilogue
+// and refuse a node that carries one rather than drop it.
+TEST(CpuKernels, OnlyEntriesWithAnEpilogueAcceptAnActivation) {
+  const std::vector<std::pair<OpKind, Attrs>> with_epilogue = {
+      {OpKind::Conv, ConvAttrs{}},
+      {OpKind::Linear, LinearAttrs{}},
+      {OpKind::Add, EmptyAttrs{}},
+      {OpKind::BatchNorm, BatchNormAttrs{}}};
+  const std::vector<std::pair<OpKind, Attrs>> without = {
+      {OpKind::Relu, EmptyAttrs{}},      {OpKind::MaxPool, PoolAttrs{}},
+      {OpKind::AvgPool, PoolAttrs{}},    {OpKind::AdaptiveAvgPool, AdaptivePoolAttrs{}},
+      {OpKind::Flatten, EmptyAttrs{}},   {OpKind::Dropout, DropoutAttrs{}},
+      {OpKind::Softmax, SoftmaxAttrs{}}, {OpKind::Concat, ConcatAttrs{}},
+      {OpKind::LRN, LRNAttrs{}}};
+  for (Activation activation : {Activation::Relu, Activation::Relu6, Activation::Clip}) {
+    for (const auto& [op, attrs] : with_epilogue) {
+      Node node = make_node("layer", op, attrs, {{4, 5, 5}, {4, 5, 5}}, {4, 5, 5});
+      node.activation = activation;
+      EXPECT_EQ(cpu_registry().candidates(node, Device::CPU, Precision::FP32).size(), 1u)
+          << op_name(op);
+    }
+    for (const auto& [op, attrs] : without) {
+      Node node = make_node("layer", op, attrs, {{4, 5, 5}}, {4, 5, 5});
+      node.activation = activation;
+      EXPECT_TRUE(cpu_registry().candidates(node, Device::CPU, Precision::FP32).empty())
+          << op_name(op) << " accepted an activation it would drop";
+    }
   }
 }
 

@@ -1,0 +1,91 @@
+// Asynchronous submission rate (issue: "a C++ API for real applications"): back-to-back
+// ExecutionContext::run_async calls on one stream, device-resident input and output, against
+// the CUDA-graph replay rate of ExecutionContext::benchmark on the same context.  Prints both
+// per batch; not a test — log results in docs/PERFORMANCE.md.
+//
+//   async_rate MODEL [--batch 1,64] [--runs 500]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "cnnrt/cnnrt.h"
+#include "graph/model_loader.h"
+#include "kernels/cuda/cuda_check.h"
+
+namespace {
+
+double median_of(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: async_rate MODEL [--batch 1,64] [--runs 500]\n");
+    return 2;
+  }
+  std::vector<int> batches = {1, 64};
+  int runs = 500;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (flag == "--runs") runs = std::atoi(argv[i + 1]);
+    if (flag == "--batch") {
+      batches.clear();
+      std::string list = argv[i + 1];
+      for (size_t at = 0; at <= list.size();) {
+        const size_t comma = list.find(',', at);
+        batches.push_back(std::atoi(list.substr(at, comma - at).c_str()));
+        at = comma == std::string::npos ? list.size() + 1 : comma + 1;
+      }
+    }
+  }
+  try {
+    cnnrt::Graph graph = cnnrt::load_model(argv[1]);
+    cnnrt::bind_random_weights(graph, 1);
+    cnnrt::BuildOptions options;
+    options.device = cnnrt::Device::CUDA;
+    auto engine = cnnrt::Engine::build(graph, options);
+    std::printf("%6s %14s %14s %8s\n", "batch", "replay ms", "async ms/run", "ratio");
+    for (int batch : batches) {
+      auto context = engine->create_context(batch);
+      const double replay_ms = median_of(context->benchmark(20, 200));
+      float *input = nullptr, *output = nullptr;
+      CNNRT_CUDA_CHECK(cudaMalloc(&input, context->input_count() * sizeof(float)));
+      CNNRT_CUDA_CHECK(cudaMalloc(&output, context->output_count() * sizeof(float)));
+      CNNRT_CUDA_CHECK(cudaMemset(input, 0, context->input_count() * sizeof(float)));
+      cudaStream_t stream = nullptr;
+      CNNRT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+      cudaEvent_t start, stop;
+      CNNRT_CUDA_CHECK(cudaEventCreate(&start));
+      CNNRT_CUDA_CHECK(cudaEventCreate(&stop));
+      for (int i = 0; i < 20; ++i) context->run_async(input, output, stream);
+      std::vector<double> rates;
+      for (int repeat = 0; repeat < 5; ++repeat) {
+        CNNRT_CUDA_CHECK(cudaEventRecord(start, stream));
+        for (int i = 0; i < runs; ++i) context->run_async(input, output, stream);
+        CNNRT_CUDA_CHECK(cudaEventRecord(stop, stream));
+        CNNRT_CUDA_CHECK(cudaEventSynchronize(stop));
+        float ms = 0;
+        CNNRT_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+        rates.push_back(ms / runs);
+      }
+      const double async_ms = median_of(rates);
+      std::printf("%6d %14.4f %14.4f %8.3f\n", batch, replay_ms, async_ms, replay_ms / async_ms);
+      cudaEventDestroy(start);
+      cudaEventDestroy(stop);
+      cudaStreamDestroy(stream);
+      cudaFree(input);
+      cudaFree(output);
+    }
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "error: %s\n", error.what());
+    return 1;
+  }
+  return 0;
+}

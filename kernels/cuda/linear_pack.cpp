@@ -1,0 +1,45 @@
+#include "kernels/cuda/linear_pack.h"
+
+#include <algorithm>
+#include <string>
+
+#include "cnnrt/error.h"
+
+namespace cnnrt::cuda {
+
+HostGemmWeights pack_linear_weights(const float* weight, const float* bias, int out_features,
+                                    int in_features, const Shape& flattened_source) {
+  if (out_features < 1 || in_features < 1 || weight == nullptr)
+    throw Error("pack_linear_weights: empty weight");
+  auto round_up8 = [](int64_t value) { return static_cast<int>((value + 7) / 8 * 8); };
+  HostGemmWeights packed;
+  packed.rows_pad = round_up8(out_features);
+  packed.cols_pad = round_up8(in_features);
+  packed.weight.assign(static_cast<size_t>(packed.rows_pad) * packed.cols_pad, 0.0f);
+  packed.bias.assign(packed.rows_pad, 0.0f);
+  if (bias != nullptr) std::copy(bias, bias + out_features, packed.bias.begin());
+
+  const bool permute = flattened_source.size() == 3;
+  if (permute && shape_elements(flattened_source) != in_features)
+    throw Error("pack_linear_weights: in_features " + std::to_string(in_features) +
+                " does not match the flattened shape " + shape_to_string(flattened_source));
+  const int64_t channels = permute ? flattened_source[0] : 0;
+  const int64_t height = permute ? flattened_source[1] : 0;
+  const int64_t width = permute ? flattened_source[2] : 0;
+  for (int64_t o = 0; o < out_features; ++o) {
+    const float* src = weight + o * in_features;
+    float* dst = packed.weight.data() + o * packed.cols_pad;
+    if (!permute) {
+      std::copy(src, src + in_features, dst);
+      continue;
+    }
+    // PyTorch flattens (c, h, w); the NHWC flatten produces (h, w, c).
+    for (int64_t c = 0; c < channels; ++c)
+      for (int64_t h = 0; h < height; ++h)
+        for (int64_t w = 0; w < width; ++w)
+          dst[(h * width + w) * channels + c] = src[(c * height + h) * width + w];
+  }
+  return packed;
+}
+
+}  // namespace cnnrt::cuda

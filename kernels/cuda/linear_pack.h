@@ -1,0 +1,33 @@
+// Host-side packing of a linear layer's weight for the CUDA backend layout, shared by every CUDA
+// linear family (fp16 GEMV / cuBLASLt, fp32 reference) and the im2col conv baseline.
+//
+// Why one function: the CUDA layout stores a flattened [C, H, W] map in (h, w, c) order
+// (runtime/cuda/cuda_registry.h), so a linear that reads it must permute its weight columns from
+// PyTorch's (c, h, w) order once at build.  Every family that reads such a vector must permute
+// identically, or a mixed-precision engine (an fp16 flatten feeding an fp32 linear) would compute
+// with scrambled features; one packing routine makes that impossible to get out of step.
+#pragma once
+
+#include <vector>
+
+#include "graph/ir.h"
+
+namespace cnnrt::cuda {
+
+// Packed weights, still fp32 on the host: [rows_pad][cols_pad] (rows = outputs, cols = inputs,
+// each rounded up to 8, zeros in the padding) and bias [rows_pad] (zeros when the layer has none
+// and in the padding).  Each family converts them to its own device type.
+struct HostGemmWeights {
+  int rows_pad = 0, cols_pad = 0;
+  std::vector<float> weight;
+  std::vector<float> bias;
+};
+
+// weight: [out, in] (PyTorch layout); bias: [out] or nullptr.  When `flattened_source` is a
+// [C, H, W] shape (the linear reads an NHWC flatten), columns are permuted from PyTorch's
+// (c, h, w) order to the flatten's (h, w, c) order; in must equal C*H*W.  Throws Error on
+// mismatched sizes.
+HostGemmWeights pack_linear_weights(const float* weight, const float* bias, int out_features,
+                                    int in_features, const Shape& flattened_source);
+
+}  // namespace cnnrt::cuda

@@ -1,0 +1,222 @@
+// The kernel test harness as GoogleTest cases (harness.h): one test per (registry entry, case of
+// its op's table), named "<op>/KernelHarness.MatchesCpuReference/<entry>__<case>", so
+//   --gtest_filter='conv/*'           every conv kernel on every conv case
+//   --gtest_filter='*/conv_fp32__*'   one kernel on every case of its op
+//   --gtest_filter='*_fp32__*'        a whole family
+// select by op or by kernel.  Entries of an absent device and cases an entry's supports() refuses
+// are skipped (and counted: the summary at the end prints checks run / skipped).  Perf mode:
+// CNNRT_HARNESS_PERF=N times each passing check, median of N runs, and prints a table at the end.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <ostream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "graph/ops.h"
+#include "harness.h"
+
+namespace cnnrt::harness {
+namespace {
+
+struct Counts {
+  int checks = 0, in_place_checks = 0, unsupported = 0, no_device = 0;
+};
+Counts g_counts;
+
+struct PerfRow {
+  std::string op, case_name, entry, variant;
+  double ms = 0, gflops = 0, gbs = 0;
+};
+std::vector<PerfRow> g_perf;
+
+int perf_reps() {
+  const char* text = std::getenv("CNNRT_HARNESS_PERF");
+  return text != nullptr ? std::max(0, std::atoi(text)) : 0;
+}
+
+// Prints what ran, and in perf mode the timing table, after the last test.
+class HarnessReport : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    std::printf(
+        "[harness] %d kernel x case checks passed or failed (%d more in place); skipped: %d "
+        "unsupported by the entry, %d for an absent device\n",
+        g_counts.checks, g_counts.in_place_checks, g_counts.unsupported, g_counts.no_device);
+    if (g_perf.empty()) return;
+    std::printf("[harness] perf: median of %d runs per row\n", perf_reps());
+    std::printf("%-10s %-52s %-26s %-28s %10s %10s %9s\n", "op", "case", "kernel", "variant", "ms",
+                "GFLOP/s", "GB/s");
+    for (const PerfRow& row : g_perf)
+      std::printf("%-10s %-52s %-26s %-28s %10.4f %10.2f %9.2f\n", row.op.c_str(),
+                  row.case_name.c_str(), row.entry.c_str(),
+                  row.variant.empty() ? "-" : row.variant.c_str(), row.ms, row.gflops, row.gbs);
+  }
+};
+::testing::Environment* const g_report = ::testing::AddGlobalTestEnvironment(new HarnessReport);
+
+struct HarnessParam {
+  OpKind op;
+  size_t case_index;
+  std::string entry;
+};
+
+// Every registry entry of `op` (every device, baselines included) × every case of its table.
+std::vector<HarnessParam> params_for(OpKind op) {
+  std::vector<HarnessParam> params;
+  for (size_t i = 0; i < op_cases(op).size(); ++i)
+    for (const KernelEntry& entry : KernelRegistry::instance().entries())
+      if (entry.op == op) params.push_back({op, i, entry.name});
+  return params;
+}
+
+// What gtest prints for a parameter (test lists, failures): the case's parameters in words.
+void PrintTo(const HarnessParam& param, std::ostream* out) {
+  const OpCase& op_case = op_cases(param.op)[param.case_index];
+  const Node& node = op_case.node();
+  *out << param.entry << " on " << op_name(param.op) << " " << op_case.name << ": input "
+       << shape_to_string(node.input_shapes[0]) << " -> " << shape_to_string(node.output_shape)
+       << ", batch " << op_case.batch;
+}
+
+std::string param_name(const ::testing::TestParamInfo<HarnessParam>& info) {
+  return info.param.entry + "__" + op_cases(info.param.op)[info.param.case_index].name;
+}
+
+void record_perf(LayerKernel& kernel, const KernelEntry& entry, const CaseData& data,
+                 const OpCase& op_case, const HarnessDevice& device, const std::string& variant) {
+  const int reps = perf_reps();
+  if (reps == 0) return;
+  const Node& node = data.node();
+  PerfRow row;
+  row.op = op_name(node.op);
+  row.case_name = op_case.name;
+  row.entry = entry.name;
+  row.variant = variant;
+  row.ms = time_kernel(kernel, data, op_case, device, reps);
+  double bytes =
+      static_cast<double>(kernel.weight_bytes()) +
+      static_cast<double>(tensor_bytes(node.output_shape, kernel.output_type(), op_case.batch));
+  for (size_t i = 0; i < node.input_shapes.size(); ++i)
+    bytes += static_cast<double>(
+        tensor_bytes(node.input_shapes[i], kernel.input_types(i).at(0), op_case.batch));
+  if (row.ms > 0) {
+    row.gflops = node_flops(node) * op_case.batch / (row.ms * 1e6);
+    row.gbs = bytes / (row.ms * 1e6);
+  }
+  std::printf("[harness perf] %s %s %s: %.4f ms\n", row.op.c_str(), row.case_name.c_str(),
+              row.entry.c_str(), row.ms);
+  g_perf.push_back(row);
+}
+
+class KernelHarness : public ::testing::TestWithParam<HarnessParam> {};
+
+TEST_P(KernelHarness, MatchesCpuReference) {
+  const HarnessParam& param = GetParam();
+  const OpCase& op_case = op_cases(param.op)[param.case_index];
+  const KernelEntry* entry = KernelRegistry::instance().find(param.entry);
+  ASSERT_NE(entry, nullptr) << param.entry;
+  const HarnessDevice* device = harness_device(entry->device);
+  if (device == nullptr || !device->available()) {
+    ++g_counts.no_device;
+    GTEST_SKIP() << "no " << to_string(entry->device) << " device";
+  }
+  if (!entry->supports(op_case.node())) {
+    ++g_counts.unsupported;
+    GTEST_SKIP() << entry->name << " does not support this case";
+  }
+  ASSERT_NE(entry->precision, Precision::INT8)
+      << "int8 kernels are held exactly against the integer reference (tolerance.h), which the "
+         "harness does not have yet";
+  const CaseData& data = case_data(op_case);
+  const std::unique_ptr<LayerKernel> kernel = entry->create({data.node(), data.graph});
+  const Tolerance tolerance = tolerance_for(entry->precision);
+  std::string variant;
+  // Every type the kernel accepts at input 0 (e.g. conv_fp16_s2d also reads fp32 NCHW).
+  for (const TensorType& type : kernel->input_types(0)) {
+    SCOPED_TRACE("input 0 as " + to_string(type));
+    const EntryRun run = run_kernel(*kernel, data, op_case, *device, type, /*in_place=*/false);
+    variant = run.plan.variant_name;
+    SCOPED_TRACE("variant '" + variant + "'");
+    ++g_counts.checks;
+    EXPECT_EQ(run.nonzero_padding, 0) << "padding lanes of the output must be zeros";
+    const std::string failure = compare(run.output, data.expected, tolerance);
+    EXPECT_TRUE(failure.empty()) << failure;
+
+    // The planner may give an in-place kernel output == inputs[0] when the bytes agree.
+    const Node& node = data.node();
+    if (run.plan.in_place &&
+        tensor_bytes(node.output_shape, kernel->output_type(), op_case.batch) ==
+            tensor_bytes(node.input_shapes[0], type, op_case.batch)) {
+      SCOPED_TRACE("in place");
+      const EntryRun in_place = run_kernel(*kernel, data, op_case, *device, type, true);
+      ++g_counts.in_place_checks;
+      EXPECT_EQ(in_place.nonzero_padding, 0);
+      const std::string in_place_failure = compare(in_place.output, data.expected, tolerance);
+      EXPECT_TRUE(in_place_failure.empty()) << in_place_failure;
+    }
+  }
+  if (!HasFailure()) record_perf(*kernel, *entry, data, op_case, *device, variant);
+}
+
+// One instantiation per op, named as in the YAML (filter: '<op>/*').
+INSTANTIATE_TEST_SUITE_P(conv, KernelHarness, ::testing::ValuesIn(params_for(OpKind::Conv)),
+                         param_name);
+INSTANTIATE_TEST_SUITE_P(linear, KernelHarness, ::testing::ValuesIn(params_for(OpKind::Linear)),
+                         param_name);
+INSTANTIATE_TEST_SUITE_P(maxpool, KernelHarness, ::testing::ValuesIn(params_for(OpKind::MaxPool)),
+                         param_name);
+INSTANTIATE_TEST_SUITE_P(avgpool, KernelHarness, ::testing::ValuesIn(params_for(OpKind::AvgPool)),
+                         param_name);
+INSTANTIATE_TEST_SUITE_P(adaptive_avgpool, KernelHarness,
+                         ::testing::ValuesIn(params_for(OpKind::AdaptiveAvgPool)), param_name);
+INSTANTIATE_TEST_SUITE_P(relu, KernelHarness, ::testing::ValuesIn(params_for(OpKind::Relu)),
+                         param_name);
+INSTANTIATE_TEST_SUITE_P(dropout, KernelHarness, ::testing::ValuesIn(params_for(OpKind::Dropout)),
+                         param_name);
+INSTANTIATE_TEST_SUITE_P(flatten, KernelHarness, ::testing::ValuesIn(params_for(OpKind::Flatten)),
+                         param_name);
+INSTANTIATE_TEST_SUITE_P(softmax, KernelHarness, ::testing::ValuesIn(params_for(OpKind::Softmax)),
+                         param_name);
+INSTANTIATE_TEST_SUITE_P(batchnorm, KernelHarness,
+                         ::testing::ValuesIn(params_for(OpKind::BatchNorm)), param_name);
+INSTANTIATE_TEST_SUITE_P(lrn, KernelHarness, ::testing::ValuesIn(params_for(OpKind::LRN)),
+                         param_name);
+INSTANTIATE_TEST_SUITE_P(add, KernelHarness, ::testing::ValuesIn(params_for(OpKind::Add)),
+                         param_name);
+INSTANTIATE_TEST_SUITE_P(concat, KernelHarness, ::testing::ValuesIn(params_for(OpKind::Concat)),
+                         param_name);
+
+// A kernel of an op without a table, or one that no case reaches, would pass in silence.
+TEST(HarnessCoverage, EveryRegisteredOpHasACaseTableInstantiatedHere) {
+  const std::vector<OpKind>& ops = tested_ops();
+  std::set<std::string> instantiated;
+  for (const auto& name : {"conv", "linear", "maxpool", "avgpool", "adaptive_avgpool", "relu",
+                           "dropout", "flatten", "softmax", "batchnorm", "lrn", "add", "concat"})
+    instantiated.insert(name);
+  for (const KernelEntry& entry : KernelRegistry::instance().entries()) {
+    EXPECT_NE(std::find(ops.begin(), ops.end(), entry.op), ops.end())
+        << entry.name << ": op " << op_name(entry.op) << " has no case table (cases.cpp)";
+    EXPECT_EQ(instantiated.count(op_name(entry.op)), 1u)
+        << entry.name << ": op " << op_name(entry.op) << " is not instantiated in this file";
+  }
+}
+
+TEST(HarnessCoverage, EveryEntryOfAPresentDeviceSupportsSomeCase) {
+  for (const KernelEntry& entry : KernelRegistry::instance().entries()) {
+    const HarnessDevice* device = harness_device(entry.device);
+    if (device == nullptr || !device->available()) continue;
+    const std::vector<OpCase>& cases = op_cases(entry.op);
+    const bool reached = std::any_of(cases.begin(), cases.end(),
+                                     [&](const OpCase& c) { return entry.supports(c.node()); });
+    EXPECT_TRUE(reached) << entry.name << " supports none of the " << op_name(entry.op)
+                         << " cases: add a case it serves to cases.cpp";
+  }
+}
+
+}  // namespace
+}  // namespace cnnrt::harness
