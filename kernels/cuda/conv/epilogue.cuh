@@ -1,15 +1,20 @@
-// The epilogue every tensor-core conv shares, written once: bias + activation clamp rounded to
-// fp16 into a shared-memory staging tile, the A-row table that maps GEMM rows to conv pixels
-// (flat M tiles or the pass of a fused-pool tile), the fused MaxPool write-out from the staging
-// tile, and the 16-byte row write-out without a pool.  The mma.sync implicit GEMM
-// (igemm_kernel.cuh), the Hopper wgmma kernels (wgmma.cu, wgmma_ws.cu) and any later family
-// (int8, 2:4 sparse) plug their accumulator layout into stage_pair() and reuse the rest.
+// The epilogue pieces every tensor-core conv can share: bias + activation clamp rounded to fp16
+// into a shared-memory staging tile, the A-row table that maps GEMM rows to conv pixels (flat M
+// tiles or the pass of a fused-pool tile), the fused MaxPool write-out from the staging tile,
+// and the 16-byte row write-out without a pool.  The warp-specialised wgmma kernel (wgmma_ws.cu)
+// is built from them, the finish and direct kernels use the value helpers; a new family (int8,
+// 2:4 sparse) plugs its accumulator layout into stage_pair() and reuses the rest.
+//
+// Why the mma.sync (igemm_kernel.cuh) and wgmma (wgmma_kernel.cuh) kernels keep their own copies
+// of these steps: calling these functions from them changed ptxas's allocation and schedule —
+// measured on an H100 (issue 7): AlexNet fp16 2-8% slower with the wgmma kernel built on them,
+// more spills in the igemm gather instances.  Their copies follow the same conventions (below)
+// and the same pool tiling (pool_tiling.h), so a change here must be mirrored there.
 //
 // Conventions: the staging tile has rows of BN + 8 halves (the +8 keeps half2 stores from
 // eight lanes of a row group conflict-free); a row table entry is {image | -1, ih0, iw0, 0}
 // (image -1: the row is outside the conv output and gathers zeros); the pool tiling is
-// kernels/cuda/conv/pool_tiling.h.  Everything is __forceinline__: the kernels' code generation
-// is what it was when these lines lived inside each kernel.
+// kernels/cuda/conv/pool_tiling.h.  Everything is __forceinline__.
 #pragma once
 
 #include <cuda_fp16.h>

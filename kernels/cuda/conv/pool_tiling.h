@@ -10,8 +10,9 @@
 //  * row streaming (pass_rows > 0): passes of pass_rows = BM / TW WHOLE conv rows; the rows go to
 //    a ring of stage_rows conv rows and each pass pools the pooled rows its rows complete, so the
 //    staging no longer grows with the pass count and one CTA can sweep a whole image (no halo).
-// The pass geometry is the kernels' contract: pooled_rows_after() is what both the device code
-// and the host's ring size (stream_stage_rows) follow, so they cannot drift apart.
+// The pass geometry is the kernels' contract: pooled_rows_after() is the recurrence the host's
+// ring size (stream_stage_rows) and the shared epilogue follow; the igemm and wgmma kernels
+// evaluate the same formula in their own lambdas (see epilogue.cuh for why).
 //
 // The planners (which tiling, by a kernel-specific cost model and shared-memory formula) stay with
 // each kernel; this header gives them the candidates' geometry.
