@@ -26,8 +26,8 @@ using namespace cnnrt::apps;
 
 const char kUsage[] =
     "usage: alexnet_infer IMAGE [--model M] [--weights W | --random-weights [SEED]] "
-    "[--device auto|cpu|cuda] [--precision auto|fp32|fp16|int8] [--plan PLAN.yaml] [--top K] "
-    "[--profile]\n"
+    "[--device auto|cpu|cuda] [--precision auto|fp32|fp16|int8] [--plan PLAN.yaml] "
+    "[--calib CALIB.json] [--top K] [--profile]\n"
     "  --model M   any classifier model YAML (default: models/alexnet.yaml), e.g.\n"
     "              models/efficientnet_lite0.yaml after tools/convert_efficientnet_lite0.py";
 

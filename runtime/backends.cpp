@@ -28,7 +28,12 @@ DeviceInfo cpu_info() {
 
 const std::vector<BackendInfo>& backend_table() {
   static const std::vector<BackendInfo> table = {
-      {Device::CPU, [] { return true; }, cpu_info, register_cpu_kernels, make_cpu_backend},
+      {Device::CPU, [] { return true; }, cpu_info,
+       [](KernelRegistry& registry) {
+         register_cpu_kernels(registry);
+         register_cpu_int8_kernels(registry);
+       },
+       make_cpu_backend},
 #ifdef CNNRT_WITH_CUDA
       {Device::CUDA, cuda::cuda_device_present, cuda::cuda_device_info,
        cuda::register_cuda_kernels, cuda::make_cuda_backend},

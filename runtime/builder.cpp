@@ -68,7 +68,9 @@ std::map<std::string, LayerChoice> choices_by_node(const Graph& graph,
     auto it = node_of.find(layer);
     if (it == node_of.end()) {
       std::string names;
-      for (const Node& node : graph.nodes) names += (names.empty() ? "" : ", ") + node.name;
+      for (const Node& node : graph.nodes)
+        for (const std::string& source : node.source_layers)
+          names += (names.empty() ? "" : ", ") + source;
       throw Error((choice.origin.empty() ? "" : choice.origin + ": ") + "layer '" + layer +
                   "' is not in model " + graph.name + " (layers: " + names + ")");
     }
@@ -211,6 +213,16 @@ std::unique_ptr<EngineImpl> build_engine(Graph graph, const BuildOptions& option
     run_default_passes(graph);  // ends with infer_shapes
   else
     infer_shapes(graph);
+  if (!options.choices_model.empty() && options.choices_model != graph.name) {
+    // The origin of any choice names the plan file ("plan.yaml:4:3").
+    std::string where;
+    if (!options.layer_choices.empty()) {
+      where = options.layer_choices.begin()->second.origin;
+      where = where.substr(0, where.find(':')) + ": ";
+    }
+    throw Error(where + "the layer choices were written for model '" + options.choices_model +
+                "', not for " + graph.source_file + " (model '" + graph.name + "')");
+  }
   const std::map<std::string, LayerChoice> choices =
       choices_by_node(graph, options.layer_choices);
 
@@ -224,6 +236,7 @@ std::unique_ptr<EngineImpl> build_engine(Graph graph, const BuildOptions& option
   // Labels are optional (classes print as indices), but a labels file the YAML names must exist.
   if (!g.labels_file.empty()) engine->model.labels = read_labels(g.labels_file);
   engine->backend = find_backend(engine->device)->make();
+  engine->calibration = options.calibration;
 
   engine->tensors["input"] = {g.input.shape, fp32_nchw()};
   StepBinder binder(*engine);
@@ -239,7 +252,7 @@ std::unique_ptr<EngineImpl> build_engine(Graph graph, const BuildOptions& option
                                choice == choices.end() ? nullptr : &choice->second);
     step.kernel_name = step.entry->name;
     step.precision = step.entry->precision;
-    step.kernel = step.entry->create(KernelBuildContext{node, g});
+    step.kernel = step.entry->create(KernelBuildContext{node, g, engine->calibration.get()});
     binder.add_layer(std::move(step), node.output_shape);
   }
   engine->output_tensor = binder.as_type(g.output, fp32_nchw());

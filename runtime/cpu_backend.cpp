@@ -141,6 +141,8 @@ class CpuContext final : public ContextImpl {
         if (&entry == step.entry || entry.op != step.node->op || entry.device != Device::CPU ||
             !entry.supports(*step.node))
           continue;
+        // int8 candidates need the tensor scales of a calibration.
+        if (entry.precision == Precision::INT8 && engine_->calibration == nullptr) continue;
         LayerProfile row = chosen;
         row.kernel = entry.name;
         row.precision = to_string(entry.precision);
@@ -186,7 +188,8 @@ class CpuContext final : public ContextImpl {
   }
   double time_candidate(const KernelEntry& entry, size_t i, int iterations, std::string* variant) {
     const Step& step = engine_->steps[i];
-    std::unique_ptr<LayerKernel> kernel = entry.create({*step.node, engine_->graph});
+    std::unique_ptr<LayerKernel> kernel =
+        entry.create({*step.node, engine_->graph, engine_->calibration.get()});
     KernelArgs args = args_[i];
     PrepareInfo info{batch_, {}};
     std::vector<std::vector<uint64_t>> buffers;

@@ -80,6 +80,8 @@ class EngineImpl {
   std::string output_tensor;  // the fp32 tensor run() returns (graph output, converted if needed)
   std::unique_ptr<Backend> backend;
   size_t weight_bytes = 0;  // sum over kernels, as reported by the backend at build
+  // The build's calibration (int8 tensor scales), for kernels created after the build.
+  std::shared_ptr<const Calibration> calibration;
 };
 
 // Builds the engine: passes (if options.fuse), backend, per-layer kernel choice (plan file /

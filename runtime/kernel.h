@@ -68,6 +68,8 @@ class LayerKernel {
 struct KernelBuildContext {
   const Node& node;
   const Graph& graph;
+  // The tensor scales of int8 kernels (runtime/calibration.h); nullptr when the build has none.
+  const Calibration* calibration = nullptr;
 };
 
 // Where a factory's error points: the model file, the layer's YAML position and name.
@@ -99,8 +101,10 @@ class KernelRegistry {
   std::vector<KernelEntry> entries_;
 };
 
-// The CPU backend's entries (runtime/cpu_kernels.cpp); every backend's registration function
-// is listed once in the backend table (runtime/backends.h).
+// The CPU backend's entries (runtime/cpu_kernels.cpp, and the int8 ones in
+// runtime/cpu_int8_entries.cpp); every backend's registration is listed once in the backend
+// table (runtime/backends.h).
 void register_cpu_kernels(KernelRegistry& registry);
+void register_cpu_int8_kernels(KernelRegistry& registry);
 
 }  // namespace cnnrt

@@ -1,7 +1,7 @@
 // Plan files: per-layer precision and kernel choices kept apart from the model
 // (docs/FORMAT.md, "Plan files").
 //
-//   model: alexnet              # optional; when present it must match the model's name
+//   model: alexnet              # optional; when present the build refuses another model
 //   layers:
 //     conv1: {precision: fp16, kernel: conv_fp16_s2d}
 //     fc6: {precision: fp32}
@@ -26,7 +26,8 @@ std::string origin_of(const std::string& path, const YAML::Node& node) {
 
 }  // namespace
 
-std::map<std::string, LayerChoice> load_plan_file(const std::string& path) {
+std::map<std::string, LayerChoice> load_plan_file(const std::string& path,
+                                                  std::string* model_name) {
   std::ifstream file(path);
   if (!file) throw Error(path + ": cannot read the plan file");
   std::stringstream text;
@@ -44,6 +45,10 @@ std::map<std::string, LayerChoice> load_plan_file(const std::string& path) {
     const std::string key = entry.first.IsScalar() ? entry.first.Scalar() : "?";
     if (key != "model" && key != "layers")
       context.fail(entry.first, "unknown key '" + key + "' (valid: model, layers)");
+  }
+  if (const YAML::Node model = root["model"]) {
+    const std::string name = read_string(model, context, "model");
+    if (model_name != nullptr) *model_name = name;
   }
   const YAML::Node layers = root["layers"];
   if (!layers || !layers.IsMap()) context.fail(root, "missing the 'layers' map");

@@ -10,21 +10,30 @@ const std::vector<Command>& commands() {
       {"init-weights",
        "usage: cnnrt init-weights MODEL -o FILE.safetensors [--seed N] [--dtype f32|f16]",
        "write deterministic PyTorch-style initial weights", cmd_init_weights},
-      {"plan", "usage: cnnrt plan MODEL --batch N [--device cpu|cuda|auto] [--precision P] [--plan PLAN.yaml] "
-       "[--json]",
+      {"plan",
+       "usage: cnnrt plan MODEL --batch N [--device cpu|cuda|auto] [--precision P] "
+       "[--plan PLAN.yaml] [--calib CALIB.json] [--json]",
        "print the kernel and memory plan of a context", cmd_plan},
       {"run",
        "usage: cnnrt run MODEL (--weights W | --random-weights [SEED]) --input X.npy "
-       "--output Y.npy [--device auto|cpu|cuda] [--precision auto|fp32|fp16|int8] [--plan PLAN.yaml]",
+       "--output Y.npy [--device auto|cpu|cuda] [--precision auto|fp32|fp16|int8] "
+       "[--plan PLAN.yaml] [--calib CALIB.json]",
        "run inference on an [N, C, H, W] float32 .npy", cmd_run},
       {"profile",
        "usage: cnnrt profile MODEL --batch N [--weights W | --random-weights [SEED]] "
-       "[--device D] [--precision P] [--plan PLAN.yaml] [--iterations K] [--json FILE] [--trace FILE] [--compare]",
+       "[--device D] [--precision P] [--plan PLAN.yaml] [--calib CALIB.json] [--iterations K] "
+       "[--json FILE] [--trace FILE] [--compare]",
        "per-layer timings (and every candidate kernel with --compare)", cmd_profile},
       {"bench",
        "usage: cnnrt bench MODEL --batch 1,16,64,256 [--weights W | --random-weights [SEED]] "
-       "[--device D] [--precision P] [--plan PLAN.yaml] [--warmup 20] [--iterations 100] [--json FILE]",
+       "[--device D] [--precision P] [--plan PLAN.yaml] [--calib CALIB.json] [--warmup 20] "
+       "[--iterations 100] [--json FILE]",
        "end-to-end latency and throughput per batch size", cmd_bench},
+      {"calibrate",
+       "usage: cnnrt calibrate MODEL (--weights W | --random-weights [SEED]) (--images DIR | "
+       "--input X.npy) --method minmax|percentile[:99.99]|entropy [--batches N] [--batch B] "
+       "-o CALIB.json",
+       "int8 tensor scales from a calibration set (docs/QUANTIZATION.md)", cmd_calibrate},
   };
   return table;
 }

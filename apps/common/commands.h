@@ -18,6 +18,7 @@ int cmd_plan(const Arguments& arguments);
 int cmd_run(const Arguments& arguments);
 int cmd_profile(const Arguments& arguments);
 int cmd_bench(const Arguments& arguments);
+int cmd_calibrate(const Arguments& arguments);
 
 struct Command {
   const char* name;

@@ -26,8 +26,10 @@ std::vector<FlagSpec> weight_flags() {
 }
 
 std::vector<FlagSpec> device_flags() {
-  return {{"--device", FlagKind::Value}, {"--precision", FlagKind::Value},
-          {"--plan", FlagKind::Value}};
+  return {{"--device", FlagKind::Value},
+          {"--precision", FlagKind::Value},
+          {"--plan", FlagKind::Value},
+          {"--calib", FlagKind::Value}};
 }
 
 std::vector<FlagSpec> join_flags(std::vector<std::vector<FlagSpec>> tables) {
@@ -97,7 +99,9 @@ BuildOptions build_options(const Args& args, const DeviceChoice& device) {
   BuildOptions options;
   options.device = device.device;
   options.precision = parse_precision(args.get_string("--precision", "auto"));
-  if (args.has("--plan")) options.layer_choices = load_plan_file(args.get_string("--plan", ""));
+  if (args.has("--plan"))
+    options.layer_choices = load_plan_file(args.get_string("--plan", ""), &options.choices_model);
+  if (args.has("--calib")) options.calibration = load_calibration(args.get_string("--calib", ""));
   return options;
 }
 

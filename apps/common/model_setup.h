@@ -22,7 +22,8 @@ namespace cnnrt::apps {
 
 // --weights W, --random-weights [SEED]
 std::vector<FlagSpec> weight_flags();
-// --device D, --precision P, --plan FILE.yaml (per-layer precision / kernel choices)
+// --device D, --precision P, --plan FILE.yaml (per-layer precision / kernel choices),
+// --calib CALIB.json (int8 tensor scales, from `cnnrt calibrate`)
 std::vector<FlagSpec> device_flags();
 // Concatenates flag tables.
 std::vector<FlagSpec> join_flags(std::vector<std::vector<FlagSpec>> tables);
@@ -41,7 +42,7 @@ struct DeviceChoice {
 // is an Error.
 DeviceChoice resolve_device(const std::string& text);
 
-// Build options from --device/--precision/--plan (device already resolved).
+// Build options from --device/--precision/--plan/--calib (device already resolved).
 BuildOptions build_options(const Args& args, const DeviceChoice& device);
 
 // What an app needs before an engine exists (input shape, mean/std); labels not loaded.

@@ -27,8 +27,9 @@
 
 namespace cnnrt {
 
-struct Graph;       // graph/ir.h (internal)
-struct MemoryPlan;  // runtime/memory_planner.h (internal)
+struct Graph;        // graph/ir.h (internal)
+struct MemoryPlan;   // runtime/memory_planner.h (internal)
+struct Calibration;  // runtime/calibration.h (internal)
 
 enum class Device { Auto, CPU, CUDA };
 enum class Precision { Auto, FP32, FP16, INT8 };
@@ -68,11 +69,23 @@ struct BuildOptions {
   bool fuse = true;  // run the graph passes (fusion, BN folding)
   // Layer name (a YAML layer, fused or not) -> choice; overrides the model's own keys.
   std::map<std::string, LayerChoice> layer_choices;
+  // The model the layer choices were written for (a plan file's `model:`); when set, building
+  // a model of another name is an Error.  "" = any.
+  std::string choices_model;
+  // The tensor scales every int8 layer needs (docs/QUANTIZATION.md; load_calibration below).
+  std::shared_ptr<const Calibration> calibration;
 };
 
-// Reads a plan file: YAML `layers: {NAME: {precision: fp16|int8|fp32, kernel: NAME}}` (and an
-// optional `model:` name, checked at build).  Errors name the file, line and layer.
-std::map<std::string, LayerChoice> load_plan_file(const std::string& path);
+// Reads a calibration file written by `cnnrt calibrate` (docs/QUANTIZATION.md); errors name the
+// file and the tensor.
+std::shared_ptr<const Calibration> load_calibration(const std::string& path);
+
+// Reads a plan file: YAML `layers: {NAME: {precision: fp16|int8|fp32, kernel: NAME}}` and an
+// optional `model:` name, stored in *model_name when given (set it as
+// BuildOptions::choices_model so a plan for another model is refused).  Errors name the file,
+// line and layer.
+std::map<std::string, LayerChoice> load_plan_file(const std::string& path,
+                                                  std::string* model_name = nullptr);
 
 // One executed (possibly fused) layer, as profile() reports it.
 struct LayerProfile {

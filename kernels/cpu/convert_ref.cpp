@@ -50,7 +50,10 @@ float half_to_float(uint16_t bits) {
 
 int8_t quantize_int8(float value, float scale) {
   const float q = std::nearbyint(value / scale);  // the default mode rounds to nearest even
-  if (!(q > -127.0f)) return -127;                // NaN saturates low, like the GPU's cvt.sat
+  // NaN gives 0, as the GPU's cvt.rni.sat.s8.f32 and __float2int_rn do (measured on an H100;
+  // docs/QUANTIZATION.md); cvt saturates low to -128, so a GPU quantiser clamps to -127 after it.
+  if (std::isnan(q)) return 0;
+  if (q < -127.0f) return -127;
   if (q > 127.0f) return 127;
   return static_cast<int8_t>(q);
 }

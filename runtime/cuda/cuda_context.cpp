@@ -296,7 +296,7 @@ double CudaContext::time_candidate(const KernelEntry& entry, size_t i, int itera
   const EngineImpl& e = *engine_;
   const Step& step = e.steps[i];
   cudaStream_t stream = stream_.get();
-  std::unique_ptr<LayerKernel> kernel = entry.create({*step.node, e.graph});
+  std::unique_ptr<LayerKernel> kernel = entry.create({*step.node, e.graph, e.calibration.get()});
   KernelArgs args = step_args_[i];
   PrepareInfo info{batch_, {}};
   std::vector<DeviceBuffer> buffers;

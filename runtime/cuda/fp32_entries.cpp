@@ -253,6 +253,20 @@ std::unique_ptr<LayerKernel> create_relu(const KernelBuildContext& context) {
       /*in_place=*/true);
 }
 
+// Standalone relu6 and clip: the clamp interval comes from the op.
+std::unique_ptr<LayerKernel> create_clamp(const KernelBuildContext& context) {
+  const Shape shape = context.node.output_shape;
+  const ActivationBounds bounds =
+      context.node.op == OpKind::Clip
+          ? ActivationBounds{context.node.get<ClipAttrs>().min, context.node.get<ClipAttrs>().max}
+          : ActivationBounds{0.0f, 6.0f};
+  return make(
+      [=](const KernelArgs& a, cudaStream_t s) {
+        clamp_fp32(in(a), out(a), fp32_rows(shape, a.batch), {bounds.lo, bounds.hi}, s);
+      },
+      /*in_place=*/true);
+}
+
 // Dropout, and a flatten that moves nothing: a copy out of place, nothing in place (a view).
 std::unique_ptr<LayerKernel> create_identity(const KernelBuildContext& context) {
   const int64_t sample = fp32_rows(context.node.output_shape, 1).elements();
@@ -360,6 +374,8 @@ void register_fp32_kernels(KernelRegistry& registry) {
       {"conv_fp32", OpKind::Conv, conv_supported, create_conv},
       {"linear_fp32", OpKind::Linear, linear_shape_supported, create_linear},
       {"relu_fp32", OpKind::Relu, one(false), create_relu},
+      {"relu6_fp32", OpKind::Relu6, one(false), create_clamp},
+      {"clip_fp32", OpKind::Clip, one(false), create_clamp},
       {"maxpool_fp32", OpKind::MaxPool, pool_supported, create_pool},
       {"avgpool_fp32", OpKind::AvgPool, pool_supported, create_pool},
       {"adaptive_avgpool_fp32", OpKind::AdaptiveAvgPool, pool_supported, create_pool},

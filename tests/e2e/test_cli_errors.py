@@ -199,12 +199,15 @@ def main():
         write(j("plan_kernel.yaml"), "layers:\n  c1: {kernel: conv_turbo}\n")
         check("plan names an unknown kernel", plan_args + [j("plan_kernel.yaml")],
               ["plan_kernel.yaml:2", "c1", "conv_turbo", "cpu_ref_conv"], [out])
-        write(j("plan_precision.yaml"), "layers:\n  fc: {precision: int8}\n")
+        write(j("plan_precision.yaml"), "layers:\n  fc: {precision: fp16}\n")
         check("plan asks a precision no kernel has", plan_args + [j("plan_precision.yaml")],
-              ["plan_precision.yaml:2", "fc", "int8", "cpu_ref_linear (fp32)"], [out])
+              ["plan_precision.yaml:2", "fc", "fp16", "cpu_ref_linear (fp32)"], [out])
         write(j("plan_key.yaml"), "layers:\n  c1: {precison: fp16}\n")
         check("plan with an unknown key", plan_args + [j("plan_key.yaml")],
               ["plan_key.yaml:2", "precison", "valid: precision, kernel"], [out])
+        write(j("plan_model.yaml"), "model: alexnet\nlayers:\n  c1: {precision: fp32}\n")
+        check("plan written for another model", plan_args + [j("plan_model.yaml")],
+              ["alexnet", "tiny"], [out])
         write(j("plan_bad.yaml"), "layers: [c1\n")
         check("malformed plan", plan_args + [j("plan_bad.yaml")], ["plan_bad.yaml"], [out])
         check("missing plan", plan_args + [j("no_plan.yaml")], ["no_plan.yaml"], [out])

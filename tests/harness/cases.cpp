@@ -355,6 +355,16 @@ std::vector<OpCase> relu_cases() {
                      EmptyAttrs{});
 }
 
+// Standalone relu6 and clip (values drawn wide enough to cross both bounds).
+std::vector<OpCase> clamp_cases(OpKind op) {
+  ClipAttrs clip;
+  clip.min = -0.5f;
+  clip.max = 2.0f;
+  const Attrs attrs = op == OpKind::Clip ? Attrs{clip} : Attrs{EmptyAttrs{}};
+  return shape_cases(op, {{{7, 5, 3}, 3}, {{37}, 1}, {{130, 7, 11}, 1}, {{4096}, 33}}, attrs,
+                     -9.0f, 9.0f);
+}
+
 std::vector<OpCase> dropout_cases() {
   return shape_cases(OpKind::Dropout, {{{13, 3, 5}, 3}, {{37}, 33}, {{130, 1, 1}, 1}},
                      DropoutAttrs{0.5f});
@@ -471,6 +481,9 @@ std::vector<OpCase> build_cases(OpKind op) {
       return adaptive_pool_cases();
     case OpKind::Relu:
       return relu_cases();
+    case OpKind::Relu6:
+    case OpKind::Clip:
+      return clamp_cases(op);
     case OpKind::Dropout:
       return dropout_cases();
     case OpKind::Flatten:
@@ -495,7 +508,7 @@ const std::vector<OpKind>& tested_ops() {
   static const std::vector<OpKind> ops = {
       OpKind::Conv, OpKind::Linear,  OpKind::MaxPool, OpKind::AvgPool, OpKind::AdaptiveAvgPool,
       OpKind::Relu, OpKind::Dropout, OpKind::Flatten, OpKind::Softmax, OpKind::BatchNorm,
-      OpKind::LRN,  OpKind::Add,     OpKind::Concat};
+      OpKind::LRN,  OpKind::Add,     OpKind::Concat,  OpKind::Relu6,   OpKind::Clip};
   return ops;
 }
 

@@ -211,6 +211,13 @@ std::vector<float> reference_output(const Node& node, const std::vector<std::vec
     case OpKind::Relu:
       ref::relu(x.data(), static_cast<int64_t>(x.size()), y.data());
       break;
+    case OpKind::Relu6:
+      ref::clamp(x.data(), static_cast<int64_t>(x.size()), 0.0f, 6.0f, y.data());
+      break;
+    case OpKind::Clip:
+      ref::clamp(x.data(), static_cast<int64_t>(x.size()), node.get<ClipAttrs>().min,
+                 node.get<ClipAttrs>().max, y.data());
+      break;
     case OpKind::MaxPool:
       map_dims(c, h, w);
       ref::maxpool2d(x.data(), batch, c, h, w, node.get<PoolAttrs>(), y.data());

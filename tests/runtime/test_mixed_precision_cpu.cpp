@@ -306,9 +306,9 @@ TEST_F(MixedPrecisionCpu, BadPlanFilesNameFileLineLayerAndTheValidChoices) {
   expect_mentions(error_of([&] { build_from(path); }),
                   {path + ":2:3", "layer 'fc'", "cpu_ref_conv", "cpu_ref_linear (fp32)"});
 
-  path = write_plan("unsupported_precision", "layers:\n  fc: {precision: int8}\n");
+  path = write_plan("unsupported_precision", "layers:\n  fc: {precision: fp16}\n");
   expect_mentions(error_of([&] { build_from(path); }),
-                  {path + ":2:3", "layer 'fc'", "int8", "cpu_ref_linear (fp32)"});
+                  {path + ":2:3", "layer 'fc'", "fp16", "cpu_ref_linear (fp32)"});
 
   path = write_plan("bad_precision_value", "layers:\n  fc: {precision: fp8}\n");
   expect_mentions(error_of([&] { load_plan_file(path); }),

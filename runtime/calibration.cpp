@@ -1,0 +1,452 @@
+// Calibration: file format, statistics and methods, the collector (see calibration.h).
+#include "runtime/calibration.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "kernels/cpu/int8_ref.h"
+#include "runtime/engine_impl.h"
+#include "runtime/kernel.h"
+
+namespace cnnrt {
+
+const TensorCalibration* Calibration::find(const std::string& tensor) const {
+  auto it = tensors.find(tensor);
+  return it == tensors.end() ? nullptr : &it->second;
+}
+
+// --- the file --------------------------------------------------------------------------------
+
+namespace {
+
+constexpr const char* kFormat = "cnnrt-calibration";
+constexpr int kVersion = 1;
+
+}  // namespace
+
+std::string calibration_to_json(const Calibration& calibration) {
+  nlohmann::ordered_json root;
+  root["format"] = kFormat;
+  root["version"] = kVersion;
+  root["model"] = calibration.model;
+  root["method"] = calibration.method;
+  root["samples"] = calibration.samples;
+  nlohmann::ordered_json tensors = nlohmann::ordered_json::object();
+  for (const auto& [name, entry] : calibration.tensors) {
+    nlohmann::ordered_json item;
+    // float → double is exact and the writer prints enough digits to read the same float back.
+    item["amax"] = static_cast<double>(entry.amax);
+    item["scale"] = static_cast<double>(entry.scale);
+    item["method"] = entry.method.empty() ? calibration.method : entry.method;
+    tensors[name] = item;
+  }
+  root["tensors"] = tensors;
+  return root.dump(2) + "\n";
+}
+
+Calibration calibration_from_json(const std::string& text, const std::string& source) {
+  auto fail = [&](const std::string& message) -> void { throw Error(source + ": " + message); };
+  nlohmann::json root;
+  try {
+    root = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& error) {
+    throw Error(source + ": not a calibration file (invalid JSON: " + error.what() + ")");
+  }
+  if (!root.is_object()) fail("not a calibration file (expected a JSON object)");
+  if (!root.contains("format") || !root["format"].is_string() ||
+      root["format"].get<std::string>() != kFormat)
+    fail(std::string("not a calibration file (\"format\" must be \"") + kFormat + "\")");
+  if (!root.contains("version") || !root["version"].is_number_integer() ||
+      root["version"].get<int64_t>() != kVersion)
+    fail("unsupported calibration version (this cnnrt reads version " + std::to_string(kVersion) +
+         ")");
+  for (const auto& item : root.items()) {
+    static const char* known[] = {"format", "version", "model", "method", "samples", "tensors"};
+    if (std::find_if(std::begin(known), std::end(known),
+                     [&](const char* key) { return item.key() == key; }) == std::end(known))
+      fail("unknown key '" + item.key() + "'");
+  }
+  Calibration calibration;
+  calibration.source = source;
+  if (!root.contains("model") || !root["model"].is_string() ||
+      root["model"].get<std::string>().empty())
+    fail("\"model\" must be the model's name");
+  calibration.model = root["model"].get<std::string>();
+  if (root.contains("method")) {
+    if (!root["method"].is_string()) fail("\"method\" must be a string");
+    calibration.method = root["method"].get<std::string>();
+  }
+  if (root.contains("samples")) {
+    if (!root["samples"].is_number_integer() || root["samples"].get<int64_t>() < 0)
+      fail("\"samples\" must be a non-negative integer");
+    calibration.samples = root["samples"].get<int64_t>();
+  }
+  if (!root.contains("tensors") || !root["tensors"].is_object())
+    fail("\"tensors\" must be an object mapping tensor names to {amax, scale}");
+  for (const auto& item : root["tensors"].items()) {
+    const std::string where = "tensor '" + item.key() + "': ";
+    const nlohmann::json& value = item.value();
+    if (!value.is_object()) fail(where + "expected {\"amax\": ..., \"scale\": ...}");
+    for (const auto& field : value.items())
+      if (field.key() != "amax" && field.key() != "scale" && field.key() != "method")
+        fail(where + "unknown key '" + field.key() + "' (valid: amax, scale, method)");
+    TensorCalibration entry;
+    if (!value.contains("amax") || !value["amax"].is_number())
+      fail(where + "\"amax\" must be a number");
+    if (!value.contains("scale") || !value["scale"].is_number())
+      fail(where + "\"scale\" must be a number");
+    const double amax = value["amax"].get<double>(), scale = value["scale"].get<double>();
+    if (!std::isfinite(amax) || amax < 0 || amax > std::numeric_limits<float>::max())
+      fail(where + "amax must be finite and >= 0");
+    if (!std::isfinite(scale) || !(scale > 0) || scale > std::numeric_limits<float>::max() ||
+        static_cast<float>(scale) == 0.0f)
+      fail(where + "scale must be finite and > 0, got " + value["scale"].dump());
+    entry.amax = static_cast<float>(amax);
+    entry.scale = static_cast<float>(scale);
+    if (value.contains("method")) {
+      if (!value["method"].is_string()) fail(where + "\"method\" must be a string");
+      entry.method = value["method"].get<std::string>();
+    } else {
+      entry.method = calibration.method;
+    }
+    calibration.tensors[item.key()] = entry;
+  }
+  return calibration;
+}
+
+std::shared_ptr<const Calibration> load_calibration(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) throw Error(path + ": cannot read the calibration file");
+  std::stringstream text;
+  text << file.rdbuf();
+  if (!file && !file.eof()) throw Error(path + ": cannot read the calibration file");
+  return std::make_shared<const Calibration>(calibration_from_json(text.str(), path));
+}
+
+// --- methods ---------------------------------------------------------------------------------
+
+std::string CalibrationMethod::name() const {
+  switch (kind) {
+    case Kind::MinMax:
+      return "minmax";
+    case Kind::Percentile: {
+      std::ostringstream out;
+      out << "percentile:" << percentile;
+      return out.str();
+    }
+    case Kind::Entropy:
+      return "entropy";
+  }
+  return "?";
+}
+
+CalibrationMethod parse_calibration_method(const std::string& text) {
+  CalibrationMethod method;
+  if (text == "minmax") return method;
+  if (text == "entropy") {
+    method.kind = CalibrationMethod::Kind::Entropy;
+    return method;
+  }
+  const std::string prefix = "percentile";
+  if (text.compare(0, prefix.size(), prefix) == 0) {
+    method.kind = CalibrationMethod::Kind::Percentile;
+    if (text.size() == prefix.size()) return method;
+    if (text[prefix.size()] == ':') {
+      const std::string number = text.substr(prefix.size() + 1);
+      char* end = nullptr;
+      const double value = std::strtod(number.c_str(), &end);
+      if (!number.empty() && end == number.c_str() + number.size() && value > 0 && value <= 100) {
+        method.percentile = value;
+        return method;
+      }
+      throw Error("calibration method '" + text + "': the percentile must be in (0, 100]");
+    }
+  }
+  throw Error("unknown calibration method '" + text +
+              "' (valid: minmax, percentile, percentile:P, entropy)");
+}
+
+bool TensorStatistics::observe_range(const float* values, int64_t count) {
+  float max_abs = max_abs_;
+  for (int64_t i = 0; i < count; ++i) {
+    if (!std::isfinite(values[i])) return false;
+    max_abs = std::max(max_abs, std::fabs(values[i]));
+  }
+  max_abs_ = max_abs;
+  return true;
+}
+
+void TensorStatistics::observe_histogram(const float* values, int64_t count) {
+  if (fine_.empty()) fine_.assign(kFineBins, 0);
+  const double bins_per_unit = max_abs_ > 0 ? kFineBins / static_cast<double>(max_abs_) : 0.0;
+  for (int64_t i = 0; i < count; ++i) {
+    const double magnitude = std::fabs(static_cast<double>(values[i]));
+    if (magnitude == 0) ++zeros_;
+    // Values above pass 1's max (none when both passes see the same data) go to the last bin.
+    const int64_t bin =
+        std::min<int64_t>(static_cast<int64_t>(magnitude * bins_per_unit), kFineBins - 1);
+    ++fine_[static_cast<size_t>(bin)];
+  }
+  values_ += static_cast<uint64_t>(count);
+}
+
+float TensorStatistics::percentile_amax(double percentile) const {
+  if (values_ == 0 || max_abs_ == 0) return 0.0f;
+  const double target = percentile / 100.0 * static_cast<double>(values_);
+  const double width = static_cast<double>(max_abs_) / kFineBins;
+  double below = 0;  // values in the bins before `bin`
+  for (int bin = 0; bin < kFineBins; ++bin) {
+    const double here = static_cast<double>(fine_[bin]);
+    if (here > 0 && below + here >= target) {
+      // Values spread evenly over the bin: the fraction of it the target needs.
+      const double fraction = std::clamp((target - below) / here, 0.0, 1.0);
+      return static_cast<float>(std::min((bin + fraction) * width, static_cast<double>(max_abs_)));
+    }
+    below += here;
+  }
+  return max_abs_;
+}
+
+std::vector<uint64_t> TensorStatistics::entropy_histogram() const {
+  std::vector<uint64_t> coarse(kEntropyBins, 0);
+  if (fine_.empty()) return coarse;
+  constexpr int kMerge = kFineBins / kEntropyBins;
+  for (int bin = 0; bin < kFineBins; ++bin) coarse[bin / kMerge] += fine_[bin];
+  coarse[0] -= zeros_;  // zero is exact at every scale: it says nothing about where to clip
+  return coarse;
+}
+
+float TensorStatistics::entropy_amax() const {
+  if (values_ == 0 || max_abs_ == 0) return 0.0f;
+  const float amax =
+      entropy_threshold(entropy_histogram(), static_cast<double>(max_abs_) / kEntropyBins);
+  return std::min(amax, max_abs_);
+}
+
+float TensorStatistics::amax(const CalibrationMethod& method) const {
+  switch (method.kind) {
+    case CalibrationMethod::Kind::MinMax:
+      return max_abs_;
+    case CalibrationMethod::Kind::Percentile:
+      return percentile_amax(method.percentile);
+    case CalibrationMethod::Kind::Entropy:
+      return entropy_amax();
+  }
+  return max_abs_;
+}
+
+float entropy_threshold(const std::vector<uint64_t>& histogram, double bin_width, int levels) {
+  const int bins = static_cast<int>(histogram.size());
+  if (levels < 1 || bins < levels)
+    throw Error("entropy calibration: need at least " + std::to_string(levels) + " bins");
+  double total = 0;
+  for (uint64_t count : histogram) total += static_cast<double>(count);
+  if (total == 0) return 0.0f;
+
+  std::vector<double> clipped(bins + 1, 0.0);  // clipped[i] = mass in bins i..end
+  for (int j = bins - 1; j >= 0; --j) clipped[j] = clipped[j + 1] + histogram[j];
+
+  int best_bins = bins;
+  double best_divergence = std::numeric_limits<double>::infinity();
+  std::vector<double> p, level_mass, level_bins;
+  for (int kept = levels; kept <= bins; ++kept) {
+    // P: the first `kept` bins, the clipped mass folded into the last one (TensorRT).
+    p.assign(histogram.begin(), histogram.begin() + kept);
+    p[kept - 1] += clipped[kept];
+    // Q: the same bins without the clipped mass, merged into `levels` levels; each level's mass
+    // spread evenly over its bins where P is non-zero (TensorRT).
+    level_mass.assign(levels, 0.0);
+    level_bins.assign(levels, 0.0);
+    for (int j = 0; j < kept; ++j) {
+      const int level = static_cast<int>(static_cast<int64_t>(j) * levels / kept);
+      level_mass[level] += static_cast<double>(histogram[j]);
+      if (p[j] > 0) level_bins[level] += 1;
+    }
+    // Both are divided by the same total: the clipped mass is lost from Q, not spread over the
+    // kept bins (see docs/QUANTIZATION.md); a bin of P whose level of Q saw nothing counts as
+    // half an observation there, so a clipped tail beyond empty bins costs a finite amount.
+    double divergence = 0;
+    for (int j = 0; j < kept; ++j) {
+      if (p[j] == 0) continue;
+      const int level = static_cast<int>(static_cast<int64_t>(j) * levels / kept);
+      const double mass = level_mass[level] / level_bins[level];
+      const double q = (mass > 0 ? mass : 0.5) / total;
+      const double p_normalised = p[j] / total;
+      divergence += p_normalised * std::log(p_normalised / q);
+    }
+    if (divergence < best_divergence) {
+      best_divergence = divergence;
+      best_bins = kept;
+    }
+  }
+  return static_cast<float>(best_bins * bin_width);
+}
+
+// --- the collector ---------------------------------------------------------------------------
+
+namespace {
+
+// The fp32 CPU engine's steps run one by one, each output in its own buffer (no arena sharing),
+// so every tensor can be read after the forward pass.
+class StepByStepRunner {
+ public:
+  StepByStepRunner(EngineImpl& engine, int batch) : engine_(engine), batch_(batch) {
+    buffer("input");
+    for (const Step& step : engine.steps) {
+      if (engine.tensors.at(step.name).type.dtype != DType::F32)
+        throw Error("internal: calibration expects an fp32 engine");
+      KernelArgs args;
+      for (const std::string& input : step.inputs) args.inputs.push_back(buffer(input));
+      args.output = buffer(step.name);
+      args.batch = batch;
+      const KernelPlan plan = step.kernel->prepare({batch, step.input_types});
+      workspaces_.emplace_back(plan.workspace_bytes / sizeof(uint64_t) + 1, 0);
+      args.workspace = plan.workspace_bytes > 0 ? workspaces_.back().data() : nullptr;
+      args.variant = plan.variant;
+      args_.push_back(args);
+    }
+  }
+
+  float* input() { return buffer("input"); }
+  void run() {
+    for (size_t i = 0; i < engine_.steps.size(); ++i) engine_.steps[i].kernel->run(args_[i]);
+  }
+  const float* tensor(const std::string& name) { return buffer(name); }
+
+ private:
+  float* buffer(const std::string& name) {
+    auto it = buffers_.find(name);
+    if (it == buffers_.end()) {
+      const EngineTensor& tensor = engine_.tensors.at(name);
+      const size_t bytes = tensor_bytes(tensor.shape, tensor.type, batch_);
+      it = buffers_.emplace(name, std::vector<uint64_t>(bytes / sizeof(uint64_t) + 1, 0)).first;
+    }
+    return reinterpret_cast<float*>(it->second.data());
+  }
+
+  EngineImpl& engine_;
+  int batch_;
+  std::map<std::string, std::vector<uint64_t>> buffers_;
+  std::vector<std::vector<uint64_t>> workspaces_;
+  std::vector<KernelArgs> args_;
+};
+
+// The CPU fp32 registry entry of an op: a layer that names its own kernel (`impl:`) keeps a
+// request — it stays unfused, so the tensors are those of the engine the calibration is for —
+// but one the CPU can run.
+std::string cpu_fp32_kernel(OpKind op) {
+  for (const KernelEntry& entry : KernelRegistry::instance().entries())
+    if (entry.op == op && entry.device == Device::CPU && entry.precision == Precision::FP32 &&
+        !entry.baseline)
+      return entry.name;
+  throw Error(std::string("calibration: no CPU fp32 kernel for op ") + op_name(op));
+}
+
+}  // namespace
+
+Calibration calibrate(const Graph& graph, const CalibrationInputs& inputs,
+                      const CalibrationSettings& settings) {
+  if (inputs.samples < 1 || !inputs.load) throw Error("calibration: the input set is empty");
+  if (settings.batch < 1) throw Error("calibration: the batch must be at least 1");
+  if (settings.max_batches < 0) throw Error("calibration: the batch count must be at least 1");
+  int samples = inputs.samples;
+  if (settings.max_batches > 0)
+    samples = static_cast<int>(
+        std::min<int64_t>(samples, static_cast<int64_t>(settings.max_batches) * settings.batch));
+  const int batch = std::min(settings.batch, samples);
+
+  Graph fp32_graph = graph;
+  for (Node& node : fp32_graph.nodes) {
+    node.precision_request.clear();
+    if (!node.kernel_request.empty()) node.kernel_request = cpu_fp32_kernel(node.op);
+  }
+  BuildOptions options;
+  options.device = Device::CPU;
+  options.precision = Precision::FP32;
+  const std::shared_ptr<Engine> engine = Engine::build(fp32_graph, options);
+  EngineImpl& impl = engine->impl();
+
+  std::vector<std::string> names = {"input"};
+  for (const Step& step : impl.steps)
+    if (!step.is_conversion()) names.push_back(step.name);
+  std::map<std::string, TensorStatistics> statistics;
+  for (const std::string& name : names) statistics[name];
+
+  const int batches = (samples + batch - 1) / batch;
+  const int passes = settings.method.needs_histogram() ? 2 : 1;
+  std::unique_ptr<StepByStepRunner> full, last;
+  int done = 0;
+  for (int pass = 0; pass < passes; ++pass)
+    for (int b = 0; b < batches; ++b) {
+      const int first = b * batch, count = std::min(batch, samples - first);
+      std::unique_ptr<StepByStepRunner>& runner = count == batch ? full : last;
+      if (!runner) runner = std::make_unique<StepByStepRunner>(impl, count);
+      inputs.load(first, count, runner->input());
+      runner->run();
+      for (const std::string& name : names) {
+        const float* values = runner->tensor(name);
+        const int64_t elements = shape_elements(impl.tensors.at(name).shape) * count;
+        TensorStatistics& stats = statistics[name];
+        if (pass == 0) {
+          if (!stats.observe_range(values, elements))
+            throw Error("calibration: tensor '" + name + "' has a NaN or infinite value for " +
+                        (name == "input" ? "input samples " : "the inputs of samples ") +
+                        std::to_string(first) + ".." + std::to_string(first + count - 1));
+        } else {
+          stats.observe_histogram(values, elements);
+        }
+      }
+      if (settings.progress) settings.progress(++done, passes * batches);
+    }
+
+  Calibration calibration;
+  calibration.model = graph.name;
+  calibration.method = settings.method.name();
+  calibration.samples = samples;
+  for (const std::string& name : names) {
+    TensorCalibration entry;
+    entry.amax = statistics[name].amax(settings.method);
+    entry.scale = ref::scale_from_amax(entry.amax);
+    entry.method = calibration.method;
+    calibration.tensors[name] = entry;
+  }
+  return calibration;
+}
+
+// --- the lookup of int8 kernels --------------------------------------------------------------
+
+float int8_tensor_scale(const KernelBuildContext& context, const std::string& tensor) {
+  const Graph& graph = context.graph;
+  ErrorSite site = node_site(context);
+  site.tensor = tensor;
+  const Calibration* calibration = context.calibration;
+  if (calibration == nullptr)
+    throw_error(site,
+                "int8 needs the tensor's scale from a calibration (pass --calib CALIB.json, made "
+                "by `cnnrt calibrate`; BuildOptions::calibration in the library)");
+  const std::string file = calibration->source.empty() ? "the calibration" : calibration->source;
+  if (calibration->model != graph.name)
+    throw_error(site,
+                file + " is for model '" + calibration->model + "', not '" + graph.name + "'");
+  // Views hold their input's values: their scale is the input's.
+  std::string holder = tensor;
+  for (const Node* producer = graph.find(holder);
+       producer != nullptr && !producer->inputs.empty() &&
+       (producer->op == OpKind::Flatten || producer->op == OpKind::Dropout);
+       producer = graph.find(holder))
+    holder = producer->inputs[0];
+  const TensorCalibration* entry = calibration->find(holder);
+  if (entry == nullptr)
+    throw_error(site, file + " has no entry for tensor '" + holder +
+                          "' (calibrate this model again: `cnnrt calibrate`)");
+  if (!(entry->scale > 0) || !std::isfinite(entry->scale))
+    throw_error(site, file + ": tensor '" + holder + "' has no positive finite scale");
+  return entry->scale;
+}
+
+}  // namespace cnnrt

@@ -1,0 +1,252 @@
+#!/usr/bin/env python3
+"""Trains models/digits: a small CNN on scikit-learn's 8x8 digits, in numpy only.
+
+    python3 tools/train_digits.py [--out-dir models] [--epochs 60] [--seed 0]
+
+The network (models/digits.yaml):  [1, 8, 8] floats in [0, 1] (pixel / 16)
+    conv1 3x3 pad 1, 16 ch -> relu -> maxpool 2      [16, 4, 4]
+    conv2 3x3 pad 1, 32 ch -> relu -> maxpool 2      [32, 2, 2]
+    flatten (C, H, W order) -> fc 128 -> 10 logits
+6,218 parameters, 25 KB as float32.  Training: float64 numpy (im2col convolutions, hand-written
+backward passes), softmax cross-entropy, SGD with momentum 0.9, weight decay 5e-4, batch 32, a
+cosine learning-rate schedule from 0.05, random one-pixel shifts of the training images; all
+randomness from one seed, so a run is reproducible.  The split is tools/digits_data.py's (1437
+train / 360 test).  Writes, each through a temporary file and a rename:
+    digits.safetensors  (keys conv1.weight, conv1.bias, conv2.weight, conv2.bias, fc.weight,
+                         fc.bias; PyTorch layouts)
+    digits.yaml, digits_labels.txt
+and prints the test accuracy of the trained float64 network.  Reruns give bit-identical
+tensors (the safetensors header may list the metadata in another order).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from digits_data import load_split  # noqa: E402
+
+YAML_TEXT = """\
+# A small CNN for scikit-learn's 8x8 digits, trained by tools/train_digits.py (numpy, seed {seed},
+# {epochs} epochs; test accuracy {accuracy:.2f} % on tools/digits_data.py's split).
+# Input: the 8x8 image as floats in [0, 1] (pixel / 16); output: 10 logits, one per digit.
+name: digits
+input: {{shape: [1, 8, 8]}}
+weights: digits.safetensors
+labels: digits_labels.txt
+layers:
+  - {{name: conv1, op: conv, out_channels: 16, kernel: 3, padding: 1, weight: conv1.weight, bias: conv1.bias}}
+  - {{name: relu1, op: relu}}
+  - {{name: pool1, op: maxpool, kernel: 2}}
+  - {{name: conv2, op: conv, out_channels: 32, kernel: 3, padding: 1, weight: conv2.weight, bias: conv2.bias}}
+  - {{name: relu2, op: relu}}
+  - {{name: pool2, op: maxpool, kernel: 2}}
+  - {{name: flatten, op: flatten}}
+  - {{name: fc, op: linear, out_features: 10, weight: fc.weight, bias: fc.bias}}
+"""
+
+LABELS = [str(digit) for digit in range(10)]
+
+
+# --- layers: forward returns (output, cache), backward takes (grad, cache) -----------------------
+
+def im2col(x: np.ndarray) -> np.ndarray:
+    """[N, C, H, W] -> [N, C*9, H*W] columns of a 3x3, pad 1, stride 1 convolution."""
+    n, c, h, w = x.shape
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    cols = np.empty((n, c, 3, 3, h, w), dtype=x.dtype)
+    for i in range(3):
+        for j in range(3):
+            cols[:, :, i, j] = padded[:, :, i:i + h, j:j + w]
+    return cols.reshape(n, c * 9, h * w)
+
+
+def col2im(cols: np.ndarray, shape) -> np.ndarray:
+    n, c, h, w = shape
+    cols = cols.reshape(n, c, 3, 3, h, w)
+    padded = np.zeros((n, c, h + 2, w + 2), dtype=cols.dtype)
+    for i in range(3):
+        for j in range(3):
+            padded[:, :, i:i + h, j:j + w] += cols[:, :, i, j]
+    return padded[:, :, 1:1 + h, 1:1 + w]
+
+
+def conv_forward(x, weight, bias):
+    n, _, h, w = x.shape
+    cols = im2col(x)
+    out = np.matmul(weight.reshape(weight.shape[0], -1), cols) + bias[None, :, None]
+    return out.reshape(n, weight.shape[0], h, w), (x.shape, cols, weight)
+
+
+def conv_backward(grad, cache):
+    shape, cols, weight = cache
+    n, o = grad.shape[:2]
+    grad = grad.reshape(n, o, -1)
+    d_weight = np.einsum("nop,nkp->ok", grad, cols).reshape(weight.shape)
+    d_bias = grad.sum(axis=(0, 2))
+    d_cols = np.matmul(weight.reshape(o, -1).T, grad)
+    return col2im(d_cols, shape), d_weight, d_bias
+
+
+def relu_forward(x):
+    return np.maximum(x, 0), x > 0
+
+
+def maxpool_forward(x):
+    n, c, h, w = x.shape
+    windows = x.reshape(n, c, h // 2, 2, w // 2, 2)
+    out = windows.max(axis=(3, 5))
+    mask = windows == out[:, :, :, None, :, None]
+    mask = mask / mask.sum(axis=(3, 5), keepdims=True)  # ties share the gradient
+    return out, (mask, x.shape)
+
+
+def maxpool_backward(grad, cache):
+    mask, shape = cache
+    return (mask * grad[:, :, :, None, :, None]).reshape(shape)
+
+
+def forward(params, x, keep=False):
+    caches = {}
+    h, caches["conv1"] = conv_forward(x, params["conv1.weight"], params["conv1.bias"])
+    h, caches["relu1"] = relu_forward(h)
+    h, caches["pool1"] = maxpool_forward(h)
+    h, caches["conv2"] = conv_forward(h, params["conv2.weight"], params["conv2.bias"])
+    h, caches["relu2"] = relu_forward(h)
+    h, caches["pool2"] = maxpool_forward(h)
+    caches["flatten"] = h.shape
+    flat = h.reshape(h.shape[0], -1)
+    caches["fc"] = flat
+    logits = flat @ params["fc.weight"].T + params["fc.bias"]
+    return (logits, caches) if keep else logits
+
+
+def backward(params, caches, d_logits):
+    grads = {}
+    grads["fc.weight"] = d_logits.T @ caches["fc"]
+    grads["fc.bias"] = d_logits.sum(axis=0)
+    d = (d_logits @ params["fc.weight"]).reshape(caches["flatten"])
+    d = maxpool_backward(d, caches["pool2"]) * caches["relu2"]
+    d, grads["conv2.weight"], grads["conv2.bias"] = conv_backward(d, caches["conv2"])
+    d = maxpool_backward(d, caches["pool1"]) * caches["relu1"]
+    _, grads["conv1.weight"], grads["conv1.bias"] = conv_backward(d, caches["conv1"])
+    return grads
+
+
+def cross_entropy(logits, labels):
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    probabilities = np.exp(shifted)
+    probabilities /= probabilities.sum(axis=1, keepdims=True)
+    loss = -np.log(probabilities[np.arange(len(labels)), labels] + 1e-300).mean()
+    d_logits = probabilities
+    d_logits[np.arange(len(labels)), labels] -= 1
+    return loss, d_logits / len(labels)
+
+
+def init_params(rng):
+    def he(shape, fan_in):
+        return rng.normal(0.0, np.sqrt(2.0 / fan_in), size=shape)
+
+    return {
+        "conv1.weight": he((16, 1, 3, 3), 9), "conv1.bias": np.zeros(16),
+        "conv2.weight": he((32, 16, 3, 3), 144), "conv2.bias": np.zeros(32),
+        "fc.weight": he((10, 128), 128) * 0.5, "fc.bias": np.zeros(10),
+    }
+
+
+def shift_images(x, rng):
+    """Each image moved by -1, 0 or +1 pixel in each direction (zeros shifted in)."""
+    out = np.zeros_like(x)
+    for index in range(len(x)):
+        dy, dx = rng.integers(-1, 2, size=2)
+        src = x[index, 0]
+        dst = out[index, 0]
+        dst[max(dy, 0):8 + min(dy, 0), max(dx, 0):8 + min(dx, 0)] = \
+            src[max(-dy, 0):8 + min(-dy, 0), max(-dx, 0):8 + min(-dx, 0)]
+    return out
+
+
+def accuracy(params, x, y) -> float:
+    return float((forward(params, x).argmax(axis=1) == y).mean() * 100.0)
+
+
+def train(x_train, y_train, epochs: int, seed: int, log=print):
+    rng = np.random.default_rng(seed)
+    params = init_params(rng)
+    velocity = {key: np.zeros_like(value) for key, value in params.items()}
+    batch, base_lr, momentum, decay = 32, 0.05, 0.9, 5e-4
+    steps_per_epoch = (len(x_train) + batch - 1) // batch
+    total_steps, step = epochs * steps_per_epoch, 0
+    x_train = x_train.astype(np.float64)
+    for epoch in range(epochs):
+        order = rng.permutation(len(x_train))
+        losses = []
+        for first in range(0, len(order), batch):
+            index = order[first:first + batch]
+            x = shift_images(x_train[index], rng)
+            logits, caches = forward(params, x, keep=True)
+            loss, d_logits = cross_entropy(logits, y_train[index])
+            grads = backward(params, caches, d_logits)
+            lr = 0.5 * base_lr * (1 + np.cos(np.pi * step / total_steps))
+            for key in params:
+                g = grads[key] + (decay * params[key] if key.endswith("weight") else 0)
+                velocity[key] = momentum * velocity[key] - lr * g
+                params[key] += velocity[key]
+            losses.append(loss)
+            step += 1
+        if (epoch + 1) % 10 == 0 or epoch == 0:
+            log(f"epoch {epoch + 1:3d}  loss {np.mean(losses):.4f}  "
+                f"train accuracy {accuracy(params, x_train, y_train):.2f} %")
+    return params
+
+
+def write_atomically(path: str, write) -> None:
+    temp = f"{path}.tmp-{os.getpid()}"
+    try:
+        write(temp)
+        os.chmod(temp, 0o644)  # safetensors creates its file private
+        os.replace(temp, path)
+    finally:
+        if os.path.exists(temp):
+            os.remove(temp)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out-dir", default=os.path.join(os.path.dirname(__file__), "..",
+                                                         "models"))
+    parser.add_argument("--epochs", type=int, default=60)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    from safetensors.numpy import save_file
+
+    x_train, y_train, x_test, y_test = load_split()
+    print(f"digits: {len(x_train)} train, {len(x_test)} test images")
+    params = train(x_train, y_train, args.epochs, args.seed)
+    test_accuracy = accuracy(params, x_test.astype(np.float64), y_test)
+    print(f"test accuracy (float64 numpy): {test_accuracy:.2f} %")
+
+    os.makedirs(args.out_dir, exist_ok=True)
+    tensors = {key: np.ascontiguousarray(value, dtype=np.float32) for key, value in params.items()}
+    write_atomically(os.path.join(args.out_dir, "digits.safetensors"),
+                     lambda path: save_file(tensors, path, metadata={
+                         "model": "digits", "trainer": "tools/train_digits.py",
+                         "seed": str(args.seed), "epochs": str(args.epochs)}))
+
+    def write_text(text):
+        return lambda path: open(path, "w").write(text)
+
+    write_atomically(os.path.join(args.out_dir, "digits.yaml"), write_text(
+        YAML_TEXT.format(seed=args.seed, epochs=args.epochs, accuracy=test_accuracy)))
+    write_atomically(os.path.join(args.out_dir, "digits_labels.txt"),
+                     write_text("\n".join(LABELS) + "\n"))
+    print(f"wrote digits.safetensors, digits.yaml, digits_labels.txt to {args.out_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
