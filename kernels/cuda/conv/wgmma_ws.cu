@@ -98,7 +98,7 @@ static_assert(kProducerThreads * kProducerRegs + kConsumerThreads * kConsumerReg
               "setmaxnreg.inc would wait forever for registers the CTA does not own");
 constexpr int kWRowAlign = 256;  // weight rows padded to the largest BN
 
-// The shared geometry (wgmma_conv_common.h); weight and bias rows padded to kWRowAlign.
+// The shared geometry (wgmma_common.h); weight and bias rows padded to kWRowAlign.
 using WsParams = WgmmaConvParams;
 
 constexpr size_t stage_bytes(int bm, int bn) { return size_t(bm + bn) * 128; }

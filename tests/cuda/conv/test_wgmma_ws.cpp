@@ -7,7 +7,7 @@
 // Every case runs once per tile config (plan_tile: 128x128 s6, 128x256 s4, 256x128 s4) and once
 // with the cost model's choice.  Inputs, weights and biases are fresh random fp16-representable
 // values, so the only differences from the reference are fp32 accumulation order and the final
-// fp16 rounding.  Tolerances (wgmma_test_cases.h, shared with test_conv_wgmma.cpp): rel L2 <=
+// fp16 rounding.  Tolerances (wgmma_test_cases.h, shared with test_wgmma.cpp): rel L2 <=
 // 2e-3 and per element |y - ref| <= 4e-3 |ref| + 2e-3 max|ref|.  Outputs are NaN-poisoned
 // before each launch, so every element must be written.
 // Shapes: AlexNet conv3/conv4 at batch 1 and 3 (conv4: 54 k-tiles, the 4-slot ring wraps 13
