@@ -1,4 +1,4 @@
-// conv_lab: times every variant of the fp16 tensor-core convolution (kernels/cuda/conv_fp16.h)
+// conv_lab: times every variant of the fp16 tensor-core convolution (kernels/cuda/conv/igemm.h)
 // on AlexNet's five convolutions, each with the ReLU / MaxPool AlexNet fuses into it, at batch
 // 1, 8, 64 and 256 (workspace variants -- unfused pool, split-K -- included), and, when cuDNN is
 // available, cudnnConvolutionForward (fp16 NHWC, the fastest algorithm
@@ -9,13 +9,13 @@
 // reported.  Inputs are random fp16 and two input buffers alternate so successive launches do
 // not read an input the previous one left in L2.  TFLOP/s counts the conv's multiply-adds
 // (2 * N * OH * OW * OC * C/groups * KH * KW) over real channels only, for every row (so the
-// few-channel path is not credited with padding work).  "*" marks forward()'s pick (fused
-// variants only), "w" the pick of forward(..., workspace); each row is one variant's time, the
-// workspace variants' two kernels included.
+// few-channel path is not credited with padding work).  "*" marks plan(batch, false)'s pick
+// (fused variants only), "w" plan(batch)'s (workspace variants allowed: what a context plans);
+// each row is one variant's time, the workspace variants' two kernels included.
 //
-// --wgmma times only the Hopper kernels instead: conv_fp16_wgmma (its own tile choice) and every
-// tile of the warp-specialised conv_fp16_wgmma_ws on AlexNet's plain convolutions (conv3,
-// conv4) at batch 64 and 256 ("*" = the ws cost model's pick).
+// --wgmma times only the Hopper kernels instead: conv_fp16_wgmma (its plan) and every tile of
+// the warp-specialised conv_fp16_wgmma_ws on AlexNet's plain convolutions (conv3, conv4) at
+// batch 64 and 256 ("*" = the ws plan's pick).
 //
 // Usage: conv_lab [--iters N] [--direct | --wgmma]   (--direct also times the slow fallback)
 #include <cuda_fp16.h>
@@ -32,9 +32,9 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/conv_fp16.h"
-#include "kernels/cuda/conv_fp16_wgmma.h"
-#include "kernels/cuda/conv_fp16_wgmma_ws.h"
+#include "kernels/cuda/conv/igemm.h"
+#include "kernels/cuda/conv/wgmma.h"
+#include "kernels/cuda/conv/wgmma_ws.h"
 #include "kernels/cuda/cuda_check.h"
 
 #ifdef CNNRT_WITH_CUDNN
@@ -53,6 +53,7 @@ namespace {
 using cnnrt::ConvAttrs;
 using cnnrt::PoolAttrs;
 using cnnrt::cuda::ConvFp16;
+using cnnrt::cuda::ConvFp16Plan;
 using cnnrt::cuda::ConvShape;
 using cnnrt::cuda::padded_channels;
 
@@ -81,7 +82,7 @@ ConvShape make_shape(const Layer& l) {
   s.conv.kernel_h = s.conv.kernel_w = l.k;
   s.conv.stride_h = s.conv.stride_w = l.stride;
   s.conv.pad_h = s.conv.pad_w = l.pad;
-  s.relu = true;
+  s.activation = cnnrt::cuda::kReluActivation;
   if (l.pool) {
     PoolAttrs p;
     p.kernel_h = p.kernel_w = 3;
@@ -113,7 +114,7 @@ double median_ms(const std::function<void(int)>& launch, int iters, cudaStream_t
   return times[times.size() / 2];
 }
 
-// mark: "*" = forward()'s pick (fused only), "w" = forward(..., workspace)'s pick, "*w" both.
+// mark: "*" = plan(batch, false)'s pick (fused only), "w" = plan(batch)'s pick, "*w" both.
 void print_row(const char* layer, int batch, const std::string& variant, double ms, double flops,
                const char* mark) {
   std::printf("%-16s %5d  %-58s %9.4f ms %8.1f TFLOP/s %s\n", layer, batch, variant.c_str(), ms,
@@ -206,7 +207,7 @@ void run_wgmma_lab(int iters, cudaStream_t stream) {
     for (float& v : w) v = dist(rng) / std::sqrt(float(fan_in));
     for (float& v : b) v = dist(rng) * 0.1f;
     const ConvFp16Wgmma plain(s, w.data(), b.data());
-    ConvFp16WgmmaWs ws(s, w.data(), b.data());
+    const ConvFp16WgmmaWs ws(s, w.data(), b.data());
     for (const int batch : {64, 256}) {
       const size_t in_count = size_t(batch) * l.h * l.w * l.c;
       const size_t out_count = size_t(batch) * s.out_h * s.out_w * l.oc;
@@ -220,17 +221,19 @@ void run_wgmma_lab(int iters, cudaStream_t stream) {
       }
       CNNRT_CUDA_CHECK(cudaMalloc(&y, out_count * 2));
       const double flops = 2.0 * batch * s.conv_h * s.conv_w * double(l.oc) * fan_in;
-      double ms =
-          median_ms([&](int i) { plain.forward(x[i % 2], y, batch, stream); }, iters, stream);
-      print_row(l.name, batch, "conv_fp16_wgmma " + plain.variant(batch), ms, flops, "");
-      const std::string pick = ws.variant(batch);
+      const auto plain_plan = plain.plan(batch);
+      double ms = median_ms([&](int i) { plain.forward(plain_plan, x[i % 2], y, batch, stream); },
+                            iters, stream);
+      print_row(l.name, batch, "conv_fp16_wgmma " + plain_plan.name, ms, flops, "");
+      const auto pick = ws.plan(batch);
       for (const auto& tile : tiles) {
-        if (!ws.force_tile(tile[0], tile[1])) continue;
-        ms = median_ms([&](int i) { ws.forward(x[i % 2], y, batch, stream); }, iters, stream);
-        print_row(l.name, batch, "conv_fp16_wgmma_ws " + ws.variant(batch), ms, flops,
-                  ws.variant(batch) == pick ? "*" : "");
+        const auto plan = ws.plan_tile(batch, tile[0], tile[1]);
+        if (!plan) continue;
+        ms =
+            median_ms([&](int i) { ws.forward(*plan, x[i % 2], y, batch, stream); }, iters, stream);
+        print_row(l.name, batch, "conv_fp16_wgmma_ws " + plan->name, ms, flops,
+                  plan->variant == pick.variant ? "*" : "");
       }
-      ws.force_tile(0, 0);
       for (void* p : x) CNNRT_CUDA_CHECK(cudaFree(p));
       CNNRT_CUDA_CHECK(cudaFree(y));
     }
@@ -298,22 +301,22 @@ int run(int argc, char** argv) {
       }
       CNNRT_CUDA_CHECK(cudaMalloc(&y, out_count * 2));
       const double flops = 2.0 * batch * s.conv_h * s.conv_w * double(l.oc) * l.c * l.k * l.k;
-      const std::vector<std::string> variants = conv.variants(batch);
-      const size_t chosen = conv.chosen_variant(batch);
-      const size_t chosen_ws = conv.chosen_variant(batch, true);
+      const std::vector<ConvFp16Plan> variants = conv.variants(batch);
+      const int chosen = conv.plan(batch, /*with_workspace=*/false).variant;
+      const int chosen_ws = conv.plan(batch).variant;
       size_t ws_bytes = 256;
-      for (size_t v = 0; v < variants.size(); ++v)
-        ws_bytes = std::max(ws_bytes, conv.variant_workspace_bytes(v, batch));
+      for (const ConvFp16Plan& v : variants) ws_bytes = std::max(ws_bytes, v.workspace_bytes);
       void* ws = nullptr;
       CNNRT_CUDA_CHECK(cudaMalloc(&ws, ws_bytes));
       for (size_t v = 0; v < variants.size(); ++v) {
         const bool is_direct = v + 1 == variants.size();
         if (is_direct && variants.size() > 1 && !with_direct) continue;
+        const ConvFp16Plan& run = variants[v];
         const double ms = median_ms(
-            [&](int i) { conv.forward_variant(v, x[i % 2], y, batch, stream, ws); }, iters, stream);
-        const char* mark =
-            v == chosen ? (v == chosen_ws ? "*w" : "*") : (v == chosen_ws ? "w" : "");
-        print_row(l.name, batch, variants[v], ms, flops, mark);
+            [&](int i) { conv.forward(run, x[i % 2], y, batch, stream, ws); }, iters, stream);
+        const bool fused_pick = run.variant == chosen, ws_pick = run.variant == chosen_ws;
+        const char* mark = fused_pick ? (ws_pick ? "*w" : "*") : (ws_pick ? "w" : "");
+        print_row(l.name, batch, run.name, ms, flops, mark);
       }
       CNNRT_CUDA_CHECK(cudaFree(ws));
 #ifdef CNNRT_WITH_CUDNN

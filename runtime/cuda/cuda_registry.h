@@ -17,7 +17,7 @@
 #include <optional>
 #include <string>
 
-#include "kernels/cuda/conv_fp16.h"
+#include "kernels/cuda/conv/conv_shape.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/linear_pack.h"
 #include "runtime/kernel.h"
@@ -38,11 +38,14 @@ class Fp32Kernel : public LayerKernel {
   TensorType output_type() const override { return fp32_nhwc8(); }
 };
 
-void register_conv_kernels(KernelRegistry& registry);        // own fp16 implicit GEMM (+ fused)
-void register_linear_kernels(KernelRegistry& registry);      // cuBLASLt epilogue, GEMV
-void register_misc_kernels(KernelRegistry& registry);        // pools, relu, add, concat, ...
-void register_baseline_kernels(KernelRegistry& registry);    // cuDNN, im2col + cuBLAS
-void register_wgmma_conv_kernels(KernelRegistry& registry);  // Hopper wgmma (+ warp-specialised)
+// The conv family: igemm, s2d and the wgmma entries (conv_entries.cpp, conv_wgmma_entries.cpp),
+// and its comparison-only baselines (cuDNN, im2col + cuBLAS), registered after every other
+// family so that `cnnrt profile --compare` lists them last.
+void register_conv_kernels(KernelRegistry& registry);
+void register_wgmma_conv_kernels(KernelRegistry& registry);  // called by register_conv_kernels
+void register_conv_baseline_kernels(KernelRegistry& registry);
+void register_linear_kernels(KernelRegistry& registry);  // cuBLASLt epilogue, GEMV
+void register_misc_kernels(KernelRegistry& registry);    // pools, relu, add, concat, ...
 void register_fp32_kernels(KernelRegistry& registry);        // fp32 reference, every op
 
 // A linear node the CUDA layout can run: [F] -> [F'], LinearAttrs, a weight bound (any fused
@@ -53,9 +56,10 @@ bool linear_shape_supported(const Node& node);
 // every linear family permutes identically.  Errors name the layer, the tensor and `entry_name`.
 HostGemmWeights linear_weights_of(const KernelBuildContext& context, const std::string& entry_name);
 
-// What the CUDA kernels implement today: a ReLU epilogue or none, and symmetric conv padding.
-// Every entry's supports() refuses other nodes (relu6 / clip epilogues, TF-SAME or ONNX
-// asymmetric pads) rather than compute them wrongly.
+// What most CUDA kernels implement today: a ReLU epilogue or none, and symmetric conv padding.
+// Their supports() refuse other nodes (relu6 / clip epilogues, TF-SAME or ONNX asymmetric pads)
+// rather than compute them wrongly.  The conv family takes any clamp and asymmetric padding
+// (conv_shape_of below; each conv entry's shape rule says what it computes exactly).
 inline bool relu_or_none(const Node& node) {
   return node.activation == Activation::None || node.activation == Activation::Relu;
 }
@@ -69,8 +73,9 @@ inline bool symmetric_conv(const Node& node) {
 Shape flattened_source_shape(const Node& node, const Graph& graph);
 
 // Largest batch whose grid (grid_ctas(batch), growing with the batch) leaves SMs of the current
-// device idle: at and below it a conv entry runs ConvFp16's split-K variants instead of its
-// full-tile kernel (conv_fp16_s2d's and the wgmma entries' small-batch fallback).
+// device idle: at and below it a conv entry plans ConvFp16 (split-K) instead of its full-tile
+// kernel (conv_fp16_s2d's and the wgmma entries' small-batch fallback).  Evaluated once, when
+// the kernel is built.
 template <class GridCtas>
 int fallback_max_batch(GridCtas grid_ctas) {
   const int sms = current_sm_count();
@@ -88,8 +93,11 @@ struct ConvWeights {
 ConvWeights conv_weights_of(const KernelBuildContext& context, const std::string& entry_name,
                             const std::optional<ConvShape>& shape);
 
-// The ConvShape the conv kernels see for a (possibly fused) conv node, or nullopt when the node
-// is not a 2-D conv or its recorded output shape disagrees with the kernels' arithmetic.
+// The ConvShape the conv kernels see for a (possibly fused) conv node — input, attributes, the
+// activation as a clamp (activation_bounds), the fused pool — or nullopt when the node is not a
+// valid 2-D conv or its recorded output (or pre-pool) extent disagrees with the kernels'
+// arithmetic (graph/ops.h's rules, asymmetric padding included).  The one node->conv adapter of
+// every conv entry.
 std::optional<ConvShape> conv_shape_of(const Node& node);
 
 }  // namespace cnnrt::cuda

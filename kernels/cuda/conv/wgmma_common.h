@@ -1,4 +1,4 @@
-// What the two Hopper wgmma convolutions (conv_fp16_wgmma.cu, conv_fp16_wgmma_ws.cu) share on
+// What the two Hopper wgmma convolutions (wgmma.cu, wgmma_ws.cu) share on
 // both sides of the launch: the implicit-GEMM geometry their kernel parameters start with, its
 // host-side fill from a ConvShape, the shape rule they have in common, and the upload of the
 // K-major fp16 weight they both read.  Written once so the two kernels cannot disagree on the K
@@ -11,7 +11,8 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/cuda/conv_fp16.h"
+#include "kernels/cuda/conv/epilogue_params.h"
+#include "kernels/cuda/conv/igemm.h"
 #include "kernels/cuda/cuda_check.h"
 
 namespace cnnrt::cuda {
@@ -31,8 +32,8 @@ struct WgmmaConvParams {
   int k_tiles = 0;   // w_k / k-tile
   int w_k = 0;
   int out_c = 0;
-  int relu = 0;
-  int m_total = 0;  // batch * conv_h * conv_w (set per launch)
+  EpilogueClamp act;  // the fused activation
+  int m_total = 0;    // batch * conv_h * conv_w (set per launch)
 };
 
 // Everything but the pointers and m_total, K padded to a multiple of `k_tile`.
@@ -54,7 +55,7 @@ inline void fill_wgmma_conv_params(const ConvShape& s, int k_tile, WgmmaConvPara
   p.w_k = (p.k_chunks * 8 + k_tile - 1) / k_tile * k_tile;
   p.k_tiles = p.w_k / k_tile;
   p.out_c = s.out_c;
-  p.relu = s.relu ? 1 : 0;
+  p.act = epilogue_clamp_of(s);
 }
 
 // The rule both kernels share: groups 1, dilation 1, channels that need no padding (in_c % 8,

@@ -1,4 +1,4 @@
-// GPU tests of the Hopper wgmma convolution (kernels/cuda/conv_fp16_wgmma.h) against the CPU
+// GPU tests of the Hopper wgmma convolution (kernels/cuda/conv/wgmma.h) against the CPU
 // reference (ref::conv2d -> ref::relu, double accumulation), plus its registry rules.
 //
 // Kernel cases skip unless the device is compute capability 9.x; on a 9.0 device the sm_90a
@@ -25,14 +25,14 @@
 #include <vector>
 
 #include "cnnrt/error.h"
-#include "fp16_test_util.h"
+#include "cuda/conv/wgmma_test_cases.h"
+#include "cuda/fp16_test_util.h"
 #include "graph/ops.h"
 #include "kernels/cpu/reference.h"
-#include "kernels/cuda/conv_fp16_wgmma.h"
+#include "kernels/cuda/conv/space_to_depth.h"
+#include "kernels/cuda/conv/wgmma.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/space_to_depth.h"
 #include "runtime/cuda/cuda_registry.h"
-#include "wgmma_test_cases.h"
 
 namespace cnnrt::cuda {
 namespace {
@@ -50,10 +50,11 @@ void check_case(const WCase& t, uint32_t seed) {
   test::DeviceMem d_x(test::to_nhwc(d.x, t.batch, t.c, t.h, t.w));
   test::DeviceMem d_y(size_t(t.batch) * shape.out_h * shape.out_w * test::pad8(t.oc) *
                       sizeof(__half));
-  conv.forward(d_x.get(), d_y.get(), t.batch, nullptr);
+  const ConvFp16WgmmaPlan plan = conv.plan(t.batch);
+  conv.forward(plan, d_x.get(), d_y.get(), t.batch, nullptr);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   expect_close(d_y.halves(), d.expected, t.batch, t.oc, shape.out_h, shape.out_w,
-               "variant " + conv.variant());
+               "variant " + plan.name);
 }
 
 TEST(ConvWgmma, AlexNetConv3MatchesReference) {
@@ -180,7 +181,11 @@ TEST(ConvWgmma, RegistryEntryRunsConv4) {
   node.params.push_back(test::make_param("bias", {t.oc}, bias));
   Graph graph;
   test::EntryRunner runner(KernelRegistry::instance(), "conv_fp16_wgmma", node, graph);
-  EXPECT_FALSE(runner.prepare(t.batch).variant_name.empty());
+  // Batch 2 leaves SMs idle: the plan is the fallback's (igemm), named.
+  const std::string planned = runner.prepare(t.batch).variant_name;
+  EXPECT_TRUE(planned.find("igemm") != std::string::npos ||
+              planned.find("wgmma") != std::string::npos)
+      << planned;
   test::DeviceMem d_x(test::to_nhwc(x, t.batch, t.c, t.h, t.w));
   test::DeviceMem d_y(size_t(t.batch) * 13 * 13 * t.oc * sizeof(__half));
   runner.run({d_x.get()}, d_y.get(), t.batch);
@@ -231,14 +236,15 @@ void check_pool_case(const PCase& t, uint32_t seed) {
   const WCase& c = t.conv;
   const CaseData d = make_pool_data(c, shape, seed);
   const ConvFp16Wgmma conv(shape, d.weight.data(), c.bias ? d.bias.data() : nullptr);
-  EXPECT_NE(conv.variant().find("_pool"), std::string::npos) << conv.variant();
+  const ConvFp16WgmmaPlan plan = conv.plan(c.batch);
+  EXPECT_NE(plan.name.find("_pool"), std::string::npos) << plan.name;
   test::DeviceMem d_x(test::to_nhwc(d.x, c.batch, c.c, c.h, c.w));
   test::DeviceMem d_y(size_t(c.batch) * shape.out_h * shape.out_w * test::pad8(c.oc) *
                       sizeof(__half));
-  conv.forward(d_x.get(), d_y.get(), c.batch, nullptr);
+  conv.forward(plan, d_x.get(), d_y.get(), c.batch, nullptr);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   expect_close(d_y.halves(), d.expected, c.batch, c.oc, shape.out_h, shape.out_w,
-               "variant " + conv.variant());
+               "variant " + plan.name);
 }
 
 TEST(ConvWgmma, FusedPoolAlexNetShapesMatchReference) {
@@ -269,7 +275,7 @@ TEST(ConvWgmma, FusedPoolOddShapesMatchReference) {
   for (const PCase& t : cases) check_pool_case(t, seed++);
 }
 
-// ---- pool tilings: single pass vs row streaming (force_pool_block) ----------------------------
+// ---- pool tilings: single pass vs row streaming (plan_pool_block) -----------------------------
 
 // One pooled case, one reference, every tiling mode: the cost model's choice for this batch, the
 // 1 x 1 block (single pass, many CTAs), and the row-streamed blocks that fit: the whole pooled
@@ -282,7 +288,7 @@ int check_pool_tilings(const PCase& t, uint32_t seed) {
   EXPECT_TRUE(ConvFp16Wgmma::supports(shape));
   const WCase& c = t.conv;
   const CaseData d = make_pool_data(c, shape, seed);
-  ConvFp16Wgmma conv(shape, d.weight.data(), c.bias ? d.bias.data() : nullptr);
+  const ConvFp16Wgmma conv(shape, d.weight.data(), c.bias ? d.bias.data() : nullptr);
   test::DeviceMem d_x(test::to_nhwc(d.x, c.batch, c.c, c.h, c.w));
   const int oh = shape.out_h, ow = shape.out_w;
   const int blocks[][2] = {{0, 0}, {1, 1}, {oh, ow}, {(oh + 1) / 2, ow}, {oh, (ow + 1) / 2},
@@ -290,24 +296,26 @@ int check_pool_tilings(const PCase& t, uint32_t seed) {
   int streamed = 0;
   for (const auto& b : blocks) {
     if (b[0] > oh || b[1] > ow) continue;
-    if (!conv.force_pool_block(b[0], b[1])) {
+    const std::optional<ConvFp16WgmmaPlan> plan =
+        b[0] == 0 ? std::optional<ConvFp16WgmmaPlan>(conv.plan(c.batch))
+                  : conv.plan_pool_block(c.batch, b[0], b[1]);
+    if (!plan) {
       // Only a streamed block may be refused (conv tile row over 128 pixels, or its staging
       // over the shared-memory limit); a single-pass block always fits.
       const int th = (b[0] - 1) * t.ps + t.pk, tw = (b[1] - 1) * t.ps + t.pk;
       EXPECT_GT(th * tw, 128) << "block " << b[0] << "x" << b[1] << " refused";
       continue;
     }
-    const std::string what = "block " + std::to_string(b[0]) + "x" + std::to_string(b[1]) +
-                             " variant " + conv.variant(c.batch);
+    const std::string what =
+        "block " + std::to_string(b[0]) + "x" + std::to_string(b[1]) + " variant " + plan->name;
     SCOPED_TRACE(what);
-    if (conv.pool_passes(c.batch) > 1) ++streamed;
+    if (plan->passes > 1) ++streamed;
     test::DeviceMem d_y(size_t(c.batch) * oh * ow * test::pad8(c.oc) * sizeof(__half));
-    conv.forward(d_x.get(), d_y.get(), c.batch, nullptr);
+    conv.forward(*plan, d_x.get(), d_y.get(), c.batch, nullptr);
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     expect_close(d_y.halves(), d.expected, c.batch, c.oc, oh, ow, what);
   }
-  EXPECT_TRUE(conv.force_pool_block(0, 0));
-  EXPECT_FALSE(conv.force_pool_block(oh + 1, 1));
+  EXPECT_FALSE(conv.plan_pool_block(c.batch, oh + 1, 1).has_value());
   return streamed;
 }
 
@@ -354,8 +362,8 @@ TEST(ConvWgmma, PoolTilingsOddShapesMatchReference) {
 }
 
 // The cost model streams conv2 at large batches (the point of the row-streaming mode), keeps
-// ctas(batch) >= the SM count once it got there (the registry's small-batch rule), and the
-// forced blocks report their pass count.
+// plan(batch).ctas >= the SM count once it got there (the registry's small-batch rule), and the
+// pinned blocks report their pass count.
 TEST(ConvWgmma, PoolTilingChoiceFollowsBatch) {
   REQUIRE_HOPPER();
   ASSERT_TRUE(ConvFp16Wgmma::device_supported());
@@ -363,24 +371,28 @@ TEST(ConvWgmma, PoolTilingChoiceFollowsBatch) {
   const ConvShape shape = shape_of(conv2);
   std::mt19937 rng(77);
   const std::vector<float> w = test::random_fp16_values(size_t(192) * 64 * 25, rng, -0.1f, 0.1f);
-  ConvFp16Wgmma conv(shape, w.data(), nullptr);
-  EXPECT_EQ(conv.pool_passes(1), 1);  // small batch: single-pass tiles (more CTAs)
-  EXPECT_GT(conv.pool_passes(256), 1) << conv.variant(256);
-  EXPECT_NE(conv.variant(256).find("_stream"), std::string::npos) << conv.variant(256);
+  const ConvFp16Wgmma conv(shape, w.data(), nullptr);
+  EXPECT_EQ(conv.plan(1).passes, 1);  // small batch: single-pass tiles (more CTAs)
+  EXPECT_GT(conv.plan(256).passes, 1) << conv.plan(256).name;
+  EXPECT_NE(conv.plan(256).name.find("_stream"), std::string::npos) << conv.plan(256).name;
   const int sms = current_sm_count();
   bool filled = false;
   for (int b = 1; b <= 300; ++b) {
-    const long long n = conv.ctas(b);
+    const long long n = conv.plan(b).ctas;
     if (filled) EXPECT_GE(n, sms) << "batch " << b;
     filled = filled || n >= sms;
   }
   EXPECT_TRUE(filled);
-  ASSERT_TRUE(conv.force_pool_block(13, 13));  // 27x27 conv rows, 4 per pass
-  EXPECT_EQ(conv.pool_passes(1), 7);
-  EXPECT_EQ(conv.ctas(2), 2);
-  ASSERT_TRUE(conv.force_pool_block(5, 5));  // 11x11 = 121 rows: one pass
-  EXPECT_EQ(conv.pool_passes(1), 1);
-  EXPECT_EQ(conv.ctas(1), 9);
+  const std::optional<ConvFp16WgmmaPlan> whole = conv.plan_pool_block(1, 13, 13);
+  ASSERT_TRUE(whole.has_value());  // 27x27 conv rows, 4 per pass
+  EXPECT_EQ(whole->passes, 7);
+  EXPECT_EQ(conv.plan_pool_block(2, 13, 13)->ctas, 2);
+  const std::optional<ConvFp16WgmmaPlan> five = conv.plan_pool_block(1, 5, 5);
+  ASSERT_TRUE(five.has_value());  // 11x11 = 121 rows: one pass
+  EXPECT_EQ(five->passes, 1);
+  EXPECT_EQ(five->ctas, 9);
+  // The same launch id launches the same tiling at every batch (plans are stable).
+  EXPECT_EQ(conv.plan_pool_block(7, 5, 5)->variant, five->variant);
 }
 
 // The registry kernel runs ConvFp16 while the wgmma grid would leave SMs idle and wgmma once it
@@ -397,8 +409,8 @@ TEST(ConvWgmma, SmallBatchDispatchMatchesReference) {
   {
     const std::vector<float> w(size_t(64) * 64 * 9, 0.01f);
     const ConvFp16Wgmma conv(shape, w.data(), nullptr);
-    ASSERT_LT(conv.ctas(1), sms);  // batch 1 takes the fallback
-    while (conv.ctas(fill_batch) < sms) ++fill_batch;
+    ASSERT_LT(conv.plan(1).ctas, sms);  // batch 1 takes the fallback
+    while (conv.plan(fill_batch).ctas < sms) ++fill_batch;
   }
   for (int batch : {1, fill_batch}) {
     WCase t = probe;
@@ -438,7 +450,7 @@ TEST(ConvWgmma, SpaceToDepthEntryUsesWgmmaAndMatchesReference) {
     const std::vector<float> w(size_t(64) * 3 * 121, 0.01f);
     const ConvFp16Wgmma inner(s2d->transformed, space_to_depth_weights(*s2d, w.data()).data(),
                               nullptr);
-    while (inner.ctas(fill_batch) < current_sm_count()) ++fill_batch;
+    while (inner.plan(fill_batch).ctas < current_sm_count()) ++fill_batch;
   }
   for (int batch : {1, fill_batch}) {
     WCase t = conv1;

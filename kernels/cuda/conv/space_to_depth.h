@@ -28,7 +28,7 @@
 #include <optional>
 #include <vector>
 
-#include "kernels/cuda/conv_fp16.h"
+#include "kernels/cuda/conv/igemm.h"
 
 namespace cnnrt::cuda {
 

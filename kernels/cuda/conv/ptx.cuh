@@ -1,13 +1,13 @@
-// Hopper (sm_90a) PTX wrappers shared by the wgmma convolutions (conv_fp16_wgmma.cu and
-// conv_fp16_wgmma_ws.cu): cp.async, the generic->async proxy fence, wgmma fence/commit/wait,
-// shared-memory matrix descriptors, the m64nNk16 fp16 MMAs, mbarriers, named barriers and
-// setmaxnreg.
+// PTX wrappers of every tensor-core conv, written once: cp.async, ldmatrix and mma.sync
+// (sm_80+, the mma.sync implicit GEMM), and the Hopper-only ones (sm_90a: the generic->async
+// proxy fence, wgmma fence/commit/wait, shared-memory matrix descriptors, the m64nNk16 fp16 MMAs,
+// mbarriers, named barriers, setmaxnreg) used by the two wgmma convolutions.
 //
-// Why one header: the two kernels must agree bit for bit on the descriptor and swizzle
-// conventions, so they are written once.  Everything lives in cnnrt::cuda::wgmma_detail (the
-// namespace the first kernel already used) and exists only when CNNRT_WGMMA_DEVICE is defined:
-// the sm_90a device pass (__CUDA_ARCH_FEAT_SM90_ALL).  Other passes (host, plain sm_90) see no
-// wgmma/setmaxnreg instruction at all, so they cannot fail to assemble.
+// Why one header: the kernels must agree bit for bit on the descriptor and swizzle conventions,
+// and an int8 or sparse conv family adds its MMA shapes here instead of copying the rest.  The
+// Hopper part exists only when CNNRT_WGMMA_DEVICE is defined, i.e. in the sm_90a device pass
+// (__CUDA_ARCH_FEAT_SM90_ALL); other passes (host, sm_80/89/90) see no wgmma/setmaxnreg
+// instruction at all, so they cannot fail to assemble.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -18,21 +18,42 @@
 #define CNNRT_WGMMA_DEVICE 1
 #endif
 
-namespace cnnrt::cuda::wgmma_detail {
+namespace cnnrt::cuda::ptx {
 
-#ifdef CNNRT_WGMMA_DEVICE
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
+
+// 16-byte async copy; src_bytes == 0 zero-fills the destination without reading global memory.
 __device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
                "r"(src_bytes));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+// The memory clobber keeps the compiler from moving shared-memory reads of the landed data
+// above the wait.
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// D[16 x 8] += A[16 x 16] * B[16 x 8], fp16 in, fp32 accumulate (row.col fragments).
+__device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                          uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+#ifdef CNNRT_WGMMA_DEVICE
 // Makes this thread's generic-proxy shared-memory writes (cp.async results included, once
 // waited for) visible to the async proxy that wgmma reads through.
 __device__ __forceinline__ void fence_proxy_async_shared() {
@@ -248,4 +269,4 @@ __device__ __forceinline__ void setmaxnreg_inc() {
 }
 #endif  // CNNRT_WGMMA_DEVICE
 
-}  // namespace cnnrt::cuda::wgmma_detail
+}  // namespace cnnrt::cuda::ptx

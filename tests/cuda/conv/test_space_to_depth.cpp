@@ -1,5 +1,6 @@
-// Tests of the space-to-depth path for strided few-channel convs (kernels/cuda/space_to_depth.h,
-// registry entry conv_fp16_s2d in runtime/cuda/conv_kernels.cpp).
+// Tests of the space-to-depth path for strided few-channel convs
+// (kernels/cuda/conv/space_to_depth.h, registry entry conv_fp16_s2d in
+// runtime/cuda/conv_entries.cpp).
 //
 // (a) The rearrangement kernel against a host loop on odd shapes (C = 1, 3, 4; block 2, 3, 4;
 //     block grids that run past the image): a pure copy, so the result must match bit for bit,
@@ -24,11 +25,11 @@
 #include <random>
 #include <sstream>
 
-#include "fp16_test_util.h"
+#include "cuda/fp16_test_util.h"
 #include "graph/ops.h"
 #include "kernels/cpu/reference.h"
+#include "kernels/cuda/conv/space_to_depth.h"
 #include "kernels/cuda/layout.h"
-#include "kernels/cuda/space_to_depth.h"
 
 namespace cnnrt {
 namespace {
@@ -423,7 +424,7 @@ TEST(ConvFp16S2d, Conv1RewriteGeometry) {
   shape.conv.kernel_h = shape.conv.kernel_w = 11;
   shape.conv.stride_h = shape.conv.stride_w = 4;
   shape.conv.pad_h = shape.conv.pad_w = 2;
-  shape.relu = true;
+  shape.activation = cuda::kReluActivation;
   PoolAttrs pool;
   pool.kernel_h = pool.kernel_w = 3;
   pool.stride_h = pool.stride_w = 2;

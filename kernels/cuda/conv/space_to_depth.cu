@@ -19,8 +19,8 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/cuda/conv/space_to_depth.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/space_to_depth.h"
 
 namespace cnnrt::cuda {
 namespace {
@@ -197,7 +197,7 @@ std::optional<SpaceToDepthConv> space_to_depth_conv(const ConvShape& shape) {
   t.conv.out_channels = shape.out_c;
   t.conv.kernel_h = kh;
   t.conv.kernel_w = kw;
-  t.relu = shape.relu;
+  t.activation = shape.activation;
   t.pool = shape.pool;
   t.derive();
   if (t.conv_h != o.conv_h || t.conv_w != o.conv_w || t.out_h != o.out_h || t.out_w != o.out_w)

@@ -1,13 +1,13 @@
-// GPU tests of the warp-specialised Hopper wgmma convolution (kernels/cuda/conv_fp16_wgmma_ws.h)
+// GPU tests of the warp-specialised Hopper wgmma convolution (kernels/cuda/conv/wgmma_ws.h)
 // against the CPU reference (ref::conv2d -> ref::relu, double accumulation), plus its registry
 // rules.
 //
 // Kernel cases skip unless the device is compute capability 9.x; on a 9.0 device the sm_90a image
 // must be loaded (device_supported() true), otherwise the build is wrong and the test fails.
-// Every case runs once per tile config (force_tile: 128x128 s6, 128x256 s4, 256x128 s4) and once
+// Every case runs once per tile config (plan_tile: 128x128 s6, 128x256 s4, 256x128 s4) and once
 // with the cost model's choice.  Inputs, weights and biases are fresh random fp16-representable
 // values, so the only differences from the reference are fp32 accumulation order and the final
-// fp16 rounding.  Tolerances (wgmma_test_cases.h, shared with test_conv_wgmma.cpp): rel L2 <=
+// fp16 rounding.  Tolerances (wgmma_test_cases.h, shared with test_wgmma.cpp): rel L2 <=
 // 2e-3 and per element |y - ref| <= 4e-3 |ref| + 2e-3 max|ref|.  Outputs are NaN-poisoned
 // before each launch, so every element must be written.
 // Shapes: AlexNet conv3/conv4 at batch 1 and 3 (conv4: 54 k-tiles, the 4-slot ring wraps 13
@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -27,13 +28,13 @@
 #include <vector>
 
 #include "cnnrt/error.h"
-#include "fp16_test_util.h"
+#include "cuda/conv/wgmma_test_cases.h"
+#include "cuda/fp16_test_util.h"
 #include "graph/ops.h"
 #include "kernels/cpu/reference.h"
-#include "kernels/cuda/conv_fp16_wgmma_ws.h"
+#include "kernels/cuda/conv/wgmma_ws.h"
 #include "kernels/cuda/cuda_check.h"
 #include "runtime/cuda/cuda_registry.h"
-#include "wgmma_test_cases.h"
 
 namespace cnnrt::cuda {
 namespace {
@@ -51,13 +52,16 @@ void check_case(const WCase& t, uint32_t seed) {
   const ConvShape shape = shape_of(t);
   ASSERT_TRUE(ConvFp16WgmmaWs::supports(shape));
   const CaseData d = make_data(t, shape, seed);
-  ConvFp16WgmmaWs conv(shape, d.weight.data(), t.bias ? d.bias.data() : nullptr);
+  const ConvFp16WgmmaWs conv(shape, d.weight.data(), t.bias ? d.bias.data() : nullptr);
   const test::DeviceMem d_x(test::to_nhwc(d.x, t.batch, t.c, t.h, t.w));
   for (const auto& tile : kTiles) {
-    ASSERT_TRUE(conv.force_tile(tile.first, tile.second));
-    const std::string what = "variant " + conv.variant(t.batch);
+    const std::optional<ConvFp16WgmmaWsPlan> plan =
+        tile.first == 0 ? std::optional<ConvFp16WgmmaWsPlan>(conv.plan(t.batch))
+                        : conv.plan_tile(t.batch, tile.first, tile.second);
+    ASSERT_TRUE(plan.has_value());
+    const std::string what = "variant " + plan->name;
     test::DeviceMem d_y(size_t(t.batch) * shape.out_h * shape.out_w * t.oc * sizeof(__half));
-    conv.forward(d_x.get(), d_y.get(), t.batch, nullptr);
+    conv.forward(*plan, d_x.get(), d_y.get(), t.batch, nullptr);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
     expect_close(d_y.halves(), d.expected, t.batch, t.oc, shape.out_h, shape.out_w, what);
   }
@@ -99,7 +103,7 @@ TEST(ConvWgmmaWs, LongKWrapsTheRingManyTimes) {
   check_case({2, 384, 9, 9, 128, 5, 1, 2, false, true}, 32);
 }
 
-// Cost model sanity: the choice never launches more CTAs than the 128x128 tile; force_tile
+// Cost model sanity: the choice never launches more CTAs than the 128x128 tile; plan_tile
 // accepts exactly the built tiles; on a 132-SM part conv4 at batch 64 (M = 10816) takes 128x256
 // (85 CTAs of twice the work beat 170 CTAs in two waves).
 TEST(ConvWgmmaWs, TileChoiceFollowsBatch) {
@@ -107,24 +111,22 @@ TEST(ConvWgmmaWs, TileChoiceFollowsBatch) {
   ASSERT_TRUE(ConvFp16WgmmaWs::device_supported());
   const WCase conv4{1, 384, 13, 13, 256, 3, 1, 1, true, true};
   const std::vector<float> w(size_t(256) * 384 * 9, 0.01f);
-  ConvFp16WgmmaWs conv(shape_of(conv4), w.data(), nullptr);
+  const ConvFp16WgmmaWs conv(shape_of(conv4), w.data(), nullptr);
   for (int b : {1, 7, 64, 256}) {
-    EXPECT_LE(conv.ctas(b), conv.max_ctas(b)) << "batch " << b;
-    EXPECT_GT(conv.ctas(b), 0);
+    EXPECT_LE(conv.plan(b).ctas, conv.max_ctas(b)) << "batch " << b;
+    EXPECT_GT(conv.plan(b).ctas, 0);
   }
   EXPECT_EQ(conv.max_ctas(64), (64LL * 169 + 127) / 128 * 2);
-  if (current_sm_count() == 132) EXPECT_EQ(conv.variant(64), "wgmma_ws_128x256x64_s4");
-  EXPECT_EQ(conv.variant(), "wgmma_ws_(per batch)");
-  EXPECT_FALSE(conv.force_tile(64, 64));
-  EXPECT_FALSE(conv.force_tile(256, 256));
-  EXPECT_EQ(conv.variant(), "wgmma_ws_(per batch)");  // a refused force changes nothing
-  ASSERT_TRUE(conv.force_tile(256, 128));
-  EXPECT_EQ(conv.variant(), "wgmma_ws_256x128x64_s4");
-  EXPECT_EQ(conv.ctas(64), (64LL * 169 + 255) / 256 * 2);  // M tiles x 2 N tiles of 128
-  ASSERT_TRUE(conv.force_tile(128, 128));
-  EXPECT_EQ(conv.variant(7), "wgmma_ws_128x128x64_s6");
-  ASSERT_TRUE(conv.force_tile(0, 0));
-  EXPECT_EQ(conv.variant(), "wgmma_ws_(per batch)");
+  if (current_sm_count() == 132) EXPECT_EQ(conv.plan(64).name, "wgmma_ws_128x256x64_s4");
+  EXPECT_FALSE(conv.plan_tile(64, 64, 64).has_value());
+  EXPECT_FALSE(conv.plan_tile(64, 256, 256).has_value());
+  const std::optional<ConvFp16WgmmaWsPlan> tall = conv.plan_tile(64, 256, 128);
+  ASSERT_TRUE(tall.has_value());
+  EXPECT_EQ(tall->name, "wgmma_ws_256x128x64_s4");
+  EXPECT_EQ(tall->ctas, (64LL * 169 + 255) / 256 * 2);  // M tiles x 2 N tiles of 128
+  EXPECT_EQ(conv.plan_tile(7, 128, 128)->name, "wgmma_ws_128x128x64_s6");
+  // A launch id means the same tile at every batch.
+  EXPECT_EQ(conv.plan_tile(7, 256, 128)->variant, tall->variant);
 }
 
 // ---- registry rules -------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 // Registry entries of the Hopper wgmma convolutions: "conv_fp16_wgmma"
-// (kernels/cuda/conv_fp16_wgmma.h) and its warp-specialised form "conv_fp16_wgmma_ws"
-// (kernels/cuda/conv_fp16_wgmma_ws.h).
+// (kernels/cuda/conv/wgmma.h) and its warp-specialised form "conv_fp16_wgmma_ws"
+// (kernels/cuda/conv/wgmma_ws.h).
 //
-// One thin adapter serves both, like conv_fp16_igemm's (runtime/cuda/conv_kernels.cpp):
+// One thin adapter serves both, like conv_fp16_igemm's (runtime/cuda/conv_entries.cpp):
 // supports() rebuilds the ConvShape from the fused node, refuses a node whose derived output
 // disagrees with the graph's inferred shape (so the kernel can never write outside the planned
 // buffer), applies the kernel's shape rule, and finally the device rule — compute capability 9.0
@@ -10,25 +10,26 @@
 //
 // Small batches: 128-row tiles and no split-K leave most SMs idle at batch 1-8, where the
 // mma.sync kernel's split-K variants win.  So the layer keeps a ConvFp16 of the same shape as a
-// fallback and picks per run: the wgmma kernel when its grid fills the SMs (fallback_grid: for
-// conv_fp16_wgmma its launch grid; for the ws kernel the 128x128 grid, since its cost model may
-// pick a larger tile with fewer CTAs than SMs on purpose), else ConvFp16 with its workspace.  The
-// workspace reported is the fallback's at the largest batch that still takes the fallback, so
-// large batches reserve nothing extra.
+// fallback, and prepare() picks once per context: the wgmma kernel when its grid fills the SMs
+// at the context's batch (fallback_grid: for conv_fp16_wgmma its planned grid; for the ws kernel
+// the 128x128 grid, since its cost model may pick a larger tile with fewer CTAs than SMs on
+// purpose), else ConvFp16's plan with its workspace.  variant = 2 * (the chosen kernel's launch
+// id) + (1 for the fallback); run() launches exactly that.
 #include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
 
-#include "kernels/cuda/conv_fp16_wgmma.h"
-#include "kernels/cuda/conv_fp16_wgmma_ws.h"
+#include "kernels/cuda/conv/igemm.h"
+#include "kernels/cuda/conv/wgmma.h"
+#include "kernels/cuda/conv/wgmma_ws.h"
 #include "kernels/cuda/cuda_check.h"
 #include "runtime/cuda/cuda_registry.h"
 
 namespace cnnrt::cuda {
 namespace {
 
-long long fallback_grid(const ConvFp16Wgmma& conv, int batch) { return conv.ctas(batch); }
+long long fallback_grid(const ConvFp16Wgmma& conv, int batch) { return conv.plan(batch).ctas; }
 long long fallback_grid(const ConvFp16WgmmaWs& conv, int batch) { return conv.max_ctas(batch); }
 
 template <class Conv>
@@ -38,7 +39,6 @@ std::optional<ConvShape> served_shape(const Node& node) {
   return shape;
 }
 
-// The wgmma kernel once its grid fills the SMs, ConvFp16 below that batch (decided in prepare).
 template <class Conv>
 class WgmmaWithFallback final : public Fp16Kernel {
  public:
@@ -47,26 +47,27 @@ class WgmmaWithFallback final : public Fp16Kernel {
         fallback_(shape, weight, bias),
         fallback_max_batch_(fallback_max_batch([this](int b) { return fallback_grid(conv_, b); })) {
   }
-  // variant 0: the wgmma kernel; 1 + i: the fallback's variant i.
   KernelPlan prepare(const PrepareInfo& info) const override {
     KernelPlan plan;
     if (info.batch > fallback_max_batch_) {
-      plan.variant_name = conv_.variant(info.batch);
+      const auto p = conv_.plan(info.batch);
+      plan.variant = 2 * p.variant;
+      plan.variant_name = p.name;
       return plan;
     }
-    const size_t index = fallback_.chosen_variant(info.batch, /*with_workspace=*/true);
-    plan.variant = 1 + static_cast<int>(index);
-    plan.variant_name = fallback_.variants(info.batch).at(index);
-    plan.workspace_bytes = fallback_.variant_workspace_bytes(index, info.batch);
+    const ConvFp16Plan p = fallback_.plan(info.batch);
+    plan.variant = 2 * p.variant + 1;
+    plan.variant_name = p.name;
+    plan.workspace_bytes = p.workspace_bytes;
     return plan;
   }
   void run(const KernelArgs& args) override {
     const auto stream = static_cast<cudaStream_t>(args.stream);
-    if (args.variant == 0)
-      conv_.forward(args.inputs.at(0), args.output, args.batch, stream);
+    if (args.variant % 2 == 0)
+      conv_.forward(args.variant / 2, args.inputs.at(0), args.output, args.batch, stream);
     else
-      fallback_.forward_variant(static_cast<size_t>(args.variant - 1), args.inputs.at(0),
-                                args.output, args.batch, stream, args.workspace);
+      fallback_.forward(args.variant / 2, args.inputs.at(0), args.output, args.batch, stream,
+                        args.workspace);
   }
   size_t weight_bytes() const override { return conv_.weight_bytes() + fallback_.weight_bytes(); }
 

@@ -5,7 +5,7 @@
 // Outputs start as NaN bytes; padding channels must come out exactly zero.
 #include <random>
 
-#include "fp16_test_util.h"
+#include "cuda/fp16_test_util.h"
 #include "graph/ops.h"
 #include "kernels/cpu/reference.h"
 #include "runtime/cuda/cuda_registry.h"
@@ -20,7 +20,7 @@ constexpr double kTolerance = 2e-3;
 const KernelRegistry& baseline_registry() {
   static KernelRegistry* registry = [] {
     auto* r = new KernelRegistry();
-    cuda::register_baseline_kernels(*r);
+    cuda::register_conv_baseline_kernels(*r);
     return r;
   }();
   return *registry;

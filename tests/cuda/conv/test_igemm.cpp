@@ -1,10 +1,11 @@
-// GPU tests of the fp16 tensor-core convolution (kernels/cuda/conv_fp16.h) against the CPU
+// GPU tests of the fp16 tensor-core convolution (kernels/cuda/conv/igemm.h) against the CPU
 // reference (ref::conv2d -> ref::relu -> ref::maxpool2d, fp32/double).
 //
 // Every case runs EVERY variant the kernel offers for that batch (each tile config -- 128x96
 // and the BK = 64 128x128 included --, the packed and the row-streaming pool tilings the heuristic
 // picks for them, the unfused pool and split-K workspace variants (tiled and generic finish), the
-// direct fallback) plus forward() with a workspace, so one GPU run covers all code.  Cases are
+// direct fallback) plus the plans (with and without a workspace), so one GPU run covers all
+// code.  Cases are
 // batch 1..3, so split-K (batch <= 16, groups == 1) runs on every such case, with and without
 // a pool, with odd K-tile counts (uneven last slice).  Workspaces are NaN-poisoned too: a
 // partial tile the conv kernel failed to write shows up as a NaN output.
@@ -29,10 +30,12 @@
 #include <vector>
 
 #include "cnnrt/error.h"
-#include "fp16_test_util.h"
+#include "cuda/fp16_test_util.h"
+#include "graph/ops.h"
 #include "kernels/cpu/reference.h"
-#include "kernels/cuda/conv_fp16.h"
+#include "kernels/cuda/conv/igemm.h"
 #include "random_test_util.h"
+#include "runtime/cuda/cuda_registry.h"
 
 namespace cnnrt::cuda {
 namespace {
@@ -44,6 +47,10 @@ struct Case {
   int batch, c, h, w, oc, kh, kw, sh, sw, ph, pw, dh, dw, groups;
   bool relu;
   std::optional<PoolAttrs> pool;
+  // Beyond ReLU: a clamp [lo, hi] (ReLU6, Clip) replaces it when set; asymmetric padding adds
+  // pad_extra rows / columns at the bottom / right.
+  std::optional<ActivationBounds> clamp = std::nullopt;
+  int pad_h_extra = 0, pad_w_extra = 0;
 };
 
 PoolAttrs pool_attrs(int k, int s, int pad = 0, bool ceil_mode = false) {
@@ -63,6 +70,8 @@ std::string describe(const Case& t) {
   if (t.pool)
     s << " pool" << t.pool->kernel_h << "/" << t.pool->stride_h << " pad" << t.pool->pad_h
       << (t.pool->ceil_mode ? " ceil" : "");
+  if (t.clamp) s << " clamp[" << t.clamp->lo << ", " << t.clamp->hi << "]";
+  if (t.pad_h_extra || t.pad_w_extra) s << " pad+" << t.pad_h_extra << "," << t.pad_w_extra;
   return s.str();
 }
 
@@ -82,10 +91,32 @@ ConvShape to_shape(const Case& t) {
   s.conv.dilation_h = t.dh;
   s.conv.dilation_w = t.dw;
   s.conv.groups = t.groups;
-  s.relu = t.relu;
+  s.conv.pad_h_extra = t.pad_h_extra;
+  s.conv.pad_w_extra = t.pad_w_extra;
+  s.activation = t.clamp ? *t.clamp : t.relu ? kReluActivation : kIdentityActivation;
   s.pool = t.pool;
   s.derive();
   return s;
+}
+
+// ref::conv2d pads symmetrically: asymmetric padding is the input with pad_extra zero rows /
+// columns appended at the bottom / right, then the symmetric (top / left) padding.
+std::vector<float> reference_conv(const Case& t, const ConvShape& shape,
+                                  const std::vector<float>& x, const std::vector<float>& w,
+                                  const std::vector<float>& b) {
+  const int h = t.h + t.pad_h_extra, wd = t.w + t.pad_w_extra;
+  std::vector<float> padded(size_t(t.batch) * t.c * h * wd, 0.f);
+  for (size_t nc = 0; nc < size_t(t.batch) * t.c; ++nc)
+    for (int y = 0; y < t.h; ++y)
+      for (int xx = 0; xx < t.w; ++xx)
+        padded[(nc * h + y) * wd + xx] = x[(nc * t.h + y) * t.w + xx];
+  ConvAttrs attrs = shape.conv;
+  attrs.pad_h_extra = attrs.pad_w_extra = 0;
+  std::vector<float> conv(size_t(t.batch) * t.oc * shape.conv_h * shape.conv_w);
+  ref::conv2d(padded.data(), t.batch, t.c, h, wd, w.data(), b.data(), attrs, conv.data());
+  for (float& v : conv)
+    if (shape.clamps()) v = std::min(std::max(v, shape.activation.lo), shape.activation.hi);
+  return conv;
 }
 
 // Runs all variants of one case and checks each against the CPU reference.
@@ -103,10 +134,7 @@ void run_case(const Case& t, uint32_t seed) {
   const std::vector<float> b = test::random_fp16_values(t.oc, rng, -0.5f, 0.5f);
 
   // Reference: NCHW fp32.
-  ConvAttrs attrs = shape.conv;
-  std::vector<float> conv(size_t(t.batch) * t.oc * shape.conv_h * shape.conv_w);
-  ref::conv2d(x.data(), t.batch, t.c, t.h, t.w, w.data(), b.data(), attrs, conv.data());
-  if (t.relu) ref::relu(conv.data(), int64_t(conv.size()), conv.data());
+  const std::vector<float> conv = reference_conv(t, shape, x, w, b);
   std::vector<float> expected;
   if (t.pool) {
     expected.resize(size_t(t.batch) * t.oc * shape.out_h * shape.out_w);
@@ -128,30 +156,30 @@ void run_case(const Case& t, uint32_t seed) {
   const size_t out_count = size_t(t.batch) * shape.out_h * shape.out_w * cs_out;
   test::DeviceMem d_y(out_count * sizeof(__half));
 
-  ConvFp16 kernel(shape, w.data(), b.data());
-  const std::vector<std::string> variants = kernel.variants(t.batch);
-  ASSERT_GE(variants.size(), 1u);
-  ASSERT_LT(kernel.chosen_variant(t.batch), variants.size());
-  ASSERT_LT(kernel.chosen_variant(t.batch, true), variants.size());
-  // The workspace forward() may use must cover its own pick at every batch up to t.batch.
-  const size_t ws_bytes = kernel.workspace_bytes(t.batch);
-  for (int b = 1; b <= t.batch; ++b)
-    EXPECT_LE(kernel.variant_workspace_bytes(kernel.chosen_variant(b, true), b), ws_bytes);
-  size_t ws_max = ws_bytes;
-  for (size_t v = 0; v < variants.size(); ++v)
-    ws_max = std::max(ws_max, kernel.variant_workspace_bytes(v, t.batch));
-  test::DeviceMem d_ws(std::max<size_t>(ws_max, 256));
+  const ConvFp16 kernel(shape, w.data(), b.data());
+  std::vector<ConvFp16Plan> runs = kernel.variants(t.batch);
+  ASSERT_GE(runs.size(), 1u);
+  // The two plans a context can make; each must be one of the listed variants.
+  const ConvFp16Plan fused = kernel.plan(t.batch, /*with_workspace=*/false);
+  const ConvFp16Plan planned = kernel.plan(t.batch, /*with_workspace=*/true);
+  EXPECT_EQ(fused.workspace_bytes, 0u);
+  for (const ConvFp16Plan* plan : {&fused, &planned}) {
+    bool listed = false;
+    for (const ConvFp16Plan& v : runs) listed = listed || v.variant == plan->variant;
+    EXPECT_TRUE(listed) << plan->name;
+    runs.push_back(*plan);  // and it runs like any variant
+  }
+  size_t ws_max = 256;
+  for (const ConvFp16Plan& v : runs) ws_max = std::max(ws_max, v.workspace_bytes);
+  test::DeviceMem d_ws(ws_max);
   std::vector<uint16_t> y(out_count);
-  // Index variants.size() stands for forward(x, y, batch, stream, workspace).
-  for (size_t v = 0; v <= variants.size(); ++v) {
-    const bool via_forward = v == variants.size();
-    SCOPED_TRACE(via_forward ? std::string("forward() with workspace") : "variant " + variants[v]);
+  for (const ConvFp16Plan& run : runs) {
+    SCOPED_TRACE("variant " + run.name);
+    EXPECT_EQ(kernel.workspace_bytes(run.variant, t.batch), run.workspace_bytes);
     CUDA_OK(cudaMemset(d_y.get(), 0xFF, out_count * sizeof(__half)));
-    CUDA_OK(cudaMemset(d_ws.get(), 0xFF, std::max<size_t>(ws_max, 256)));
-    if (via_forward)
-      kernel.forward(d_x.get(), d_y.get(), t.batch, nullptr, ws_bytes > 0 ? d_ws.get() : nullptr);
-    else
-      kernel.forward_variant(v, d_x.get(), d_y.get(), t.batch, nullptr, d_ws.get());
+    CUDA_OK(cudaMemset(d_ws.get(), 0xFF, ws_max));
+    kernel.forward(run, d_x.get(), d_y.get(), t.batch, nullptr,
+                   run.uses_workspace() ? d_ws.get() : nullptr);
     CUDA_OK(cudaGetLastError());
     CUDA_OK(cudaDeviceSynchronize());
     CUDA_OK(cudaMemcpy(y.data(), d_y.get(), out_count * sizeof(__half), cudaMemcpyDeviceToHost));
@@ -227,6 +255,24 @@ const std::vector<Case>& fixed_cases() {
       // Pool 3/1 with padding on a wide image: streamed passes of one conv row each.
       {"pool 3/1 pad1 wide", 1, 8, 9, 61, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, false,
        pool_attrs(3, 1, 1)},
+      // Activations as clamps (ReLU6, Clip) in every epilogue: fused, pooled, split-K, direct.
+      {"relu6", 2, 16, 13, 17, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, std::nullopt,
+       ActivationBounds{0.0f, 6.0f}},
+      {"clip pool", 2, 24, 17, 13, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, pool_attrs(3, 2),
+       ActivationBounds{-0.3f, 0.4f}},
+      {"clip gather", 1, 3, 23, 19, 16, 5, 5, 2, 2, 2, 2, 1, 1, 1, false, pool_attrs(2, 2),
+       ActivationBounds{-0.5f, 0.25f}},
+      {"clip depthwise", 2, 7, 11, 13, 7, 3, 3, 1, 1, 1, 1, 1, 1, 7, false, std::nullopt,
+       ActivationBounds{-0.2f, 0.2f}},
+      // Asymmetric padding (bottom / right extra): only the output extent changes.
+      {"asym pad", 2, 8, 13,   17,           16,           3, 3, 2, 2, 0, 1,
+       1,          1, 1, true, std::nullopt, std::nullopt, 1, 2},
+      {"asym pad pool", 1, 64, 14, 15, 96, 3, 3, 1, 1, 1, 0, 1, 1, 1, true, pool_attrs(3, 2),
+       std::nullopt,    1, 1},
+      {"asym pad gather", 2, 3, 21, 22, 16, 4, 4, 2, 2, 1, 1, 1, 1, 1, true, std::nullopt,
+       std::nullopt,      1, 0},
+      {"asym pad depthwise", 1, 6, 9, 10, 6, 3, 3, 1, 1, 0, 0, 1, 1, 6, false, std::nullopt,
+       std::nullopt,         2, 1},
   };
   return cases;
 }
@@ -291,10 +337,10 @@ TEST(ConvFp16, FewChannelLayerTakesTheGatherPath) {
   const ConvShape shape = to_shape(t);
   std::vector<float> w(size_t(t.oc) * t.c * t.kh * t.kw, 0.25f);
   ConvFp16 kernel(shape, w.data(), nullptr);
-  EXPECT_EQ(kernel.variant(), "igemm_gather");
+  EXPECT_EQ(kernel.path(), "igemm_gather");
   ConvShape deep = to_shape(alexnet_cases()[1]);
   std::vector<float> w2(size_t(192) * 64 * 25, 0.25f);
-  EXPECT_EQ(ConvFp16(deep, w2.data(), nullptr).variant(), "igemm");
+  EXPECT_EQ(ConvFp16(deep, w2.data(), nullptr).path(), "igemm");
 }
 
 TEST(ConvFp16, CudaGraphReplayMatchesDirectLaunch) {
@@ -317,13 +363,14 @@ TEST(ConvFp16, CudaGraphReplayMatchesDirectLaunch) {
 
   cudaStream_t stream;
   CUDA_OK(cudaStreamCreate(&stream));
-  kernel.forward(d_x.get(), d_y1.get(), t.batch, stream);
+  const ConvFp16Plan plan = kernel.plan(t.batch, /*with_workspace=*/false);
+  kernel.forward(plan, d_x.get(), d_y1.get(), t.batch, stream);
   CUDA_OK(cudaStreamSynchronize(stream));
 
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  kernel.forward(d_x.get(), d_y2.get(), t.batch, stream);
+  kernel.forward(plan, d_x.get(), d_y2.get(), t.batch, stream);
   CUDA_OK(cudaStreamEndCapture(stream, &graph));
   CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
   CUDA_OK(cudaGraphLaunch(exec, stream));
@@ -342,29 +389,30 @@ TEST(ConvFp16, BadArgumentsThrow) {
   CNNRT_REQUIRE_CUDA_DEVICE();
   const ConvShape shape = to_shape(fixed_cases()[0]);
   std::vector<float> w(size_t(96) * 64, 0.5f);
-  ConvFp16 kernel(shape, w.data(), nullptr);
+  const ConvFp16 kernel(shape, w.data(), nullptr);
   test::DeviceMem d(1 << 20);
-  EXPECT_THROW(kernel.forward(d.get(), d.get(), 0, nullptr), Error);
-  EXPECT_THROW(kernel.forward(static_cast<char*>(d.get()) + 2, d.get(), 1, nullptr), Error);
-  EXPECT_THROW(kernel.forward_variant(99, d.get(), d.get(), 1, nullptr), Error);
-  EXPECT_THROW(kernel.forward(d.get(), d.get(), 1, nullptr, static_cast<char*>(d.get()) + 8),
+  const ConvFp16Plan plan = kernel.plan(1, /*with_workspace=*/false);
+  EXPECT_THROW(kernel.forward(plan, d.get(), d.get(), 0, nullptr), Error);
+  EXPECT_THROW(kernel.forward(plan, static_cast<char*>(d.get()) + 2, d.get(), 1, nullptr), Error);
+  EXPECT_THROW(kernel.forward(99999, d.get(), d.get(), 1, nullptr, nullptr), Error);
+  EXPECT_THROW(kernel.forward(-1, d.get(), d.get(), 1, nullptr, nullptr), Error);
+  EXPECT_THROW(kernel.forward(plan, d.get(), d.get(), 1, nullptr, static_cast<char*>(d.get()) + 8),
                Error);
   // A workspace variant launched without a workspace must throw, not write through nullptr.
-  const std::vector<std::string> names = kernel.variants(1);
-  for (size_t v = 0; v < names.size(); ++v)
-    if (kernel.variant_workspace_bytes(v, 1) > 0)
-      EXPECT_THROW(kernel.forward_variant(v, d.get(), d.get(), 1, nullptr), Error) << names[v];
+  for (const ConvFp16Plan& v : kernel.variants(1))
+    if (v.uses_workspace())
+      EXPECT_THROW(kernel.forward(v, d.get(), d.get(), 1, nullptr), Error) << v.name;
 }
 
-bool has_variant(const std::vector<std::string>& names, const std::string& part) {
-  for (const std::string& n : names)
-    if (n.find(part) != std::string::npos) return true;
+bool has_variant(const std::vector<ConvFp16Plan>& plans, const std::string& part) {
+  for (const ConvFp16Plan& p : plans)
+    if (p.name.find(part) != std::string::npos) return true;
   return false;
 }
 
 // The workspace variants exist where they should (so the reference runs above cover them) and
 // not where they must not: split-K only at small batches and groups == 1, unfused only with a
-// pool; forward() without a workspace never picks one.
+// pool; a plan without a workspace never picks one, a plan never picks the unfused one.
 TEST(ConvFp16, WorkspaceVariantsAreOfferedWhereTheyApply) {
   CNNRT_REQUIRE_CUDA_DEVICE();
   std::mt19937 rng(test::fresh_seed());
@@ -395,17 +443,19 @@ TEST(ConvFp16, WorkspaceVariantsAreOfferedWhereTheyApply) {
   EXPECT_FALSE(has_variant(grouped->variants(1), "split-K"));
   for (int batch : {1, 2, 7, 64}) {
     for (const auto* k : {pooled.get(), plain.get()}) {
-      EXPECT_EQ(k->variant_workspace_bytes(k->chosen_variant(batch), batch), 0u) << batch;
-      EXPECT_LE(k->variant_workspace_bytes(k->chosen_variant(batch, true), batch),
-                k->workspace_bytes(batch));
+      EXPECT_EQ(k->plan(batch, false).workspace_bytes, 0u) << batch;
+      const ConvFp16Plan p = k->plan(batch, true);
+      EXPECT_EQ(k->workspace_bytes(p.variant, batch), p.workspace_bytes) << batch;
+      EXPECT_EQ(p.name.find("unfused"), std::string::npos) << p.name;  // lab only
     }
   }
+  // Launch ids are stable: a plan made at one batch names the same launch at another.
+  const ConvFp16Plan at64 = plain->plan(64);
+  EXPECT_EQ(plain->workspace_bytes(at64.variant, 2), 0u);
   // AlexNet conv3 at batch 1 has 6-18 CTAs on >= 100 SMs: the model must prefer split-K.
-  const std::vector<std::string> names = plain->variants(1);
   int sms = 0;
   CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  if (sms >= 100)
-    EXPECT_NE(names[plain->chosen_variant(1, true)].find("split-K"), std::string::npos);
+  if (sms >= 100) EXPECT_NE(plain->plan(1).name.find("split-K"), std::string::npos);
 }
 
 // Host-only: shape validation and derived extents (runs without a GPU).
@@ -425,6 +475,60 @@ TEST(ConvFp16Shape, DerivesPyTorchExtentsAndRejectsBadShapes) {
   bad_groups.groups = 3;
   EXPECT_FALSE(ConvFp16::supports(to_shape(bad_groups)));
   EXPECT_THROW(ConvFp16(to_shape(bad_groups), nullptr, nullptr), Error);
+}
+
+// Host-only: asymmetric padding shapes only the output extent (graph/ops.h's conv rule).
+TEST(ConvFp16Shape, AsymmetricPaddingShapesOnlyTheExtent) {
+  Case t = fixed_cases()[0];
+  t.kh = t.kw = 3;
+  t.sh = t.sw = 2;
+  t.ph = 0;
+  t.pw = 1;
+  t.pad_h_extra = 1;
+  t.pad_w_extra = 2;
+  const ConvShape s = to_shape(t);
+  EXPECT_EQ(s.conv_h, conv_output_size(t.h, 3, 2, 0, 1, 1));
+  EXPECT_EQ(s.conv_w, conv_output_size(t.w, 3, 2, 1, 3, 1));
+  EXPECT_TRUE(ConvFp16::supports(s));
+  t.pad_h_extra = -1;  // bottom padding below zero
+  EXPECT_FALSE(ConvFp16::supports(to_shape(t)));
+}
+
+// Host-only: the registry's node adapter takes the activation as a clamp and the graph's extents;
+// entries refuse what they cannot compute exactly.
+TEST(ConvEntries, ClampAndAsymmetricPaddingRules) {
+  Node node;
+  node.name = "conv_under_test";
+  node.op = OpKind::Conv;
+  ConvAttrs a;
+  a.out_channels = 32;
+  a.kernel_h = a.kernel_w = 3;
+  a.pad_h = a.pad_w = 1;
+  node.attrs = a;
+  node.inputs = {"input"};
+  node.input_shapes = {{16, 13, 13}};
+  node.output_shape = {32, 13, 13};
+  node.activation = Activation::Clip;
+  node.clip_min = -1.0f;
+  node.clip_max = 2.0f;
+  const std::optional<ConvShape> shape = conv_shape_of(node);
+  ASSERT_TRUE(shape.has_value());
+  EXPECT_EQ(shape->activation.lo, -1.0f);
+  EXPECT_EQ(shape->activation.hi, 2.0f);
+  const KernelRegistry& registry = KernelRegistry::instance();
+  EXPECT_TRUE(registry.find("conv_fp16_igemm")->supports(node));
+  EXPECT_FALSE(registry.find("im2col_cublas_conv")->supports(node));  // cuBLASLt: ReLU only
+  node.activation = Activation::Relu;
+  EXPECT_TRUE(registry.find("im2col_cublas_conv")->supports(node));
+  // One extra row at the bottom: 14 rows of conv output, which the node must say.
+  node.get<ConvAttrs>().pad_h_extra = 1;
+  EXPECT_FALSE(conv_shape_of(node).has_value());  // the recorded 13x13 disagrees
+  node.output_shape = {32, 14, 13};
+  ASSERT_TRUE(conv_shape_of(node).has_value());
+  EXPECT_TRUE(registry.find("conv_fp16_igemm")->supports(node));
+  EXPECT_TRUE(registry.find("im2col_cublas_conv")->supports(node));
+  if (const KernelEntry* cudnn = registry.find("cudnn_conv"))
+    EXPECT_FALSE(cudnn->supports(node));  // one padding per axis in cuDNN's descriptor
 }
 
 }  // namespace

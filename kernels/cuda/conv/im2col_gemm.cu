@@ -14,42 +14,13 @@
 #include <string>
 
 #include "cnnrt/error.h"
+#include "kernels/cuda/conv/im2col_gemm.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/elementwise_fp16.h"
-#include "kernels/cuda/im2col_gemm.h"
 #include "kernels/cuda/linear_fp16.h"
 #include "kernels/cuda/pool_fp16.h"
 
 namespace cnnrt::cuda {
-
-ConvProblem conv_problem(const Node& node) {
-  auto fail = [&](const std::string& what) {
-    ErrorSite site;
-    site.line = node.line;
-    site.column = node.column;
-    site.layer = node.name;
-    throw_error(site, what);
-  };
-  if (node.op != OpKind::Conv) fail("not a conv node");
-  if (node.input_shapes.size() != 1 || node.input_shapes[0].size() != 3 ||
-      node.output_shape.size() != 3)
-    fail("conv baseline needs inferred [C, H, W] input and output shapes");
-  const Shape& conv_out = node.fused_maxpool ? node.pre_pool_shape : node.output_shape;
-  if (conv_out.size() != 3) fail("fused conv without a pre-pool shape");
-  ConvProblem p;
-  p.in_c = static_cast<int>(node.input_shapes[0][0]);
-  p.in_h = static_cast<int>(node.input_shapes[0][1]);
-  p.in_w = static_cast<int>(node.input_shapes[0][2]);
-  p.conv = node.get<ConvAttrs>();
-  p.out_c = p.conv.out_channels;
-  p.conv_h = static_cast<int>(conv_out[1]);
-  p.conv_w = static_cast<int>(conv_out[2]);
-  p.out_h = static_cast<int>(node.output_shape[1]);
-  p.out_w = static_cast<int>(node.output_shape[2]);
-  p.relu = node.activation == Activation::Relu;
-  p.pool = node.fused_maxpool;
-  return p;
-}
 
 namespace {
 
@@ -102,40 +73,45 @@ void im2col_nhwc_fp16(const void* x, void* cols, int64_t batch, int c, int h, in
 }
 
 struct Im2colGemmConv::Impl {
-  ConvProblem problem;
+  ConvShape shape;
   int k_pad = 0;  // kh*kw*pad8(in_c)
   std::unique_ptr<GemmWeights> weights;
   std::unique_ptr<LtGemm> gemm;
 
   size_t cols_bytes_per_sample() const {
-    return static_cast<size_t>(problem.conv_h) * problem.conv_w * k_pad * sizeof(__half);
+    return static_cast<size_t>(shape.conv_h) * shape.conv_w * k_pad * sizeof(__half);
   }
   int64_t samples_per_chunk() const {
     return std::max<int64_t>(1, static_cast<int64_t>(kChunkBytes / cols_bytes_per_sample()));
   }
   size_t pre_pool_bytes(int64_t batch) const {
-    if (!problem.pool) return 0;
-    return static_cast<size_t>(batch) * problem.conv_h * problem.conv_w * round_up8(problem.out_c) *
+    if (!shape.pool) return 0;
+    return static_cast<size_t>(batch) * shape.conv_h * shape.conv_w * round_up8(shape.out_c) *
            sizeof(__half);
   }
 };
 
-bool Im2colGemmConv::supports(const ConvProblem& problem) { return problem.conv.groups == 1; }
+bool Im2colGemmConv::supports(const ConvShape& shape) {
+  return shape.conv.groups == 1 && shape.identity_or_relu() && conv_shape_problem(shape).empty();
+}
 
-Im2colGemmConv::Im2colGemmConv(const ConvProblem& problem, const float* weight, const float* bias)
+Im2colGemmConv::Im2colGemmConv(const ConvShape& shape_in, const float* weight, const float* bias)
     : impl_(std::make_unique<Impl>()) {
-  if (!supports(problem)) throw Error("im2col_cublas_conv: grouped convolution is not supported");
+  if (!supports(shape_in))
+    throw Error("im2col_cublas_conv: needs groups 1 and an identity or ReLU activation");
   Impl& s = *impl_;
-  s.problem = problem;
-  const int c = problem.in_c, c_pad = static_cast<int>(round_up8(c));
-  const int kh = problem.conv.kernel_h, kw = problem.conv.kernel_w;
+  s.shape = shape_in;
+  s.shape.derive();
+  const ConvShape& shape = s.shape;
+  const int c = shape.in_c, c_pad = static_cast<int>(round_up8(c));
+  const int kh = shape.conv.kernel_h, kw = shape.conv.kernel_w;
   s.k_pad = kh * kw * c_pad;
   HostGemmWeights host;
-  host.rows_pad = static_cast<int>(round_up8(problem.out_c));
+  host.rows_pad = static_cast<int>(round_up8(shape.out_c));
   host.cols_pad = s.k_pad;
   host.weight.assign(static_cast<size_t>(host.rows_pad) * host.cols_pad, 0.0f);
   host.bias.assign(host.rows_pad, 0.0f);
-  for (int o = 0; o < problem.out_c; ++o) {
+  for (int o = 0; o < shape.out_c; ++o) {
     if (bias != nullptr) host.bias[o] = bias[o];
     for (int ci = 0; ci < c; ++ci)
       for (int y = 0; y < kh; ++y)
@@ -144,7 +120,7 @@ Im2colGemmConv::Im2colGemmConv(const ConvProblem& problem, const float* weight, 
               weight[((static_cast<size_t>(o) * c + ci) * kh + y) * kw + x];
   }
   s.weights = std::make_unique<GemmWeights>(host);
-  s.gemm = std::make_unique<LtGemm>(*s.weights, problem.relu);
+  s.gemm = std::make_unique<LtGemm>(*s.weights, shape.clamps());
 }
 
 Im2colGemmConv::~Im2colGemmConv() = default;
@@ -159,7 +135,7 @@ size_t Im2colGemmConv::workspace_bytes(int64_t batch) const {
 void Im2colGemmConv::forward(const void* x, void* y, int64_t batch, void* workspace,
                              cudaStream_t stream) const {
   const Impl& s = *impl_;
-  const ConvProblem& p = s.problem;
+  const ConvShape& p = s.shape;
   if (batch == 0) return;
   if (workspace == nullptr) throw Error("im2col_cublas_conv: no workspace");
   char* ws = static_cast<char*>(workspace);

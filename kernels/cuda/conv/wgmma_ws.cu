@@ -1,4 +1,4 @@
-// Warp-specialised Hopper wgmma implicit-GEMM fp16 convolution (+ bias + ReLU).  sm_90a only.
+// Warp-specialised Hopper wgmma implicit-GEMM fp16 convolution (+ bias + activation).  sm_90a only.
 //
 // Why: conv_fp16_wgmma.cu reaches ~300 TFLOP/s on AlexNet conv3/conv4 (H200, batch 256) where
 // cuDNN reaches 331/535.  Its limits: all 256 threads both issue cp.async and run wgmma, with a
@@ -56,7 +56,7 @@
 // Epilogue: consumers wait_group 0, then a named barrier over the 256 consumer threads (bar 1;
 // the producer warpgroup has exited) guarantees no wgmma reads the ring any more; accumulators
 // (m64nN layout: warp w of a warpgroup owns rows 16w..16w+15; register 4j + 2h + {0,1} holds row
-// lane/4 + 8h, columns 8j + 2(lane%4) + {0,1}) + bias, ReLU, fp16, staged in the drained ring
+// lane/4 + 8h, columns 8j + 2(lane%4) + {0,1}) + bias, clamp, fp16, staged in the drained ring
 // (row stride BN + 8 halves: conflict-free half2 stores), barrier, 16-byte row stores guarded by
 // the M tail and out_c.
 //
@@ -76,11 +76,12 @@
 #include <vector>
 
 #include "cnnrt/error.h"
-#include "kernels/cuda/conv_fp16_wgmma.h"
-#include "kernels/cuda/conv_fp16_wgmma_ws.h"
+#include "kernels/cuda/conv/epilogue.cuh"
+#include "kernels/cuda/conv/ptx.cuh"
+#include "kernels/cuda/conv/wgmma.h"
+#include "kernels/cuda/conv/wgmma_common.h"
+#include "kernels/cuda/conv/wgmma_ws.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/wgmma_conv_common.h"
-#include "kernels/cuda/wgmma_ptx.cuh"
 
 namespace cnnrt::cuda {
 namespace wgmma_ws_detail {
@@ -97,7 +98,7 @@ static_assert(kProducerThreads * kProducerRegs + kConsumerThreads * kConsumerReg
               "setmaxnreg.inc would wait forever for registers the CTA does not own");
 constexpr int kWRowAlign = 256;  // weight rows padded to the largest BN
 
-// The shared geometry (wgmma_conv_common.h); weight and bias rows padded to kWRowAlign.
+// The shared geometry (wgmma_common.h); weight and bias rows padded to kWRowAlign.
 using WsParams = WgmmaConvParams;
 
 constexpr size_t stage_bytes(int bm, int bn) { return size_t(bm + bn) * 128; }
@@ -116,60 +117,69 @@ static_assert(smem_bytes(128, 128, 6) <= 227 * 1024 && smem_bytes(128, 256, 4) <
                   smem_bytes(256, 128, 4) <= 227 * 1024,
               "over the 227 KB a Hopper CTA may opt in to");
 
-template <int BM, int BN, int STAGES>
-__global__ void __launch_bounds__(kThreads, 1) conv_wgmma_ws_kernel(const WsParams p) {
 #ifdef CNNRT_WGMMA_DEVICE
-  using namespace wgmma_detail;
+using namespace ptx;
+
+// One CTA of conv_wgmma_ws_kernel: the shared-memory carve-up and the two roles.
+template <int BM, int BN, int STAGES>
+struct WsCta {
   static_assert(BM == 128 || BM == 256, "each consumer owns BM / 2 rows in m64 blocks");
   static_assert(BN == 128 || BN == 256, "Mma<BN> instances");
   static_assert(BM * BN <= 128 * 256, "at most 128 accumulators per consumer thread");
   static_assert(STAGES >= 3, "LAG = STAGES - 2 must be >= 1");
-  constexpr int kConsumerWarps = kConsumerThreads / 32;  // arrivals per empty[] phase
-  constexpr int kConsumerBarrier = 1;  // named barrier of the 256 consumer threads
-  constexpr int kAStage = BM * 128, kStage = (BM + BN) * 128;
-  constexpr int kLag = STAGES - 2;  // tiles a producer thread keeps in flight (design note)
-  constexpr int kMT = BM / 128;     // m64 blocks per consumer warpgroup
-  constexpr int kAcc = BN / 2;      // fp32 accumulators per m64nBN block per thread
-  constexpr int kCRow = BN + 8;     // staging row (halves)
+  static constexpr int kConsumerWarps = kConsumerThreads / 32;  // arrivals per empty[] phase
+  static constexpr int kConsumerBarrier = 1;  // named barrier of the 256 consumer threads
+  static constexpr int kAStage = BM * 128, kStage = (BM + BN) * 128;
+  static constexpr int kLag = STAGES - 2;  // tiles a producer thread keeps in flight
+  static constexpr int kMT = BM / 128;     // m64 blocks per consumer warpgroup
+  static constexpr int kAcc = BN / 2;      // fp32 accumulators per m64nBN block per thread
+  static constexpr int kCRow = BN + 8;     // staging row (halves)
   static_assert(BM * kCRow * 2 <= STAGES * kStage, "the fp16 staging tile aliases the ring");
 
-  extern __shared__ __align__(1024) unsigned char smem_raw[];
-  const uint32_t raw_base = smem_u32(smem_raw);
-  const uint32_t ring = (raw_base + 1023u) & ~1023u;  // swizzle atoms need 1024-byte alignment
-  unsigned char* ring_ptr = smem_raw + (ring - raw_base);
-  int4* s_rows = reinterpret_cast<int4*>(ring_ptr + STAGES * kStage);  // {image|-1, ih0, iw0, 0}
-  const uint32_t full_bar = smem_u32(s_rows + BM);  // STAGES x 8 bytes, then empty[]
-  const uint32_t empty_bar = full_bar + STAGES * 8;
+  const WsParams& p;
+  uint32_t ring;
+  unsigned char* ring_ptr;
+  int4* s_rows;                  // {image|-1, ih0, iw0, 0}
+  uint32_t full_bar, empty_bar;  // STAGES x 8 bytes each, after the row table
+  int tid, warp, lane, wg;       // wg 0: producer; 1, 2: consumers
+  int m0, n0;
 
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int wg = warp >> 2;  // 0: producer; 1, 2: consumers
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-
-  // Row table (everyone helps; only the producer reads it).  Rows past M gather zeros.
-  for (int r = tid; r < BM; r += kThreads) {
-    int4 info = make_int4(-1, 0, 0, 0);
-    const int m = m0 + r;
-    if (m < p.m_total) {
-      const int cx = m % p.conv_w, t = m / p.conv_w;
-      const int cy = t % p.conv_h, n = t / p.conv_h;
-      info = make_int4(n, cy * p.sh - p.ph, cx * p.sw - p.pw, 0);
-    }
-    s_rows[r] = info;
+  __device__ __forceinline__ WsCta(const WsParams& params, unsigned char* smem_raw) : p(params) {
+    const uint32_t raw_base = smem_u32(smem_raw);
+    ring = (raw_base + 1023u) & ~1023u;  // swizzle atoms need 1024-byte alignment
+    ring_ptr = smem_raw + (ring - raw_base);
+    s_rows = reinterpret_cast<int4*>(ring_ptr + STAGES * kStage);
+    full_bar = smem_u32(s_rows + BM);
+    empty_bar = full_bar + STAGES * 8;
+    tid = threadIdx.x;
+    warp = tid >> 5;
+    lane = tid & 31;
+    wg = warp >> 2;
+    m0 = blockIdx.x * BM;
+    n0 = blockIdx.y * BN;
   }
-  if (tid == 0) {
+
+  // Row table (everyone helps; only the producer reads it; rows past M gather zeros) and the
+  // barriers; then the last CTA-wide barrier.
+  __device__ __forceinline__ void setup() {
+    const epilogue::RowGeometry g{p.conv_h, p.conv_w, p.sh, p.sw, p.ph, p.pw};
+    epilogue::fill_row_table<BM, kThreads, false>(
+        s_rows, tid, g, PoolTile{}, 0, epilogue::PoolBlock{0, 0, 0, 0, 0}, m0, p.m_total);
+    if (tid == 0) {
 #pragma unroll
-    for (int s = 0; s < STAGES; ++s) {
-      mbarrier_init(full_bar + 8 * s, kProducerThreads);
-      mbarrier_init(empty_bar + 8 * s, kConsumerWarps);
+      for (int s = 0; s < STAGES; ++s) {
+        mbarrier_init(full_bar + 8 * s, kProducerThreads);
+        mbarrier_init(empty_bar + 8 * s, kConsumerWarps);
+      }
     }
+    __syncthreads();
   }
-  __syncthreads();  // row table and initialised barriers visible to all; the last CTA-wide sync
 
-  if (wg == 0) {
-    // ---- producer ---------------------------------------------------------------------------
+  // Producer warpgroup: cp.async of every k-tile into its slot, publishing tile kt - LAG after
+  // issuing tile kt (design note).  Thread owns 16-byte chunk ld_c of rows ld_r0 + 16 i (A and
+  // B); all its rows share row % 8, hence one swizzled chunk offset.
+  __device__ __forceinline__ void produce() {
     setmaxnreg_dec<kProducerRegs>();
-    // Thread owns 16-byte chunk ld_c of rows ld_r0 + 16 i (A and B); all its rows share
-    // row % 8, hence one swizzled chunk offset.
     const int ld_c = tid & 7, ld_r0 = tid >> 3;
     const uint32_t ld_off = uint32_t(ld_r0) * 128 + (uint32_t(ld_c ^ (ld_r0 & 7)) << 4);
     const __half* w_src = p.w + size_t(n0 + ld_r0) * p.w_k + ld_c * 8;
@@ -229,71 +239,82 @@ __global__ void __launch_bounds__(kThreads, 1) conv_wgmma_ws_kernel(const WsPara
         mbarrier_arrive(full_bar + 8 * ((kt - kLag) % STAGES));
       }
     }
-    return;  // every tile published; all this thread's cp.asyncs have completed
   }
 
-  // ---- consumers ------------------------------------------------------------------------------
-  setmaxnreg_inc<kConsumerRegs>();
-  const int cw = wg - 1;  // consumer 0 or 1: rows cw * BM/2 .. +BM/2
-  float acc[kMT][kAcc];
+  // Consumer warpgroup: wgmma over every k-tile, releasing each slot after the next tile's MMAs
+  // are issued (wait_group 1).  Ends with every wgmma retired.
+  __device__ __forceinline__ void consume(float (&acc)[kMT][kAcc]) {
+    setmaxnreg_inc<kConsumerRegs>();
+    const int cw = wg - 1;  // consumer 0 or 1: rows cw * BM/2 .. +BM/2
 #pragma unroll
-  for (int mt = 0; mt < kMT; ++mt) {
+    for (int mt = 0; mt < kMT; ++mt) {
 #pragma unroll
-    for (int i = 0; i < kAcc; ++i) acc[mt][i] = 0.f;
-    fence_operands(acc[mt]);
-  }
-  for (int kt = 0; kt < p.k_tiles; ++kt) {
-    const int s = kt % STAGES;
-    mbarrier_wait_parity(full_bar + 8 * s, (kt / STAGES) & 1);  // completion number kt / S
-    const uint32_t a_base = ring + s * kStage + cw * (BM / 2) * 128;
-    const uint32_t b_base = ring + s * kStage + kAStage;
-    const uint64_t desc_a = make_desc(a_base), desc_b = make_desc(b_base);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kBK / 16; ++kk) {  // +32 bytes per k16 step = +2 in the start field
-#pragma unroll
-      for (int mt = 0; mt < kMT; ++mt)  // next m64 block: +64 rows * 128 B = +512 (16-B units)
-        Mma<BN>::run(acc[mt], desc_a + 2 * kk + mt * 512, desc_b + 2 * kk);
+      for (int i = 0; i < kAcc; ++i) acc[mt][i] = 0.f;
+      fence_operands(acc[mt]);
     }
-    wgmma_commit();
-    wgmma_wait<1>();  // the group of tile kt - 1 has retired in this warp
-    if (kt > 0 && lane == 0) mbarrier_arrive(empty_bar + 8 * ((kt - 1) % STAGES));
+    for (int kt = 0; kt < p.k_tiles; ++kt) {
+      const int s = kt % STAGES;
+      mbarrier_wait_parity(full_bar + 8 * s, (kt / STAGES) & 1);  // completion number kt / S
+      const uint32_t a_base = ring + s * kStage + cw * (BM / 2) * 128;
+      const uint32_t b_base = ring + s * kStage + kAStage;
+      const uint64_t desc_a = make_desc(a_base), desc_b = make_desc(b_base);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kBK / 16; ++kk) {  // +32 bytes per k16 step = +2 in the start field
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt)  // next m64 block: +64 rows * 128 B = +512 (16-B units)
+          Mma<BN>::run(acc[mt], desc_a + 2 * kk + mt * 512, desc_b + 2 * kk);
+      }
+      wgmma_commit();
+      wgmma_wait<1>();  // the group of tile kt - 1 has retired in this warp
+      if (kt > 0 && lane == 0) mbarrier_arrive(empty_bar + 8 * ((kt - 1) % STAGES));
+    }
+    wgmma_wait<0>();
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) fence_operands(acc[mt]);
   }
-  wgmma_wait<0>();
-#pragma unroll
-  for (int mt = 0; mt < kMT; ++mt) fence_operands(acc[mt]);
-  // Both consumers have retired every wgmma, and every tile's cp.asyncs landed (each full[]
-  // phase was waited for): the ring is free for staging.
-  named_barrier_sync(kConsumerBarrier, kConsumerThreads);
 
-  __half* const s_c = reinterpret_cast<__half*>(ring_ptr);
+  // Both consumers have retired every wgmma and every tile's cp.asyncs landed (each full[]
+  // phase was waited for): the ring is free for staging.  Bias + activation -> fp16 staging,
+  // then 16-byte row stores guarded by the M tail and out_c (padded weight rows).
+  __device__ __forceinline__ void epilogue_out(const float (&acc)[kMT][kAcc]) {
+    named_barrier_sync(kConsumerBarrier, kConsumerThreads);
+    const int cw = wg - 1;
+    __half* const s_c = reinterpret_cast<__half*>(ring_ptr);
 #pragma unroll
-  for (int mt = 0; mt < kMT; ++mt) {
-    const int row0 = cw * (BM / 2) + mt * 64 + (warp & 3) * 16 + (lane >> 2);
+    for (int mt = 0; mt < kMT; ++mt) {
+      const int row0 = cw * (BM / 2) + mt * 64 + (warp & 3) * 16 + (lane >> 2);
 #pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-      const int col = j * 8 + (lane & 3) * 2;
-      const float b0 = p.bias[n0 + col], b1 = p.bias[n0 + col + 1];
+      for (int j = 0; j < BN / 8; ++j) {
+        const int col = j * 8 + (lane & 3) * 2;
+        const float b0 = p.bias[n0 + col], b1 = p.bias[n0 + col + 1];
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float v0 = acc[mt][4 * j + 2 * h] + b0, v1 = acc[mt][4 * j + 2 * h + 1] + b1;
-        if (p.relu) {
-          v0 = fmaxf(v0, 0.f);
-          v1 = fmaxf(v1, 0.f);
-        }
-        *reinterpret_cast<__half2*>(s_c + (row0 + 8 * h) * kCRow + col) = __floats2half2_rn(v0, v1);
+        for (int h = 0; h < 2; ++h)
+          epilogue::stage_pair(s_c + (row0 + 8 * h) * kCRow + col, acc[mt][4 * j + 2 * h],
+                               acc[mt][4 * j + 2 * h + 1], b0, b1, p.act);
       }
     }
+    named_barrier_sync(kConsumerBarrier, kConsumerThreads);
+    const epilogue::TileOutput o{p.y, p.out_c, n0, p.out_c - n0, p.out_c};
+    epilogue::store_rows<BM, BN, kConsumerThreads, true, false>(s_c, tid - kProducerThreads, m0,
+                                                                p.m_total, o);
   }
-  named_barrier_sync(kConsumerBarrier, kConsumerThreads);
-  constexpr int kChunks = BN / 8;
-  for (int id = tid - kProducerThreads; id < BM * kChunks; id += kConsumerThreads) {
-    const int r = id / kChunks, c = id % kChunks;
-    const int m = m0 + r, n = n0 + c * 8;
-    if (m >= p.m_total || n >= p.out_c) continue;  // M tail; padded weight rows
-    *reinterpret_cast<uint4*>(p.y + size_t(m) * p.out_c + n) =
-        *reinterpret_cast<const uint4*>(s_c + r * kCRow + c * 8);
+};
+#endif  // CNNRT_WGMMA_DEVICE
+
+template <int BM, int BN, int STAGES>
+__global__ void __launch_bounds__(kThreads, 1) conv_wgmma_ws_kernel(const WsParams p) {
+#ifdef CNNRT_WGMMA_DEVICE
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  WsCta<BM, BN, STAGES> cta(p, smem_raw);
+  cta.setup();
+  if (cta.wg == 0) {
+    cta.produce();
+    return;  // every tile published; all this thread's cp.asyncs have completed
   }
+  float acc[BM / 128][BN / 2];
+  cta.consume(acc);
+  cta.epilogue_out(acc);
 #else
   __trap();  // not the sm_90a image: device_supported() keeps this from ever being launched
 #endif
@@ -310,7 +331,6 @@ class ConvFp16WgmmaWsImpl {
   ConvShape shape;
   WsParams base;  // everything but x, y and the batch
   int sms = 132;
-  int forced = -1;  // index into kTiles, -1: cost model
   __half* w = nullptr;
   float* bias = nullptr;
   size_t bytes = 0;
@@ -342,7 +362,6 @@ constexpr double kTileTime[] = {1.0, 2 * 0.85, 2 * 0.90};
 // dividing out_c) shows up as extra CTAs / area.  Ties: larger BN (A gathered fewer times), then
 // larger BM (B read fewer times).
 int choose_tile(const ConvFp16WgmmaWsImpl& m, int batch) {
-  if (m.forced >= 0) return m.forced;
   int best = 0;
   double best_cost = -1;
   for (int t = 0; t < kNumTiles; ++t) {
@@ -442,32 +461,42 @@ ConvFp16WgmmaWs::ConvFp16WgmmaWs(const ConvShape& shape_in, const float* weight,
 
 ConvFp16WgmmaWs::~ConvFp16WgmmaWs() = default;
 
-long long ConvFp16WgmmaWs::ctas(int batch) const {
-  if (batch <= 0) return 0;
-  return tile_ctas(*impl_, choose_tile(*impl_, batch), batch);
+ConvFp16WgmmaWsPlan ConvFp16WgmmaWs::plan(int batch) const {
+  const int b = std::max(batch, 1);
+  const int t = choose_tile(*impl_, b);
+  return {t, tile_name(t), tile_ctas(*impl_, t, b)};
+}
+
+std::optional<ConvFp16WgmmaWsPlan> ConvFp16WgmmaWs::plan_tile(int batch, int bm, int bn) const {
+  for (int t = 0; t < kNumTiles; ++t)
+    if (kTiles[t].bm == bm && kTiles[t].bn == bn)
+      return ConvFp16WgmmaWsPlan{t, tile_name(t), tile_ctas(*impl_, t, std::max(batch, 1))};
+  return std::nullopt;
 }
 
 long long ConvFp16WgmmaWs::max_ctas(int batch) const {
   return batch <= 0 ? 0 : tile_ctas(*impl_, 0, batch);  // kTiles[0] is the 128x128 tile
 }
 
-void ConvFp16WgmmaWs::forward(const void* x, void* y, int batch, cudaStream_t stream) const {
+void ConvFp16WgmmaWs::forward(int variant, const void* x, void* y, int batch,
+                              cudaStream_t stream) const {
   const ConvFp16WgmmaWsImpl& m = *impl_;
   if (batch <= 0) return;
+  if (variant < 0 || variant >= kNumTiles)
+    throw Error("conv_fp16_wgmma_ws: variant " + std::to_string(variant) + " out of range");
   const long long m_total = (long long)batch * m.shape.conv_h * m.shape.conv_w;
   if (m_total > (1LL << 30))
     throw Error("conv_fp16_wgmma_ws: batch " + std::to_string(batch) +
                 " too large for int indexing");
-  const int t = choose_tile(m, batch);
   WsParams p = m.base;
   p.x = static_cast<const __half*>(x);
   p.y = static_cast<__half*>(y);
   p.m_total = static_cast<int>(m_total);
-  const long long m_tiles = ceil_div_ll(m_total, kTiles[t].bm);
-  const int n_tiles = static_cast<int>(ceil_div_ll(m.shape.out_c, kTiles[t].bn));
-  if (t == 0)
+  const long long m_tiles = ceil_div_ll(m_total, kTiles[variant].bm);
+  const int n_tiles = static_cast<int>(ceil_div_ll(m.shape.out_c, kTiles[variant].bn));
+  if (variant == 0)
     launch<0>(m_tiles, n_tiles, p, stream);
-  else if (t == 1)
+  else if (variant == 1)
     launch<1>(m_tiles, n_tiles, p, stream);
   else
     launch<2>(m_tiles, n_tiles, p, stream);
@@ -475,26 +504,5 @@ void ConvFp16WgmmaWs::forward(const void* x, void* y, int batch, cudaStream_t st
 }
 
 size_t ConvFp16WgmmaWs::weight_bytes() const { return impl_->bytes; }
-
-std::string ConvFp16WgmmaWs::variant() const {
-  return impl_->forced >= 0 ? tile_name(impl_->forced) : "wgmma_ws_(per batch)";
-}
-
-std::string ConvFp16WgmmaWs::variant(int batch) const {
-  return tile_name(choose_tile(*impl_, std::max(batch, 1)));
-}
-
-bool ConvFp16WgmmaWs::force_tile(int bm, int bn) {
-  if (bm == 0 && bn == 0) {
-    impl_->forced = -1;
-    return true;
-  }
-  for (int t = 0; t < kNumTiles; ++t)
-    if (kTiles[t].bm == bm && kTiles[t].bn == bn) {
-      impl_->forced = t;
-      return true;
-    }
-  return false;
-}
 
 }  // namespace cnnrt::cuda

@@ -1,5 +1,5 @@
-// Shared by the GPU tests of the two Hopper wgmma convolutions (test_conv_wgmma.cpp,
-// test_conv_wgmma_ws.cpp): the Hopper check, the case description, its ConvShape and registry
+// Shared by the GPU tests of the two Hopper wgmma convolutions (test_wgmma.cpp,
+// test_wgmma_ws.cpp): the Hopper check, the case description, its ConvShape and registry
 // node, the CPU reference and the comparison with its stated tolerances.
 //
 // Reference: ref::conv2d -> ref::relu (double accumulation) on fresh random fp16-representable
@@ -22,11 +22,11 @@
 #include <string>
 #include <vector>
 
-#include "fp16_test_util.h"
+#include "cuda/fp16_test_util.h"
 #include "graph/ir.h"
 #include "graph/ops.h"
 #include "kernels/cpu/reference.h"
-#include "kernels/cuda/conv_fp16.h"
+#include "kernels/cuda/conv/conv_shape.h"
 
 namespace cnnrt::cuda::wgmma_test {
 
@@ -72,7 +72,7 @@ inline ConvShape shape_of(const WCase& t) {
   s.in_w = t.w;
   s.out_c = t.oc;
   s.conv = attrs_of(t);
-  s.relu = t.relu;
+  s.activation = t.relu ? kReluActivation : kIdentityActivation;
   s.derive();
   return s;
 }

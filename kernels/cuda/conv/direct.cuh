@@ -7,12 +7,13 @@
 
 #include <cuda_fp16.h>
 
-#include "kernels/cuda/conv_fp16_igemm.cuh"
+#include "kernels/cuda/conv/epilogue.cuh"
+#include "kernels/cuda/conv/igemm_params.h"
 
 namespace cnnrt::cuda::conv_detail {
 
-// p.w: [out_c][kh][kw][cpg] fp16; p.bias: [out_c] fp32; pool fields describe an identity pool
-// (1/1/0) when the layer has none.
+// p.w: [out_c][kh][kw][cpg] fp16; p.bias: [out_c] fp32; p.pool is the identity window (1/1/0)
+// when the layer has none.
 __global__ void conv_direct_kernel(const ConvParams p) {
   const long long total = (long long)p.batch * p.out_h * p.out_w * p.out_cs;
   for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
@@ -30,11 +31,11 @@ __global__ void conv_direct_kernel(const ConvParams p) {
     const int g = oc / p.opg;
     const __half* wrow = p.w + size_t(oc) * p.kh * p.kw * p.cpg;
     float best = -INFINITY;
-    for (int i = 0; i < p.pk_h; ++i) {
-      const int cy = oy * p.ps_h - p.pp_h + i;
+    for (int i = 0; i < p.pool.pk_h; ++i) {
+      const int cy = oy * p.pool.ps_h - p.pool.pp_h + i;
       if (cy < 0 || cy >= p.conv_h) continue;
-      for (int j = 0; j < p.pk_w; ++j) {
-        const int cx = ox * p.ps_w - p.pp_w + j;
+      for (int j = 0; j < p.pool.pk_w; ++j) {
+        const int cx = ox * p.pool.ps_w - p.pool.pp_w + j;
         if (cx < 0 || cx >= p.conv_w) continue;
         float sum = p.bias[oc];
         for (int ky = 0; ky < p.kh; ++ky) {
@@ -49,7 +50,7 @@ __global__ void conv_direct_kernel(const ConvParams p) {
             for (int c = 0; c < p.cpg; ++c) sum += __half2float(xp[c]) * __half2float(wp[c]);
           }
         }
-        if (p.relu) sum = fmaxf(sum, 0.f);
+        sum = epilogue::activate(sum, p.act);
         best = fmaxf(best, sum);
       }
     }

@@ -1,0 +1,311 @@
+// Hopper wgmma implicit-GEMM fp16 convolution: the host side (shape rule, device probe, weight
+// upload, the pool-tiling plan, the launch).  The kernel and its design note are in
+// wgmma_kernel.cuh; docs/kernels/conv_fp16_wgmma.md has the measurements.
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cnnrt/error.h"
+#include "kernels/cuda/conv/pool_tiling.h"
+#include "kernels/cuda/conv/wgmma.h"
+#include "kernels/cuda/conv/wgmma_common.h"
+#include "kernels/cuda/conv/wgmma_kernel.cuh"
+#include "kernels/cuda/cuda_check.h"
+
+namespace cnnrt::cuda {
+
+using wgmma_detail::WgmmaParams;
+
+// One feasible pool tiling (pool_tiling.h) with what the launch and the cost model need.
+struct WgmmaTiling {
+  PoolTile tile;
+  size_t smem = 0;
+  int per_sm = 1;  // CTAs resident per SM (shared memory bound)
+};
+
+class ConvFp16WgmmaImpl {
+ public:
+  ConvShape shape;
+  WgmmaParams base;  // everything but x, y, the batch and (pool) the tiling
+  int bn = 128;
+  int sms = 132;           // SM count of the device at construction
+  size_t smem_optin = 0;   // largest dynamic shared memory per CTA
+  size_t smem_per_sm = 0;  // shared memory per SM (occupancy)
+  // Pool: every feasible tiling (batch independent, built once: plan() is a short loop, and a
+  // plan's variant is an index here) and the single-pass reference (fewest CTAs, then smallest
+  // conv tile).
+  std::vector<WgmmaTiling> tilings;
+  int single = -1;
+  __half* w = nullptr;
+  float* bias = nullptr;
+  size_t bytes = 0;
+  bool pool() const { return shape.pool.has_value(); }
+  ~ConvFp16WgmmaImpl() {
+    cudaFree(w);  // destructors never throw; a failed free here leaks at worst
+    cudaFree(bias);
+  }
+};
+
+namespace {
+
+// The tiling of a PH x PW pooled block; nothing when it cannot run (conv row wider than the 128
+// M rows, or shared memory over the device limit).  TH x TW <= 128: one pass staged in the
+// ring.  Else row streaming: passes of 128 / TW whole conv rows (pool_tiling.h).
+std::optional<WgmmaTiling> make_tiling(const ConvFp16WgmmaImpl& m, int ph, int pw) {
+  constexpr int kBM = wgmma_detail::kBM, kStages = wgmma_detail::kStages;
+  const ConvShape& s = m.shape;
+  WgmmaTiling t;
+  t.tile = packed_pool_tile(s.out_h, s.out_w, m.base.pool, ph, pw, kBM);
+  if (t.tile.tile_tw > kBM) return std::nullopt;
+  if (t.tile.passes == 1) {
+    t.smem = wgmma_detail::smem_bytes(m.bn, kStages);
+  } else {
+    const std::optional<PoolTile> streamed =
+        streamed_pool_tile(s.out_h, s.out_w, m.base.pool, ph, pw, kBM);
+    if (!streamed) return std::nullopt;
+    t.tile = *streamed;
+    t.smem = wgmma_detail::stream_smem_bytes(m.bn, kStages, t.tile.stage_rows, t.tile.tile_tw);
+  }
+  if (t.smem > m.smem_optin) return std::nullopt;
+  t.per_sm = 2 * (t.smem + 1024) <= m.smem_per_sm ? 2 : 1;  // +1 KB the runtime reserves per CTA
+  return t;
+}
+
+// Fills m.tilings and m.single (constructor).
+void enumerate_pool_tilings(ConvFp16WgmmaImpl& m) {
+  const ConvShape& s = m.shape;
+  for (int ph = 1; ph <= s.out_h; ++ph)
+    for (int pw = 1; pw <= s.out_w; ++pw) {
+      const std::optional<WgmmaTiling> t = make_tiling(m, ph, pw);
+      if (!t) continue;
+      m.tilings.push_back(*t);
+      if (t->tile.passes != 1) continue;
+      const PoolTile& a = t->tile;
+      const long long tiles = (long long)a.tiles_y * a.tiles_x;
+      if (m.single >= 0) {
+        const PoolTile& b = m.tilings[m.single].tile;
+        const long long best = (long long)b.tiles_y * b.tiles_x;
+        if (tiles > best || (tiles == best && a.tile_th * a.tile_tw >= b.tile_th * b.tile_tw))
+          continue;
+      }
+      m.single = int(m.tilings.size()) - 1;
+    }
+  // supports() keeps one window within 128 pixels, so the 1 x 1 block always fits.
+  if (m.single < 0) throw Error("conv_fp16_wgmma: no pool tiling fits");
+}
+
+// Cost model (docs/kernels/conv_fp16_wgmma.md): an SM runs one CTA's MMAs at a time, a pass
+// costs k_tiles + 3 k-tile times (prologue fill, drain, epilogue/pool), so
+// time ~ ceil(ctas / (sms * per_sm)) * per_sm * passes * (k_tiles + 3).  Ties: fewer pass-units
+// per image (less gathered data).  Tilings that leave SMs idle while the single-pass tiling would
+// fill them are not considered, so ctas(batch) reaches the SM count where it did before (the
+// registry's small-batch threshold relies on that).
+// Row streaming needs a K loop long enough to hide each pass's fill and drain: on an H200 the
+// s2d conv1 (K = 432, 7 k-tiles) went from 0.426 to 0.556 ms at batch 256 when streamed, while
+// conv2 (25 k-tiles) gained 20% (docs/PERFORMANCE.md, run 6).
+constexpr int kMinStreamKTiles = 16;
+
+int choose_pool_tiling(const ConvFp16WgmmaImpl& m, int batch) {
+  const long long n_tiles = m.shape.out_c / m.bn;
+  const PoolTile& single = m.tilings[m.single].tile;
+  const long long min_ctas =
+      std::min<long long>(m.sms, (long long)batch * n_tiles * single.tiles_y * single.tiles_x);
+  int best = m.single;
+  long long best_cost = -1, best_units = 0;
+  for (size_t i = 0; i < m.tilings.size(); ++i) {
+    const WgmmaTiling& t = m.tilings[i];
+    const long long ctas = (long long)batch * n_tiles * t.tile.tiles_y * t.tile.tiles_x;
+    if (ctas < min_ctas) continue;
+    if (t.tile.passes > 1 && m.base.k_tiles < kMinStreamKTiles) continue;
+    const long long slots = (long long)m.sms * t.per_sm;
+    const long long cost =
+        (ctas + slots - 1) / slots * t.per_sm * t.tile.passes * (m.base.k_tiles + 3);
+    const long long units = (long long)t.tile.passes * t.tile.tiles_y * t.tile.tiles_x;
+    if (best_cost < 0 || cost < best_cost || (cost == best_cost && units < best_units)) {
+      best = int(i);
+      best_cost = cost;
+      best_units = units;
+    }
+  }
+  return best;
+}
+
+std::string kernel_name(const ConvFp16WgmmaImpl& m) {
+  return "wgmma_128x" + std::to_string(m.bn) + "x64_s" + std::to_string(wgmma_detail::kStages);
+}
+
+ConvFp16WgmmaPlan plan_of(const ConvFp16WgmmaImpl& m, int variant, int batch) {
+  ConvFp16WgmmaPlan plan;
+  plan.variant = variant;
+  plan.name = kernel_name(m);
+  const long long n_tiles = m.shape.out_c / m.bn;
+  if (!m.pool()) {
+    const long long m_total = (long long)batch * m.shape.conv_h * m.shape.conv_w;
+    plan.ctas = (m_total + wgmma_detail::kBM - 1) / wgmma_detail::kBM * n_tiles;
+    return plan;
+  }
+  const PoolTile& t = m.tilings[variant].tile;
+  plan.ctas = (long long)batch * t.tiles_y * t.tiles_x * n_tiles;
+  plan.passes = t.passes;
+  plan.name += "_pool" + std::to_string(t.tile_ph) + "x" + std::to_string(t.tile_pw);
+  if (t.passes > 1)
+    plan.name += "_stream" + std::to_string(t.passes) + "x" + std::to_string(t.pass_rows) + "r";
+  return plan;
+}
+
+// The kernel instance of a layer: BN, fused pool or not, and CLAMP for an activation with an
+// upper bound (ReLU6, Clip) — identity / ReLU layers run the instance without the fminf, whose
+// cost in this epilogue measured 2% of AlexNet (H100 A/B, issue 7).
+template <int BN, bool POOL, bool CLAMP>
+constexpr auto kernel_of() {
+  return wgmma_detail::conv_wgmma_kernel<BN, wgmma_detail::kStages, POOL, CLAMP>;
+}
+template <int BN>
+auto kernel_of(bool pool, bool clamp) {
+  if (pool) return clamp ? kernel_of<BN, true, true>() : kernel_of<BN, true, false>();
+  return clamp ? kernel_of<BN, false, true>() : kernel_of<BN, false, false>();
+}
+auto kernel_of(int bn, bool pool, bool clamp) {
+  return bn == 128   ? kernel_of<128>(pool, clamp)
+         : bn == 192 ? kernel_of<192>(pool, clamp)
+                     : kernel_of<64>(pool, clamp);
+}
+bool upper_clamp(const ConvShape& s) { return s.clamps() && s.activation.hi < INFINITY; }
+
+}  // namespace
+
+bool ConvFp16Wgmma::supports(const ConvShape& s) {
+  // The common rule (the ConvFp16 fallback's check also validates the pool attributes: pad <=
+  // kernel / 2, non-empty output); one pool window must fit the 128 rows.
+  if (!wgmma_conv_shape_ok(s)) return false;
+  if (s.pool) {
+    const PoolAttrs& pa = *s.pool;
+    if (pa.kernel_h * pa.kernel_w > wgmma_detail::kBM || s.out_h <= 0 || s.out_w <= 0) return false;
+  }
+  return true;
+}
+
+bool ConvFp16Wgmma::device_supported() {
+  static const bool supported = [] {
+    int device = 0;
+    cudaDeviceProp prop;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+      cudaGetLastError();  // leave no sticky error behind for the caller
+      return false;
+    }
+    if (prop.major != 9 || prop.minor != 0) return false;
+    // Which image did the driver load for this fatbinary?  Only the sm_90a one has wgmma.
+    int* flag = nullptr;
+    int has_wgmma = 0;
+    bool ok = cudaMalloc(&flag, sizeof(int)) == cudaSuccess;
+    if (ok) {
+      wgmma_detail::wgmma_probe_kernel<<<1, 1>>>(flag);
+      ok = cudaGetLastError() == cudaSuccess &&
+           cudaMemcpy(&has_wgmma, flag, sizeof(int), cudaMemcpyDeviceToHost) == cudaSuccess;
+      cudaFree(flag);
+    }
+    cudaGetLastError();
+    return ok && has_wgmma == 1;
+  }();
+  return supported;
+}
+
+ConvFp16Wgmma::ConvFp16Wgmma(const ConvShape& shape_in, const float* weight, const float* bias)
+    : impl_(std::make_unique<ConvFp16WgmmaImpl>()) {
+  ConvFp16WgmmaImpl& m = *impl_;
+  m.shape = shape_in;
+  m.shape.derive();
+  const ConvShape& s = m.shape;
+  if (!supports(s))
+    throw Error(
+        "conv_fp16_wgmma: unsupported shape (needs groups 1, dilation 1, "
+        "in_c % 8 == 0, out_c % 64 == 0, a valid pool window of <= 128 pixels)");
+  if (!device_supported())
+    throw Error("conv_fp16_wgmma: needs a compute capability 9.0 device and the sm_90a build");
+  if (weight == nullptr) throw Error("conv_fp16_wgmma: no weight");
+  // 128 where it divides (conv3/conv4, measured); 192 serves out_c = 192 (conv2) in one N tile,
+  // so the A gather is done once per pixel instead of three times; else 64.
+  m.bn = s.out_c % 128 == 0 ? 128 : s.out_c % 192 == 0 ? 192 : 64;
+
+  WgmmaParams& p = m.base;
+  fill_wgmma_conv_params(s, wgmma_detail::kBK, p);
+  p.out_h = s.out_h;
+  p.out_w = s.out_w;
+  p.pool = pool_window_of(s.pool);
+  int device = 0;
+  int sms = 0, optin = 0, per_sm = 0;
+  CNNRT_CUDA_CHECK(cudaGetDevice(&device));
+  CNNRT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  CNNRT_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  CNNRT_CUDA_CHECK(
+      cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
+  m.sms = std::max(sms, 1);
+  m.smem_optin = size_t(optin);
+  m.smem_per_sm = size_t(per_sm);
+  if (m.smem_optin < wgmma_detail::smem_bytes(m.bn, wgmma_detail::kStages))
+    throw Error("conv_fp16_wgmma: the device offers too little shared memory per block");
+  if (m.pool()) enumerate_pool_tilings(m);
+
+  m.bytes = upload_wgmma_weights(s, weight, bias, p.w_k, s.out_c, &m.w, &m.bias);
+  p.w = m.w;
+  p.bias = m.bias;
+  // Pool: the row-streaming tilings need up to the device limit; the attribute only permits,
+  // occupancy follows the size each launch asks for.
+  const size_t limit =
+      m.pool() ? m.smem_optin : wgmma_detail::smem_bytes(m.bn, wgmma_detail::kStages);
+  CNNRT_CUDA_CHECK(cudaFuncSetAttribute(kernel_of(m.bn, m.pool(), upper_clamp(s)),
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(limit)));
+}
+
+ConvFp16Wgmma::~ConvFp16Wgmma() = default;
+
+ConvFp16WgmmaPlan ConvFp16Wgmma::plan(int batch) const {
+  const ConvFp16WgmmaImpl& m = *impl_;
+  const int b = std::max(batch, 1);
+  return plan_of(m, m.pool() ? choose_pool_tiling(m, b) : 0, b);
+}
+
+std::optional<ConvFp16WgmmaPlan> ConvFp16Wgmma::plan_pool_block(int batch, int ph, int pw) const {
+  const ConvFp16WgmmaImpl& m = *impl_;
+  if (!m.pool()) return std::nullopt;
+  for (size_t i = 0; i < m.tilings.size(); ++i)
+    if (m.tilings[i].tile.tile_ph == ph && m.tilings[i].tile.tile_pw == pw)
+      return plan_of(m, int(i), std::max(batch, 1));
+  return std::nullopt;  // every feasible block is in the list
+}
+
+void ConvFp16Wgmma::forward(int variant, const void* x, void* y, int batch,
+                            cudaStream_t stream) const {
+  const ConvFp16WgmmaImpl& m = *impl_;
+  if (batch <= 0) return;
+  const long long m_total = (long long)batch * m.shape.conv_h * m.shape.conv_w;
+  WgmmaParams p = m.base;
+  size_t smem = wgmma_detail::smem_bytes(m.bn, wgmma_detail::kStages);
+  long long grid_x = (m_total + wgmma_detail::kBM - 1) / wgmma_detail::kBM;
+  if (m.pool()) {
+    if (variant < 0 || variant >= int(m.tilings.size()))
+      throw Error("conv_fp16_wgmma: variant " + std::to_string(variant) + " out of range");
+    const WgmmaTiling& t = m.tilings[variant];
+    p.tile = t.tile;
+    smem = t.smem;
+    grid_x = (long long)batch * t.tile.tiles_y * t.tile.tiles_x;
+  }
+  if (m_total > (1LL << 30) || grid_x > (1LL << 30))
+    throw Error("conv_fp16_wgmma: batch " + std::to_string(batch) + " too large for int indexing");
+  p.x = static_cast<const __half*>(x);
+  p.y = static_cast<__half*>(y);
+  p.m_total = static_cast<int>(m_total);
+  const dim3 grid(static_cast<unsigned>(grid_x), static_cast<unsigned>(m.shape.out_c / m.bn));
+  kernel_of(m.bn, m.pool(),
+            upper_clamp(m.shape))<<<grid, wgmma_detail::kThreads, smem, stream>>>(p);
+  CNNRT_CUDA_CHECK_LAUNCH();
+}
+
+size_t ConvFp16Wgmma::weight_bytes() const { return impl_->bytes; }
+
+}  // namespace cnnrt::cuda
