@@ -234,7 +234,8 @@ std::unique_ptr<EngineImpl> build_engine(Graph graph, const BuildOptions& option
   engine->model.mean = g.input.mean;
   engine->model.std = g.input.std;
   // Labels are optional (classes print as indices), but a labels file the YAML names must exist.
-  if (!g.labels_file.empty()) engine->model.labels = read_labels(g.labels_file);
+  if (!g.labels_file.empty())
+    engine->model.labels = read_labels(g.labels_file, shape_elements(engine->model.output_shape));
   engine->backend = find_backend(engine->device)->make();
   engine->calibration = options.calibration;
 

@@ -3,7 +3,9 @@
 # Debian -dev packages: unpack the carried .deb files (scripts/fetch_gpu_deps.sh makes them)
 # into a private prefix, build for the local GPU, run the whole test suite, then optionally the
 # memory checkers and the benchmarks.
-#   scripts/gpu_check.sh [test|gtest] [sanitize] [bench] [ab] [compare]   (default: test)
+#   scripts/gpu_check.sh [test|gtest] [sanitize] [bench] [ab] [models] [soak] [compare]
+#   (default: test; models needs .carry/ with the EfficientNet-Lite0 .pth, its converted
+#    safetensors and coffee.png — see scripts/gpu_models_check.py)
 # (ab: builds the tree carried in .baseline/ too and times both AlexNet engines interleaved —
 #  the before/after check of a refactor; scripts/ab_bench.py)
 # (gtest: only the GPU gtest binary; CNNRT_SKIP_LAB=1 leaves bench/conv_lab out of bench)
@@ -134,6 +136,20 @@ for mode in "${modes[@]}"; do
       python3 "$ROOT/scripts/ab_bench.py" --a "$ROOT/build-baseline/bin/cnnrt" --b "$BUILD/bin/cnnrt" \
         --model "$ROOT/models/alexnet.yaml" --batch 1,64,256 --rounds "${CNNRT_AB_ROUNDS:-3}" \
         --json "$OUT/ab.json" 2>&1 | tee "$OUT/ab.txt" || status=1
+      ;;
+    models)
+      step "real models: the torch-free reader vs torch, EfficientNet-Lite0 GPU vs CPU, ONNX"
+      C="$ROOT/.carry"
+      python3 "$ROOT/scripts/gpu_models_check.py" --bin "$BUILD/bin" \
+        --pth "$C/efficientnet-lite0-57934424.pth" --weights "$C/efficientnet_lite0.safetensors" \
+        --images "$ROOT/models/samples/chelsea.png,$C/coffee.png" 2>&1 | tee "$OUT/models.txt" || status=1
+      timeout 240 python3 "$ROOT/tools/onnx_check_torchvision.py" --bin "$BUILD/bin" --cuda 2>&1 \
+        | tee "$OUT/onnx_torchvision.txt" | tail -12 || status=1
+      ;;
+    soak)
+      step "soak: 10,000 runs of one context, 1,000 context creations (docs/RELIABILITY.md)"
+      CNNRT_SOAK=1 timeout 300 "$BUILD/bin/cnnrt_gpu_tests" --gtest_filter='Gpu*' 2>&1 \
+        | tee "$OUT/soak.txt" | grep -vE "^\[ +(RUN|OK) " | tail -15 || status=1
       ;;
     compare)
       step "side by side with PyTorch"

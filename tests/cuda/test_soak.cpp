@@ -1,8 +1,8 @@
 // Lifetimes, threads and a soak on the GPU (issue 14, items 3 and 7).  Skips without a device.
 //  - GpuThreads: one CUDA engine shared by 8 threads, each with its own context, 200 runs each,
 //    every output bit-identical to the single-threaded one (always on with a GPU).
-//  - GpuLifetime.DISABLED_ContextOutlivesItsEngine: `engine.reset(); context->run()` — disabled
-//    until contexts share ownership of their engine (docs/RELIABILITY.md), as on the CPU.
+//  - GpuLifetime.ContextOutlivesItsEngine: `engine.reset(); context->run()` works (contexts
+//    share ownership of their engine, docs/RELIABILITY.md), as on the CPU.
 //  - GpuSoak (only with CNNRT_SOAK=1; about a minute on an H100/H200): 10,000 runs of one
 //    AlexNet context and 1,000 context creations and destructions, device memory flat
 //    (cudaMemGetInfo before and after) and outputs unchanged.  Run on the GPU machine:
@@ -100,8 +100,7 @@ TEST(GpuThreads, EightThreadsShareOneEngineBitIdentically) {
   EXPECT_EQ(mismatches.load(), 0) << "of " << kThreads * kRuns << " runs";
 }
 
-// Remove DISABLED_ once ExecutionContext shares ownership of the engine.
-TEST(GpuLifetime, DISABLED_ContextOutlivesItsEngine) {
+TEST(GpuLifetime, ContextOutlivesItsEngine) {
   SKIP_WITHOUT_GPU();
   auto engine = alexnet_on_cuda();
   const Sizes size = sizes_of(*engine);

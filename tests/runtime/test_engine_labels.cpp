@@ -1,8 +1,6 @@
 // The labels an engine binds (issue 14): a label file whose line count differs from the
-// model's classes shifted every label silently.  graph/model_loader.h has
-// read_labels(path, classes), which checks the count; the builder (runtime/builder.cpp) still
-// calls the one-argument read_labels.  Remove DISABLED_ once it calls
-// read_labels(g.labels_file, shape_elements(engine->model.output_shape)).
+// model's classes shifted every label silently.  The builder reads them with
+// read_labels(path, classes) (graph/model_loader.h), which checks the count.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -15,7 +13,7 @@
 namespace cnnrt {
 namespace {
 
-TEST(EngineLabels, DISABLED_LabelCountDifferentFromClassesIsAnError) {
+TEST(EngineLabels, LabelCountDifferentFromClassesIsAnError) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("cnnrt_labels_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);

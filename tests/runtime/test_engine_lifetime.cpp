@@ -1,7 +1,6 @@
 // Lifetimes and threads on the CPU engine (issue 14):
 //  - a context keeps what it uses alive: `engine.reset(); context->run(...)` must still work
-//    (today CpuContext holds `const EngineImpl&`, so this is a heap-use-after-free; the test is
-//    DISABLED_ until the fix described in docs/RELIABILITY.md lands — remove the prefix then);
+//    (contexts share ownership of the engine; before that it was a heap-use-after-free);
 //  - one Engine shared by 8 threads, each with its own context, 200 runs each: every output is
 //    bit-identical to the single-threaded one, and contexts can be created and destroyed
 //    concurrently.  TSan/ASan builds (scripts/sanitize.sh) run this too.
@@ -53,8 +52,7 @@ std::vector<float> random_input(size_t count, uint32_t seed) {
   return values;
 }
 
-// Remove DISABLED_ once ExecutionContext shares ownership of the engine (see the file comment).
-TEST(EngineLifetime, DISABLED_ContextOutlivesItsEngine) {
+TEST(EngineLifetime, ContextOutlivesItsEngine) {
   auto engine = build_cpu_engine();
   const size_t in = 3 * 12 * 10, out = 7;
   auto context = engine->create_context(1);
