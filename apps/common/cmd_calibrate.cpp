@@ -15,7 +15,7 @@
 #include <iostream>
 #include <limits>
 
-#include "apps/common/atomic_file.h"
+#include "graph/atomic_write.h"
 #include "apps/common/cmd_util.h"
 #include "apps/common/model_setup.h"
 #include "apps/common/npy.h"
@@ -84,6 +84,7 @@ int cmd_calibrate(const Arguments& arguments) {
                                                     {"-o", FlagKind::Value}}}),
                                        arguments, 1, 1);
   const std::string output_path = args.require("-o");
+  check_output_path(output_path);  // before the calibration run, not after it
   if (args.has("--images") == args.has("--input"))
     args.fail("give the calibration set as exactly one of --images DIR or --input X.npy");
   CalibrationSettings settings;
