@@ -1,12 +1,15 @@
 // Asynchronous submission rate (issue: "a C++ API for real applications"): back-to-back
 // ExecutionContext::run_async calls on one stream, device-resident input and output, against
 // the CUDA-graph replay rate of ExecutionContext::benchmark on the same context.  Prints both
-// per batch; not a test — log results in docs/PERFORMANCE.md.
+// per batch, and the host time of Engine::build and of each create_context with the process's
+// CUDA initialisation (cudaFree(0)) timed apart; not a test — log results in
+// docs/PERFORMANCE.md.
 //
 //   async_rate MODEL [--batch 1,64] [--runs 500]
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -45,15 +48,29 @@ int main(int argc, char** argv) {
       }
     }
   }
+  using Clock = std::chrono::steady_clock;
+  auto ms_since = [](Clock::time_point start) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  };
   try {
+    auto start = Clock::now();
+    CNNRT_CUDA_CHECK(cudaFree(nullptr));  // the process's CUDA initialisation
+    const double init_ms = ms_since(start);
     cnnrt::Graph graph = cnnrt::load_model(argv[1]);
     cnnrt::bind_random_weights(graph, 1);
     cnnrt::BuildOptions options;
     options.device = cnnrt::Device::CUDA;
+    start = Clock::now();
     auto engine = cnnrt::Engine::build(graph, options);
-    std::printf("%6s %14s %14s %8s\n", "batch", "replay ms", "async ms/run", "ratio");
+    const double build_ms = ms_since(start);
+    std::printf("host ms: CUDA init %.1f, Engine::build %.1f (weights bound beforehand)\n",
+                init_ms, build_ms);
+    std::printf("%6s %12s %14s %14s %8s\n", "batch", "context ms", "replay ms", "async ms/run",
+                "ratio");
     for (int batch : batches) {
+      start = Clock::now();
       auto context = engine->create_context(batch);
+      const double context_ms = ms_since(start);
       const double replay_ms = median_of(context->benchmark(20, 200));
       float *input = nullptr, *output = nullptr;
       CNNRT_CUDA_CHECK(cudaMalloc(&input, context->input_count() * sizeof(float)));
@@ -76,7 +93,8 @@ int main(int argc, char** argv) {
         rates.push_back(ms / runs);
       }
       const double async_ms = median_of(rates);
-      std::printf("%6d %14.4f %14.4f %8.3f\n", batch, replay_ms, async_ms, replay_ms / async_ms);
+      std::printf("%6d %12.1f %14.4f %14.4f %8.3f\n", batch, context_ms, replay_ms, async_ms,
+                  replay_ms / async_ms);
       cudaEventDestroy(start);
       cudaEventDestroy(stop);
       cudaStreamDestroy(stream);
