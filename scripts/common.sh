@@ -45,9 +45,12 @@ install_python_packages() {
   fi
 }
 
+# Extra CMake arguments come from CNNRT_CMAKE_ARGS (CI narrows the CUDA targets with it).
 configure_and_build() {
   if [ ! -f "$CNNRT_BUILD/build.ninja" ]; then
-    cmake -S "$CNNRT_ROOT" -B "$CNNRT_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@"
+    # shellcheck disable=SC2086  # word splitting of the extra arguments is intended
+    cmake -S "$CNNRT_ROOT" -B "$CNNRT_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      ${CNNRT_CMAKE_ARGS:-} "$@"
   fi
   cmake --build "$CNNRT_BUILD" -j "$(nproc)"
 }
