@@ -308,6 +308,8 @@ class StepByStepRunner {
       workspaces_.emplace_back(plan.workspace_bytes / sizeof(uint64_t) + 1, 0);
       args.workspace = plan.workspace_bytes > 0 ? workspaces_.back().data() : nullptr;
       args.variant = plan.variant;
+      args.state = plan.state.get();
+      plans_.push_back(plan);  // keeps the prepared state alive
       args_.push_back(args);
     }
   }
@@ -334,6 +336,7 @@ class StepByStepRunner {
   std::map<std::string, std::vector<uint64_t>> buffers_;
   std::vector<std::vector<uint64_t>> workspaces_;
   std::vector<KernelArgs> args_;
+  std::vector<KernelPlan> plans_;
 };
 
 // The CPU fp32 registry entry of an op: a layer that names its own kernel (`impl:`) keeps a

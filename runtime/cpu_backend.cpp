@@ -66,6 +66,7 @@ class CpuContext final : public ContextImpl {
       const PlannedTensor* workspace = prepared_.memory.find(step.name + ".workspace");
       args.workspace = workspace ? base() + workspace->offset : nullptr;
       args.variant = prepared_.kernel_plans[i].variant;
+      args.state = prepared_.kernel_plans[i].state.get();
       args_.push_back(args);
     }
     input_bytes_ = sizeof(float) * batch * shape_elements(e.graph.input.shape);
@@ -213,6 +214,7 @@ class CpuContext final : public ContextImpl {
         "a compare output"));
     args.output = buffers.back().data();
     args.variant = plan.variant;
+    args.state = plan.state.get();
     return time_runs(*kernel, args, iterations);
   }
 

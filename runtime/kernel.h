@@ -27,6 +27,9 @@ struct KernelPlan {
   // The kernel may write its output over inputs[0] (same bytes, same type).  The memory planner
   // decides whether that is legal at this step (the input's last use, not pinned).
   bool in_place = false;
+  // Data the kernel prepared for this context (e.g. cuBLASLt layouts and algorithm), owned by
+  // the context and handed back in KernelArgs::state; null when the variant index says it all.
+  std::shared_ptr<const void> state;
 };
 
 // What prepare() is told: the context's batch and the type of each input as the builder bound
@@ -45,6 +48,7 @@ struct KernelArgs {
   void* workspace = nullptr;  // KernelPlan::workspace_bytes bytes, or nullptr when 0
   void* stream = nullptr;     // cudaStream_t for CUDA kernels
   int variant = 0;            // KernelPlan::variant of this context's prepare()
+  const void* state = nullptr;  // KernelPlan::state of this context's prepare()
 };
 
 // A layer's life: its factory prepacks the weights once (build), prepare() decides the variant
@@ -101,7 +105,7 @@ class KernelRegistry {
   std::vector<KernelEntry> entries_;
 };
 
-// The CPU backend's entries (runtime/cpu_kernels.cpp, and the int8 ones in
+// The CPU backend's entries (runtime/cpu_entries.cpp, and the int8 ones in
 // runtime/cpu_int8_entries.cpp); every backend's registration is listed once in the backend
 // table (runtime/backends.h).
 void register_cpu_kernels(KernelRegistry& registry);

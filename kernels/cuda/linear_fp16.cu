@@ -40,7 +40,6 @@
 
 #include <algorithm>
 #include <map>
-#include <mutex>
 #include <string>
 #include <tuple>
 
@@ -269,16 +268,23 @@ void gemv_fp16(const GemmWeights& weights, bool relu, const void* x, void* y, in
 
 // --- cuBLASLt ----------------------------------------------------------------------------------
 
-namespace {
-
-struct LtPlan {
+struct LtGemm::Plan {
+  int64_t n = 0;
+  uint32_t alignment = 0;
   cublasLtMatrixLayout_t b_layout = nullptr;  // x: [k × n] column-major
   cublasLtMatrixLayout_t d_layout = nullptr;  // y: [m × n] column-major
   cublasLtMatmulAlgo_t algo{};
+  Plan() = default;
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
+  ~Plan() {
+    if (b_layout != nullptr) cublasLtMatrixLayoutDestroy(b_layout);
+    if (d_layout != nullptr) cublasLtMatrixLayoutDestroy(d_layout);
+  }
 };
 
-// Alignment cuBLASLt may assume for x / y; arena offsets are 256-aligned, but a caller slicing a
-// tensor (the im2col baseline's chunks) may hand in less, so both cases get their own plan.
+namespace {
+
 uint32_t pointer_alignment(const void* p) {
   const auto address = reinterpret_cast<uintptr_t>(p);
   uint32_t alignment = 256;
@@ -294,58 +300,13 @@ struct LtGemm::Impl {
   cublasLtHandle_t handle = nullptr;
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a_layout = nullptr;
-  mutable std::mutex mutex;  // guards plans: an Engine's kernels are shared across contexts
-  mutable std::map<std::tuple<int64_t, uint32_t, bool>, LtPlan> plans;
 
   Impl(const GemmWeights& w, bool r) : weights(w), relu(r) {}
 
   ~Impl() {
-    for (auto& entry : plans) {
-      cublasLtMatrixLayoutDestroy(entry.second.b_layout);
-      cublasLtMatrixLayoutDestroy(entry.second.d_layout);
-    }
     if (a_layout != nullptr) cublasLtMatrixLayoutDestroy(a_layout);
     if (desc != nullptr) cublasLtMatmulDescDestroy(desc);
     if (handle != nullptr) cublasLtDestroy(handle);
-  }
-
-  const LtPlan& plan(int64_t n, uint32_t alignment, bool with_workspace) const {
-    std::lock_guard<std::mutex> lock(mutex);
-    const auto key = std::make_tuple(n, alignment, with_workspace);
-    auto found = plans.find(key);
-    if (found != plans.end()) return found->second;
-
-    const uint64_t m = weights.rows_pad(), k = weights.cols_pad();
-    LtPlan p;
-    cublasLtMatmulPreference_t pref = nullptr;
-    try {
-      CNNRT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b_layout, CUDA_R_16F, k, n, k));
-      CNNRT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d_layout, CUDA_R_16F, m, n, m));
-      CNNRT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-      const uint64_t workspace = with_workspace ? kWorkspaceBytes : 0;
-      CNNRT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-          pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace)));
-      for (auto attr :
-           {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-            CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
-        CNNRT_CUBLAS_CHECK(
-            cublasLtMatmulPreferenceSetAttribute(pref, attr, &alignment, sizeof(alignment)));
-      cublasLtMatmulHeuristicResult_t result{};
-      int count = 0;
-      CNNRT_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(
-          handle, desc, a_layout, p.b_layout, p.d_layout, p.d_layout, pref, 1, &result, &count));
-      if (count == 0)
-        throw Error("cuBLASLt found no algorithm for an fp16 GEMM of m=" + std::to_string(m) +
-                    " n=" + std::to_string(n) + " k=" + std::to_string(k));
-      p.algo = result.algo;
-      cublasLtMatmulPreferenceDestroy(pref);
-    } catch (...) {
-      if (pref != nullptr) cublasLtMatmulPreferenceDestroy(pref);
-      if (p.b_layout != nullptr) cublasLtMatrixLayoutDestroy(p.b_layout);
-      if (p.d_layout != nullptr) cublasLtMatrixLayoutDestroy(p.d_layout);
-      throw;
-    }
-    return plans.emplace(key, p).first->second;
   }
 };
 
@@ -374,19 +335,54 @@ LtGemm::LtGemm(const GemmWeights& weights, bool relu)
 
 LtGemm::~LtGemm() = default;
 
-void LtGemm::run(const void* x, void* y, int64_t n, void* workspace, size_t workspace_bytes,
+std::shared_ptr<const LtGemm::Plan> LtGemm::plan(int64_t n, uint32_t alignment) const {
+  const Impl& s = *impl_;
+  auto p = std::make_shared<Plan>();
+  p->n = n;
+  p->alignment = alignment;
+  if (n == 0) return p;
+  const uint64_t m = s.weights.rows_pad(), k = s.weights.cols_pad();
+  cublasLtMatmulPreference_t pref = nullptr;
+  try {
+    CNNRT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->b_layout, CUDA_R_16F, k, n, k));
+    CNNRT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->d_layout, CUDA_R_16F, m, n, m));
+    CNNRT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    const uint64_t workspace = kWorkspaceBytes;
+    CNNRT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace)));
+    for (auto attr :
+         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+      CNNRT_CUBLAS_CHECK(
+          cublasLtMatmulPreferenceSetAttribute(pref, attr, &alignment, sizeof(alignment)));
+    cublasLtMatmulHeuristicResult_t result{};
+    int count = 0;
+    CNNRT_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(s.handle, s.desc, s.a_layout, p->b_layout,
+                                                      p->d_layout, p->d_layout, pref, 1, &result,
+                                                      &count));
+    if (count == 0)
+      throw Error("cuBLASLt found no algorithm for an fp16 GEMM of m=" + std::to_string(m) +
+                  " n=" + std::to_string(n) + " k=" + std::to_string(k));
+    p->algo = result.algo;
+  } catch (...) {
+    if (pref != nullptr) cublasLtMatmulPreferenceDestroy(pref);
+    throw;
+  }
+  cublasLtMatmulPreferenceDestroy(pref);
+  return p;
+}
+
+void LtGemm::run(const Plan& p, const void* x, void* y, void* workspace,
                  cudaStream_t stream) const {
-  if (n == 0) return;
-  const bool with_workspace = workspace != nullptr && workspace_bytes >= kWorkspaceBytes;
-  const uint32_t alignment = std::min(pointer_alignment(x), pointer_alignment(y));
-  if (alignment < 16)
-    throw Error("LtGemm: activations must be 16-byte aligned (padded fp16 layout)");
-  const LtPlan& p = impl_->plan(n, alignment, with_workspace);
+  if (p.n == 0) return;
+  if (std::min(pointer_alignment(x), pointer_alignment(y)) < p.alignment)
+    throw Error("LtGemm: activations are less aligned than the plan assumed (" +
+                std::to_string(p.alignment) + " bytes)");
+  if (workspace == nullptr) throw Error("LtGemm: run without its workspace");
   const float alpha = 1.0f, beta = 0.0f;
   CNNRT_CUBLAS_CHECK(cublasLtMatmul(impl_->handle, impl_->desc, &alpha, impl_->weights.weight(),
                                     impl_->a_layout, x, p.b_layout, &beta, y, p.d_layout, y,
-                                    p.d_layout, &p.algo, with_workspace ? workspace : nullptr,
-                                    with_workspace ? kWorkspaceBytes : 0, stream));
+                                    p.d_layout, &p.algo, workspace, kWorkspaceBytes, stream));
 }
 
 }  // namespace cnnrt::cuda

@@ -55,19 +55,24 @@ void gemv_fp16(const GemmWeights& weights, bool relu, const void* x, void* y, in
 // grid enough warps to keep DRAM busy, never more than the row has 512-byte chunks.
 int gemv_choose_split(int rows_pad, int cols_pad, int batch, int sm_count);
 
-// cuBLASLt fp16 GEMM, fp32 compute, bias(+ReLU) epilogue.  Matrix layouts and the heuristic
-// algorithm are chosen per n on first use and cached (host-side calls only, thread-safe), so
-// run() never allocates or synchronises and can be captured in a CUDA graph.
+// cuBLASLt fp16 GEMM, fp32 compute, bias(+ReLU) epilogue.  The matrix layouts and cuBLASLt's
+// heuristic algorithm for one n are a Plan, made once per context (host calls only: never in
+// run(), no cache, no lock); run() only launches, never allocates or synchronises, and can be
+// captured in a CUDA graph.
 class LtGemm {
  public:
   static constexpr size_t kWorkspaceBytes = size_t{8} << 20;
+  struct Plan;  // layouts + algorithm for one n and pointer alignment (linear_fp16.cu)
   LtGemm(const GemmWeights& weights, bool relu);  // `weights` must outlive this object
   ~LtGemm();
   LtGemm(const LtGemm&) = delete;
   LtGemm& operator=(const LtGemm&) = delete;
-  // workspace: at least kWorkspaceBytes bytes of device memory (or nullptr with bytes 0).
-  void run(const void* x, void* y, int64_t n, void* workspace, size_t workspace_bytes,
-           cudaStream_t stream) const;
+  // For n columns (batch rows) with x and y aligned to `alignment` bytes (a power of two, 16 to
+  // 256; arena tensors are 256-aligned).  Throws Error when cuBLASLt has no algorithm.
+  std::shared_ptr<const Plan> plan(int64_t n, uint32_t alignment) const;
+  // workspace: at least kWorkspaceBytes bytes of device memory.  Throws Error when x or y is
+  // less aligned than the plan assumed, or there is no workspace.
+  void run(const Plan& plan, const void* x, void* y, void* workspace, cudaStream_t stream) const;
 
  private:
   struct Impl;

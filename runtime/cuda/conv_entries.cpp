@@ -254,10 +254,11 @@ class Im2colKernel final : public Fp16Kernel {
   KernelPlan prepare(const PrepareInfo& info) const override {
     KernelPlan plan;
     plan.workspace_bytes = conv_.workspace_bytes(info.batch);
+    plan.state = conv_.plan(info.batch);
     return plan;
   }
   void run(const KernelArgs& args) override {
-    conv_.forward(args.inputs.at(0), args.output, args.batch, args.workspace,
+    conv_.forward(args.inputs.at(0), args.output, args.batch, args.workspace, args.state,
                   static_cast<cudaStream_t>(args.stream));
   }
   size_t weight_bytes() const override { return conv_.weight_bytes(); }

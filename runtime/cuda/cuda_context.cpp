@@ -174,6 +174,7 @@ void CudaContext::bind_arguments() {
     if (plan.workspace_bytes > 0) args.workspace = tensor_pointer(step.name + ".workspace");
     args.stream = stream_.get();
     args.variant = plan.variant;
+    args.state = plan.state.get();
     step_args_.push_back(std::move(args));
   }
 }
@@ -327,6 +328,7 @@ double CudaContext::time_candidate(const KernelEntry& entry, size_t i, int itera
       "the output of " + entry.name + " on " + step.name));
   args.output = buffers.back().get();
   args.variant = plan.variant;
+  args.state = plan.state.get();
   const double ms = time_kernel(*kernel, args, iterations, stream);
   // The buffers free at return: wait for the timed work that still reads them.
   synchronize();

@@ -31,12 +31,6 @@ class Fp16Kernel : public LayerKernel {
   TensorType output_type() const override { return fp16_nhwc8(); }
 };
 
-// Base of the fp32 reference kernels: read and write fp32 NHWC/8, the same layout in fp32.
-class Fp32Kernel : public LayerKernel {
- public:
-  std::vector<TensorType> input_types(size_t /*index*/) const override { return {fp32_nhwc8()}; }
-  TensorType output_type() const override { return fp32_nhwc8(); }
-};
 
 // The conv family: igemm, s2d and the wgmma entries (conv_entries.cpp, conv_wgmma_entries.cpp),
 // and its comparison-only baselines (cuDNN, im2col + cuBLAS), registered after every other
@@ -45,7 +39,7 @@ void register_conv_kernels(KernelRegistry& registry);
 void register_wgmma_conv_kernels(KernelRegistry& registry);  // called by register_conv_kernels
 void register_conv_baseline_kernels(KernelRegistry& registry);
 void register_linear_kernels(KernelRegistry& registry);  // cuBLASLt epilogue, GEMV
-void register_misc_kernels(KernelRegistry& registry);    // pools, relu, add, concat, ...
+void register_fp16_layer_kernels(KernelRegistry& registry);  // pools, relu, add, concat, ...
 void register_fp32_kernels(KernelRegistry& registry);        // fp32 reference, every op
 
 // A linear node the CUDA layout can run: [F] -> [F'], LinearAttrs, a weight bound (any fused

@@ -24,54 +24,22 @@
 #include "kernels/cuda/elementwise_fp16.h"
 #include "kernels/cuda/reference_fp32.h"
 #include "runtime/cuda/cuda_registry.h"
+#include "runtime/cuda/launch_kernel.h"
 
 namespace cnnrt::cuda {
 namespace {
 
-using Launch = std::function<void(const KernelArgs&, cudaStream_t)>;
 
 const float* in(const KernelArgs& args, size_t index = 0) {
   return static_cast<const float*>(args.inputs.at(index));
 }
 float* out(const KernelArgs& args) { return static_cast<float*>(args.output); }
 
-// One closure per layer, made once by the factory; prepare() reports the in-place flag and the
-// workspace (a conv's pre-pool map), run() only launches.
-class Fp32LaunchKernel final : public Fp32Kernel {
- public:
-  Fp32LaunchKernel(Launch launch, bool in_place, std::vector<DeviceArray> buffers = {},
-                   std::function<size_t(int)> workspace = nullptr)
-      : launch_(std::move(launch)),
-        in_place_(in_place),
-        buffers_(std::move(buffers)),
-        workspace_(std::move(workspace)) {}
-  KernelPlan prepare(const PrepareInfo& info) const override {
-    KernelPlan plan;
-    plan.in_place = in_place_;
-    if (workspace_) plan.workspace_bytes = workspace_(info.batch);
-    return plan;
-  }
-  void run(const KernelArgs& args) override {
-    launch_(args, static_cast<cudaStream_t>(args.stream));
-  }
-  size_t weight_bytes() const override {
-    size_t bytes = 0;
-    for (const DeviceArray& buffer : buffers_) bytes += buffer.bytes();
-    return bytes;
-  }
-
- private:
-  Launch launch_;
-  bool in_place_;                     // the launch is right with output == inputs[0]
-  std::vector<DeviceArray> buffers_;  // device weights the closure points into
-  std::function<size_t(int)> workspace_;
-};
-
 std::unique_ptr<LayerKernel> make(Launch launch, bool in_place,
                                   std::vector<DeviceArray> buffers = {},
                                   std::function<size_t(int)> workspace = nullptr) {
-  return std::make_unique<Fp32LaunchKernel>(std::move(launch), in_place, std::move(buffers),
-                                            std::move(workspace));
+  return std::make_unique<LaunchKernel>(fp32_nhwc8(), std::move(launch), in_place,
+                                        std::move(buffers), std::move(workspace));
 }
 
 Fp32Clamp clamp_of(const Node& node) {

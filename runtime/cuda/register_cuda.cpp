@@ -12,7 +12,7 @@ namespace cnnrt::cuda {
 void register_cuda_kernels(KernelRegistry& registry) {
   register_conv_kernels(registry);
   register_linear_kernels(registry);
-  register_misc_kernels(registry);
+  register_fp16_layer_kernels(registry);
   register_conv_baseline_kernels(registry);
   register_fp32_kernels(registry);
 }

@@ -154,6 +154,7 @@ class EntryRunner {
     args.workspace = plan.workspace_bytes > 0 ? workspace.get() : nullptr;
     args.stream = stream;
     args.variant = plan.variant;
+    args.state = plan.state.get();
     kernel_->run(args);
     CNNRT_CUDA_CHECK(cudaStreamSynchronize(stream));
   }

@@ -141,6 +141,7 @@ TEST(LinearFp16, FirstRunCanBeCapturedInACudaGraph) {
     args.workspace = workspace.get();
     args.stream = stream;
     args.variant = plan.variant;
+    args.state = plan.state.get();
     cudaGraph_t graph;
     CNNRT_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
     runner.kernel().run(args);

@@ -411,6 +411,7 @@ EntryRun run_kernel(LayerKernel& kernel, const CaseData& data, const OpCase& op_
   args.workspace = workspace.get();
   args.stream = device.stream();
   args.variant = run.plan.variant;
+  args.state = run.plan.state.get();
   kernel.run(args);
   device.synchronize();
 
@@ -443,6 +444,7 @@ double time_kernel(LayerKernel& kernel, const CaseData& data, const OpCase& op_c
   args.workspace = workspace.get();
   args.stream = device.stream();
   args.variant = plan.variant;
+  args.state = plan.state.get();
   return device.median_ms([&] { kernel.run(args); }, reps);
 }
 

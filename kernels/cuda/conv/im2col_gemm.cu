@@ -132,12 +132,38 @@ size_t Im2colGemmConv::workspace_bytes(int64_t batch) const {
          LtGemm::kWorkspaceBytes;
 }
 
+namespace {
+
+// The GEMM plans of one batch: chunks of `chunk` samples, the last one `tail` samples.  Chunk
+// pointers are 16-byte aligned (whole NHWC samples with channels padded to 8).
+struct Im2colPlans {
+  int64_t batch = 0;
+  std::shared_ptr<const LtGemm::Plan> full, tail;
+};
+
+}  // namespace
+
+std::shared_ptr<const void> Im2colGemmConv::plan(int64_t batch) const {
+  const Impl& s = *impl_;
+  auto plans = std::make_shared<Im2colPlans>();
+  plans->batch = batch;
+  const int64_t chunk = std::min<int64_t>(std::max<int64_t>(batch, 1), s.samples_per_chunk());
+  const int64_t pixels = static_cast<int64_t>(s.shape.conv_h) * s.shape.conv_w;
+  plans->full = s.gemm->plan(chunk * pixels, 16);
+  const int64_t tail = batch % chunk;
+  plans->tail = tail == 0 ? plans->full : s.gemm->plan(tail * pixels, 16);
+  return plans;
+}
+
 void Im2colGemmConv::forward(const void* x, void* y, int64_t batch, void* workspace,
-                             cudaStream_t stream) const {
+                             const void* plan, cudaStream_t stream) const {
   const Impl& s = *impl_;
   const ConvShape& p = s.shape;
   if (batch == 0) return;
   if (workspace == nullptr) throw Error("im2col_cublas_conv: no workspace");
+  const auto* plans = static_cast<const Im2colPlans*>(plan);
+  if (plans == nullptr || plans->batch != batch)
+    throw Error("im2col_cublas_conv: run without the plan of its batch");
   char* ws = static_cast<char*>(workspace);
   void* conv_out = p.pool ? static_cast<void*>(ws) : y;
   ws += align_up(s.pre_pool_bytes(batch));
@@ -155,8 +181,8 @@ void Im2colGemmConv::forward(const void* x, void* y, int64_t batch, void* worksp
     const int64_t n = std::min(chunk, batch - done);
     im2col_nhwc_fp16(x_bytes + done * x_sample, cols, n, p.in_c, p.in_h, p.in_w, p.conv, p.conv_h,
                      p.conv_w, stream);
-    s.gemm->run(cols, out_bytes + done * out_sample, n * pixels, lt_workspace,
-                LtGemm::kWorkspaceBytes, stream);
+    s.gemm->run(n == chunk ? *plans->full : *plans->tail, cols, out_bytes + done * out_sample,
+                lt_workspace, stream);
   }
   if (p.pool)
     maxpool_fp16(conv_out, y, batch, p.out_c, p.conv_h, p.conv_w, *p.pool, p.out_h, p.out_w,

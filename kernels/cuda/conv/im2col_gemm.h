@@ -24,8 +24,12 @@ class Im2colGemmConv {
   // Pre-pool tensor (when pooling) + one im2col chunk + the cuBLASLt workspace, for `batch`
   // (a workspace planned for a batch serves every smaller one).  No other per-batch decision.
   size_t workspace_bytes(int64_t batch) const;
-  // x: [batch, in_h, in_w, pad8(in_c)]; y: [batch, out_h, out_w, pad8(out_c)] fp16.
-  void forward(const void* x, void* y, int64_t batch, void* workspace, cudaStream_t stream) const;
+  // The cuBLASLt plans of `batch` (the full chunk and the last one), made once per context.
+  std::shared_ptr<const void> plan(int64_t batch) const;
+  // x: [batch, in_h, in_w, pad8(in_c)]; y: [batch, out_h, out_w, pad8(out_c)] fp16; plan: what
+  // plan(batch) returned.
+  void forward(const void* x, void* y, int64_t batch, void* workspace, const void* plan,
+               cudaStream_t stream) const;
   size_t weight_bytes() const;
 
  private:

@@ -33,6 +33,9 @@ class LinearFp16Kernel final : public Fp16Kernel {
     plan.variant = gemv ? kGemv : kGemm;
     plan.variant_name = gemv ? "gemv" : "cublaslt";
     plan.workspace_bytes = gemv ? 0 : LtGemm::kWorkspaceBytes;
+    // cuBLASLt's layouts and algorithm for this batch, once per context; arena tensors are
+    // 256-byte aligned.
+    if (!gemv) plan.state = gemm_->plan(info.batch, 256);
     return plan;
   }
   void run(const KernelArgs& args) override {
@@ -40,8 +43,9 @@ class LinearFp16Kernel final : public Fp16Kernel {
     if (args.variant == kGemv) {
       gemv_fp16(weights_, relu_, args.inputs.at(0), args.output, args.batch, stream);
     } else {
-      gemm_->run(args.inputs.at(0), args.output, args.batch, args.workspace,
-                 LtGemm::kWorkspaceBytes, stream);
+      if (args.state == nullptr) throw Error("linear_fp16: cuBLASLt run without a prepared plan");
+      gemm_->run(*static_cast<const LtGemm::Plan*>(args.state), args.inputs.at(0), args.output,
+                 args.workspace, stream);
     }
   }
   size_t weight_bytes() const override { return weights_.bytes(); }

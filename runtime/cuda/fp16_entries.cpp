@@ -2,8 +2,8 @@
 // concat, softmax, LRN.
 //
 // One table of small factories instead of a class per op: each factory reads the node once
-// (shapes, attributes, weights such as batchnorm's folded affine) and returns a closure that only
-// launches.  Every closure honours the backend layout (cuda_registry.h).  relu, dropout and the
+// (shapes, attributes, weights such as batchnorm's folded affine) and returns a LaunchKernel
+// (launch_kernel.h) whose closure only launches.  Every closure honours the backend layout (cuda_registry.h).  relu, dropout and the
 // flatten that is a view declare themselves in place (the planner may give them output ==
 // inputs[0]); the flatten that drops channel padding cannot compact in place in parallel, so it
 // does not.
@@ -19,38 +19,12 @@
 #include "kernels/cuda/pool_fp16.h"
 #include "kernels/cuda/softmax_fp16.h"
 #include "runtime/cuda/cuda_registry.h"
+#include "runtime/cuda/launch_kernel.h"
 
 namespace cnnrt::cuda {
 namespace {
 
 constexpr size_t kHalfBytes = 2;
-
-using Launch = std::function<void(const KernelArgs&, cudaStream_t)>;
-
-class LaunchKernel final : public Fp16Kernel {
- public:
-  LaunchKernel(Launch launch, bool in_place, size_t weight_bytes,
-               std::vector<DeviceArray> buffers = {})
-      : launch_(std::move(launch)),
-        in_place_(in_place),
-        weight_bytes_(weight_bytes),
-        buffers_(std::move(buffers)) {}
-  void run(const KernelArgs& args) override {
-    launch_(args, static_cast<cudaStream_t>(args.stream));
-  }
-  KernelPlan prepare(const PrepareInfo&) const override {
-    KernelPlan plan;
-    plan.in_place = in_place_;
-    return plan;
-  }
-  size_t weight_bytes() const override { return weight_bytes_; }
-
- private:
-  Launch launch_;
-  bool in_place_;  // the launch works with output == inputs[0]
-  size_t weight_bytes_;
-  std::vector<DeviceArray> buffers_;  // device data the closure points into
-};
 
 bool layout_defined(const Shape& shape) { return shape.size() == 1 || shape.size() == 3; }
 
@@ -77,7 +51,7 @@ ErrorSite site_of(const KernelBuildContext& context) {
 }
 
 std::unique_ptr<LayerKernel> make(Launch launch, bool in_place = false) {
-  return std::make_unique<LaunchKernel>(std::move(launch), in_place, 0);
+  return std::make_unique<LaunchKernel>(fp16_nhwc8(), std::move(launch), in_place);
 }
 
 // --- factories -----------------------------------------------------------------------------
@@ -161,13 +135,13 @@ std::unique_ptr<LayerKernel> create_batchnorm(const KernelBuildContext& context)
   const bool relu = node.activation == Activation::Relu;
   const int64_t pixels = view.pixels;
   const int stride = view.channel_stride;
-  const size_t bytes = buffers[0].bytes() + buffers[1].bytes();
   return std::make_unique<LaunchKernel>(
+      fp16_nhwc8(),
       [=](const KernelArgs& a, cudaStream_t s) {
         channel_affine_fp16(a.inputs.at(0), a.output, pixels * a.batch, stride, scale_d, shift_d,
                             relu, s);
       },
-      /*in_place=*/false, bytes, std::move(buffers));
+      /*in_place=*/false, std::move(buffers));
 }
 
 std::unique_ptr<LayerKernel> create_add(const KernelBuildContext& context) {
@@ -225,7 +199,7 @@ struct MiscEntry {
 
 }  // namespace
 
-void register_misc_kernels(KernelRegistry& registry) {
+void register_fp16_layer_kernels(KernelRegistry& registry) {
   const auto one_input = [](const Node& node) { return plain_node(node, 1); };
   const MiscEntry table[] = {
       {"maxpool_fp16", OpKind::MaxPool, feature_map_node, create_pool},

@@ -1,4 +1,4 @@
-// CPU registry entries (runtime/cpu_kernels.cpp): what is specific to them.  Every entry's
+// CPU registry entries (runtime/cpu_entries.cpp): what is specific to them.  Every entry's
 // numerics on its op's case table — shapes and batch unpacked, fused epilogues, in-place runs —
 // run in the kernel test harness (tests/harness, `--gtest_filter='*/cpu_ref_*'`).  Here: every
 // op has one cpu_ref_* FP32 entry; the fused conv keeps its pre-pool tensor in the workspace it
@@ -68,6 +68,7 @@ std::vector<float> run_kernel(LayerKernel& kernel,
   args.batch = batch;
   args.workspace = plan.workspace_bytes > 0 ? workspace.data() : nullptr;
   args.variant = plan.variant;
+  args.state = plan.state.get();
   kernel.run(args);
   return output;
 }

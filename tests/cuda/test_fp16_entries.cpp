@@ -16,7 +16,7 @@ namespace {
 const KernelRegistry& misc_registry() {
   static KernelRegistry* registry = [] {
     auto* r = new KernelRegistry();
-    cuda::register_misc_kernels(*r);
+    cuda::register_fp16_layer_kernels(*r);
     return r;
   }();
   return *registry;
