@@ -46,7 +46,7 @@ void register_wgmma_conv_kernels(KernelRegistry& registry);  // called by regist
 void register_conv_baseline_kernels(KernelRegistry& registry);
 void register_linear_kernels(KernelRegistry& registry);  // cuBLASLt epilogue, GEMV
 void register_misc_kernels(KernelRegistry& registry);    // pools, relu, add, concat, ...
-void register_fp32_kernels(KernelRegistry& registry);        // fp32 reference, every op
+void register_fp32_kernels(KernelRegistry& registry);    // fp32 reference, every op
 
 // A linear node the CUDA layout can run: [F] -> [F'], LinearAttrs, a weight bound (any fused
 // activation: each family adds its own epilogue rule).
