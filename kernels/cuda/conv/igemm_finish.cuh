@@ -13,7 +13,6 @@
 
 namespace cnnrt::cuda::conv_detail {
 
-using epilogue::activate;
 using epilogue::zero_channels_from;
 
 // Finish pass of the unfused pool variant (and of split-K when no finish tiling fits, e.g. a
@@ -159,10 +158,12 @@ __global__ void __launch_bounds__(kFinishThreads)
       r.z += v.z;
       r.w += v.w;
     }
-    r.x = activate(r.x, p.act);
-    r.y = activate(r.y, p.act);
-    r.z = activate(r.z, p.act);
-    r.w = activate(r.w, p.act);
+    if (p.act.on) {
+      r.x = fminf(fmaxf(r.x, p.act.lo), p.act.hi);
+      r.y = fminf(fmaxf(r.y, p.act.lo), p.act.hi);
+      r.z = fminf(fmaxf(r.z, p.act.lo), p.act.hi);
+      r.w = fminf(fmaxf(r.w, p.act.lo), p.act.hi);
+    }
     *reinterpret_cast<float4*>(s_v + size_t(px) * kQuads * 4 + q * 4) = r;
   }
   __syncthreads();

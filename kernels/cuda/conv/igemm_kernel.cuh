@@ -51,7 +51,6 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
-#include <type_traits>
 
 #include "kernels/cuda/conv/epilogue.cuh"
 #include "kernels/cuda/conv/igemm_params.h"
@@ -399,45 +398,34 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32, igemm_min_blocks(BM, BN
     }
 
     // ---- epilogue: bias + activation clamp -> fp16 staging -------------------------------
-    // Two copies behind one uniform branch: the upper bound (ReLU6, Clip) costs an fminf per
-    // value, which identity / ReLU layers must not pay (measured: +2% on AlexNet, H100).
-    auto stage = [&](auto upper) {
-      constexpr bool kUpper = decltype(upper)::value;
+    // One clamp for every activation: unlike the wgmma epilogue, the igemm one showed no cost
+    // from the upper bound (H100 A/B, issue 7), and one path keeps ptxas's allocation as before.
 #pragma unroll
-      for (int mi = 0; mi < MI; ++mi) {
+    for (int mi = 0; mi < MI; ++mi) {
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int local = warp_m * WM + mi * 16 + (lane >> 2) + 8 * h;  // row within the pass
-          int row = pass * BM + local;
-          if (POOL && stream_rows > 0) {  // ring slot; rows past the pass's conv rows dropped
-            const int ly = pass * stream_rows + local / p.tile.tile_tw;
-            row = local < stream_rows * p.tile.tile_tw && ly < p.tile.tile_th
-                      ? stage_pixel(ly, local % p.tile.tile_tw)
-                      : -1;
+      for (int h = 0; h < 2; ++h) {
+        const int local = warp_m * WM + mi * 16 + (lane >> 2) + 8 * h;  // row within the pass
+        int row = pass * BM + local;
+        if (POOL && stream_rows > 0) {  // ring slot; rows past the pass's conv rows dropped
+          const int ly = pass * stream_rows + local / p.tile.tile_tw;
+          row = local < stream_rows * p.tile.tile_tw && ly < p.tile.tile_th
+                    ? stage_pixel(ly, local % p.tile.tile_tw)
+                    : -1;
+        }
+        if (row < 0) continue;
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni) {
+          const int col = warp_n * WN + ni * 8 + (lane & 3) * 2;
+          float v0 = acc[mi][ni][2 * h] + bias_tile[col];
+          float v1 = acc[mi][ni][2 * h + 1] + bias_tile[col + 1];
+          if (p.act.on) {
+            v0 = fminf(fmaxf(v0, p.act.lo), p.act.hi);
+            v1 = fminf(fmaxf(v1, p.act.lo), p.act.hi);
           }
-          if (row < 0) continue;
-#pragma unroll
-          for (int ni = 0; ni < NI; ++ni) {
-            const int col = warp_n * WN + ni * 8 + (lane & 3) * 2;
-            float v0 = acc[mi][ni][2 * h] + bias_tile[col];
-            float v1 = acc[mi][ni][2 * h + 1] + bias_tile[col + 1];
-            if (p.act.on) {
-              v0 = fmaxf(v0, p.act.lo);
-              v1 = fmaxf(v1, p.act.lo);
-              if constexpr (kUpper) {
-                v0 = fminf(v0, p.act.hi);
-                v1 = fminf(v1, p.act.hi);
-              }
-            }
-            *reinterpret_cast<__half2*>(s_c + row * kCRow + col) = __floats2half2_rn(v0, v1);
-          }
+          *reinterpret_cast<__half2*>(s_c + row * kCRow + col) = __floats2half2_rn(v0, v1);
         }
       }
-    };
-    if (p.act.hi < INFINITY)
-      stage(std::true_type{});
-    else
-      stage(std::false_type{});
+    }
     if constexpr (POOL) {
       if (stream_rows > 0) {
         // Pool the pooled rows whose windows the rows so far complete.  The next pass only
