@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <random>
@@ -253,6 +254,19 @@ TEST(ImageDecode, ProgressiveJpegWithTooManyScansIsRefused) {
   EXPECT_CONTAINS(decode_error(jpeg_with_scans(5), "320.jpg", kMaxImagePixels),
                   "320.jpg: cannot decode JPEG image: progressive JPEG with too many scans (more "
                   "than 256)");
+}
+
+// Found by fuzz_image: a 127-byte PNG whose tEXt chunk declares 2,113,929,229 bytes made
+// libpng allocate and zero 2 GB (3 s) before noticing the file ends.
+TEST(ImageDecode, ChunkLongerThanTheFileIsRefusedBeforeLibpngAllocates) {
+  const Bytes bytes =
+      read_bytes(std::string(CNNRT_SOURCE_DIR) + "/tests/fuzz/corpus/image/png_huge_chunk.png");
+  ASSERT_EQ(bytes.size(), 127u);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_CONTAINS(decode_error(bytes, "chunk.png", kMaxImagePixels),
+                  "chunk.png: cannot decode PNG image: file is truncated (chunk 'tEXt' declares "
+                  "2113929229 bytes, 82 are left)");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(500));
 }
 
 TEST(ImageDecode, TruncatedFilesNameTheReason) {
