@@ -63,8 +63,8 @@ int main(int argc, char** argv) {
     start = Clock::now();
     auto engine = cnnrt::Engine::build(graph, options);
     const double build_ms = ms_since(start);
-    std::printf("host ms: CUDA init %.1f, Engine::build %.1f (weights bound beforehand)\n",
-                init_ms, build_ms);
+    std::printf("host ms: CUDA init %.1f, Engine::build %.1f (weights bound beforehand)\n", init_ms,
+                build_ms);
     std::printf("%6s %12s %14s %14s %8s\n", "batch", "context ms", "replay ms", "async ms/run",
                 "ratio");
     for (int batch : batches) {

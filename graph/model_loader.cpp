@@ -171,11 +171,12 @@ Node parse_layer(const YAML::Node& layer, YamlContext context, const std::string
     node.precision_request = read_string(precision, context, "precision");
     if (node.precision_request != "fp32" && node.precision_request != "fp16" &&
         node.precision_request != "int8")
-      context.fail(precision, "unknown precision '" + node.precision_request +
-                                  "' (valid: fp32, fp16, int8)");
+      context.fail(precision,
+                   "unknown precision '" + node.precision_request + "' (valid: fp32, fp16, int8)");
   }
   // `impl`, not `kernel`: conv and pool layers already use `kernel` for the window size.
-  if (const YAML::Node impl = layer["impl"]) node.kernel_request = read_string(impl, context, "impl");
+  if (const YAML::Node impl = layer["impl"])
+    node.kernel_request = read_string(impl, context, "impl");
   const ErrorSite site = context.site(layer);
   node.line = site.line;
   node.column = site.column;

@@ -65,8 +65,8 @@ void erase_nodes(Graph& graph, Chain indices) {
 
 // A per-layer precision on any source layer applies to the fused node; two different ones
 // cannot both be honoured.
-void merge_request(const Graph& graph, Node& head, const Node& absorbed,
-                   std::string Node::*request, const char* what) {
+void merge_request(const Graph& graph, Node& head, const Node& absorbed, std::string Node::*request,
+                   const char* what) {
   const std::string& value = absorbed.*request;
   if (value.empty() || value == head.*request) return;
   if (!(head.*request).empty())

@@ -35,8 +35,8 @@ const std::vector<BackendInfo>& backend_table() {
        },
        make_cpu_backend},
 #ifdef CNNRT_WITH_CUDA
-      {Device::CUDA, cuda::cuda_device_present, cuda::cuda_device_info,
-       cuda::register_cuda_kernels, cuda::make_cuda_backend},
+      {Device::CUDA, cuda::cuda_device_present, cuda::cuda_device_info, cuda::register_cuda_kernels,
+       cuda::make_cuda_backend},
 #endif
   };
   return table;

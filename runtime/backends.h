@@ -15,10 +15,10 @@ namespace cnnrt {
 
 struct BackendInfo {
   Device device;
-  bool (*available)();                         // a usable device is present; never throws
-  DeviceInfo (*info)();                        // name, SM count, peak rates; throws if unusable
-  void (*register_kernels)(KernelRegistry&);   // adds this backend's registry entries
-  std::unique_ptr<Backend> (*make)();          // throws Error when no device is usable
+  bool (*available)();                        // a usable device is present; never throws
+  DeviceInfo (*info)();                       // name, SM count, peak rates; throws if unusable
+  void (*register_kernels)(KernelRegistry&);  // adds this backend's registry entries
+  std::unique_ptr<Backend> (*make)();         // throws Error when no device is usable
 };
 
 // Every backend compiled into this build, CPU first.

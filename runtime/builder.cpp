@@ -28,7 +28,8 @@ namespace {
 
 Device resolve_device(Device requested) {
   const BackendInfo* cuda = find_backend(Device::CUDA);
-  if (requested == Device::Auto) return cuda != nullptr && cuda->available() ? Device::CUDA : Device::CPU;
+  if (requested == Device::Auto)
+    return cuda != nullptr && cuda->available() ? Device::CUDA : Device::CPU;
   const BackendInfo* backend = find_backend(requested);
   if (backend == nullptr)
     throw Error(std::string("device ") + to_string(requested) +
@@ -111,21 +112,21 @@ const KernelEntry* choose_kernel(const Graph& graph, const Node& node, Device de
     const KernelEntry* entry = registry.find(kernel);
     if (entry == nullptr || entry->op != node.op || entry->device != device ||
         !entry->supports(node) || (precision != Precision::Auto && entry->precision != precision))
-      throw_error(site, "kernel '" + kernel + "'" +
-                            (precision != Precision::Auto
-                                 ? std::string(" at ") + to_string(precision)
-                                 : std::string()) +
-                            where + " cannot run this layer on " + to_string(device) +
-                            " (kernels for it: " + kernels_for(node, device) + ")");
+      throw_error(site,
+                  "kernel '" + kernel + "'" +
+                      (precision != Precision::Auto ? std::string(" at ") + to_string(precision)
+                                                    : std::string()) +
+                      where + " cannot run this layer on " + to_string(device) +
+                      " (kernels for it: " + kernels_for(node, device) + ")");
     return entry;
   }
   if (precision != Precision::Auto) {
     std::vector<const KernelEntry*> candidates = registry.candidates(node, device, precision);
     if (candidates.empty() || candidates.front()->baseline)
-      throw_error(site, std::string("precision ") + to_string(precision) + where +
-                            ": no " + to_string(device) + " kernel at that precision runs this " +
-                            op_name(node.op) + " layer (kernels for it: " +
-                            kernels_for(node, device) + ")");
+      throw_error(site, std::string("precision ") + to_string(precision) + where + ": no " +
+                            to_string(device) + " kernel at that precision runs this " +
+                            op_name(node.op) +
+                            " layer (kernels for it: " + kernels_for(node, device) + ")");
     return candidates.front();
   }
   // Nothing asked: the engine-wide precision, else the best kernel of another precision.
@@ -147,8 +148,8 @@ bool same_storage(const Shape& shape, const TensorType& a, const TensorType& b) 
 
 // "fp16_nhwc8": the suffix of a converted tensor's name.
 std::string type_tag(const TensorType& type) {
-  std::string tag = std::string(to_string(type.dtype)) + "_" +
-                    (type.layout == Layout::NCHW ? "nchw" : "nhwc");
+  std::string tag =
+      std::string(to_string(type.dtype)) + "_" + (type.layout == Layout::NCHW ? "nchw" : "nhwc");
   if (type.channel_align > 1) tag += std::to_string(type.channel_align);
   return tag;
 }
@@ -223,8 +224,7 @@ std::unique_ptr<EngineImpl> build_engine(Graph graph, const BuildOptions& option
     throw Error(where + "the layer choices were written for model '" + options.choices_model +
                 "', not for " + graph.source_file + " (model '" + graph.name + "')");
   }
-  const std::map<std::string, LayerChoice> choices =
-      choices_by_node(graph, options.layer_choices);
+  const std::map<std::string, LayerChoice> choices = choices_by_node(graph, options.layer_choices);
 
   engine->graph = std::move(graph);
   const Graph& g = engine->graph;
@@ -286,7 +286,8 @@ PreparedContext prepare_context(const EngineImpl& engine, int batch) {
     return (tensor_bytes(tensor.shape, tensor.type, batch) + 255) / 256 * 256;
   };
   std::vector<PlanRequest> requests;
-  requests.push_back({"input", bytes_of("input"), 0, last_use.count("input") ? last_use["input"] : 0, ""});
+  requests.push_back(
+      {"input", bytes_of("input"), 0, last_use.count("input") ? last_use["input"] : 0, ""});
   for (int i = 0; i <= last_step; ++i) {
     const Step& step = engine.steps[i];
     KernelPlan plan = step.kernel->prepare({batch, step.input_types});

@@ -1,7 +1,8 @@
 // CPU backend: typed activations (NCHW fp32 for every reference kernel; other types where a
 // test or int8 kernel asks, through conversion steps) in one host arena laid out by the memory
-// planner, the reference kernels run step by step.  It is the oracle the GPU path is checked against and
-// the fallback on machines without a GPU, so it favours being obviously right over speed.
+// planner, the reference kernels run step by step.  It is the oracle the GPU path is checked
+// against and the fallback on machines without a GPU, so it favours being obviously right over
+// speed.
 #include <algorithm>
 #include <chrono>
 #include <cstring>

@@ -130,7 +130,6 @@ class ClampKernel : public LayerKernel {
   float lo_, hi_;
 };
 
-
 class ConvKernel : public LayerKernel {
  public:
   explicit ConvKernel(const Node& node) : attrs_(node.get<ConvAttrs>()), epilogue_(node) {

@@ -29,10 +29,10 @@ struct EngineTensor {
 };
 
 struct Step {
-  std::string name;                  // the tensor it writes (a node's name for a layer step)
-  std::vector<std::string> inputs;   // tensors it reads, in the kernel's input order
-  std::vector<std::string> sources;  // YAML layers it covers (empty for a conversion)
-  const Node* node = nullptr;        // into EngineImpl::graph.nodes; nullptr for a conversion
+  std::string name;                    // the tensor it writes (a node's name for a layer step)
+  std::vector<std::string> inputs;     // tensors it reads, in the kernel's input order
+  std::vector<std::string> sources;    // YAML layers it covers (empty for a conversion)
+  const Node* node = nullptr;          // into EngineImpl::graph.nodes; nullptr for a conversion
   const KernelEntry* entry = nullptr;  // nullptr for a conversion
   std::string kernel_name;             // entry->name, or the conversion's name
   Precision precision = Precision::FP32;

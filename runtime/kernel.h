@@ -45,9 +45,9 @@ struct KernelArgs {
   std::vector<const void*> inputs;
   void* output = nullptr;
   int batch = 0;
-  void* workspace = nullptr;  // KernelPlan::workspace_bytes bytes, or nullptr when 0
-  void* stream = nullptr;     // cudaStream_t for CUDA kernels
-  int variant = 0;            // KernelPlan::variant of this context's prepare()
+  void* workspace = nullptr;    // KernelPlan::workspace_bytes bytes, or nullptr when 0
+  void* stream = nullptr;       // cudaStream_t for CUDA kernels
+  int variant = 0;              // KernelPlan::variant of this context's prepare()
   const void* state = nullptr;  // KernelPlan::state of this context's prepare()
 };
 

@@ -66,8 +66,7 @@ std::map<std::string, LayerChoice> load_plan_file(const std::string& path,
       if (key == "precision") {
         const std::string value = read_string(field.second, context, "precision");
         if (value != "fp32" && value != "fp16" && value != "int8")
-          context.fail(field.second,
-                       "unknown precision '" + value + "' (valid: fp32, fp16, int8)");
+          context.fail(field.second, "unknown precision '" + value + "' (valid: fp32, fp16, int8)");
         choice.precision = parse_precision(value);
       } else if (key == "kernel") {
         choice.kernel = read_string(field.second, context, "kernel");

@@ -1,9 +1,8 @@
 // ExecutionPlan as text and JSON (`cnnrt plan`): the steps a context runs and the tensors its
 // arena holds, the plan a user reads before running.
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "cnnrt/cnnrt.h"
@@ -40,11 +39,11 @@ std::string columns(const std::vector<std::vector<std::string>>& rows) {
 }  // namespace
 
 std::string ExecutionPlan::to_table() const {
-  std::string out = "model " + model + ", device " + device + ", batch " + std::to_string(batch) +
-                    "\n\nsteps\n";
-  std::vector<std::vector<std::string>> rows = {
-      {"#", "step", "sources", "kernel", "variant", "precision", "input types", "output type",
-       "workspace", "in place"}};
+  std::string out =
+      "model " + model + ", device " + device + ", batch " + std::to_string(batch) + "\n\nsteps\n";
+  std::vector<std::vector<std::string>> rows = {{"#", "step", "sources", "kernel", "variant",
+                                                 "precision", "input types", "output type",
+                                                 "workspace", "in place"}};
   for (size_t i = 0; i < steps.size(); ++i) {
     const PlannedStep& s = steps[i];
     rows.push_back({std::to_string(i), s.name, s.sources.empty() ? "-" : join(s.sources, "+"),

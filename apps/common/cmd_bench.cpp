@@ -69,10 +69,9 @@ int cmd_bench(const Arguments& arguments) {
                        {"weight_bytes", engine->weight_bytes()},
                        {"context_create_ms", context_ms}});
   }
-  std::cout << format_text_table(
-      {"batch", "median ms", "min ms", "p90 ms", "images/s", "arena MiB", "weights MiB",
-       "context ms"},
-      rows);
+  std::cout << format_text_table({"batch", "median ms", "min ms", "p90 ms", "images/s", "arena MiB",
+                                  "weights MiB", "context ms"},
+                                 rows);
   if (!json_path.empty()) {
     const nlohmann::json report = {{"model", engine->model().name},
                                    {"device", to_string(device.device)},

@@ -15,11 +15,11 @@
 #include <iostream>
 #include <limits>
 
-#include "graph/atomic_write.h"
 #include "apps/common/cmd_util.h"
 #include "apps/common/model_setup.h"
 #include "apps/common/npy.h"
 #include "cnnrt/image.h"
+#include "graph/atomic_write.h"
 #include "runtime/calibration.h"
 
 namespace cnnrt::apps {

@@ -232,14 +232,14 @@ void CudaContext::synchronize() { CNNRT_CUDA_CHECK(cudaStreamSynchronize(stream_
 
 void CudaContext::enqueue_run(const float* input, float* output, bool device_buffers,
                               cudaStream_t stream) {
-  CNNRT_CUDA_CHECK(cudaMemcpyAsync(
-      input_, input, static_cast<size_t>(input_elements_) * sizeof(float),
-      device_buffers ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice, stream));
+  CNNRT_CUDA_CHECK(
+      cudaMemcpyAsync(input_, input, static_cast<size_t>(input_elements_) * sizeof(float),
+                      device_buffers ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice, stream));
   // The graph was captured on the context's stream; an executable graph launches on any.
   CNNRT_CUDA_CHECK(cudaGraphLaunch(graph_exec_.get(), stream));
-  CNNRT_CUDA_CHECK(cudaMemcpyAsync(
-      output, output_, static_cast<size_t>(output_elements_) * sizeof(float),
-      device_buffers ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost, stream));
+  CNNRT_CUDA_CHECK(
+      cudaMemcpyAsync(output, output_, static_cast<size_t>(output_elements_) * sizeof(float),
+                      device_buffers ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost, stream));
 }
 
 void CudaContext::run(const float* input, float* output) {
@@ -310,8 +310,8 @@ double CudaContext::time_candidate(const KernelEntry& entry, size_t i, int itera
     info.input_types.push_back(wanted);
     if (wanted == source.type) continue;
     // Converted once, before the timing starts.
-    std::unique_ptr<LayerKernel> conversion = e.backend->make_conversion(source.shape, source.type,
-                                                                         wanted);
+    std::unique_ptr<LayerKernel> conversion =
+        e.backend->make_conversion(source.shape, source.type, wanted);
     buffers.push_back(device_alloc(tensor_bytes(source.shape, wanted, batch_) + 256,
                                    "a converted input for comparing kernels"));
     KernelArgs convert{{args.inputs[k]}, buffers.back().get(), batch_, nullptr, stream, 0};
@@ -320,12 +320,12 @@ double CudaContext::time_candidate(const KernelEntry& entry, size_t i, int itera
   }
   const KernelPlan plan = kernel->prepare(info);
   *variant = plan.variant_name;
-  buffers.push_back(device_alloc(plan.workspace_bytes,
-                                 "the workspace of " + entry.name + " on " + step.name));
+  buffers.push_back(
+      device_alloc(plan.workspace_bytes, "the workspace of " + entry.name + " on " + step.name));
   args.workspace = buffers.back().get();
-  buffers.push_back(device_alloc(
-      tensor_bytes(e.tensors.at(step.name).shape, kernel->output_type(), batch_) + 256,
-      "the output of " + entry.name + " on " + step.name));
+  buffers.push_back(
+      device_alloc(tensor_bytes(e.tensors.at(step.name).shape, kernel->output_type(), batch_) + 256,
+                   "the output of " + entry.name + " on " + step.name));
   args.output = buffers.back().get();
   args.variant = plan.variant;
   args.state = plan.state.get();

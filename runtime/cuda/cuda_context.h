@@ -92,8 +92,8 @@ class CudaContext final : public ContextImpl {
   GraphHandle graph_;
   GraphExecHandle graph_exec_;
 
-  float* input_ = nullptr;         // fp32 NCHW graph input: what run() copies in
-  const float* output_ = nullptr;  // fp32 returned tensor: what run() copies out
+  float* input_ = nullptr;             // fp32 NCHW graph input: what run() copies in
+  const float* output_ = nullptr;      // fp32 returned tensor: what run() copies out
   std::vector<KernelArgs> step_args_;  // one per engine step, pointers into the arena
   uint32_t random_seed_ = 0x5eed1234u;
 };

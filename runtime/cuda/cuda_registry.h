@@ -31,14 +31,13 @@ class Fp16Kernel : public LayerKernel {
   TensorType output_type() const override { return fp16_nhwc8(); }
 };
 
-
 // The conv family: igemm, s2d and the wgmma entries (conv_entries.cpp, conv_wgmma_entries.cpp),
 // and its comparison-only baselines (cuDNN, im2col + cuBLAS), registered after every other
 // family so that `cnnrt profile --compare` lists them last.
 void register_conv_kernels(KernelRegistry& registry);
 void register_wgmma_conv_kernels(KernelRegistry& registry);  // called by register_conv_kernels
 void register_conv_baseline_kernels(KernelRegistry& registry);
-void register_linear_kernels(KernelRegistry& registry);  // cuBLASLt epilogue, GEMV
+void register_linear_kernels(KernelRegistry& registry);      // cuBLASLt epilogue, GEMV
 void register_fp16_layer_kernels(KernelRegistry& registry);  // pools, relu, add, concat, ...
 void register_fp32_kernels(KernelRegistry& registry);        // fp32 reference, every op
 

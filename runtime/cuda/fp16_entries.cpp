@@ -3,10 +3,10 @@
 //
 // One table of small factories instead of a class per op: each factory reads the node once
 // (shapes, attributes, weights such as batchnorm's folded affine) and returns a LaunchKernel
-// (launch_kernel.h) whose closure only launches.  Every closure honours the backend layout (cuda_registry.h).  relu, dropout and the
-// flatten that is a view declare themselves in place (the planner may give them output ==
-// inputs[0]); the flatten that drops channel padding cannot compact in place in parallel, so it
-// does not.
+// (launch_kernel.h) whose closure only launches.  Every closure honours the backend layout
+// (cuda_registry.h).  relu, dropout and the flatten that is a view declare themselves in place (the
+// planner may give them output == inputs[0]); the flatten that drops channel padding cannot compact
+// in place in parallel, so it does not.
 #include <cmath>
 #include <functional>
 #include <memory>

@@ -29,7 +29,6 @@
 namespace cnnrt::cuda {
 namespace {
 
-
 const float* in(const KernelArgs& args, size_t index = 0) {
   return static_cast<const float*>(args.inputs.at(index));
 }

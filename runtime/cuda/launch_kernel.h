@@ -20,8 +20,7 @@ using Launch = std::function<void(const KernelArgs&, cudaStream_t)>;
 
 class LaunchKernel final : public LayerKernel {
  public:
-  LaunchKernel(TensorType type, Launch launch, bool in_place,
-               std::vector<DeviceArray> buffers = {},
+  LaunchKernel(TensorType type, Launch launch, bool in_place, std::vector<DeviceArray> buffers = {},
                std::function<size_t(int)> workspace = nullptr)
       : type_(type),
         launch_(std::move(launch)),

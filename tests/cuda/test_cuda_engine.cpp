@@ -397,8 +397,7 @@ TEST_P(CudaContextTest, RunAsyncOnAUserStreamMatchesRun) {
   float *input = nullptr, *output = nullptr;
   ASSERT_EQ(cudaMalloc(&input, context_->input_count() * sizeof(float)), cudaSuccess);
   ASSERT_EQ(cudaMalloc(&output, context_->output_count() * sizeof(float)), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(input, input_.data(), input_.size() * sizeof(float),
-                       cudaMemcpyHostToDevice),
+  ASSERT_EQ(cudaMemcpy(input, input_.data(), input_.size() * sizeof(float), cudaMemcpyHostToDevice),
             cudaSuccess);
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);

@@ -361,8 +361,8 @@ std::vector<OpCase> clamp_cases(OpKind op) {
   clip.min = -0.5f;
   clip.max = 2.0f;
   const Attrs attrs = op == OpKind::Clip ? Attrs{clip} : Attrs{EmptyAttrs{}};
-  return shape_cases(op, {{{7, 5, 3}, 3}, {{37}, 1}, {{130, 7, 11}, 1}, {{4096}, 33}}, attrs,
-                     -9.0f, 9.0f);
+  return shape_cases(op, {{{7, 5, 3}, 3}, {{37}, 1}, {{130, 7, 11}, 1}, {{4096}, 33}}, attrs, -9.0f,
+                     9.0f);
 }
 
 std::vector<OpCase> dropout_cases() {

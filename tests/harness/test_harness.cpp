@@ -203,9 +203,9 @@ INSTANTIATE_TEST_SUITE_P(concat, KernelHarness, ::testing::ValuesIn(params_for(O
 TEST(HarnessCoverage, EveryRegisteredOpHasACaseTableInstantiatedHere) {
   const std::vector<OpKind>& ops = tested_ops();
   std::set<std::string> instantiated;
-  for (const auto& name : {"conv", "linear", "maxpool", "avgpool", "adaptive_avgpool", "relu",
-                           "dropout", "flatten", "softmax", "batchnorm", "lrn", "add", "concat",
-                           "relu6", "clip"})
+  for (const auto& name :
+       {"conv", "linear", "maxpool", "avgpool", "adaptive_avgpool", "relu", "dropout", "flatten",
+        "softmax", "batchnorm", "lrn", "add", "concat", "relu6", "clip"})
     instantiated.insert(name);
   for (const KernelEntry& entry : KernelRegistry::instance().entries()) {
     EXPECT_NE(std::find(ops.begin(), ops.end(), entry.op), ops.end())

@@ -104,7 +104,7 @@ TEST(EngineApi, PlanNamesEveryStepAndTensorWithTypes) {
   EXPECT_EQ(plan.steps[0].sources, (std::vector<std::string>{"c1", "r1", "p1"}));
   EXPECT_EQ(plan.steps[0].output_type, "fp32 NCHW");
   EXPECT_GT(plan.steps[0].workspace_bytes, 0u);  // the pre-pool tensor
-  EXPECT_TRUE(plan.steps[1].in_place);            // the flatten is a view
+  EXPECT_TRUE(plan.steps[1].in_place);           // the flatten is a view
   EXPECT_GE(plan.arena_bytes, plan.lower_bound_bytes);
   for (const auto& tensor : plan.tensors)
     EXPECT_LE(tensor.offset + tensor.bytes, plan.arena_bytes) << tensor.name;
