@@ -380,14 +380,8 @@ std::function<std::unique_ptr<LayerKernel>(const KernelBuildContext&)> factory()
 void add_entry(KernelRegistry& registry, const char* name, OpKind op,
                std::function<bool(const Node&)> supports,
                std::function<std::unique_ptr<LayerKernel>(const KernelBuildContext&)> create) {
-  KernelEntry entry;
-  entry.name = name;
-  entry.op = op;
-  entry.device = Device::CPU;
-  entry.precision = Precision::FP32;
-  entry.supports = std::move(supports);
-  entry.create = std::move(create);
-  registry.add(std::move(entry));
+  add_entries(registry, Device::CPU, Precision::FP32, 0,
+              {{name, op, std::move(supports), std::move(create)}});
 }
 
 }  // namespace

@@ -92,6 +92,19 @@ struct KernelEntry {
   std::function<std::unique_ptr<LayerKernel>(const KernelBuildContext&)> create;
 };
 
+// One row of a kernel family's table: the family adds its rows with one device, precision and
+// priority (add_entries), so no family repeats the KernelEntry bookkeeping.
+struct EntryRow {
+  std::string name;
+  OpKind op;
+  std::function<bool(const Node&)> supports;
+  std::function<std::unique_ptr<LayerKernel>(const KernelBuildContext&)> create;
+};
+
+class KernelRegistry;
+void add_entries(KernelRegistry& registry, Device device, Precision precision, int priority,
+                 const std::vector<EntryRow>& rows);
+
 class KernelRegistry {
  public:
   static KernelRegistry& instance();  // populated with every compiled-in kernel on first use

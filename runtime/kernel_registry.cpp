@@ -37,6 +37,21 @@ std::vector<const KernelEntry*> KernelRegistry::candidates(const Node& node, Dev
   return out;
 }
 
+void add_entries(KernelRegistry& registry, Device device, Precision precision, int priority,
+                 const std::vector<EntryRow>& rows) {
+  for (const EntryRow& row : rows) {
+    KernelEntry entry;
+    entry.name = row.name;
+    entry.op = row.op;
+    entry.device = device;
+    entry.precision = precision;
+    entry.priority = priority;
+    entry.supports = row.supports;
+    entry.create = row.create;
+    registry.add(std::move(entry));
+  }
+}
+
 const KernelEntry* KernelRegistry::find(const std::string& name) const {
   for (const KernelEntry& entry : entries_)
     if (entry.name == name) return &entry;

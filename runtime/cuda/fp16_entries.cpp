@@ -190,18 +190,11 @@ bool concat_supported(const Node& node) {
   return true;
 }
 
-struct MiscEntry {
-  const char* name;
-  OpKind op;
-  std::function<bool(const Node&)> supports;
-  std::function<std::unique_ptr<LayerKernel>(const KernelBuildContext&)> create;
-};
-
 }  // namespace
 
 void register_fp16_layer_kernels(KernelRegistry& registry) {
   const auto one_input = [](const Node& node) { return plain_node(node, 1); };
-  const MiscEntry table[] = {
+  const std::vector<EntryRow> table = {
       {"maxpool_fp16", OpKind::MaxPool, feature_map_node, create_pool},
       {"avgpool_fp16", OpKind::AvgPool, feature_map_node, create_pool},
       {"adaptive_avgpool_fp16", OpKind::AdaptiveAvgPool, feature_map_node, create_pool},
@@ -216,17 +209,7 @@ void register_fp16_layer_kernels(KernelRegistry& registry) {
       {"softmax_fp16", OpKind::Softmax, one_input, create_softmax},
       {"lrn_fp16", OpKind::LRN, one_input, create_lrn},
   };
-  for (const MiscEntry& row : table) {
-    KernelEntry entry;
-    entry.name = row.name;
-    entry.op = row.op;
-    entry.device = Device::CUDA;
-    entry.precision = Precision::FP16;
-    entry.priority = 10;
-    entry.supports = row.supports;
-    entry.create = row.create;
-    registry.add(std::move(entry));
-  }
+  add_entries(registry, Device::CUDA, Precision::FP16, 10, table);
 }
 
 }  // namespace cnnrt::cuda

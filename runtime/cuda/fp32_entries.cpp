@@ -324,20 +324,13 @@ std::unique_ptr<LayerKernel> create_lrn(const KernelBuildContext& context) {
               /*in_place=*/false);
 }
 
-struct Fp32Entry {
-  const char* name;
-  OpKind op;
-  std::function<bool(const Node&)> supports;
-  std::function<std::unique_ptr<LayerKernel>(const KernelBuildContext&)> create;
-};
-
 }  // namespace
 
 void register_fp32_kernels(KernelRegistry& registry) {
   auto one = [](bool activation_ok) {
     return [activation_ok](const Node& node) { return plain(node, 1, activation_ok); };
   };
-  const Fp32Entry table[] = {
+  const std::vector<EntryRow> table = {
       {"conv_fp32", OpKind::Conv, conv_supported, create_conv},
       {"linear_fp32", OpKind::Linear, linear_shape_supported, create_linear},
       {"relu_fp32", OpKind::Relu, one(false), create_relu},
@@ -354,17 +347,7 @@ void register_fp32_kernels(KernelRegistry& registry) {
       {"flatten_fp32", OpKind::Flatten, flatten_supported, create_flatten},
       {"dropout_fp32", OpKind::Dropout, one(false), create_identity},
   };
-  for (const Fp32Entry& row : table) {
-    KernelEntry entry;
-    entry.name = row.name;
-    entry.op = row.op;
-    entry.device = Device::CUDA;
-    entry.precision = Precision::FP32;
-    entry.priority = 1;
-    entry.supports = row.supports;
-    entry.create = row.create;
-    registry.add(std::move(entry));
-  }
+  add_entries(registry, Device::CUDA, Precision::FP32, 1, table);
 }
 
 }  // namespace cnnrt::cuda
