@@ -22,6 +22,7 @@ std::string with_thousands(int64_t value) {
 
 std::string op_label(const Node& node) {
   std::string label = op_name(node.op);
+  if (node.fused_residual) label += "+add";
   if (node.activation != Activation::None)
     label += std::string("+") + activation_name(node.activation);
   if (node.fused_maxpool) label += "+maxpool";

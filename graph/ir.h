@@ -146,6 +146,9 @@ struct Node {
   Activation activation = Activation::None;
   float clip_min = 0, clip_max = 0;        // Activation::Clip only
   std::optional<PoolAttrs> fused_maxpool;  // conv only: max-pool applied after the activation
+  // conv only (fuse_conv_residual): inputs[1] is a tensor of the output's shape added after the
+  // bias and before the activation: y = clamp(conv(x) + b + inputs[1]).  Never with a pool.
+  bool fused_residual = false;
   Shape pre_pool_shape;                    // conv output before fused_maxpool (per sample)
   std::vector<std::string> source_layers;  // YAML layers this node covers, itself first
 

@@ -7,8 +7,8 @@
 // adds are not counted, as in the usual published figures); elementwise ops (relu, relu6, clip,
 // add, batchnorm, softmax) count 1 per output element; pools count 1 per window element per output
 // element (padding included); LRN counts `size` per output element; flatten, dropout and concat
-// are free.  A fused node adds its epilogue: 1 per pre-pool element for the activation, the
-// pool's window count for a fused max-pool.
+// are free.  A fused node adds its epilogue: 1 per pre-pool element for the activation, 1 per
+// output element for a fused residual add, the pool's window count for a fused max-pool.
 #include "graph/ops.h"
 
 #include <algorithm>
@@ -255,6 +255,11 @@ void infer_conv(Node& node, const std::string& file) {
   node.output_shape = node.fused_maxpool
                           ? pooled_shape(node, file, node.pre_pool_shape, *node.fused_maxpool)
                           : node.pre_pool_shape;
+  if (node.fused_residual && (node.fused_maxpool || node.input_shapes.size() != 2 ||
+                              node.input_shapes[1] != node.output_shape))
+    shape_error(node, file,
+                "internal: a fused residual must have the conv's output shape " +
+                    shape_to_string(node.output_shape) + " and no fused pool");
 }
 
 void infer_pool(Node& node, const std::string& file) {
@@ -315,6 +320,7 @@ double conv_flops(const Node& node) {
       static_cast<double>(first_input(node)[0] / a.groups) * a.kernel_h * a.kernel_w;
   double flops = 2.0 * elements(conv_out) * macs_per_output;
   if (node.activation != Activation::None) flops += elements(conv_out);
+  if (node.fused_residual) flops += elements(conv_out);
   if (node.fused_maxpool)
     flops +=
         elements(node.output_shape) * node.fused_maxpool->kernel_h * node.fused_maxpool->kernel_w;
@@ -458,7 +464,10 @@ Attrs parse_op_attrs(const OpInfo& info, const YAML::Node& layer, const YamlCont
 
 void infer_node_shape(Node& node, const std::string& source_file) {
   const OpInfo& info = op_info(node.op);
-  const int count = static_cast<int>(node.inputs.size());
+  // A conv with a fused residual (graph/passes.h) reads one tensor more than its YAML form.
+  const int count = static_cast<int>(node.inputs.size()) - (node.fused_residual ? 1 : 0);
+  if (node.fused_residual && node.op != OpKind::Conv)
+    shape_error(node, source_file, "internal: a fused residual on a non-conv node");
   if (count < info.min_inputs || (info.max_inputs >= 0 && count > info.max_inputs))
     shape_error(node, source_file,
                 std::string(info.name) + " takes " + std::to_string(info.min_inputs) +

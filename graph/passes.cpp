@@ -258,6 +258,90 @@ std::vector<Pattern> activation_patterns(OpKind head, bool with_maxpool) {
   return patterns;
 }
 
+// --- fuse_conv_residual -------------------------------------------------------------------
+//
+// conv → add(conv, r) (→ relu | relu6 | clip)  ⇒  one conv node reading [x, r] with
+// fused_residual: y = clamp(conv(x) + b + r), the ResNet / MobileNet / EfficientNet block end.
+// The add reads two tensors, so match_chain (one input per later node) cannot find it; this rule
+// checks the matcher's shared preconditions itself, plus its own:
+//   * the conv has no epilogue yet (activation, pool, residual): clamp(conv) + r is not
+//     clamp(conv + r), and a pooled conv's output is not the add's operand;
+//   * the conv names no kernel of its own (`impl:`): that kernel may not take a residual;
+//   * the conv's output has exactly one consumer, the add, and is not the graph output;
+//   * r is not the conv's own output (add(c, c)) and is produced before the conv in node order
+//     (or is the graph input), so the fused node, which stays where the conv was, can read it;
+//   * the add (and the activation) name no kernel; the add has no epilogue of its own;
+//   * an activation is absorbed only when it is the add output's one consumer, reads only it,
+//     and the add's output is not the graph output;
+//   * no node of the chain asks for int8 (`precision: int8`): the int8 kernels have no residual
+//     epilogue (docs/QUANTIZATION.md), so such an add stays an int8 add.
+// When both add inputs qualify (a ResNet downsample block: main path and shortcut are both
+// convs), the later conv absorbs the add and reads the earlier one's output as r.
+
+struct ResidualMatch {
+  Chain chain;  // conv, add (, activation)
+  std::string residual;
+};
+
+bool is_activation(OpKind op) {
+  return op == OpKind::Relu || op == OpKind::Relu6 || op == OpKind::Clip;
+}
+
+// Position of the node producing `tensor` in node order; -1 for the graph input.
+long producer_position(const Graph& graph, const std::string& tensor) {
+  return tensor == "input" ? -1 : static_cast<long>(index_of(graph, tensor));
+}
+
+// The activation that reads only the add's output, when it may be absorbed.
+std::optional<size_t> absorbable_activation(const Graph& graph, const Node& add) {
+  if (add.name == graph.output) return std::nullopt;
+  const std::vector<std::string> readers = graph.consumers(add.name);
+  if (readers.size() != 1) return std::nullopt;
+  const size_t index = index_of(graph, readers[0]);
+  const Node& node = graph.nodes[index];
+  if (!is_activation(node.op) || node.inputs.size() != 1 || !node.kernel_request.empty())
+    return std::nullopt;
+  return index;
+}
+
+bool asks_int8(const Node& node) { return node.precision_request == "int8"; }
+
+std::optional<ResidualMatch> match_residual(const Graph& graph, size_t add_index) {
+  const Node& add = graph.nodes[add_index];
+  if (add.op != OpKind::Add || add.inputs.size() != 2 || add.inputs[0] == add.inputs[1] ||
+      add.activation != Activation::None || !add.kernel_request.empty() || asks_int8(add))
+    return std::nullopt;
+  const long position[2] = {producer_position(graph, add.inputs[0]),
+                            producer_position(graph, add.inputs[1])};
+  const int first = position[0] >= position[1] ? 0 : 1;  // the later producer first
+  for (int pick : {first, 1 - first}) {
+    if (position[pick] < 0 || position[1 - pick] >= position[pick]) continue;
+    const size_t conv_index = static_cast<size_t>(position[pick]);
+    const Node& conv = graph.nodes[conv_index];
+    if (conv.op != OpKind::Conv || conv.activation != Activation::None || conv.fused_maxpool ||
+        conv.fused_residual || !conv.kernel_request.empty() || asks_int8(conv) ||
+        conv.name == graph.output || graph.consumers(conv.name).size() != 1)
+      continue;
+    ResidualMatch match{{conv_index, add_index}, add.inputs[1 - pick]};
+    if (std::optional<size_t> activation = absorbable_activation(graph, add))
+      if (!asks_int8(graph.nodes[*activation])) match.chain.push_back(*activation);
+    return match;
+  }
+  return std::nullopt;
+}
+
+void rewrite_conv_residual(Graph& graph, const ResidualMatch& match, PassStats& stats) {
+  Node& conv = graph.nodes[match.chain[0]];
+  const Node& add = graph.nodes[match.chain[1]];
+  const size_t residual_slot = add.inputs[0] == match.residual ? 0 : 1;
+  conv.inputs.push_back(match.residual);
+  if (add.input_shapes.size() == 2) conv.input_shapes.push_back(add.input_shapes[residual_slot]);
+  conv.fused_residual = true;
+  if (match.chain.size() == 3) absorb_activation(conv, graph.nodes[match.chain[2]]);
+  absorb_chain(graph, match.chain);
+  ++stats.conv_residuals_fused;
+}
+
 PassStats& operator+=(PassStats& total, const PassStats& more) {
   total.dropouts_removed += more.dropouts_removed;
   total.identities_removed += more.identities_removed;
@@ -265,6 +349,7 @@ PassStats& operator+=(PassStats& total, const PassStats& more) {
   total.conv_activations_fused += more.conv_activations_fused;
   total.conv_pools_fused += more.conv_pools_fused;
   total.linear_activations_fused += more.linear_activations_fused;
+  total.conv_residuals_fused += more.conv_residuals_fused;
   return total;
 }
 
@@ -290,17 +375,33 @@ PassStats fuse_conv_activation(Graph& graph) {
                                 rewrite_conv_activation});
 }
 
+PassStats fuse_conv_residual(Graph& graph) {
+  PassStats stats;
+  // As apply_rule: a rewrite invalidates indices, so scan again from the top after each.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t i = 0; i < graph.nodes.size() && !changed; ++i) {
+      if (std::optional<ResidualMatch> match = match_residual(graph, i)) {
+        rewrite_conv_residual(graph, *match, stats);
+        changed = true;
+      }
+    }
+  }
+  return stats;
+}
+
 PassStats fuse_linear_activation(Graph& graph) {
   return apply_rule(graph, Rule{activation_patterns(OpKind::Linear, false), head_has_no_epilogue,
                                 rewrite_linear_activation});
 }
 
-PassStats run_default_passes(Graph& graph) {
+PassStats run_default_passes(Graph& graph, const PassOptions& options) {
   PassStats stats;
   stats += drop_dropout(graph);
   stats += drop_identity_ops(graph);
   stats += fold_batchnorm(graph);
   stats += fuse_conv_activation(graph);
+  if (options.fuse_residual) stats += fuse_conv_residual(graph);
   stats += fuse_linear_activation(graph);
   infer_shapes(graph);  // validates the rewritten graph, folded weights included
   return stats;

@@ -201,6 +201,18 @@ class StepBinder {
   EngineImpl& engine_;
 };
 
+// The int8 kernels have no residual epilogue: a build where int8 layers are possible keeps its
+// adds (a conv fused with its add would have no int8 kernel, and the calibration's tensors are
+// those of the unfused graph).
+PassOptions pass_options(const BuildOptions& options) {
+  PassOptions passes;
+  bool int8 = options.precision == Precision::INT8 || options.calibration != nullptr;
+  for (const auto& [layer, choice] : options.layer_choices)
+    int8 = int8 || choice.precision == Precision::INT8;
+  passes.fuse_residual = options.fuse_residual && !int8;
+  return passes;
+}
+
 }  // namespace
 
 std::unique_ptr<EngineImpl> build_engine(Graph graph, const BuildOptions& options) {
@@ -211,7 +223,7 @@ std::unique_ptr<EngineImpl> build_engine(Graph graph, const BuildOptions& option
 
   check_weights_bound(graph);
   if (options.fuse)
-    run_default_passes(graph);  // ends with infer_shapes
+    run_default_passes(graph, pass_options(options));  // ends with infer_shapes
   else
     infer_shapes(graph);
   if (!options.choices_model.empty() && options.choices_model != graph.name) {

@@ -5,8 +5,8 @@
 // with end to end), so each wrapper only unpacks the node: per-sample shapes from
 // node.input_shapes / output_shape, the batch from KernelArgs.  Weights are copied into the
 // kernel at creation (prepack = copy), so the kernel never points into the graph.
-// A fused conv runs its epilogue in the order the fusion pass promises: conv + bias → activation
-// → max-pool; with a fused pool the pre-pool tensor lives in the kernel's workspace.  Every
+// A fused conv runs its epilogue in the order the fusion passes promise: conv + bias (+ the fused
+// residual, inputs[1]) → activation → max-pool; with a fused pool the pre-pool tensor lives in the kernel's workspace.  Every
 // activation (relu, relu6, clip) is a clamp, so conv and linear apply activation_bounds(node)
 // with one ref::clamp and need no per-activation code.
 // Flatten, dropout, relu, relu6 and clip work both in place (output == input) and out of place.
@@ -146,7 +146,11 @@ class ConvKernel : public LayerKernel {
                          true);
     bias_ = copy_param(node, "bias", attrs_.out_channels, false);
     pool_ = node.fused_maxpool;
+    residual_ = node.fused_residual;
     conv_shape_ = pool_ ? node.pre_pool_shape : node.output_shape;
+    if (residual_ && (pool_ || input_shape(node, 1) != conv_shape_))
+      node_error(node, "cpu conv: the fused residual " + shape_to_string(input_shape(node, 1)) +
+                           " must have the conv's output shape, without a pool");
     if (conv_shape_.size() != 3 || conv_shape_[0] != attrs_.out_channels)
       node_error(node, "cpu conv: conv output shape " + shape_to_string(conv_shape_) +
                            " does not match out_channels");
@@ -162,7 +166,9 @@ class ConvKernel : public LayerKernel {
     }
     ref::conv2d(x, args.batch, c_, h_, w_, weight_.data(), bias_.empty() ? nullptr : bias_.data(),
                 attrs_, conv_out);
-    epilogue_.apply(conv_out, shape_elements(conv_shape_) * args.batch);
+    const int64_t count = shape_elements(conv_shape_) * args.batch;
+    if (residual_) ref::add(conv_out, in_ptr(args, 1), count, conv_out);
+    epilogue_.apply(conv_out, count);
     if (pool_)
       ref::maxpool2d(conv_out, args.batch, static_cast<int>(conv_shape_[0]),
                      static_cast<int>(conv_shape_[1]), static_cast<int>(conv_shape_[2]), *pool_, y);
@@ -182,6 +188,7 @@ class ConvKernel : public LayerKernel {
   std::vector<float> weight_, bias_;
   Epilogue epilogue_;
   std::optional<PoolAttrs> pool_;
+  bool residual_ = false;
   Shape conv_shape_;
 };
 
@@ -379,15 +386,17 @@ std::function<std::unique_ptr<LayerKernel>(const KernelBuildContext&)> factory()
 
 void add_entry(KernelRegistry& registry, const char* name, OpKind op,
                std::function<bool(const Node&)> supports,
-               std::function<std::unique_ptr<LayerKernel>(const KernelBuildContext&)> create) {
+               std::function<std::unique_ptr<LayerKernel>(const KernelBuildContext&)> create,
+               bool residual = false) {
   add_entries(registry, Device::CPU, Precision::FP32, 0,
-              {{name, op, std::move(supports), std::move(create)}});
+              {{name, op, std::move(supports), std::move(create), residual}});
 }
 
 }  // namespace
 
 void register_cpu_kernels(KernelRegistry& registry) {
-  add_entry(registry, "cpu_ref_conv", OpKind::Conv, chw_shape, factory<ConvKernel>());
+  add_entry(registry, "cpu_ref_conv", OpKind::Conv, chw_shape, factory<ConvKernel>(),
+            /*residual=*/true);
   add_entry(registry, "cpu_ref_relu", OpKind::Relu, has_input, factory<ReluKernel>());
   add_entry(registry, "cpu_ref_relu6", OpKind::Relu6, has_input, [](const KernelBuildContext& c) {
     return std::make_unique<ClampKernel>(c.node, 0, 6);

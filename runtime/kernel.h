@@ -90,6 +90,10 @@ struct KernelEntry {
   int priority = 0;       // default heuristic: highest supported non-baseline wins
   std::function<bool(const Node&)> supports;
   std::function<std::unique_ptr<LayerKernel>(const KernelBuildContext&)> create;
+  // The kernel reads a conv's fused residual (Node::fused_residual, inputs[1]).  Entries that
+  // leave it false never see such a node: KernelRegistry::add makes their supports() refuse it,
+  // so no family can silently drop the add.
+  bool residual = false;
 };
 
 // One row of a kernel family's table: the family adds its rows with one device, precision and
@@ -99,6 +103,7 @@ struct EntryRow {
   OpKind op;
   std::function<bool(const Node&)> supports;
   std::function<std::unique_ptr<LayerKernel>(const KernelBuildContext&)> create;
+  bool residual = false;  // as KernelEntry::residual
 };
 
 class KernelRegistry;

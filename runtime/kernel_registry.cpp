@@ -18,6 +18,11 @@ KernelRegistry& KernelRegistry::instance() {
 
 void KernelRegistry::add(KernelEntry entry) {
   if (find(entry.name) != nullptr) throw Error("kernel registered twice: " + entry.name);
+  if (!entry.residual && entry.supports) {
+    entry.supports = [inner = std::move(entry.supports)](const Node& node) {
+      return !node.fused_residual && inner(node);
+    };
+  }
   entries_.push_back(std::move(entry));
 }
 
@@ -48,6 +53,7 @@ void add_entries(KernelRegistry& registry, Device device, Precision precision, i
     entry.priority = priority;
     entry.supports = row.supports;
     entry.create = row.create;
+    entry.residual = row.residual;
     registry.add(std::move(entry));
   }
 }

@@ -67,6 +67,10 @@ struct BuildOptions {
   // on the CPU, fp16 on CUDA.  A layer with no kernel at it takes the best other precision.
   Precision precision = Precision::Auto;
   bool fuse = true;  // run the graph passes (fusion, BN folding)
+  // Fuse a conv with the residual add after it (graph/passes.h).  The builder turns it off by
+  // itself when int8 layers are possible (int8 precision, an int8 layer choice, a calibration):
+  // the int8 kernels have no residual epilogue, and calibration must see the int8 engine's adds.
+  bool fuse_residual = true;
   // Layer name (a YAML layer, fused or not) -> choice; overrides the model's own keys.
   std::map<std::string, LayerChoice> layer_choices;
   // The model the layer choices were written for (a plan file's `model:`); when set, building

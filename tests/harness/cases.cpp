@@ -133,6 +133,11 @@ class ConvSpec {
     pool_ = p;
     return *this;
   }
+  // A fused residual (graph/passes.h fuse_conv_residual): a second input of the output's shape.
+  ConvSpec& residual() {
+    residual_ = true;
+    return *this;
+  }
   ConvSpec& tag(const char* tag) {
     tag_ = tag;
     return *this;
@@ -142,6 +147,14 @@ class ConvSpec {
     Node node = node_of(OpKind::Conv, {{c_, h_, w_}}, a_);
     act_.apply(node);
     node.fused_maxpool = pool_;
+    if (residual_) {
+      // The output shape is the graph's rule's; infer it once without the residual to size it.
+      Node probe = node;
+      infer_node_shape(probe, "harness");
+      node.inputs.push_back("residual");
+      node.input_shapes.push_back(probe.output_shape);
+      node.fused_residual = true;
+    }
     node.params.push_back(Param{"weight", "test.weight", {}});
     if (bias_) node.params.push_back(Param{"bias", "test.bias", {}});
     std::string name = tag_.empty() ? "" : tag_ + "_";
@@ -156,6 +169,7 @@ class ConvSpec {
     if (a_.dilation_h != 1) name += "_d" + std::to_string(a_.dilation_h);
     if (a_.groups != 1) name += "_g" + std::to_string(a_.groups);
     if (!bias_) name += "_nobias";
+    if (residual_) name += "_res";
     name += act_.suffix();
     if (pool_)
       name += "_pool" + std::to_string(pool_->kernel_h) + "s" + std::to_string(pool_->stride_h) +
@@ -169,6 +183,7 @@ class ConvSpec {
   bool bias_ = true;
   Act act_;
   std::optional<PoolAttrs> pool_;
+  bool residual_ = false;
   std::string tag_;
 };
 
@@ -198,6 +213,19 @@ std::vector<OpCase> conv_cases() {
   // fallback (conv_fp16_wgmma_ws takes no fused pool, hence the second row).
   add(ConvSpec(64, 27, 27, 64, 3).pad(1).act(kRelu).pool(3, 2).tag("fill"), {33});
   add(ConvSpec(64, 27, 27, 64, 3).pad(1).act(kRelu).tag("fill"), {33});
+  // Fused residual (fuse_conv_residual): a block's last conv + add (+ activation); odd channels
+  // (padding lanes of the residual), the 1x1 project conv of an MBConv block, a grid that fills
+  // the GPU, depthwise rows for the depthwise kernel.
+  add(ConvSpec(13, 11, 7, 21, 3).pad(1).residual().act(kRelu), {1, 3});
+  add(ConvSpec(24, 9, 11, 40, 1).residual(), {3});
+  add(ConvSpec(64, 27, 27, 64, 3).pad(1).residual().act(kRelu).tag("fill"), {33});
+  add(ConvSpec(24, 15, 13, 24, 3).pad(1).groups(24).residual().act(kRelu6), {3});
+  // Depthwise as EfficientNet has them (TF-SAME: stride 2 pads bottom/right one more), 5x5,
+  // odd channels, dilation.
+  add(ConvSpec(13, 9, 10, 13, 5).stride(2).pad(1, 2).pad_extra(1, 0).groups(13).act(kRelu6), {3});
+  add(ConvSpec(144, 28, 28, 144, 3).stride(2).pad_extra(1, 1).groups(144).act(kRelu6), {3});
+  add(ConvSpec(240, 14, 14, 240, 5).pad(2).groups(240).act(kRelu6), {2});
+  add(ConvSpec(16, 13, 13, 16, 3).dilation(2).pad(2).groups(16).no_bias(), {1});
   // AlexNet (torchvision), fused as the passes fuse it.
   add(ConvSpec(3, 224, 224, 64, 11).stride(4).pad(2).act(kRelu).pool(3, 2).tag("alexnet1"), {1});
   add(ConvSpec(64, 27, 27, 192, 5).pad(2).act(kRelu).pool(3, 2).tag("alexnet2"), {1});

@@ -157,7 +157,10 @@ const float* param_data(const Node& node, const char* role) {
   return param != nullptr && !param->value.data.empty() ? param->value.data.data() : nullptr;
 }
 
-std::vector<float> conv_reference(const Node& node, const std::vector<float>& x, int batch) {
+// conv + bias (+ the fused residual, inputs[1]) → clamp → max-pool, the passes' order.
+std::vector<float> conv_reference(const Node& node, const std::vector<std::vector<float>>& inputs,
+                                  int batch) {
+  const std::vector<float>& x = inputs.at(0);
   const Shape& in = node.input_shapes[0];
   const Shape& conv_out = node.fused_maxpool ? node.pre_pool_shape : node.output_shape;
   const int c = static_cast<int>(in[0]), h = static_cast<int>(in[1]), w = static_cast<int>(in[2]);
@@ -169,6 +172,8 @@ std::vector<float> conv_reference(const Node& node, const std::vector<float>& x,
     ref::conv2d(x.data() + first * in_sample, count, c, h, w, weight, bias, node.get<ConvAttrs>(),
                 pre.data() + first * out_sample);
   });
+  if (node.fused_residual)
+    ref::add(pre.data(), inputs.at(1).data(), static_cast<int64_t>(pre.size()), pre.data());
   clamp_values(pre, node);
   if (!node.fused_maxpool) return pre;
   std::vector<float> y(static_cast<size_t>(batch * shape_elements(node.output_shape)));
@@ -205,7 +210,7 @@ std::vector<float> reference_output(const Node& node, const std::vector<std::vec
   int c = 0, h = 0, w = 0;
   switch (node.op) {
     case OpKind::Conv:
-      return conv_reference(node, x, batch);
+      return conv_reference(node, inputs, batch);
     case OpKind::Linear:
       return linear_reference(node, x, batch);
     case OpKind::Relu:

@@ -91,6 +91,44 @@ TEST(EngineCpu, FusedEqualsUnfusedOnRandomGraphs) {
   }
 }
 
+// Residual blocks (graph/passes.h fuse_conv_residual): a ResNet basic block with a downsampling
+// shortcut conv, and an MBConv block (expand, depthwise, project + add, no activation).
+TEST(EngineCpu, ResidualBlocksFusedEqualUnfused) {
+  Graph graph = parse_model(
+      "name: t\ninput: {shape: [6, 11, 13]}\nlayers:\n"
+      "  - {name: c1, op: conv, out_channels: 8, kernel: 3, stride: 2, padding: 1, weight: a}\n"
+      "  - {name: b1, op: batchnorm, weight: b1w, bias: b1b, running_mean: b1m, running_var: "
+      "b1v}\n"
+      "  - {name: r1, op: relu}\n"
+      "  - {name: c2, op: conv, out_channels: 8, kernel: 3, padding: 1, weight: b}\n"
+      "  - {name: sc, op: conv, input: input, out_channels: 8, kernel: 1, stride: 2, weight: c}\n"
+      "  - {name: sum, op: add, inputs: [c2, sc]}\n"
+      "  - {name: r2, op: relu}\n"
+      "  - {name: ex, op: conv, out_channels: 24, kernel: 1, weight: d, bias: db}\n"
+      "  - {name: ex_act, op: relu6}\n"
+      "  - {name: dw, op: conv, out_channels: 24, kernel: 3, padding: same, groups: 24, weight: "
+      "e}\n"
+      "  - {name: dw_act, op: relu6}\n"
+      "  - {name: pr, op: conv, out_channels: 8, kernel: 1, weight: f, bias: fb}\n"
+      "  - {name: sum2, op: add, inputs: [pr, r2]}\n",
+      "t.yaml");
+  bind_random_weights(graph, 5);
+  std::mt19937 rng(11);
+  const int batch = 2;
+  const auto input = test::random_vector(size_t(batch) * 6 * 11 * 13, rng);
+  BuildOptions options;
+  options.device = Device::CPU;
+  const auto engine = Engine::build(graph, options);
+  int fused = 0;
+  for (const Node& node : engine->impl().graph.nodes) fused += node.fused_residual ? 1 : 0;
+  EXPECT_EQ(fused, 2);
+  const auto with = run_engine(graph, true, input, batch);
+  const auto without = run_engine(graph, false, input, batch);
+  ASSERT_EQ(with.size(), without.size());
+  for (float v : with) ASSERT_TRUE(std::isfinite(v));
+  EXPECT_LE(rel_l2(with, without), 1e-5);
+}
+
 TEST(EngineCpu, AlexNetPlanIsWithinFivePercentOfTheLowerBound) {
   Graph graph = load_model(std::string(CNNRT_SOURCE_DIR) + "/models/alexnet.yaml");
   bind_random_weights(graph, 7);
