@@ -1,4 +1,4 @@
-// fp16 NHWC pooling: max, average, adaptive average.
+// fp16 NHWC pooling: max, average, adaptive average, and global average (adaptive to 1x1).
 //
 // Design: one thread per (output pixel, group of 8 channels).  In NHWC the 8 channels of a pixel
 // are one 16-byte vector, so every window tap is a single aligned load and neighbouring threads
@@ -7,6 +7,13 @@
 // an fp32 compare that lets NaN win (max, as PyTorch).  Padding channels (c >= C) are written as
 // zeros explicitly rather than trusting the input's padding.  The same kernel body serves
 // fixed windows and adaptive ones through a small window-policy functor.
+//
+// Global average pooling (adaptive to 1x1: the head of ResNet, MobileNet, EfficientNet) has few
+// outputs and long windows (batch x C/8 vectors, 49 pixels each at 7x7), so one thread per
+// output leaves most SMs idle and walks its window serially.  It gets its own kernel: a block of
+// 32 chunk lanes x 8 pixel lanes per (image, 32 chunks); each thread sums every 8th pixel of its
+// chunk (a warp reads 32 neighbouring 16-byte vectors of one pixel: 512 contiguous bytes), and
+// the 8 partial sums meet in shared memory.
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -104,6 +111,42 @@ __global__ void pool_kernel(const uint4* __restrict__ x, uint4* __restrict__ y, 
   }
 }
 
+constexpr int kGapChunks = 32, kGapPixelLanes = 8;
+
+// grid = (ceil(chunks / 32), batch); block = (32, 8).
+__global__ void global_avgpool_kernel(const uint4* __restrict__ x, uint4* __restrict__ y,
+                                      Geometry g) {
+  __shared__ float partial[kGapPixelLanes][kGapChunks][8];
+  const int groups = g.c_stride / 8, pixels = g.h * g.w;
+  const int lane = threadIdx.x, pixel_lane = threadIdx.y;
+  const int group = blockIdx.x * kGapChunks + lane;
+  const int64_t n = blockIdx.y;
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  if (group < groups) {
+    const uint4* plane = x + n * pixels * groups + group;
+    for (int p = pixel_lane; p < pixels; p += kGapPixelLanes) {
+      Vec8 v;
+      v.raw = plane[static_cast<int64_t>(p) * groups];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[j] += __half2float(v.h[j]);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 8; ++j) partial[pixel_lane][lane][j] = acc[j];
+  __syncthreads();
+  if (pixel_lane != 0 || group >= groups) return;
+  const float inv = 1.0f / static_cast<float>(pixels);
+  Vec8 out;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int q = 0; q < kGapPixelLanes; ++q) sum += partial[q][lane][j];
+    out.h[j] = __float2half_rn(group * 8 + j < g.c ? sum * inv : 0.0f);
+  }
+  y[n * groups + group] = out.raw;
+}
+
 Geometry make_geometry(int64_t batch, int c, int h, int w, int oh, int ow) {
   if (batch < 0 || c < 1 || h < 1 || w < 1 || oh < 1 || ow < 1)
     throw Error("pool_fp16: invalid extents");
@@ -146,6 +189,16 @@ void avgpool_fp16(const void* x, void* y, int64_t batch, int c, int h, int w,
 
 void adaptive_avgpool_fp16(const void* x, void* y, int64_t batch, int c, int h, int w, int oh,
                            int ow, cudaStream_t stream) {
+  if (oh == 1 && ow == 1) {
+    const Geometry g = make_geometry(batch, c, h, w, oh, ow);
+    if (g.batch == 0) return;
+    if (g.batch > 65535) throw Error("pool_fp16: global average pool batch over 65535");
+    const dim3 grid((g.c_stride / 8 + kGapChunks - 1) / kGapChunks, static_cast<unsigned>(g.batch));
+    global_avgpool_kernel<<<grid, dim3(kGapChunks, kGapPixelLanes), 0, stream>>>(
+        static_cast<const uint4*>(x), static_cast<uint4*>(y), g);
+    CNNRT_CUDA_CHECK_LAUNCH();
+    return;
+  }
   launch<false>(x, y, make_geometry(batch, c, h, w, oh, ow), AdaptiveWindow{}, stream);
 }
 

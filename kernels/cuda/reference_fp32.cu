@@ -45,7 +45,7 @@ struct ConvArgs {
 
 __global__ void conv_kernel(const float* __restrict__ x, float* __restrict__ y, ConvArgs g,
                             const float* __restrict__ weight, const float* __restrict__ bias,
-                            float lo, float hi) {
+                            const float* __restrict__ residual, float lo, float hi) {
   const int64_t total = g.batch * g.oh * g.ow * g.oc_stride;
   CNNRT_GRID_STRIDE_LOOP(index, total) {
     const int o = static_cast<int>(index % g.oc_stride);
@@ -75,6 +75,7 @@ __global__ void conv_kernel(const float* __restrict__ x, float* __restrict__ y, 
         }
       }
     }
+    if (residual != nullptr) sum += residual[index];
     y[index] = clamp_value(static_cast<float>(sum), lo, hi);
   }
 }
@@ -365,7 +366,7 @@ Fp32Rows fp32_rows(const Shape& shape, int64_t batch) {
 }
 
 void conv2d_fp32(const float* x, float* y, const Fp32ConvGeometry& geometry, const float* weight,
-                 const float* bias, Fp32Clamp clamp, cudaStream_t stream) {
+                 const float* bias, const float* residual, Fp32Clamp clamp, cudaStream_t stream) {
   check_map("conv2d_fp32", geometry.input);
   const ConvAttrs& a = geometry.attrs;
   if (a.groups < 1 || geometry.input.channels % a.groups != 0 ||
@@ -394,8 +395,8 @@ void conv2d_fp32(const float* x, float* y, const Fp32ConvGeometry& geometry, con
   g.in_per_group = g.c / a.groups;
   g.out_per_group = g.oc / a.groups;
   const int64_t total = g.batch * g.oh * g.ow * g.oc_stride;
-  conv_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, y, g, weight, bias, clamp.lo,
-                                                          clamp.hi);
+  conv_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, y, g, weight, bias, residual,
+                                                          clamp.lo, clamp.hi);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 

@@ -54,10 +54,11 @@ struct Fp32ConvGeometry {
   ConvAttrs attrs;  // top/left padding used; bottom/right padding only shows in out_height/width
 };
 
-// y = clamp(conv(x, weight) + bias): weight OIHW fp32 ([oc][c/groups][kh][kw], PyTorch's
-// layout), bias [oc] or nullptr; groups, stride, dilation, any padding.
+// y = clamp(conv(x, weight) + bias + residual): weight OIHW fp32 ([oc][c/groups][kh][kw],
+// PyTorch's layout), bias [oc] or nullptr, residual (a fused residual, y's shape and layout) or
+// nullptr; groups, stride, dilation, any padding.
 void conv2d_fp32(const float* x, float* y, const Fp32ConvGeometry& geometry, const float* weight,
-                 const float* bias, Fp32Clamp clamp, cudaStream_t stream);
+                 const float* bias, const float* residual, Fp32Clamp clamp, cudaStream_t stream);
 
 // PyTorch max_pool2d / avg_pool2d (padding, ceil_mode, count_include_pad); out_h/out_w from the
 // graph's shape rule.

@@ -44,9 +44,11 @@
 namespace cnnrt::cuda {
 
 std::optional<ConvShape> conv_shape_of(const Node& node) {
-  if (node.op != OpKind::Conv || node.input_shapes.size() != 1 ||
+  // A fused residual is a second input of the output's shape (graph/passes.h).
+  if (node.op != OpKind::Conv || node.input_shapes.size() != (node.fused_residual ? 2u : 1u) ||
       node.input_shapes[0].size() != 3 || node.output_shape.size() != 3 ||
-      !std::holds_alternative<ConvAttrs>(node.attrs))
+      !std::holds_alternative<ConvAttrs>(node.attrs) ||
+      (node.fused_residual && node.input_shapes[1] != node.output_shape))
     return std::nullopt;
   ConvShape shape;
   shape.in_c = static_cast<int>(node.input_shapes[0][0]);
@@ -56,6 +58,7 @@ std::optional<ConvShape> conv_shape_of(const Node& node) {
   shape.out_c = shape.conv.out_channels;
   shape.activation = activation_bounds(node);
   shape.pool = node.fused_maxpool;
+  shape.residual = node.fused_residual;
   if (!conv_shape_problem(shape).empty()) return std::nullopt;
   shape.derive();
   // The graph's extents must be the kernels' (graph/ops.h rules): the output, and the conv
@@ -322,14 +325,17 @@ void register_conv_kernels(KernelRegistry& registry) {
     return shape.has_value() && ConvFp16::supports(*shape);
   };
   igemm.create = create_conv_fp16;
+  add_residual_epilogue(igemm);
   registry.add(std::move(igemm));
 
   // Beats conv_fp16_igemm's gather path wherever it applies.
   KernelEntry s2d = conv_entry("conv_fp16_s2d", 20, false);
   s2d.supports = [](const Node& node) { return s2d_conv_of(node).has_value(); };
   s2d.create = create_conv_fp16_s2d;
+  add_residual_epilogue(s2d);
   registry.add(std::move(s2d));
   register_wgmma_conv_kernels(registry);
+  register_depthwise_conv_kernels(registry);
 }
 
 void register_conv_baseline_kernels(KernelRegistry& registry) {

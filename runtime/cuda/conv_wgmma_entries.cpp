@@ -108,6 +108,7 @@ void add_wgmma_entry(KernelRegistry& registry, const char* name, const char* nee
   entry.create = [name, needs](const KernelBuildContext& context) {
     return create_wgmma<Conv>(context, name, needs);
   };
+  add_residual_epilogue(entry);
   registry.add(std::move(entry));
 }
 

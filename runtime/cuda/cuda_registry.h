@@ -36,6 +36,12 @@ class Fp16Kernel : public LayerKernel {
 // family so that `cnnrt profile --compare` lists them last.
 void register_conv_kernels(KernelRegistry& registry);
 void register_wgmma_conv_kernels(KernelRegistry& registry);  // called by register_conv_kernels
+// conv_fp16_depthwise (conv_residual_entries.cpp), called by register_conv_kernels.
+void register_depthwise_conv_kernels(KernelRegistry& registry);
+// Lets a conv entry without a native residual epilogue serve fused-residual nodes (graph/passes.h):
+// the conv runs alone, then the residual is added and the activation applied in one elementwise
+// pass (conv_residual_entries.cpp).  Sets entry.residual.
+void add_residual_epilogue(KernelEntry& entry);
 void register_conv_baseline_kernels(KernelRegistry& registry);
 void register_linear_kernels(KernelRegistry& registry);      // cuBLASLt epilogue, GEMV
 void register_fp16_layer_kernels(KernelRegistry& registry);  // pools, relu, add, concat, ...

@@ -72,8 +72,11 @@ bool pool_attrs_ok(const PoolAttrs& a) {
 }
 
 bool conv_supported(const Node& node) {
+  // A fused residual (graph/passes.h) is a second input of the output's shape.
   if (node.op != OpKind::Conv || !std::holds_alternative<ConvAttrs>(node.attrs) ||
-      !plain(node, 1, true) || !is_map(node.input_shapes[0]) || !is_map(node.output_shape))
+      !plain(node, node.fused_residual ? 2 : 1, true) || !is_map(node.input_shapes[0]) ||
+      !is_map(node.output_shape) ||
+      (node.fused_residual && (node.fused_maxpool || node.input_shapes[1] != node.output_shape)))
     return false;
   const ConvAttrs& a = node.get<ConvAttrs>();
   const Shape& conv_out = node.fused_maxpool ? node.pre_pool_shape : node.output_shape;
@@ -143,6 +146,7 @@ std::unique_ptr<LayerKernel> create_conv(const KernelBuildContext& context) {
   const float* bias_d = has_bias ? device_floats(buffers[1]) : nullptr;
   const Fp32Clamp clamp = clamp_of(node);
   const std::optional<PoolAttrs> pool = node.fused_maxpool;
+  const bool has_residual = node.fused_residual;
   const Shape output = node.output_shape;
   // With a fused pool the conv writes its pre-pool map (fp32 NHWC/8) into the workspace.
   const size_t conv_sample_bytes =
@@ -158,7 +162,8 @@ std::unique_ptr<LayerKernel> create_conv(const KernelBuildContext& context) {
         geometry.out_width = static_cast<int>(conv_out[2]);
         geometry.attrs = attrs;
         float* conv_y = pool ? static_cast<float*>(a.workspace) : out(a);
-        conv2d_fp32(in(a), conv_y, geometry, weight_d, bias_d, clamp, s);
+        const float* residual = has_residual ? static_cast<const float*>(a.inputs.at(1)) : nullptr;
+        conv2d_fp32(in(a), conv_y, geometry, weight_d, bias_d, residual, clamp, s);
         if (pool)
           maxpool_fp32(conv_y, out(a), map_of(conv_out, a.batch), *pool,
                        static_cast<int>(output[1]), static_cast<int>(output[2]), s);
@@ -331,7 +336,7 @@ void register_fp32_kernels(KernelRegistry& registry) {
     return [activation_ok](const Node& node) { return plain(node, 1, activation_ok); };
   };
   const std::vector<EntryRow> table = {
-      {"conv_fp32", OpKind::Conv, conv_supported, create_conv},
+      {"conv_fp32", OpKind::Conv, conv_supported, create_conv, /*residual=*/true},
       {"linear_fp32", OpKind::Linear, linear_shape_supported, create_linear},
       {"relu_fp32", OpKind::Relu, one(false), create_relu},
       {"relu6_fp32", OpKind::Relu6, one(false), create_clamp},

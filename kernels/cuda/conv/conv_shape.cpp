@@ -33,6 +33,7 @@ std::string conv_shape_problem(const ConvShape& shape) {
   if (shape.in_c % c.groups != 0 || shape.out_c % c.groups != 0)
     return "groups must divide in and out channels";
   if (!(shape.activation.lo <= shape.activation.hi)) return "activation bounds lo > hi (or NaN)";
+  if (shape.residual && shape.pool) return "a fused residual with a fused pool";
   if (shape.pool) {  // before derive(): a zero stride would divide by zero there
     const PoolAttrs& p = *shape.pool;
     if (p.kernel_h <= 0 || p.kernel_w <= 0 || p.stride_h <= 0 || p.stride_w <= 0 || p.pad_h < 0 ||

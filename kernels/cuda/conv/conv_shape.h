@@ -26,13 +26,15 @@ inline int padded_channels(int c) { return (c + 7) / 8 * 8; }
 inline constexpr ActivationBounds kIdentityActivation{-INFINITY, INFINITY};
 inline constexpr ActivationBounds kReluActivation{0.0f, INFINITY};
 
-// One conv layer, per sample: y = maxpool?(clamp(conv(x, w) + b, lo, hi)).
+// One conv layer, per sample: y = maxpool?(clamp(conv(x, w) + b (+ r), lo, hi)), r the fused
+// residual (a tensor of the output's shape and layout; never with a pool).
 struct ConvShape {
   int in_c = 0, in_h = 0, in_w = 0;
   int out_c = 0;
   ConvAttrs conv;  // conv.out_channels == out_c; padding may be asymmetric (pad_bottom/right)
   ActivationBounds activation = kIdentityActivation;  // applied after the bias
   std::optional<PoolAttrs> pool;                      // fused max-pool, after the activation
+  bool residual = false;                              // adds r before the activation
   // Derived (fill with derive()): conv output extent and final (pooled) output extent.
   int conv_h = 0, conv_w = 0, out_h = 0, out_w = 0;
   void derive();

@@ -1,0 +1,43 @@
+// fp16 depthwise convolution (groups == in channels == out channels) with the conv family's
+// fused epilogue: bias, the fused residual (ConvShape::residual) and the activation clamp.
+// kernels/cuda/conv/depthwise.cu explains the design.
+//
+// Layout: NHWC fp16, channel stride padded_channels(C) (conv_shape.h), padding lanes written as
+// zeros.  Any kernel size, stride, dilation and (asymmetric) padding; 3x3 and 5x5 with stride 1
+// or 2 and no dilation take the register-tiled kernels, everything else a generic one.  No
+// fused max-pool (no network puts one after a depthwise conv).  Host-only header.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "kernels/cuda/conv/conv_shape.h"
+#include "kernels/cuda/elementwise_fp16.h"
+
+namespace cnnrt::cuda {
+
+class DepthwiseConvFp16 {
+ public:
+  // Depthwise with multiplier 1 (groups == in_c == out_c), no fused pool, a valid shape.
+  static bool supports(const ConvShape& shape);
+  // weight [C, 1, kh, kw] fp32 (PyTorch's layout), bias [C] or nullptr; packed once on the device
+  // as fp32 [kh * kw][pad8(C)] (a tap's 8 channels are two float4) with zero padding lanes.
+  DepthwiseConvFp16(const ConvShape& shape, const float* weight, const float* bias);
+
+  // x [batch, in_h, in_w, pad8(C)], residual (when shape.residual, else ignored) and y [batch,
+  // out_h, out_w, pad8(C)], 16-byte aligned; y must not alias x or the residual.  One kernel on
+  // `stream`, graph-capturable.
+  void forward(const void* x, const void* residual, void* y, int batch, cudaStream_t stream) const;
+
+  // "dw 3x3 s1 tile 4" / "dw generic": which kernel serves the shape (fixed at construction).
+  std::string variant_name() const;
+  size_t weight_bytes() const { return weights_.bytes() + bias_.bytes(); }
+
+ private:
+  ConvShape shape_;
+  int tile_ = 1;  // output columns per thread; 0 selects the generic kernel
+  DeviceArray weights_, bias_;
+};
+
+}  // namespace cnnrt::cuda
