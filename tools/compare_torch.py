@@ -3,8 +3,11 @@
 
 In one run, per batch size, on one GPU:
   PyTorch eager fp32 · eager fp16 NCHW · eager fp16 channels_last · both fp16 ones replayed from
-  a CUDA graph · torch.compile(mode="max-autotune") fp16 (--compile; its compile time is
-  recorded) · cnnrt (`cnnrt bench --json`, a separate process on the same weights file).
+  a CUDA graph · torch.compile fp16 (--compile, --compile-mode, max-autotune by default; its
+  compile time is recorded) · cnnrt (`cnnrt bench --json`, a separate process on the same
+  weights file).  Any model of the format: the PyTorch module is built from the YAML
+  (tools/cnnrt_model.py to_torch_module: asymmetric / `same` padding, groups, relu6, clip,
+  residual adds, concat), so both run the same weights.
 Output agreement: rel L2 of every fp16 config and of cnnrt (`cnnrt run --device cuda
 --precision fp16` on the same .npy input) against PyTorch fp32 with TF32 off.
 Per layer (at --profile-batch): `cnnrt profile --json` rows next to PyTorch fp16 channels_last
@@ -59,7 +62,12 @@ def parse_args(argv=None):
     parser.add_argument("--iters", type=int, default=50, help="timed runs per config (>= 50)")
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--compile", action="store_true",
-                        help="also torch.compile(mode='max-autotune') (about a minute per batch)")
+                        help="also torch.compile (--compile-mode; max-autotune: about a minute "
+                             "per batch for AlexNet, ~5 min for EfficientNet-Lite0)")
+    parser.add_argument("--compile-mode", default="max-autotune",
+                        choices=["default", "reduce-overhead", "max-autotune",
+                                 "max-autotune-no-cudagraphs"],
+                        help="torch.compile mode of --compile")
     parser.add_argument("--profile-batch", type=int, default=64,
                         help="batch of the per-layer comparison (0: skip it)")
     parser.add_argument("--strict-fp32", action="store_true",
@@ -355,7 +363,7 @@ def benchmark(args) -> dict:
             if args.compile:
                 try:
                     torch._dynamo.reset()
-                    compiled = torch.compile(fp16, mode="max-autotune", dynamic=False)
+                    compiled = torch.compile(fp16, mode=args.compile_mode, dynamic=False)
                     started = time.time()
                     for _ in range(3):  # compile, then cudagraph-tree warm-up / recording
                         compiled(x16)
@@ -363,7 +371,7 @@ def benchmark(args) -> dict:
                     compile_seconds[batch] = time.time() - started
                     print(f"  torch.compile batch {batch}: {compile_seconds[batch]:.1f} s",
                           flush=True)
-                    configs.append(("torch.compile max-autotune fp16",
+                    configs.append((f"torch.compile {args.compile_mode} fp16",
                                     lambda: compiled(x16)))
                 except Exception as exc:  # noqa: BLE001 (inductor raises many types)
                     errors.append(f"torch.compile batch {batch}: {exc}")
@@ -479,14 +487,14 @@ def per_layer(torch, args, model, shapes, fp32, fp16, fp16_cl, weights_path, err
                 try:
                     torch._dynamo.reset()
                     block, _ = make_block_module(torch, fp16, model, names)
-                    compiled = torch.compile(block, mode="max-autotune", dynamic=False)
+                    compiled = torch.compile(block, mode=args.compile_mode, dynamic=False)
                     env = fp16.run_layers({"input": x32.half()}, known) \
                         if external != ["input"] else {"input": x32.half()}
                     inputs = [env[name] for name in external]
                     for _ in range(3):
                         compiled(*inputs)
                     stats = time_cuda(torch, lambda: compiled(*inputs), args.iters, args.warmup)
-                    comparison.append({"impl": "torch.compile max-autotune fp16",
+                    comparison.append({"impl": f"torch.compile {args.compile_mode} fp16",
                                        "median_ms": stats["median_ms"],
                                        "tflops": flops / stats["median_ms"] / 1e9})
                 except Exception as exc:  # noqa: BLE001
