@@ -102,7 +102,9 @@ void add_wgmma_entry(KernelRegistry& registry, const char* name, const char* nee
   entry.precision = Precision::FP16;
   entry.priority = priority;
   entry.supports = [](const Node& node) {
-    if (!relu_or_none(node) || !symmetric_conv(node)) return false;
+    // Any clamp (both kernels have a clamp epilogue: ReLU6 / Clip layers of MobileNet and
+    // EfficientNet); symmetric padding only.
+    if (!symmetric_conv(node)) return false;
     return served_shape<Conv>(node).has_value() && Conv::device_supported();
   };
   entry.create = [name, needs](const KernelBuildContext& context) {

@@ -213,6 +213,7 @@ std::vector<OpCase> conv_cases() {
   // fallback (conv_fp16_wgmma_ws takes no fused pool, hence the second row).
   add(ConvSpec(64, 27, 27, 64, 3).pad(1).act(kRelu).pool(3, 2).tag("fill"), {33});
   add(ConvSpec(64, 27, 27, 64, 3).pad(1).act(kRelu).tag("fill"), {33});
+  add(ConvSpec(64, 14, 14, 192, 1).act(kRelu6).tag("fill"), {90});  // wgmma, clamp epilogue
   // Fused residual (fuse_conv_residual): a block's last conv + add (+ activation); odd channels
   // (padding lanes of the residual), the 1x1 project conv of an MBConv block, a grid that fills
   // the GPU, depthwise rows for the depthwise kernel.
