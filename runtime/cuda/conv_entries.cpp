@@ -127,7 +127,8 @@ class ConvFp16Kernel final : public Fp16Kernel {
     return plan;
   }
   void run(const KernelArgs& args) override {
-    conv_.forward(args.variant, args.inputs.at(0), args.output, args.batch,
+    conv_.forward(args.variant, args.inputs.at(0),
+                  args.inputs.size() > 1 ? args.inputs[1] : nullptr, args.output, args.batch,
                   static_cast<cudaStream_t>(args.stream), args.workspace);
   }
   size_t weight_bytes() const override { return conv_.weight_bytes(); }
@@ -325,7 +326,7 @@ void register_conv_kernels(KernelRegistry& registry) {
     return shape.has_value() && ConvFp16::supports(*shape);
   };
   igemm.create = create_conv_fp16;
-  add_residual_epilogue(igemm);
+  igemm.residual = true;  // native: every igemm path (fused, split-K finish, direct) adds r
   registry.add(std::move(igemm));
 
   // Beats conv_fp16_igemm's gather path wherever it applies.

@@ -1,13 +1,13 @@
 // The conv family's answer to a fused residual (graph/passes.h fuse_conv_residual: a conv node
 // that also reads r and computes clamp(conv(x) + b + r)):
-//  * conv_fp16_depthwise, the depthwise kernel (kernels/cuda/conv/depthwise.h), reads r in its
-//    own epilogue;
-//  * the tensor-core entries (igemm, s2d, wgmma) have no native residual epilogue yet: the
-//    registry only lets an entry see such a node when it says it handles one
-//    (KernelEntry::residual), so add_residual_epilogue() wraps them — the inner kernel runs the
-//    conv alone (bias, no clamp) into the output, then kernels/cuda/conv/residual_epilogue.h
-//    adds r and clamps in place.  That is the same memory traffic as the unfused conv + add,
-//    never more; the plan names it ("... + residual add") so it stays visible.
+//  * conv_fp16_depthwise (kernels/cuda/conv/depthwise.h, registered here), conv_fp16_igemm and
+//    conv_fp16_wgmma read r in their own write-out (native; KernelEntry::residual set where they
+//    are registered);
+//  * the others (conv_fp16_s2d, conv_fp16_wgmma_ws) have none: the registry only lets an entry
+//    see such a node when it says it handles one, so add_residual_epilogue() wraps them — the
+//    inner kernel runs the conv alone (bias, no clamp) into the output, then
+//    kernels/cuda/conv/residual_epilogue.h adds r and clamps in place.  That is the memory
+//    traffic of the unfused conv + add, never more; the plan names it ("... + residual add").
 #include <memory>
 #include <optional>
 #include <string>

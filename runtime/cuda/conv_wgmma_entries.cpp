@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 
 #include "kernels/cuda/conv/igemm.h"
 #include "kernels/cuda/conv/wgmma.h"
@@ -38,6 +39,11 @@ std::optional<ConvShape> served_shape(const Node& node) {
   if (!shape || !Conv::supports(*shape)) return std::nullopt;
   return shape;
 }
+
+// conv_fp16_wgmma adds a fused residual in its write-out; the warp-specialised kernel does not
+// (its entry is wrapped by add_residual_epilogue, so it never sees one).
+template <class Conv>
+constexpr bool kNativeResidual = std::is_same_v<Conv, ConvFp16Wgmma>;
 
 template <class Conv>
 class WgmmaWithFallback final : public Fp16Kernel {
@@ -63,11 +69,16 @@ class WgmmaWithFallback final : public Fp16Kernel {
   }
   void run(const KernelArgs& args) override {
     const auto stream = static_cast<cudaStream_t>(args.stream);
-    if (args.variant % 2 == 0)
+    const void* residual = args.inputs.size() > 1 ? args.inputs[1] : nullptr;
+    if (args.variant % 2 == 1) {
+      fallback_.forward(args.variant / 2, args.inputs.at(0), residual, args.output, args.batch,
+                        stream, args.workspace);
+    } else if constexpr (kNativeResidual<Conv>) {
+      conv_.forward(args.variant / 2, args.inputs.at(0), residual, args.output, args.batch,
+                    stream);
+    } else {
       conv_.forward(args.variant / 2, args.inputs.at(0), args.output, args.batch, stream);
-    else
-      fallback_.forward(args.variant / 2, args.inputs.at(0), args.output, args.batch, stream,
-                        args.workspace);
+    }
   }
   size_t weight_bytes() const override { return conv_.weight_bytes() + fallback_.weight_bytes(); }
 
@@ -110,7 +121,10 @@ void add_wgmma_entry(KernelRegistry& registry, const char* name, const char* nee
   entry.create = [name, needs](const KernelBuildContext& context) {
     return create_wgmma<Conv>(context, name, needs);
   };
-  add_residual_epilogue(entry);
+  if constexpr (kNativeResidual<Conv>)
+    entry.residual = true;
+  else
+    add_residual_epilogue(entry);
   registry.add(std::move(entry));
 }
 

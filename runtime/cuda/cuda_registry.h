@@ -38,7 +38,8 @@ void register_conv_kernels(KernelRegistry& registry);
 void register_wgmma_conv_kernels(KernelRegistry& registry);  // called by register_conv_kernels
 // conv_fp16_depthwise (conv_residual_entries.cpp), called by register_conv_kernels.
 void register_depthwise_conv_kernels(KernelRegistry& registry);
-// Lets a conv entry without a native residual epilogue serve fused-residual nodes (graph/passes.h):
+// Lets a conv entry without a native residual epilogue (s2d, wgmma_ws) serve fused-residual nodes
+// (graph/passes.h):
 // the conv runs alone, then the residual is added and the activation applied in one elementwise
 // pass (conv_residual_entries.cpp).  Sets entry.residual.
 void add_residual_epilogue(KernelEntry& entry);

@@ -51,6 +51,8 @@ __global__ void conv_direct_kernel(const ConvParams p) {
           }
         }
         sum = epilogue::activate(sum, p.act);
+        if (p.residual != nullptr)  // no pool: idx is the conv output's own element
+          sum = epilogue::activate(sum + __half2float(p.residual[idx]), p.residual_act);
         best = fmaxf(best, sum);
       }
     }

@@ -54,6 +54,20 @@ __device__ __forceinline__ uint4 zero_channels_from(uint4 v, int first, int limi
   return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
+// clamp(v + r) of a staged 8-channel chunk v and the residual's chunk at `r` (fp32 sum, rounded
+// once more: the staged v was already rounded to fp16).
+__device__ __forceinline__ uint4 add_residual(uint4 v, const __half* r, const EpilogueClamp& a) {
+  const uint4 rv = *reinterpret_cast<const uint4*>(r);
+  __half2* hv = reinterpret_cast<__half2*>(&v);
+  const __half2* hr = reinterpret_cast<const __half2*>(&rv);
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const float2 x = __half22float2(hv[q]), y = __half22float2(hr[q]);
+    hv[q] = __floats2half2_rn(activate(x.x + y.x, a), activate(x.y + y.y, a));
+  }
+  return v;
+}
+
 // ---- the A-row table ---------------------------------------------------------------------------
 
 // What the row table needs of the conv: output extent, stride, (top/left) padding.

@@ -132,6 +132,10 @@ ConvParams base_params(const ConvShape& s, Path path) {
   p.out_c = s.out_c;
   p.out_cs = padded_channels(s.out_c);
   p.act = epilogue_clamp_of(s);
+  if (s.residual) {  // the clamp follows the residual add (forward sets p.residual)
+    p.residual_act = p.act;
+    p.act = EpilogueClamp{};
+  }
   p.pool = pool_window_of(s.pool);
   p.out_h = s.out_h;
   p.out_w = s.out_w;
@@ -273,12 +277,13 @@ void ConvFp16Impl::pack_direct(const float* weight, const float* bias) {
 // otherwise the flat (non-pool) kernel with y = the workspace (unfused) or, when split_k > 0,
 // fp32 partials into `partial` over grid.z = splits.
 void ConvFp16Impl::launch_igemm(const Candidate& c, bool fused, const void* x, void* y, int batch,
-                                cudaStream_t stream, int splits, int split_k,
-                                float* partial) const {
+                                cudaStream_t stream, int splits, int split_k, float* partial,
+                                const void* residual) const {
   const TileConfig& cfg = config(c);
   const bool pool_kernel = fused && pool();
   ConvParams p = base;
   p.x = static_cast<const __half*>(x);
+  p.residual = static_cast<const __half*>(residual);
   p.y = static_cast<__half*>(y);
   p.w = w_igemm;
   p.bias = b_igemm;
@@ -301,8 +306,9 @@ void ConvFp16Impl::launch_igemm(const Candidate& c, bool fused, const void* x, v
 
 // Second kernel of the workspace variants: y = pool(finish(workspace)).
 void ConvFp16Impl::launch_finish(bool fp32, const void* ws, int splits, void* y, int batch,
-                                 cudaStream_t stream) const {
+                                 cudaStream_t stream, const void* residual) const {
   ConvParams p = base;
+  p.residual = static_cast<const __half*>(residual);
   p.y = static_cast<__half*>(y);
   p.bias = b_igemm;
   p.batch = batch;
@@ -332,8 +338,10 @@ void ConvFp16Impl::launch_finish(bool fp32, const void* ws, int splits, void* y,
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 
-void ConvFp16Impl::launch_direct(const void* x, void* y, int batch, cudaStream_t stream) const {
+void ConvFp16Impl::launch_direct(const void* x, void* y, int batch, cudaStream_t stream,
+                                 const void* residual) const {
   ConvParams p = base;
+  p.residual = static_cast<const __half*>(residual);
   p.x = static_cast<const __half*>(x);
   p.y = static_cast<__half*>(y);
   p.w = w_direct;
@@ -346,11 +354,13 @@ void ConvFp16Impl::launch_direct(const void* x, void* y, int batch, cudaStream_t
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 
-void ConvFp16Impl::run(const Launch& l, const void* x, void* y, int batch, cudaStream_t stream,
-                       void* workspace) const {
+// `residual`: the fused residual (shape.residual), nullptr otherwise; never with a pool, so the
+// unfused-pool kind never sees one.
+void ConvFp16Impl::run(const Launch& l, const void* x, const void* residual, void* y, int batch,
+                       cudaStream_t stream, void* workspace) const {
   switch (l.kind) {
     case Kind::Fused:
-      launch_igemm(candidates[l.cand], true, x, y, batch, stream);
+      launch_igemm(candidates[l.cand], true, x, y, batch, stream, 1, 0, nullptr, residual);
       return;
     case Kind::Unfused:
       launch_igemm(flat[l.cand], false, x, workspace, batch, stream);
@@ -359,10 +369,10 @@ void ConvFp16Impl::run(const Launch& l, const void* x, void* y, int batch, cudaS
     case Kind::SplitK:
       launch_igemm(flat[l.cand], false, x, y, batch, stream, l.splits, l.split_k,
                    static_cast<float*>(workspace));
-      launch_finish(true, workspace, l.splits, y, batch, stream);
+      launch_finish(true, workspace, l.splits, y, batch, stream, residual);
       return;
     default:
-      launch_direct(x, y, batch, stream);
+      launch_direct(x, y, batch, stream, residual);
       return;
   }
 }
@@ -413,6 +423,16 @@ std::string ConvFp16::path() const {
 
 void ConvFp16::forward(int variant, const void* x, void* y, int batch, cudaStream_t stream,
                        void* workspace) const {
+  forward(variant, x, nullptr, y, batch, stream, workspace);
+}
+
+void ConvFp16::forward(int variant, const void* x, const void* residual, void* y, int batch,
+                       cudaStream_t stream, void* workspace) const {
+  if (impl_->shape.residual != (residual != nullptr))
+    throw Error(impl_->shape.residual ? "conv_fp16: the fused residual is missing"
+                                      : "conv_fp16: a residual given to a conv without one");
+  if (reinterpret_cast<uintptr_t>(residual) % 16 != 0)
+    throw Error("conv_fp16: the residual must be 16-byte aligned");
   if (batch <= 0) throw Error("conv_fp16: batch must be positive, got " + std::to_string(batch));
   if (!x || !y) throw Error("conv_fp16: null input or output pointer");
   if (reinterpret_cast<uintptr_t>(x) % 16 != 0 || reinterpret_cast<uintptr_t>(y) % 16 != 0 ||
@@ -422,7 +442,7 @@ void ConvFp16::forward(int variant, const void* x, void* y, int batch, cudaStrea
   if (!workspace && impl_->workspace_of(l, batch) > 0)
     throw Error("conv_fp16: variant '" + impl_->name(l) + "' needs a workspace of " +
                 std::to_string(impl_->workspace_of(l, batch)) + " bytes");
-  impl_->run(l, x, y, batch, stream, workspace);
+  impl_->run(l, x, residual, y, batch, stream, workspace);
 }
 
 }  // namespace cnnrt::cuda

@@ -51,6 +51,10 @@ class ConvFp16 {
   // nullptr when the variant needs none.  One or two kernels on `stream`, graph-capturable.
   void forward(int variant, const void* x, void* y, int batch, cudaStream_t stream,
                void* workspace) const;
+  // With the fused residual of a shape.residual layer: r [batch, out_h, out_w, pad8(out_c)]
+  // fp16, y = clamp(conv(x) + b + r).  A residual layer must be given one, others none.
+  void forward(int variant, const void* x, const void* residual, void* y, int batch,
+               cudaStream_t stream, void* workspace) const;
   void forward(const ConvFp16Plan& plan, const void* x, void* y, int batch, cudaStream_t stream,
                void* workspace = nullptr) const {
     forward(plan.variant, x, y, batch, stream, workspace);

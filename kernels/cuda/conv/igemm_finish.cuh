@@ -74,6 +74,12 @@ __global__ void __launch_bounds__(256)
 #pragma unroll
             for (int j = 0; j < 8; ++j) v[j] = fminf(fmaxf(v[j], p.act.lo), p.act.hi);
           }
+          if (p.residual != nullptr) {  // no pool: m is the output pixel
+            const __half* r = p.residual + m * p.out_cs + col;
+#pragma unroll
+            for (int j = 0; j < 8; ++j)
+              v[j] = epilogue::activate(v[j] + __half2float(r[j]), p.residual_act);
+          }
         } else {
           const uint4 raw =
               *reinterpret_cast<const uint4*>(static_cast<const __half*>(ws) + m * p.out_cs + col);
@@ -163,6 +169,13 @@ __global__ void __launch_bounds__(kFinishThreads)
       r.y = fminf(fmaxf(r.y, p.act.lo), p.act.hi);
       r.z = fminf(fmaxf(r.z, p.act.lo), p.act.hi);
       r.w = fminf(fmaxf(r.w, p.act.lo), p.act.hi);
+    }
+    if (p.residual != nullptr) {  // no pool: m is the output pixel
+      const __half* res = p.residual + m * p.out_cs + col;
+      r.x = epilogue::activate(r.x + __half2float(res[0]), p.residual_act);
+      r.y = epilogue::activate(r.y + __half2float(res[1]), p.residual_act);
+      r.z = epilogue::activate(r.z + __half2float(res[2]), p.residual_act);
+      r.w = epilogue::activate(r.w + __half2float(res[3]), p.residual_act);
     }
     *reinterpret_cast<float4*>(s_v + size_t(px) * kQuads * 4 + q * 4) = r;
   }

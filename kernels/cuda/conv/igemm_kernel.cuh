@@ -407,8 +407,10 @@ __device__ __forceinline__ void igemm_write_rows(const ConvParams& p, const __ha
     const int col = t.n0 + c * 8;
     if (m >= p.m_total || col >= p.n_limit) continue;
     const int ch = t.group * p.opg + col;
-    const uint4 v = zero_channels_from(*reinterpret_cast<const uint4*>(s_c + r * C::kCRow + c * 8),
-                                       ch, p.out_c);
+    uint4 v = *reinterpret_cast<const uint4*>(s_c + r * C::kCRow + c * 8);
+    if (p.residual != nullptr)  // staged without the clamp: it follows the add
+      v = epilogue::add_residual(v, p.residual + m * p.out_cs + ch, p.residual_act);
+    v = zero_channels_from(v, ch, p.out_c);
     *reinterpret_cast<uint4*>(p.y + m * p.out_cs + ch) = v;
   }
 }

@@ -46,6 +46,11 @@ struct ConvParams {
   // and writes its raw fp32 sums to partial[z][m][n_limit] (groups == 1) instead of y.
   int split_k = 0;  // 0: no split, the kernel finishes the tile itself
   float* partial = nullptr;
+  // Fused residual (ConvShape::residual): r [m][out_cs] fp16, added to the finished conv value
+  // and then clamped with residual_act; `act` is then the identity (the clamp comes after the
+  // add).  nullptr: no residual.  No pool layer has one.
+  const __half* residual = nullptr;
+  EpilogueClamp residual_act;
 };
 
 // Shared-memory layout: [cp.async ring][row table][staging, multi-pass only].  A single-pass

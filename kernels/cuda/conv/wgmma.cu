@@ -281,7 +281,15 @@ std::optional<ConvFp16WgmmaPlan> ConvFp16Wgmma::plan_pool_block(int batch, int p
 
 void ConvFp16Wgmma::forward(int variant, const void* x, void* y, int batch,
                             cudaStream_t stream) const {
+  forward(variant, x, nullptr, y, batch, stream);
+}
+
+void ConvFp16Wgmma::forward(int variant, const void* x, const void* residual, void* y, int batch,
+                            cudaStream_t stream) const {
   const ConvFp16WgmmaImpl& m = *impl_;
+  if (m.shape.residual != (residual != nullptr))
+    throw Error(m.shape.residual ? "conv_fp16_wgmma: the fused residual is missing"
+                                 : "conv_fp16_wgmma: a residual given to a conv without one");
   if (batch <= 0) return;
   const long long m_total = (long long)batch * m.shape.conv_h * m.shape.conv_w;
   WgmmaParams p = m.base;
@@ -299,10 +307,12 @@ void ConvFp16Wgmma::forward(int variant, const void* x, void* y, int batch,
     throw Error("conv_fp16_wgmma: batch " + std::to_string(batch) + " too large for int indexing");
   p.x = static_cast<const __half*>(x);
   p.y = static_cast<__half*>(y);
+  p.residual = static_cast<const __half*>(residual);
   p.m_total = static_cast<int>(m_total);
   const dim3 grid(static_cast<unsigned>(grid_x), static_cast<unsigned>(m.shape.out_c / m.bn));
+  // With a residual the staged values are unclamped (p.act off): the ReLU instance serves.
   kernel_of(m.bn, m.pool(),
-            upper_clamp(m.shape))<<<grid, wgmma_detail::kThreads, smem, stream>>>(p);
+            upper_clamp(m.shape) && !m.shape.residual)<<<grid, wgmma_detail::kThreads, smem, stream>>>(p);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 

@@ -60,6 +60,9 @@ class ConvFp16Wgmma {
   // x: [batch, in_h, in_w, in_c] fp16; y: [batch, out_h, out_w, out_c] fp16 (the pooled extent
   // when a pool is fused).  Launches `variant` (a plan's), nothing else; no workspace.
   void forward(int variant, const void* x, void* y, int batch, cudaStream_t stream) const;
+  // With the fused residual of a shape.residual layer (r in y's layout): y = clamp(conv + b + r).
+  void forward(int variant, const void* x, const void* residual, void* y, int batch,
+               cudaStream_t stream) const;
   void forward(const ConvFp16WgmmaPlan& plan, const void* x, void* y, int batch,
                cudaStream_t stream) const {
     forward(plan.variant, x, y, batch, stream);

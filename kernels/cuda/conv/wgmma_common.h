@@ -35,6 +35,10 @@ struct WgmmaConvParams {
   int out_c = 0;
   EpilogueClamp act;  // the fused activation
   int m_total = 0;    // batch * conv_h * conv_w (set per launch)
+  // Fused residual (ConvShape::residual; conv_fp16_wgmma only): r [m][out_c] added in the
+  // write-out, then clamped with residual_act (act is then the identity).  Set per launch.
+  const __half* residual = nullptr;
+  EpilogueClamp residual_act;
 };
 
 // Everything but the pointers and m_total, K padded to a multiple of `k_tile`.
@@ -57,6 +61,10 @@ inline void fill_wgmma_conv_params(const ConvShape& s, int k_tile, WgmmaConvPara
   p.k_tiles = p.w_k / k_tile;
   p.out_c = s.out_c;
   p.act = epilogue_clamp_of(s);
+  if (s.residual) {  // the clamp follows the residual add
+    p.residual_act = p.act;
+    p.act = EpilogueClamp{};
+  }
 }
 
 // The rule both kernels share: groups 1, dilation 1, channels that need no padding (in_c % 8,

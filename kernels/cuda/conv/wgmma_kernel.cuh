@@ -303,8 +303,11 @@ __device__ __forceinline__ void wg_write_rows(const WgmmaParams& p, const __half
     const int r = id / kChunks, c = id % kChunks;
     const int m = t.m0 + r;
     if (m >= p.m_total) continue;
-    *reinterpret_cast<uint4*>(p.y + size_t(m) * p.out_c + t.n0 + c * 8) =
-        *reinterpret_cast<const uint4*>(s_c + r * kCRow + c * 8);
+    const size_t offset = size_t(m) * p.out_c + t.n0 + c * 8;
+    uint4 v = *reinterpret_cast<const uint4*>(s_c + r * kCRow + c * 8);
+    if (p.residual != nullptr)  // staged without the clamp: it follows the add
+      v = epilogue::add_residual(v, p.residual + offset, p.residual_act);
+    *reinterpret_cast<uint4*>(p.y + offset) = v;
   }
 }
 
