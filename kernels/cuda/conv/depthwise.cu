@@ -9,8 +9,8 @@
 // Work split: one thread per (image, output row, TILE consecutive output columns, 8-channel
 // chunk).  The chunk is the fastest index, so a warp's 16-byte loads and stores cover
 // neighbouring pixels' contiguous channel vectors (NHWC, channel stride pad8(C)); next comes the
-// row within a band of `band` output rows (7 where it divides the height: 112, 56, 28, 14, 7),
-// then the column tile, the band, the image.  Banding keeps the rows that vertically
+// row within a band of `band` output rows (stride 1: 7 where it divides the height: 112, 56, 28,
+// 14, 7; stride 2: 1), then the column tile, the band, the image.  Banding keeps the rows that vertically
 // neighbouring outputs share inside one block, so they come from its SM's L1 instead of being
 // fetched again from L2 by blocks on other SMs (measured before banding, H100, EfficientNet-Lite0
 // batch 64: 3x3 stride-1 layers at ~1.0 TB/s and 5x5 ones at ~0.55 TB/s, i.e. L2-bound on
@@ -271,7 +271,9 @@ void DepthwiseConvFp16::forward(const void* x, const void* residual, void* y, in
   p.dh = a.dilation_h, p.dw = a.dilation_w, p.pad_top = a.pad_h, p.pad_left = a.pad_w;
   const int tile = tile_ == 0 ? 1 : tile_;
   p.tiles_x = (p.out_w + tile - 1) / tile;
-  p.band = std::min(p.out_h, p.out_h % 7 == 0 ? 7 : 8);
+  // Stride 1 only: at stride 2 neighbouring output rows share fewer input rows, and banding
+  // measured slower on the 5x5 stride-2 layers (docs/PERFORMANCE.md, run 12).
+  p.band = a.stride_h == 1 ? std::min(p.out_h, p.out_h % 7 == 0 ? 7 : 8) : 1;
   p.bands = (p.out_h + p.band - 1) / p.band;
   const long long total =
       static_cast<long long>(batch) * p.bands * p.band * p.tiles_x * p.chunks;
