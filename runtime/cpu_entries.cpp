@@ -6,9 +6,10 @@
 // node.input_shapes / output_shape, the batch from KernelArgs.  Weights are copied into the
 // kernel at creation (prepack = copy), so the kernel never points into the graph.
 // A fused conv runs its epilogue in the order the fusion passes promise: conv + bias (+ the fused
-// residual, inputs[1]) → activation → max-pool; with a fused pool the pre-pool tensor lives in the kernel's workspace.  Every
-// activation (relu, relu6, clip) is a clamp, so conv and linear apply activation_bounds(node)
-// with one ref::clamp and need no per-activation code.
+// residual, inputs[1]) → activation → max-pool; with a fused pool the pre-pool tensor lives in the
+// kernel's workspace.  Every activation (relu, relu6, clip) is a clamp, so conv and linear apply
+// activation_bounds(node) with one ref::clamp and need no per-activation code.
+//
 // Flatten, dropout, relu, relu6 and clip work both in place (output == input) and out of place.
 #include <cstring>
 #include <functional>

@@ -395,8 +395,8 @@ void conv2d_fp32(const float* x, float* y, const Fp32ConvGeometry& geometry, con
   g.in_per_group = g.c / a.groups;
   g.out_per_group = g.oc / a.groups;
   const int64_t total = g.batch * g.oh * g.ow * g.oc_stride;
-  conv_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, y, g, weight, bias, residual,
-                                                          clamp.lo, clamp.hi);
+  conv_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, y, g, weight, bias, residual, clamp.lo,
+                                                          clamp.hi);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 

@@ -37,8 +37,8 @@ class DepthwiseKernel final : public Fp16Kernel {
     return plan;
   }
   void run(const KernelArgs& args) override {
-    conv_.forward(args.inputs.at(0), args.inputs.size() > 1 ? args.inputs[1] : nullptr,
-                  args.output, args.batch, static_cast<cudaStream_t>(args.stream));
+    conv_.forward(args.inputs.at(0), args.inputs.size() > 1 ? args.inputs[1] : nullptr, args.output,
+                  args.batch, static_cast<cudaStream_t>(args.stream));
   }
   size_t weight_bytes() const override { return conv_.weight_bytes(); }
 
@@ -141,8 +141,8 @@ void add_residual_epilogue(KernelEntry& entry) {
 void register_depthwise_conv_kernels(KernelRegistry& registry) {
   // Above every other conv entry: on a depthwise layer the implicit GEMM has K = k*k per group.
   EntryRow row{"conv_fp16_depthwise", OpKind::Conv,
-               [](const Node& node) { return depthwise_shape(node).has_value(); },
-               create_depthwise, /*residual=*/true};
+               [](const Node& node) { return depthwise_shape(node).has_value(); }, create_depthwise,
+               /*residual=*/true};
   add_entries(registry, Device::CUDA, Precision::FP16, 30, {row});
 }
 

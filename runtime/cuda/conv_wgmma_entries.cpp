@@ -74,8 +74,7 @@ class WgmmaWithFallback final : public Fp16Kernel {
       fallback_.forward(args.variant / 2, args.inputs.at(0), residual, args.output, args.batch,
                         stream, args.workspace);
     } else if constexpr (kNativeResidual<Conv>) {
-      conv_.forward(args.variant / 2, args.inputs.at(0), residual, args.output, args.batch,
-                    stream);
+      conv_.forward(args.variant / 2, args.inputs.at(0), residual, args.output, args.batch, stream);
     } else {
       conv_.forward(args.variant / 2, args.inputs.at(0), args.output, args.batch, stream);
     }

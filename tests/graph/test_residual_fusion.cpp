@@ -26,8 +26,8 @@ double total_flops(const Graph& graph) {
 }
 
 Graph load(const std::string& layers, const std::string& extra = "") {
-  Graph graph = parse_model("name: t\ninput: {shape: [8, 9, 9]}\n" + extra + "layers:\n" + layers,
-                            "m.yaml");
+  Graph graph =
+      parse_model("name: t\ninput: {shape: [8, 9, 9]}\n" + extra + "layers:\n" + layers, "m.yaml");
   bind_random_weights(graph, 3);
   return graph;
 }

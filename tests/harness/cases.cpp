@@ -337,12 +337,17 @@ std::vector<OpCase> adaptive_pool_cases() {
   struct Row {
     int c, h, w, oh, ow, batch;
   };
-  const Row rows[] = {{13, 13, 13, 6, 6, 3}, {3, 7, 5, 3, 4, 1},     {64, 5, 5, 6, 6, 33},
-                      {1, 9, 11, 1, 1, 3},   {130, 13, 13, 6, 6, 1}, {256, 6, 6, 6, 6, 3},
+  const Row rows[] = {{13, 13, 13, 6, 6, 3},
+                      {3, 7, 5, 3, 4, 1},
+                      {64, 5, 5, 6, 6, 33},
+                      {1, 9, 11, 1, 1, 3},
+                      {130, 13, 13, 6, 6, 1},
+                      {256, 6, 6, 6, 6, 3},
                       {7, 17, 19, 5, 7, 3},
                       // Global pools (the fp16 global-average kernel): two chunk blocks with a
                       // partial one, a 1-pixel map.
-                      {300, 7, 7, 1, 1, 3},  {40, 1, 1, 1, 1, 2}};
+                      {300, 7, 7, 1, 1, 3},
+                      {40, 1, 1, 1, 1, 2}};
   std::vector<OpCase> cases;
   for (const Row& r : rows)
     cases.push_back(make_case(

@@ -10,19 +10,18 @@
 // chunk).  The chunk is the fastest index, so a warp's 16-byte loads and stores cover
 // neighbouring pixels' contiguous channel vectors (NHWC, channel stride pad8(C)); next comes the
 // row within a band of `band` output rows (stride 1: 7 where it divides the height: 112, 56, 28,
-// 14, 7; stride 2: 1), then the column tile, the band, the image.  Banding keeps the rows that vertically
-// neighbouring outputs share inside one block, so they come from its SM's L1 instead of being
-// fetched again from L2 by blocks on other SMs (measured before banding, H100, EfficientNet-Lite0
-// batch 64: 3x3 stride-1 layers at ~1.0 TB/s and 5x5 ones at ~0.55 TB/s, i.e. L2-bound on
-// the 3-5x re-read of every input row).  Along a row
-// the TILE outputs share input columns: a thread loads the (TILE-1)*S + K input vectors of each
-// kernel row once, converts each to fp32 once and feeds every output tap that reads it, which
-// cuts the loads per output from K*K to about K*(1 + (K-1)/TILE) (3x3 stride 1, TILE 4: 9 → 4.5).
-// The k rows of neighbouring output rows and the columns of neighbouring tiles are read again by
-// other threads of the same or nearby blocks and are served by L1/L2, so DRAM sees each input
-// roughly once.  Accumulation is fp32 (fmaf), as every fp16 kernel of the project; weights are
-// fp32 [tap][pad8(C)] (two float4 per tap and chunk, L1-resident: every thread of a chunk reads
-// the same ones).
+// 14, 7; stride 2: 1), then the column tile, the band, the image.  Banding keeps the rows that
+// vertically neighbouring outputs share inside one block, so they come from its SM's L1 instead of
+// being fetched again from L2 by blocks on other SMs (measured before banding, H100,
+// EfficientNet-Lite0 batch 64: 3x3 stride-1 layers at ~1.0 TB/s and 5x5 ones at ~0.55 TB/s, i.e.
+// L2-bound on the 3-5x re-read of every input row).  Along a row the TILE outputs share input
+// columns: a thread loads the (TILE-1)*S + K input vectors of each kernel row once, converts each
+// to fp32 once and feeds every output tap that reads it, which cuts the loads per output from K*K
+// to about K*(1 + (K-1)/TILE) (3x3 stride 1, TILE 4: 9 → 4.5). The k rows of neighbouring output
+// rows and the columns of neighbouring tiles are read again by other threads of the same or nearby
+// blocks and are served by L1/L2, so DRAM sees each input roughly once.  Accumulation is fp32
+// (fmaf), as every fp16 kernel of the project; weights are fp32 [tap][pad8(C)] (two float4 per tap
+// and chunk, L1-resident: every thread of a chunk reads the same ones).
 //
 // Templates: K (3, 5) x stride S (1, 2) with dilation 1, square — what MobileNet and EfficientNet
 // use — are fully unrolled, TILE 4 (2 for 5x5 stride 2, whose 11-column span would cost too many
@@ -232,8 +231,7 @@ bool DepthwiseConvFp16::supports(const ConvShape& shape) {
   return is_depthwise(shape) && conv_shape_problem(shape).empty();
 }
 
-DepthwiseConvFp16::DepthwiseConvFp16(const ConvShape& shape, const float* weight,
-                                     const float* bias)
+DepthwiseConvFp16::DepthwiseConvFp16(const ConvShape& shape, const float* weight, const float* bias)
     : shape_(shape) {
   if (!supports(shape))
     throw Error("depthwise_fp16: not a depthwise conv (groups == in == out channels, no pool)");
@@ -275,8 +273,7 @@ void DepthwiseConvFp16::forward(const void* x, const void* residual, void* y, in
   // measured slower on the 5x5 stride-2 layers (docs/PERFORMANCE.md, run 12).
   p.band = a.stride_h == 1 ? std::min(p.out_h, p.out_h % 7 == 0 ? 7 : 8) : 1;
   p.bands = (p.out_h + p.band - 1) / p.band;
-  const long long total =
-      static_cast<long long>(batch) * p.bands * p.band * p.tiles_x * p.chunks;
+  const long long total = static_cast<long long>(batch) * p.bands * p.band * p.tiles_x * p.chunks;
   if (total >= (1LL << 31) - kThreads)
     throw Error("depthwise_fp16: batch " + std::to_string(batch) + " too large (" +
                 std::to_string(total) + " threads)");
@@ -301,9 +298,9 @@ void DepthwiseConvFp16::forward(const void* x, const void* residual, void* y, in
       break;
     default: {
       const unsigned blocks = static_cast<unsigned>((p.total + kThreads - 1) / kThreads);
-      depthwise_generic_kernel<<<blocks, kThreads, 0, stream>>>(
-          static_cast<const uint4*>(x), w, b, static_cast<const uint4*>(r), static_cast<uint4*>(y),
-          p);
+      depthwise_generic_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const uint4*>(x), w, b,
+                                                                static_cast<const uint4*>(r),
+                                                                static_cast<uint4*>(y), p);
     }
   }
   CNNRT_CUDA_CHECK_LAUNCH();

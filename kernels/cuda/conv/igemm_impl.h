@@ -113,10 +113,10 @@ class ConvFp16Impl {
   void run(const Launch& l, const void* x, const void* residual, void* y, int batch,
            cudaStream_t stream, void* workspace) const;
   void launch_igemm(const Candidate& c, bool fused, const void* x, void* y, int batch,
-                    cudaStream_t stream, int splits = 1, int split_k = 0,
-                    float* partial = nullptr, const void* residual = nullptr) const;
-  void launch_finish(bool fp32, const void* ws, int splits, void* y, int batch,
-                     cudaStream_t stream, const void* residual = nullptr) const;
+                    cudaStream_t stream, int splits = 1, int split_k = 0, float* partial = nullptr,
+                    const void* residual = nullptr) const;
+  void launch_finish(bool fp32, const void* ws, int splits, void* y, int batch, cudaStream_t stream,
+                     const void* residual = nullptr) const;
   void launch_direct(const void* x, void* y, int batch, cudaStream_t stream,
                      const void* residual = nullptr) const;
 };

@@ -311,8 +311,8 @@ void ConvFp16Wgmma::forward(int variant, const void* x, const void* residual, vo
   p.m_total = static_cast<int>(m_total);
   const dim3 grid(static_cast<unsigned>(grid_x), static_cast<unsigned>(m.shape.out_c / m.bn));
   // With a residual the staged values are unclamped (p.act off): the ReLU instance serves.
-  kernel_of(m.bn, m.pool(),
-            upper_clamp(m.shape) && !m.shape.residual)<<<grid, wgmma_detail::kThreads, smem, stream>>>(p);
+  const bool clamp = upper_clamp(m.shape) && !m.shape.residual;
+  kernel_of(m.bn, m.pool(), clamp)<<<grid, wgmma_detail::kThreads, smem, stream>>>(p);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 
