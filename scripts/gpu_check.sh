@@ -3,7 +3,7 @@
 # Debian -dev packages: unpack the carried .deb files (scripts/fetch_gpu_deps.sh makes them)
 # into a private prefix, build for the local GPU, run the whole test suite, then optionally the
 # memory checkers and the benchmarks.
-#   scripts/gpu_check.sh [test|gtest] [sanitize] [bench] [ab] [models] [soak] [compare]
+#   scripts/gpu_check.sh [test|gtest] [sanitize] [bench] [ab] [models] [zoo] [soak] [compare]
 #   (default: test; models needs .carry/ with the EfficientNet-Lite0 .pth, its converted
 #    safetensors and coffee.png — see scripts/gpu_models_check.py)
 # (ab: builds the tree carried in .baseline/ too and times both AlexNet engines interleaved —
@@ -145,6 +145,10 @@ for mode in "${modes[@]}"; do
         --images "$ROOT/models/samples/chelsea.png,$C/coffee.png" 2>&1 | tee "$OUT/models.txt" || status=1
       timeout 240 python3 "$ROOT/tools/onnx_check_torchvision.py" --bin "$BUILD/bin" --cuda 2>&1 \
         | tee "$OUT/onnx_torchvision.txt" | tail -12 || status=1
+      ;;
+    zoo)
+      step "model zoo: CUDA fp16 / fp32 vs the CPU engine (random weights)"
+      timeout 240 python3 "$ROOT/scripts/gpu_zoo_check.py" --bin "$BUILD/bin" 2>&1 | tee "$OUT/zoo.txt" || status=1
       ;;
     soak)
       step "soak: 10,000 runs of one context, 1,000 context creations (docs/RELIABILITY.md)"
