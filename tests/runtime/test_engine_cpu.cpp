@@ -118,10 +118,18 @@ TEST(EngineCpu, ResidualBlocksFusedEqualUnfused) {
   const auto input = test::random_vector(size_t(batch) * 6 * 11 * 13, rng);
   BuildOptions options;
   options.device = Device::CPU;
-  const auto engine = Engine::build(graph, options);
-  int fused = 0;
-  for (const Node& node : engine->impl().graph.nodes) fused += node.fused_residual ? 1 : 0;
-  EXPECT_EQ(fused, 2);
+  auto fused_residuals = [&](const BuildOptions& build) {
+    int fused = 0;
+    for (const Node& node : Engine::build(graph, build)->impl().graph.nodes)
+      fused += node.fused_residual ? 1 : 0;
+    return fused;
+  };
+  EXPECT_EQ(fused_residuals(options), 2);
+  // Off on request.  (Builds where int8 layers are possible turn it off by themselves:
+  // test_engine_int8.cpp's residual add keeps its int8 kernel.)
+  BuildOptions off = options;
+  off.fuse_residual = false;
+  EXPECT_EQ(fused_residuals(off), 0);
   const auto with = run_engine(graph, true, input, batch);
   const auto without = run_engine(graph, false, input, batch);
   ASSERT_EQ(with.size(), without.size());
