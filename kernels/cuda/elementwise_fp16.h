@@ -57,8 +57,8 @@ class DeviceArray {
   size_t bytes_ = 0;
 };
 
-// fp32 host values → fp16 device buffer (round to nearest even, converted on the GPU; build
-// time only: synchronous).
+// fp32 host values → fp16 device buffer (round to nearest even, __float2half_rn, converted on
+// the host's cores; build time only: synchronous).
 DeviceArray upload_as_fp16(const float* values, size_t count);
 DeviceArray upload_as_fp16(const std::vector<float>& values);
 DeviceArray upload_fp32(const std::vector<float>& values);

@@ -269,8 +269,8 @@ void DepthwiseConvFp16::forward(const void* x, const void* residual, void* y, in
   p.dh = a.dilation_h, p.dw = a.dilation_w, p.pad_top = a.pad_h, p.pad_left = a.pad_w;
   const int tile = tile_ == 0 ? 1 : tile_;
   p.tiles_x = (p.out_w + tile - 1) / tile;
-  // Stride 1 only: at stride 2 neighbouring output rows share fewer input rows, and banding
-  // measured slower on the 5x5 stride-2 layers (docs/PERFORMANCE.md, run 12).
+  // Stride 1 only: at stride 2 neighbouring output rows share fewer input rows, and the
+  // stride-2 layers timed the same banded or not (docs/PERFORMANCE.md, run 14).
   p.band = a.stride_h == 1 ? std::min(p.out_h, p.out_h % 7 == 0 ? 7 : 8) : 1;
   p.bands = (p.out_h + p.band - 1) / p.band;
   const long long total = static_cast<long long>(batch) * p.bands * p.band * p.tiles_x * p.chunks;
