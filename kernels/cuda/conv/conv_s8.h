@@ -23,7 +23,7 @@
 
 namespace cnnrt::cuda {
 
-inline int padded16(int c) { return (c + 15) / 16 * 16; }
+__host__ __device__ inline int padded16(int c) { return (c + 15) / 16 * 16; }
 
 // One int8 conv (or linear as a 1x1 conv over a 1x1 map), per sample, all extents pre-pool.
 struct S8Conv {
