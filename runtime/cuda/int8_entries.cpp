@@ -1,5 +1,7 @@
 // Registry entries of the CUDA int8 conv and linear kernels (kernels/cuda/conv/conv_s8.h,
 // kernels/cuda/linear_s8.h), precision int8:
+//   conv_int8_s2d     strided convs with few input channels (AlexNet conv1) as space-to-depth +
+//                     the tensor-core GEMM; reads the fp32 graph input directly (quantising it)
 //   conv_int8_igemm   dense convs (groups 1) on the int8 tensor cores (mma.sync m16n8k32, sm_80+)
 //   conv_int8_direct  any conv, grouped and depthwise included (lower priority)
 //   linear_int8       GEMV at batch <= 8, else the tensor-core GEMM; linear_int8_gemm and
@@ -88,10 +90,23 @@ bool conv_fits_int32(const ConvShape& shape) {
          ref::kMaxInt8Reduction;
 }
 
+enum class ConvPath { Gemm, Direct, SpaceToDepth };
+
+// Space-to-depth pays where padding the channels to 16 would waste most of K, and the blocks
+// carry no pixel that no tap reads (kernel >= stride): the fp16 family's rule (conv_fp16_s2d).
+bool s2d_eligible(const ConvShape& shape) {
+  const ConvAttrs& a = shape.conv;
+  return a.groups == 1 && a.stride_h == a.stride_w && a.stride_h >= 2 && a.dilation_h == 1 &&
+         a.dilation_w == 1 && a.kernel_h >= a.stride_h && a.kernel_w >= a.stride_w &&
+         shape.in_c <= 4 && a.stride_h * a.stride_h * shape.in_c <= 64;
+}
+
+int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
 class ConvInt8Kernel final : public LayerKernel {
  public:
-  ConvInt8Kernel(const KernelBuildContext& context, const char* name, bool gemm)
-      : gemm_(gemm) {
+  ConvInt8Kernel(const KernelBuildContext& context, const char* name, ConvPath path)
+      : path_(path) {
     const std::optional<ConvShape> shape = conv_shape_of(context.node);
     const ConvWeights weights = conv_weights_of(context, name, shape);
     const ConvAttrs& a = shape->conv;
@@ -116,35 +131,57 @@ class ConvInt8Kernel final : public LayerKernel {
     conv_.dil_h = a.dilation_h;
     conv_.dil_w = a.dilation_w;
     conv_.groups = a.groups;
-    upload_layer(layer, gemm ? pack_gemm(layer) : pack_direct(layer), device_, conv_);
+    if (path == ConvPath::SpaceToDepth) rearrange_for_s2d(*shape);
+    upload_layer(layer, path == ConvPath::Direct ? pack_direct(layer) : pack_gemm(layer), device_,
+                 conv_);
     if (shape->pool) {
       pool_ = NhwcPool{shape->out_c, shape->conv_h, shape->conv_w, shape->out_h, shape->out_w,
                        shape->pool->kernel_h, shape->pool->kernel_w, shape->pool->stride_h,
                        shape->pool->stride_w, shape->pool->pad_h, shape->pool->pad_w};
     }
   }
+  // The space-to-depth entry also reads the fp32 NCHW graph input, quantising it itself.
   std::vector<TensorType> input_types(size_t) const override {
+    if (path_ == ConvPath::SpaceToDepth) return {fp32_nchw(), int8_nhwc16(device_.input_scale)};
     return {int8_nhwc16(device_.input_scale)};
   }
   TensorType output_type() const override { return output_type_of(device_); }
   KernelPlan prepare(const PrepareInfo& info) const override {
     KernelPlan plan;
-    plan.variant_name = gemm_ ? "igemm_s8" : "direct_s8";
+    plan.variant_name = path_ == ConvPath::Direct ? "direct_s8" : "igemm_s8";
+    size_t offset = 0;
+    if (path_ == ConvPath::SpaceToDepth) {
+      const bool fp32_source = !info.input_types.empty() && info.input_types[0].dtype == DType::F32;
+      plan.variant = fp32_source ? kFromFp32 : kFromInt8;
+      plan.variant_name = fp32_source ? "quantise+s2d+igemm_s8" : "s2d+igemm_s8";
+      offset = round_up_bytes(static_cast<size_t>(info.batch) * s2d_.blocks_h * s2d_.blocks_w *
+                              s2d_.out_stride);
+    }
+    plan.workspace_bytes = offset;
     if (pool_) {
       plan.variant_name += "+pool";
-      plan.workspace_bytes = static_cast<size_t>(info.batch) * conv_.out_h * conv_.out_w *
-                             conv_.out_stride * (conv_.float_output ? sizeof(float) : 1);
+      plan.workspace_bytes += static_cast<size_t>(info.batch) * conv_.out_h * conv_.out_w *
+                              conv_.out_stride * (conv_.float_output ? sizeof(float) : 1);
     }
     return plan;
   }
   void run(const KernelArgs& args) override {
     const auto stream = static_cast<cudaStream_t>(args.stream);
-    void* conv_out = pool_ ? args.workspace : args.output;
+    const void* x = args.inputs.at(0);
+    char* workspace = static_cast<char*>(args.workspace);
+    if (path_ == ConvPath::SpaceToDepth) {
+      if (workspace == nullptr) throw Error("conv int8 s2d: no workspace");
+      space_to_depth_s8(s2d_, x, args.variant == kFromFp32, workspace, args.batch, stream);
+      x = workspace;
+      workspace += round_up_bytes(static_cast<size_t>(args.batch) * s2d_.blocks_h *
+                                  s2d_.blocks_w * s2d_.out_stride);
+    }
+    void* conv_out = pool_ ? static_cast<void*>(workspace) : args.output;
     if (conv_out == nullptr) throw Error("conv int8: no output or workspace");
-    if (gemm_)
-      conv_s8_igemm(conv_, args.inputs.at(0), conv_out, args.batch, stream);
+    if (path_ == ConvPath::Direct)
+      conv_s8_direct(conv_, x, conv_out, args.batch, stream);
     else
-      conv_s8_direct(conv_, args.inputs.at(0), conv_out, args.batch, stream);
+      conv_s8_igemm(conv_, x, conv_out, args.batch, stream);
     if (!pool_) return;
     if (conv_.float_output)
       maxpool_nhwc_f32(*pool_, static_cast<const float*>(conv_out),
@@ -157,19 +194,47 @@ class ConvInt8Kernel final : public LayerKernel {
   }
 
  private:
+  static constexpr int kFromInt8 = 0, kFromFp32 = 1;
+  static size_t round_up_bytes(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+  // The GEMM sees the rearranged map: s·s·C channels, a ceil(k/s) kernel, stride 1, no padding;
+  // taps_h_/taps_w_/tap_stride_ keep the original kernel for the weight packing.
+  void rearrange_for_s2d(const ConvShape& shape) {
+    const int s = shape.conv.stride_h;
+    s2d_ = {shape.in_c, shape.in_h, shape.in_w, s, shape.conv.pad_h, shape.conv.pad_w,
+            shape.conv_h + ceil_div(conv_.kh, s) - 1, shape.conv_w + ceil_div(conv_.kw, s) - 1,
+            padded16(s * s * shape.in_c), device_.input_scale};
+    taps_h_ = conv_.kh;
+    taps_w_ = conv_.kw;
+    tap_stride_ = s;
+    conv_.in_c = s * s * shape.in_c;
+    conv_.in_h = s2d_.blocks_h;
+    conv_.in_w = s2d_.blocks_w;
+    conv_.in_stride = s2d_.out_stride;
+    conv_.kh = ceil_div(taps_h_, s);
+    conv_.kw = ceil_div(taps_w_, s);
+    conv_.stride_h = conv_.stride_w = 1;
+    conv_.pad_h = conv_.pad_w = 0;
+  }
+
   // [out_c][k_pad], k = (r·kw + s)·in_stride + c: the NHWC/16 input's own order, zeros elsewhere.
+  // Space-to-depth: tap (r, s) of the original kernel is block tap (r / st, s / st), channel
+  // ((r % st)·st + s % st)·C + c of the rearranged map.
   std::vector<int8_t> pack_gemm(const ref::Int8Layer& layer) {
     conv_.k_total = conv_.kh * conv_.kw * conv_.in_stride;
     conv_.k_pad = round_up(conv_.k_total, 32);
+    const int st = tap_stride_, channels = conv_.in_c / (st * st);
+    const int kh = taps_h_ > 0 ? taps_h_ : conv_.kh, kw = taps_w_ > 0 ? taps_w_ : conv_.kw;
     std::vector<int8_t> packed(static_cast<size_t>(conv_.out_c) * conv_.k_pad, 0);
     for (int o = 0; o < conv_.out_c; ++o)
-      for (int c = 0; c < conv_.in_c; ++c)
-        for (int r = 0; r < conv_.kh; ++r)
-          for (int s = 0; s < conv_.kw; ++s)
-            packed[static_cast<size_t>(o) * conv_.k_pad + (r * conv_.kw + s) * conv_.in_stride +
-                   c] = layer.weight[((static_cast<size_t>(o) * conv_.in_c + c) * conv_.kh + r) *
-                                         conv_.kw +
-                                     s];
+      for (int c = 0; c < channels; ++c)
+        for (int r = 0; r < kh; ++r)
+          for (int s = 0; s < kw; ++s) {
+            const int tap = (r / st) * conv_.kw + s / st;
+            const int channel = ((r % st) * st + s % st) * channels + c;
+            packed[static_cast<size_t>(o) * conv_.k_pad + tap * conv_.in_stride + channel] =
+                layer.weight[((static_cast<size_t>(o) * channels + c) * kh + r) * kw + s];
+          }
     return packed;
   }
   // [out_c][kh][kw][in_c / groups].
@@ -187,8 +252,10 @@ class ConvInt8Kernel final : public LayerKernel {
     return packed;
   }
 
-  bool gemm_;
+  ConvPath path_;
   S8Conv conv_;
+  S8SpaceToDepth s2d_;
+  int taps_h_ = 0, taps_w_ = 0, tap_stride_ = 1;  // space-to-depth: the original kernel
   std::optional<NhwcPool> pool_;
   Int8Device device_;
 };
@@ -267,6 +334,10 @@ class LinearInt8Kernel final : public LayerKernel {
   Int8Device device_;
 };
 
+bool conv_s2d_supported(const Node& node) {
+  const std::optional<ConvShape> shape = conv_shape_of(node);
+  return shape && s2d_eligible(*shape) && conv_fits_int32(*shape);
+}
 bool conv_igemm_supported(const Node& node) {
   const std::optional<ConvShape> shape = conv_shape_of(node);
   return shape && shape->conv.groups == 1 && conv_fits_int32(*shape);
@@ -289,16 +360,24 @@ EntryRow linear_row(const char* name, LinearPath path) {
 }  // namespace
 
 void register_int8_kernels(KernelRegistry& registry) {
+  add_entries(registry, Device::CUDA, Precision::INT8, 20,
+              {{"conv_int8_s2d", OpKind::Conv, conv_s2d_supported,
+                [](const KernelBuildContext& context) -> std::unique_ptr<LayerKernel> {
+                  return std::make_unique<ConvInt8Kernel>(context, "conv_int8_s2d",
+                                                          ConvPath::SpaceToDepth);
+                }}});
   add_entries(registry, Device::CUDA, Precision::INT8, 10,
               {{"conv_int8_igemm", OpKind::Conv, conv_igemm_supported,
                 [](const KernelBuildContext& context) -> std::unique_ptr<LayerKernel> {
-                  return std::make_unique<ConvInt8Kernel>(context, "conv_int8_igemm", true);
+                  return std::make_unique<ConvInt8Kernel>(context, "conv_int8_igemm",
+                                                          ConvPath::Gemm);
                 }},
                linear_row("linear_int8", LinearPath::Auto)});
   add_entries(registry, Device::CUDA, Precision::INT8, 5,
               {{"conv_int8_direct", OpKind::Conv, conv_direct_supported,
                 [](const KernelBuildContext& context) -> std::unique_ptr<LayerKernel> {
-                  return std::make_unique<ConvInt8Kernel>(context, "conv_int8_direct", false);
+                  return std::make_unique<ConvInt8Kernel>(context, "conv_int8_direct",
+                                                          ConvPath::Direct);
                 }},
                linear_row("linear_int8_gemm", LinearPath::Gemm),
                linear_row("linear_int8_gemv", LinearPath::Gemv)});

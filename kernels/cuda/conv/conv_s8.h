@@ -61,3 +61,26 @@ void maxpool_nhwc_f32(const NhwcPool& pool, const float* x, float* y, int batch,
                       cudaStream_t stream);
 
 }  // namespace cnnrt::cuda
+
+namespace cnnrt::cuda {
+
+// Space-to-depth for a strided int8 conv with few input channels (AlexNet conv1: 3 channels,
+// stride 4): padding 3 channels to 16 would make 13/16 of the GEMM's K zeros.  Instead the
+// input is rearranged into blocks of stride x stride pixels, block (by, bx) holding input pixels
+// (by·s - pad_h + ry, bx·s - pad_w + rx) as channels (ry·s + rx)·C + c (zeros outside the
+// image), NHWC with channel stride pad16(s·s·C); the conv becomes a stride-1, unpadded conv of
+// ceil(kh/s) x ceil(kw/s) over the blocks (weights rearranged alike on the host, zeros where
+// r >= kh), run by conv_s8_igemm.  The source is either the int8 NHWC/16 tensor or the fp32 NCHW
+// graph input, quantised here exactly as the conversion step would (`__fdiv_rn`, RNE, ±127):
+// the quantising first layer.
+struct S8SpaceToDepth {
+  int c = 0, h = 0, w = 0;  // the source map
+  int s = 1, pad_h = 0, pad_w = 0;
+  int blocks_h = 0, blocks_w = 0;  // the rearranged map's extent
+  int out_stride = 0;              // pad16(s·s·c)
+  float input_scale = 0;           // fp32 source: the quantisation scale
+};
+void space_to_depth_s8(const S8SpaceToDepth& s2d, const void* x, bool fp32_nchw_source, void* y,
+                       int batch, cudaStream_t stream);
+
+}  // namespace cnnrt::cuda
