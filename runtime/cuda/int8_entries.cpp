@@ -222,7 +222,7 @@ class ConvInt8Kernel final : public LayerKernel {
   // ((r % st)·st + s % st)·C + c of the rearranged map.
   std::vector<int8_t> pack_gemm(const ref::Int8Layer& layer) {
     conv_.k_total = conv_.kh * conv_.kw * conv_.in_stride;
-    conv_.k_pad = round_up(conv_.k_total, 32);
+    conv_.k_pad = round_up(conv_.k_total, 64);
     const int st = tap_stride_, channels = conv_.in_c / (st * st);
     const int kh = taps_h_ > 0 ? taps_h_ : conv_.kh, kw = taps_w_ > 0 ? taps_w_ : conv_.kw;
     std::vector<int8_t> packed(static_cast<size_t>(conv_.out_c) * conv_.k_pad, 0);
@@ -290,7 +290,7 @@ class LinearInt8Kernel final : public LayerKernel {
     linear_.out_c = out;
     linear_.out_h = linear_.out_w = 1;
     linear_.k_total = linear_.in_stride;
-    linear_.k_pad = round_up(linear_.k_total, 32);
+    linear_.k_pad = round_up(linear_.k_total, 64);
     std::vector<int8_t> packed(static_cast<size_t>(out) * linear_.k_pad, 0);
     for (int o = 0; o < out; ++o)
       std::memcpy(&packed[static_cast<size_t>(o) * linear_.k_pad],

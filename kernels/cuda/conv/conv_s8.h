@@ -31,7 +31,7 @@ struct S8Conv {
   int out_c = 0, out_h = 0, out_w = 0, out_stride = 0;  // pad16 (int8) or pad8 (fp32)
   int kh = 1, kw = 1, stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dil_h = 1, dil_w = 1;
   int groups = 1;
-  // GEMM path: K = kh*kw*in_stride in (r, s, c) order, weight rows of k_pad = round_up(K, 32)
+  // GEMM path: K = kh*kw*in_stride in (r, s, c) order, weight rows of k_pad = round_up(K, 64)
   // bytes; direct path: weight [out_c][kh][kw][in_c / groups].
   int k_total = 0, k_pad = 0;
   const int8_t* weight = nullptr;    // device

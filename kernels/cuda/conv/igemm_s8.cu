@@ -3,18 +3,20 @@
 // Design.  The conv is the GEMM  Y[M x N] = X̂[M x K] · Wᵀ  with M = batch·out_h·out_w output
 // pixels, N = out channels and K = kh·kw·in_stride in (r, s, c) order — the order of both the
 // NHWC/16 activations (a K-slice of 16 bytes is 16 channels of ONE input pixel, since in_stride
-// is a multiple of 16) and the KRSC weights the host packed (rows of k_pad = round_up(K, 32)
-// bytes, zeros past K).  Nothing is materialised: each thread owns one 16-byte segment of one A
-// row per stage and computes its source pixel from (r, s, c) on the fly; padding pixels, rows
+// is a multiple of 16) and the KRSC weights the host packed (rows of k_pad = round_up(K, 64)
+// bytes, zeros past K).  Nothing is materialised: each thread owns a 16-byte K-segment of two A
+// rows per K-tile and computes their source pixels from (r, s, c) on the fly; padding pixels, rows
 // past M and K past k_total are zero-filled by cp.async (src-size 0).
 //
-// Tiling: a CTA of 8 warps computes a 128 x 64 tile (warps 4 x 2, 32 x 32 each: 2 x 4 MMAs of
-// 16 x 8 per k32 step, 32 int32 accumulators per thread), K in steps of 32 bytes through a
-// 3-stage cp.async ring.  Shared rows are 48 bytes (32 + 16 of padding), which makes the
-// fragments' 32-bit loads (8 rows x 4 words per access) hit 32 distinct banks.  Fragments are
-// read with plain 32-bit loads: for s8 m16n8k32 a thread's A words are (row g, bytes 4t..4t+3),
-// (row g+8, same), (row g, +16), (row g+8, +16) and its B words (col g, k 4t..4t+3), (col g,
-// +16) — g = lane / 4, t = lane % 4 — i.e. exactly 32-bit words of K-major rows.
+// Tiling: a CTA of 8 warps computes a 128 x BN tile, BN = 128 (warps 2 x 4, 64 x 32 each: 4 x 4
+// MMAs of 16 x 8 per k32 step, 64 int32 accumulators per thread) for wide layers that fill the
+// GPU, else BN = 64 (warps 4 x 2, 32 x 32 each); K in steps of 64 bytes (two k32 MMA steps)
+// through a 4-stage cp.async ring in dynamic shared memory.  Shared rows are 80 bytes (64 + 16
+// of padding), so the eight 16-byte rows an ldmatrix phase reads start in 8 distinct 4-bank
+// groups (80 / 4 = 20 ≡ 20, 8, 28, 16, 4, 24, 12 mod 32): no conflicts.  Fragments come from
+// ldmatrix.x4 of 8 x 16-byte matrices: for s8 m16n8k32 a thread's A words are (row g, bytes
+// 4t..4t+3), (row g+8, same), (row g, +16), (row g+8, +16) and its B words (col g, k 4t..4t+3),
+// (col g, +16) — g = lane / 4, t = lane % 4 — exactly the b16 ldmatrix layout of K-major rows.
 //
 // Epilogue (epilogue_s8.cuh): bias + requantise + activation clamp per channel, the int8 tile
 // staged through shared memory and written as 16-byte rows (channel padding written as zeros);
@@ -37,13 +39,26 @@
 namespace cnnrt::cuda {
 namespace {
 
-constexpr int kBM = 128, kBN = 64, kBK = 32, kStages = 3, kThreads = 256;
-constexpr int kRowBytes = kBK + 16;  // 48: conflict-free fragment loads
-constexpr int kStageA = kBM * kRowBytes, kStageB = kBN * kRowBytes;
-constexpr int kOutRow = kBN + 16;  // int8 output staging row (bytes)
-static_assert(kBM * kOutRow <= kStages * (kStageA + kStageB), "output staging fits the ring");
+constexpr int kBM = 128, kBK = 64, kStages = 4, kThreads = 256;
+constexpr int kRowBytes = kBK + 16;  // 80: conflict-free ldmatrix phases
+constexpr int kSegs = kBK / 16;      // 16-byte segments per row and K-tile
 
-// Where one thread's A segment comes from: its output pixel, fixed for the whole K loop.
+template <int BN>
+struct Tile {
+  static constexpr int kWarpsM = BN == 128 ? 2 : 4;
+  static constexpr int kWarpsN = 8 / kWarpsM;
+  static constexpr int kMI = kBM / kWarpsM / 16;  // m16 tiles per warp
+  static constexpr int kNI = BN / kWarpsN / 8;    // n8 tiles per warp (4)
+  static constexpr int kStageA = kBM * kRowBytes, kStageB = BN * kRowBytes;
+  static constexpr int kSmem = kStages * (kStageA + kStageB);
+  static constexpr int kOutRow = BN + 16;  // int8 output staging row (bytes)
+  static constexpr int kARows = kBM * kSegs / kThreads;  // A segments per thread (2)
+  static constexpr int kBRows = BN * kSegs / kThreads;   // B segments per thread (1 or 2)
+  static_assert(kBM * kOutRow <= kSmem, "output staging fits the ring");
+  static_assert(kNI == 4, "warp tile is 32 channels wide");
+};
+
+// Where one A row comes from: its output pixel, fixed for the whole K loop.
 struct ARow {
   const int8_t* image = nullptr;  // the sample's input, nullptr for rows past M
   int iy0 = 0, ix0 = 0;           // top-left input pixel of the window
@@ -61,12 +76,9 @@ __device__ __forceinline__ ARow a_row_of(const S8Conv& p, const int8_t* x, int m
   return row;
 }
 
-// Issues the cp.async copies of K-tile `kt` into ring slot `stage`.
-__device__ __forceinline__ void load_tile(const S8Conv& p, const ARow& a, int a_seg,
-                                          uint32_t a_dst, const int8_t* b_src, bool b_valid,
-                                          int b_seg, uint32_t b_dst, const int8_t* fallback,
-                                          int kt) {
-  const int k = kt * kBK + a_seg * 16;
+// The cp.async of one A segment (K offset k) of row `a` into `dst`; zeros where nothing is read.
+__device__ __forceinline__ void load_a(const S8Conv& p, const ARow& a, int k, uint32_t dst,
+                                       const int8_t* fallback) {
   const void* src = fallback;
   int bytes = 0;
   if (a.image != nullptr && k < p.k_total) {
@@ -78,43 +90,47 @@ __device__ __forceinline__ void load_tile(const S8Conv& p, const ARow& a, int a_
       bytes = 16;
     }
   }
-  ptx::cp_async_16(a_dst, src, bytes);
-  if (b_src != nullptr)
-    ptx::cp_async_16(b_dst, b_valid ? b_src + kt * kBK + b_seg * 16 : fallback, b_valid ? 16 : 0);
+  ptx::cp_async_16(dst, src, bytes);
 }
 
-// One k32 step of the warp's 32 x 32 tile from ring slot (a, b).
-__device__ __forceinline__ void mma_step(const int8_t* a, const int8_t* b, int warp_m, int warp_n,
-                                         int lane, int (&acc)[2][4][4]) {
-  const int g = lane >> 2, t = lane & 3;
-  uint32_t af[2][4];
+// One K-tile (64 bytes) of the warp's tile from ring slot (a, b): two k32 MMA steps.
+template <int BN>
+__device__ __forceinline__ void mma_tile(uint32_t a, uint32_t b, int warp_m, int warp_n,
+                                         int lane, int (&acc)[Tile<BN>::kMI][4][4]) {
+  using T = Tile<BN>;
+  // ldmatrix lane addresses: A rows lane % 16, bytes (lane / 16)·16; B columns (lane / 16)·8 +
+  // lane % 8, bytes ((lane / 8) % 2)·16.
+  const uint32_t a_lane = a + ((warp_m * T::kMI * 16 + (lane & 15)) * kRowBytes + (lane >> 4) * 16);
+  const uint32_t b_lane =
+      b + ((warp_n * 32 + (lane >> 4) * 8 + (lane & 7)) * kRowBytes + ((lane >> 3) & 1) * 16);
 #pragma unroll
-  for (int mi = 0; mi < 2; ++mi) {
-    const int8_t* row = a + (warp_m * 32 + mi * 16 + g) * kRowBytes + t * 4;
-    af[mi][0] = *reinterpret_cast<const uint32_t*>(row);
-    af[mi][1] = *reinterpret_cast<const uint32_t*>(row + 8 * kRowBytes);
-    af[mi][2] = *reinterpret_cast<const uint32_t*>(row + 16);
-    af[mi][3] = *reinterpret_cast<const uint32_t*>(row + 8 * kRowBytes + 16);
-  }
+  for (int kk = 0; kk < kBK; kk += 32) {
+    uint32_t af[T::kMI][4];
 #pragma unroll
-  for (int ni = 0; ni < 4; ++ni) {
-    const int8_t* col = b + (warp_n * 32 + ni * 8 + g) * kRowBytes + t * 4;
-    const uint32_t b0 = *reinterpret_cast<const uint32_t*>(col);
-    const uint32_t b1 = *reinterpret_cast<const uint32_t*>(col + 16);
+    for (int mi = 0; mi < T::kMI; ++mi) ptx::ldmatrix_x4(af[mi], a_lane + mi * 16 * kRowBytes + kk);
 #pragma unroll
-    for (int mi = 0; mi < 2; ++mi) ptx::mma_16832_s8(acc[mi][ni], af[mi], b0, b1);
+    for (int pair = 0; pair < 2; ++pair) {
+      uint32_t bf[4];  // b0, b1 of n-tile 2·pair, then of 2·pair + 1
+      ptx::ldmatrix_x4(bf, b_lane + pair * 16 * kRowBytes + kk);
+#pragma unroll
+      for (int mi = 0; mi < T::kMI; ++mi) {
+        ptx::mma_16832_s8(acc[mi][2 * pair], af[mi], bf[0], bf[1]);
+        ptx::mma_16832_s8(acc[mi][2 * pair + 1], af[mi], bf[2], bf[3]);
+      }
+    }
   }
 }
 
 // fp32 output: float2 pairs from the registers (channel pairs never straddle pad8).
+template <int BN>
 __device__ void store_float(const S8Conv& p, float* y, int m0, int n0, int total_m, int warp_m,
-                            int warp_n, int lane, const int (&acc)[2][4][4]) {
+                            int warp_n, int lane, const int (&acc)[Tile<BN>::kMI][4][4]) {
   const int g = lane >> 2, t = lane & 3;
 #pragma unroll
-  for (int mi = 0; mi < 2; ++mi)
+  for (int mi = 0; mi < Tile<BN>::kMI; ++mi)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const int m = m0 + warp_m * 32 + mi * 16 + g + half * 8;
+      const int m = m0 + (warp_m * Tile<BN>::kMI + mi) * 16 + g + half * 8;
       if (m >= total_m) continue;
 #pragma unroll
       for (int ni = 0; ni < 4; ++ni) {
@@ -128,84 +144,106 @@ __device__ void store_float(const S8Conv& p, float* y, int m0, int n0, int total
 }
 
 // int8 output: requantised into a shared tile, then 16-byte row segments to global memory.
+template <int BN>
 __device__ void store_int8(const S8Conv& p, int8_t* y, int8_t* stage, int m0, int n0,
                            int total_m, int warp_m, int warp_n, int lane,
-                           const int (&acc)[2][4][4]) {
+                           const int (&acc)[Tile<BN>::kMI][4][4]) {
+  using T = Tile<BN>;
   const int g = lane >> 2, t = lane & 3;
 #pragma unroll
-  for (int mi = 0; mi < 2; ++mi)
+  for (int mi = 0; mi < T::kMI; ++mi)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const int row = warp_m * 32 + mi * 16 + g + half * 8;
+      const int row = (warp_m * T::kMI + mi) * 16 + g + half * 8;
 #pragma unroll
       for (int ni = 0; ni < 4; ++ni) {
         const int col = warp_n * 32 + ni * 8 + t * 2;
         const int c = n0 + col;
         const char2 v = make_char2(s8::int8_output(p, c, acc[mi][ni][half * 2]),
                                    s8::int8_output(p, c + 1, acc[mi][ni][half * 2 + 1]));
-        *reinterpret_cast<char2*>(stage + row * kOutRow + col) = v;
+        *reinterpret_cast<char2*>(stage + row * T::kOutRow + col) = v;
       }
     }
   __syncthreads();
-  for (int chunk = threadIdx.x; chunk < kBM * (kBN / 16); chunk += kThreads) {
-    const int row = chunk / (kBN / 16), seg = chunk % (kBN / 16);
+  for (int chunk = threadIdx.x; chunk < kBM * (BN / 16); chunk += kThreads) {
+    const int row = chunk / (BN / 16), seg = chunk % (BN / 16);
     const int m = m0 + row, c = n0 + seg * 16;
     if (m < total_m && c < p.out_stride)
       *reinterpret_cast<uint4*>(y + static_cast<int64_t>(m) * p.out_stride + c) =
-          *reinterpret_cast<const uint4*>(stage + row * kOutRow + seg * 16);
+          *reinterpret_cast<const uint4*>(stage + row * T::kOutRow + seg * 16);
   }
 }
 
+template <int BN>
 __global__ void __launch_bounds__(kThreads)
     igemm_s8_kernel(const S8Conv p, const int8_t* __restrict__ x, void* __restrict__ y,
                     int total_m) {
-  __shared__ __align__(16) int8_t smem[kStages * (kStageA + kStageB)];
-  int8_t* const ring_a = smem;
-  int8_t* const ring_b = smem + kStages * kStageA;
+  using T = Tile<BN>;
+  extern __shared__ __align__(128) int8_t smem[];
+  const uint32_t ring_a = ptx::smem_u32(smem);
+  const uint32_t ring_b = ring_a + kStages * T::kStageA;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int warp_m = warp >> 1, warp_n = warp & 1;
-  const int m0 = blockIdx.x * kBM, n0 = blockIdx.y * kBN;
+  const int warp_m = warp / T::kWarpsN, warp_n = warp % T::kWarpsN;
+  const int m0 = blockIdx.x * kBM, n0 = blockIdx.y * BN;
 
-  // Loader roles: every thread one A segment (row tid/2, half tid%2); threads < 128 one B segment.
-  const int a_seg = tid & 1;
-  const ARow a = a_row_of(p, x, m0 + (tid >> 1), total_m);
-  const int b_n = n0 + (tid >> 1);
-  const bool b_loader = tid < 2 * kBN;
-  const bool b_valid = b_loader && b_n < p.out_c;
-  const int8_t* b_src = b_loader ? p.weight + static_cast<int64_t>(b_valid ? b_n : 0) * p.k_pad
-                                 : nullptr;
-  const uint32_t a_dst0 = ptx::smem_u32(ring_a + (tid >> 1) * kRowBytes + a_seg * 16);
-  const uint32_t b_dst0 = ptx::smem_u32(ring_b + (tid >> 1) * kRowBytes + a_seg * 16);
+  // Loader roles: segment column tid % 4 of rows tid / 4 + 64·i (A), and the same for B.
+  const int seg = tid % kSegs, row0 = tid / kSegs;
+  ARow a[T::kARows];
+#pragma unroll
+  for (int i = 0; i < T::kARows; ++i) a[i] = a_row_of(p, x, m0 + row0 + i * 64, total_m);
+  const int8_t* b_src[T::kBRows];
+#pragma unroll
+  for (int i = 0; i < T::kBRows; ++i) {
+    const int n = n0 + row0 + i * 64;
+    b_src[i] = n < p.out_c ? p.weight + static_cast<int64_t>(n) * p.k_pad + seg * 16 : nullptr;
+  }
+  auto load_tile = [&](int slot, int kt) {
+#pragma unroll
+    for (int i = 0; i < T::kARows; ++i)
+      load_a(p, a[i], kt * kBK + seg * 16,
+             ring_a + slot * T::kStageA + (row0 + i * 64) * kRowBytes + seg * 16, x);
+#pragma unroll
+    for (int i = 0; i < T::kBRows; ++i)
+      ptx::cp_async_16(ring_b + slot * T::kStageB + (row0 + i * 64) * kRowBytes + seg * 16,
+                       b_src[i] != nullptr ? b_src[i] + kt * kBK : x, b_src[i] != nullptr ? 16 : 0);
+  };
 
-  int acc[2][4][4] = {};
+  int acc[T::kMI][4][4] = {};
   const int tiles = p.k_pad / kBK;
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < tiles)
-      load_tile(p, a, a_seg, a_dst0 + s * kStageA, b_src, b_valid, a_seg, b_dst0 + s * kStageB, x,
-                s);
+    if (s < tiles) load_tile(s, s);
     ptx::cp_async_commit();
   }
   for (int kt = 0; kt < tiles; ++kt) {
     ptx::cp_async_wait<kStages - 2>();
     __syncthreads();  // tile kt landed for every thread; slot (kt - 1) % kStages is free
     const int next = kt + kStages - 1;
-    if (next < tiles) {
-      const int slot = next % kStages;
-      load_tile(p, a, a_seg, a_dst0 + slot * kStageA, b_src, b_valid, a_seg,
-                b_dst0 + slot * kStageB, x, next);
-    }
+    if (next < tiles) load_tile(next % kStages, next);
     ptx::cp_async_commit();
     const int slot = kt % kStages;
-    mma_step(ring_a + slot * kStageA, ring_b + slot * kStageB, warp_m, warp_n, lane, acc);
+    mma_tile<BN>(ring_a + slot * T::kStageA, ring_b + slot * T::kStageB, warp_m, warp_n, lane,
+                 acc);
   }
   ptx::cp_async_wait<0>();
   __syncthreads();  // the ring is reused as the output stage
 
   if (p.float_output)
-    store_float(p, static_cast<float*>(y), m0, n0, total_m, warp_m, warp_n, lane, acc);
+    store_float<BN>(p, static_cast<float*>(y), m0, n0, total_m, warp_m, warp_n, lane, acc);
   else
-    store_int8(p, static_cast<int8_t*>(y), smem, m0, n0, total_m, warp_m, warp_n, lane, acc);
+    store_int8<BN>(p, static_cast<int8_t*>(y), smem, m0, n0, total_m, warp_m, warp_n, lane, acc);
+}
+
+template <int BN>
+void launch(const S8Conv& conv, const int8_t* x, void* y, int total_m, cudaStream_t stream) {
+  // The attribute is per kernel and process: set once (thread-safe static initialisation).
+  static const cudaError_t configured = cudaFuncSetAttribute(
+      igemm_s8_kernel<BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, Tile<BN>::kSmem);
+  CNNRT_CUDA_CHECK(configured);
+  const dim3 grid(static_cast<unsigned>((total_m + kBM - 1) / kBM),
+                  static_cast<unsigned>((conv.out_stride + BN - 1) / BN));
+  igemm_s8_kernel<BN><<<grid, kThreads, Tile<BN>::kSmem, stream>>>(conv, x, y, total_m);
+  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
@@ -218,11 +256,14 @@ void conv_s8_igemm(const S8Conv& conv, const void* x, void* y, int batch, cudaSt
   if (total_m <= 0) return;
   if (total_m > (int64_t{1} << 31) - kBM)
     throw Error("conv_s8_igemm: " + std::to_string(total_m) + " output pixels exceed the grid");
-  const dim3 grid(static_cast<unsigned>((total_m + kBM - 1) / kBM),
-                  static_cast<unsigned>((conv.out_stride + kBN - 1) / kBN));
-  igemm_s8_kernel<<<grid, kThreads, 0, stream>>>(conv, static_cast<const int8_t*>(x), y,
-                                                 static_cast<int>(total_m));
-  CNNRT_CUDA_CHECK_LAUNCH();
+  // 128-wide tiles once the layer is wide and its 128 x 128 grid still fills an H100 (~132 SMs)
+  // about twice; else 64-wide tiles for more CTAs.
+  const int64_t wide_ctas = (total_m + kBM - 1) / kBM * ((conv.out_stride + 127) / 128);
+  const auto* in = static_cast<const int8_t*>(x);
+  if (conv.out_stride >= 128 && wide_ctas >= 264)
+    launch<128>(conv, in, y, static_cast<int>(total_m), stream);
+  else
+    launch<64>(conv, in, y, static_cast<int>(total_m), stream);
 }
 
 }  // namespace cnnrt::cuda
