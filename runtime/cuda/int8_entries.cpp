@@ -301,12 +301,18 @@ class LinearInt8Kernel final : public LayerKernel {
     return {int8_nhwc16(device_.input_scale)};
   }
   TensorType output_type() const override { return output_type_of(device_); }
+  // GEMV at small batches; else the GEMM, split over K when its tiles alone would leave SMs idle
+  // (the variant is the split count).
   KernelPlan prepare(const PrepareInfo& info) const override {
     const bool gemv = path_ == LinearPath::Gemv ||
                       (path_ == LinearPath::Auto && info.batch <= kGemvS8MaxBatch);
     KernelPlan plan;
-    plan.variant = gemv ? kGemv : kGemm;
+    plan.variant = gemv ? kGemv : igemm_s8_splits(linear_, info.batch, sms_);
     plan.variant_name = gemv ? "gemv_s8" : "igemm_s8";
+    if (!gemv && plan.variant > 1) {
+      plan.variant_name += " split-k " + std::to_string(plan.variant);
+      plan.workspace_bytes = igemm_s8_split_bytes(linear_, info.batch, plan.variant);
+    }
     return plan;
   }
   void run(const KernelArgs& args) override {
@@ -320,7 +326,8 @@ class LinearInt8Kernel final : public LayerKernel {
                 static_cast<char*>(args.output) + first * out_bytes,
                 std::min(kGemvS8MaxBatch, args.batch - first), stream);
     } else {
-      conv_s8_igemm(linear_, args.inputs.at(0), args.output, args.batch, stream);
+      const S8SplitK split{args.variant, static_cast<int*>(args.workspace)};
+      conv_s8_igemm(linear_, args.inputs.at(0), args.output, args.batch, stream, &split);
     }
   }
   size_t weight_bytes() const override {
@@ -328,8 +335,9 @@ class LinearInt8Kernel final : public LayerKernel {
   }
 
  private:
-  static constexpr int kGemm = 0, kGemv = 1;
+  static constexpr int kGemv = 0;  // else the GEMM's split-K count (>= 1)
   LinearPath path_;
+  int sms_ = current_sm_count();
   S8Conv linear_;
   Int8Device device_;
 };

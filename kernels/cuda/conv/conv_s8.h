@@ -42,9 +42,21 @@ struct S8Conv {
   float float_lo = 0, float_hi = 0;  // fp32 out: the activation's bounds (may be ±inf)
 };
 
+// Split-K for GEMMs with few output tiles and a long K (the linear layers at batch 9..256): K
+// in `splits` slices, each CTA's raw int32 sums into `partial` ([splits][M][out_stride]), then
+// one pass adds the slices (integer sums: exact) and applies the epilogue.
+struct S8SplitK {
+  int splits = 1;
+  int* partial = nullptr;  // igemm_s8_split_bytes() bytes of device memory
+};
+
 // groups == 1 only: the tensor-core implicit GEMM.  x: int8 NHWC/16; y: int8 NHWC/16 or fp32
-// NHWC/8.
-void conv_s8_igemm(const S8Conv& conv, const void* x, void* y, int batch, cudaStream_t stream);
+// NHWC/8.  `split` (optional): split-K as planned by igemm_s8_splits.
+void conv_s8_igemm(const S8Conv& conv, const void* x, void* y, int batch, cudaStream_t stream,
+                   const S8SplitK* split = nullptr);
+// The split count that gives `sms` multiprocessors two waves of CTAs (1: no split).
+int igemm_s8_splits(const S8Conv& conv, int batch, int sms);
+size_t igemm_s8_split_bytes(const S8Conv& conv, int batch, int splits);
 // Any groups (depthwise included): one thread per output element.
 void conv_s8_direct(const S8Conv& conv, const void* x, void* y, int batch, cudaStream_t stream);
 

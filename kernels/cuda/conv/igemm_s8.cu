@@ -143,6 +143,45 @@ __device__ void store_float(const S8Conv& p, float* y, int m0, int n0, int total
     }
 }
 
+// Split-K partial sums: the raw int32 accumulators of K-slice blockIdx.z (no bias), as int2 pairs
+// into [split][m][out_stride]; split_k_finish_kernel adds them up (exact: integers) and applies
+// the epilogue.
+template <int BN>
+__device__ void store_partial(const S8Conv& p, int* partial, int m0, int n0, int total_m,
+                              int warp_m, int warp_n, int lane,
+                              const int (&acc)[Tile<BN>::kMI][4][4]) {
+  const int g = lane >> 2, t = lane & 3;
+  int* slice = partial + static_cast<int64_t>(blockIdx.z) * total_m * p.out_stride;
+#pragma unroll
+  for (int mi = 0; mi < Tile<BN>::kMI; ++mi)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int m = m0 + (warp_m * Tile<BN>::kMI + mi) * 16 + g + half * 8;
+      if (m >= total_m) continue;
+#pragma unroll
+      for (int ni = 0; ni < 4; ++ni) {
+        const int c = n0 + warp_n * 32 + ni * 8 + t * 2;
+        if (c < p.out_stride)
+          *reinterpret_cast<int2*>(slice + static_cast<int64_t>(m) * p.out_stride + c) =
+              make_int2(acc[mi][ni][half * 2], acc[mi][ni][half * 2 + 1]);
+      }
+    }
+}
+
+__global__ void split_k_finish_kernel(const S8Conv p, const int* __restrict__ partial, int splits,
+                                      void* __restrict__ y, int64_t total) {
+  for (int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; index < total;
+       index += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int c = static_cast<int>(index % p.out_stride);
+    int acc = 0;
+    for (int z = 0; z < splits; ++z) acc += partial[z * total + index];
+    if (p.float_output)
+      static_cast<float*>(y)[index] = s8::float_output(p, c, acc);
+    else
+      static_cast<int8_t*>(y)[index] = s8::int8_output(p, c, acc);
+  }
+}
+
 // int8 output: requantised into a shared tile, then 16-byte row segments to global memory.
 template <int BN>
 __device__ void store_int8(const S8Conv& p, int8_t* y, int8_t* stage, int m0, int n0,
@@ -177,7 +216,7 @@ __device__ void store_int8(const S8Conv& p, int8_t* y, int8_t* stage, int m0, in
 template <int BN>
 __global__ void __launch_bounds__(kThreads)
     igemm_s8_kernel(const S8Conv p, const int8_t* __restrict__ x, void* __restrict__ y,
-                    int total_m) {
+                    int total_m, int* __restrict__ partial, int tiles_per_split) {
   using T = Tile<BN>;
   extern __shared__ __align__(128) int8_t smem[];
   const uint32_t ring_a = ptx::smem_u32(smem);
@@ -209,17 +248,19 @@ __global__ void __launch_bounds__(kThreads)
   };
 
   int acc[T::kMI][4][4] = {};
-  const int tiles = p.k_pad / kBK;
+  // This CTA's K-tiles: all of them, or split-K slice blockIdx.z.
+  const int first = blockIdx.z * tiles_per_split;
+  const int tiles = min(p.k_pad / kBK - first, tiles_per_split);
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < tiles) load_tile(s, s);
+    if (s < tiles) load_tile(s, first + s);
     ptx::cp_async_commit();
   }
   for (int kt = 0; kt < tiles; ++kt) {
     ptx::cp_async_wait<kStages - 2>();
     __syncthreads();  // tile kt landed for every thread; slot (kt - 1) % kStages is free
     const int next = kt + kStages - 1;
-    if (next < tiles) load_tile(next % kStages, next);
+    if (next < tiles) load_tile(next % kStages, first + next);
     ptx::cp_async_commit();
     const int slot = kt % kStages;
     mma_tile<BN>(ring_a + slot * T::kStageA, ring_b + slot * T::kStageB, warp_m, warp_n, lane,
@@ -228,27 +269,48 @@ __global__ void __launch_bounds__(kThreads)
   ptx::cp_async_wait<0>();
   __syncthreads();  // the ring is reused as the output stage
 
-  if (p.float_output)
+  if (partial != nullptr)
+    store_partial<BN>(p, partial, m0, n0, total_m, warp_m, warp_n, lane, acc);
+  else if (p.float_output)
     store_float<BN>(p, static_cast<float*>(y), m0, n0, total_m, warp_m, warp_n, lane, acc);
   else
     store_int8<BN>(p, static_cast<int8_t*>(y), smem, m0, n0, total_m, warp_m, warp_n, lane, acc);
 }
 
 template <int BN>
-void launch(const S8Conv& conv, const int8_t* x, void* y, int total_m, cudaStream_t stream) {
+void launch(const S8Conv& conv, const int8_t* x, void* y, int total_m, int splits, int* partial,
+            cudaStream_t stream) {
   // The attribute is per kernel and process: set once (thread-safe static initialisation).
   static const cudaError_t configured = cudaFuncSetAttribute(
       igemm_s8_kernel<BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, Tile<BN>::kSmem);
   CNNRT_CUDA_CHECK(configured);
+  const int tiles = conv.k_pad / kBK, per_split = (tiles + splits - 1) / splits;
   const dim3 grid(static_cast<unsigned>((total_m + kBM - 1) / kBM),
-                  static_cast<unsigned>((conv.out_stride + BN - 1) / BN));
-  igemm_s8_kernel<BN><<<grid, kThreads, Tile<BN>::kSmem, stream>>>(conv, x, y, total_m);
+                  static_cast<unsigned>((conv.out_stride + BN - 1) / BN),
+                  static_cast<unsigned>((tiles + per_split - 1) / per_split));
+  igemm_s8_kernel<BN><<<grid, kThreads, Tile<BN>::kSmem, stream>>>(conv, x, y, total_m,
+                                                                  splits > 1 ? partial : nullptr,
+                                                                  per_split);
   CNNRT_CUDA_CHECK_LAUNCH();
+  if (splits <= 1) return;
+  const int64_t total = static_cast<int64_t>(total_m) * conv.out_stride;
+  const int blocks = static_cast<int>(std::min<int64_t>((total + 255) / 256, 1 << 20));
+  split_k_finish_kernel<<<blocks, 256, 0, stream>>>(conv, partial, static_cast<int>(grid.z), y,
+                                                    total);
+  CNNRT_CUDA_CHECK_LAUNCH();
+}
+
+// 128-wide tiles once the layer is wide and its 128 x 128 grid still fills an H100 (~132 SMs)
+// about twice; else 64-wide tiles for more CTAs.
+bool wide_tiles(const S8Conv& conv, int64_t total_m) {
+  const int64_t wide_ctas = (total_m + kBM - 1) / kBM * ((conv.out_stride + 127) / 128);
+  return conv.out_stride >= 128 && wide_ctas >= 264;
 }
 
 }  // namespace
 
-void conv_s8_igemm(const S8Conv& conv, const void* x, void* y, int batch, cudaStream_t stream) {
+void conv_s8_igemm(const S8Conv& conv, const void* x, void* y, int batch, cudaStream_t stream,
+                   const S8SplitK* split) {
   if (conv.groups != 1 || conv.in_stride % 16 != 0 || conv.k_pad % kBK != 0 ||
       conv.k_pad < conv.k_total || conv.k_total != conv.kh * conv.kw * conv.in_stride)
     throw Error("conv_s8_igemm: invalid conv description");
@@ -256,14 +318,31 @@ void conv_s8_igemm(const S8Conv& conv, const void* x, void* y, int batch, cudaSt
   if (total_m <= 0) return;
   if (total_m > (int64_t{1} << 31) - kBM)
     throw Error("conv_s8_igemm: " + std::to_string(total_m) + " output pixels exceed the grid");
-  // 128-wide tiles once the layer is wide and its 128 x 128 grid still fills an H100 (~132 SMs)
-  // about twice; else 64-wide tiles for more CTAs.
-  const int64_t wide_ctas = (total_m + kBM - 1) / kBM * ((conv.out_stride + 127) / 128);
   const auto* in = static_cast<const int8_t*>(x);
-  if (conv.out_stride >= 128 && wide_ctas >= 264)
-    launch<128>(conv, in, y, static_cast<int>(total_m), stream);
+  const int splits = split ? split->splits : 1;
+  int* partial = split ? split->partial : nullptr;
+  if (splits > 1 && partial == nullptr) throw Error("conv_s8_igemm: split-K without a workspace");
+  if (wide_tiles(conv, total_m))
+    launch<128>(conv, in, y, static_cast<int>(total_m), splits, partial, stream);
   else
-    launch<64>(conv, in, y, static_cast<int>(total_m), stream);
+    launch<64>(conv, in, y, static_cast<int>(total_m), splits, partial, stream);
+}
+
+int igemm_s8_splits(const S8Conv& conv, int batch, int sms) {
+  const int64_t total_m = static_cast<int64_t>(batch) * conv.out_h * conv.out_w;
+  const int bn = wide_tiles(conv, total_m) ? 128 : 64;
+  const int64_t ctas = (total_m + kBM - 1) / kBM * ((conv.out_stride + bn - 1) / bn);
+  const int tiles = conv.k_pad / kBK;
+  // Enough CTAs for two waves, each slice at least 8 K-tiles (512 bytes of K).
+  int64_t splits = (2 * static_cast<int64_t>(sms) + ctas - 1) / ctas;
+  splits = std::min<int64_t>(splits, tiles / 8);
+  return static_cast<int>(std::max<int64_t>(splits, 1));
+}
+
+size_t igemm_s8_split_bytes(const S8Conv& conv, int batch, int splits) {
+  return splits <= 1 ? 0
+                     : static_cast<size_t>(splits) * batch * conv.out_h * conv.out_w *
+                           conv.out_stride * sizeof(int);
 }
 
 }  // namespace cnnrt::cuda
