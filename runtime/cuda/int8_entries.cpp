@@ -146,42 +146,43 @@ class ConvInt8Kernel final : public LayerKernel {
     return {int8_nhwc16(device_.input_scale)};
   }
   TensorType output_type() const override { return output_type_of(device_); }
+  // The variant packs the space-to-depth source (bit 0: fp32 NCHW) and the GEMM's split-K
+  // count (variant / 2: more than 1 when its tiles alone would leave SMs idle, small batches).
+  // Workspace: [space-to-depth map][pre-pool tensor][split-K partial sums], each 256-aligned.
   KernelPlan prepare(const PrepareInfo& info) const override {
     KernelPlan plan;
     plan.variant_name = path_ == ConvPath::Direct ? "direct_s8" : "igemm_s8";
-    size_t offset = 0;
-    if (path_ == ConvPath::SpaceToDepth) {
-      const bool fp32_source = !info.input_types.empty() && info.input_types[0].dtype == DType::F32;
-      plan.variant = fp32_source ? kFromFp32 : kFromInt8;
-      plan.variant_name = fp32_source ? "quantise+s2d+igemm_s8" : "s2d+igemm_s8";
-      offset = round_up_bytes(static_cast<size_t>(info.batch) * s2d_.blocks_h * s2d_.blocks_w *
-                              s2d_.out_stride);
-    }
-    plan.workspace_bytes = offset;
-    if (pool_) {
-      plan.variant_name += "+pool";
-      plan.workspace_bytes += static_cast<size_t>(info.batch) * conv_.out_h * conv_.out_w *
-                              conv_.out_stride * (conv_.float_output ? sizeof(float) : 1);
-    }
+    const bool fp32_source = path_ == ConvPath::SpaceToDepth && !info.input_types.empty() &&
+                             info.input_types[0].dtype == DType::F32;
+    const int splits = path_ == ConvPath::Direct ? 1 : igemm_s8_splits(conv_, info.batch, sms_);
+    plan.variant = splits * 2 + (fp32_source ? 1 : 0);
+    if (path_ == ConvPath::SpaceToDepth)
+      plan.variant_name = std::string(fp32_source ? "quantise+" : "") + "s2d+igemm_s8";
+    if (splits > 1) plan.variant_name += " split-k " + std::to_string(splits);
+    if (pool_) plan.variant_name += "+pool";
+    const Workspace parts = workspace_parts(info.batch, splits);
+    plan.workspace_bytes = parts.partial + parts.partial_bytes;
     return plan;
   }
   void run(const KernelArgs& args) override {
     const auto stream = static_cast<cudaStream_t>(args.stream);
-    const void* x = args.inputs.at(0);
+    const int splits = args.variant / 2;
+    const Workspace parts = workspace_parts(args.batch, splits);
     char* workspace = static_cast<char*>(args.workspace);
+    if (workspace == nullptr && parts.partial + parts.partial_bytes > 0)
+      throw Error("conv int8: no workspace");
+    const void* x = args.inputs.at(0);
     if (path_ == ConvPath::SpaceToDepth) {
-      if (workspace == nullptr) throw Error("conv int8 s2d: no workspace");
-      space_to_depth_s8(s2d_, x, args.variant == kFromFp32, workspace, args.batch, stream);
+      space_to_depth_s8(s2d_, x, (args.variant & 1) != 0, workspace, args.batch, stream);
       x = workspace;
-      workspace += round_up_bytes(static_cast<size_t>(args.batch) * s2d_.blocks_h *
-                                  s2d_.blocks_w * s2d_.out_stride);
     }
-    void* conv_out = pool_ ? static_cast<void*>(workspace) : args.output;
-    if (conv_out == nullptr) throw Error("conv int8: no output or workspace");
-    if (path_ == ConvPath::Direct)
+    void* conv_out = pool_ ? static_cast<void*>(workspace + parts.pre_pool) : args.output;
+    if (path_ == ConvPath::Direct) {
       conv_s8_direct(conv_, x, conv_out, args.batch, stream);
-    else
-      conv_s8_igemm(conv_, x, conv_out, args.batch, stream);
+    } else {
+      const S8SplitK split{splits, reinterpret_cast<int*>(workspace + parts.partial)};
+      conv_s8_igemm(conv_, x, conv_out, args.batch, stream, &split);
+    }
     if (!pool_) return;
     if (conv_.float_output)
       maxpool_nhwc_f32(*pool_, static_cast<const float*>(conv_out),
@@ -194,8 +195,25 @@ class ConvInt8Kernel final : public LayerKernel {
   }
 
  private:
-  static constexpr int kFromInt8 = 0, kFromFp32 = 1;
   static size_t round_up_bytes(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+  // Byte offsets of the workspace's parts for `batch` (see prepare()).
+  struct Workspace {
+    size_t pre_pool = 0, partial = 0, partial_bytes = 0;
+  };
+  Workspace workspace_parts(int batch, int splits) const {
+    Workspace parts;
+    if (path_ == ConvPath::SpaceToDepth)
+      parts.pre_pool = round_up_bytes(static_cast<size_t>(batch) * s2d_.blocks_h *
+                                      s2d_.blocks_w * s2d_.out_stride);
+    parts.partial = parts.pre_pool;
+    if (pool_)
+      parts.partial += round_up_bytes(static_cast<size_t>(batch) * conv_.out_h * conv_.out_w *
+                                      conv_.out_stride *
+                                      (conv_.float_output ? sizeof(float) : 1));
+    parts.partial_bytes = igemm_s8_split_bytes(conv_, batch, splits);
+    return parts;
+  }
 
   // The GEMM sees the rearranged map: s·s·C channels, a ceil(k/s) kernel, stride 1, no padding;
   // taps_h_/taps_w_/tap_stride_ keep the original kernel for the weight packing.
@@ -253,6 +271,7 @@ class ConvInt8Kernel final : public LayerKernel {
   }
 
   ConvPath path_;
+  int sms_ = current_sm_count();
   S8Conv conv_;
   S8SpaceToDepth s2d_;
   int taps_h_ = 0, taps_w_ = 0, tap_stride_ = 1;  // space-to-depth: the original kernel

@@ -302,9 +302,11 @@ void launch(const S8Conv& conv, const int8_t* x, void* y, int total_m, int split
 
 // 128-wide tiles once the layer is wide and its 128 x 128 grid still fills an H100 (~132 SMs)
 // about twice; else 64-wide tiles for more CTAs.
+// (A width that is not a multiple of 128 takes 64-wide tiles: AlexNet conv2's 192 channels in
+// 128-wide tiles would compute 64 columns of zeros.)
 bool wide_tiles(const S8Conv& conv, int64_t total_m) {
-  const int64_t wide_ctas = (total_m + kBM - 1) / kBM * ((conv.out_stride + 127) / 128);
-  return conv.out_stride >= 128 && wide_ctas >= 264;
+  const int64_t wide_ctas = (total_m + kBM - 1) / kBM * (conv.out_stride / 128);
+  return conv.out_stride % 128 == 0 && wide_ctas >= 264;
 }
 
 }  // namespace
@@ -333,9 +335,9 @@ int igemm_s8_splits(const S8Conv& conv, int batch, int sms) {
   const int bn = wide_tiles(conv, total_m) ? 128 : 64;
   const int64_t ctas = (total_m + kBM - 1) / kBM * ((conv.out_stride + bn - 1) / bn);
   const int tiles = conv.k_pad / kBK;
-  // Enough CTAs for two waves, each slice at least 8 K-tiles (512 bytes of K).
+  // Enough CTAs for two waves, each slice at least 4 K-tiles (256 bytes of K), at most 16.
   int64_t splits = (2 * static_cast<int64_t>(sms) + ctas - 1) / ctas;
-  splits = std::min<int64_t>(splits, tiles / 8);
+  splits = std::min<int64_t>({splits, tiles / 4, 16});
   return static_cast<int>(std::max<int64_t>(splits, 1));
 }
 
