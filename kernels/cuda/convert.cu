@@ -85,9 +85,8 @@ void launch(const void* x, void* y, int64_t total, const Addressing& in, const A
             float in_scale, float out_scale, cudaStream_t stream) {
   const int blocks =
       static_cast<int>(std::min<int64_t>((total + kThreads - 1) / kThreads, kMaxBlocks));
-  convert_kernel<In, Out><<<blocks, kThreads, 0, stream>>>(static_cast<const In*>(x),
-                                                           static_cast<Out*>(y), total, in, out,
-                                                           in_scale, out_scale);
+  convert_kernel<In, Out><<<blocks, kThreads, 0, stream>>>(
+      static_cast<const In*>(x), static_cast<Out*>(y), total, in, out, in_scale, out_scale);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 

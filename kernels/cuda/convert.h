@@ -1,8 +1,8 @@
 // Elementwise conversion of a tensor between two CUDA types (graph/tensor_type.h): fp32, fp16 or
 // int8 (with its scale), NCHW or NHWC with the channel stride padded to `channel_align`; vectors
-// (any rank but 3) are rows of their last dimension.  The CUDA backend's conversion steps between the fp32 reference
-// family and the rest (fp32 NCHW ↔ fp32 NHWC/8, fp32 NHWC/8 ↔ fp16 NHWC/8) run here; the host
-// edge of the fp16 engine keeps its vectorised kernels (layout.h).
+// (any rank but 3) are rows of their last dimension.  The CUDA backend's conversion steps between
+// the fp32 reference family and the rest (fp32 NCHW ↔ fp32 NHWC/8, fp32 NHWC/8 ↔ fp16 NHWC/8) run
+// here; the host edge of the fp16 engine keeps its vectorised kernels (layout.h).
 //
 // Design: the GPU twin of ref::convert_tensor (kernels/cpu/convert_ref.h), which is its oracle —
 // one thread per *output* element, so the output's padding lanes are written as zeros in the

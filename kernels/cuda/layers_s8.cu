@@ -52,8 +52,8 @@ __device__ Window window_of(const S8Pool& p, int oy, int ox) {
   return win;
 }
 
-__global__ void pool_s8_kernel(const S8Pool p, const int8_t* __restrict__ x,
-                               int8_t* __restrict__ y, int64_t total) {
+__global__ void pool_s8_kernel(const S8Pool p, const int8_t* __restrict__ x, int8_t* __restrict__ y,
+                               int64_t total) {
   const int stride = padded16(p.c);
   for (int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; index < total;
        index += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -87,16 +87,14 @@ __global__ void requantize_s8_kernel(const int8_t* x, int8_t* y, int64_t count, 
 }
 
 __global__ void flatten_s8_kernel(const int8_t* __restrict__ x, int8_t* __restrict__ y,
-                                  int64_t total, int c, int pixels, int in_stride,
-                                  int out_stride) {
+                                  int64_t total, int c, int pixels, int in_stride, int out_stride) {
   for (int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; index < total;
        index += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t n = index / out_stride;
     const int feature = static_cast<int>(index - n * out_stride);
     const int pixel = feature / c, channel = feature - pixel * c;
-    y[index] = pixel < pixels
-                   ? x[(n * pixels + pixel) * static_cast<int64_t>(in_stride) + channel]
-                   : int8_t{0};
+    y[index] = pixel < pixels ? x[(n * pixels + pixel) * static_cast<int64_t>(in_stride) + channel]
+                              : int8_t{0};
   }
 }
 
@@ -106,8 +104,8 @@ void pool_s8(const S8Pool& pool, const void* x, void* y, int batch, cudaStream_t
   const int64_t total = static_cast<int64_t>(batch) * pool.out_h * pool.out_w * padded16(pool.c);
   if (total <= 0) return;
   if (pool.multipliers == nullptr) throw Error("pool_s8: no multiplier table");
-  pool_s8_kernel<<<blocks_for(total), kThreads, 0, stream>>>(
-      pool, static_cast<const int8_t*>(x), static_cast<int8_t*>(y), total);
+  pool_s8_kernel<<<blocks_for(total), kThreads, 0, stream>>>(pool, static_cast<const int8_t*>(x),
+                                                             static_cast<int8_t*>(y), total);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 
@@ -124,9 +122,9 @@ void flatten_nhwc_s8(const void* x, void* y, int64_t batch, int c, int h, int w,
   const int out_stride = padded16(c * h * w);
   const int64_t total = batch * out_stride;
   if (total <= 0) return;
-  flatten_s8_kernel<<<blocks_for(total), kThreads, 0, stream>>>(
-      static_cast<const int8_t*>(x), static_cast<int8_t*>(y), total, c, h * w, padded16(c),
-      out_stride);
+  flatten_s8_kernel<<<blocks_for(total), kThreads, 0, stream>>>(static_cast<const int8_t*>(x),
+                                                                static_cast<int8_t*>(y), total, c,
+                                                                h * w, padded16(c), out_stride);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 

@@ -39,8 +39,8 @@ __global__ void __launch_bounds__(kWarps * 32)
       for (int b = 0; b < kGemvS8MaxBatch; ++b)
         if (b < batch)
           acc[b] = dot16(wv,
-                         *reinterpret_cast<const int4*>(
-                             x + static_cast<int64_t>(b) * p.in_stride + chunk * 16),
+                         *reinterpret_cast<const int4*>(x + static_cast<int64_t>(b) * p.in_stride +
+                                                        chunk * 16),
                          acc[b]);
     }
   }

@@ -105,16 +105,14 @@ int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
 class ConvInt8Kernel final : public LayerKernel {
  public:
-  ConvInt8Kernel(const KernelBuildContext& context, const char* name, ConvPath path)
-      : path_(path) {
+  ConvInt8Kernel(const KernelBuildContext& context, const char* name, ConvPath path) : path_(path) {
     const std::optional<ConvShape> shape = conv_shape_of(context.node);
     const ConvWeights weights = conv_weights_of(context, name, shape);
     const ConvAttrs& a = shape->conv;
     const int per_group = shape->in_c / a.groups;
-    const ref::Int8Layer layer =
-        prepare_layer(context, weights.weight, weights.bias, shape->out_c,
-                      static_cast<int64_t>(per_group) * a.kernel_h * a.kernel_w,
-                      shape->activation, device_);
+    const ref::Int8Layer layer = prepare_layer(
+        context, weights.weight, weights.bias, shape->out_c,
+        static_cast<int64_t>(per_group) * a.kernel_h * a.kernel_w, shape->activation, device_);
     conv_.in_c = shape->in_c;
     conv_.in_h = shape->in_h;
     conv_.in_w = shape->in_w;
@@ -135,9 +133,10 @@ class ConvInt8Kernel final : public LayerKernel {
     upload_layer(layer, path == ConvPath::Direct ? pack_direct(layer) : pack_gemm(layer), device_,
                  conv_);
     if (shape->pool) {
-      pool_ = NhwcPool{shape->out_c, shape->conv_h, shape->conv_w, shape->out_h, shape->out_w,
-                       shape->pool->kernel_h, shape->pool->kernel_w, shape->pool->stride_h,
-                       shape->pool->stride_w, shape->pool->pad_h, shape->pool->pad_w};
+      pool_ = NhwcPool{shape->out_c,          shape->conv_h,         shape->conv_w,
+                       shape->out_h,          shape->out_w,          shape->pool->kernel_h,
+                       shape->pool->kernel_w, shape->pool->stride_h, shape->pool->stride_w,
+                       shape->pool->pad_h,    shape->pool->pad_w};
     }
   }
   // The space-to-depth entry also reads the fp32 NCHW graph input, quantising it itself.
@@ -204,13 +203,12 @@ class ConvInt8Kernel final : public LayerKernel {
   Workspace workspace_parts(int batch, int splits) const {
     Workspace parts;
     if (path_ == ConvPath::SpaceToDepth)
-      parts.pre_pool = round_up_bytes(static_cast<size_t>(batch) * s2d_.blocks_h *
-                                      s2d_.blocks_w * s2d_.out_stride);
+      parts.pre_pool = round_up_bytes(static_cast<size_t>(batch) * s2d_.blocks_h * s2d_.blocks_w *
+                                      s2d_.out_stride);
     parts.partial = parts.pre_pool;
     if (pool_)
       parts.partial += round_up_bytes(static_cast<size_t>(batch) * conv_.out_h * conv_.out_w *
-                                      conv_.out_stride *
-                                      (conv_.float_output ? sizeof(float) : 1));
+                                      conv_.out_stride * (conv_.float_output ? sizeof(float) : 1));
     parts.partial_bytes = igemm_s8_split_bytes(conv_, batch, splits);
     return parts;
   }
@@ -219,9 +217,16 @@ class ConvInt8Kernel final : public LayerKernel {
   // taps_h_/taps_w_/tap_stride_ keep the original kernel for the weight packing.
   void rearrange_for_s2d(const ConvShape& shape) {
     const int s = shape.conv.stride_h;
-    s2d_ = {shape.in_c, shape.in_h, shape.in_w, s, shape.conv.pad_h, shape.conv.pad_w,
-            shape.conv_h + ceil_div(conv_.kh, s) - 1, shape.conv_w + ceil_div(conv_.kw, s) - 1,
-            padded16(s * s * shape.in_c), device_.input_scale};
+    s2d_ = {shape.in_c,
+            shape.in_h,
+            shape.in_w,
+            s,
+            shape.conv.pad_h,
+            shape.conv.pad_w,
+            shape.conv_h + ceil_div(conv_.kh, s) - 1,
+            shape.conv_w + ceil_div(conv_.kw, s) - 1,
+            padded16(s * s * shape.in_c),
+            device_.input_scale};
     taps_h_ = conv_.kh;
     taps_w_ = conv_.kw;
     tap_stride_ = s;
@@ -264,8 +269,7 @@ class ConvInt8Kernel final : public LayerKernel {
         for (int r = 0; r < conv_.kh; ++r)
           for (int s = 0; s < conv_.kw; ++s)
             packed[((static_cast<size_t>(o) * conv_.kh + r) * conv_.kw + s) * per_group + c] =
-                layer.weight[((static_cast<size_t>(o) * per_group + c) * conv_.kh + r) *
-                                 conv_.kw +
+                layer.weight[((static_cast<size_t>(o) * per_group + c) * conv_.kh + r) * conv_.kw +
                              s];
     return packed;
   }
@@ -323,8 +327,8 @@ class LinearInt8Kernel final : public LayerKernel {
   // GEMV at small batches; else the GEMM, split over K when its tiles alone would leave SMs idle
   // (the variant is the split count).
   KernelPlan prepare(const PrepareInfo& info) const override {
-    const bool gemv = path_ == LinearPath::Gemv ||
-                      (path_ == LinearPath::Auto && info.batch <= kGemvS8MaxBatch);
+    const bool gemv =
+        path_ == LinearPath::Gemv || (path_ == LinearPath::Auto && info.batch <= kGemvS8MaxBatch);
     KernelPlan plan;
     plan.variant = gemv ? kGemv : igemm_s8_splits(linear_, info.batch, sms_);
     plan.variant_name = gemv ? "gemv_s8" : "igemm_s8";

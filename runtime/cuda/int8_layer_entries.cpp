@@ -35,9 +35,7 @@ class Int8LayerKernel final : public LayerKernel {
         launch_(std::move(launch)),
         in_place_(in_place),
         table_(std::move(table)) {}
-  std::vector<TensorType> input_types(size_t) const override {
-    return {int8_nhwc16(input_scale_)};
-  }
+  std::vector<TensorType> input_types(size_t) const override { return {int8_nhwc16(input_scale_)}; }
   TensorType output_type() const override { return int8_nhwc16(output_scale_); }
   KernelPlan prepare(const PrepareInfo&) const override {
     KernelPlan plan;
@@ -174,17 +172,16 @@ bool flatten_supported(const Node& node) {
 }  // namespace
 
 void register_int8_layer_kernels(KernelRegistry& registry) {
-  add_entries(
-      registry, Device::CUDA, Precision::INT8, 10,
-      {{"maxpool_int8", OpKind::MaxPool, has_chw_input,
-        [](const KernelBuildContext& c) { return make_pool(c, S8Pool::Kind::Max); }},
-       {"avgpool_int8", OpKind::AvgPool, has_chw_input,
-        [](const KernelBuildContext& c) { return make_pool(c, S8Pool::Kind::Avg); }},
-       {"adaptive_avgpool_int8", OpKind::AdaptiveAvgPool, has_chw_input,
-        [](const KernelBuildContext& c) { return make_pool(c, S8Pool::Kind::Adaptive); }},
-       {"relu_int8", OpKind::Relu, has_one_input, make_relu},
-       {"flatten_int8", OpKind::Flatten, flatten_supported, make_view},
-       {"dropout_int8", OpKind::Dropout, has_one_input, make_view}});
+  add_entries(registry, Device::CUDA, Precision::INT8, 10,
+              {{"maxpool_int8", OpKind::MaxPool, has_chw_input,
+                [](const KernelBuildContext& c) { return make_pool(c, S8Pool::Kind::Max); }},
+               {"avgpool_int8", OpKind::AvgPool, has_chw_input,
+                [](const KernelBuildContext& c) { return make_pool(c, S8Pool::Kind::Avg); }},
+               {"adaptive_avgpool_int8", OpKind::AdaptiveAvgPool, has_chw_input,
+                [](const KernelBuildContext& c) { return make_pool(c, S8Pool::Kind::Adaptive); }},
+               {"relu_int8", OpKind::Relu, has_one_input, make_relu},
+               {"flatten_int8", OpKind::Flatten, flatten_supported, make_view},
+               {"dropout_int8", OpKind::Dropout, has_one_input, make_view}});
 }
 
 }  // namespace cnnrt::cuda

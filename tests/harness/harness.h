@@ -144,7 +144,8 @@ double time_kernel(LayerKernel& kernel, const CaseData& data, const OpCase& op_c
 std::vector<float> reference_output(const Node& node, const std::vector<std::vector<float>>& inputs,
                                     int batch);
 
-// --- the exact int8 mode (int8_mode.cpp) ----------------------------------------------------------
+// --- the exact int8 mode (int8_mode.cpp)
+// ----------------------------------------------------------
 
 // What an int8 entry must produce on a case: the graph to build it from (its output set so that
 // a conv / linear writes fp32 when `float_output`), the calibration it reads, and the expected

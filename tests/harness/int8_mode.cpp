@@ -46,9 +46,8 @@ ref::Int8Layer prepared_layer(const Node& node, float input_scale, float output_
     out_channels = node.get<LinearAttrs>().out_features;
     per_channel = shape_elements(node.input_shapes[0]);
   }
-  return ref::prepare_int8_layer(param_data(node, "weight"), param_data(node, "bias"),
-                                 out_channels, per_channel, input_scale, output_scale,
-                                 activation_bounds(node));
+  return ref::prepare_int8_layer(param_data(node, "weight"), param_data(node, "bias"), out_channels,
+                                 per_channel, input_scale, output_scale, activation_bounds(node));
 }
 
 // The conv's output (fused pool included) as float values: dequantised int8 or fp32.
@@ -80,8 +79,8 @@ std::vector<float> conv_int8_reference(const Node& node, const std::vector<int8_
   return ref::dequantize_values(y, output_scale);
 }
 
-std::vector<float> linear_int8_reference(const Node& node, const std::vector<int8_t>& x,
-                                         int batch, float input_scale, float output_scale) {
+std::vector<float> linear_int8_reference(const Node& node, const std::vector<int8_t>& x, int batch,
+                                         float input_scale, float output_scale) {
   const ref::Int8Layer layer = prepared_layer(node, input_scale, output_scale);
   const size_t count = static_cast<size_t>(batch) * layer.out_channels;
   const int in_features = static_cast<int>(shape_elements(node.input_shapes[0]));
@@ -96,8 +95,9 @@ std::vector<float> linear_int8_reference(const Node& node, const std::vector<int
 }
 
 // The int8 ops without weights, on int8 NCHW; the int8 output before dequantisation.
-std::vector<int8_t> layer_int8_reference(const Node& node, const std::vector<std::vector<int8_t>>& x,
-                                         int batch, const std::vector<float>& input_scales,
+std::vector<int8_t> layer_int8_reference(const Node& node,
+                                         const std::vector<std::vector<int8_t>>& x, int batch,
+                                         const std::vector<float>& input_scales,
                                          float output_scale) {
   const Shape& in = node.input_shapes.at(0);
   const size_t count = static_cast<size_t>(batch * shape_elements(node.output_shape));
@@ -110,20 +110,18 @@ std::vector<int8_t> layer_int8_reference(const Node& node, const std::vector<std
                           ref::requant_multiplier(s_x, output_scale), y.data());
       break;
     case OpKind::AvgPool:
-      ref::avgpool2d_int8(x[0].data(), batch, dims(0), dims(1), dims(2), node.get<PoolAttrs>(),
-                          s_x, output_scale, y.data());
+      ref::avgpool2d_int8(x[0].data(), batch, dims(0), dims(1), dims(2), node.get<PoolAttrs>(), s_x,
+                          output_scale, y.data());
       break;
     case OpKind::AdaptiveAvgPool:
-      ref::adaptive_avgpool2d_int8(x[0].data(), batch, dims(0), dims(1), dims(2),
-                                   node.get<AdaptivePoolAttrs>().out_h,
-                                   node.get<AdaptivePoolAttrs>().out_w, s_x, output_scale,
-                                   y.data());
+      ref::adaptive_avgpool2d_int8(
+          x[0].data(), batch, dims(0), dims(1), dims(2), node.get<AdaptivePoolAttrs>().out_h,
+          node.get<AdaptivePoolAttrs>().out_w, s_x, output_scale, y.data());
       break;
     case OpKind::Relu:
       ref::activation_int8(
           x[0].data(), static_cast<int64_t>(count), ref::requant_multiplier(s_x, output_scale),
-          ref::int8_bounds({0.0f, std::numeric_limits<float>::infinity()}, output_scale),
-          y.data());
+          ref::int8_bounds({0.0f, std::numeric_limits<float>::infinity()}, output_scale), y.data());
       break;
     case OpKind::Add:
       ref::add_int8(x[0].data(), ref::requant_multiplier(s_x, output_scale), x[1].data(),
@@ -153,8 +151,7 @@ std::vector<int8_t> layer_int8_reference(const Node& node, const std::vector<std
       y = x[0];  // views: the bytes, at the input's scale
       break;
     default:
-      throw std::logic_error(std::string("harness: no int8 reference for op ") +
-                             op_name(node.op));
+      throw std::logic_error(std::string("harness: no int8 reference for op ") + op_name(node.op));
   }
   return y;
 }
@@ -193,9 +190,9 @@ Int8Expectation int8_expectation(const CaseData& data, const OpCase& op_case, bo
   }
   const float output_amax = amax_of(data.expected);
   if (!float_output && !is_view(node.op)) record(node.name, output_amax);
-  want.output_scale = float_output           ? 0.0f
-                      : is_view(node.op)     ? want.input_scales[0]
-                                             : ref::scale_from_amax(output_amax);
+  want.output_scale = float_output       ? 0.0f
+                      : is_view(node.op) ? want.input_scales[0]
+                                         : ref::scale_from_amax(output_amax);
   const int batch = op_case.batch;
   if (node.op == OpKind::Conv)
     want.expected =

@@ -12,8 +12,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
-#include <memory>
 #include <map>
+#include <memory>
 #include <ostream>
 #include <set>
 #include <string>
@@ -136,9 +136,8 @@ std::string check_kernel(LayerKernel& kernel, const CaseData& data, const OpCase
 
     // The planner may give an in-place kernel output == inputs[0] when the bytes agree.
     const Node& node = data.node();
-    if (run.plan.in_place &&
-        tensor_bytes(node.output_shape, kernel.output_type(), op_case.batch) ==
-            tensor_bytes(node.input_shapes[0], type, op_case.batch)) {
+    if (run.plan.in_place && tensor_bytes(node.output_shape, kernel.output_type(), op_case.batch) ==
+                                 tensor_bytes(node.input_shapes[0], type, op_case.batch)) {
       SCOPED_TRACE("in place");
       const EntryRun in_place = run_kernel(kernel, data, op_case, device, type, true);
       ++g_counts.in_place_checks;
@@ -172,12 +171,10 @@ void check_int8_entry(const KernelEntry& entry, const CaseData& data, const OpCa
     if (!float_output) {
       EXPECT_EQ(out.scale, want.output_scale) << "output not at its scale";
     }
-    const std::string variant =
-        check_kernel(*kernel, data, op_case, device, [&](const std::vector<float>& got) {
-          return compare_exact(got, want.expected);
-        });
-    if (!::testing::Test::HasFailure())
-      record_perf(*kernel, entry, data, op_case, device, variant);
+    const std::string variant = check_kernel(
+        *kernel, data, op_case, device,
+        [&](const std::vector<float>& got) { return compare_exact(got, want.expected); });
+    if (!::testing::Test::HasFailure()) record_perf(*kernel, entry, data, op_case, device, variant);
   }
 }
 
@@ -199,10 +196,9 @@ TEST_P(KernelHarness, MatchesCpuReference) {
   if (entry->precision == Precision::INT8) return check_int8_entry(*entry, data, op_case, *device);
   const std::unique_ptr<LayerKernel> kernel = entry->create({data.node(), data.graph});
   const Tolerance tolerance = tolerance_for(entry->precision);
-  const std::string variant =
-      check_kernel(*kernel, data, op_case, *device, [&](const std::vector<float>& got) {
-        return compare(got, data.expected, tolerance);
-      });
+  const std::string variant = check_kernel(
+      *kernel, data, op_case, *device,
+      [&](const std::vector<float>& got) { return compare(got, data.expected, tolerance); });
   if (!HasFailure()) record_perf(*kernel, *entry, data, op_case, *device, variant);
 }
 

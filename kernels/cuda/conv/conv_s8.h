@@ -27,16 +27,16 @@ __host__ __device__ inline int padded16(int c) { return (c + 15) / 16 * 16; }
 
 // One int8 conv (or linear as a 1x1 conv over a 1x1 map), per sample, all extents pre-pool.
 struct S8Conv {
-  int in_c = 0, in_h = 0, in_w = 0, in_stride = 0;  // in_stride = pad16(in_c)
+  int in_c = 0, in_h = 0, in_w = 0, in_stride = 0;      // in_stride = pad16(in_c)
   int out_c = 0, out_h = 0, out_w = 0, out_stride = 0;  // pad16 (int8) or pad8 (fp32)
   int kh = 1, kw = 1, stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dil_h = 1, dil_w = 1;
   int groups = 1;
   // GEMM path: K = kh*kw*in_stride in (r, s, c) order, weight rows of k_pad = round_up(K, 64)
   // bytes; direct path: weight [out_c][kh][kw][in_c / groups].
   int k_total = 0, k_pad = 0;
-  const int8_t* weight = nullptr;    // device
-  const int32_t* bias = nullptr;     // device, out_c (bias_q; zeros without a bias)
-  const float* multiplier = nullptr; // device, out_c: M[c] (int8 out) or D[c] (fp32 out)
+  const int8_t* weight = nullptr;     // device
+  const int32_t* bias = nullptr;      // device, out_c (bias_q; zeros without a bias)
+  const float* multiplier = nullptr;  // device, out_c: M[c] (int8 out) or D[c] (fp32 out)
   bool float_output = false;
   int lo = -127, hi = 127;           // int8 out: the activation's integer bounds
   float float_lo = 0, float_hi = 0;  // fp32 out: the activation's bounds (may be ±inf)
@@ -67,8 +67,7 @@ struct NhwcPool {
   int c = 0, h = 0, w = 0, out_h = 0, out_w = 0;
   int kh = 1, kw = 1, stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
 };
-void maxpool_nhwc_s8(const NhwcPool& pool, const void* x, void* y, int batch,
-                     cudaStream_t stream);
+void maxpool_nhwc_s8(const NhwcPool& pool, const void* x, void* y, int batch, cudaStream_t stream);
 void maxpool_nhwc_f32(const NhwcPool& pool, const float* x, float* y, int batch,
                       cudaStream_t stream);
 

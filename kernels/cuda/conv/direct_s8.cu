@@ -44,8 +44,8 @@ __device__ int direct_sum(const S8Conv& p, const int8_t* __restrict__ image, int
     for (int s = 0; s < p.kw; ++s) {
       const int ix = ox * p.stride_w - p.pad_w + s * p.dil_w;
       if (ix < 0 || ix >= p.in_w) continue;
-      const int8_t* x = image + (static_cast<int64_t>(iy) * p.in_w + ix) * p.in_stride +
-                        first_channel;
+      const int8_t* x =
+          image + (static_cast<int64_t>(iy) * p.in_w + ix) * p.in_stride + first_channel;
       const int8_t* wk = w + (r * p.kw + s) * in_per_group;
       for (int ci = 0; ci < in_per_group; ++ci)
         acc += static_cast<int>(x[ci]) * static_cast<int>(wk[ci]);
@@ -65,8 +65,8 @@ __global__ void direct_s8_kernel(const S8Conv p, const int8_t* __restrict__ x, v
     const int64_t rest = pixel / p.out_w;
     const int oy = static_cast<int>(rest % p.out_h);
     const int64_t n = rest / p.out_h;
-    const int acc = c < p.out_c ? direct_sum(p, x + n * p.in_h * p.in_w * p.in_stride, c, oy, ox)
-                                : 0;
+    const int acc =
+        c < p.out_c ? direct_sum(p, x + n * p.in_h * p.in_w * p.in_stride, c, oy, ox) : 0;
     if constexpr (kFloat)
       static_cast<float*>(y)[index] = s8::float_output(p, c, acc);
     else
@@ -98,7 +98,8 @@ __global__ void maxpool_kernel(const NhwcPool p, int stride, const T* __restrict
       for (int s = 0; s < p.kw; ++s) {
         const int ix = ox * p.stride_w - p.pad_w + s;
         if (ix < 0 || ix >= p.w) continue;
-        const float v = static_cast<float>(image[(static_cast<int64_t>(iy) * p.w + ix) * stride + c]);
+        const float v =
+            static_cast<float>(image[(static_cast<int64_t>(iy) * p.w + ix) * stride + c]);
         if (v > best) best = v;
       }
     }
@@ -120,8 +121,10 @@ __global__ void maxpool_s8x16_kernel(const NhwcPool p, const uint4* __restrict__
     const int oy = static_cast<int>(rest % p.out_h);
     const int64_t n = rest / p.out_h;
     const uint4* image = x + n * p.h * p.w * groups + group;
-    const int y0 = max(oy * p.stride_h - p.pad_h, 0), y1 = min(oy * p.stride_h - p.pad_h + p.kh, p.h);
-    const int x0 = max(ox * p.stride_w - p.pad_w, 0), x1 = min(ox * p.stride_w - p.pad_w + p.kw, p.w);
+    const int y0 = max(oy * p.stride_h - p.pad_h, 0),
+              y1 = min(oy * p.stride_h - p.pad_h + p.kh, p.h);
+    const int x0 = max(ox * p.stride_w - p.pad_w, 0),
+              x1 = min(ox * p.stride_w - p.pad_w + p.kw, p.w);
     uint4 best = image[(static_cast<int64_t>(y0) * p.w + x0) * groups];  // a real element
     for (int iy = y0; iy < y1; ++iy)
       for (int ix = x0; ix < x1; ++ix) {
@@ -159,9 +162,9 @@ void conv_s8_direct(const S8Conv& conv, const void* x, void* y, int batch, cudaS
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 
-void maxpool_nhwc_s8(const NhwcPool& pool, const void* x, void* y, int batch,
-                     cudaStream_t stream) {
-  const int64_t total = static_cast<int64_t>(batch) * pool.out_h * pool.out_w * (padded16(pool.c) / 16);
+void maxpool_nhwc_s8(const NhwcPool& pool, const void* x, void* y, int batch, cudaStream_t stream) {
+  const int64_t total =
+      static_cast<int64_t>(batch) * pool.out_h * pool.out_w * (padded16(pool.c) / 16);
   if (total <= 0) return;
   maxpool_s8x16_kernel<<<blocks_for(total), kThreads, 0, stream>>>(
       pool, static_cast<const uint4*>(x), static_cast<uint4*>(y), total);

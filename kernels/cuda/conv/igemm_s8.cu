@@ -51,7 +51,7 @@ struct Tile {
   static constexpr int kNI = BN / kWarpsN / 8;    // n8 tiles per warp (4)
   static constexpr int kStageA = kBM * kRowBytes, kStageB = BN * kRowBytes;
   static constexpr int kSmem = kStages * (kStageA + kStageB);
-  static constexpr int kOutRow = BN + 16;  // int8 output staging row (bytes)
+  static constexpr int kOutRow = BN + 16;                // int8 output staging row (bytes)
   static constexpr int kARows = kBM * kSegs / kThreads;  // A segments per thread (2)
   static constexpr int kBRows = BN * kSegs / kThreads;   // B segments per thread (1 or 2)
   static_assert(kBM * kOutRow <= kSmem, "output staging fits the ring");
@@ -95,8 +95,8 @@ __device__ __forceinline__ void load_a(const S8Conv& p, const ARow& a, int k, ui
 
 // One K-tile (64 bytes) of the warp's tile from ring slot (a, b): two k32 MMA steps.
 template <int BN>
-__device__ __forceinline__ void mma_tile(uint32_t a, uint32_t b, int warp_m, int warp_n,
-                                         int lane, int (&acc)[Tile<BN>::kMI][4][4]) {
+__device__ __forceinline__ void mma_tile(uint32_t a, uint32_t b, int warp_m, int warp_n, int lane,
+                                         int (&acc)[Tile<BN>::kMI][4][4]) {
   using T = Tile<BN>;
   // ldmatrix lane addresses: A rows lane % 16, bytes (lane / 16)·16; B columns (lane / 16)·8 +
   // lane % 8, bytes ((lane / 8) % 2)·16.
@@ -184,8 +184,8 @@ __global__ void split_k_finish_kernel(const S8Conv p, const int* __restrict__ pa
 
 // int8 output: requantised into a shared tile, then 16-byte row segments to global memory.
 template <int BN>
-__device__ void store_int8(const S8Conv& p, int8_t* y, int8_t* stage, int m0, int n0,
-                           int total_m, int warp_m, int warp_n, int lane,
+__device__ void store_int8(const S8Conv& p, int8_t* y, int8_t* stage, int m0, int n0, int total_m,
+                           int warp_m, int warp_n, int lane,
                            const int (&acc)[Tile<BN>::kMI][4][4]) {
   using T = Tile<BN>;
   const int g = lane >> 2, t = lane & 3;
@@ -215,8 +215,8 @@ __device__ void store_int8(const S8Conv& p, int8_t* y, int8_t* stage, int m0, in
 
 template <int BN>
 __global__ void __launch_bounds__(kThreads)
-    igemm_s8_kernel(const S8Conv p, const int8_t* __restrict__ x, void* __restrict__ y,
-                    int total_m, int* __restrict__ partial, int tiles_per_split) {
+    igemm_s8_kernel(const S8Conv p, const int8_t* __restrict__ x, void* __restrict__ y, int total_m,
+                    int* __restrict__ partial, int tiles_per_split) {
   using T = Tile<BN>;
   extern __shared__ __align__(128) int8_t smem[];
   const uint32_t ring_a = ptx::smem_u32(smem);
@@ -263,8 +263,7 @@ __global__ void __launch_bounds__(kThreads)
     if (next < tiles) load_tile(next % kStages, first + next);
     ptx::cp_async_commit();
     const int slot = kt % kStages;
-    mma_tile<BN>(ring_a + slot * T::kStageA, ring_b + slot * T::kStageB, warp_m, warp_n, lane,
-                 acc);
+    mma_tile<BN>(ring_a + slot * T::kStageA, ring_b + slot * T::kStageB, warp_m, warp_n, lane, acc);
   }
   ptx::cp_async_wait<0>();
   __syncthreads();  // the ring is reused as the output stage
@@ -288,9 +287,8 @@ void launch(const S8Conv& conv, const int8_t* x, void* y, int total_m, int split
   const dim3 grid(static_cast<unsigned>((total_m + kBM - 1) / kBM),
                   static_cast<unsigned>((conv.out_stride + BN - 1) / BN),
                   static_cast<unsigned>((tiles + per_split - 1) / per_split));
-  igemm_s8_kernel<BN><<<grid, kThreads, Tile<BN>::kSmem, stream>>>(conv, x, y, total_m,
-                                                                  splits > 1 ? partial : nullptr,
-                                                                  per_split);
+  igemm_s8_kernel<BN><<<grid, kThreads, Tile<BN>::kSmem, stream>>>(
+      conv, x, y, total_m, splits > 1 ? partial : nullptr, per_split);
   CNNRT_CUDA_CHECK_LAUNCH();
   if (splits <= 1) return;
   const int64_t total = static_cast<int64_t>(total_m) * conv.out_stride;

@@ -56,8 +56,8 @@ __global__ void space_to_depth_kernel(const S8SpaceToDepth p, const void* __rest
       uint32_t word = 0;
 #pragma unroll
       for (int b = 0; b < 4; ++b)
-        word |= static_cast<uint32_t>(static_cast<uint8_t>(s2d_value<kFp32Source>(
-                    p, x, n, by, bx, group * 16 + w * 4 + b, in_stride)))
+        word |= static_cast<uint32_t>(static_cast<uint8_t>(
+                    s2d_value<kFp32Source>(p, x, n, by, bx, group * 16 + w * 4 + b, in_stride)))
                 << (8 * b);
       words[w] = word;
     }
