@@ -48,6 +48,9 @@ inline TensorType fp16_nhwc8() { return {DType::F16, Layout::NHWC, 8, 0}; }
 // (NHWC, channels padded to 8, vectors as rows padded to 8), so a tensor changes precision
 // between the two families without moving any element.
 inline TensorType fp32_nhwc8() { return {DType::F32, Layout::NHWC, 8, 0}; }
+// The CUDA int8 kernels' activations: NHWC int8 at `scale`, channels padded to 16 (16-byte
+// vectors, and a k32 MMA step is two of them), vectors as rows padded to 16.
+inline TensorType int8_nhwc16(float scale) { return {DType::I8, Layout::NHWC, 16, scale}; }
 
 // "fp32 NCHW", "fp16 NHWC/8", "int8 NHWC/16 scale 0.0123".
 std::string to_string(const TensorType& type);

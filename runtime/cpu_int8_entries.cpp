@@ -273,7 +273,9 @@ class Int8AddKernel final : public LayerKernel {
         scale_b_(int8_tensor_scale(context, context.node.inputs.at(1))),
         output_scale_(int8_tensor_scale(context, context.node.name)),
         multiplier_a_(ref::requant_multiplier(scale_a_, output_scale_)),
-        multiplier_b_(ref::requant_multiplier(scale_b_, output_scale_)) {
+        multiplier_b_(ref::requant_multiplier(scale_b_, output_scale_)),
+        activation_(context.node.activation != Activation::None),
+        bounds_(ref::int8_bounds(activation_bounds(context.node), output_scale_)) {
     if (input_elements(context, 1) != elements_)
       layer_error(context, "cpu int8 add: inputs differ in size");
   }
@@ -285,11 +287,17 @@ class Int8AddKernel final : public LayerKernel {
     ref::add_int8(static_cast<const int8_t*>(args.inputs.at(0)), multiplier_a_,
                   static_cast<const int8_t*>(args.inputs.at(1)), multiplier_b_,
                   elements_ * args.batch, static_cast<int8_t*>(args.output));
+    // A fused activation is a clamp in the integer domain (exact: docs/QUANTIZATION.md).
+    if (activation_)
+      ref::activation_int8(static_cast<const int8_t*>(args.output), elements_ * args.batch, 1.0f,
+                           bounds_, static_cast<int8_t*>(args.output));
   }
 
  private:
   int64_t elements_;
   float scale_a_, scale_b_, output_scale_, multiplier_a_, multiplier_b_;
+  bool activation_;
+  ref::Int8Bounds bounds_;
 };
 
 class Int8ConcatKernel final : public LayerKernel {

@@ -2,6 +2,8 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <string>
 
 #include "cnnrt/error.h"
@@ -42,44 +44,72 @@ Addressing addressing(const Shape& shape, const TensorType& type) {
   return a;
 }
 
-__device__ __forceinline__ float load_value(const float* x, int64_t i) { return x[i]; }
-__device__ __forceinline__ float load_value(const __half* x, int64_t i) {
+// `scale` is the int8 type's (real = scale × q); the float types ignore it.
+__device__ __forceinline__ float load_value(const float* x, int64_t i, float) { return x[i]; }
+__device__ __forceinline__ float load_value(const __half* x, int64_t i, float) {
   return __half2float(x[i]);
 }
-__device__ __forceinline__ void store_value(float* y, int64_t i, float v) { y[i] = v; }
-__device__ __forceinline__ void store_value(__half* y, int64_t i, float v) {
+// Dequantise: one RNE fp32 multiply (docs/QUANTIZATION.md).
+__device__ __forceinline__ float load_value(const int8_t* x, int64_t i, float scale) {
+  return __fmul_rn(scale, static_cast<float>(x[i]));
+}
+__device__ __forceinline__ void store_value(float* y, int64_t i, float v, float) { y[i] = v; }
+__device__ __forceinline__ void store_value(__half* y, int64_t i, float v, float) {
   y[i] = __float2half_rn(v);
+}
+// Quantise: RNE(x / s) with a correctly rounded division, saturated to [-127, 127];
+// __float2int_rn gives 0 for NaN and saturates ±inf to the int32 range, which the clamp maps as
+// ref::quantize_int8 does.
+__device__ __forceinline__ void store_value(int8_t* y, int64_t i, float v, float scale) {
+  const int q = __float2int_rn(__fdiv_rn(v, scale));
+  y[i] = static_cast<int8_t>(q < -127 ? -127 : (q > 127 ? 127 : q));
 }
 
 // One thread per output element; padding lanes (channel >= channels) get zeros.
 template <typename In, typename Out>
 __global__ void convert_kernel(const In* __restrict__ x, Out* __restrict__ y, int64_t total,
-                               Addressing in, Addressing out) {
+                               Addressing in, Addressing out, float in_scale, float out_scale) {
   for (int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; index < total;
        index += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t n = index / out.sample_elements();
     const int64_t within = index - n * out.sample_elements();
     const int64_t c = out.nhwc ? within % out.stride : within / out.pixels;
     const int64_t p = out.nhwc ? within / out.stride : within % out.pixels;
-    const float value = c < out.channels ? load_value(x, in.offset(n, c, p)) : 0.0f;
-    store_value(y, index, value);
+    const float value = c < out.channels ? load_value(x, in.offset(n, c, p), in_scale) : 0.0f;
+    store_value(y, index, value, out_scale);
   }
 }
 
 template <typename In, typename Out>
 void launch(const void* x, void* y, int64_t total, const Addressing& in, const Addressing& out,
-            cudaStream_t stream) {
+            float in_scale, float out_scale, cudaStream_t stream) {
   const int blocks =
       static_cast<int>(std::min<int64_t>((total + kThreads - 1) / kThreads, kMaxBlocks));
-  convert_kernel<In, Out><<<blocks, kThreads, 0, stream>>>(static_cast<const In*>(x),
-                                                           static_cast<Out*>(y), total, in, out);
+  convert_kernel<In, Out><<<blocks, kThreads, 0, stream>>>(
+      static_cast<const In*>(x), static_cast<Out*>(y), total, in, out, in_scale, out_scale);
   CNNRT_CUDA_CHECK_LAUNCH();
+}
+
+// The output type's dispatch, the input's already fixed.
+template <typename In>
+void launch_to(const void* x, void* y, int64_t total, const Addressing& in, const Addressing& out,
+               const TensorType& from, const TensorType& to, cudaStream_t stream) {
+  switch (to.dtype) {
+    case DType::F32:
+      return launch<In, float>(x, y, total, in, out, from.scale, to.scale, stream);
+    case DType::F16:
+      return launch<In, __half>(x, y, total, in, out, from.scale, to.scale, stream);
+    case DType::I8:
+      return launch<In, int8_t>(x, y, total, in, out, from.scale, to.scale, stream);
+  }
 }
 
 }  // namespace
 
 bool cuda_convertible(const TensorType& type) {
-  return (type.dtype == DType::F32 || type.dtype == DType::F16) && type.channel_align >= 1;
+  if (type.channel_align < 1) return false;
+  if (type.dtype == DType::I8) return type.scale > 0 && std::isfinite(type.scale);
+  return type.dtype == DType::F32 || type.dtype == DType::F16;
 }
 
 void convert_tensor_cuda(const void* x, const TensorType& from, void* y, const TensorType& to,
@@ -92,11 +122,14 @@ void convert_tensor_cuda(const void* x, const TensorType& from, void* y, const T
   const Addressing in = addressing(shape, from), out = addressing(shape, to);
   const int64_t total = batch * out.sample_elements();
   if (total == 0) return;
-  const bool in_f32 = from.dtype == DType::F32, out_f32 = to.dtype == DType::F32;
-  if (in_f32 && out_f32) launch<float, float>(x, y, total, in, out, stream);
-  if (in_f32 && !out_f32) launch<float, __half>(x, y, total, in, out, stream);
-  if (!in_f32 && out_f32) launch<__half, float>(x, y, total, in, out, stream);
-  if (!in_f32 && !out_f32) launch<__half, __half>(x, y, total, in, out, stream);
+  switch (from.dtype) {
+    case DType::F32:
+      return launch_to<float>(x, y, total, in, out, from, to, stream);
+    case DType::F16:
+      return launch_to<__half>(x, y, total, in, out, from, to, stream);
+    case DType::I8:
+      return launch_to<int8_t>(x, y, total, in, out, from, to, stream);
+  }
 }
 
 }  // namespace cnnrt::cuda

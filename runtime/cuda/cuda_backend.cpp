@@ -11,7 +11,10 @@
 //   kernels' layout) — the edges of every fp16 forward, vectorised kernels (layout.h);
 //   fp32 NCHW ↔ fp32 NHWC/8 and fp32 NHWC/8 ↔ fp16 NHWC/8 — into and out of the fp32 reference
 //   family (a `--precision fp32` engine, or one fp32 layer among fp16 ones), the generic
-//   elementwise kernel (convert.h).
+//   elementwise kernel (convert.h);
+//   fp32 NCHW / fp16 NHWC/8 / fp32 NHWC/8 ↔ int8 NHWC/16 and int8 NHWC/16 ↔ int8 NHWC/16 of
+//   another scale — into, out of and between the int8 kernels (quantise, dequantise, requantise
+//   exactly as docs/QUANTIZATION.md writes them), the same generic kernel.
 #include "runtime/cuda/cuda_backend.h"
 
 #include <cuda_runtime.h>
@@ -99,6 +102,14 @@ const ConversionRow kConversions[] = {
     {fp32_nhwc8(), fp32_nchw(), ConversionKernel::Generic},
     {fp32_nhwc8(), fp16_nhwc8(), ConversionKernel::Generic},
     {fp16_nhwc8(), fp32_nhwc8(), ConversionKernel::Generic},
+    // int8: the scale is the tensors' own (the match below ignores it).
+    {fp32_nchw(), int8_nhwc16(1), ConversionKernel::Generic},
+    {int8_nhwc16(1), fp32_nchw(), ConversionKernel::Generic},
+    {fp16_nhwc8(), int8_nhwc16(1), ConversionKernel::Generic},
+    {int8_nhwc16(1), fp16_nhwc8(), ConversionKernel::Generic},
+    {fp32_nhwc8(), int8_nhwc16(1), ConversionKernel::Generic},
+    {int8_nhwc16(1), fp32_nhwc8(), ConversionKernel::Generic},
+    {int8_nhwc16(1), int8_nhwc16(1), ConversionKernel::Generic},
 };
 
 class CudaBackend final : public Backend {

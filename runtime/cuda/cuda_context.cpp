@@ -362,6 +362,8 @@ std::vector<LayerProfile> CudaContext::compare_kernels(int iterations) {
       if (step.is_conversion() || &entry == step.entry || entry.op != step.node->op ||
           entry.device != Device::CUDA || !entry.supports(*step.node))
         continue;
+      // int8 candidates need the tensor scales of a calibration.
+      if (entry.precision == Precision::INT8 && engine_->calibration == nullptr) continue;
       LayerProfile row = chosen;
       row.kernel = entry.name;
       row.precision = to_string(entry.precision);

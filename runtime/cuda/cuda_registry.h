@@ -47,6 +47,10 @@ void register_conv_baseline_kernels(KernelRegistry& registry);
 void register_linear_kernels(KernelRegistry& registry);      // cuBLASLt epilogue, GEMV
 void register_fp16_layer_kernels(KernelRegistry& registry);  // pools, relu, add, concat, ...
 void register_fp32_kernels(KernelRegistry& registry);        // fp32 reference, every op
+// int8: conv (tensor-core implicit GEMM, direct for groups), linear (GEMM / GEMV) in
+// int8_entries.cpp; pools, relu, flatten, dropout in int8_layer_entries.cpp.
+void register_int8_kernels(KernelRegistry& registry);
+void register_int8_layer_kernels(KernelRegistry& registry);
 
 // A linear node the CUDA layout can run: [F] -> [F'], LinearAttrs, a weight bound (any fused
 // activation: each family adds its own epilogue rule).

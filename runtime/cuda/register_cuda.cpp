@@ -13,6 +13,8 @@ void register_cuda_kernels(KernelRegistry& registry) {
   register_conv_kernels(registry);
   register_linear_kernels(registry);
   register_fp16_layer_kernels(registry);
+  register_int8_kernels(registry);
+  register_int8_layer_kernels(registry);
   register_conv_baseline_kernels(registry);
   register_fp32_kernels(registry);
 }

@@ -448,14 +448,16 @@ INSTANTIATE_TEST_SUITE_P(BranchyAndConv1Like, CudaContextTest,
                            return std::string(kModels[info.param].name);
                          });
 
-TEST(CudaBackend, ConvertsBetweenHostAndTensorCoreTypesOnly) {
+TEST(CudaBackend, ConvertsBetweenHostAndKernelTypesOnly) {
   SKIP_WITHOUT_GPU();
   auto backend = cuda::make_cuda_backend();
   EXPECT_EQ(backend->device(), Device::CUDA);
   EXPECT_NO_THROW(backend->make_conversion({3, 5, 7}, fp32_nchw(), fp16_nhwc8()));
   EXPECT_NO_THROW(backend->make_conversion({13}, fp16_nhwc8(), fp32_nchw()));
-  const TensorType int8{DType::I8, Layout::NHWC, 16, 0.5f};
-  EXPECT_THROW(backend->make_conversion({3, 5, 7}, fp32_nchw(), int8), Error);
+  // int8 NHWC/16 is the int8 kernels' type; int8 NCHW is no CUDA kernel's.
+  EXPECT_NO_THROW(backend->make_conversion({3, 5, 7}, fp32_nchw(), int8_nhwc16(0.5f)));
+  const TensorType int8_nchw{DType::I8, Layout::NCHW, 1, 0.5f};
+  EXPECT_THROW(backend->make_conversion({3, 5, 7}, fp32_nchw(), int8_nchw), Error);
 }
 
 TEST(CudaBackend, DeviceInfoIsPlausible) {

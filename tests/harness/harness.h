@@ -16,6 +16,11 @@
 //  4. the output is downloaded, its padding lanes must be exact zeros, it is converted back to
 //     NCHW fp32 and every element compared (tolerance.h).  An entry whose plan says in_place is
 //     run a second time with output == inputs[0].
+// int8 entries are held exactly instead (int8_mode.cpp): the case gets a calibration (each
+// input's scale from its max |x|, the output's from the fp32 reference's max |y|), the kernel is
+// built with it, and its output must equal the integer reference (kernels/cpu/int8_ref.h) on the
+// inputs quantised at those scales, bit for bit; conv and linear run twice, writing int8 and
+// (as the graph output) dequantised fp32.
 // Perf mode (CNNRT_HARNESS_PERF=N): each check that passed is then timed, median of N runs
 // (CUDA events on the GPU), and a table printed at the end.
 #pragma once
@@ -29,6 +34,7 @@
 #include "cnnrt/cnnrt.h"
 #include "graph/ir.h"
 #include "graph/tensor_type.h"
+#include "runtime/calibration.h"
 #include "runtime/kernel.h"
 #include "tolerance.h"
 
@@ -137,5 +143,25 @@ double time_kernel(LayerKernel& kernel, const CaseData& data, const OpCase& op_c
 // fused epilogue in the graph's order (conv + bias → clamp → max-pool).
 std::vector<float> reference_output(const Node& node, const std::vector<std::vector<float>>& inputs,
                                     int batch);
+
+// --- the exact int8 mode (int8_mode.cpp)
+// ----------------------------------------------------------
+
+// What an int8 entry must produce on a case: the graph to build it from (its output set so that
+// a conv / linear writes fp32 when `float_output`), the calibration it reads, and the expected
+// output, NCHW, dequantised (int8 output: scale × q, so equal floats mean equal integers) or
+// fp32 — from the integer reference kernels.
+struct Int8Expectation {
+  Graph graph;
+  Calibration calibration;
+  std::vector<float> input_scales;
+  float output_scale = 0;  // 0: fp32 output
+  std::vector<float> expected;
+};
+Int8Expectation int8_expectation(const CaseData& data, const OpCase& op_case, bool float_output);
+// The output forms an int8 entry of `op` is checked in: int8, and for conv / linear also fp32.
+std::vector<bool> int8_output_modes(OpKind op);
+// "" when every value of `got` has the bits of `expected`'s, else how many differ and the first.
+std::string compare_exact(const std::vector<float>& got, const std::vector<float>& expected);
 
 }  // namespace cnnrt::harness

@@ -38,8 +38,21 @@ std::vector<ConversionParam> conversion_params() {
   // The CUDA backend's table (cuda_backend.cpp): the host edge of the fp16 engine and the ways
   // into and out of the fp32 reference family.
   const std::vector<std::pair<TensorType, TensorType>> cuda_pairs = {
-      {fp32_nchw(), fp16_nhwc8()}, {fp16_nhwc8(), fp32_nchw()},  {fp32_nchw(), fp32_nhwc8()},
-      {fp32_nhwc8(), fp32_nchw()}, {fp32_nhwc8(), fp16_nhwc8()}, {fp16_nhwc8(), fp32_nhwc8()}};
+      {fp32_nchw(), fp16_nhwc8()},
+      {fp16_nhwc8(), fp32_nchw()},
+      {fp32_nchw(), fp32_nhwc8()},
+      {fp32_nhwc8(), fp32_nchw()},
+      {fp32_nhwc8(), fp16_nhwc8()},
+      {fp16_nhwc8(), fp32_nhwc8()},
+      // int8 (quantise, dequantise, requantise): scales that put the values (|x| <= 3) across
+      // the whole int8 range, saturation (2/127 clips at 2) included.
+      {fp32_nchw(), int8_nhwc16(3.0f / 127)},
+      {int8_nhwc16(3.0f / 127), fp32_nchw()},
+      {fp16_nhwc8(), int8_nhwc16(2.0f / 127)},
+      {int8_nhwc16(3.0f / 127), fp16_nhwc8()},
+      {fp32_nhwc8(), int8_nhwc16(0.0213f)},
+      {int8_nhwc16(0.0213f), fp32_nhwc8()},
+      {int8_nhwc16(3.0f / 127), int8_nhwc16(0.0311f)}};
   // The CPU backend converts anything through the reference; these are the types its test
   // kernels and a CPU int8 family would meet.
   const std::vector<std::pair<TensorType, TensorType>> cpu_pairs = {{fp32_nchw(), fp16_nchw},
@@ -118,7 +131,7 @@ TEST(BackendConversion, CudaRefusesPairsOutsideItsTable) {
   if (backend_info == nullptr || device == nullptr || !device->available())
     GTEST_SKIP() << "no CUDA device";
   const std::unique_ptr<Backend> backend = backend_info->make();
-  const TensorType int8{DType::I8, Layout::NHWC, 16, 0.5f};
+  const TensorType int8{DType::I8, Layout::NCHW, 1, 0.5f};
   const TensorType fp16_nchw{DType::F16, Layout::NCHW, 1, 0};
   EXPECT_THROW(backend->make_conversion({3, 5, 7}, fp32_nchw(), int8), Error);
   EXPECT_THROW(backend->make_conversion({3, 5, 7}, fp32_nchw(), fp16_nchw), Error);

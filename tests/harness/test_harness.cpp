@@ -11,7 +11,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <map>
+#include <memory>
 #include <ostream>
 #include <set>
 #include <string>
@@ -115,6 +117,67 @@ void record_perf(LayerKernel& kernel, const KernelEntry& entry, const CaseData& 
 
 class KernelHarness : public ::testing::TestWithParam<HarnessParam> {};
 
+// Runs `kernel` with input 0 in every type it accepts (e.g. conv_fp16_s2d also reads fp32 NCHW),
+// and in place where its plan allows, judging each output with `judge` ("" = pass).  Returns the
+// variant the plan chose.
+std::string check_kernel(LayerKernel& kernel, const CaseData& data, const OpCase& op_case,
+                         const HarnessDevice& device,
+                         const std::function<std::string(const std::vector<float>&)>& judge) {
+  std::string variant;
+  for (const TensorType& type : kernel.input_types(0)) {
+    SCOPED_TRACE("input 0 as " + to_string(type));
+    const EntryRun run = run_kernel(kernel, data, op_case, device, type, /*in_place=*/false);
+    variant = run.plan.variant_name;
+    SCOPED_TRACE("variant '" + variant + "'");
+    ++g_counts.checks;
+    EXPECT_EQ(run.nonzero_padding, 0) << "padding lanes of the output must be zeros";
+    const std::string failure = judge(run.output);
+    EXPECT_TRUE(failure.empty()) << failure;
+
+    // The planner may give an in-place kernel output == inputs[0] when the bytes agree.
+    const Node& node = data.node();
+    if (run.plan.in_place && tensor_bytes(node.output_shape, kernel.output_type(), op_case.batch) ==
+                                 tensor_bytes(node.input_shapes[0], type, op_case.batch)) {
+      SCOPED_TRACE("in place");
+      const EntryRun in_place = run_kernel(kernel, data, op_case, device, type, true);
+      ++g_counts.in_place_checks;
+      EXPECT_EQ(in_place.nonzero_padding, 0);
+      const std::string in_place_failure = judge(in_place.output);
+      EXPECT_TRUE(in_place_failure.empty()) << in_place_failure;
+    }
+  }
+  return variant;
+}
+
+// int8: the kernel built with the case's calibration, its output equal to the integer
+// reference bit for bit (tolerance.h), in each output form of its op.
+void check_int8_entry(const KernelEntry& entry, const CaseData& data, const OpCase& op_case,
+                      const HarnessDevice& device) {
+  for (const bool float_output : int8_output_modes(entry.op)) {
+    SCOPED_TRACE(float_output ? "fp32 output (the graph output)" : "int8 output");
+    const Int8Expectation want = int8_expectation(data, op_case, float_output);
+    const std::unique_ptr<LayerKernel> kernel =
+        entry.create({want.graph.nodes.back(), want.graph, &want.calibration});
+    // int8 at the input's scale, or fp32 NCHW that the kernel quantises at that scale itself
+    // (a quantising first layer: the expected output is the same).
+    for (size_t i = 0; i < want.input_scales.size(); ++i)
+      for (const TensorType& type : kernel->input_types(i)) {
+        if (type == fp32_nchw()) continue;
+        EXPECT_EQ(type.dtype, DType::I8) << "input " << i;
+        EXPECT_EQ(type.scale, want.input_scales[i]) << "input " << i << " not at its scale";
+      }
+    const TensorType out = kernel->output_type();
+    EXPECT_EQ(out.dtype == DType::I8, !float_output);
+    if (!float_output) {
+      EXPECT_EQ(out.scale, want.output_scale) << "output not at its scale";
+    }
+    const std::string variant = check_kernel(
+        *kernel, data, op_case, device,
+        [&](const std::vector<float>& got) { return compare_exact(got, want.expected); });
+    if (!::testing::Test::HasFailure()) record_perf(*kernel, entry, data, op_case, device, variant);
+  }
+}
+
 TEST_P(KernelHarness, MatchesCpuReference) {
   const HarnessParam& param = GetParam();
   const OpCase& op_case = op_cases(param.op)[param.case_index];
@@ -129,41 +192,13 @@ TEST_P(KernelHarness, MatchesCpuReference) {
     ++g_counts.unsupported;
     GTEST_SKIP() << entry->name << " does not support this case";
   }
-  if (entry->precision == Precision::INT8) {
-    // int8 kernels are to equal the integer reference bit for bit (tolerance.h), a mode the
-    // harness does not have yet.  The CPU int8 entries are that reference itself, checked
-    // against float in tests/kernels/test_int8_ref.cpp and end to end in test_engine_int8.cpp.
-    ++g_counts.unsupported;
-    GTEST_SKIP() << "int8: the harness's exact integer mode is not written yet";
-  }
   const CaseData& data = case_data(op_case);
+  if (entry->precision == Precision::INT8) return check_int8_entry(*entry, data, op_case, *device);
   const std::unique_ptr<LayerKernel> kernel = entry->create({data.node(), data.graph});
   const Tolerance tolerance = tolerance_for(entry->precision);
-  std::string variant;
-  // Every type the kernel accepts at input 0 (e.g. conv_fp16_s2d also reads fp32 NCHW).
-  for (const TensorType& type : kernel->input_types(0)) {
-    SCOPED_TRACE("input 0 as " + to_string(type));
-    const EntryRun run = run_kernel(*kernel, data, op_case, *device, type, /*in_place=*/false);
-    variant = run.plan.variant_name;
-    SCOPED_TRACE("variant '" + variant + "'");
-    ++g_counts.checks;
-    EXPECT_EQ(run.nonzero_padding, 0) << "padding lanes of the output must be zeros";
-    const std::string failure = compare(run.output, data.expected, tolerance);
-    EXPECT_TRUE(failure.empty()) << failure;
-
-    // The planner may give an in-place kernel output == inputs[0] when the bytes agree.
-    const Node& node = data.node();
-    if (run.plan.in_place &&
-        tensor_bytes(node.output_shape, kernel->output_type(), op_case.batch) ==
-            tensor_bytes(node.input_shapes[0], type, op_case.batch)) {
-      SCOPED_TRACE("in place");
-      const EntryRun in_place = run_kernel(*kernel, data, op_case, *device, type, true);
-      ++g_counts.in_place_checks;
-      EXPECT_EQ(in_place.nonzero_padding, 0);
-      const std::string in_place_failure = compare(in_place.output, data.expected, tolerance);
-      EXPECT_TRUE(in_place_failure.empty()) << in_place_failure;
-    }
-  }
+  const std::string variant = check_kernel(
+      *kernel, data, op_case, *device,
+      [&](const std::vector<float>& got) { return compare(got, data.expected, tolerance); });
   if (!HasFailure()) record_perf(*kernel, *entry, data, op_case, *device, variant);
 }
 

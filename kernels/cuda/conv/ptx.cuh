@@ -53,6 +53,18 @@ __device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4],
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// D[16 x 8] += A[16 x 32] * B[32 x 8], int8 in, int32 accumulate (row.col fragments; sm_80+).
+// Integer accumulation is exact and order-free: the int8 kernels' results do not depend on the
+// MMA's internal summation order.
+__device__ __forceinline__ void mma_16832_s8(int (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                             uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
 #ifdef CNNRT_WGMMA_DEVICE
 // Makes this thread's generic-proxy shared-memory writes (cp.async results included, once
 // waited for) visible to the async proxy that wgmma reads through.

@@ -1,0 +1,131 @@
+// The int8 CUDA layers without weights (design note in layers_s8.h).
+#include <algorithm>
+
+#include "cnnrt/error.h"
+#include "kernels/cuda/conv/conv_s8.h"
+#include "kernels/cuda/conv/epilogue_s8.cuh"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/layers_s8.h"
+
+namespace cnnrt::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int64_t kMaxBlocks = 1 << 20;
+
+int blocks_for(int64_t total) {
+  return static_cast<int>(std::min<int64_t>((total + kThreads - 1) / kThreads, kMaxBlocks));
+}
+
+// The window of output (oy, ox) as [ya, yb) x [xa, xb) of valid pixels, and its divisor.
+struct Window {
+  int ya, yb, xa, xb, divisor;
+};
+
+__device__ Window window_of(const S8Pool& p, int oy, int ox) {
+  Window win;
+  if (p.kind == S8Pool::Kind::Adaptive) {
+    win.ya = static_cast<int>((static_cast<int64_t>(oy) * p.h) / p.out_h);
+    win.yb = static_cast<int>((static_cast<int64_t>(oy + 1) * p.h + p.out_h - 1) / p.out_h);
+    win.xa = static_cast<int>((static_cast<int64_t>(ox) * p.w) / p.out_w);
+    win.xb = static_cast<int>((static_cast<int64_t>(ox + 1) * p.w + p.out_w - 1) / p.out_w);
+    win.divisor = (win.yb - win.ya) * (win.xb - win.xa);
+    return win;
+  }
+  const int y0 = oy * p.stride_h - p.pad_h, x0 = ox * p.stride_w - p.pad_w;
+  if (p.kind == S8Pool::Kind::Max) {  // the kernel's taps within the map
+    win.ya = max(y0, 0);
+    win.yb = min(y0 + p.kh, p.h);
+    win.xa = max(x0, 0);
+    win.xb = min(x0 + p.kw, p.w);
+    win.divisor = 0;
+    return win;
+  }
+  // Average: the reference's padded extent and PyTorch's divisor (pool_ref.cpp).
+  const int y1_padded = min(y0 + p.kh, p.h + p.pad_h), x1_padded = min(x0 + p.kw, p.w + p.pad_w);
+  win.ya = max(y0, 0);
+  win.yb = min(y1_padded, p.h);
+  win.xa = max(x0, 0);
+  win.xb = min(x1_padded, p.w);
+  win.divisor = p.count_include_pad ? (y1_padded - y0) * (x1_padded - x0)
+                                    : (win.yb - win.ya) * (win.xb - win.xa);
+  return win;
+}
+
+__global__ void pool_s8_kernel(const S8Pool p, const int8_t* __restrict__ x, int8_t* __restrict__ y,
+                               int64_t total) {
+  const int stride = padded16(p.c);
+  for (int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; index < total;
+       index += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int c = static_cast<int>(index % stride);
+    const int64_t pixel = index / stride;
+    const int ox = static_cast<int>(pixel % p.out_w);
+    const int64_t rest = pixel / p.out_w;
+    const int oy = static_cast<int>(rest % p.out_h);
+    const int64_t n = rest / p.out_h;
+    if (c >= p.c) {
+      y[index] = 0;
+      continue;
+    }
+    const int8_t* image = x + n * p.h * p.w * stride + c;
+    const Window win = window_of(p, oy, ox);
+    int value = p.kind == S8Pool::Kind::Max ? -129 : 0;  // max: padding never wins
+    for (int iy = win.ya; iy < win.yb; ++iy)
+      for (int ix = win.xa; ix < win.xb; ++ix) {
+        const int v = image[(static_cast<int64_t>(iy) * p.w + ix) * stride];
+        value = p.kind == S8Pool::Kind::Max ? max(value, v) : value + v;
+      }
+    y[index] = s8::requantize(value, p.multipliers[win.divisor], -127, 127);
+  }
+}
+
+__global__ void requantize_s8_kernel(const int8_t* x, int8_t* y, int64_t count, float multiplier,
+                                     int lo, int hi) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    y[i] = s8::requantize(x[i], multiplier, lo, hi);
+}
+
+__global__ void flatten_s8_kernel(const int8_t* __restrict__ x, int8_t* __restrict__ y,
+                                  int64_t total, int c, int pixels, int in_stride, int out_stride) {
+  for (int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; index < total;
+       index += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t n = index / out_stride;
+    const int feature = static_cast<int>(index - n * out_stride);
+    const int pixel = feature / c, channel = feature - pixel * c;
+    y[index] = pixel < pixels ? x[(n * pixels + pixel) * static_cast<int64_t>(in_stride) + channel]
+                              : int8_t{0};
+  }
+}
+
+}  // namespace
+
+void pool_s8(const S8Pool& pool, const void* x, void* y, int batch, cudaStream_t stream) {
+  const int64_t total = static_cast<int64_t>(batch) * pool.out_h * pool.out_w * padded16(pool.c);
+  if (total <= 0) return;
+  if (pool.multipliers == nullptr) throw Error("pool_s8: no multiplier table");
+  pool_s8_kernel<<<blocks_for(total), kThreads, 0, stream>>>(pool, static_cast<const int8_t*>(x),
+                                                             static_cast<int8_t*>(y), total);
+  CNNRT_CUDA_CHECK_LAUNCH();
+}
+
+void requantize_s8(const void* x, void* y, int64_t count, float multiplier, int lo, int hi,
+                   cudaStream_t stream) {
+  if (count <= 0) return;
+  requantize_s8_kernel<<<blocks_for(count), kThreads, 0, stream>>>(
+      static_cast<const int8_t*>(x), static_cast<int8_t*>(y), count, multiplier, lo, hi);
+  CNNRT_CUDA_CHECK_LAUNCH();
+}
+
+void flatten_nhwc_s8(const void* x, void* y, int64_t batch, int c, int h, int w,
+                     cudaStream_t stream) {
+  const int out_stride = padded16(c * h * w);
+  const int64_t total = batch * out_stride;
+  if (total <= 0) return;
+  flatten_s8_kernel<<<blocks_for(total), kThreads, 0, stream>>>(static_cast<const int8_t*>(x),
+                                                                static_cast<int8_t*>(y), total, c,
+                                                                h * w, padded16(c), out_stride);
+  CNNRT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace cnnrt::cuda

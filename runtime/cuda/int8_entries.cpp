@@ -1,0 +1,417 @@
+// Registry entries of the CUDA int8 conv and linear kernels (kernels/cuda/conv/conv_s8.h,
+// kernels/cuda/linear_s8.h), precision int8:
+//   conv_int8_s2d     strided convs with few input channels (AlexNet conv1) as space-to-depth +
+//                     the tensor-core GEMM; reads the fp32 graph input directly (quantising it)
+//   conv_int8_igemm   dense convs (groups 1) on the int8 tensor cores (mma.sync m16n8k32, sm_80+)
+//   conv_int8_direct  any conv, grouped and depthwise included (lower priority)
+//   linear_int8       GEMV at batch <= 8, else the tensor-core GEMM; linear_int8_gemm and
+//                     linear_int8_gemv force one path (profiles, tests)
+//
+// The factory does what docs/QUANTIZATION.md puts on the host, once, with the CPU reference's own
+// function (ref::prepare_int8_layer): the scales of the tensors it reads and writes from the
+// calibration (int8_tensor_scale: errors name the file, layer and tensor), weights quantised per
+// output channel, int32 biases, fp32 multipliers; then packs the weights for its kernel and
+// uploads them.  So the GPU's integers are the reference's by construction and only the
+// per-element arithmetic runs on the device.  A conv or linear that writes the graph output
+// dequantises in its epilogue (fp32 NHWC/8 out).  A fused max-pool runs after the conv on the
+// pre-pool tensor (in the workspace), exact because max commutes with the requantisation.
+// K (in_c / groups × kh × kw, or in features) above ref::kMaxInt8Reduction is refused.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/int8_ref.h"
+#include "kernels/cuda/conv/conv_s8.h"
+#include "kernels/cuda/elementwise_fp16.h"
+#include "kernels/cuda/linear_s8.h"
+#include "runtime/calibration.h"
+#include "runtime/cuda/cuda_registry.h"
+
+namespace cnnrt::cuda {
+namespace {
+
+int round_up(int value, int multiple) { return (value + multiple - 1) / multiple * multiple; }
+
+// The int8 layer's device arrays and the scales it was prepared for.
+struct Int8Device {
+  DeviceArray weight, bias, multiplier;
+  float input_scale = 0, output_scale = 0;  // output 0: fp32 output
+};
+
+// Scales from the calibration, then ref::prepare_int8_layer — the reference's integers.
+ref::Int8Layer prepare_layer(const KernelBuildContext& context, const float* weight,
+                             const float* bias, int out_channels, int64_t per_channel,
+                             ActivationBounds activation, Int8Device& device) {
+  const Node& node = context.node;
+  device.input_scale = int8_tensor_scale(context, node.inputs.at(0));
+  const bool float_output = node.name == context.graph.output;
+  device.output_scale = float_output ? 0.0f : int8_tensor_scale(context, node.name);
+  try {
+    return ref::prepare_int8_layer(weight, bias, out_channels, per_channel, device.input_scale,
+                                   device.output_scale, activation);
+  } catch (const Error& error) {
+    throw_error(node_site(context), error.what());
+  }
+}
+
+// Uploads the packed weight, the int32 bias and the multipliers; fills the S8Conv's epilogue.
+void upload_layer(const ref::Int8Layer& layer, const std::vector<int8_t>& packed,
+                  Int8Device& device, S8Conv& conv) {
+  device.weight = DeviceArray(packed.size());
+  device.weight.upload(packed.data(), packed.size());
+  device.bias = DeviceArray(layer.bias.size() * sizeof(int32_t));
+  device.bias.upload(layer.bias.data(), device.bias.bytes());
+  device.multiplier = DeviceArray(layer.multiplier.size() * sizeof(float));
+  device.multiplier.upload(layer.multiplier.data(), device.multiplier.bytes());
+  conv.weight = static_cast<const int8_t*>(device.weight.get());
+  conv.bias = static_cast<const int32_t*>(device.bias.get());
+  conv.multiplier = static_cast<const float*>(device.multiplier.get());
+  conv.float_output = layer.float_output;
+  conv.lo = layer.int_bounds.lo;
+  conv.hi = layer.int_bounds.hi;
+  conv.float_lo = layer.float_bounds.lo;
+  conv.float_hi = layer.float_bounds.hi;
+  conv.out_stride = layer.float_output ? round_up(conv.out_c, 8) : padded16(conv.out_c);
+}
+
+TensorType output_type_of(const Int8Device& device) {
+  return device.output_scale == 0 ? fp32_nhwc8() : int8_nhwc16(device.output_scale);
+}
+
+// --- conv ----------------------------------------------------------------------------------------
+
+// K of the int8 contract: products per output (docs/QUANTIZATION.md, "Overflow").
+bool conv_fits_int32(const ConvShape& shape) {
+  return static_cast<int64_t>(shape.in_c / shape.conv.groups) * shape.conv.kernel_h *
+             shape.conv.kernel_w <=
+         ref::kMaxInt8Reduction;
+}
+
+enum class ConvPath { Gemm, Direct, SpaceToDepth };
+
+// Space-to-depth pays where padding the channels to 16 would waste most of K, and the blocks
+// carry no pixel that no tap reads (kernel >= stride): the fp16 family's rule (conv_fp16_s2d).
+bool s2d_eligible(const ConvShape& shape) {
+  const ConvAttrs& a = shape.conv;
+  return a.groups == 1 && a.stride_h == a.stride_w && a.stride_h >= 2 && a.dilation_h == 1 &&
+         a.dilation_w == 1 && a.kernel_h >= a.stride_h && a.kernel_w >= a.stride_w &&
+         shape.in_c <= 4 && a.stride_h * a.stride_h * shape.in_c <= 64;
+}
+
+int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+class ConvInt8Kernel final : public LayerKernel {
+ public:
+  ConvInt8Kernel(const KernelBuildContext& context, const char* name, ConvPath path) : path_(path) {
+    const std::optional<ConvShape> shape = conv_shape_of(context.node);
+    const ConvWeights weights = conv_weights_of(context, name, shape);
+    const ConvAttrs& a = shape->conv;
+    const int per_group = shape->in_c / a.groups;
+    const ref::Int8Layer layer = prepare_layer(
+        context, weights.weight, weights.bias, shape->out_c,
+        static_cast<int64_t>(per_group) * a.kernel_h * a.kernel_w, shape->activation, device_);
+    conv_.in_c = shape->in_c;
+    conv_.in_h = shape->in_h;
+    conv_.in_w = shape->in_w;
+    conv_.in_stride = padded16(shape->in_c);
+    conv_.out_c = shape->out_c;
+    conv_.out_h = shape->conv_h;
+    conv_.out_w = shape->conv_w;
+    conv_.kh = a.kernel_h;
+    conv_.kw = a.kernel_w;
+    conv_.stride_h = a.stride_h;
+    conv_.stride_w = a.stride_w;
+    conv_.pad_h = a.pad_h;
+    conv_.pad_w = a.pad_w;
+    conv_.dil_h = a.dilation_h;
+    conv_.dil_w = a.dilation_w;
+    conv_.groups = a.groups;
+    if (path == ConvPath::SpaceToDepth) rearrange_for_s2d(*shape);
+    upload_layer(layer, path == ConvPath::Direct ? pack_direct(layer) : pack_gemm(layer), device_,
+                 conv_);
+    if (shape->pool) {
+      pool_ = NhwcPool{shape->out_c,          shape->conv_h,         shape->conv_w,
+                       shape->out_h,          shape->out_w,          shape->pool->kernel_h,
+                       shape->pool->kernel_w, shape->pool->stride_h, shape->pool->stride_w,
+                       shape->pool->pad_h,    shape->pool->pad_w};
+    }
+  }
+  // The space-to-depth entry also reads the fp32 NCHW graph input, quantising it itself.
+  std::vector<TensorType> input_types(size_t) const override {
+    if (path_ == ConvPath::SpaceToDepth) return {fp32_nchw(), int8_nhwc16(device_.input_scale)};
+    return {int8_nhwc16(device_.input_scale)};
+  }
+  TensorType output_type() const override { return output_type_of(device_); }
+  // The variant packs the space-to-depth source (bit 0: fp32 NCHW) and the GEMM's split-K
+  // count (variant / 2: more than 1 when its tiles alone would leave SMs idle, small batches).
+  // Workspace: [space-to-depth map][pre-pool tensor][split-K partial sums], each 256-aligned.
+  KernelPlan prepare(const PrepareInfo& info) const override {
+    KernelPlan plan;
+    plan.variant_name = path_ == ConvPath::Direct ? "direct_s8" : "igemm_s8";
+    const bool fp32_source = path_ == ConvPath::SpaceToDepth && !info.input_types.empty() &&
+                             info.input_types[0].dtype == DType::F32;
+    const int splits = path_ == ConvPath::Direct ? 1 : igemm_s8_splits(conv_, info.batch, sms_);
+    plan.variant = splits * 2 + (fp32_source ? 1 : 0);
+    if (path_ == ConvPath::SpaceToDepth)
+      plan.variant_name = std::string(fp32_source ? "quantise+" : "") + "s2d+igemm_s8";
+    if (splits > 1) plan.variant_name += " split-k " + std::to_string(splits);
+    if (pool_) plan.variant_name += "+pool";
+    const Workspace parts = workspace_parts(info.batch, splits);
+    plan.workspace_bytes = parts.partial + parts.partial_bytes;
+    return plan;
+  }
+  void run(const KernelArgs& args) override {
+    const auto stream = static_cast<cudaStream_t>(args.stream);
+    const int splits = args.variant / 2;
+    const Workspace parts = workspace_parts(args.batch, splits);
+    char* workspace = static_cast<char*>(args.workspace);
+    if (workspace == nullptr && parts.partial + parts.partial_bytes > 0)
+      throw Error("conv int8: no workspace");
+    const void* x = args.inputs.at(0);
+    if (path_ == ConvPath::SpaceToDepth) {
+      space_to_depth_s8(s2d_, x, (args.variant & 1) != 0, workspace, args.batch, stream);
+      x = workspace;
+    }
+    void* conv_out = pool_ ? static_cast<void*>(workspace + parts.pre_pool) : args.output;
+    if (path_ == ConvPath::Direct) {
+      conv_s8_direct(conv_, x, conv_out, args.batch, stream);
+    } else {
+      const S8SplitK split{splits, reinterpret_cast<int*>(workspace + parts.partial)};
+      conv_s8_igemm(conv_, x, conv_out, args.batch, stream, &split);
+    }
+    if (!pool_) return;
+    if (conv_.float_output)
+      maxpool_nhwc_f32(*pool_, static_cast<const float*>(conv_out),
+                       static_cast<float*>(args.output), args.batch, stream);
+    else
+      maxpool_nhwc_s8(*pool_, conv_out, args.output, args.batch, stream);
+  }
+  size_t weight_bytes() const override {
+    return device_.weight.bytes() + device_.bias.bytes() + device_.multiplier.bytes();
+  }
+
+ private:
+  static size_t round_up_bytes(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+  // Byte offsets of the workspace's parts for `batch` (see prepare()).
+  struct Workspace {
+    size_t pre_pool = 0, partial = 0, partial_bytes = 0;
+  };
+  Workspace workspace_parts(int batch, int splits) const {
+    Workspace parts;
+    if (path_ == ConvPath::SpaceToDepth)
+      parts.pre_pool = round_up_bytes(static_cast<size_t>(batch) * s2d_.blocks_h * s2d_.blocks_w *
+                                      s2d_.out_stride);
+    parts.partial = parts.pre_pool;
+    if (pool_)
+      parts.partial += round_up_bytes(static_cast<size_t>(batch) * conv_.out_h * conv_.out_w *
+                                      conv_.out_stride * (conv_.float_output ? sizeof(float) : 1));
+    parts.partial_bytes = igemm_s8_split_bytes(conv_, batch, splits);
+    return parts;
+  }
+
+  // The GEMM sees the rearranged map: s·s·C channels, a ceil(k/s) kernel, stride 1, no padding;
+  // taps_h_/taps_w_/tap_stride_ keep the original kernel for the weight packing.
+  void rearrange_for_s2d(const ConvShape& shape) {
+    const int s = shape.conv.stride_h;
+    s2d_ = {shape.in_c,
+            shape.in_h,
+            shape.in_w,
+            s,
+            shape.conv.pad_h,
+            shape.conv.pad_w,
+            shape.conv_h + ceil_div(conv_.kh, s) - 1,
+            shape.conv_w + ceil_div(conv_.kw, s) - 1,
+            padded16(s * s * shape.in_c),
+            device_.input_scale};
+    taps_h_ = conv_.kh;
+    taps_w_ = conv_.kw;
+    tap_stride_ = s;
+    conv_.in_c = s * s * shape.in_c;
+    conv_.in_h = s2d_.blocks_h;
+    conv_.in_w = s2d_.blocks_w;
+    conv_.in_stride = s2d_.out_stride;
+    conv_.kh = ceil_div(taps_h_, s);
+    conv_.kw = ceil_div(taps_w_, s);
+    conv_.stride_h = conv_.stride_w = 1;
+    conv_.pad_h = conv_.pad_w = 0;
+  }
+
+  // [out_c][k_pad], k = (r·kw + s)·in_stride + c: the NHWC/16 input's own order, zeros elsewhere.
+  // Space-to-depth: tap (r, s) of the original kernel is block tap (r / st, s / st), channel
+  // ((r % st)·st + s % st)·C + c of the rearranged map.
+  std::vector<int8_t> pack_gemm(const ref::Int8Layer& layer) {
+    conv_.k_total = conv_.kh * conv_.kw * conv_.in_stride;
+    conv_.k_pad = round_up(conv_.k_total, 64);
+    const int st = tap_stride_, channels = conv_.in_c / (st * st);
+    const int kh = taps_h_ > 0 ? taps_h_ : conv_.kh, kw = taps_w_ > 0 ? taps_w_ : conv_.kw;
+    std::vector<int8_t> packed(static_cast<size_t>(conv_.out_c) * conv_.k_pad, 0);
+    for (int o = 0; o < conv_.out_c; ++o)
+      for (int c = 0; c < channels; ++c)
+        for (int r = 0; r < kh; ++r)
+          for (int s = 0; s < kw; ++s) {
+            const int tap = (r / st) * conv_.kw + s / st;
+            const int channel = ((r % st) * st + s % st) * channels + c;
+            packed[static_cast<size_t>(o) * conv_.k_pad + tap * conv_.in_stride + channel] =
+                layer.weight[((static_cast<size_t>(o) * channels + c) * kh + r) * kw + s];
+          }
+    return packed;
+  }
+  // [out_c][kh][kw][in_c / groups].
+  std::vector<int8_t> pack_direct(const ref::Int8Layer& layer) {
+    const int per_group = conv_.in_c / conv_.groups;
+    std::vector<int8_t> packed(layer.weight.size());
+    for (int o = 0; o < conv_.out_c; ++o)
+      for (int c = 0; c < per_group; ++c)
+        for (int r = 0; r < conv_.kh; ++r)
+          for (int s = 0; s < conv_.kw; ++s)
+            packed[((static_cast<size_t>(o) * conv_.kh + r) * conv_.kw + s) * per_group + c] =
+                layer.weight[((static_cast<size_t>(o) * per_group + c) * conv_.kh + r) * conv_.kw +
+                             s];
+    return packed;
+  }
+
+  ConvPath path_;
+  int sms_ = current_sm_count();
+  S8Conv conv_;
+  S8SpaceToDepth s2d_;
+  int taps_h_ = 0, taps_w_ = 0, tap_stride_ = 1;  // space-to-depth: the original kernel
+  std::optional<NhwcPool> pool_;
+  Int8Device device_;
+};
+
+// --- linear --------------------------------------------------------------------------------------
+
+enum class LinearPath { Auto, Gemm, Gemv };
+
+class LinearInt8Kernel final : public LayerKernel {
+ public:
+  LinearInt8Kernel(const KernelBuildContext& context, LinearPath path) : path_(path) {
+    const Node& node = context.node;
+    // The one packing of every CUDA linear (bias separate below): checks, and the permutation
+    // of the columns to the (h, w, c) order of an NHWC flatten.
+    const HostGemmWeights checked = linear_weights_of(context, "linear_int8");
+    const int out = node.get<LinearAttrs>().out_features;
+    const int in = static_cast<int>(node.input_shapes[0][0]);
+    const Param* bias = node.find_param("bias");
+    const float* bias_data =
+        bias != nullptr && !bias->value.data.empty() ? bias->value.data.data() : nullptr;
+    // Per-channel scales do not depend on the column order: quantise the packed (permuted)
+    // rows, so the kernel's integers are the reference's, column for column.
+    std::vector<float> permuted(static_cast<size_t>(out) * in);
+    for (int o = 0; o < out; ++o)
+      std::memcpy(&permuted[static_cast<size_t>(o) * in],
+                  &checked.weight[static_cast<size_t>(o) * checked.cols_pad], in * sizeof(float));
+    const ref::Int8Layer layer = prepare_layer(context, permuted.data(), bias_data, out, in,
+                                               activation_bounds(node), device_);
+    linear_.in_c = in;
+    linear_.in_h = linear_.in_w = 1;
+    linear_.in_stride = padded16(in);
+    linear_.out_c = out;
+    linear_.out_h = linear_.out_w = 1;
+    linear_.k_total = linear_.in_stride;
+    linear_.k_pad = round_up(linear_.k_total, 64);
+    std::vector<int8_t> packed(static_cast<size_t>(out) * linear_.k_pad, 0);
+    for (int o = 0; o < out; ++o)
+      std::memcpy(&packed[static_cast<size_t>(o) * linear_.k_pad],
+                  &layer.weight[static_cast<size_t>(o) * in], static_cast<size_t>(in));
+    upload_layer(layer, packed, device_, linear_);
+  }
+  std::vector<TensorType> input_types(size_t) const override {
+    return {int8_nhwc16(device_.input_scale)};
+  }
+  TensorType output_type() const override { return output_type_of(device_); }
+  // GEMV at small batches; else the GEMM, split over K when its tiles alone would leave SMs idle
+  // (the variant is the split count).
+  KernelPlan prepare(const PrepareInfo& info) const override {
+    const bool gemv =
+        path_ == LinearPath::Gemv || (path_ == LinearPath::Auto && info.batch <= kGemvS8MaxBatch);
+    KernelPlan plan;
+    plan.variant = gemv ? kGemv : igemm_s8_splits(linear_, info.batch, sms_);
+    plan.variant_name = gemv ? "gemv_s8" : "igemm_s8";
+    if (!gemv && plan.variant > 1) {
+      plan.variant_name += " split-k " + std::to_string(plan.variant);
+      plan.workspace_bytes = igemm_s8_split_bytes(linear_, info.batch, plan.variant);
+    }
+    return plan;
+  }
+  void run(const KernelArgs& args) override {
+    const auto stream = static_cast<cudaStream_t>(args.stream);
+    // A forced GEMV at a batch above its limit runs in slices of kGemvS8MaxBatch samples.
+    if (args.variant == kGemv) {
+      const size_t in_bytes = linear_.in_stride;
+      const size_t out_bytes = linear_.out_stride * (linear_.float_output ? sizeof(float) : 1);
+      for (int first = 0; first < args.batch; first += kGemvS8MaxBatch)
+        gemv_s8(linear_, static_cast<const int8_t*>(args.inputs.at(0)) + first * in_bytes,
+                static_cast<char*>(args.output) + first * out_bytes,
+                std::min(kGemvS8MaxBatch, args.batch - first), stream);
+    } else {
+      const S8SplitK split{args.variant, static_cast<int*>(args.workspace)};
+      conv_s8_igemm(linear_, args.inputs.at(0), args.output, args.batch, stream, &split);
+    }
+  }
+  size_t weight_bytes() const override {
+    return device_.weight.bytes() + device_.bias.bytes() + device_.multiplier.bytes();
+  }
+
+ private:
+  static constexpr int kGemv = 0;  // else the GEMM's split-K count (>= 1)
+  LinearPath path_;
+  int sms_ = current_sm_count();
+  S8Conv linear_;
+  Int8Device device_;
+};
+
+bool conv_s2d_supported(const Node& node) {
+  const std::optional<ConvShape> shape = conv_shape_of(node);
+  return shape && s2d_eligible(*shape) && conv_fits_int32(*shape);
+}
+bool conv_igemm_supported(const Node& node) {
+  const std::optional<ConvShape> shape = conv_shape_of(node);
+  return shape && shape->conv.groups == 1 && conv_fits_int32(*shape);
+}
+bool conv_direct_supported(const Node& node) {
+  const std::optional<ConvShape> shape = conv_shape_of(node);
+  return shape && conv_fits_int32(*shape);
+}
+bool linear_supported(const Node& node) {
+  return linear_shape_supported(node) && node.input_shapes[0][0] <= ref::kMaxInt8Reduction;
+}
+
+EntryRow linear_row(const char* name, LinearPath path) {
+  return {name, OpKind::Linear, linear_supported,
+          [path](const KernelBuildContext& context) -> std::unique_ptr<LayerKernel> {
+            return std::make_unique<LinearInt8Kernel>(context, path);
+          }};
+}
+
+}  // namespace
+
+void register_int8_kernels(KernelRegistry& registry) {
+  add_entries(registry, Device::CUDA, Precision::INT8, 20,
+              {{"conv_int8_s2d", OpKind::Conv, conv_s2d_supported,
+                [](const KernelBuildContext& context) -> std::unique_ptr<LayerKernel> {
+                  return std::make_unique<ConvInt8Kernel>(context, "conv_int8_s2d",
+                                                          ConvPath::SpaceToDepth);
+                }}});
+  add_entries(registry, Device::CUDA, Precision::INT8, 10,
+              {{"conv_int8_igemm", OpKind::Conv, conv_igemm_supported,
+                [](const KernelBuildContext& context) -> std::unique_ptr<LayerKernel> {
+                  return std::make_unique<ConvInt8Kernel>(context, "conv_int8_igemm",
+                                                          ConvPath::Gemm);
+                }},
+               linear_row("linear_int8", LinearPath::Auto)});
+  add_entries(registry, Device::CUDA, Precision::INT8, 5,
+              {{"conv_int8_direct", OpKind::Conv, conv_direct_supported,
+                [](const KernelBuildContext& context) -> std::unique_ptr<LayerKernel> {
+                  return std::make_unique<ConvInt8Kernel>(context, "conv_int8_direct",
+                                                          ConvPath::Direct);
+                }},
+               linear_row("linear_int8_gemm", LinearPath::Gemm),
+               linear_row("linear_int8_gemv", LinearPath::Gemv)});
+}
+
+}  // namespace cnnrt::cuda
