@@ -3,12 +3,14 @@
 # Debian -dev packages: unpack the carried .deb files (scripts/fetch_gpu_deps.sh makes them)
 # into a private prefix, build for the local GPU, run the whole test suite, then optionally the
 # memory checkers and the benchmarks.
-#   scripts/gpu_check.sh [test|gtest] [sanitize] [bench] [ab] [models] [soak] [compare]
+#   scripts/gpu_check.sh [test|gtest] [sanitize] [bench] [ab] [models] [soak] [compare] [python]
 #   (default: test; models needs .carry/ with the EfficientNet-Lite0 .pth, its converted
 #    safetensors and coffee.png — see scripts/gpu_models_check.py)
 # (ab: builds the tree carried in .baseline/ too and times both AlexNet engines interleaved —
 #  the before/after check of a refactor; scripts/ab_bench.py)
 # (gtest: only the GPU gtest binary; CNNRT_SKIP_LAB=1 leaves bench/conv_lab out of bench)
+# (python: the Python module's tests, pip install . and the packaging check, then
+#  tools/bench_python.py — the Python round trip against the C++ run; docs/PYTHON.md)
 # Logs and results go to $OUT/results.tgz (default OUT: ./gpu_out) — one file, so that
 # fetching tools with a file-count limit get everything.
 set -uo pipefail
@@ -159,6 +161,16 @@ for mode in "${modes[@]}"; do
         --bin "$BUILD/bin" --batch 1,64,256 --compile --json "$OUT/compare.json" \
         --markdown "$OUT/compare.md" > "$OUT/compare.log" 2>&1 || status=1
       tail -60 "$OUT/compare.log"
+      ;;
+    python)
+      step "Python module: pytest on this build, pip install . (CPU-only), packaging, overhead"
+      (cd "$BUILD" && ctest -V -R 'python\.pytest|e2e\.test_(find_package|pip_install)' \
+        --timeout 300) > "$OUT/python_ctest.log" 2>&1 || status=1
+      grep -E "tests passed|tests failed|\(Failed\)|Passed|passed|skipped|took|exports|kB" \
+        "$OUT/python_ctest.log" | tail -20
+      PYTHONPATH="$BUILD/python:${PYTHONPATH:-}" PYTHONUNBUFFERED=1 timeout 240 python3 \
+        "$ROOT/tools/bench_python.py" --device cuda --iterations 1000 --json "$OUT/python_bench.json" \
+        2>&1 | tee "$OUT/python_bench.txt" || status=1
       ;;
     *) echo "unknown mode $mode"; status=1 ;;
   esac
