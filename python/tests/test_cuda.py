@@ -13,7 +13,7 @@ pytestmark = pytest.mark.skipif(not cnnrt.cuda_available(),
                                 reason="no CUDA device (or a build without the CUDA backend)")
 
 
-@pytest.mark.parametrize("precision, tolerance", [("fp32", 1e-4), ("fp16", 5e-3)])
+@pytest.mark.parametrize("precision, tolerance", [("fp32", 1e-4), ("fp16", 1e-2)])
 def test_cuda_run_matches_the_reference(digits_reference, seed, precision, tolerance):
     engine = cnnrt.Engine.load(DIGITS_YAML, device="cuda", precision=precision)
     assert engine.device == "cuda"
