@@ -10,6 +10,18 @@
 #   - pkg-config files: cnnrt.pc (shared when built, else static) and cnnrt-static.pc;
 #   - the CLIs, cnnrt and alexnet_infer (linked statically: they use internal headers).
 include(CMakePackageConfigHelpers)
+
+# Shared objects (libcnnrt.so, the Python module) need the shared builds of the image
+# libraries: a static libz.a or libpng.a is usually not position-independent and fails to link
+# into them.  Build without both then, and say so, rather than fail the whole build.
+foreach(library IN LISTS PNG_LIBRARIES JPEG_LIBRARIES)
+  if(library MATCHES "\\.a$" AND (CNNRT_SHARED OR CNNRT_BUILD_PYTHON))
+    message(WARNING "cnnrt: ${library} is a static archive: building neither libcnnrt.so nor "
+                    "the Python module (give CMake the shared library, e.g. -DZLIB_LIBRARY=...)")
+    set(CNNRT_SHARED OFF)
+    set(CNNRT_BUILD_PYTHON OFF)
+  endif()
+endforeach()
 set(CNNRT_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/cnnrt)
 set(CNNRT_PKGCONFIG_DIR ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 

@@ -47,6 +47,18 @@ if ! ls "$ROOT"/.deps/*.deb >/dev/null 2>&1; then
 fi
 mkdir -p "$DEPS"
 for deb in "$ROOT"/.deps/*.deb; do dpkg -x "$deb" "$DEPS"; done
+# A -dev package's libX.so may be an absolute link to Debian's runtime file (zlib1g-dev's points
+# at /lib/x86_64-linux-gnu/libz.so.1.2.13).  Where the system has another version, the link
+# dangles, CMake takes the non-PIC libX.a beside it, and the shared objects (libcnnrt.so, the
+# Python module) fail to link: point such links at the system's library of the same name.
+for link in "$DEPS"/usr/lib/x86_64-linux-gnu/*.so; do
+  if [ -L "$link" ] && [ ! -e "$link" ]; then
+    name="$(basename "$link")"
+    system_lib="$(ls /lib/x86_64-linux-gnu/"$name".[0-9]* /usr/lib/x86_64-linux-gnu/"$name".[0-9]* \
+                  2>/dev/null | head -1)"
+    if [ -n "$system_lib" ]; then ln -sfn "$system_lib" "$link" && echo "$name -> $system_lib"; fi
+  fi
+done
 export LD_LIBRARY_PATH="$DEPS/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
 
 step "configure + build"
