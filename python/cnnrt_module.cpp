@@ -45,20 +45,29 @@ using OutputArray = nb::ndarray<nb::numpy, float>;
 
 std::string shape_text(const std::vector<int64_t>& shape) {
   std::string text = "(";
-  for (size_t i = 0; i < shape.size(); ++i)
-    text += (i ? ", " : "") + std::to_string(shape[i]);
+  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
   return text + (shape.size() == 1 ? ",)" : ")");
 }
 
 std::string dtype_text(nb::dlpack::dtype dtype) {
   const char* kind = "other";
   switch (static_cast<nb::dlpack::dtype_code>(dtype.code)) {
-    case nb::dlpack::dtype_code::Int: kind = "int"; break;
-    case nb::dlpack::dtype_code::UInt: kind = "uint"; break;
-    case nb::dlpack::dtype_code::Float: kind = "float"; break;
-    case nb::dlpack::dtype_code::Bool: return "bool";
-    case nb::dlpack::dtype_code::Complex: kind = "complex"; break;
-    default: break;
+    case nb::dlpack::dtype_code::Int:
+      kind = "int";
+      break;
+    case nb::dlpack::dtype_code::UInt:
+      kind = "uint";
+      break;
+    case nb::dlpack::dtype_code::Float:
+      kind = "float";
+      break;
+    case nb::dlpack::dtype_code::Bool:
+      return "bool";
+    case nb::dlpack::dtype_code::Complex:
+      kind = "complex";
+      break;
+    default:
+      break;
   }
   return kind + std::to_string(dtype.bits);
 }
@@ -239,7 +248,8 @@ std::vector<double> time_cpp_run(PyContext& self, const InputArray& input, int w
     const auto start = std::chrono::steady_clock::now();
     context->run(in, context->input_count(), out.data(), out.size());
     const auto stop = std::chrono::steady_clock::now();
-    if (i >= warmup) times_us.push_back(std::chrono::duration<double, std::micro>(stop - start).count());
+    if (i >= warmup)
+      times_us.push_back(std::chrono::duration<double, std::micro>(stop - start).count());
   }
   return times_us;
 }
@@ -276,19 +286,27 @@ void bind_engine(nb::module_& m) {
            "created keep working.")
       .def_prop_ro("closed", &PyEngine::closed)
       .def_prop_ro("name", [](const PyEngine& e) { return e.get()->model().name; })
-      .def_prop_ro("device", [](const PyEngine& e) { return std::string(cnnrt::to_string(e.get()->device())); })
-      .def_prop_ro("precision", [](const PyEngine& e) { return std::string(cnnrt::to_string(e.get()->precision())); })
-      .def_prop_ro("input_shape", [](const PyEngine& e) { return to_tuple(e.get()->model().input_shape); },
-                   "Per sample, CHW.")
-      .def_prop_ro("output_shape", [](const PyEngine& e) { return to_tuple(e.get()->model().output_shape); },
-                   "Per sample.")
+      .def_prop_ro(
+          "device",
+          [](const PyEngine& e) { return std::string(cnnrt::to_string(e.get()->device())); })
+      .def_prop_ro(
+          "precision",
+          [](const PyEngine& e) { return std::string(cnnrt::to_string(e.get()->precision())); })
+      .def_prop_ro(
+          "input_shape", [](const PyEngine& e) { return to_tuple(e.get()->model().input_shape); },
+          "Per sample, CHW.")
+      .def_prop_ro(
+          "output_shape", [](const PyEngine& e) { return to_tuple(e.get()->model().output_shape); },
+          "Per sample.")
       .def_prop_ro("mean", [](const PyEngine& e) { return e.get()->model().mean; })
       .def_prop_ro("std", [](const PyEngine& e) { return e.get()->model().std; })
       .def_prop_ro("labels", [](const PyEngine& e) { return e.get()->model().labels; })
       .def_prop_ro("weight_bytes", [](const PyEngine& e) { return e.get()->weight_bytes(); })
-      .def("describe", [](const PyEngine& e) { return e.get()->describe(); },
-           "The per-step kernel choices and tensor types, as text.")
-      .def("__enter__", [](PyEngine& e) -> PyEngine& { return e; }, nb::rv_policy::reference)
+      .def(
+          "describe", [](const PyEngine& e) { return e.get()->describe(); },
+          "The per-step kernel choices and tensor types, as text.")
+      .def(
+          "__enter__", [](PyEngine& e) -> PyEngine& { return e; }, nb::rv_policy::reference)
       .def("__exit__", [](PyEngine& e, nb::args) { e.close(); });
 }
 
@@ -307,11 +325,14 @@ void bind_context(nb::module_& m) {
       .def("close", &PyContext::close, "Frees the context; later calls raise RuntimeError.")
       .def_prop_ro("closed", &PyContext::closed)
       .def_prop_ro("batch", [](const PyContext& c) { return c.get()->batch(); })
-      .def_prop_ro("input_shape", [](const PyContext& c) { return to_tuple(c.input_shape()); },
-                   "(batch, C, H, W), as numpy's shape.")
-      .def_prop_ro("output_shape", [](const PyContext& c) { return to_tuple(c.output_shape()); },
-                   "(batch, ...), as numpy's shape.")
-      .def("__enter__", [](PyContext& c) -> PyContext& { return c; }, nb::rv_policy::reference)
+      .def_prop_ro(
+          "input_shape", [](const PyContext& c) { return to_tuple(c.input_shape()); },
+          "(batch, C, H, W), as numpy's shape.")
+      .def_prop_ro(
+          "output_shape", [](const PyContext& c) { return to_tuple(c.output_shape()); },
+          "(batch, ...), as numpy's shape.")
+      .def(
+          "__enter__", [](PyContext& c) -> PyContext& { return c; }, nb::rv_policy::reference)
       .def("__exit__", [](PyContext& c, nb::args) { c.close(); });
 }
 
