@@ -7,6 +7,7 @@ import os
 import pathlib
 import re
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -151,6 +152,31 @@ def test_threads_with_own_or_shared_contexts(cpu_digits, digits_reference, seed)
     for t in threads:
         t.join()
     assert not errors
+
+
+def test_run_releases_the_gil(cpu_digits, seed):
+    """While one thread is inside run (a few tenths of a second here), the main thread keeps
+    executing Python.  Were the GIL held, the main thread would stall for the whole call: one
+    gap between its steps as long as the run."""
+    context = cpu_digits.create_context(1024)
+    x = random_digits(np.random.default_rng(seed), 1024)
+    window = {}
+
+    def worker():
+        window["enter"] = time.perf_counter()
+        context.run(x)
+        window["exit"] = time.perf_counter()
+
+    thread = threading.Thread(target=worker)
+    steps = []
+    thread.start()
+    while thread.is_alive():
+        steps.append(time.perf_counter())
+    thread.join()
+    enter, leave = window["enter"], window["exit"]
+    marks = [enter] + [t for t in steps if enter < t < leave] + [leave]
+    longest_stall = max(b - a for a, b in zip(marks, marks[1:]))
+    assert longest_stall < 0.5 * (leave - enter), (longest_stall, leave - enter)
 
 
 def _write_rgb_model(folder: pathlib.Path, size: int) -> pathlib.Path:

@@ -42,7 +42,7 @@ for name in ("__init__.py", "py.typed", "_cnnrt.pyi"):
         e2e_util.fail(f"the installed package has no {name}")
 if not glob.glob(os.path.join(package_dir, "_cnnrt*.so")):
     e2e_util.fail(f"the installed package has no extension module: {os.listdir(package_dir)}")
-stray = sorted(set(os.listdir(site)) - {"cnnrt"} - {n for n in os.listdir(site) if n.endswith(".dist-info")})
+stray = sorted(n for n in os.listdir(site) if n != "cnnrt" and not n.endswith(".dist-info"))
 if stray:
     e2e_util.fail(f"the wheel installs more than the package: {stray}")
 
