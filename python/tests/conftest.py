@@ -9,8 +9,8 @@ import sys
 import numpy as np
 import pytest
 
-SOURCE_DIR = os.environ.get(
-    "CNNRT_SOURCE_DIR", os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE_DIR = os.environ.get("CNNRT_SOURCE_DIR", os.path.dirname(os.path.dirname(HERE)))
 sys.path.insert(0, os.path.join(SOURCE_DIR, "tools"))
 
 import cnnrt  # noqa: E402

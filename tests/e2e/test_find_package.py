@@ -118,7 +118,8 @@ answers = set()
 for flavour, (program, shared) in programs.items():
     linked = run(["ldd", program]).stdout
     if ("libcnnrt.so" in linked) != shared:
-        e2e_util.fail(f"{flavour}: expected {'a' if shared else 'no'} libcnnrt.so in ldd:\n{linked}")
+        e2e_util.fail(f"{flavour}: expected {'a' if shared else 'no'} libcnnrt.so in ldd:\n"
+                      f"{linked}")
     out = run([program, model, weights, image], env=env).stdout
     match = re.search(r"class (\d+) .*\(on (cpu|cuda)\)", out)
     if not match or not 0 <= int(match.group(1)) < 1000:

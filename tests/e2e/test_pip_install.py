@@ -50,8 +50,9 @@ if stray:
 env = dict(os.environ, PYTHONPATH=site, CNNRT_SOURCE_DIR=args.source_dir,
            CNNRT_SEED=str(args.seed))
 tests = os.path.join(args.source_dir, "python", "tests")
-check = subprocess.run([sys.executable, "-c", "import cnnrt; print(cnnrt.__file__, cnnrt.__version__)"],
-                       capture_output=True, text=True, env=env, cwd=workdir)
+check = subprocess.run(
+    [sys.executable, "-c", "import cnnrt; print(cnnrt.__file__, cnnrt.__version__)"],
+    capture_output=True, text=True, env=env, cwd=workdir)
 if check.returncode != 0 or not check.stdout.startswith(package_dir):
     e2e_util.fail(f"import cnnrt did not load the installed module: {check.stdout}{check.stderr}")
 suite = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", tests],
