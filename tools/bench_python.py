@@ -53,14 +53,23 @@ def time_python(context, x, iterations: int) -> list:
     return times
 
 
-def time_torch(batch: int, x: np.ndarray, iterations: int):
+def import_torch():
+    """torch and torchvision, or None.  Imported before cnnrt's module: both load cuBLAS by the
+    same soname, and the process then uses torch's (newer or equal) build for both, as
+    tools/compare_torch.py does."""
     try:
         import torch
         import torchvision
-    except ImportError:
+    except Exception as exc:  # noqa: BLE001 (any import failure only drops the torch row)
+        print(f"(no PyTorch row: {type(exc).__name__}: {exc})")
         return None
-    if not torch.cuda.is_available():
+    return (torch, torchvision) if torch.cuda.is_available() else None
+
+
+def time_torch(torch_modules, batch: int, x: np.ndarray, iterations: int):
+    if torch_modules is None:
         return None
+    torch, torchvision = torch_modules
     model = torchvision.models.alexnet().eval().half().cuda()
     times = []
     with torch.inference_mode():
@@ -87,6 +96,7 @@ def main() -> int:
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()
 
+    torch_modules = import_torch() if args.device != "cpu" else None
     import cnnrt
     with tempfile.TemporaryDirectory() as scratch:
         weights = args.weights
@@ -105,7 +115,8 @@ def main() -> int:
         python_us += time_python(context, x, args.iterations)
         cpp_us += cnnrt._cnnrt._time_cpp_run(context, x, 0, args.iterations)
     device_ms = context.benchmark(warmup=args.warmup, iterations=args.iterations)
-    torch_us = time_torch(args.batch, x, args.iterations) if engine.device == "cuda" else None
+    torch_us = (time_torch(torch_modules, args.batch, x, args.iterations)
+                if engine.device == "cuda" else None)
 
     def summary(values):
         return {"median_us": statistics.median(values), "p10_us": float(np.percentile(values, 10)),
