@@ -28,7 +28,9 @@ def test_cuda_profile_and_benchmark(seed):
     context = cnnrt.Engine.load(DIGITS_YAML, device="cuda").create_context(2)
     context.run(random_digits(np.random.default_rng(seed), 2))
     rows = context.profile(iterations=5)
-    assert rows and all(row["median_ms"] > 0 for row in rows)
+    assert rows and all(row["median_ms"] >= 0 for row in rows)  # a view may take no time
+    assert all(row["median_ms"] > 0 for row in rows if "conv1" in row["sources"])
+    assert any("conv1" in row["sources"] for row in rows)
     times = context.benchmark(warmup=2, iterations=5)
     assert len(times) == 5 and all(t > 0 for t in times)
 
