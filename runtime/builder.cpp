@@ -14,6 +14,9 @@
 // step inserted just before the first step that needs it (one per tensor and type).  The tensor
 // run() returns is the graph output as fp32 NCHW, converted at the end if needed.
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <set>
 
@@ -25,6 +28,26 @@
 
 namespace cnnrt {
 namespace {
+
+// CNNRT_TRACE_BUILD=1 prints the host time of each build phase and of each layer's kernel
+// creation (weight packing and upload) to stderr: the breakdown behind the build times in
+// docs/PERFORMANCE.md.  Read once per build; costs nothing when unset.
+class BuildTrace {
+ public:
+  BuildTrace() : on_(std::getenv("CNNRT_TRACE_BUILD") != nullptr), last_(Clock::now()) {}
+  void mark(const std::string& what) {
+    if (!on_) return;
+    const Clock::time_point now = Clock::now();
+    std::fprintf(stderr, "build: %9.2f ms  %s\n",
+                 std::chrono::duration<double, std::milli>(now - last_).count(), what.c_str());
+    last_ = now;
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  bool on_;
+  Clock::time_point last_;
+};
 
 Device resolve_device(Device requested) {
   const BackendInfo* cuda = find_backend(Device::CUDA);
@@ -209,11 +232,13 @@ std::unique_ptr<EngineImpl> build_engine(Graph graph, const BuildOptions& option
   engine->precision =
       options.precision == Precision::Auto ? native_precision(engine->device) : options.precision;
 
+  BuildTrace trace;
   check_weights_bound(graph);
   if (options.fuse)
     run_default_passes(graph);  // ends with infer_shapes
   else
     infer_shapes(graph);
+  trace.mark("graph passes");
   if (!options.choices_model.empty() && options.choices_model != graph.name) {
     // The origin of any choice names the plan file ("plan.yaml:4:3").
     std::string where;
@@ -238,6 +263,7 @@ std::unique_ptr<EngineImpl> build_engine(Graph graph, const BuildOptions& option
     engine->model.labels = read_labels(g.labels_file, shape_elements(engine->model.output_shape));
   engine->backend = find_backend(engine->device)->make();
   engine->calibration = options.calibration;
+  trace.mark("backend");
 
   engine->tensors["input"] = {g.input.shape, fp32_nchw()};
   StepBinder binder(*engine);
@@ -255,8 +281,10 @@ std::unique_ptr<EngineImpl> build_engine(Graph graph, const BuildOptions& option
     step.precision = step.entry->precision;
     step.kernel = step.entry->create(KernelBuildContext{node, g, engine->calibration.get()});
     binder.add_layer(std::move(step), node.output_shape);
+    trace.mark(node.name + " (" + engine->steps.back().kernel_name + ")");
   }
   engine->output_tensor = binder.as_type(g.output, fp32_nchw());
+  trace.mark("output conversion");
   // An engine-wide precision is a default, but one that no layer can take is a mistake.
   if (options.precision != Precision::Auto &&
       std::none_of(engine->steps.begin(), engine->steps.end(), [&](const Step& step) {

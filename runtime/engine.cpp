@@ -79,11 +79,15 @@ std::shared_ptr<Engine> Engine::load(const std::string& model_path, const std::s
   if (weights_path.empty() && graph.weights_file.empty())
     throw Error(model_path + ": no weight file given and the model names none (`weights:`)");
   load_weights(graph, weights_path.empty() ? graph.weights_file : weights_path);
-  return build(graph, options);
+  return build(std::move(graph), options);  // no copy of the weights
 }
 
 std::shared_ptr<Engine> Engine::build(const Graph& graph, const BuildOptions& options) {
   return std::make_shared<Engine>(build_engine(graph, options));
+}
+
+std::shared_ptr<Engine> Engine::build(Graph&& graph, const BuildOptions& options) {
+  return std::make_shared<Engine>(build_engine(std::move(graph), options));
 }
 
 Device Engine::device() const { return impl_->device; }

@@ -147,8 +147,10 @@ class Engine {
   static std::shared_ptr<Engine> load(const std::string& model_path,
                                       const std::string& weights_path = "",
                                       const BuildOptions& options = {});
-  // Builds from an already loaded graph (weights bound); used by tools and tests.
+  // Builds from an already loaded graph (weights bound); used by tools and tests.  The graph is
+  // copied (its weights included); pass it as an rvalue to let the engine take it over instead.
   static std::shared_ptr<Engine> build(const Graph& graph, const BuildOptions& options = {});
+  static std::shared_ptr<Engine> build(Graph&& graph, const BuildOptions& options = {});
 
   ~Engine();
   Device device() const;

@@ -44,13 +44,22 @@ class DeviceArray {
   size_t bytes() const { return bytes_; }
   // Synchronous upload (build time only).
   void upload(const void* host, size_t bytes);
+  // Hands the allocation to the caller (who cudaFree()s it); the array is empty afterwards.
+  void* release() {
+    void* ptr = ptr_;
+    ptr_ = nullptr;
+    bytes_ = 0;
+    return ptr;
+  }
 
  private:
   void* ptr_ = nullptr;
   size_t bytes_ = 0;
 };
 
-// fp32 host values → fp16 device buffer (round to nearest even).
+// fp32 host values → fp16 device buffer (round to nearest even, converted on the GPU; build
+// time only: synchronous).
+DeviceArray upload_as_fp16(const float* values, size_t count);
 DeviceArray upload_as_fp16(const std::vector<float>& values);
 DeviceArray upload_fp32(const std::vector<float>& values);
 

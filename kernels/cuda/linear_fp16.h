@@ -25,6 +25,9 @@ namespace cnnrt::cuda {
 class GemmWeights {
  public:
   explicit GemmWeights(const HostGemmWeights& host);
+  // The same layout and bytes, packed and converted on the GPU from the graph's fp32 weight
+  // (linear_pack_device.cu): one host→device copy instead of host passes over every value.
+  explicit GemmWeights(const LinearWeightRefs& refs);
   int rows_pad() const { return rows_pad_; }
   int cols_pad() const { return cols_pad_; }
   const void* weight() const { return weight_.get(); }

@@ -23,6 +23,16 @@ struct HostGemmWeights {
   std::vector<float> bias;
 };
 
+// A linear layer's weights as the graph holds them (not copied): weight [out, in] (PyTorch
+// layout), bias [out] or nullptr, and the [C, H, W] shape of an NHWC flatten it reads ({} when
+// it reads a plain vector).  The fp16 family packs from this on the GPU (GemmWeights).
+struct LinearWeightRefs {
+  const float* weight = nullptr;
+  const float* bias = nullptr;
+  int out_features = 0, in_features = 0;
+  Shape flattened_source;
+};
+
 // weight: [out, in] (PyTorch layout); bias: [out] or nullptr.  When `flattened_source` is a
 // [C, H, W] shape (the linear reads an NHWC flatten), columns are permuted from PyTorch's
 // (c, h, w) order to the flatten's (h, w, c) order; in must equal C*H*W.  Throws Error on

@@ -48,6 +48,10 @@ bool linear_shape_supported(const Node& node);
 // layout (kernels/cuda/linear_pack.h: padded to 8, columns permuted when it reads a flatten), so
 // every linear family permutes identically.  Errors name the layer, the tensor and `entry_name`.
 HostGemmWeights linear_weights_of(const KernelBuildContext& context, const std::string& entry_name);
+// The same checks, without packing: the graph's arrays and the flatten they read (for the
+// families that pack on the device).
+LinearWeightRefs linear_weight_refs_of(const KernelBuildContext& context,
+                                       const std::string& entry_name);
 
 // What most CUDA kernels implement today: a ReLU epilogue or none, and symmetric conv padding.
 // Their supports() refuse other nodes (relu6 / clip epilogues, TF-SAME or ONNX asymmetric pads)

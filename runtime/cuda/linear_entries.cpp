@@ -4,7 +4,8 @@
 // cuBLASLt epilogue), "linear_fp16_gemv" (weight-streaming kernel for small batches) and the
 // default "linear_fp16", which owns both and picks by the run-time batch (the batch is only
 // known per context, so the choice cannot be made at build time).  The factory packs the weight
-// once (linear_weights_of, shared with the fp32 family): fp16, padded to multiples of 8, and —
+// once, on the GPU (linear_weight_refs_of + GemmWeights; the fp32 family packs the same layout
+// on the host with linear_weights_of): fp16, padded to multiples of 8, and —
 // when the input is an NHWC flatten of [C, H, W] — with its columns permuted to the flatten's
 // (h, w, c) order (cuda_registry.h).  They implement a ReLU epilogue or none, and refuse others.
 #include <memory>
@@ -20,8 +21,8 @@ enum class LinearMode { Auto, Gemm, Gemv };
 
 class LinearFp16Kernel final : public Fp16Kernel {
  public:
-  LinearFp16Kernel(const HostGemmWeights& host, bool relu, LinearMode mode)
-      : weights_(host), relu_(relu), mode_(mode) {
+  LinearFp16Kernel(const LinearWeightRefs& refs, bool relu, LinearMode mode)
+      : weights_(refs), relu_(relu), mode_(mode) {
     if (mode_ != LinearMode::Gemv) gemm_ = std::make_unique<LtGemm>(weights_, relu_);
   }
 
@@ -66,8 +67,13 @@ bool linear_supported(const Node& node) {
 std::unique_ptr<LayerKernel> create_linear(const KernelBuildContext& context, LinearMode mode) {
   if (!linear_supported(context.node))
     throw_error(node_site(context), "linear_fp16 cannot run this node");
-  return std::make_unique<LinearFp16Kernel>(linear_weights_of(context, "linear_fp16"),
-                                            context.node.activation == Activation::Relu, mode);
+  const LinearWeightRefs refs = linear_weight_refs_of(context, "linear_fp16");
+  try {
+    return std::make_unique<LinearFp16Kernel>(refs, context.node.activation == Activation::Relu,
+                                              mode);
+  } catch (const Error& error) {
+    throw_error(node_site(context), error.what());
+  }
 }
 
 void add_entry(KernelRegistry& registry, const char* name, int priority, LinearMode mode) {
@@ -90,8 +96,8 @@ bool linear_shape_supported(const Node& node) {
          node.output_shape.size() == 1 && node.find_param("weight") != nullptr;
 }
 
-HostGemmWeights linear_weights_of(const KernelBuildContext& context,
-                                  const std::string& entry_name) {
+LinearWeightRefs linear_weight_refs_of(const KernelBuildContext& context,
+                                       const std::string& entry_name) {
   const Node& node = context.node;
   ErrorSite site = node_site(context);
   if (!linear_shape_supported(node)) throw_error(site, entry_name + " cannot run this node");
@@ -110,12 +116,23 @@ HostGemmWeights linear_weights_of(const KernelBuildContext& context,
     throw_error(site, "linear bias has " + std::to_string(bias->value.data.size()) +
                           " values, expected " + std::to_string(out_features));
   }
+  LinearWeightRefs refs;
+  refs.weight = weight->value.data.data();
+  refs.bias = has_bias ? bias->value.data.data() : nullptr;
+  refs.out_features = out_features;
+  refs.in_features = static_cast<int>(in_features);
+  refs.flattened_source = flattened_source_shape(node, context.graph);
+  return refs;
+}
+
+HostGemmWeights linear_weights_of(const KernelBuildContext& context,
+                                  const std::string& entry_name) {
+  const LinearWeightRefs refs = linear_weight_refs_of(context, entry_name);
   try {
-    return pack_linear_weights(
-        weight->value.data.data(), has_bias ? bias->value.data.data() : nullptr, out_features,
-        static_cast<int>(in_features), flattened_source_shape(node, context.graph));
+    return pack_linear_weights(refs.weight, refs.bias, refs.out_features, refs.in_features,
+                               refs.flattened_source);
   } catch (const Error& error) {
-    throw_error(site, error.what());
+    throw_error(node_site(context), error.what());
   }
 }
 

@@ -278,5 +278,68 @@ TEST(LinearFp16, PackingPermutesColumnsToHwcOrder) {
   EXPECT_THROW(cuda::pack_linear_weights(weight.data(), nullptr, 1, 6, Shape{2, 2, 2}), Error);
 }
 
+// The fp16 linear entries pack on the GPU (GemmWeights from LinearWeightRefs); the bytes must be
+// exactly those of the host pack (pack_linear_weights) converted with the host's
+// __float2half_rn: odd sizes, a flatten permutation, no bias, values across fp16's range
+// (subnormals, overflow to inf, exact ties), and a weight larger than one staging chunk.
+TEST(LinearFp16, DevicePackEqualsHostPack) {
+  CNNRT_REQUIRE_CUDA_DEVICE();
+  struct Case {
+    int out, in;
+    Shape flattened;
+    bool bias;
+  };
+  const Case cases[] = {{1, 1, {}, true},
+                        {13, 37, {}, false},
+                        {10, 7 * 3 * 5, Shape{7, 3, 5}, true},
+                        {1000, 9216, Shape{256, 6, 6}, true},
+                        {3, (16 << 20) / 3 + 11, {}, true}};  // rows span two staging chunks
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> kind(0, 9);
+  for (const Case& c : cases) {
+    std::vector<float> weight(size_t(c.out) * c.in), bias(c.out);
+    for (float& v : weight) {
+      const int k = kind(rng);
+      v = uniform(rng);
+      if (k == 0) v *= 1e-6f;                 // fp16 subnormal range
+      if (k == 1) v *= 1e5f;                  // beyond fp16's max: inf
+      if (k == 2) v = 1.0f + 1.0f / 2048.0f;  // exact tie between two fp16 values
+    }
+    for (float& v : bias) v = uniform(rng);
+    const cuda::HostGemmWeights host = cuda::pack_linear_weights(
+        weight.data(), c.bias ? bias.data() : nullptr, c.out, c.in, c.flattened);
+    cuda::LinearWeightRefs refs;
+    refs.weight = weight.data();
+    refs.bias = c.bias ? bias.data() : nullptr;
+    refs.out_features = c.out;
+    refs.in_features = c.in;
+    refs.flattened_source = c.flattened;
+    const cuda::GemmWeights device(refs);
+    ASSERT_EQ(device.rows_pad(), host.rows_pad);
+    ASSERT_EQ(device.cols_pad(), host.cols_pad);
+    std::vector<__half> got(host.weight.size());
+    CNNRT_CUDA_CHECK(cudaMemcpy(got.data(), device.weight(), got.size() * sizeof(__half),
+                                cudaMemcpyDeviceToHost));
+    size_t mismatches = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      const __half want = __float2half_rn(host.weight[i]);
+      if (__half_as_ushort(got[i]) != __half_as_ushort(want)) ++mismatches;
+    }
+    EXPECT_EQ(mismatches, 0u) << c.out << "x" << c.in;
+    std::vector<float> got_bias(host.bias.size());
+    CNNRT_CUDA_CHECK(cudaMemcpy(got_bias.data(), device.bias_fp32(),
+                                got_bias.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    EXPECT_EQ(got_bias, host.bias);
+  }
+  const std::vector<float> six(6, 1.0f);
+  cuda::LinearWeightRefs bad;
+  bad.weight = six.data();
+  bad.out_features = 1;
+  bad.in_features = 6;
+  bad.flattened_source = Shape{2, 2, 2};
+  EXPECT_THROW(cuda::GemmWeights{bad}, Error);
+}
+
 }  // namespace
 }  // namespace cnnrt

@@ -20,6 +20,7 @@
 #include "kernels/cuda/conv/igemm_impl.h"
 #include "kernels/cuda/conv/igemm_kernel.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/elementwise_fp16.h"
 
 namespace cnnrt::cuda {
 
@@ -229,7 +230,9 @@ ConvFp16Impl::~ConvFp16Impl() {
 void ConvFp16Impl::pack_igemm(const float* weight, const float* bias) {
   const int groups = base.groups, cpg = base.cpg, opg = base.opg;
   const int kh = base.kh, kw = base.kw;
-  std::vector<__half> w(size_t(groups) * base.w_rows * base.w_k, __float2half(0.f));
+  // Packed in fp32, converted on the GPU (upload_as_fp16: the host conversion was a large part
+  // of the build time, issue 7).
+  std::vector<float> w(size_t(groups) * base.w_rows * base.w_k, 0.f);
   std::vector<float> b(size_t(groups) * base.w_rows, 0.f);
   for (int g = 0; g < groups; ++g)
     for (int j = 0; j < opg; ++j) {
@@ -241,17 +244,17 @@ void ConvFp16Impl::pack_igemm(const float* weight, const float* bias) {
             const int tap = ky * kw + kx;
             const int col = gather() ? tap * shape.in_c + ci : tap * base.cpg_chunks * 8 + ci;
             w[(size_t(g) * base.w_rows + j) * base.w_k + col] =
-                __float2half(weight[((size_t(oc) * cpg + ci) * kh + ky) * kw + kx]);
+                weight[((size_t(oc) * cpg + ci) * kh + ky) * kw + kx];
           }
     }
-  w_igemm = upload(w);
+  w_igemm = static_cast<__half*>(upload_as_fp16(w).release());
   b_igemm = upload(b);
   bytes += w.size() * sizeof(__half) + b.size() * sizeof(float);
 }
 
 void ConvFp16Impl::pack_direct(const float* weight, const float* bias) {
   const int cpg = base.cpg, kh = base.kh, kw = base.kw;
-  std::vector<__half> w(size_t(shape.out_c) * kh * kw * cpg);
+  std::vector<float> w(size_t(shape.out_c) * kh * kw * cpg);
   std::vector<float> b(shape.out_c, 0.f);
   for (int oc = 0; oc < shape.out_c; ++oc) {
     if (bias) b[oc] = bias[oc];
@@ -259,9 +262,9 @@ void ConvFp16Impl::pack_direct(const float* weight, const float* bias) {
       for (int ky = 0; ky < kh; ++ky)
         for (int kx = 0; kx < kw; ++kx)
           w[((size_t(oc) * kh + ky) * kw + kx) * cpg + ci] =
-              __float2half(weight[((size_t(oc) * cpg + ci) * kh + ky) * kw + kx]);
+              weight[((size_t(oc) * cpg + ci) * kh + ky) * kw + kx];
   }
-  w_direct = upload(w);
+  w_direct = static_cast<__half*>(upload_as_fp16(w).release());
   b_direct = upload(b);
   bytes += w.size() * sizeof(__half) + b.size() * sizeof(float);
 }

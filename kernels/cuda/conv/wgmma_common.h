@@ -14,6 +14,7 @@
 #include "kernels/cuda/conv/epilogue_params.h"
 #include "kernels/cuda/conv/igemm.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/elementwise_fp16.h"
 
 namespace cnnrt::cuda {
 
@@ -74,19 +75,19 @@ inline bool wgmma_conv_shape_ok(const ConvShape& s) {
 inline size_t upload_wgmma_weights(const ConvShape& s, const float* weight, const float* bias,
                                    int w_k, int rows, __half** w_dev, float** bias_dev) {
   const ConvAttrs& a = s.conv;
-  std::vector<__half> w_host(size_t(rows) * w_k, __float2half(0.f));
+  // Packed in fp32, converted on the GPU (upload_as_fp16: the host conversion was a large part
+  // of the build time, issue 7).
+  std::vector<float> w_host(size_t(rows) * w_k, 0.f);
   for (int o = 0; o < s.out_c; ++o)
     for (int c = 0; c < s.in_c; ++c)
       for (int ky = 0; ky < a.kernel_h; ++ky)
         for (int kx = 0; kx < a.kernel_w; ++kx)
-          w_host[size_t(o) * w_k + (size_t(ky) * a.kernel_w + kx) * s.in_c + c] = __float2half_rn(
-              weight[((size_t(o) * s.in_c + c) * a.kernel_h + ky) * a.kernel_w + kx]);
+          w_host[size_t(o) * w_k + (size_t(ky) * a.kernel_w + kx) * s.in_c + c] =
+              weight[((size_t(o) * s.in_c + c) * a.kernel_h + ky) * a.kernel_w + kx];
   std::vector<float> b_host(rows, 0.f);
   if (bias != nullptr) std::memcpy(b_host.data(), bias, sizeof(float) * s.out_c);
-  CNNRT_CUDA_CHECK(cudaMalloc(w_dev, w_host.size() * sizeof(__half)));
+  *w_dev = static_cast<__half*>(upload_as_fp16(w_host).release());
   CNNRT_CUDA_CHECK(cudaMalloc(bias_dev, b_host.size() * sizeof(float)));
-  CNNRT_CUDA_CHECK(
-      cudaMemcpy(*w_dev, w_host.data(), w_host.size() * sizeof(__half), cudaMemcpyHostToDevice));
   CNNRT_CUDA_CHECK(
       cudaMemcpy(*bias_dev, b_host.data(), b_host.size() * sizeof(float), cudaMemcpyHostToDevice));
   return w_host.size() * sizeof(__half) + b_host.size() * sizeof(float);

@@ -91,8 +91,223 @@ constexpr size_t stream_smem_bytes(int bn, int stages, int stage_rows, int tile_
   return smem_bytes(bn, stages) + size_t(stage_rows) * tile_tw * (bn + 8) * 2;
 }
 
-// CLAMP: the activation has an upper bound (ReLU6, Clip); without it the epilogue is exactly the
-// ReLU one (max with lo when the activation is on).
+// Code shape: the kernel body is the CTA's schedule (row table, prologue, main loop, epilogue
+// per pass); the loaders, the staging epilogue and the write-outs are __forceinline__ device
+// functions below, written expression for expression as the single body they replaced so that
+// ptxas sees the same code (the SASS of every instance was compared before and after, issue 7).
+// They are not the shared epilogue.cuh ones: building this kernel on those cost 2-8% on AlexNet
+// (H100 A/B, issue 7) through a different register allocation.
+
+// Where this CTA's output lies: its first column and (POOL) its block of pooled outputs or
+// (flat) its first output pixel.
+struct WgTile {
+  int n0, m0, image, tile_y, tile_x, cy0, cx0;
+};
+
+// Loader state: the thread owns 16-byte chunk c of rows r0 + 32 i (all of them share r0 % 8,
+// hence one swizzled chunk offset `off`).  The A loader runs for consecutive k-tiles only, so
+// the (tap row, tap column, channel chunk) of its K chunk advance incrementally: no division
+// per k-tile, one seek per pass.
+struct WgLoader {
+  int c, r0;
+  uint32_t off;
+  int kc, c8, kh, kw;
+};
+
+template <int BN>
+__device__ __forceinline__ void wg_load_b(const WgmmaParams& p, const WgLoader& ld, uint32_t ring,
+                                          const __half* w_tile, int slot, int kt) {
+  constexpr int kStage = (kBM + BN) * 128;
+#pragma unroll
+  for (int i = 0; i < BN * 8 / kThreads; ++i) {
+    const int r = ld.r0 + 32 * i;
+    cp_async_16(ring + slot * kStage + kBM * 128 + ld.off + i * 32 * 128,
+                w_tile + size_t(r) * p.w_k + kt * kBK + ld.c * 8, 16);
+  }
+}
+
+__device__ __forceinline__ void wg_seek_a(WgLoader& ld, const WgmmaParams& p) {
+  ld.kc = ld.c;
+  const int tap = ld.kc / p.c_chunks;
+  ld.c8 = ld.kc - tap * p.c_chunks;
+  ld.kh = tap / p.kw;
+  ld.kw = tap - ld.kh * p.kw;
+}
+
+template <int BN>
+__device__ __forceinline__ void wg_load_a(WgLoader& ld, const WgmmaParams& p, uint32_t ring,
+                                          const int4* s_rows, int slot) {
+  constexpr int kStage = (kBM + BN) * 128;
+  const bool k_ok = ld.kc < p.k_chunks;  // past K: zero fill (the tap may run past kh)
+  const int dy = ld.kh, dx = ld.kw;
+  const __half* x_c = p.x + ld.c8 * 8;
+  ld.kc += kBK / 8;
+  ld.c8 += kBK / 8;
+  while (ld.c8 >= p.c_chunks) {
+    ld.c8 -= p.c_chunks;
+    if (++ld.kw == p.kw) {
+      ld.kw = 0;
+      ++ld.kh;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kBM * 8 / kThreads; ++i) {
+    const int4 info = s_rows[ld.r0 + 32 * i];
+    const int ih = info.y + dy, iw = info.z + dx;
+    const __half* src = p.x;  // never read when bytes == 0
+    int bytes = 0;
+    if (k_ok && info.x >= 0 && unsigned(ih) < unsigned(p.in_h) && unsigned(iw) < unsigned(p.in_w)) {
+      src = x_c + ((size_t(info.x) * p.in_h + ih) * p.in_w + iw) * p.in_c;
+      bytes = 16;
+    }
+    cp_async_16(ring + slot * kStage + ld.off + i * 32 * 128, src, bytes);
+  }
+}
+
+// Row table: A row r = output pixel m0 + r, or (POOL) conv-tile pixel (ly, lx) of this pass.
+// Rows outside the conv output (tile overhang, pool padding, M tail, the pass's unused rows) are
+// zero-filled and never read back.
+template <bool POOL>
+__device__ __forceinline__ void wg_fill_rows(const WgmmaParams& p, int4* s_rows, int tid, int pass,
+                                             int passes, const WgTile& t) {
+  for (int r = tid; r < kBM; r += kThreads) {
+    int4 info = make_int4(-1, 0, 0, 0);
+    if constexpr (POOL) {
+      int ly, lx;
+      bool in_tile;
+      if (passes == 1) {
+        ly = r / p.tile.tile_tw;
+        lx = r - ly * p.tile.tile_tw;
+        in_tile = ly < p.tile.tile_th;
+      } else {
+        const int q = r / p.tile.tile_tw;
+        ly = pass * p.tile.pass_rows + q;
+        lx = r - q * p.tile.tile_tw;
+        in_tile = q < p.tile.pass_rows && ly < p.tile.tile_th;
+      }
+      const int cy = t.cy0 + ly, cx = t.cx0 + lx;
+      if (in_tile && cy >= 0 && cy < p.conv_h && cx >= 0 && cx < p.conv_w)
+        info = make_int4(t.image, cy * p.sh - p.ph, cx * p.sw - p.pw, 0);
+    } else {
+      const int m = t.m0 + r;
+      if (m < p.m_total) {
+        const int cx = m % p.conv_w, q = m / p.conv_w;
+        const int cy = q % p.conv_h, n = q / p.conv_h;
+        info = make_int4(n, cy * p.sh - p.ph, cx * p.sw - p.pw, 0);
+      }
+    }
+    s_rows[r] = info;
+  }
+}
+
+// Bias + activation -> fp16 staging.  Accumulator rows row0 and row0 + 8 (wgmma m64nN layout);
+// a streamed pass's rows past its conv rows are dropped.  CLAMP: the activation has an upper
+// bound (ReLU6, Clip); without it the epilogue is exactly the ReLU one (max with lo).
+template <int BN, bool POOL, bool CLAMP>
+__device__ __forceinline__ void wg_stage_acc(const float (&acc)[BN / 2], __half* s_c,
+                                             const WgmmaParams& p, int n0, int pass, int passes,
+                                             int row0, int lane) {
+  constexpr int kCRow = BN + 8;
+  int srow[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = row0 + 8 * h;
+    srow[h] = r;
+    if (POOL && passes > 1) {
+      const int q = r / p.tile.tile_tw, ly = pass * p.tile.pass_rows + q;
+      srow[h] = q < p.tile.pass_rows && ly < p.tile.tile_th
+                    ? (ly % p.tile.stage_rows) * p.tile.tile_tw + (r - q * p.tile.tile_tw)
+                    : -1;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < BN / 8; ++j) {
+    const int col = j * 8 + (lane & 3) * 2;
+    const float b0 = p.bias[n0 + col], b1 = p.bias[n0 + col + 1];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float v0 = acc[4 * j + 2 * h] + b0, v1 = acc[4 * j + 2 * h + 1] + b1;
+      if (p.act.on) {
+        if constexpr (CLAMP) {
+          v0 = fminf(fmaxf(v0, p.act.lo), p.act.hi);
+          v1 = fminf(fmaxf(v1, p.act.lo), p.act.hi);
+        } else {
+          v0 = fmaxf(v0, p.act.lo);
+          v1 = fmaxf(v1, p.act.lo);
+        }
+      }
+      if (srow[h] >= 0)
+        *reinterpret_cast<__half2*>(s_c + srow[h] * kCRow + col) = __floats2half2_rn(v0, v1);
+    }
+  }
+}
+
+// Pooled rows [py_begin, py_end) of the block: window max over the staged conv rows with
+// __hmax2.  Window cells outside the conv output (pool padding, ceil_mode overhang) are
+// skipped, i.e. act as -inf; every window holds at least one real cell (pad <= kernel / 2,
+// PyTorch's ceil_mode rule), so -inf never reaches the output.  out_c % 64 == 0: no padding
+// channels exist.
+template <int BN>
+__device__ __forceinline__ void wg_pool_out(const WgmmaParams& p, const __half* s_c,
+                                            const WgTile& t, int passes, int tid, int py_begin,
+                                            int py_end) {
+  constexpr int kChunks = BN / 8, kCRow = BN + 8;
+  const __half2 neg_inf = __float2half2_rn(-INFINITY);
+  const int items = (py_end - py_begin) * p.tile.tile_pw * kChunks;
+  for (int id = tid; id < items; id += kThreads) {
+    const int c = id % kChunks, q = id / kChunks;
+    const int px = q % p.tile.tile_pw, py = py_begin + q / p.tile.tile_pw;
+    const int oy = t.tile_y * p.tile.tile_ph + py, ox = t.tile_x * p.tile.tile_pw + px;
+    if (oy >= p.out_h || ox >= p.out_w) continue;
+    __half2 best[4] = {neg_inf, neg_inf, neg_inf, neg_inf};
+    for (int i = 0; i < p.pool.pk_h; ++i) {
+      const int ly = py * p.pool.ps_h + i, cy = t.cy0 + ly;
+      if (cy < 0 || cy >= p.conv_h) continue;
+      const int srow = (passes == 1 ? ly : ly % p.tile.stage_rows) * p.tile.tile_tw;
+      for (int j = 0; j < p.pool.pk_w; ++j) {
+        const int lx = px * p.pool.ps_w + j, cx = t.cx0 + lx;
+        if (cx < 0 || cx >= p.conv_w) continue;
+        const uint4 v = *reinterpret_cast<const uint4*>(s_c + (srow + lx) * kCRow + c * 8);
+        const uint32_t w4[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          __half2 h;
+          memcpy(&h, &w4[k], sizeof(h));
+          best[k] = __hmax2(best[k], h);
+        }
+      }
+    }
+    uint4 out;
+    memcpy(&out.x, &best[0], 4);
+    memcpy(&out.y, &best[1], 4);
+    memcpy(&out.z, &best[2], 4);
+    memcpy(&out.w, &best[3], 4);
+    *reinterpret_cast<uint4*>(p.y + ((size_t(t.image) * p.out_h + oy) * p.out_w + ox) * p.out_c +
+                              t.n0 + c * 8) = out;
+  }
+}
+
+// Row streaming: pooled rows whose windows lie within the conv rows of passes 0..q.
+__device__ __forceinline__ int wg_pooled_rows_after(const WgmmaParams& p, int passes, int q) {
+  if (q + 1 >= passes) return p.tile.tile_ph;
+  const int done = min((q + 1) * p.tile.pass_rows, p.tile.tile_th);
+  return done < p.pool.pk_h ? 0 : min(p.tile.tile_ph, (done - p.pool.pk_h) / p.pool.ps_h + 1);
+}
+
+// No pool: the staged rows to their output pixels, 16-byte chunks.
+template <int BN>
+__device__ __forceinline__ void wg_write_rows(const WgmmaParams& p, const __half* s_c,
+                                              const WgTile& t, int tid) {
+  constexpr int kChunks = BN / 8, kCRow = BN + 8;
+  for (int id = tid; id < kBM * kChunks; id += kThreads) {
+    const int r = id / kChunks, c = id % kChunks;
+    const int m = t.m0 + r;
+    if (m >= p.m_total) continue;
+    *reinterpret_cast<uint4*>(p.y + size_t(m) * p.out_c + t.n0 + c * 8) =
+        *reinterpret_cast<const uint4*>(s_c + r * kCRow + c * 8);
+  }
+}
+
 template <int BN, int STAGES, bool POOL, bool CLAMP>
 __global__ void __launch_bounds__(kThreads, 1) conv_wgmma_kernel(const WgmmaParams p) {
 #ifdef CNNRT_WGMMA_DEVICE
@@ -110,70 +325,24 @@ __global__ void __launch_bounds__(kThreads, 1) conv_wgmma_kernel(const WgmmaPara
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int wg = warp >> 2;  // warpgroup: rows 64 * wg .. 64 * wg + 63
-  const int n0 = blockIdx.y * BN;
-  const __half* w_tile = p.w + size_t(n0) * p.w_k;
-  int m0 = 0, image = 0, tile_y = 0, tile_x = 0, cy0 = 0, cx0 = 0;
+  WgTile t{};
+  t.n0 = blockIdx.y * BN;
+  const __half* w_tile = p.w + size_t(t.n0) * p.w_k;
   if constexpr (POOL) {
-    int t = blockIdx.x;
-    tile_x = t % p.tile.tiles_x;
-    t /= p.tile.tiles_x;
-    tile_y = t % p.tile.tiles_y;
-    image = t / p.tile.tiles_y;
-    cy0 = tile_y * p.tile.tile_ph * p.pool.ps_h - p.pool.pp_h;
-    cx0 = tile_x * p.tile.tile_pw * p.pool.ps_w - p.pool.pp_w;
+    int b = blockIdx.x;
+    t.tile_x = b % p.tile.tiles_x;
+    b /= p.tile.tiles_x;
+    t.tile_y = b % p.tile.tiles_y;
+    t.image = b / p.tile.tiles_y;
+    t.cy0 = t.tile_y * p.tile.tile_ph * p.pool.ps_h - p.pool.pp_h;
+    t.cx0 = t.tile_x * p.tile.tile_pw * p.pool.ps_w - p.pool.pp_w;
   } else {
-    m0 = blockIdx.x * kBM;
+    t.m0 = blockIdx.x * kBM;
   }
-
-  // ---- loaders: thread owns 16-byte chunk ld_c of rows ld_r0 + 32 i -----------------------
-  const int ld_c = tid & 7, ld_r0 = tid >> 3;
-  // All of a thread's rows share row % 8, hence one swizzled chunk offset.
-  const uint32_t ld_off = uint32_t(ld_r0) * 128 + (uint32_t(ld_c ^ (ld_r0 & 7)) << 4);
-  auto load_b = [&](int slot, int kt) {
-#pragma unroll
-    for (int i = 0; i < BN * 8 / kThreads; ++i) {
-      const int r = ld_r0 + 32 * i;
-      cp_async_16(ring + slot * kStage + kAStage + ld_off + i * 32 * 128,
-                  w_tile + size_t(r) * p.w_k + kt * kBK + ld_c * 8, 16);
-    }
-  };
-  // The loader runs for consecutive k-tiles only, so the (tap row, tap column, channel chunk)
-  // of this thread's K chunk advance incrementally: no division per k-tile, one seek per pass.
-  int a_kc = 0, a_c8 = 0, a_kh = 0, a_kw = 0;
-  auto seek_a = [&]() {
-    a_kc = ld_c;
-    const int tap = a_kc / p.c_chunks;
-    a_c8 = a_kc - tap * p.c_chunks;
-    a_kh = tap / p.kw;
-    a_kw = tap - a_kh * p.kw;
-  };
-  auto load_a = [&](int slot) {
-    const bool k_ok = a_kc < p.k_chunks;  // past K: zero fill (the tap may run past kh)
-    const int dy = a_kh, dx = a_kw;
-    const __half* x_c = p.x + a_c8 * 8;
-    a_kc += kBK / 8;
-    a_c8 += kBK / 8;
-    while (a_c8 >= p.c_chunks) {
-      a_c8 -= p.c_chunks;
-      if (++a_kw == p.kw) {
-        a_kw = 0;
-        ++a_kh;
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < kBM * 8 / kThreads; ++i) {
-      const int4 info = s_rows[ld_r0 + 32 * i];
-      const int ih = info.y + dy, iw = info.z + dx;
-      const __half* src = p.x;  // never read when bytes == 0
-      int bytes = 0;
-      if (k_ok && info.x >= 0 && unsigned(ih) < unsigned(p.in_h) &&
-          unsigned(iw) < unsigned(p.in_w)) {
-        src = x_c + ((size_t(info.x) * p.in_h + ih) * p.in_w + iw) * p.in_c;
-        bytes = 16;
-      }
-      cp_async_16(ring + slot * kStage + ld_off + i * 32 * 128, src, bytes);
-    }
-  };
+  WgLoader ld{};
+  ld.c = tid & 7;
+  ld.r0 = tid >> 3;
+  ld.off = uint32_t(ld.r0) * 128 + (uint32_t(ld.c ^ (ld.r0 & 7)) << 4);
 
   // Staging: a single-pass tile aliases the drained ring; the row-streaming ring of stage_rows
   // conv rows lives after the row table, because the next pass refills the pipeline ring while
@@ -181,92 +350,15 @@ __global__ void __launch_bounds__(kThreads, 1) conv_wgmma_kernel(const WgmmaPara
   const int passes = POOL ? p.tile.passes : 1;
   __half* const s_c =
       passes == 1 ? reinterpret_cast<__half*>(ring_ptr) : reinterpret_cast<__half*>(s_rows + kBM);
-  constexpr int kChunks = BN / 8;
-
-  // Pooled rows [py_begin, py_end) of the block: window max over the staged conv rows with
-  // __hmax2.  Window cells outside the conv output (pool padding, ceil_mode overhang) are
-  // skipped, i.e. act as -inf; every window holds at least one real cell (pad <= kernel / 2,
-  // PyTorch's ceil_mode rule), so -inf never reaches the output.  out_c % 64 == 0: no padding
-  // channels exist.
-  auto pool_out = [&](int py_begin, int py_end) {
-    const __half2 neg_inf = __float2half2_rn(-INFINITY);
-    const int items = (py_end - py_begin) * p.tile.tile_pw * kChunks;
-    for (int id = tid; id < items; id += kThreads) {
-      const int c = id % kChunks, t = id / kChunks;
-      const int px = t % p.tile.tile_pw, py = py_begin + t / p.tile.tile_pw;
-      const int oy = tile_y * p.tile.tile_ph + py, ox = tile_x * p.tile.tile_pw + px;
-      if (oy >= p.out_h || ox >= p.out_w) continue;
-      __half2 best[4] = {neg_inf, neg_inf, neg_inf, neg_inf};
-      for (int i = 0; i < p.pool.pk_h; ++i) {
-        const int ly = py * p.pool.ps_h + i, cy = cy0 + ly;
-        if (cy < 0 || cy >= p.conv_h) continue;
-        const int srow = (passes == 1 ? ly : ly % p.tile.stage_rows) * p.tile.tile_tw;
-        for (int j = 0; j < p.pool.pk_w; ++j) {
-          const int lx = px * p.pool.ps_w + j, cx = cx0 + lx;
-          if (cx < 0 || cx >= p.conv_w) continue;
-          const uint4 v = *reinterpret_cast<const uint4*>(s_c + (srow + lx) * kCRow + c * 8);
-          const uint32_t w4[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-          for (int q = 0; q < 4; ++q) {
-            __half2 h;
-            memcpy(&h, &w4[q], sizeof(h));
-            best[q] = __hmax2(best[q], h);
-          }
-        }
-      }
-      uint4 out;
-      memcpy(&out.x, &best[0], 4);
-      memcpy(&out.y, &best[1], 4);
-      memcpy(&out.z, &best[2], 4);
-      memcpy(&out.w, &best[3], 4);
-      *reinterpret_cast<uint4*>(p.y + ((size_t(image) * p.out_h + oy) * p.out_w + ox) * p.out_c +
-                                n0 + c * 8) = out;
-    }
-  };
-  // Row streaming: pooled rows whose windows lie within the conv rows of passes 0..q.
-  auto pooled_rows_after = [&](int q) {
-    if (q + 1 >= passes) return p.tile.tile_ph;
-    const int done = min((q + 1) * p.tile.pass_rows, p.tile.tile_th);
-    return done < p.pool.pk_h ? 0 : min(p.tile.tile_ph, (done - p.pool.pk_h) / p.pool.ps_h + 1);
-  };
 
   const int row0 = wg * 64 + (warp & 3) * 16 + (lane >> 2);  // accumulator rows row0, row0 + 8
   for (int pass = 0; pass < passes; ++pass) {
-    // Row table: A row r = output pixel m0 + r, or (POOL) conv-tile pixel (ly, lx) of this
-    // pass.  Rows outside the conv output (tile overhang, pool padding, M tail, the pass's
-    // unused rows) are zero-filled and never read back.  The previous pass's loads are all
-    // waited for and behind a barrier, so the table can be rewritten.
-    for (int r = tid; r < kBM; r += kThreads) {
-      int4 info = make_int4(-1, 0, 0, 0);
-      if constexpr (POOL) {
-        int ly, lx;
-        bool in_tile;
-        if (passes == 1) {
-          ly = r / p.tile.tile_tw;
-          lx = r - ly * p.tile.tile_tw;
-          in_tile = ly < p.tile.tile_th;
-        } else {
-          const int q = r / p.tile.tile_tw;
-          ly = pass * p.tile.pass_rows + q;
-          lx = r - q * p.tile.tile_tw;
-          in_tile = q < p.tile.pass_rows && ly < p.tile.tile_th;
-        }
-        const int cy = cy0 + ly, cx = cx0 + lx;
-        if (in_tile && cy >= 0 && cy < p.conv_h && cx >= 0 && cx < p.conv_w)
-          info = make_int4(image, cy * p.sh - p.ph, cx * p.sw - p.pw, 0);
-      } else {
-        const int m = m0 + r;
-        if (m < p.m_total) {
-          const int cx = m % p.conv_w, t = m / p.conv_w;
-          const int cy = t % p.conv_h, n = t / p.conv_h;
-          info = make_int4(n, cy * p.sh - p.ph, cx * p.sw - p.pw, 0);
-        }
-      }
-      s_rows[r] = info;
-    }
+    // The previous pass's loads are all waited for and behind a barrier, so the table can be
+    // rewritten.
+    wg_fill_rows<POOL>(p, s_rows, tid, pass, passes, t);
     __syncthreads();  // also orders the previous pass's pool reads before this pass's staging
 
-    seek_a();
+    wg_seek_a(ld, p);
     float acc[kAcc];
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) acc[i] = 0.f;
@@ -276,8 +368,8 @@ __global__ void __launch_bounds__(kThreads, 1) conv_wgmma_kernel(const WgmmaPara
 #pragma unroll
     for (int s = 0; s < STAGES - 2; ++s) {
       if (s < p.k_tiles) {
-        load_b(s, s);
-        load_a(s);
+        wg_load_b<BN>(p, ld, ring, w_tile, s, s);
+        wg_load_a<BN>(ld, p, ring, s_rows, s);
       }
       cp_async_commit();
     }
@@ -289,8 +381,8 @@ __global__ void __launch_bounds__(kThreads, 1) conv_wgmma_kernel(const WgmmaPara
       __syncthreads();  // ... everyone's; and wgmma of kt-2 is retired everywhere
       const int k_next = kt + STAGES - 2;
       if (k_next < p.k_tiles) {
-        load_b(k_next % STAGES, k_next);
-        load_a(k_next % STAGES);
+        wg_load_b<BN>(p, ld, ring, w_tile, k_next % STAGES, k_next);
+        wg_load_a<BN>(ld, p, ring, s_rows, k_next % STAGES);
       }
       cp_async_commit();
 
@@ -309,56 +401,17 @@ __global__ void __launch_bounds__(kThreads, 1) conv_wgmma_kernel(const WgmmaPara
     cp_async_wait<0>();
     __syncthreads();  // the ring is drained and no warpgroup reads it (single pass: staging)
 
-    // ---- epilogue: bias + ReLU -> fp16 staging ------------------------------------------
-    // Staging pixel of each accumulator row; -1: a streamed pass's unused row (dropped).
-    int srow[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = row0 + 8 * h;
-      srow[h] = r;
-      if (POOL && passes > 1) {
-        const int q = r / p.tile.tile_tw, ly = pass * p.tile.pass_rows + q;
-        srow[h] = q < p.tile.pass_rows && ly < p.tile.tile_th
-                      ? (ly % p.tile.stage_rows) * p.tile.tile_tw + (r - q * p.tile.tile_tw)
-                      : -1;
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-      const int col = j * 8 + (lane & 3) * 2;
-      const float b0 = p.bias[n0 + col], b1 = p.bias[n0 + col + 1];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float v0 = acc[4 * j + 2 * h] + b0, v1 = acc[4 * j + 2 * h + 1] + b1;
-        if (p.act.on) {
-          if constexpr (CLAMP) {
-            v0 = fminf(fmaxf(v0, p.act.lo), p.act.hi);
-            v1 = fminf(fmaxf(v1, p.act.lo), p.act.hi);
-          } else {
-            v0 = fmaxf(v0, p.act.lo);
-            v1 = fmaxf(v1, p.act.lo);
-          }
-        }
-        if (srow[h] >= 0)
-          *reinterpret_cast<__half2*>(s_c + srow[h] * kCRow + col) = __floats2half2_rn(v0, v1);
-      }
-    }
+    wg_stage_acc<BN, POOL, CLAMP>(acc, s_c, p, t.n0, pass, passes, row0, lane);
     __syncthreads();
 
     if constexpr (POOL) {
       // The next pass only writes staging rows no pending pooled row needs (host: stage_rows),
       // and its row-table barrier orders these reads before its epilogue writes.
-      const int py_begin = pass == 0 ? 0 : pooled_rows_after(pass - 1);
-      const int py_end = pooled_rows_after(pass);
-      if (py_end > py_begin) pool_out(py_begin, py_end);
+      const int py_begin = pass == 0 ? 0 : wg_pooled_rows_after(p, passes, pass - 1);
+      const int py_end = wg_pooled_rows_after(p, passes, pass);
+      if (py_end > py_begin) wg_pool_out<BN>(p, s_c, t, passes, tid, py_begin, py_end);
     } else {
-      for (int id = tid; id < kBM * kChunks; id += kThreads) {
-        const int r = id / kChunks, c = id % kChunks;
-        const int m = m0 + r;
-        if (m >= p.m_total) continue;
-        *reinterpret_cast<uint4*>(p.y + size_t(m) * p.out_c + n0 + c * 8) =
-            *reinterpret_cast<const uint4*>(s_c + r * kCRow + c * 8);
-      }
+      wg_write_rows<BN>(p, s_c, t, tid);
     }
   }
 #else
