@@ -200,6 +200,11 @@ struct EngineCase {
   bool fuse;
 };
 
+// What gtest prints as GetParam() when a case fails (instead of the struct's raw bytes).
+void PrintTo(const EngineCase& c, std::ostream* out) {
+  *out << kModels[c.model].name << ", batch " << c.batch << (c.fuse ? ", fused" : ", unfused");
+}
+
 std::string case_name(const ::testing::TestParamInfo<EngineCase>& info) {
   return std::string(kModels[info.param.model].name) + "_batch" + std::to_string(info.param.batch) +
          (info.param.fuse ? "_fused" : "_unfused");
