@@ -11,8 +11,7 @@ int main(int argc, char** argv) {
 #ifdef CNNRT_TEST_GPU_STATUS
   // Binaries with GPU tests say first whether they will run or skip, and why.  Not while
   // listing: gtest_discover_tests parses that output.
-  if (!::testing::GTEST_FLAG(list_tests))
-    std::cout << cnnrt::apps::gpu_test_status() << std::endl;
+  if (!::testing::GTEST_FLAG(list_tests)) std::cout << cnnrt::apps::gpu_test_status() << std::endl;
 #endif
   return RUN_ALL_TESTS();
 }

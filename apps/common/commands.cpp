@@ -2,6 +2,7 @@
 #include "apps/common/commands.h"
 
 #include <map>
+#include <string>
 
 #include "apps/common/cli.h"
 
@@ -30,7 +31,14 @@ int cnnrt_main(int argc, char** argv) {
     CLI::App* app = add_subcommand(*program, command.name, command.summary);
     runners[app] = command.add(*app);
   }
-  return run_program(*program, argc, argv, [&]() -> int {
+  // `cnnrt help [COMMAND]` is `cnnrt [COMMAND] --help`.
+  std::vector<char*> arguments(argv, argv + argc);
+  if (arguments.size() >= 2 && std::string(arguments[1]) == "help") {
+    static char help_flag[] = "--help";
+    arguments.erase(arguments.begin() + 1);
+    arguments.push_back(help_flag);
+  }
+  return run_program(*program, static_cast<int>(arguments.size()), arguments.data(), [&]() -> int {
     const CLI::App* chosen = program->get_subcommands().front();
     return runners.at(chosen)();
   });

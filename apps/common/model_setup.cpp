@@ -26,7 +26,8 @@ void add_weight_options(CLI::App& command, WeightArgs& args) {
           ->type_name("FILE")
           ->check(no_stdin());
   // A switch that takes `=SEED` (cli.cpp joins `--random-weights 42`), so it never swallows
-  // the positional after it.
+  // the positional after it.  Bound to a string: CLI11 reads an integer flag whose default is
+  // 0 as a negation (-1).
   CLI::Option* random =
       command
           .add_flag("--random-weights{0}", args.random_seed,
@@ -34,7 +35,6 @@ void add_weight_options(CLI::App& command, WeightArgs& args) {
           ->type_name("SEED")
           ->check(int_range(0, std::numeric_limits<int64_t>::max()))
           ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  random->each([&args](const std::string&) { args.random = true; });
   weights->excludes(random);
 }
 
@@ -77,9 +77,11 @@ void bind_weights_from_args(Graph& graph, const std::string& model_path, const W
     load_weights(graph, args.weights);
     return;
   }
-  if (args.random) {
-    bind_random_weights(graph, static_cast<uint64_t>(args.random_seed));
-    note("random weights (seed " + std::to_string(args.random_seed) + "): labels are meaningless");
+  if (!args.random_seed.empty()) {
+    // int_range() admitted only integers from 0 to INT64_MAX.
+    const uint64_t seed = std::stoull(args.random_seed);
+    bind_random_weights(graph, seed);
+    note("random weights (seed " + std::to_string(seed) + "): labels are meaningless");
     return;
   }
   if (graph.weights_file.empty()) {

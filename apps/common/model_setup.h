@@ -23,8 +23,7 @@ namespace cnnrt::apps {
 // --weights W, --random-weights[=SEED]
 struct WeightArgs {
   std::string weights;      // --weights (empty: not given)
-  bool random = false;      // --random-weights given
-  int64_t random_seed = 0;  // its value
+  std::string random_seed;  // --random-weights' seed, "0" when bare (empty: not given)
 };
 void add_weight_options(CLI::App& command, WeightArgs& args);
 

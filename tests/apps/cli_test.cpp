@@ -7,6 +7,7 @@
 
 #include "apps/common/cmd_util.h"
 #include "apps/common/commands.h"
+#include "apps/common/model_setup.h"
 #include "apps/common/profile_report.h"
 #include "apps/common/version.h"
 
@@ -129,6 +130,35 @@ TEST(CliConventions, TwoStreamsCannotShareStdout) {
   EXPECT_NE(outcome.err.find("--output and --json both write to standard output"),
             std::string::npos)
       << outcome.err;
+}
+
+// --random-weights takes an optional seed without swallowing the positional after it.
+TEST(CliConventions, RandomWeightsSeedIsOptionalAndNeverTakesThePositional) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string seed, image;
+  };
+  const std::vector<Case> cases = {{{"img.png", "--random-weights"}, "0", "img.png"},
+                                   {{"--random-weights", "img.png"}, "0", "img.png"},
+                                   {{"--random-weights", "42", "img.png"}, "42", "img.png"},
+                                   {{"img.png", "--random-weights=7"}, "7", "img.png"},
+                                   {{"img.png"}, "", "img.png"}};
+  for (const Case& c : cases) {
+    const std::unique_ptr<CLI::App> program = make_program("prog", "test");
+    WeightArgs weights;
+    std::string image;
+    program->add_option("IMAGE", image)->required();
+    add_weight_options(*program, weights);
+    std::vector<std::string> args = c.args;
+    args.insert(args.begin(), "prog");
+    std::vector<char*> argv;
+    for (std::string& arg : args) argv.push_back(arg.data());
+    const int code =
+        run_program(*program, static_cast<int>(argv.size()), argv.data(), [] { return 0; });
+    EXPECT_EQ(code, kExitSuccess) << c.args[0];
+    EXPECT_EQ(weights.random_seed, c.seed) << c.args[0];
+    EXPECT_EQ(image, c.image);
+  }
 }
 
 TEST(CliRunMain, TurnsEveryExceptionIntoOneErrorLineAndItsExitCode) {
