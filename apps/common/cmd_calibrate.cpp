@@ -1,10 +1,10 @@
-// `cnnrt calibrate MODEL (--weights W | --random-weights [SEED]) (--images DIR | --input X.npy)
+// `cnnrt calibrate MODEL (--weights W | --random-weights[=SEED]) (--images DIR | --input X.npy)
 // --method minmax|percentile[:P]|entropy [--batches N] [--batch B] -o CALIB.json`: runs the
 // model in fp32 on the CPU over a calibration set and writes the scale of every tensor an int8
 // layer may read or write (docs/QUANTIZATION.md).  Images are preprocessed as `cnnrt run` does;
 // each is decoded when its batch runs (once per pass), so a large set is never held in memory.
 // Progress goes to stderr when it is a terminal; the file is written through a temporary file
-// and a rename, so a failed run leaves nothing behind.
+// and a rename, so a failed run leaves nothing behind ("-o -" writes the JSON to stdout).
 #include <algorithm>
 #include <cctype>
 #include <cmath>
