@@ -36,7 +36,8 @@ class HelpFormatter : public CLI::Formatter {
     return name.substr(0, brace) + "[=" + option->get_type_name() + "]";
   }
   std::string make_option_opts(const CLI::Option* option) const override {
-    if (option->get_type_size() == 0 || option->get_type_name().empty()) return "";  // a switch
+    // A switch, or a switch with an optional =VALUE (shown by make_option_name).
+    if (option->get_expected_max() == 0 || option->get_type_name().empty()) return "";
     return " " + option->get_type_name();
   }
   std::string make_option_desc(const CLI::Option* option) const override {
