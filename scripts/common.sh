@@ -5,7 +5,7 @@ set -euo pipefail
 CNNRT_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CNNRT_BUILD="${CNNRT_BUILD:-$CNNRT_ROOT/build}"
 CNNRT_DEB_PACKAGES=(cmake ninja-build g++ pkg-config python3 python3-pip libyaml-cpp-dev libpng-dev
-                    libjpeg-dev nlohmann-json3-dev libgtest-dev)
+                    libjpeg-dev nlohmann-json3-dev libgtest-dev libcli11-dev)
 
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
