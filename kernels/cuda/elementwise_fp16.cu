@@ -74,14 +74,42 @@ __global__ void fp32_to_fp16_kernel(const float* x, __half* y, int64_t count) {
 }
 }  // namespace
 
+StagingBuffer::StagingBuffer(size_t bytes) : bytes_(bytes) {
+  if (bytes == 0) return;
+  int device = 0, pools = 0;
+  CNNRT_CUDA_CHECK(cudaGetDevice(&device));
+  CNNRT_CUDA_CHECK(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device));
+  pooled_ = pools != 0;
+  if (pooled_)
+    CNNRT_CUDA_CHECK(cudaMallocAsync(&ptr_, bytes, nullptr));
+  else
+    CNNRT_CUDA_CHECK(cudaMalloc(&ptr_, bytes));
+}
+
+StagingBuffer::~StagingBuffer() {
+  if (ptr_ == nullptr) return;
+  // Destructor: nothing useful to do with an error (a failed conversion already threw).
+  if (pooled_) {
+    cudaFreeAsync(ptr_, nullptr);
+    cudaStreamSynchronize(nullptr);
+  } else {
+    cudaFree(ptr_);  // synchronises with the device
+  }
+}
+
+void StagingBuffer::upload(const void* host, size_t bytes) {
+  if (bytes > bytes_)
+    throw Error("StagingBuffer::upload: " + std::to_string(bytes) + " bytes into " +
+                std::to_string(bytes_));
+  if (bytes > 0) CNNRT_CUDA_CHECK(cudaMemcpy(ptr_, host, bytes, cudaMemcpyHostToDevice));
+}
+
 DeviceArray upload_as_fp16(const float* values, size_t count) {
   DeviceArray buffer(count * sizeof(__half));
   if (count == 0) return buffer;
-  DeviceArray staging(std::min(count, kUploadChunk) * sizeof(float));
+  StagingBuffer staging(std::min(count, kUploadChunk) * sizeof(float));
   for (size_t first = 0; first < count; first += kUploadChunk) {
     const size_t n = std::min(kUploadChunk, count - first);
-    // Synchronous copy on the legacy stream: it also waits for the previous chunk's kernel,
-    // which read the staging buffer.
     staging.upload(values + first, n * sizeof(float));
     const int blocks = static_cast<int>(std::min<size_t>((n + 255) / 256, 132 * 32));
     fp32_to_fp16_kernel<<<blocks, 256>>>(static_cast<const float*>(staging.get()),
@@ -89,7 +117,7 @@ DeviceArray upload_as_fp16(const float* values, size_t count) {
                                          static_cast<int64_t>(n));
     CNNRT_CUDA_CHECK(cudaGetLastError());
   }
-  CNNRT_CUDA_CHECK(cudaStreamSynchronize(nullptr));  // the staging buffer is freed next
+  CNNRT_CUDA_CHECK(cudaStreamSynchronize(nullptr));  // report a failed conversion here
   return buffer;
 }
 

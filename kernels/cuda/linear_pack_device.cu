@@ -60,10 +60,9 @@ GemmWeights::GemmWeights(const LinearWeightRefs& refs)
   __half* dst = static_cast<__half*>(weight_.get());
   CNNRT_CUDA_CHECK(cudaMemset(dst, 0, weight_.bytes()));  // the padding rows
   const int chunk_rows = static_cast<int>(std::max<size_t>(1, kStagingValues / size_t(in)));
-  DeviceArray staging(size_t(std::min(chunk_rows, out)) * in * sizeof(float));
+  StagingBuffer staging(size_t(std::min(chunk_rows, out)) * in * sizeof(float));
   for (int r0 = 0; r0 < out; r0 += chunk_rows) {
     const int rows = std::min(chunk_rows, out - r0);
-    // Synchronous on the legacy stream: also waits for the previous chunk's kernel.
     staging.upload(refs.weight + size_t(r0) * in, size_t(rows) * in * sizeof(float));
     const int64_t work = int64_t(rows) * cols_pad_;
     const int blocks = static_cast<int>(std::min<int64_t>((work + 255) / 256, 132 * 32));
@@ -71,7 +70,7 @@ GemmWeights::GemmWeights(const LinearWeightRefs& refs)
                                       cols_pad_, channels, hw);
     CNNRT_CUDA_CHECK(cudaGetLastError());
   }
-  CNNRT_CUDA_CHECK(cudaStreamSynchronize(nullptr));  // the staging buffer is freed next
+  CNNRT_CUDA_CHECK(cudaStreamSynchronize(nullptr));  // report a failed kernel here
 
   std::vector<float> bias(rows_pad_, 0.0f);
   if (refs.bias != nullptr) std::copy(refs.bias, refs.bias + out, bias.begin());
