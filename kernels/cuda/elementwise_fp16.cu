@@ -10,10 +10,12 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <memory>
 
 #include "cnnrt/error.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/elementwise_fp16.h"
+#include "kernels/cuda/host_parallel.h"
 
 namespace cnnrt::cuda {
 
@@ -60,64 +62,15 @@ void DeviceArray::upload(const void* host, size_t bytes) {
   if (bytes > 0) CNNRT_CUDA_CHECK(cudaMemcpy(ptr_, host, bytes, cudaMemcpyHostToDevice));
 }
 
-// fp32 → fp16 on the GPU: the host only copies the fp32 values (in chunks of at most
-// kUploadChunk values through one staging buffer).  A host loop of __float2half_rn took ~0.9 s
-// for AlexNet's 58.6 M linear weights, the larger part of building the engine (issue 7); the
-// device conversion is the same correctly rounded operation, so the bytes are unchanged.
-namespace {
-constexpr size_t kUploadChunk = size_t{16} << 20;  // values: 64 MB of fp32 staging
-
-__global__ void fp32_to_fp16_kernel(const float* x, __half* y, int64_t count) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count;
-       i += int64_t(gridDim.x) * blockDim.x)
-    y[i] = __float2half_rn(x[i]);
-}
-}  // namespace
-
-StagingBuffer::StagingBuffer(size_t bytes) : bytes_(bytes) {
-  if (bytes == 0) return;
-  int device = 0, pools = 0;
-  CNNRT_CUDA_CHECK(cudaGetDevice(&device));
-  CNNRT_CUDA_CHECK(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device));
-  pooled_ = pools != 0;
-  if (pooled_)
-    CNNRT_CUDA_CHECK(cudaMallocAsync(&ptr_, bytes, nullptr));
-  else
-    CNNRT_CUDA_CHECK(cudaMalloc(&ptr_, bytes));
-}
-
-StagingBuffer::~StagingBuffer() {
-  if (ptr_ == nullptr) return;
-  // Destructor: nothing useful to do with an error (a failed conversion already threw).
-  if (pooled_) {
-    cudaFreeAsync(ptr_, nullptr);
-    cudaStreamSynchronize(nullptr);
-  } else {
-    cudaFree(ptr_);  // synchronises with the device
-  }
-}
-
-void StagingBuffer::upload(const void* host, size_t bytes) {
-  if (bytes > bytes_)
-    throw Error("StagingBuffer::upload: " + std::to_string(bytes) + " bytes into " +
-                std::to_string(bytes_));
-  if (bytes > 0) CNNRT_CUDA_CHECK(cudaMemcpy(ptr_, host, bytes, cudaMemcpyHostToDevice));
-}
-
+// fp32 → fp16 on the host's cores (host_parallel.h): a serial loop of __float2half_rn took
+// most of the AlexNet build (58.6 M linear weights; issue 7).
 DeviceArray upload_as_fp16(const float* values, size_t count) {
+  std::unique_ptr<__half[]> halves(new __half[count > 0 ? count : 1]);
+  parallel_for(count, size_t{1} << 16, [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) halves[i] = __float2half_rn(values[i]);
+  });
   DeviceArray buffer(count * sizeof(__half));
-  if (count == 0) return buffer;
-  StagingBuffer staging(std::min(count, kUploadChunk) * sizeof(float));
-  for (size_t first = 0; first < count; first += kUploadChunk) {
-    const size_t n = std::min(kUploadChunk, count - first);
-    staging.upload(values + first, n * sizeof(float));
-    const int blocks = static_cast<int>(std::min<size_t>((n + 255) / 256, 132 * 32));
-    fp32_to_fp16_kernel<<<blocks, 256>>>(static_cast<const float*>(staging.get()),
-                                         static_cast<__half*>(buffer.get()) + first,
-                                         static_cast<int64_t>(n));
-    CNNRT_CUDA_CHECK(cudaGetLastError());
-  }
-  CNNRT_CUDA_CHECK(cudaStreamSynchronize(nullptr));  // report a failed conversion here
+  buffer.upload(halves.get(), buffer.bytes());
   return buffer;
 }
 

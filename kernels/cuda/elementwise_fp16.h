@@ -57,30 +57,8 @@ class DeviceArray {
   size_t bytes_ = 0;
 };
 
-// A build-time staging buffer for host → device conversions, from the stream-ordered pool
-// (cudaMallocAsync on the legacy stream) where the device has one, so that it never takes a
-// place in cudaMalloc's address space: the weights and arenas allocated around it land where
-// they would without it.  (With plain cudaMalloc staging, AlexNet at batch 1 ran 1.4% slower,
-// measured on an H100 with bit-identical weights: the only change was where buffers landed.)
-class StagingBuffer {
- public:
-  explicit StagingBuffer(size_t bytes);
-  ~StagingBuffer();  // waits for the legacy stream (the conversions that read it), then frees
-  StagingBuffer(const StagingBuffer&) = delete;
-  StagingBuffer& operator=(const StagingBuffer&) = delete;
-  void* get() const { return ptr_; }
-  // Synchronous copy on the legacy stream: it also waits for the kernels that read the buffer
-  // before (they run on that stream too).
-  void upload(const void* host, size_t bytes);
-
- private:
-  void* ptr_ = nullptr;
-  size_t bytes_ = 0;
-  bool pooled_ = false;
-};
-
-// fp32 host values → fp16 device buffer (round to nearest even, converted on the GPU; build
-// time only: synchronous).
+// fp32 host values → fp16 device buffer (round to nearest even, __float2half_rn, converted on
+// the host's cores; build time only: synchronous).
 DeviceArray upload_as_fp16(const float* values, size_t count);
 DeviceArray upload_as_fp16(const std::vector<float>& values);
 DeviceArray upload_fp32(const std::vector<float>& values);

@@ -25,8 +25,8 @@ namespace cnnrt::cuda {
 class GemmWeights {
  public:
   explicit GemmWeights(const HostGemmWeights& host);
-  // The same layout and bytes, packed and converted on the GPU from the graph's fp32 weight
-  // (linear_pack_device.cu): one host→device copy instead of host passes over every value.
+  // The same layout and bytes, packed and rounded to fp16 in one pass over the graph's fp32
+  // weight on the host's cores (linear_pack_fp16.cpp): the fast path the fp16 entries use.
   explicit GemmWeights(const LinearWeightRefs& refs);
   int rows_pad() const { return rows_pad_; }
   int cols_pad() const { return cols_pad_; }

@@ -25,7 +25,7 @@ struct HostGemmWeights {
 
 // A linear layer's weights as the graph holds them (not copied): weight [out, in] (PyTorch
 // layout), bias [out] or nullptr, and the [C, H, W] shape of an NHWC flatten it reads ({} when
-// it reads a plain vector).  The fp16 family packs from this on the GPU (GemmWeights).
+// it reads a plain vector).  The fp16 family packs from this directly (GemmWeights).
 struct LinearWeightRefs {
   const float* weight = nullptr;
   const float* bias = nullptr;

@@ -4,8 +4,8 @@
 // cuBLASLt epilogue), "linear_fp16_gemv" (weight-streaming kernel for small batches) and the
 // default "linear_fp16", which owns both and picks by the run-time batch (the batch is only
 // known per context, so the choice cannot be made at build time).  The factory packs the weight
-// once, on the GPU (linear_weight_refs_of + GemmWeights; the fp32 family packs the same layout
-// on the host with linear_weights_of): fp16, padded to multiples of 8, and —
+// once, straight to fp16 (linear_weight_refs_of + GemmWeights; the fp32 family packs the same
+// layout in fp32 with linear_weights_of): fp16, padded to multiples of 8, and —
 // when the input is an NHWC flatten of [C, H, W] — with its columns permuted to the flatten's
 // (h, w, c) order (cuda_registry.h).  They implement a ReLU epilogue or none, and refuse others.
 #include <memory>

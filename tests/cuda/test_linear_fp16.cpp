@@ -278,11 +278,11 @@ TEST(LinearFp16, PackingPermutesColumnsToHwcOrder) {
   EXPECT_THROW(cuda::pack_linear_weights(weight.data(), nullptr, 1, 6, Shape{2, 2, 2}), Error);
 }
 
-// The fp16 linear entries pack on the GPU (GemmWeights from LinearWeightRefs); the bytes must be
-// exactly those of the host pack (pack_linear_weights) converted with the host's
-// __float2half_rn: odd sizes, a flatten permutation, no bias, values across fp16's range
-// (subnormals, overflow to inf, exact ties), and a weight larger than one staging chunk.
-TEST(LinearFp16, DevicePackEqualsHostPack) {
+// The fp16 linear entries pack straight to fp16 on several host threads (GemmWeights from
+// LinearWeightRefs); the bytes must be exactly those of the reference pack (pack_linear_weights)
+// converted with __float2half_rn: odd sizes, a flatten permutation, no bias, values across fp16's
+// range (subnormals, overflow to inf, exact ties), and a weight split over many threads.
+TEST(LinearFp16, FastPackEqualsReferencePack) {
   CNNRT_REQUIRE_CUDA_DEVICE();
   struct Case {
     int out, in;
@@ -293,7 +293,7 @@ TEST(LinearFp16, DevicePackEqualsHostPack) {
                         {13, 37, {}, false},
                         {10, 7 * 3 * 5, Shape{7, 3, 5}, true},
                         {1000, 9216, Shape{256, 6, 6}, true},
-                        {3, (16 << 20) / 3 + 11, {}, true}};  // rows span two staging chunks
+                        {3, (16 << 20) / 3 + 11, {}, true}};  // long rows, fewer rows than threads
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   std::uniform_int_distribution<int> kind(0, 9);
