@@ -13,6 +13,7 @@
 #include <numeric>
 
 #include "apps/common/cli.h"
+#include "apps/common/cmd_util.h"
 #include "apps/common/model_setup.h"
 #include "apps/common/paths.h"
 #include "apps/common/profile_report.h"
@@ -24,12 +25,14 @@ namespace {
 using namespace cnnrt;
 using namespace cnnrt::apps;
 
-const char kUsage[] =
-    "usage: alexnet_infer IMAGE [--model M] [--weights W | --random-weights [SEED]] "
-    "[--device auto|cpu|cuda] [--precision auto|fp32|fp16|int8] [--plan PLAN.yaml] "
-    "[--calib CALIB.json] [--top K] [--profile]\n"
-    "  --model M   any classifier model YAML (default: models/alexnet.yaml), e.g.\n"
-    "              models/efficientnet_lite0.yaml after tools/convert_efficientnet_lite0.py";
+struct InferArgs {
+  std::string image, model;
+  int64_t top = 5;
+  bool profile = false;
+  WeightArgs weights;
+  DeviceArgs device;
+  JsonOutput json;
+};
 
 std::vector<double> softmax(const std::vector<float>& logits) {
   const float max_logit = *std::max_element(logits.begin(), logits.end());
@@ -43,25 +46,21 @@ std::vector<double> softmax(const std::vector<float>& logits) {
   return probabilities;
 }
 
-int infer(int argc, char** argv) {
-  Args args(kUsage, join_flags({weight_flags(),
-                                device_flags(),
-                                {{"--model", FlagKind::Value},
-                                 {"--top", FlagKind::Value},
-                                 {"--profile", FlagKind::Switch}}}));
-  args.parse(argc, argv, 1, 1, 1);
-  const std::string image_path = args.positional()[0];
-  const int top_k = static_cast<int>(args.get_int("--top", 5, 1, 1 << 20));
+int infer(const InferArgs& args) {
+  args.json.prepare();
+  const std::string& image_path = args.image;
+  const int top_k = static_cast<int>(args.top);
   const std::string model_path =
-      args.has("--model") ? args.require("--model") : find_shipped_file("models/alexnet.yaml");
-  const DeviceChoice device = resolve_device(args.get_string("--device", "auto"));
-  const BuildOptions options = build_options(args, device);
-  std::cout << "device: " << device.summary << "\n";
+      args.model.empty() ? find_shipped_file("models/alexnet.yaml") : args.model;
+  const DeviceChoice device = resolve_device(args.device.device);
+  const BuildOptions options = build_options(args.device, device);
+  std::ostream& out = report_stream();
+  out << "device: " << device.summary << "\n";
 
   // Cheap checks first: the YAML and the image, before reading the weights.
   Graph graph = load_model(model_path);
   const std::vector<float> input = load_image_tensor(image_path, model_info_from_graph(graph));
-  bind_weights_from_args(graph, model_path, args);
+  bind_weights_from_args(graph, model_path, args.weights);
   const auto engine = Engine::build(graph, options);
   const std::vector<std::string>& labels = engine->model().labels;
   const auto context = engine->create_context(1);
@@ -76,26 +75,63 @@ int infer(int argc, char** argv) {
   std::partial_sort(order.begin(), order.begin() + shown, order.end(),
                     [&](size_t a, size_t b) { return probabilities[a] > probabilities[b]; });
 
-  std::cout << "model: " << engine->model().name << " (" << model_path << "), precision "
-            << to_string(engine->precision()) << "\n"
-            << "image: " << image_path << "\n\n";
+  out << "model: " << engine->model().name << " (" << model_path << "), precision "
+      << to_string(engine->precision()) << "\n"
+      << "image: " << image_path << "\n\n";
   std::vector<std::vector<std::string>> rows;
+  nlohmann::json top = nlohmann::json::array();
   for (size_t rank = 0; rank < shown; ++rank) {
     const size_t index = order[rank];
-    rows.push_back({std::to_string(rank + 1), fixed(probabilities[index], 4), std::to_string(index),
-                    index < labels.size() ? labels[index] : "class " + std::to_string(index)});
+    const std::string label =
+        index < labels.size() ? labels[index] : "class " + std::to_string(index);
+    rows.push_back(
+        {std::to_string(rank + 1), fixed(probabilities[index], 4), std::to_string(index), label});
+    top.push_back({{"class", index}, {"probability", probabilities[index]}, {"label", label}});
   }
-  std::cout << format_text_table({"rank", "probability", "class", "label"}, rows);
+  out << format_text_table({"rank", "probability", "class", "label"}, rows);
 
-  if (args.has("--profile")) {
-    std::cout << "\nper-layer profile (batch 1, median of 20 runs):\n"
-              << format_profile_table(context->profile(20), device_info(device.device));
+  nlohmann::json report = {{"model", engine->model().name},
+                           {"model_file", model_path},
+                           {"image", image_path},
+                           {"device", to_string(device.device)},
+                           {"device_name", device.name},
+                           {"precision", to_string(engine->precision())},
+                           {"top", top}};
+  if (args.profile) {
+    const std::vector<LayerProfile> layers = context->profile(20);
+    out << "\nper-layer profile (batch 1, median of 20 runs):\n"
+        << format_profile_table(layers, device_info(device.device));
+    report["profile"] = nlohmann::json::array();
+    for (const LayerProfile& layer : layers)
+      report["profile"].push_back(layer_json(layer, total_ms(layers)));
   }
+  args.json.write(report);
   return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  return cnnrt::apps::run_main([&] { return infer(argc, argv); });
+  const std::unique_ptr<CLI::App> program = make_program(
+      "alexnet_infer", "top-K ImageNet classes of a picture, by AlexNet or any classifier YAML");
+  InferArgs args;
+  program->add_option("IMAGE", args.image, "a .png, .jpg or .bmp picture")
+      ->type_name("")
+      ->required()
+      ->check(no_stdin());
+  program
+      ->add_option("--model", args.model,
+                   "any classifier model YAML, e.g. models/efficientnet_lite0.yaml after "
+                   "tools/convert_efficientnet_lite0.py (default: the shipped models/alexnet.yaml)")
+      ->type_name("MODEL.yaml")
+      ->check(no_stdin());
+  program->add_option("--top", args.top, "how many classes to list")
+      ->type_name("K")
+      ->check(int_range(1, 1 << 20))
+      ->capture_default_str();
+  program->add_flag("--profile", args.profile, "also print per-layer timings (batch 1)");
+  add_weight_options(*program, args.weights);
+  add_device_options(*program, args.device);
+  args.json.add_option(*program);
+  return run_program(*program, argc, argv, [&] { return infer(args); });
 }

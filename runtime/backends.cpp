@@ -12,15 +12,12 @@
 namespace cnnrt {
 namespace {
 
-// Nominal figures for the reference kernels: they are scalar loops, so a core's scalar FMA
-// rate (about 2 GFLOP/s at ~1 FMA/cycle with double accumulation) is the honest ceiling.
+// The CPU's peak rates are unknown (0): nothing portable reports them, and a guessed figure
+// made "% peak" columns meaningless, so profiles print achieved rates only.
 DeviceInfo cpu_info() {
   DeviceInfo info;
   info.name = "cpu";
   info.multiprocessors = static_cast<int>(std::thread::hardware_concurrency());
-  info.peak_fp32_tflops = 0.002 * std::max(1, info.multiprocessors);
-  info.peak_fp16_tflops = info.peak_fp32_tflops;
-  info.peak_bandwidth_gbs = 20.0;
   return info;
 }
 

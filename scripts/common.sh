@@ -5,7 +5,7 @@ set -euo pipefail
 CNNRT_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CNNRT_BUILD="${CNNRT_BUILD:-$CNNRT_ROOT/build}"
 CNNRT_DEB_PACKAGES=(cmake ninja-build g++ pkg-config python3 python3-pip libyaml-cpp-dev libpng-dev
-                    libjpeg-dev nlohmann-json3-dev libgtest-dev)
+                    libjpeg-dev nlohmann-json3-dev libgtest-dev libcli11-dev)
 
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
@@ -29,7 +29,8 @@ pip_install() {
 }
 
 # numpy, PyYAML and safetensors for the e2e checks; onnx + onnxruntime for the ONNX importer's
-# checks; scikit-learn for the digits model.  (scikit-image is optional: without it the
+# checks; scikit-learn for the digits model; nanobind, scikit-build-core and pytest for the
+# Python module (python/, pyproject.toml) and its tests.  (scikit-image is optional: without it the
 # coffee.png check of EfficientNet-Lite0 is skipped.)
 install_python_packages() {
   local missing=()
@@ -39,6 +40,9 @@ install_python_packages() {
   python3 -c 'import onnx' 2>/dev/null || missing+=(onnx)
   python3 -c 'import onnxruntime' 2>/dev/null || missing+=(onnxruntime)
   python3 -c 'import sklearn' 2>/dev/null || missing+=(scikit-learn)
+  python3 -c 'import nanobind' 2>/dev/null || missing+=(nanobind)
+  python3 -c 'import scikit_build_core' 2>/dev/null || missing+=(scikit-build-core)
+  python3 -c 'import pytest' 2>/dev/null || missing+=(pytest)
   if [ ${#missing[@]} -gt 0 ]; then
     echo "== installing Python packages: ${missing[*]}"
     pip_install "${missing[@]}"
@@ -74,7 +78,8 @@ configure_sanitizer_build() {
     local launcher=()
     command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
     CC=clang CXX=clang++ cmake -S "$CNNRT_ROOT" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Sanitize \
-      -DCNNRT_WITH_CUDA=OFF -DCNNRT_BUILD_FUZZERS=ON "${launcher[@]}" \
+      -DCNNRT_WITH_CUDA=OFF -DCNNRT_BUILD_FUZZERS=ON -DCNNRT_BUILD_PYTHON=OFF -DCNNRT_SHARED=OFF \
+      "${launcher[@]}" \
       -DCMAKE_CXX_FLAGS="$CNNRT_SANITIZE_FLAGS" >/dev/null
   fi
   nice cmake --build "$build" -j "$(nproc)"

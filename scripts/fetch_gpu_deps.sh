@@ -8,5 +8,5 @@ mkdir -p .deps
 cd .deps
 apt-get download libyaml-cpp-dev libyaml-cpp0.7 libgtest-dev libgmock-dev googletest libpng-dev \
                  libpng16-16 zlib1g-dev libjpeg-dev libjpeg62-turbo-dev libjpeg62-turbo \
-                 nlohmann-json3-dev
+                 nlohmann-json3-dev libcli11-dev
 ls -1 *.deb

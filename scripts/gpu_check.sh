@@ -3,12 +3,14 @@
 # Debian -dev packages: unpack the carried .deb files (scripts/fetch_gpu_deps.sh makes them)
 # into a private prefix, build for the local GPU, run the whole test suite, then optionally the
 # memory checkers and the benchmarks.
-#   scripts/gpu_check.sh [test|gtest] [sanitize] [bench] [ab] [models] [zoo] [soak] [compare]
+#   scripts/gpu_check.sh [test|gtest] [sanitize] [bench] [ab] [models] [zoo] [soak] [compare] [python]
 #   (default: test; models needs .carry/ with the EfficientNet-Lite0 .pth, its converted
 #    safetensors and coffee.png — see scripts/gpu_models_check.py)
 # (ab: builds the tree carried in .baseline/ too and times both AlexNet engines interleaved —
 #  the before/after check of a refactor; scripts/ab_bench.py)
 # (gtest: only the GPU gtest binary; CNNRT_SKIP_LAB=1 leaves bench/conv_lab out of bench)
+# (python: the Python module's tests and the packaging check (e2e.test_find_package), then
+#  tools/bench_python.py — the Python round trip against the C++ run; docs/PYTHON.md)
 # Logs and results go to $OUT/results.tgz (default OUT: ./gpu_out) — one file, so that
 # fetching tools with a file-count limit get everything.
 set -uo pipefail
@@ -45,6 +47,18 @@ if ! ls "$ROOT"/.deps/*.deb >/dev/null 2>&1; then
 fi
 mkdir -p "$DEPS"
 for deb in "$ROOT"/.deps/*.deb; do dpkg -x "$deb" "$DEPS"; done
+# A -dev package's libX.so may be an absolute link to Debian's runtime file (zlib1g-dev's points
+# at /lib/x86_64-linux-gnu/libz.so.1.2.13).  Where the system has another version, the link
+# dangles, CMake takes the non-PIC libX.a beside it, and the shared objects (libcnnrt.so, the
+# Python module) fail to link: point such links at the system's library of the same name.
+for link in "$DEPS"/usr/lib/x86_64-linux-gnu/*.so; do
+  if [ -L "$link" ] && [ ! -e "$link" ]; then
+    name="$(basename "$link")"
+    system_lib="$(ls /lib/x86_64-linux-gnu/"$name".[0-9]* /usr/lib/x86_64-linux-gnu/"$name".[0-9]* \
+                  2>/dev/null | head -1)"
+    if [ -n "$system_lib" ]; then ln -sfn "$system_lib" "$link" && echo "$name -> $system_lib"; fi
+  fi
+done
 export LD_LIBRARY_PATH="$DEPS/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
 
 step "configure + build"
@@ -163,6 +177,16 @@ for mode in "${modes[@]}"; do
         --bin "$BUILD/bin" --batch 1,64,256 --compile --json "$OUT/compare.json" \
         --markdown "$OUT/compare.md" > "$OUT/compare.log" 2>&1 || status=1
       tail -60 "$OUT/compare.log"
+      ;;
+    python)
+      step "Python module: pytest on this build, the packaging check, the binding's overhead"
+      (cd "$BUILD" && ctest -V -R 'python\.pytest|e2e\.test_find_package' \
+        --timeout 300) > "$OUT/python_ctest.log" 2>&1 || status=1
+      grep -E "tests passed|tests failed|\(Failed\)|Passed|passed|skipped|took|exports|kB" \
+        "$OUT/python_ctest.log" | tail -20
+      PYTHONPATH="$BUILD/python:${PYTHONPATH:-}" PYTHONUNBUFFERED=1 timeout 240 python3 \
+        "$ROOT/tools/bench_python.py" --device cuda --iterations 1000 --json "$OUT/python_bench.json" \
+        2>&1 | tee "$OUT/python_bench.txt" || status=1
       ;;
     *) echo "unknown mode $mode"; status=1 ;;
   esac

@@ -4,6 +4,7 @@
 #   libjpeg    libjpeg-dev          JPEG decoding (libjpeg-turbo)
 #   nlohmann   nlohmann-json3-dev   JSON: safetensors headers, --json reports, traces
 #   GoogleTest libgtest-dev         tests
+#   CLI11      libcli11-dev         command lines of the apps (header-only; not needed to embed)
 # Each is exposed as an imported target cnnrt::<name> so the rest of the build never spells out
 # where a dependency came from.
 
@@ -38,4 +39,9 @@ endif()
 
 if(CNNRT_BUILD_TESTS)
   find_package(GTest REQUIRED)
+endif()
+
+# Only the apps use it; an application embedding cnnrt (cnnrtConfig.cmake) never needs it.
+if(CNNRT_BUILDING_APPS AND NOT TARGET CLI11::CLI11)
+  find_package(CLI11 CONFIG REQUIRED)
 endif()

@@ -47,6 +47,7 @@ sys.path.insert(0, TOOLS)
 from cnnrt_model import (Model, ModelError, infer_shapes, load_model,  # noqa: E402
                          load_weights, param_shapes, to_torch_module)
 from compare_report import markdown  # noqa: E402
+from cnnrt_run import RunError, run_model  # noqa: E402
 
 CNNRT = "cnnrt"
 
@@ -339,8 +340,6 @@ def benchmark(args) -> dict:
     with torch.no_grad():
         for batch in args.batches:
             x_cpu = torch.randn([batch] + model.input_shape, generator=generator)
-            input_path = os.path.join(work, f"x{batch}.npy")
-            np.save(input_path, x_cpu.numpy())
             x32 = x_cpu.to(device)
             x16 = x32.half()
             x16_cl = x16.contiguous(memory_format=torch.channels_last)
@@ -400,13 +399,11 @@ def benchmark(args) -> dict:
                     row.update({k: bench.get(k) for k in ("median_ms", "min_ms", "p90_ms",
                                                           "arena_bytes", "weight_bytes")})
                     row["images_per_s"] = batch * 1000.0 / bench["median_ms"]
-                output_path = os.path.join(work, f"y{batch}.npy")
                 try:
-                    run_cnnrt(args.bin, "run", args.model, "--weights", weights_path, "--input",
-                              input_path, "--output", output_path, "--device", "cuda",
-                              "--precision", "fp16")
-                    row["rel_l2_vs_fp32"] = rel_l2(np.load(output_path), reference)
-                except (CnnrtError, OSError, ValueError) as exc:
+                    output = run_model(args.bin, args.model, x_cpu.numpy(), weights=weights_path,
+                                       device="cuda", precision="fp16")
+                    row["rel_l2_vs_fp32"] = rel_l2(output, reference)
+                except (RunError, OSError, ValueError) as exc:
                     errors.append(f"run batch {batch}: {exc}")
                 results.append(row)
                 print(f"  batch {batch:4d}  {'cnnrt fp16':42s} "

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""fp32 and int8 accuracy of models/digits on the test split, through the cnnrt CLI.
+"""fp32 and int8 accuracy of models/digits on the test split, through cnnrt.
 
     python3 tools/eval_digits.py [--cli build/bin/cnnrt] [--model models/digits.yaml]
                                  [--methods minmax,percentile,entropy] [--json FILE]
 
-Steps: the split of tools/digits_data.py is written as .npy; `cnnrt run --device cpu` gives the
-fp32 logits of the 360 test images; for each calibration method, `cnnrt calibrate` on the 1437
-training images, then `cnnrt run --device cpu --precision int8 --calib` on the test images.
+Steps: the split of tools/digits_data.py; an fp32 CPU run gives the logits of the 360 test
+images; for each calibration method, `cnnrt calibrate` on the 1437 training images (written as
+.npy), then an int8 CPU run with that calibration on the test images.  Runs go through the
+Python module when it is importable, else `cnnrt run` (tools/cnnrt_run.py).
 Prints, per precision/method, the test accuracy, the difference to fp32 in percentage points,
 the top-1 agreement with fp32 and the rel L2 of the logits; --json writes the same rows.
 """
@@ -23,6 +24,7 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cnnrt_run import run_model  # noqa: E402
 from digits_data import load_split  # noqa: E402
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -41,13 +43,10 @@ def evaluate(cli: str, model: str, methods, workdir: str, log=print):
     """Returns a list of rows {precision, method, accuracy, delta_points, agreement, rel_l2}."""
     x_train, _, x_test, y_test = load_split()
     train_path = os.path.join(workdir, "digits_train.npy")
-    test_path = os.path.join(workdir, "digits_test.npy")
     np.save(train_path, x_train)
-    np.save(test_path, x_test)
 
-    fp32_path = os.path.join(workdir, "fp32.npy")
-    run_cli(cli, "run", model, "--input", test_path, "--output", fp32_path, "--device", "cpu")
-    fp32 = np.load(fp32_path)
+    bin_dir = os.path.dirname(cli)
+    fp32 = run_model(bin_dir, model, x_test, device="cpu")
     fp32_accuracy = float((fp32.argmax(axis=1) == y_test).mean() * 100)
     rows = [{"precision": "fp32", "method": "-", "accuracy": fp32_accuracy, "delta_points": 0.0,
              "agreement": 100.0, "rel_l2": 0.0}]
@@ -55,10 +54,8 @@ def evaluate(cli: str, model: str, methods, workdir: str, log=print):
         calib_path = os.path.join(workdir, f"calib_{method.replace(':', '_')}.json")
         run_cli(cli, "calibrate", model, "--input", train_path, "--method", method, "-o",
                 calib_path)
-        int8_path = os.path.join(workdir, f"int8_{method.replace(':', '_')}.npy")
-        run_cli(cli, "run", model, "--input", test_path, "--output", int8_path, "--device", "cpu",
-                "--precision", "int8", "--calib", calib_path)
-        int8 = np.load(int8_path)
+        int8 = run_model(bin_dir, model, x_test, device="cpu", precision="int8",
+                         calibration=calib_path)
         accuracy = float((int8.argmax(axis=1) == y_test).mean() * 100)
         rows.append({
             "precision": "int8", "method": method, "accuracy": accuracy,

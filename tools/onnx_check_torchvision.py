@@ -3,9 +3,10 @@
 
 For AlexNet, ResNet-18, MobileNetV2 and SqueezeNet 1.1 (random initialisation, batchnorm
 running statistics randomised so that BN folding is exercised; no network needed): export to
-ONNX (TorchScript exporter, opset 13, dynamic batch, constant folding on), import, run
-`cnnrt run --device cpu` and onnxruntime on the same input, and print the rel L2 of the logits
-per model (pass: <= 1e-5).  With --cuda, also `cnnrt run --device cuda --precision fp16`
+ONNX (TorchScript exporter, opset 13, dynamic batch, constant folding on), import, run cnnrt
+on the CPU (the Python module, else `cnnrt run`; tools/cnnrt_run.py) and onnxruntime on the same
+input, and print the rel L2 of the logits per model (pass: <= 1e-5).  With --cuda, also cnnrt on
+the GPU in fp16
 against onnxruntime (pass: <= 1e-2); a model whose layers the CUDA entries do not serve yet
 (MobileNetV2's ReLU6 epilogue) is reported, not failed.  Needs torch, torchvision, onnx,
 onnxruntime, numpy, pyyaml, safetensors.
@@ -25,6 +26,8 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from cnnrt_run import RunError, run_model  # noqa: E402  (the module, else `cnnrt run`)
 MODELS = ["alexnet", "resnet18", "mobilenet_v2", "squeezenet1_1"]
 CPU_TOLERANCE, FP16_TOLERANCE = 1e-5, 1e-2
 
@@ -95,7 +98,6 @@ def main(argv=None) -> int:
     except ImportError as exc:
         print(f"error: {exc}: pip install torch torchvision onnx onnxruntime", file=sys.stderr)
         return 1
-    cli = os.path.join(args.bin, "cnnrt")
     work = args.keep or tempfile.mkdtemp(prefix="cnnrt_onnx_tv_")
     os.makedirs(work, exist_ok=True)
     print(f"torch {torch.__version__}, torchvision {torchvision.__version__}, onnxruntime "
@@ -119,21 +121,20 @@ def main(argv=None) -> int:
             continue
         session = onnxruntime.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
         ort_out = session.run(None, {"x": x})[0]
-        np.save(os.path.join(work, f"{name}.x.npy"), x)
+        np.save(os.path.join(work, f"{name}.x.npy"), x)  # kept for reruns by hand (--keep)
         cells = [f"{exporter} export, ort vs torch {rel_l2(ort_out, torch_out):.2e}"]
         runs = [("cpu", "fp32", CPU_TOLERANCE)] + ([("cuda", "fp16", FP16_TOLERANCE)]
                                                    if args.cuda else [])
         for device, precision, tolerance in runs:
-            out_path = os.path.join(work, f"{name}.{device}.npy")
-            result = run([cli, "run", yaml_path, "--input", os.path.join(work, f"{name}.x.npy"),
-                          "--output", out_path, "--device", device, "--precision", precision])
-            if result.returncode != 0:
-                reason = (result.stderr.strip().splitlines() or ["?"])[-1]
+            try:
+                out = run_model(args.bin, yaml_path, x, device=device, precision=precision)
+            except RunError as exc:
+                reason = (str(exc).strip().splitlines() or ["?"])[-1]
                 cells.append(f"cnnrt {device} FAILED ({reason})")
                 failed = failed or device == "cpu"
                 continue
-            error = rel_l2(np.load(out_path), ort_out)
-            same_top1 = bool(np.all(np.load(out_path).argmax(1) == ort_out.argmax(1)))
+            error = rel_l2(out, ort_out)
+            same_top1 = bool(np.all(out.argmax(1) == ort_out.argmax(1)))
             verdict = "ok" if error <= tolerance else "FAIL"
             failed = failed or error > tolerance
             cells.append(f"cnnrt {device} {precision} vs ort {error:.2e} (<= {tolerance:.0e}, "

@@ -1,16 +1,24 @@
-// Command-line plumbing shared by alexnet_infer and the cnnrt subcommands.
+// Command-line conventions shared by `cnnrt` and `alexnet_infer`, on top of CLI11.
 //
-// A deliberately small parser: each command declares its flags in a table (switch, flag with a
-// value, flag with an optional numeric value such as --random-weights [SEED]); anything not in
-// the table is an error naming it, numbers are validated where they are read, and positional
-// arguments are counted.  Errors are UsageError (a cnnrt::Error), which run_main prints as one
-// "error: ..." line followed by the command's usage line.
+// Every program and subcommand gets the same surface:
+//   -h/--help       each flag with its meaning and default; exit 0
+//   --version       version, commit, CUDA runtime/driver and compiled architectures; exit 0
+//   -q/--quiet      only errors and the requested result (no notes, no progress bar)
+//   -v/--verbose    also say what is being done (model, weights, engine steps, timings)
+// Exit codes (README, "Exit codes"): 0 success, 1 runtime error (bad model, file, device),
+// 2 usage error (unknown flag, missing or malformed value, value out of range, conflicting
+// flags).  Either error is one "error: ..." line on stderr; a usage error adds a second line
+// pointing at the command's --help.
+// File arguments: "-" is standard output (or input) where a command can stream the data and is
+// refused with a usage error elsewhere, so no file named "-" is ever written or read.  Data on
+// stdout replaces the text report there (one stream per command, so it stays parseable).
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <functional>
-#include <map>
-#include <optional>
+#include <iosfwd>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,65 +26,59 @@
 
 namespace cnnrt::apps {
 
-// A bad command line (as opposed to a bad model or file): run_main adds the usage line.
+constexpr int kExitSuccess = 0;
+constexpr int kExitFailure = 1;  // runtime error
+constexpr int kExitUsage = 2;    // bad command line
+
+// A bad command line found after parsing (flags that exclude each other, a '-' where no
+// stream is possible): exit code 2, like CLI11's own parse errors.
 class UsageError : public Error {
  public:
-  UsageError(const std::string& message, std::string usage)
-      : Error(message), usage_(std::move(usage)) {}
-  const std::string& usage() const { return usage_; }
-
- private:
-  std::string usage_;
+  using Error::Error;
 };
 
-enum class FlagKind {
-  Switch,         // --profile
-  Value,          // --batch 16, --batch=16
-  OptionalValue,  // --random-weights [SEED]: takes the next argument only if it is an integer
-};
+// --- verbosity ------------------------------------------------------------------------------
+enum class Verbosity { Quiet, Normal, Verbose };
+Verbosity verbosity();
+void set_verbosity(Verbosity level);
+// "note: ..." on stderr unless --quiet.
+void note(const std::string& text);
+// A line on stderr with --verbose only.
+void detail(const std::string& text);
 
-struct FlagSpec {
-  std::string name;  // with dashes: "--batch", "-o"
-  FlagKind kind = FlagKind::Value;
-};
+// --- building command lines -----------------------------------------------------------------
+// A program (or a `cnnrt` subcommand) with the shared flags and help layout above.
+std::unique_ptr<CLI::App> make_program(const std::string& name, const std::string& description);
+CLI::App* add_subcommand(CLI::App& parent, const std::string& name, const std::string& description);
 
-class Args {
- public:
-  Args(std::string usage, std::vector<FlagSpec> specs);
+// Validators with messages that name the accepted values (CLI11 prefixes the flag name).
+CLI::Validator int_range(int64_t min, int64_t max);
+CLI::Validator one_of(std::vector<std::string> values);
+// For file flags that read or write a real file only: refuses "-".
+CLI::Validator no_stdin();
+CLI::Validator no_stdout(const std::string& why);
 
-  // Parses argv[first..argc); throws UsageError for unknown flags, missing values, repeated
-  // flags and a positional count outside [min_positional, max_positional].
-  void parse(int argc, char** argv, int first, size_t min_positional, size_t max_positional);
-  void parse(const std::vector<std::string>& arguments, size_t min_positional,
-             size_t max_positional);
+// True for the "-" that means standard input or output.
+inline bool is_std_stream(const std::string& path) { return path == "-"; }
 
-  const std::vector<std::string>& positional() const { return positional_; }
-  bool has(const std::string& flag) const { return values_.count(flag) != 0; }
-  std::string get_string(const std::string& flag, const std::string& fallback) const;
-  // Integer in [min, max]; UsageError naming the flag otherwise.
-  int64_t get_int(const std::string& flag, int64_t fallback, int64_t min, int64_t max) const;
-  // Comma-separated integers in [min, max], e.g. --batch 1,16,64.
-  std::vector<int64_t> get_int_list(const std::string& flag, const std::string& fallback,
-                                    int64_t min, int64_t max) const;
-  // A flag that must be present.
-  std::string require(const std::string& flag) const;
+// Where the human-readable report goes: stdout, or nowhere when stdout carries a data stream
+// (an output given as "-"), so that stream stays machine-readable.
+std::ostream& report_stream();
+// Marks stdout as taken by a data stream (call once per "-" output); a second one is a
+// UsageError naming both flags.
+void claim_stdout(const std::string& flag);
 
-  [[noreturn]] void fail(const std::string& message) const;
+// Writes `bytes` to `path` through graph/atomic_write.h, or to stdout for "-".
+void write_output(const std::string& path, const std::string& bytes);
+// Reads all of `path`, or stdin for "-".  Error names the file.
+std::string read_input(const std::string& path);
 
- private:
-  const FlagSpec* find(const std::string& name) const;
+// Parses argv with `program`, then runs `body` (the chosen command); every exception becomes
+// one "error:" line and exit code 1 or 2 (see the top of this file).  --help and --version
+// print to stdout and return 0.
+int run_program(CLI::App& program, int argc, char** argv, const std::function<int()>& body);
 
-  std::string usage_;
-  std::vector<FlagSpec> specs_;
-  std::vector<std::string> positional_;
-  std::map<std::string, std::string> values_;
-};
-
-// Parses a whole string as a base-10 integer; nullopt when it is not one or overflows.
-std::optional<int64_t> parse_integer(const std::string& text);
-
-// Runs body(), turning every exception into one "error: <what>" line on stderr (plus the usage
-// line for UsageError) and exit code 1.  Nothing escapes: no abort, no uncaught exception.
-int run_main(const std::function<int()>& body);
+// The same error boundary around any body (no parsing); used by run_program and tests.
+int run_main(const std::function<int()>& body, const std::string& help_hint = "");
 
 }  // namespace cnnrt::apps

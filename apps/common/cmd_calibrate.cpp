@@ -1,12 +1,10 @@
-// `cnnrt calibrate MODEL (--weights W | --random-weights [SEED]) (--images DIR | --input X.npy)
+// `cnnrt calibrate MODEL (--weights W | --random-weights[=SEED]) (--images DIR | --input X.npy)
 // --method minmax|percentile[:P]|entropy [--batches N] [--batch B] -o CALIB.json`: runs the
 // model in fp32 on the CPU over a calibration set and writes the scale of every tensor an int8
 // layer may read or write (docs/QUANTIZATION.md).  Images are preprocessed as `cnnrt run` does;
 // each is decoded when its batch runs (once per pass), so a large set is never held in memory.
 // Progress goes to stderr when it is a terminal; the file is written through a temporary file
-// and a rename, so a failed run leaves nothing behind.
-#include <unistd.h>
-
+// and a rename, so a failed run leaves nothing behind ("-o -" writes the JSON to stdout).
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -18,6 +16,7 @@
 #include "apps/common/cmd_util.h"
 #include "apps/common/model_setup.h"
 #include "apps/common/npy.h"
+#include "apps/common/progress.h"
 #include "cnnrt/image.h"
 #include "graph/atomic_write.h"
 #include "runtime/calibration.h"
@@ -50,60 +49,34 @@ std::vector<std::string> list_images(const std::string& directory) {
   return paths;
 }
 
-// A one-line progress bar on stderr, redrawn in place; silent when stderr is not a terminal.
-class ProgressBar {
- public:
-  ProgressBar() : enabled_(::isatty(STDERR_FILENO) == 1) {}
-  ~ProgressBar() {
-    if (drawn_) std::cerr << "\n";
-  }
-  void update(int done, int total) {
-    if (!enabled_ || total <= 0) return;
-    constexpr int kWidth = 30;
-    const int filled = static_cast<int>(static_cast<int64_t>(done) * kWidth / total);
-    std::cerr << "\rcalibrating [" << std::string(filled, '#') << std::string(kWidth - filled, '.')
-              << "] " << done << "/" << total << " batches" << std::flush;
-    drawn_ = true;
-  }
-
- private:
-  bool enabled_;
-  bool drawn_ = false;
+struct CalibrateArgs {
+  std::string model, images, input, method, output;
+  int64_t batch = 16, batches = 0;
+  WeightArgs weights;
 };
 
-}  // namespace
-
-int cmd_calibrate(const Arguments& arguments) {
-  const Args args = parse_command_args("calibrate",
-                                       join_flags({weight_flags(),
-                                                   {{"--images", FlagKind::Value},
-                                                    {"--input", FlagKind::Value},
-                                                    {"--method", FlagKind::Value},
-                                                    {"--batches", FlagKind::Value},
-                                                    {"--batch", FlagKind::Value},
-                                                    {"-o", FlagKind::Value}}}),
-                                       arguments, 1, 1);
-  const std::string output_path = args.require("-o");
-  check_output_path(output_path);  // before the calibration run, not after it
-  if (args.has("--images") == args.has("--input"))
-    args.fail("give the calibration set as exactly one of --images DIR or --input X.npy");
+int run_calibrate(const CalibrateArgs& args) {
+  if (is_std_stream(args.output))
+    claim_stdout("--output");
+  else
+    check_output_path(args.output);  // before the calibration run, not after it
   CalibrationSettings settings;
-  settings.method = parse_calibration_method(args.require("--method"));
-  settings.batch = static_cast<int>(args.get_int("--batch", 16, 1, kMaxBatch));
-  settings.max_batches =
-      static_cast<int>(args.get_int("--batches", 0, 1, std::numeric_limits<int>::max()));
+  settings.method = parse_calibration_method(args.method);
+  settings.batch = static_cast<int>(args.batch);
+  settings.max_batches = static_cast<int>(args.batches);
 
-  const std::string model_path = args.positional()[0];
-  const Graph graph = load_graph_with_weights(model_path, args);
+  const std::string& model_path = args.model;
+  const Graph graph = load_graph_with_weights(model_path, args.weights);
   const ModelInfo model = model_info_from_graph(graph);
   const int64_t sample_elements = shape_elements(model.input_shape);
 
   CalibrationInputs inputs;
   NpyArray array;
   std::vector<std::string> images;
-  if (args.has("--input")) {
-    const std::string input_path = args.require("--input");
-    array = read_npy(input_path);
+  if (!args.input.empty()) {
+    const std::string input_path = is_std_stream(args.input) ? "<stdin>" : args.input;
+    array =
+        is_std_stream(args.input) ? parse_npy(read_input("-"), input_path) : read_npy(input_path);
     std::vector<int64_t> expected = {-1};
     expected.insert(expected.end(), model.input_shape.begin(), model.input_shape.end());
     bool matches = array.shape.size() == expected.size() && !array.shape.empty();
@@ -126,7 +99,7 @@ int cmd_calibrate(const Arguments& arguments) {
       std::copy_n(array.data.begin() + first * sample_elements, count * sample_elements, out);
     };
   } else {
-    images = list_images(args.require("--images"));
+    images = list_images(args.images);
     inputs.samples = static_cast<int>(images.size());
     inputs.load = [&images, &model, sample_elements](int first, int count, float* out) {
       for (int i = 0; i < count; ++i) {
@@ -138,20 +111,71 @@ int cmd_calibrate(const Arguments& arguments) {
 
   Calibration calibration;
   {
-    ProgressBar progress;
+    ProgressBar progress("calibrating", "batches");
     settings.progress = [&progress](int done, int total) { progress.update(done, total); };
     calibration = calibrate(graph, inputs, settings);
   }
-  write_text_file(output_path, calibration_to_json(calibration));
+  write_output(args.output, calibration_to_json(calibration));
 
-  std::printf("%-24s %14s %14s\n", "tensor", "amax", "scale");
-  for (const auto& [name, entry] : calibration.tensors)
-    std::printf("%-24s %14.6g %14.6g\n", name.c_str(), static_cast<double>(entry.amax),
-                static_cast<double>(entry.scale));
-  std::printf("wrote %zu tensors (%s, %lld samples) to %s\n", calibration.tensors.size(),
-              calibration.method.c_str(), static_cast<long long>(calibration.samples),
-              output_path.c_str());
+  std::ostream& out = report_stream();
+  char line[160];
+  std::snprintf(line, sizeof line, "%-24s %14s %14s\n", "tensor", "amax", "scale");
+  out << line;
+  for (const auto& [name, entry] : calibration.tensors) {
+    std::snprintf(line, sizeof line, "%-24s %14.6g %14.6g\n", name.c_str(),
+                  static_cast<double>(entry.amax), static_cast<double>(entry.scale));
+    out << line;
+  }
+  if (verbosity() != Verbosity::Quiet)
+    out << "wrote " << calibration.tensors.size() << " tensors (" << calibration.method << ", "
+        << calibration.samples << " samples) to " << args.output << "\n";
   return 0;
+}
+
+}  // namespace
+
+RunCommand add_calibrate(CLI::App& command) {
+  auto args = std::make_shared<CalibrateArgs>();
+  add_model_argument(command, args->model);
+  add_weight_options(command, args->weights);
+  CLI::Option* images =
+      command.add_option("--images", args->images, "calibration images (.png/.jpg/.bmp) folder")
+          ->type_name("DIR")
+          ->check(no_stdin());
+  CLI::Option* input =
+      command.add_option("--input", args->input, "calibration set as [N, ...] .npy ('-': stdin)")
+          ->type_name("X.npy");
+  images->excludes(input);
+  command
+      .add_option("--method", args->method, "minmax, percentile[:P] (P default 99.99) or entropy")
+      ->type_name("METHOD")
+      ->required()
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            try {
+              parse_calibration_method(text);
+              return "";
+            } catch (const Error& error) {
+              return error.what();
+            }
+          },
+          ""));
+  command.add_option("--batch", args->batch, "samples per calibration batch")
+      ->type_name("B")
+      ->check(int_range(1, kMaxBatch))
+      ->capture_default_str();
+  command.add_option("--batches", args->batches, "use at most N batches (0: the whole set)")
+      ->type_name("N")
+      ->check(int_range(0, std::numeric_limits<int>::max()))
+      ->capture_default_str();
+  command.add_option("-o,--output", args->output, "calibration JSON to write ('-': stdout)")
+      ->type_name("CALIB.json")
+      ->required();
+  return [args] {
+    if (args->images.empty() == args->input.empty())
+      throw UsageError("give the calibration set as exactly one of --images DIR or --input X.npy");
+    return run_calibrate(*args);
+  };
 }
 
 }  // namespace cnnrt::apps

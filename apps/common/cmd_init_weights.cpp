@@ -1,38 +1,54 @@
-// `cnnrt init-weights MODEL -o FILE --seed N [--dtype f32|f16]`: deterministic initial weights
-// in the layout the model expects, e.g. for tests and for running without pretrained weights.
+// `cnnrt init-weights MODEL -o FILE [--seed N] [--dtype f32|f16]`: deterministic initial
+// weights in the layout the model expects, e.g. for tests and for running without pretrained
+// weights.
 #include <iostream>
 #include <limits>
 
 #include "apps/common/cmd_util.h"
+#include "apps/common/model_setup.h"
 #include "graph/atomic_write.h"
 #include "graph/model_loader.h"
 #include "graph/safetensors.h"
 
 namespace cnnrt::apps {
+namespace {
 
-int cmd_init_weights(const Arguments& arguments) {
-  const Args args = parse_command_args(
-      "init-weights",
-      {{"-o", FlagKind::Value}, {"--seed", FlagKind::Value}, {"--dtype", FlagKind::Value}},
-      arguments, 1, 1);
-  const std::string output = args.require("-o");
-  check_output_path(output);
-  const int64_t seed = args.get_int("--seed", 0, 0, std::numeric_limits<int64_t>::max());
-  const std::string dtype_text = args.get_string("--dtype", "f32");
-  StoredDType dtype = StoredDType::F32;
-  if (dtype_text == "f16") {
-    dtype = StoredDType::F16;
-  } else if (dtype_text != "f32") {
-    args.fail("--dtype must be f32 or f16, got '" + dtype_text + "'");
-  }
+struct InitWeightsArgs {
+  std::string model, output, dtype = "f32";
+  int64_t seed = 0;
+};
 
-  const Graph graph = load_model(args.positional()[0]);
-  const auto tensors = init_weights(graph, static_cast<uint64_t>(seed));
-  write_safetensors(output, tensors, dtype,
-                    {{"model", graph.name}, {"init_seed", std::to_string(seed)}});
-  std::cout << "wrote " << tensors.size() << " tensors (" << dtype_text << ", seed " << seed
-            << ") to " << output << "\n";
+int run_init_weights(const InitWeightsArgs& args) {
+  check_output_path(args.output);
+  const StoredDType dtype = args.dtype == "f16" ? StoredDType::F16 : StoredDType::F32;
+  const Graph graph = load_model(args.model);
+  const auto tensors = init_weights(graph, static_cast<uint64_t>(args.seed));
+  write_safetensors(args.output, tensors, dtype,
+                    {{"model", graph.name}, {"init_seed", std::to_string(args.seed)}});
+  if (verbosity() != Verbosity::Quiet)
+    std::cout << "wrote " << tensors.size() << " tensors (" << args.dtype << ", seed " << args.seed
+              << ") to " << args.output << "\n";
   return 0;
+}
+
+}  // namespace
+
+RunCommand add_init_weights(CLI::App& command) {
+  auto args = std::make_shared<InitWeightsArgs>();
+  add_model_argument(command, args->model);
+  command.add_option("-o,--output", args->output, "the .safetensors file to write")
+      ->type_name("FILE")
+      ->required()
+      ->check(no_stdout("weights go to a .safetensors file; give its name"));
+  command.add_option("--seed", args->seed, "random seed")
+      ->type_name("N")
+      ->check(int_range(0, std::numeric_limits<int64_t>::max()))
+      ->capture_default_str();
+  command.add_option("--dtype", args->dtype, "stored dtype: f32 or f16")
+      ->type_name("DTYPE")
+      ->check(one_of({"f32", "f16"}))
+      ->capture_default_str();
+  return [args] { return run_init_weights(*args); };
 }
 
 }  // namespace cnnrt::apps

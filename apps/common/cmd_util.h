@@ -1,7 +1,8 @@
-// Helpers shared by the cmd_*.cpp subcommands: argument tables bound to the command's usage
-// line, and latency statistics.
+// Helpers shared by the cmd_*.cpp subcommands: limits and latency statistics.
 #pragma once
 
+#include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -9,10 +10,6 @@
 #include "apps/common/commands.h"
 
 namespace cnnrt::apps {
-
-// Parses `arguments` for subcommand `command` (its usage line comes from the table).
-Args parse_command_args(const char* command, std::vector<FlagSpec> flags,
-                        const Arguments& arguments, size_t min_positional, size_t max_positional);
 
 // Largest batch a command accepts; bigger ones are almost certainly typos and would only fail
 // later with an out-of-memory error.
@@ -24,5 +21,16 @@ struct LatencyStats {
 // Median (mean of the two middle values for an even count), minimum, and the nearest-rank
 // 90th percentile.  Throws Error for an empty sample.
 LatencyStats latency_stats(std::vector<double> samples_ms);
+
+// --json FILE: the report as JSON to FILE, or to stdout for "-" (instead of the
+// text report).  Checks FILE is writable before any slow work.
+struct JsonOutput {
+  std::string path;  // empty: not asked for
+  void add_option(CLI::App& command);
+  // Call before the work: claims stdout for "-", checks a file's folder.
+  void prepare() const;
+  // Writes `report` (if asked for) and says where on the report stream.
+  void write(const nlohmann::json& report) const;
+};
 
 }  // namespace cnnrt::apps

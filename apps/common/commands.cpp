@@ -1,48 +1,47 @@
-// The subcommand table; usage strings live here so `cnnrt help` and errors share them.
+// The subcommand table and the `cnnrt` program built from it.
 #include "apps/common/commands.h"
+
+#include <map>
+#include <string>
+
+#include "apps/common/cli.h"
 
 namespace cnnrt::apps {
 
 const std::vector<Command>& commands() {
   static const std::vector<Command> table = {
-      {"info", "usage: cnnrt info MODEL", "describe the model graph, before and after fusion",
-       cmd_info},
-      {"init-weights",
-       "usage: cnnrt init-weights MODEL -o FILE.safetensors [--seed N] [--dtype f32|f16]",
-       "write deterministic PyTorch-style initial weights", cmd_init_weights},
-      {"plan",
-       "usage: cnnrt plan MODEL --batch N [--device cpu|cuda|auto] [--precision P] "
-       "[--plan PLAN.yaml] [--calib CALIB.json] [--json]",
-       "print the kernel and memory plan of a context", cmd_plan},
-      {"run",
-       "usage: cnnrt run MODEL (--weights W | --random-weights [SEED]) --input X.npy "
-       "--output Y.npy [--device auto|cpu|cuda] [--precision auto|fp32|fp16|int8] "
-       "[--plan PLAN.yaml] [--calib CALIB.json]",
-       "run inference on an [N, C, H, W] float32 .npy", cmd_run},
-      {"profile",
-       "usage: cnnrt profile MODEL --batch N [--weights W | --random-weights [SEED]] "
-       "[--device D] [--precision P] [--plan PLAN.yaml] [--calib CALIB.json] [--iterations K] "
-       "[--json FILE] [--trace FILE] [--compare]",
-       "per-layer timings (and every candidate kernel with --compare)", cmd_profile},
-      {"bench",
-       "usage: cnnrt bench MODEL --batch 1,16,64,256 [--weights W | --random-weights [SEED]] "
-       "[--device D] [--precision P] [--plan PLAN.yaml] [--calib CALIB.json] [--warmup 20] "
-       "[--iterations 100] [--json FILE]",
-       "end-to-end latency and throughput per batch size", cmd_bench},
-      {"calibrate",
-       "usage: cnnrt calibrate MODEL (--weights W | --random-weights [SEED]) (--images DIR | "
-       "--input X.npy) --method minmax|percentile[:99.99]|entropy [--batches N] [--batch B] "
-       "-o CALIB.json",
-       "int8 tensor scales from a calibration set (docs/QUANTIZATION.md)", cmd_calibrate},
+      {"info", "describe the model graph, before and after fusion", add_info},
+      {"init-weights", "write deterministic PyTorch-style initial weights", add_init_weights},
+      {"plan", "print the kernel and memory plan of a context", add_plan},
+      {"run", "run inference on an [N, C, H, W] float32 .npy", add_run},
+      {"profile", "per-layer timings (and every candidate kernel with --compare)", add_profile},
+      {"bench", "end-to-end latency and throughput per batch size", add_bench},
+      {"calibrate", "int8 tensor scales from a calibration set (docs/QUANTIZATION.md)",
+       add_calibrate},
   };
   return table;
 }
 
-const Command* find_command(const std::string& name) {
+int cnnrt_main(int argc, char** argv) {
+  const std::unique_ptr<CLI::App> program =
+      make_program("cnnrt", "cnnrt: inference for CNNs described in YAML (docs/FORMAT.md)");
+  program->require_subcommand(1);
+  std::map<const CLI::App*, RunCommand> runners;
   for (const Command& command : commands()) {
-    if (name == command.name) return &command;
+    CLI::App* app = add_subcommand(*program, command.name, command.summary);
+    runners[app] = command.add(*app);
   }
-  return nullptr;
+  // `cnnrt help [COMMAND]` is `cnnrt [COMMAND] --help`.
+  std::vector<char*> arguments(argv, argv + argc);
+  if (arguments.size() >= 2 && std::string(arguments[1]) == "help") {
+    static char help_flag[] = "--help";
+    arguments.erase(arguments.begin() + 1);
+    arguments.push_back(help_flag);
+  }
+  return run_program(*program, static_cast<int>(arguments.size()), arguments.data(), [&]() -> int {
+    const CLI::App* chosen = program->get_subcommands().front();
+    return runners.at(chosen)();
+  });
 }
 
 }  // namespace cnnrt::apps

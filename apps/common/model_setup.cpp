@@ -6,7 +6,6 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <iostream>
 #include <limits>
 
 #include "graph/model_loader.h"
@@ -21,42 +20,68 @@ bool is_regular_file(const std::string& path) {
 
 }  // namespace
 
-std::vector<FlagSpec> weight_flags() {
-  return {{"--weights", FlagKind::Value}, {"--random-weights", FlagKind::OptionalValue}};
+void add_weight_options(CLI::App& command, WeightArgs& args) {
+  CLI::Option* weights =
+      command.add_option("--weights", args.weights, "weights (.safetensors); default: the YAML's")
+          ->type_name("FILE")
+          ->check(no_stdin());
+  // A switch that takes `=SEED` (cli.cpp joins `--random-weights 42`), so it never swallows
+  // the positional after it.  Bound to a string: CLI11 reads an integer flag whose default is
+  // 0 as a negation (-1).
+  CLI::Option* random =
+      command
+          .add_flag("--random-weights{0}", args.random_seed,
+                    "deterministic random weights instead of a file (seed 0 by default)")
+          ->type_name("SEED")
+          ->check(int_range(0, std::numeric_limits<int64_t>::max()))
+          ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  weights->excludes(random);
 }
 
-std::vector<FlagSpec> device_flags() {
-  return {{"--device", FlagKind::Value},
-          {"--precision", FlagKind::Value},
-          {"--plan", FlagKind::Value},
-          {"--calib", FlagKind::Value}};
+void add_device_options(CLI::App& command, DeviceArgs& args) {
+  command.add_option("--device", args.device, "where to run: auto (CUDA when present), cpu, cuda")
+      ->type_name("DEVICE")
+      ->check(one_of({"auto", "cpu", "cuda"}))
+      ->capture_default_str();
+  command
+      .add_option("--precision", args.precision,
+                  "default layer precision: auto (fp16 on CUDA, fp32 on CPU), fp32, fp16, int8")
+      ->type_name("PRECISION")
+      ->check(one_of({"auto", "fp32", "fp16", "int8"}))
+      ->capture_default_str();
+  command.add_option("--plan", args.plan, "per-layer precision/kernel choices (docs/FORMAT.md)")
+      ->type_name("PLAN.yaml")
+      ->check(no_stdin());
+  command.add_option("--calib", args.calib, "int8 tensor scales from `cnnrt calibrate`")
+      ->type_name("CALIB.json")
+      ->check(no_stdin());
 }
 
-std::vector<FlagSpec> join_flags(std::vector<std::vector<FlagSpec>> tables) {
-  std::vector<FlagSpec> all;
-  for (auto& table : tables) all.insert(all.end(), table.begin(), table.end());
-  return all;
+CLI::Option* add_model_argument(CLI::App& command, std::string& path) {
+  return command.add_option("MODEL", path, "model YAML (docs/FORMAT.md)")
+      ->type_name("")
+      ->required()
+      ->check(no_stdin());
 }
 
-Graph load_graph_with_weights(const std::string& model_path, const Args& args) {
+Graph load_graph_with_weights(const std::string& model_path, const WeightArgs& args) {
+  detail("loading model " + model_path);
   Graph graph = load_model(model_path);
   bind_weights_from_args(graph, model_path, args);
   return graph;
 }
 
-void bind_weights_from_args(Graph& graph, const std::string& model_path, const Args& args) {
-  if (args.has("--weights") && args.has("--random-weights")) {
-    args.fail("--weights and --random-weights exclude each other");
-  }
-  if (args.has("--weights")) {
-    load_weights(graph, args.require("--weights"));
+void bind_weights_from_args(Graph& graph, const std::string& model_path, const WeightArgs& args) {
+  if (!args.weights.empty()) {
+    detail("loading weights " + args.weights);
+    load_weights(graph, args.weights);
     return;
   }
-  if (args.has("--random-weights")) {
-    const int64_t seed =
-        args.get_int("--random-weights", 0, 0, std::numeric_limits<int64_t>::max());
-    bind_random_weights(graph, static_cast<uint64_t>(seed));
-    std::cerr << "note: random weights (seed " << seed << "): labels are meaningless\n";
+  if (!args.random_seed.empty()) {
+    // int_range() admitted only integers from 0 to INT64_MAX.
+    const uint64_t seed = std::stoull(args.random_seed);
+    bind_random_weights(graph, seed);
+    note("random weights (seed " + std::to_string(seed) + "): labels are meaningless");
     return;
   }
   if (graph.weights_file.empty()) {
@@ -72,6 +97,7 @@ void bind_weights_from_args(Graph& graph, const std::string& model_path, const A
                 "tools/export_torchvision.py --out " +
                 graph.weights_file + "` (needs torch+torchvision), or run with --random-weights");
   }
+  detail("loading weights " + graph.weights_file + " (the model's `weights:`)");
   load_weights(graph, graph.weights_file);
 }
 
@@ -81,27 +107,28 @@ DeviceChoice resolve_device(const std::string& text) {
   const bool have_cuda = cuda_available();
   if (requested == Device::CUDA && !have_cuda) {
 #ifdef CNNRT_WITH_CUDA
-    throw Error("--device cuda: no usable CUDA device found");
+    throw Error("--device cuda: no usable CUDA device found (--device cpu runs on the CPU)");
 #else
-    throw Error("--device cuda: this build of cnnrt has no CUDA backend");
+    throw Error(
+        "--device cuda: this build of cnnrt has no CUDA backend (--device cpu runs on the CPU)");
 #endif
   }
   choice.device = requested == Device::Auto ? (have_cuda ? Device::CUDA : Device::CPU) : requested;
   choice.name = device_info(choice.device).name;
   const std::string kind = to_string(choice.device);
-  std::string detail = choice.name;
-  if (requested == Device::Auto && !have_cuda) detail = "no CUDA device found";
-  choice.summary = detail.empty() || detail == kind ? kind : kind + " (" + detail + ")";
+  std::string described = choice.name;
+  if (requested == Device::Auto && !have_cuda) described = "no CUDA device found";
+  choice.summary = described.empty() || described == kind ? kind : kind + " (" + described + ")";
+  detail("device: " + choice.summary);
   return choice;
 }
 
-BuildOptions build_options(const Args& args, const DeviceChoice& device) {
+BuildOptions build_options(const DeviceArgs& args, const DeviceChoice& device) {
   BuildOptions options;
   options.device = device.device;
-  options.precision = parse_precision(args.get_string("--precision", "auto"));
-  if (args.has("--plan"))
-    options.layer_choices = load_plan_file(args.get_string("--plan", ""), &options.choices_model);
-  if (args.has("--calib")) options.calibration = load_calibration(args.get_string("--calib", ""));
+  options.precision = parse_precision(args.precision);
+  if (!args.plan.empty()) options.layer_choices = load_plan_file(args.plan, &options.choices_model);
+  if (!args.calib.empty()) options.calibration = load_calibration(args.calib);
   return options;
 }
 

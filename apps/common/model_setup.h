@@ -2,12 +2,12 @@
 //
 // Weight resolution is the same for every command, in this order:
 //   --weights W                 that file
-//   --random-weights [SEED]     deterministic init_weights (seed 0 by default), with a note on
+//   --random-weights[=SEED]     deterministic init_weights (seed 0 by default), with a note on
 //                               stderr that labels are meaningless
 //   the YAML's `weights:` file  when it exists
 //   otherwise an error that says how to get the file (tools/export_torchvision.py) or to pass
 //   --random-weights.
-// Notes go to stderr so stdout stays machine-readable (`cnnrt plan --json`).
+// Notes go to stderr (apps/common/cli.h: note, detail) so stdout stays machine-readable.
 #pragma once
 
 #include <memory>
@@ -20,18 +20,30 @@
 
 namespace cnnrt::apps {
 
-// --weights W, --random-weights [SEED]
-std::vector<FlagSpec> weight_flags();
-// --device D, --precision P, --plan FILE.yaml (per-layer precision / kernel choices),
+// --weights W, --random-weights[=SEED]
+struct WeightArgs {
+  std::string weights;      // --weights (empty: not given)
+  std::string random_seed;  // --random-weights' seed, "0" when bare (empty: not given)
+};
+void add_weight_options(CLI::App& command, WeightArgs& args);
+
+// --device, --precision, --plan FILE.yaml (per-layer precision / kernel choices),
 // --calib CALIB.json (int8 tensor scales, from `cnnrt calibrate`)
-std::vector<FlagSpec> device_flags();
-// Concatenates flag tables.
-std::vector<FlagSpec> join_flags(std::vector<std::vector<FlagSpec>> tables);
+struct DeviceArgs {
+  std::string device = "auto";
+  std::string precision = "auto";
+  std::string plan;   // empty: none
+  std::string calib;  // empty: none
+};
+void add_device_options(CLI::App& command, DeviceArgs& args);
+
+// The model file positional: "-" is refused (a model names files relative to itself).
+CLI::Option* add_model_argument(CLI::App& command, std::string& path);
 
 // Loads the YAML and binds weights as described above.
-Graph load_graph_with_weights(const std::string& model_path, const Args& args);
+Graph load_graph_with_weights(const std::string& model_path, const WeightArgs& args);
 // The binding step alone, for a graph already loaded from `model_path`.
-void bind_weights_from_args(Graph& graph, const std::string& model_path, const Args& args);
+void bind_weights_from_args(Graph& graph, const std::string& model_path, const WeightArgs& args);
 
 struct DeviceChoice {
   Device device = Device::CPU;
@@ -43,7 +55,7 @@ struct DeviceChoice {
 DeviceChoice resolve_device(const std::string& text);
 
 // Build options from --device/--precision/--plan/--calib (device already resolved).
-BuildOptions build_options(const Args& args, const DeviceChoice& device);
+BuildOptions build_options(const DeviceArgs& args, const DeviceChoice& device);
 
 // What an app needs before an engine exists (input shape, mean/std); labels not loaded.
 ModelInfo model_info_from_graph(const Graph& graph);

@@ -102,18 +102,38 @@ std::string format_text_table(const std::vector<std::string>& header,
   return out.str();
 }
 
+namespace {
+
+// Rates read best in GFLOP/s on a CPU and in TFLOP/s on a GPU: the unit follows the total rate.
+struct RateUnit {
+  const char* header;
+  double per_tflop;  // cells are tflops * per_tflop
+};
+RateUnit rate_unit(double total_tflops) {
+  return total_tflops >= 1.0 ? RateUnit{"TFLOP/s", 1.0} : RateUnit{"GFLOP/s", 1000.0};
+}
+
+bool knows_a_peak(const std::vector<LayerProfile>& layers, const DeviceInfo& device) {
+  for (const LayerProfile& layer : layers)
+    if (peak_tflops(device, layer.precision) > 0) return true;
+  return false;
+}
+
+// Drops column `index` from the header and every row.
+void drop_column(std::vector<std::string>& header, std::vector<std::vector<std::string>>& rows,
+                 size_t index) {
+  header.erase(header.begin() + static_cast<std::ptrdiff_t>(index));
+  for (auto& row : rows)
+    if (index < row.size()) row.erase(row.begin() + static_cast<std::ptrdiff_t>(index));
+}
+
+}  // namespace
+
 std::string format_profile_table(const std::vector<LayerProfile>& layers,
                                  const DeviceInfo& device) {
   const double total = total_ms(layers);
-  std::vector<std::vector<std::string>> rows;
   double total_flops = 0, total_bytes = 0;
   for (const LayerProfile& layer : layers) {
-    const double peak = peak_tflops(device, layer.precision);
-    rows.push_back(
-        {layer.name, join_sources(layer), layer.kernel, layer.precision, fixed(layer.median_ms, 4),
-         total > 0 ? fixed(100.0 * layer.median_ms / total, 1) : "-", significant(tflops_of(layer)),
-         percent_of(tflops_of(layer), peak), significant(gbs_of(layer)),
-         percent_of(gbs_of(layer), device.peak_bandwidth_gbs)});
     total_flops += layer.flops;
     total_bytes += layer.bytes;
   }
@@ -121,15 +141,31 @@ std::string format_profile_table(const std::vector<LayerProfile>& layers,
   sum.median_ms = total;
   sum.flops = total_flops;
   sum.bytes = total_bytes;
+  const RateUnit unit = rate_unit(tflops_of(sum));
+  std::vector<std::vector<std::string>> rows;
+  for (const LayerProfile& layer : layers) {
+    const double peak = peak_tflops(device, layer.precision);
+    rows.push_back(
+        {layer.name, join_sources(layer), layer.kernel, layer.precision, fixed(layer.median_ms, 4),
+         total > 0 ? fixed(100.0 * layer.median_ms / total, 1) : "-",
+         significant(tflops_of(layer) * unit.per_tflop), percent_of(tflops_of(layer), peak),
+         significant(gbs_of(layer)), percent_of(gbs_of(layer), device.peak_bandwidth_gbs)});
+  }
   rows.push_back({"total", "", "", "", fixed(total, 4), total > 0 ? "100.0" : "-",
-                  significant(tflops_of(sum)), "", significant(gbs_of(sum)), ""});
-  return format_text_table({"layer", "sources", "kernel", "prec", "median ms", "share %", "TFLOP/s",
-                            "% peak", "GB/s", "% bw"},
-                           rows);
+                  significant(tflops_of(sum) * unit.per_tflop), "", significant(gbs_of(sum)), ""});
+  std::vector<std::string> header = {"layer",   "sources",   "kernel", "prec", "median ms",
+                                     "share %", unit.header, "% peak", "GB/s", "% bw"};
+  // A peak the device does not know (the CPU's) is left out, not made up.
+  if (device.peak_bandwidth_gbs <= 0) drop_column(header, rows, 9);
+  if (!knows_a_peak(layers, device)) drop_column(header, rows, 7);
+  return format_text_table(header, rows);
 }
 
 std::string format_compare_table(const std::vector<LayerProfile>& candidates,
                                  const DeviceInfo& device) {
+  double most_tflops = 0;
+  for (const LayerProfile& row : candidates) most_tflops = std::max(most_tflops, tflops_of(row));
+  const RateUnit unit = rate_unit(most_tflops);
   std::vector<std::vector<std::string>> rows;
   double chosen_ms = 0;
   for (size_t i = 0; i < candidates.size(); ++i) {
@@ -139,13 +175,15 @@ std::string format_compare_table(const std::vector<LayerProfile>& candidates,
     if (chosen) chosen_ms = row.median_ms;
     const double relative = row.median_ms > 0 ? chosen_ms / row.median_ms : 0.0;
     rows.push_back({chosen ? row.name : "", (chosen ? "* " : "  ") + row.kernel, row.precision,
-                    fixed(row.median_ms, 4), fixed(relative, 2) + "x", significant(tflops_of(row)),
+                    fixed(row.median_ms, 4), fixed(relative, 2) + "x",
+                    significant(tflops_of(row) * unit.per_tflop),
                     percent_of(tflops_of(row), peak_tflops(device, row.precision)),
                     significant(gbs_of(row))});
   }
-  return format_text_table({"layer", "kernel (* = chosen)", "prec", "median ms", "vs chosen",
-                            "TFLOP/s", "% peak", "GB/s"},
-                           rows);
+  std::vector<std::string> header = {"layer",     "kernel (* = chosen)", "prec",   "median ms",
+                                     "vs chosen", unit.header,           "% peak", "GB/s"};
+  if (!knows_a_peak(candidates, device)) drop_column(header, rows, 6);
+  return format_text_table(header, rows);
 }
 
 nlohmann::json layer_json(const LayerProfile& layer, double total) {

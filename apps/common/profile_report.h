@@ -3,7 +3,9 @@
 // One formatter serves `cnnrt profile` and `alexnet_infer --profile`, so the two never
 // disagree.  Achieved rates are shown next to the device's peak for the layer's precision
 // (fp16 → peak_fp16_tflops, fp32 → peak_fp32_tflops, int8 → 2 × the fp16 peak, the dense int8
-// tensor-core rate on Ampere/Hopper), and bandwidth next to peak DRAM bandwidth.
+// tensor-core rate on Ampere/Hopper), and bandwidth next to peak DRAM bandwidth.  A peak the
+// device does not know (0, as for the CPU) drops its "% peak" / "% bw" column instead of
+// inventing one; rates are in TFLOP/s when the total reaches 1 TFLOP/s, else in GFLOP/s.
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -44,7 +44,7 @@ bool cuda_available();
 
 // Peak rates used to express achieved throughput as a share of what the device can do.
 // For CUDA they are computed from the device's properties (SM count, clocks, bus width); for
-// the CPU they are nominal.  name is the device name ("NVIDIA H200", "cpu").
+// the CPU they are unknown (0).  name is the device name ("NVIDIA H200", "cpu").
 struct DeviceInfo {
   std::string name;
   int multiprocessors = 0;

@@ -200,6 +200,11 @@ struct EngineCase {
   bool fuse;
 };
 
+// What gtest prints as GetParam() when a case fails (instead of the struct's raw bytes).
+void PrintTo(const EngineCase& c, std::ostream* out) {
+  *out << kModels[c.model].name << ", batch " << c.batch << (c.fuse ? ", fused" : ", unfused");
+}
+
 std::string case_name(const ::testing::TestParamInfo<EngineCase>& info) {
   return std::string(kModels[info.param.model].name) + "_batch" + std::to_string(info.param.batch) +
          (info.param.fuse ? "_fused" : "_unfused");
@@ -277,11 +282,17 @@ TEST(CudaInputFusion, ConversionStepExactlyWhenAReaderCannotTakeFp32) {
 
 // Shared fixture for the context-level checks, fused, batch 3: the branchy model (input
 // converted) and the conv1-like model (input read as fp32 by conv_fp16_s2d).
-class CudaContextTest : public ::testing::TestWithParam<int> {
+// A kModels entry, printed by name when a test fails.
+struct ModelIndex {
+  int index;
+};
+void PrintTo(const ModelIndex& model, std::ostream* out) { *out << kModels[model.index].name; }
+
+class CudaContextTest : public ::testing::TestWithParam<ModelIndex> {
  protected:
   void SetUp() override {
     SKIP_WITHOUT_GPU();
-    graph_ = make_graph(kModels[GetParam()]);
+    graph_ = make_graph(kModels[GetParam().index]);
     engine_ = build(graph_, Device::CUDA);
     context_ = engine_->create_context(kBatch);
     input_ = random_input(*engine_, kBatch, 5u);
@@ -314,7 +325,7 @@ TEST_P(CudaContextTest, OneArenaHoldsEveryTensorAndRunAllocatesNothing) {
   const MemoryPlan& plan = context_->memory_plan();
   EXPECT_EQ(context_->arena_bytes(), plan.arena_bytes);
   EXPECT_GE(plan.arena_bytes, plan.lower_bound_bytes);
-  EXPECT_EQ(plan.find("input.fp16_nhwc8") == nullptr, kModels[GetParam()].input_fused);
+  EXPECT_EQ(plan.find("input.fp16_nhwc8") == nullptr, kModels[GetParam().index].input_fused);
   EXPECT_NE(plan.find("input"), nullptr);
   EXPECT_NE(plan.find(engine_->impl().output_tensor), nullptr);
   for (const Step& step : steps()) EXPECT_NE(plan.find(step.name), nullptr) << step.name;
@@ -443,9 +454,9 @@ TEST_P(CudaContextTest, ContextsOfDifferentBatchesAgreePerSample) {
 }
 
 INSTANTIATE_TEST_SUITE_P(BranchyAndConv1Like, CudaContextTest,
-                         ::testing::Values(3, kConv1LikeModel),
-                         [](const ::testing::TestParamInfo<int>& info) {
-                           return std::string(kModels[info.param].name);
+                         ::testing::Values(ModelIndex{3}, ModelIndex{kConv1LikeModel}),
+                         [](const ::testing::TestParamInfo<ModelIndex>& info) {
+                           return std::string(kModels[info.param.index].name);
                          });
 
 TEST(CudaBackend, ConvertsBetweenHostAndKernelTypesOnly) {

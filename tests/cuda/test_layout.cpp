@@ -62,6 +62,11 @@ struct ImageShape {
   int n, c, h, w;
 };
 
+// What gtest prints as GetParam() (instead of the struct's raw bytes).
+void PrintTo(const ImageShape& s, std::ostream* out) {
+  *out << "[N " << s.n << ", C " << s.c << ", H " << s.h << ", W " << s.w << "]";
+}
+
 class LayoutRoundTrip : public ::testing::TestWithParam<ImageShape> {};
 
 TEST_P(LayoutRoundTrip, NchwToPaddedNhwcAndBackIsExactUpToFp16Rounding) {
@@ -117,7 +122,12 @@ TEST_P(LayoutRoundTrip, NchwToPaddedNhwcAndBackIsExactUpToFp16Rounding) {
 INSTANTIATE_TEST_SUITE_P(OddShapes, LayoutRoundTrip,
                          ::testing::Values(ImageShape{3, 1, 5, 7}, ImageShape{3, 3, 11, 9},
                                            ImageShape{3, 7, 3, 13}, ImageShape{3, 13, 9, 5},
-                                           ImageShape{1, 16, 1, 1}, ImageShape{2, 3, 33, 31}));
+                                           ImageShape{1, 16, 1, 1}, ImageShape{2, 3, 33, 31}),
+                         [](const ::testing::TestParamInfo<ImageShape>& info) {
+                           const ImageShape& s = info.param;
+                           return "n" + std::to_string(s.n) + "_c" + std::to_string(s.c) + "_h" +
+                                  std::to_string(s.h) + "_w" + std::to_string(s.w);
+                         });
 
 TEST(PaddedRows, DropsPaddingAndConvertsEveryRow) {
   SKIP_WITHOUT_GPU();

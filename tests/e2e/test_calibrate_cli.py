@@ -33,11 +33,12 @@ OTHER_YAML = TINY_YAML.replace("name: tiny", "name: other")
 failures = []
 
 
-def expect_error(label, argv, fragments, must_not_exist=()):
+def expect_error(label, argv, fragments, must_not_exist=(), code=1):
+    """code 1: a runtime error; 2: a usage error (bad command line)."""
     result = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     problems = []
-    if result.returncode != 1:
-        problems.append(f"exit code {result.returncode}, expected 1")
+    if result.returncode != code:
+        problems.append(f"exit code {result.returncode}, expected {code}")
     lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     if len(lines) != 1:
         problems.append(f"{len(lines)} 'error:' lines, expected 1")
@@ -134,14 +135,15 @@ def main():
     expect_error("NaN input", base + ["--input", j("nan.npy")], ["nan.npy", "sample 3", "NaN"],
                  [out])
     expect_error("both sets", base + ["--input", j("x.npy"), "--images", images],
-                 ["--images", "--input"], [out])
+                 ["--images", "--input"], [out], code=2)
     expect_error("no method", [cli, "calibrate", tiny, *weights, "--input", j("x.npy"), "-o", out],
-                 ["--method"], [out])
+                 ["--method"], [out], code=2)
     for method in ("kl", "percentile:150"):
         expect_error(f"bad method {method}", [cli, "calibrate", tiny, *weights, "--input",
                                               j("x.npy"), "--method", method, "-o", out],
-                     [method], [out])
-    expect_error("batch 0", base + ["--input", j("x.npy"), "--batch", "0"], ["--batch"], [out])
+                     [method], [out], code=2)
+    expect_error("batch 0", base + ["--input", j("x.npy"), "--batch", "0"], ["--batch"], [out],
+                 code=2)
     missing_dir = j("no_such_dir", "calib.json")
     expect_error("unwritable output", [cli, "calibrate", tiny, *weights, "--input", j("x.npy"),
                                        "--method", "minmax", "-o", missing_dir],

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""CLI error paths: every bad input gives exit code 1, exactly one "error: ..." line on stderr
-that names the culprit, no abort/traceback, and no output file left behind.
+"""CLI error paths: every bad input gives exactly one "error: ..." line on stderr that names the
+culprit, no abort/traceback, and no output file left behind; the exit code is 1 for a runtime
+error (bad model, file, device) and 2 for a usage error (bad command line), which also points
+at the command's --help.
 
 Run by CTest as: python3 test_cli_errors.py --bin-dir BIN --source-dir SRC  (exit 0 = pass).
 Small models are written to a temporary directory so the whole check takes seconds.
@@ -33,12 +35,14 @@ WIDER_YAML = TINY_YAML.replace("name: tiny", "name: wider").replace("out_channel
 failures = []
 
 
-def check(label, argv, fragments, must_not_exist=(), cwd=None):
+def check(label, argv, fragments, must_not_exist=(), cwd=None, code=1):
     """Runs argv and checks the error contract; fragments must all appear in the error line."""
     result = subprocess.run(argv, capture_output=True, text=True, cwd=cwd, timeout=300)
     problems = []
-    if result.returncode != 1:
-        problems.append(f"exit code {result.returncode}, expected 1")
+    if result.returncode != code:
+        problems.append(f"exit code {result.returncode}, expected {code}")
+    if code == 2 and "--help' for usage" not in result.stderr:
+        problems.append("a usage error does not point at --help")
     error_lines = [l for l in result.stderr.splitlines() if l.startswith("error:")]
     if len(error_lines) != 1:
         problems.append(f"{len(error_lines)} 'error:' lines on stderr, expected 1")
@@ -164,28 +168,51 @@ def main():
               [cnnrt, "run", tiny, "--random-weights", "--input", j("x.npy"),
                "--output", bad_out], ["y.npy"])
 
-        # Command lines.
-        check("batch 0", [cnnrt, "plan", tiny, "--batch", "0"], ["--batch"])
-        check("batch negative", [cnnrt, "profile", tiny, "--batch", "-4", "--random-weights"],
+        # Command lines: usage errors, exit code 2.
+        usage = lambda label, argv, fragments, must_not_exist=(): check(
+            label, argv, fragments, must_not_exist, code=2)
+        usage("batch 0", [cnnrt, "plan", tiny, "--batch", "0"], ["--batch"])
+        usage("batch negative", [cnnrt, "profile", tiny, "--batch", "-4", "--random-weights"],
               ["--batch"])
-        check("batch list with 0", [cnnrt, "bench", tiny, "--batch", "1,0", "--random-weights"],
+        usage("batch list with 0", [cnnrt, "bench", tiny, "--batch", "1,0", "--random-weights"],
               ["--batch"])
-        check("unknown flag", [cnnrt, "info", tiny, "--frobnicate"], ["--frobnicate"])
-        check("unknown flag (alexnet_infer)",
+        usage("batch not a number", [cnnrt, "plan", tiny, "--batch", "x"], ["--batch", "'x'"])
+        usage("batch without a value", [cnnrt, "plan", tiny, "--batch"], ["--batch"])
+        usage("unknown flag", [cnnrt, "info", tiny, "--frobnicate"], ["--frobnicate"])
+        usage("unknown flag (alexnet_infer)",
               [infer, garbage, "--model", tiny, "--colour"], ["--colour"])
-        check("unknown command", [cnnrt, "frobnicate", tiny], ["frobnicate"])
-        check("bad precision", [cnnrt, "run", tiny, "--random-weights", "--precision", "fp7",
+        usage("unknown command", [cnnrt, "frobnicate", tiny], ["frobnicate"])
+        usage("no command", [cnnrt], ["missing command"])
+        usage("missing model", [cnnrt, "info"], ["MODEL"])
+        usage("bad precision", [cnnrt, "run", tiny, "--random-weights", "--precision", "fp7",
                                 "--input", j("x.npy"), "--output", out], ["fp7"], [out])
-        check("bad device", [cnnrt, "plan", tiny, "--batch", "1", "--device", "tpu"], ["tpu"])
-        check("top 0", [infer, garbage, "--model", tiny, "--random-weights", "--top", "0"],
+        usage("bad device", [cnnrt, "plan", tiny, "--batch", "1", "--device", "tpu"], ["tpu"])
+        usage("top 0", [infer, garbage, "--model", tiny, "--random-weights", "--top", "0"],
               ["--top"])
-        check("too few iterations",
+        usage("too few iterations",
               [cnnrt, "bench", tiny, "--batch", "1", "--iterations", "10", "--random-weights"],
-              ["--iterations"])
-        check("init-weights without -o", [cnnrt, "init-weights", tiny], ["-o"])
-        check("init-weights bad dtype",
+              ["--iterations", "50"])
+        usage("init-weights without -o", [cnnrt, "init-weights", tiny], ["--output"])
+        usage("init-weights bad dtype",
               [cnnrt, "init-weights", tiny, "-o", j("w.safetensors"), "--dtype", "bf16"],
               ["bf16"], [j("w.safetensors")])
+        usage("weights and random weights", [cnnrt, "run", tiny, "--weights", good_weights,
+                                             "--random-weights", "--input", j("x.npy"),
+                                             "--output", out], ["--weights", "--random-weights"],
+              [out])
+        usage("negative seed", [cnnrt, "run", tiny, "--random-weights=-3", "--input", j("x.npy"),
+                                "--output", out], ["--random-weights", "-3"], [out])
+        usage("quiet and verbose", [cnnrt, "info", tiny, "-q", "-v"], ["--quiet", "--verbose"])
+        # '-' where no stream is possible is refused, and no file named '-' appears.
+        usage("model from stdin", [cnnrt, "info", "-"], ["MODEL", "'-'"])
+        usage("weights to stdout", [cnnrt, "init-weights", tiny, "-o", "-"], ["--output", "'-'"],
+              [os.path.join(tmp, "-")])
+        usage("two streams on stdout", [cnnrt, "run", tiny, "--random-weights", "--input",
+                                        j("x.npy"), "--output", "-", "--json", "-"],
+              ["--output", "--json"])
+        usage("calibration set twice", [cnnrt, "calibrate", tiny, "--random-weights", "--images",
+                                        tmp, "--input", j("x.npy"), "--method", "minmax", "-o",
+                                        j("c.json")], ["--images", "--input"], [j("c.json")])
         check("profile json into a missing directory",
               [cnnrt, "profile", tiny, "--random-weights", "--device", "cpu", "--iterations",
                "2", "--json", j("no_such_dir", "p.json")], ["p.json"])

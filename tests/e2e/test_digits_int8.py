@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Real-data int8 accuracy: models/digits (trained by tools/train_digits.py) on the test split of
-scikit-learn's digits, through the cnnrt CLI (tools/eval_digits.py).
+scikit-learn's digits, through cnnrt calibrate and the Python module (or `cnnrt run` when the
+module is not built; tools/eval_digits.py).
 
 Pass: fp32 test accuracy >= 95 %, and for each calibration method (minmax, percentile,
 entropy; calibrated on the training split) int8 test accuracy within 0.5 percentage point of
