@@ -34,6 +34,11 @@ const std::vector<Command>& commands() {
        "--input X.npy) --method minmax|percentile[:99.99]|entropy [--batches N] [--batch B] "
        "-o CALIB.json",
        "int8 tensor scales from a calibration set (docs/QUANTIZATION.md)", cmd_calibrate},
+      {"accuracy",
+       "usage: cnnrt accuracy MODEL (--weights W | --random-weights [SEED]) --calib CALIB.json "
+       "(--images DIR | --input X.npy) [--samples N] [--batch B] [--layers L1,L2 | --whole-only] "
+       "[--json OUT.json]",
+       "int8 vs fp32 per layer and for the whole network (docs/QUANTIZATION.md)", cmd_accuracy},
   };
   return table;
 }

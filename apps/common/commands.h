@@ -19,6 +19,7 @@ int cmd_run(const Arguments& arguments);
 int cmd_profile(const Arguments& arguments);
 int cmd_bench(const Arguments& arguments);
 int cmd_calibrate(const Arguments& arguments);
+int cmd_accuracy(const Arguments& arguments);  // cmd_accuracy.cpp
 
 struct Command {
   const char* name;
