@@ -205,6 +205,8 @@ def main():
     parser.add_argument("--calib", type=int, default=64)
     parser.add_argument("--heldout", type=int, default=520)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--only", choices=("calib", "heldout"), default=None,
+                        help="build one set (its manifest is manifest_<set>.json)")
     args = parser.parse_args()
     mean, std, shape = model_normalisation(args.model)
     if shape[0] != 3 or len(mean) != 3 or len(std) != 3:
@@ -215,6 +217,8 @@ def main():
     manifest = {"model": args.model, "mean": mean, "std": std, "seed": args.seed, "sets": {}}
     for set_index, (name, groups, count) in enumerate(
             (("calib", CALIB_GROUPS, args.calib), ("heldout", HELDOUT_GROUPS, args.heldout))):
+        if args.only not in (None, name):
+            continue
         data, records = build_set(name, groups, sources, count, args.seed, set_index, mean, std,
                                   (shape[1], shape[2]))
         path = os.path.join(args.out, name + ".npy")
@@ -225,10 +229,11 @@ def main():
                                   "groups": groups, "inputs": records}
         print(f"wrote {path} {list(data.shape)} sha256 "
               f"{manifest['sets'][name]['sha256'][:16]}")
-    with open(os.path.join(args.out, "manifest.json.tmp"), "w") as f:
+    manifest_path = os.path.join(args.out, "manifest.json" if args.only is None
+                                 else f"manifest_{args.only}.json")
+    with open(manifest_path + ".tmp", "w") as f:
         json.dump(manifest, f, indent=1)
-    os.replace(os.path.join(args.out, "manifest.json.tmp"), os.path.join(args.out,
-                                                                          "manifest.json"))
+    os.replace(manifest_path + ".tmp", manifest_path)
 
 
 if __name__ == "__main__":
