@@ -165,8 +165,18 @@ void AgreementAccumulator::add(const float* reference, const float* test, int co
     top5_ += place < 5 ? 1 : 0;
     double kl = 0;
     if (probabilities_) {
-      for (int64_t i = 0; i < outputs_; ++i)
-        if (r[i] > 0) kl += r[i] * (std::log(double(r[i])) - std::log(std::max(double(y[i]), 1e-300)));
+      // Normalised again in double: an fp32 softmax sums to 1 only within a few ulps, which
+      // matters next to the tiny divergences of a good quantisation.
+      double r_sum = 0, y_sum = 0;
+      for (int64_t i = 0; i < outputs_; ++i) {
+        r_sum += r[i];
+        y_sum += y[i];
+      }
+      for (int64_t i = 0; i < outputs_; ++i) {
+        if (!(r[i] > 0)) continue;
+        const double p = r[i] / r_sum, q = std::max(y[i] / y_sum, 1e-300);
+        kl += p * (std::log(p) - std::log(q));
+      }
     } else {
       // log-softmax in double, shifted by the maximum for range.
       const double r_max = r[label], y_max = y[predicted];

@@ -14,7 +14,8 @@
 //   top-5     share of samples where r's argmax is among y's five largest (the fp32 prediction
 //             counted as the label of a top-5 accuracy; only with ≥ 5 outputs per sample);
 //   KL        mean over samples of KL(softmax(r) ‖ softmax(y)) in nats, in double; when the
-//             graph ends in a softmax the outputs are taken as the probabilities themselves.
+//             graph ends in a softmax its outputs are the probabilities (renormalised in
+//             double; a zero where fp32 has mass counts as 1e-300).
 #pragma once
 
 #include <cstdint>

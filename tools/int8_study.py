@@ -42,8 +42,8 @@ def tag(method):
 
 
 class Job:
-    def __init__(self, name, command, outputs, kind, passes, deps=(), on_done=None):
-        self.name, self.command, self.outputs = name, command, outputs
+    def __init__(self, name, command, outputs, kind, passes, deps=(), on_done=None, priority=()):
+        self.name, self.command, self.outputs, self.priority = name, command, outputs, priority
         self.kind, self.passes, self.deps, self.on_done = kind, passes, list(deps), on_done
         self.process = self.started = None
         self.state = "done" if all(os.path.exists(p) for p in outputs) else "waiting"
@@ -58,10 +58,14 @@ class Runner:
         self.start = time.time()
 
     def add(self, job):
-        """Keeps the list in priority order: calibration, ranking, fp32, all-int8, mixed."""
-        order = {"calibrate": 0, "rank": 1, "fp32": 2, "int8": 3, "mixed": 4}
+        """Keeps the list in priority order: calibration, fp32, ranking, then shard by shard
+        every configuration of that shard (so a run cut short has the same uniform subsample
+        of the held-out set for every configuration)."""
+        order = {"calibrate": 0, "fp32": 1, "rank": 2, "int8": 3, "mixed": 3}
+        key = (order[job.kind],) + tuple(job.priority)
         place = len(self.jobs)
-        while place > 0 and order[self.jobs[place - 1].kind] > order[job.kind]:
+        while place > 0 and (order[self.jobs[place - 1].kind],) + tuple(
+                self.jobs[place - 1].priority) > key:
             place -= 1
         self.jobs.insert(place, job)
         if job.state == "done" and job.on_done:
@@ -164,6 +168,10 @@ def main():
     parser.add_argument("--shards", type=int, default=16)
     parser.add_argument("--scratch", default=None, help="where the held-out shards go "
                         "(default OUT/work)")
+    parser.add_argument("--mixed-methods", default=",".join(METHODS),
+                        help="the methods that get a ranking and a mixed-precision run")
+    parser.add_argument("--no-mixed", action="store_true",
+                        help="no ranking and no mixed-precision runs (all-int8 only)")
     parser.add_argument("--no-run", action="store_true", help="only summarise OUT")
     args = parser.parse_args()
     methods = args.methods.split(",")
@@ -177,15 +185,15 @@ def main():
     calib_set = os.path.join(args.sets, "calib.npy")
     heldout = np.load(heldout_path, mmap_mode="r")
     n = heldout.shape[0]
-    bounds = np.linspace(0, n, args.shards + 1).astype(int)
     scratch = args.scratch or work
     os.makedirs(scratch, exist_ok=True)
-    shards = []
+    shards = []  # (path, held-out indices): shard k holds samples k, k + shards, ... (every photo)
     for k in range(args.shards):
         path = os.path.join(scratch, f"heldout_{k:02d}.npy")
+        indices = np.arange(k, n, args.shards)
         if not os.path.exists(path):
-            np.save(path, np.ascontiguousarray(heldout[bounds[k]:bounds[k + 1]]))
-        shards.append((path, bounds[k + 1] - bounds[k]))
+            np.save(path, np.ascontiguousarray(heldout[indices]))
+        shards.append((path, indices))
     calib = np.load(calib_set, mmap_mode="r")
     stride = max(calib.shape[0] // args.rank_samples, 1)
     rank_path = os.path.join(work, "rank.npy")
@@ -197,10 +205,10 @@ def main():
     def fp32_outputs(k):
         return os.path.join(work, f"fp32_{k:02d}.npy")
 
-    for k, (path, count) in enumerate(shards):
+    for k, (path, indices) in enumerate(shards):
         runner.add(Job(f"fp32/{k}", [args.cli, "run", args.model, *common, "--device", "cpu",
                                      "--input", path, "--output", fp32_outputs(k)],
-                       [fp32_outputs(k)], "fp32", count))
+                       [fp32_outputs(k)], "fp32", len(indices), priority=(k,)))
 
     def add_method_jobs(runner, method, calib_json):
         """Ranking, all-int8 and mixed jobs of one method, once its calibration exists."""
@@ -210,32 +218,39 @@ def main():
                                                   args.rank_chunks) if len(c)]
         plan = os.path.join(work, f"keep_{tag(method)}.yaml")
         rank_names = [f"rank/{tag(method)}/{c}" for c in range(len(chunks))]
-        for c, chunk in enumerate(chunks):
+        m = methods.index(method)
+        mixed = not args.no_mixed and method in args.mixed_methods.split(",")
+        for c, chunk in enumerate(chunks if mixed else []):
             out = os.path.join(work, f"rank_{tag(method)}_{c}.json")
             runner.add(Job(rank_names[c],
                            [args.cli, "accuracy", args.model, *common, "--calib", calib_json,
                             "--input", rank_path, "--layers", ",".join(chunk), "--json", out],
-                           [out], "rank", (len(chunk) + 2) * args.rank_samples,
+                           [out], "rank", (len(chunk) + 2) * args.rank_samples, priority=(m, c),
                            on_done=lambda r: write_keep_plan(r, method, rank_names, plan, args,
                                                              work)))
-        for k, (path, count) in enumerate(shards):
+        m = methods.index(method)
+        for k, (path, indices) in enumerate(shards):
+            count = len(indices)
             out = os.path.join(work, f"int8_{tag(method)}_{k:02d}.npy")
             runner.add(Job(f"int8/{tag(method)}/{k}",
                            [args.cli, "run", args.model, *common, "--device", "cpu", "--precision",
                             "int8", "--calib", calib_json, "--input", path, "--output", out],
-                           [out], "int8", count))
+                           [out], "int8", count, priority=(k, 0, m)))
             out = os.path.join(work, f"mixed_{tag(method)}_{k:02d}.npy")
+            if not mixed:
+                continue
             runner.add(Job(f"mixed/{tag(method)}/{k}",
                            [args.cli, "run", args.model, *common, "--device", "cpu", "--precision",
                             "int8", "--calib", calib_json, "--plan", plan, "--input", path,
-                            "--output", out], [out], "mixed", count, deps=rank_names))
+                            "--output", out], [out], "mixed", count, deps=rank_names,
+                           priority=(k, 1, m)))
 
     for method in methods:
         calib_json = os.path.join(calib_dir, f"calib_{tag(method)}.json")
         runner.add(Job(f"calibrate/{tag(method)}",
                        [args.cli, "calibrate", args.model, *common, "--input", calib_set,
                         "--method", method, "-o", calib_json], [calib_json], "calibrate",
-                       calib.shape[0] * (1 if method == "minmax" else 2),
+                       calib.shape[0] * (1 if method == "minmax" else 2), priority=(methods.index(method),),
                        on_done=lambda r, m=method, c=calib_json: add_method_jobs(r, m, c)))
     if not args.no_run:
         runner.run()
@@ -286,21 +301,22 @@ def summarise(args, methods, shards, work):
             manifest["sets"].update(json.load(open(path))["sets"])
     groups = np.array([r["group"] for r in manifest["sets"]["heldout"]["inputs"]])
 
-    def gather(prefix, only=None):
-        """The shards' outputs that exist (all of `only`'s shards when given), and a mask of
-        the held-out samples they cover."""
-        parts, mask = [], np.zeros(len(groups), bool)
-        start = 0
-        for k, (_, count) in enumerate(shards):
+    def gather(prefix):
+        """The outputs of the shards that exist, ordered by held-out index, and the indices."""
+        parts, indices = [], []
+        for k, (_, shard_indices) in enumerate(shards):
             path = os.path.join(work, f"{prefix}_{k:02d}.npy")
-            if os.path.exists(path) and (only is None or only[start:start + count].all()):
+            if os.path.exists(path):
                 parts.append(np.load(path))
-                mask[start:start + count] = True
-            start += count
-        return (np.concatenate(parts) if parts else None), mask
+                indices.append(shard_indices)
+        if not parts:
+            return None, None
+        indices = np.concatenate(indices)
+        order = np.argsort(indices)
+        return np.concatenate(parts)[order], indices[order]
 
-    fp32, fp32_mask = gather("fp32")
-    results = {"heldout_samples": int(sum(c for _, c in shards)), "configs": [],
+    fp32, fp32_index = gather("fp32")
+    results = {"heldout_samples": int(sum(len(i) for _, i in shards)), "configs": [],
                "sets": {k: {"sha256": v["sha256"], "shape": v["shape"],
                             "groups": list(v["groups"])} for k, v in manifest["sets"].items()}}
     if fp32 is None:
@@ -317,13 +333,17 @@ def summarise(args, methods, shards, work):
     print(header + "\n" + "-" * len(header))
     for method in methods:
         for kind, label in (("int8", "all int8"), ("mixed", f"int8, {args.keep} layers fp32")):
-            test, mask = gather(f"{kind}_{tag(method)}", only=fp32_mask)
-            if test is None:
+            test, index = gather(f"{kind}_{tag(method)}")
+            if test is not None:
+                keep = np.isin(index, fp32_index)
+                test, index = test[keep], index[keep]
+            if test is None or len(index) == 0:
                 print(f"{method + ', ' + label:<36} (not run)")
                 continue
-            a = agreement(fp32[mask[fp32_mask]], test)
+            row_of = np.searchsorted(fp32_index, index)
+            a = agreement(fp32[row_of], test)
             each = a.pop("_top1_each")
-            confident, groups_here = confident_all[mask[fp32_mask]], groups[mask]
+            confident, groups_here = confident_all[row_of], groups[index]
             a.update(method=method, config=kind, label=label,
                      top1_confident=float(each[confident].mean()),
                      top1_unconfident=float(each[~confident].mean()) if (~confident).any() else None,
@@ -340,7 +360,7 @@ def summarise(args, methods, shards, work):
                   f"{unconf:>15}")
     print("\ntop-1 agreement % by source photo (fp32 confident share %):")
     names = sorted(set(groups))
-    fp32_groups = groups[fp32_mask]
+    fp32_groups = groups[fp32_index]
     print(f"{'config':<36} " + " ".join(f"{g[:9]:>9}" for g in names))
     print(f"{'(fp32 p>=.5)':<36} " + " ".join(
         f"{100 * confident_all[fp32_groups == g].mean():9.0f}" if (fp32_groups == g).any()
