@@ -210,8 +210,7 @@ OutputAgreement AgreementAccumulator::result() const {
   return a;
 }
 
-AccuracyReport accuracy_report(const Graph& graph,
-                               std::shared_ptr<const Calibration> calibration,
+AccuracyReport accuracy_report(const Graph& graph, std::shared_ptr<const Calibration> calibration,
                                const CalibrationInputs& inputs, const AccuracySettings& settings) {
   if (inputs.samples < 1 || !inputs.load) throw Error("accuracy: the input set is empty");
   if (settings.batch < 1) throw Error("accuracy: the batch must be at least 1");
@@ -224,15 +223,16 @@ AccuracyReport accuracy_report(const Graph& graph,
 
   const auto reference_engine = Engine::build(plain, cpu_options(Precision::FP32, nullptr));
   const int64_t outputs = shape_elements(reference_engine->model().output_shape);
-  const Node* output_node = reference_engine->impl().graph.find(reference_engine->impl().graph.output);
+  const Node* output_node =
+      reference_engine->impl().graph.find(reference_engine->impl().graph.output);
   const bool probabilities = output_node != nullptr && output_node->op == OpKind::Softmax;
   // The whole-network engine also says which layers have a kernel at the precision.
   const auto whole_engine = Engine::build(plain, cpu_options(settings.precision, calibration));
   const std::vector<const Step*> available = layers_at(*whole_engine, settings.precision);
   std::vector<const Step*> selected;
   if (settings.per_layer)
-    selected = select_layers(whole_engine->impl().graph, available, settings.layers,
-                             settings.precision);
+    selected =
+        select_layers(whole_engine->impl().graph, available, settings.layers, settings.precision);
 
   AccuracyReport report;
   report.model = graph.name;

@@ -92,8 +92,7 @@ struct AccuracySettings {
 // inputs, and returns the report.  `calibration` may be null only for FP32.  Errors: an empty
 // input set, a layer that is not in the model or has no kernel at the precision, and every
 // build error (a missing calibration tensor names the file, the layer and the tensor).
-AccuracyReport accuracy_report(const Graph& graph,
-                               std::shared_ptr<const Calibration> calibration,
+AccuracyReport accuracy_report(const Graph& graph, std::shared_ptr<const Calibration> calibration,
                                const CalibrationInputs& inputs, const AccuracySettings& settings);
 
 }  // namespace cnnrt

@@ -68,7 +68,8 @@ std::vector<std::string> list_images(const std::string& directory) {
     if (entry.is_regular_file(error) && is_image_name(entry.path()))
       paths.push_back(entry.path().string());
   if (error) throw_error(site, "cannot list the directory: " + error.message());
-  if (paths.empty()) throw_error(site, "the input set is empty: no .png, .jpg, .jpeg or .bmp files");
+  if (paths.empty())
+    throw_error(site, "the input set is empty: no .png, .jpg, .jpeg or .bmp files");
   std::sort(paths.begin(), paths.end());
   return paths;
 }

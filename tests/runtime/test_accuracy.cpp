@@ -7,8 +7,6 @@
 //  * testing fp32 against fp32 gives zero error and full agreement on every row;
 //  * the listed layers are exactly those with an int8 kernel (a softmax is left out and its
 //    output is read as probabilities); the errors name what is wrong.
-#include "runtime/accuracy.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,6 +18,7 @@
 
 #include "graph/model_loader.h"
 #include "random_test_util.h"
+#include "runtime/accuracy.h"
 
 namespace cnnrt {
 namespace {
@@ -159,8 +158,7 @@ TEST(AccuracyMetrics, TopFiveBoundaryAndTies) {
   const std::vector<float> sixth = {5, 4, 3, 2, 1.5f, 0, 1, 0};
   const std::vector<float> tied_in = {5, 4, 3, 2, 0, 0, 1, 1};
   const std::vector<float> tied_out = {5, 4, 3, 1, 1, 0, 1, 0};
-  for (const auto& [test_output, in] :
-       std::vector<std::pair<std::vector<float>, bool>>{
+  for (const auto& [test_output, in] : std::vector<std::pair<std::vector<float>, bool>>{
            {fifth, true}, {sixth, false}, {tied_in, true}, {tied_out, false}}) {
     AgreementAccumulator accumulator(8, false);
     accumulator.add(reference.data(), test_output.data(), 1);
@@ -177,8 +175,7 @@ TEST(AccuracyMetrics, ProbabilitiesAreNotSoftmaxedAgain) {
   accumulator.add(p.data(), q.data(), 1);
   EXPECT_NEAR(accumulator.result().kl, plain_metrics(p, q, 4, true).kl, 1e-12);
   EXPECT_NEAR(accumulator.result().kl,
-              0.7 * std::log(0.7 / 0.5) + 0.2 * std::log(0.2 / 0.3) + 0.1 * std::log(1.0),
-              1e-6);
+              0.7 * std::log(0.7 / 0.5) + 0.2 * std::log(0.2 / 0.3) + 0.1 * std::log(1.0), 1e-6);
 }
 
 struct ReportFixture : ::testing::Test {
@@ -240,11 +237,10 @@ TEST_F(ReportFixture, EachRowIsThatLayerAloneInAPlanFileAndTheWholeRowIsAllInt8)
   for (const AccuracyRow& row : report.layers) ranks.push_back(row.rank);
   std::sort(ranks.begin(), ranks.end());
   EXPECT_EQ(ranks, (std::vector<int>{1, 2, 3, 4, 5, 6}));
-  const auto worst = std::max_element(
-      report.layers.begin(), report.layers.end(),
-      [](const AccuracyRow& a, const AccuracyRow& b) {
-        return a.agreement.rel_l2 < b.agreement.rel_l2;
-      });
+  const auto worst = std::max_element(report.layers.begin(), report.layers.end(),
+                                      [](const AccuracyRow& a, const AccuracyRow& b) {
+                                        return a.agreement.rel_l2 < b.agreement.rel_l2;
+                                      });
   EXPECT_EQ(worst->rank, 1);
 }
 
@@ -289,8 +285,7 @@ TEST_F(ReportFixture, Fp32AgainstFp32IsZeroOnEveryRow) {
 
 TEST_F(ReportFixture, SoftmaxIsLeftOutAndItsOutputReadAsProbabilities) {
   SCOPED_TRACE(test::seed_trace(seed));
-  const Graph with_softmax =
-      model(std::string(kModel) + "  - {name: prob, op: softmax}\n");
+  const Graph with_softmax = model(std::string(kModel) + "  - {name: prob, op: softmax}\n");
   const auto softmax_calibration = calibration_for(with_softmax, calibration_set);
   const AccuracyReport report =
       accuracy_report(with_softmax, softmax_calibration, inputs_of(held_out), {});
@@ -316,8 +311,9 @@ TEST_F(ReportFixture, ErrorsNameTheProblem) {
   };
   AccuracySettings settings;
   settings.layers = {"nope"};
-  EXPECT_NE(message([&] { accuracy_report(graph, calibration, inputs_of(held_out), settings); })
-                .find("layer 'nope' is not in model acc_ops"),
+  EXPECT_NE(message([&] {
+              accuracy_report(graph, calibration, inputs_of(held_out), settings);
+            }).find("layer 'nope' is not in model acc_ops"),
             std::string::npos);
   const Graph with_softmax = model(std::string(kModel) + "  - {name: prob, op: softmax}\n");
   settings.layers = {"prob"};
@@ -326,12 +322,14 @@ TEST_F(ReportFixture, ErrorsNameTheProblem) {
                               inputs_of(held_out), settings);
             }).find("layer 'prob' does not run at int8"),
             std::string::npos);
-  EXPECT_NE(message([&] { accuracy_report(graph, nullptr, inputs_of(held_out), {}); })
-                .find("calibration"),
+  EXPECT_NE(message([&] {
+              accuracy_report(graph, nullptr, inputs_of(held_out), {});
+            }).find("calibration"),
             std::string::npos);
   const std::vector<float> none;
-  EXPECT_NE(message([&] { accuracy_report(graph, calibration, inputs_of(none), {}); })
-                .find("the input set is empty"),
+  EXPECT_NE(message([&] {
+              accuracy_report(graph, calibration, inputs_of(none), {});
+            }).find("the input set is empty"),
             std::string::npos);
 }
 
