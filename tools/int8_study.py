@@ -358,6 +358,23 @@ def summarise(args, methods, shards, work):
             print(f"{method + ', ' + label:<36} {a['samples']:4d} {100 * a['top1']:8.1f} {100 * a['top5']:8.1f} "
                   f"{a['kl']:9.5f} {a['rel_l2']:8.4f} {100 * a['top1_confident']:16.1f} "
                   f"{unconf:>15}")
+    edges = (0.0, 0.1, 0.2, 0.3, 0.5, 1.01)
+    probability = softmax(fp32).max(axis=1)
+    print("\ntop-1 agreement % by fp32 top-1 probability (samples per bin in the header):")
+    bins = [(lo, hi) for lo, hi in zip(edges[:-1], edges[1:])]
+    print(f"{'config':<36} " + " ".join(
+        f"{f'{lo:.1f}-{min(hi, 1):.1f} ({((probability >= lo) & (probability < hi)).sum()})':>16}"
+        for lo, hi in bins))
+    for a in results["configs"]:
+        test, index = gather(f"{a['config']}_{tag(a['method'])}")
+        keep = np.isin(index, fp32_index)
+        rows = np.searchsorted(fp32_index, index[keep])
+        agree = test[keep].argmax(axis=1) == fp32[rows].argmax(axis=1)
+        p = probability[rows]
+        a["top1_by_probability"] = {f"{lo:.1f}-{min(hi, 1):.1f}": float(agree[(p >= lo) & (p < hi)].mean())
+                                    if ((p >= lo) & (p < hi)).any() else None for lo, hi in bins}
+        print(f"{a['method'] + ', ' + a['config']:<36} " + " ".join(
+            f"{'-' if v is None else f'{100 * v:.1f}':>16}" for v in a["top1_by_probability"].values()))
     print("\ntop-1 agreement % by source photo (fp32 confident share %):")
     names = sorted(set(groups))
     fp32_groups = groups[fp32_index]
