@@ -24,31 +24,6 @@
 namespace cnnrt::apps {
 namespace {
 
-bool is_image_name(const std::filesystem::path& path) {
-  std::string extension = path.extension().string();
-  std::transform(extension.begin(), extension.end(), extension.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return extension == ".png" || extension == ".jpg" || extension == ".jpeg" || extension == ".bmp";
-}
-
-// The image files of `directory`, sorted by name (so the set and its batches are reproducible).
-std::vector<std::string> list_images(const std::string& directory) {
-  ErrorSite site;
-  site.file = directory;
-  std::error_code error;
-  if (!std::filesystem::is_directory(directory, error))
-    throw_error(site, "--images needs a directory of images");
-  std::vector<std::string> paths;
-  for (const auto& entry : std::filesystem::directory_iterator(directory, error))
-    if (entry.is_regular_file(error) && is_image_name(entry.path()))
-      paths.push_back(entry.path().string());
-  if (error) throw_error(site, "cannot list the directory: " + error.message());
-  if (paths.empty())
-    throw_error(site, "the calibration set is empty: no .png, .jpg, .jpeg or .bmp files");
-  std::sort(paths.begin(), paths.end());
-  return paths;
-}
-
 struct CalibrateArgs {
   std::string model, images, input, method, output;
   int64_t batch = 16, batches = 0;
@@ -99,7 +74,7 @@ int run_calibrate(const CalibrateArgs& args) {
       std::copy_n(array.data.begin() + first * sample_elements, count * sample_elements, out);
     };
   } else {
-    images = list_images(args.images);
+    images = list_images(args.images, "calibration set");
     inputs.samples = static_cast<int>(images.size());
     inputs.load = [&images, &model, sample_elements](int first, int count, float* out) {
       for (int i = 0; i < count; ++i) {

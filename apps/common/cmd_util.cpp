@@ -2,7 +2,9 @@
 #include "apps/common/cmd_util.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <filesystem>
 #include <iostream>
 
 #include "graph/atomic_write.h"
@@ -41,6 +43,32 @@ void JsonOutput::write(const nlohmann::json& report) const {
   write_output(path, report.dump(2) + "\n");
   if (!is_std_stream(path) && verbosity() != Verbosity::Quiet)
     report_stream() << "wrote " << path << "\n";
+}
+
+namespace {
+bool is_image_name(const std::filesystem::path& path) {
+  std::string extension = path.extension().string();
+  std::transform(extension.begin(), extension.end(), extension.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return extension == ".png" || extension == ".jpg" || extension == ".jpeg" || extension == ".bmp";
+}
+}  // namespace
+
+std::vector<std::string> list_images(const std::string& directory, const std::string& what) {
+  ErrorSite site;
+  site.file = directory;
+  std::error_code error;
+  if (!std::filesystem::is_directory(directory, error))
+    throw_error(site, "--images needs a directory of images");
+  std::vector<std::string> paths;
+  for (const auto& entry : std::filesystem::directory_iterator(directory, error))
+    if (entry.is_regular_file(error) && is_image_name(entry.path()))
+      paths.push_back(entry.path().string());
+  if (error) throw_error(site, "cannot list the directory: " + error.message());
+  if (paths.empty())
+    throw_error(site, "the " + what + " is empty: no .png, .jpg, .jpeg or .bmp files");
+  std::sort(paths.begin(), paths.end());
+  return paths;
 }
 
 }  // namespace cnnrt::apps

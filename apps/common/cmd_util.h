@@ -33,4 +33,9 @@ struct JsonOutput {
   void write(const nlohmann::json& report) const;
 };
 
+// The image files (.png, .jpg, .jpeg, .bmp) of `directory`, sorted by name so that a set and its
+// batches are reproducible.  Errors name the directory: not a directory, unreadable, or no
+// image in it (`what` says which set: "calibration set", "input set").
+std::vector<std::string> list_images(const std::string& directory, const std::string& what);
+
 }  // namespace cnnrt::apps

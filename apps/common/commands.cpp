@@ -18,6 +18,8 @@ const std::vector<Command>& commands() {
       {"bench", "end-to-end latency and throughput per batch size", add_bench},
       {"calibrate", "int8 tensor scales from a calibration set (docs/QUANTIZATION.md)",
        add_calibrate},
+      {"accuracy", "int8 vs fp32 per layer and for the whole network (docs/QUANTIZATION.md)",
+       add_accuracy},
   };
   return table;
 }

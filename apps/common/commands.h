@@ -26,6 +26,7 @@ RunCommand add_run(CLI::App& command);
 RunCommand add_profile(CLI::App& command);
 RunCommand add_bench(CLI::App& command);
 RunCommand add_calibrate(CLI::App& command);
+RunCommand add_accuracy(CLI::App& command);  // cmd_accuracy.cpp
 
 struct Command {
   const char* name;

@@ -1,0 +1,168 @@
+// `cnnrt accuracy MODEL (--weights W | --random-weights [SEED]) --calib CALIB.json
+// (--images DIR | --input X.npy) [--samples N] [--batch B] [--layers L1,L2 | --whole-only]
+// [--json OUT.json]`: the int8 accuracy report (runtime/accuracy.h, docs/QUANTIZATION.md):
+// per layer the change of the network output when that layer alone runs in int8, and when every
+// layer does, against fp32 on the CPU, as a table on stdout and optionally as JSON (written
+// through a temporary file and a rename).
+//
+// The flags are declared in add_accuracy (CLI11, apps/common/cli.h); everything else is
+// `run_accuracy`.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <sstream>
+
+#include "apps/common/cmd_util.h"
+#include "apps/common/model_setup.h"
+#include "apps/common/npy.h"
+#include "cnnrt/image.h"
+#include "runtime/accuracy.h"
+
+namespace cnnrt::apps {
+
+struct AccuracyCommand {
+  std::string calib_path;
+  std::string images_dir;  // exactly one of images_dir and input_path
+  std::string input_path;
+  std::string json_path;  // "" = no JSON
+  int samples = 0;        // 0 = all
+  int batch = 8;
+  std::vector<std::string> layers;  // empty = every int8 layer
+  bool whole_only = false;
+};
+int run_accuracy(const Graph& graph, const AccuracyCommand& command);
+
+namespace {
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> items;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ','))
+    if (!item.empty()) items.push_back(item);
+  return items;
+}
+
+// Reads an [N, C, H, W] float32 .npy of the model's input shape; errors name the file.
+NpyArray read_input_set(const std::string& path, const ModelInfo& model, const std::string& name) {
+  NpyArray array = read_npy(path);
+  std::vector<int64_t> expected = {-1};
+  expected.insert(expected.end(), model.input_shape.begin(), model.input_shape.end());
+  bool matches = array.shape.size() == expected.size();
+  for (size_t i = 1; matches && i < expected.size(); ++i) matches = array.shape[i] == expected[i];
+  ErrorSite site;
+  site.file = path;
+  if (!matches)
+    throw_error(site, "input shape " + shape_to_string(array.shape) + " does not match model '" +
+                          name + "' input [N, " + shape_to_string(model.input_shape).substr(1));
+  if (array.shape[0] < 1) throw_error(site, "the input set is empty (N = 0)");
+  if (array.shape[0] > std::numeric_limits<int>::max()) throw_error(site, "too many samples");
+  for (size_t i = 0; i < array.data.size(); ++i)
+    if (!std::isfinite(array.data[i]))
+      throw_error(site, "sample " + std::to_string(i / shape_elements(model.input_shape)) +
+                            " has a NaN or infinite value");
+  return array;
+}
+
+}  // namespace
+
+int run_accuracy(const Graph& graph, const AccuracyCommand& command) {
+  JsonOutput json;
+  json.path = command.json_path;
+  json.prepare();
+  const ModelInfo model = model_info_from_graph(graph);
+  const int64_t sample_elements = shape_elements(model.input_shape);
+  const auto calibration = load_calibration(command.calib_path);
+
+  CalibrationInputs inputs;
+  NpyArray array;
+  std::vector<std::string> images;
+  if (!command.input_path.empty()) {
+    array = read_input_set(command.input_path, model, graph.name);
+    inputs.samples = static_cast<int>(array.shape[0]);
+    inputs.load = [&array, sample_elements](int first, int count, float* out) {
+      std::copy_n(array.data.begin() + first * sample_elements, count * sample_elements, out);
+    };
+  } else {
+    images = list_images(command.images_dir, "input set");
+    inputs.samples = static_cast<int>(images.size());
+    inputs.load = [&images, &model, sample_elements](int first, int count, float* out) {
+      for (int i = 0; i < count; ++i) {
+        const std::vector<float> tensor = load_image_tensor(images[first + i], model);
+        std::copy(tensor.begin(), tensor.end(), out + i * sample_elements);
+      }
+    };
+  }
+
+  AccuracySettings settings;
+  settings.batch = command.batch;
+  settings.max_samples = command.samples;
+  settings.layers = command.layers;
+  settings.per_layer = !command.whole_only;
+  if (::isatty(STDERR_FILENO) == 1)
+    settings.progress = [](int done, int total, const std::string& name) {
+      std::cerr << "\raccuracy [" << done << "/" << total << "] " << name << "\033[K"
+                << (done == total ? "\n" : "") << std::flush;
+    };
+  const AccuracyReport report = accuracy_report(graph, calibration, inputs, settings);
+  report_stream() << report.to_table();
+  json.write(nlohmann::json::parse(report.to_json()));
+  return 0;
+}
+
+RunCommand add_accuracy(CLI::App& command) {
+  struct Args {
+    std::string model, layers;
+    WeightArgs weights;
+    AccuracyCommand command;
+  };
+  auto args = std::make_shared<Args>();
+  add_model_argument(command, args->model);
+  add_weight_options(command, args->weights);
+  command.add_option("--calib", args->command.calib_path, "calibration JSON (cnnrt calibrate)")
+      ->type_name("CALIB.json")
+      ->required()
+      ->check(no_stdin());
+  CLI::Option* images =
+      command.add_option("--images", args->command.images_dir, "held-out images folder")
+          ->type_name("DIR")
+          ->check(no_stdin());
+  CLI::Option* input =
+      command.add_option("--input", args->command.input_path, "held-out set as [N, ...] .npy")
+          ->type_name("X.npy")
+          ->check(no_stdin());
+  images->excludes(input);
+  command.add_option("--samples", args->command.samples, "use the first N samples (0: all)")
+      ->type_name("N")
+      ->check(int_range(0, std::numeric_limits<int>::max()))
+      ->capture_default_str();
+  command.add_option("--batch", args->command.batch, "samples per engine run")
+      ->type_name("B")
+      ->check(int_range(1, kMaxBatch))
+      ->capture_default_str();
+  CLI::Option* layers =
+      command.add_option("--layers", args->layers, "only these fused layers (comma-separated)")
+          ->type_name("L1,L2");
+  CLI::Option* whole =
+      command.add_flag("--whole-only", args->command.whole_only, "only the all-int8 row");
+  layers->excludes(whole);
+  command
+      .add_option("--json", args->command.json_path,
+                  "also write the report as JSON to FILE ('-': to stdout, instead of the text)")
+      ->type_name("FILE");
+  return [args] {
+    if (args->command.images_dir.empty() == args->command.input_path.empty())
+      throw UsageError("give the input set as exactly one of --images DIR or --input X.npy");
+    args->command.layers = split_list(args->layers);
+    if (!args->layers.empty() && args->command.layers.empty())
+      throw UsageError("--layers needs layer names");
+    return run_accuracy(load_graph_with_weights(args->model, args->weights), args->command);
+  };
+}
+
+}  // namespace cnnrt::apps
