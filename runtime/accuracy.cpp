@@ -34,6 +34,9 @@ BuildOptions cpu_options(Precision precision, std::shared_ptr<const Calibration>
   options.device = Device::CPU;
   options.precision = precision;
   options.calibration = std::move(calibration);
+  // Every engine of one report has the same layers: those of the calibration (int8 builds keep
+  // residual adds as layers of their own), also an fp32-only one built without a calibration.
+  options.fuse_residual = false;
   return options;
 }
 
