@@ -120,8 +120,9 @@ TEST(EngineCpu, ResidualBlocksFusedEqualUnfused) {
   options.device = Device::CPU;
   auto fused_residuals = [&](const BuildOptions& build) {
     int fused = 0;
-    for (const Node& node : Engine::build(graph, build)->impl().graph.nodes)
-      fused += node.fused_residual ? 1 : 0;
+    // Held: a range-for over a member of the temporary engine would read freed memory.
+    const auto engine = Engine::build(graph, build);
+    for (const Node& node : engine->impl().graph.nodes) fused += node.fused_residual ? 1 : 0;
     return fused;
   };
   EXPECT_EQ(fused_residuals(options), 2);
