@@ -26,7 +26,7 @@ layers:
   - {name: fc, op: linear, out_features: 5, weight: fc.weight, bias: fc.bias}
 """
 
-COMMANDS = ["info", "init-weights", "plan", "run", "profile", "bench", "calibrate"]
+COMMANDS = ["info", "init-weights", "plan", "run", "profile", "bench", "calibrate", "accuracy"]
 failures = []
 
 
@@ -91,6 +91,7 @@ def main():
                 "plan": [("--batch", 1), ("--device", "cpu")],
                 "profile": [("--iterations", 20), ("--batch", 1)],
                 "calibrate": [("--batch", 16)],
+                "accuracy": [("--batch", 8), ("--samples", 0)],
                 "init-weights": [("--seed", 0), ("--dtype", "f32")]}
     for command in COMMANDS:
         out = check_help(f"cnnrt {command} --help", [cnnrt, command], defaults.get(command, []))
