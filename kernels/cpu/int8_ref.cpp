@@ -14,6 +14,7 @@
 #include "cnnrt/error.h"
 #include "graph/ops.h"
 #include "kernels/cpu/convert_ref.h"
+#include "kernels/cpu/pool_window.h"
 
 namespace cnnrt::ref {
 
@@ -185,39 +186,18 @@ void linear_int8(const int8_t* x, int n, int in_features, const Int8Layer& layer
     }
 }
 
-namespace {
-
-int pool_extent(int in, int kernel, int stride, int pad, bool ceil_mode) {
-  return static_cast<int>(pool_output_size(in, kernel, stride, pad, 1, ceil_mode));
-}
-
-void check_pool_attrs(const PoolAttrs& a, const char* what) {
-  if (a.kernel_h < 1 || a.kernel_w < 1 || a.stride_h < 1 || a.stride_w < 1 || a.pad_h < 0 ||
-      a.pad_w < 0)
-    throw Error(std::string("ref::") + what + ": invalid attributes");
-}
-
-}  // namespace
-
 void maxpool2d_int8(const int8_t* x, int n, int c, int h, int w, const PoolAttrs& attrs,
                     float multiplier, int8_t* y) {
-  check_pool_attrs(attrs, "maxpool2d_int8");
-  const int oh = pool_extent(h, attrs.kernel_h, attrs.stride_h, attrs.pad_h, attrs.ceil_mode);
-  const int ow = pool_extent(w, attrs.kernel_w, attrs.stride_w, attrs.pad_w, attrs.ceil_mode);
+  const auto [oh, ow] = pool_extent(h, w, attrs, "maxpool2d_int8");
   for (int64_t plane = 0; plane < static_cast<int64_t>(n) * c; ++plane) {
     const int8_t* in = x + plane * h * w;
     int8_t* out = y + plane * oh * ow;
     for (int oy = 0; oy < oh; ++oy)
       for (int ox = 0; ox < ow; ++ox) {
-        int best = -129;  // below every int8: padding never wins
-        for (int ky = 0; ky < attrs.kernel_h; ++ky) {
-          const int iy = oy * attrs.stride_h - attrs.pad_h + ky;
-          if (iy < 0 || iy >= h) continue;
-          for (int kx = 0; kx < attrs.kernel_w; ++kx) {
-            const int ix = ox * attrs.stride_w - attrs.pad_w + kx;
-            if (ix >= 0 && ix < w) best = std::max(best, static_cast<int>(in[iy * w + ix]));
-          }
-        }
+        int best = -129;  // below every int8 (padding is never read)
+        const PoolWindowRange r = pool_window(oy, ox, h, w, attrs);
+        for (int iy = r.ya; iy < r.yb; ++iy)
+          for (int ix = r.xa; ix < r.xb; ++ix) best = std::max(best, int{in[iy * w + ix]});
         // PyTorch's rules keep at least one real element in every window.
         out[oy * ow + ox] = requantize(best, multiplier);
       }
@@ -226,26 +206,18 @@ void maxpool2d_int8(const int8_t* x, int n, int c, int h, int w, const PoolAttrs
 
 void avgpool2d_int8(const int8_t* x, int n, int c, int h, int w, const PoolAttrs& attrs,
                     float input_scale, float output_scale, int8_t* y) {
-  check_pool_attrs(attrs, "avgpool2d_int8");
-  const int oh = pool_extent(h, attrs.kernel_h, attrs.stride_h, attrs.pad_h, attrs.ceil_mode);
-  const int ow = pool_extent(w, attrs.kernel_w, attrs.stride_w, attrs.pad_w, attrs.ceil_mode);
+  const auto [oh, ow] = pool_extent(h, w, attrs, "avgpool2d_int8");
   for (int64_t plane = 0; plane < static_cast<int64_t>(n) * c; ++plane) {
     const int8_t* in = x + plane * h * w;
     int8_t* out = y + plane * oh * ow;
     for (int oy = 0; oy < oh; ++oy)
       for (int ox = 0; ox < ow; ++ox) {
-        // The fp32 reference's windows and divisors (pool_ref.cpp).
-        const int y0 = oy * attrs.stride_h - attrs.pad_h;
-        const int x0 = ox * attrs.stride_w - attrs.pad_w;
-        const int y1_padded = std::min(y0 + attrs.kernel_h, h + attrs.pad_h);
-        const int x1_padded = std::min(x0 + attrs.kernel_w, w + attrs.pad_w);
-        const int ya = std::max(y0, 0), yb = std::min(y1_padded, h);
-        const int xa = std::max(x0, 0), xb = std::min(x1_padded, w);
+        // The fp32 reference's windows and divisors (pool_window.h).
+        const PoolWindowRange r = pool_window(oy, ox, h, w, attrs);
         int32_t sum = 0;
-        for (int iy = ya; iy < yb; ++iy)
-          for (int ix = xa; ix < xb; ++ix) sum += in[iy * w + ix];
-        const int divisor =
-            attrs.count_include_pad ? (y1_padded - y0) * (x1_padded - x0) : (yb - ya) * (xb - xa);
+        for (int iy = r.ya; iy < r.yb; ++iy)
+          for (int ix = r.xa; ix < r.xb; ++ix) sum += in[iy * w + ix];
+        const int divisor = r.divisor;
         out[oy * ow + ox] = requantize(
             sum, requant_multiplier(input_scale, static_cast<double>(output_scale) * divisor));
       }
@@ -258,20 +230,15 @@ void adaptive_avgpool2d_int8(const int8_t* x, int n, int c, int h, int w, int oh
   for (int64_t plane = 0; plane < static_cast<int64_t>(n) * c; ++plane) {
     const int8_t* in = x + plane * h * w;
     int8_t* out = y + plane * oh * ow;
-    for (int oy = 0; oy < oh; ++oy) {
-      const int ya = static_cast<int>((static_cast<int64_t>(oy) * h) / oh);
-      const int yb = static_cast<int>((static_cast<int64_t>(oy + 1) * h + oh - 1) / oh);
+    for (int oy = 0; oy < oh; ++oy)
       for (int ox = 0; ox < ow; ++ox) {
-        const int xa = static_cast<int>((static_cast<int64_t>(ox) * w) / ow);
-        const int xb = static_cast<int>((static_cast<int64_t>(ox + 1) * w + ow - 1) / ow);
+        const PoolWindowRange r = adaptive_window(oy, ox, h, w, oh, ow);
         int32_t sum = 0;
-        for (int iy = ya; iy < yb; ++iy)
-          for (int ix = xa; ix < xb; ++ix) sum += in[iy * w + ix];
-        const int divisor = (yb - ya) * (xb - xa);
+        for (int iy = r.ya; iy < r.yb; ++iy)
+          for (int ix = r.xa; ix < r.xb; ++ix) sum += in[iy * w + ix];
         out[oy * ow + ox] = requantize(
-            sum, requant_multiplier(input_scale, static_cast<double>(output_scale) * divisor));
+            sum, requant_multiplier(input_scale, static_cast<double>(output_scale) * r.divisor));
       }
-    }
   }
 }
 
