@@ -48,27 +48,6 @@ std::vector<std::string> split_list(const std::string& text) {
   return items;
 }
 
-// Reads an [N, C, H, W] float32 .npy of the model's input shape; errors name the file.
-NpyArray read_input_set(const std::string& path, const ModelInfo& model, const std::string& name) {
-  NpyArray array = read_npy(path);
-  std::vector<int64_t> expected = {-1};
-  expected.insert(expected.end(), model.input_shape.begin(), model.input_shape.end());
-  bool matches = array.shape.size() == expected.size();
-  for (size_t i = 1; matches && i < expected.size(); ++i) matches = array.shape[i] == expected[i];
-  ErrorSite site;
-  site.file = path;
-  if (!matches)
-    throw_error(site, "input shape " + shape_to_string(array.shape) + " does not match model '" +
-                          name + "' input [N, " + shape_to_string(model.input_shape).substr(1));
-  if (array.shape[0] < 1) throw_error(site, "the input set is empty (N = 0)");
-  if (array.shape[0] > std::numeric_limits<int>::max()) throw_error(site, "too many samples");
-  for (size_t i = 0; i < array.data.size(); ++i)
-    if (!std::isfinite(array.data[i]))
-      throw_error(site, "sample " + std::to_string(i / shape_elements(model.input_shape)) +
-                            " has a NaN or infinite value");
-  return array;
-}
-
 }  // namespace
 
 int run_accuracy(const Graph& graph, const AccuracyCommand& command) {
@@ -83,7 +62,7 @@ int run_accuracy(const Graph& graph, const AccuracyCommand& command) {
   NpyArray array;
   std::vector<std::string> images;
   if (!command.input_path.empty()) {
-    array = read_input_set(command.input_path, model, graph.name);
+    array = read_sample_set(command.input_path, model, graph.name, "input set");
     inputs.samples = static_cast<int>(array.shape[0]);
     inputs.load = [&array, sample_elements](int first, int count, float* out) {
       std::copy_n(array.data.begin() + first * sample_elements, count * sample_elements, out);

@@ -49,26 +49,7 @@ int run_calibrate(const CalibrateArgs& args) {
   NpyArray array;
   std::vector<std::string> images;
   if (!args.input.empty()) {
-    const std::string input_path = is_std_stream(args.input) ? "<stdin>" : args.input;
-    array =
-        is_std_stream(args.input) ? parse_npy(read_input("-"), input_path) : read_npy(input_path);
-    std::vector<int64_t> expected = {-1};
-    expected.insert(expected.end(), model.input_shape.begin(), model.input_shape.end());
-    bool matches = array.shape.size() == expected.size() && !array.shape.empty();
-    for (size_t i = 1; matches && i < expected.size(); ++i) matches = array.shape[i] == expected[i];
-    ErrorSite site;
-    site.file = input_path;
-    if (!matches)
-      throw_error(site, "input shape " + shape_to_string(array.shape) + " does not match model '" +
-                            graph.name + "' input [N, " +
-                            shape_to_string(model.input_shape).substr(1));
-    if (array.shape[0] < 1) throw_error(site, "the calibration set is empty (N = 0)");
-    if (array.shape[0] > std::numeric_limits<int>::max())
-      throw_error(site, "too many samples for one calibration");
-    for (size_t i = 0; i < array.data.size(); ++i)
-      if (!std::isfinite(array.data[i]))
-        throw_error(
-            site, "sample " + std::to_string(i / sample_elements) + " has a NaN or infinite value");
+    array = read_sample_set(args.input, model, graph.name, "calibration set");
     inputs.samples = static_cast<int>(array.shape[0]);
     inputs.load = [&array, sample_elements](int first, int count, float* out) {
       std::copy_n(array.data.begin() + first * sample_elements, count * sample_elements, out);

@@ -6,8 +6,10 @@
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 
 #include "graph/atomic_write.h"
+#include "graph/ir.h"
 
 namespace cnnrt::apps {
 
@@ -69,6 +71,30 @@ std::vector<std::string> list_images(const std::string& directory, const std::st
     throw_error(site, "the " + what + " is empty: no .png, .jpg, .jpeg or .bmp files");
   std::sort(paths.begin(), paths.end());
   return paths;
+}
+
+NpyArray read_sample_set(const std::string& path, const ModelInfo& model,
+                         const std::string& model_name, const std::string& what) {
+  const std::string name = is_std_stream(path) ? "<stdin>" : path;
+  NpyArray array = is_std_stream(path) ? parse_npy(read_input("-"), name) : read_npy(name);
+  std::vector<int64_t> expected = {-1};
+  expected.insert(expected.end(), model.input_shape.begin(), model.input_shape.end());
+  bool matches = array.shape.size() == expected.size();
+  for (size_t i = 1; matches && i < expected.size(); ++i) matches = array.shape[i] == expected[i];
+  ErrorSite site;
+  site.file = name;
+  if (!matches)
+    throw_error(site, "input shape " + shape_to_string(array.shape) + " does not match model '" +
+                          model_name + "' input [N, " +
+                          shape_to_string(model.input_shape).substr(1));
+  if (array.shape[0] < 1) throw_error(site, "the " + what + " is empty (N = 0)");
+  if (array.shape[0] > std::numeric_limits<int>::max()) throw_error(site, "too many samples");
+  const int64_t sample_elements = shape_elements(model.input_shape);
+  for (size_t i = 0; i < array.data.size(); ++i)
+    if (!std::isfinite(array.data[i]))
+      throw_error(site,
+                  "sample " + std::to_string(i / sample_elements) + " has a NaN or infinite value");
+  return array;
 }
 
 }  // namespace cnnrt::apps

@@ -8,6 +8,8 @@
 
 #include "apps/common/cli.h"
 #include "apps/common/commands.h"
+#include "apps/common/npy.h"
+#include "cnnrt/cnnrt.h"
 
 namespace cnnrt::apps {
 
@@ -37,5 +39,10 @@ struct JsonOutput {
 // batches are reproducible.  Errors name the directory: not a directory, unreadable, or no
 // image in it (`what` says which set: "calibration set", "input set").
 std::vector<std::string> list_images(const std::string& directory, const std::string& what);
+
+// An [N, <model input shape>] float32 .npy as a sample set ('-': stdin): errors name the file
+// for a shape that does not match model `model_name`, N = 0, or a NaN / infinite value.
+NpyArray read_sample_set(const std::string& path, const ModelInfo& model,
+                         const std::string& model_name, const std::string& what);
 
 }  // namespace cnnrt::apps
