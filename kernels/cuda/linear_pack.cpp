@@ -24,20 +24,11 @@ HostGemmWeights pack_linear_weights(const float* weight, const float* bias, int 
     throw Error("pack_linear_weights: in_features " + std::to_string(in_features) +
                 " does not match the flattened shape " + shape_to_string(flattened_source));
   const int64_t channels = permute ? flattened_source[0] : 0;
-  const int64_t height = permute ? flattened_source[1] : 0;
-  const int64_t width = permute ? flattened_source[2] : 0;
+  const int64_t hw = permute ? flattened_source[1] * flattened_source[2] : 0;
   for (int64_t o = 0; o < out_features; ++o) {
     const float* src = weight + o * in_features;
     float* dst = packed.weight.data() + o * packed.cols_pad;
-    if (!permute) {
-      std::copy(src, src + in_features, dst);
-      continue;
-    }
-    // PyTorch flattens (c, h, w); the NHWC flatten produces (h, w, c).
-    for (int64_t c = 0; c < channels; ++c)
-      for (int64_t h = 0; h < height; ++h)
-        for (int64_t w = 0; w < width; ++w)
-          dst[(h * width + w) * channels + c] = src[(c * height + h) * width + w];
+    for (int64_t j = 0; j < in_features; ++j) dst[j] = src[linear_source_column(j, channels, hw)];
   }
   return packed;
 }

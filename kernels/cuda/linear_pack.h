@@ -8,6 +8,7 @@
 // with scrambled features; one packing routine makes that impossible to get out of step.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "graph/ir.h"
@@ -32,6 +33,13 @@ struct LinearWeightRefs {
   int out_features = 0, in_features = 0;
   Shape flattened_source;
 };
+
+// The layout's one permutation rule: packed column j of a linear that reads an NHWC flatten of
+// [C, H, W] (j = (h * W + w) * C + c) holds PyTorch's column (c * H + h) * W + w; channels = 0
+// (a plain vector) keeps j.  hw = H * W.
+inline int64_t linear_source_column(int64_t j, int64_t channels, int64_t hw) {
+  return channels > 0 ? (j % channels) * hw + j / channels : j;
+}
 
 // weight: [out, in] (PyTorch layout); bias: [out] or nullptr.  When `flattened_source` is a
 // [C, H, W] shape (the linear reads an NHWC flatten), columns are permuted from PyTorch's

@@ -43,8 +43,8 @@ GemmWeights::GemmWeights(const LinearWeightRefs& refs)
         continue;
       }
       const float* src = refs.weight + o * static_cast<size_t>(in);
-      for (int64_t j = 0; j < in; ++j)  // packed column j = (h * W + w) * C + c
-        dst[j] = __float2half_rn(src[permute ? (j % channels) * hw + j / channels : j]);
+      for (int64_t j = 0; j < in; ++j)
+        dst[j] = __float2half_rn(src[linear_source_column(j, channels, hw)]);
       std::fill(dst + in, dst + cols, zero);
     }
   });
