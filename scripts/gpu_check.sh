@@ -32,6 +32,7 @@ status=0
 DEADLINE=$(( $(date +%s) + ${CNNRT_TIME_BUDGET:-570} ))
 
 step() { echo; echo "=== $* ($(date +%T))"; }
+export PYTHONFAULTHANDLER=1  # any Python that crashes prints its stack
 
 step "device"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$OUT/device.txt"
@@ -184,6 +185,15 @@ for mode in "${modes[@]}"; do
         --timeout 300) > "$OUT/python_ctest.log" 2>&1 || status=1
       grep -E "tests passed|tests failed|\(Failed\)|Passed|passed|skipped|took|exports|kB" \
         "$OUT/python_ctest.log" | tail -20
+      # A crash inside the module: faulthandler (PYTHONFAULTHANDLER, set above) names the Python
+      # frame; cuda-gdb (the GPU image has no plain gdb) gives the native stack.
+      if grep -qE "SEGFAULT|Fatal Python error|Segmentation" "$OUT/python_ctest.log"; then
+        grep -B2 -A30 "Fatal Python error" "$OUT/python_ctest.log" | head -60
+        PYTHONPATH="$BUILD/python" CNNRT_SOURCE_DIR="$ROOT" timeout 180 cuda-gdb -q -batch \
+          -ex run -ex bt -ex "info sharedlibrary" --args python3 -m pytest -x -q -p no:cacheprovider \
+          "$ROOT/python/tests" > "$OUT/python_gdb.log" 2>&1
+        grep -E "^#[0-9]+|signal|SIG" "$OUT/python_gdb.log" | head -40
+      fi
       PYTHONPATH="$BUILD/python:${PYTHONPATH:-}" PYTHONUNBUFFERED=1 timeout 240 python3 \
         "$ROOT/tools/bench_python.py" --device cuda --iterations 1000 --json "$OUT/python_bench.json" \
         2>&1 | tee "$OUT/python_bench.txt" || status=1

@@ -6,6 +6,9 @@ from __future__ import annotations
 import os
 import pathlib
 import re
+import shutil
+import subprocess
+import sys
 import threading
 import time
 
@@ -233,3 +236,14 @@ def test_stubs_ship_with_the_module():
                  "def preprocess_image(", "def load("):
         assert name in text, f"{name} missing from {stub}"
     assert (stub.parent / "py.typed").exists()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("nm") is None,
+                    reason="reads the ELF dynamic symbol table with nm (Linux, binutils)")
+def test_module_exports_only_its_entry_point():
+    # Anything else exported (libcnnrt's symbols, or a statically linked libstdc++'s) would be
+    # interposed by the process's own copies; python/module.map keeps them local.
+    listing = subprocess.run(["nm", "-D", "--defined-only", cnnrt._cnnrt.__file__],
+                             capture_output=True, text=True, check=True).stdout
+    exported = sorted(line.split()[-1] for line in listing.splitlines() if line.strip())
+    assert exported == ["PyInit__cnnrt"], f"unexpected exports: {exported[:20]}"
