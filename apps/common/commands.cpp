@@ -20,6 +20,8 @@ const std::vector<Command>& commands() {
        add_calibrate},
       {"accuracy", "int8 vs fp32 per layer and for the whole network (docs/QUANTIZATION.md)",
        add_accuracy},
+      {"build", "choose precision and kernel per layer under an error budget, write a plan",
+       add_build},
   };
   return table;
 }

@@ -1,0 +1,368 @@
+// The measuring side of runtime/auto_plan.h: candidate engines, their step times (a TimingSource
+// through the TimingCache) and their end-to-end error on the held-out set.  Every figure comes
+// from an ordinary engine built with BuildOptions::layer_choices, so what the plan promises is
+// what `cnnrt run --plan` runs.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "graph/atomic_write.h"
+#include "graph/tensor_type.h"
+#include "runtime/auto_plan.h"
+#include "runtime/engine_impl.h"
+#include "runtime/kernel.h"
+#include "runtime/plan_file.h"
+
+namespace cnnrt {
+namespace {
+
+class ProfileTiming : public TimingSource {
+ public:
+  explicit ProfileTiming(int iterations) : iterations_(iterations) {}
+  std::vector<double> step_times(const Engine& engine, int batch) override {
+    const auto context = engine.create_context(batch);
+    std::vector<double> times;
+    for (const LayerProfile& row : context->profile(iterations_)) times.push_back(row.median_ms);
+    return times;
+  }
+
+ private:
+  int iterations_;
+};
+
+// The model without its own precision and kernel requests: the baseline is the device's native
+// precision everywhere, and each candidate sets exactly the layer it is about.
+Graph plain_graph(const Graph& graph) {
+  Graph plain = graph;
+  for (Node& node : plain.nodes) {
+    node.precision_request.clear();
+    node.kernel_request.clear();
+  }
+  return plain;
+}
+
+std::string device_key(Device device) {
+  // A CPU's name says little; its thread count at least separates a laptop from a server.
+  if (device == Device::CPU) return "cpu/" + std::to_string(std::thread::hardware_concurrency());
+  return std::string(to_string(device)) + "/" + device_info(device).name;
+}
+
+// What makes a step's time reusable: the device, the batch, the kernel and its variant, the
+// tensors it reads and writes (type and shape) and its weights' shapes and fused epilogue.
+std::string step_key(const std::string& device, int batch, const EngineImpl& engine,
+                     const Step& step, const PlannedStep& planned) {
+  std::string key = device + "|b" + std::to_string(batch) + "|" + planned.kernel + "|" +
+                    planned.variant + "|" + planned.precision + "|in";
+  for (size_t i = 0; i < step.inputs.size(); ++i)
+    key += " " + planned.input_types[i] + shape_to_string(engine.tensors.at(step.inputs[i]).shape);
+  key += "|out " + planned.output_type + shape_to_string(engine.tensors.at(step.name).shape);
+  if (step.node != nullptr) {
+    key += "|op" + std::to_string(static_cast<int>(step.node->op)) + "/a" +
+           std::to_string(static_cast<int>(step.node->activation)) +
+           (step.node->fused_maxpool ? "/pool" + shape_to_string(step.node->pre_pool_shape) : "");
+    for (const Param& param : step.node->params) key += " " + shape_to_string(param.value.shape);
+  }
+  return key;
+}
+
+// The steps a layer's time counts: its own and the conversions into it and out of it.
+double layer_ms(const EngineImpl& engine, const std::vector<double>& times,
+                const std::string& layer) {
+  double ms = 0;
+  const auto& steps = engine.steps;
+  auto it =
+      std::find_if(steps.begin(), steps.end(), [&](const Step& s) { return s.name == layer; });
+  if (it == steps.end()) throw Error("auto plan: layer '" + layer + "' vanished from its engine");
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const Step& s = steps[i];
+    const bool feeds = s.is_conversion() &&
+                       std::find(it->inputs.begin(), it->inputs.end(), s.name) != it->inputs.end();
+    const bool drains = s.is_conversion() && !s.inputs.empty() && s.inputs[0] == layer;
+    if (&s == &*it || feeds || drains) ms += times[i];
+  }
+  return ms;
+}
+
+class Measurer {
+ public:
+  Measurer(const Graph& plain, const CalibrationInputs& inputs, const AutoPlanSettings& settings,
+           AutoPlan& plan)
+      : plain_(plain),
+        inputs_(inputs),
+        settings_(settings),
+        plan_(plan),
+        device_(device_key(settings.device)) {}
+
+  std::shared_ptr<Engine> build(const std::map<std::string, LayerChoice>& choices) const {
+    BuildOptions options;
+    options.device = settings_.device;
+    options.calibration = settings_.calibration;
+    options.layer_choices = choices;
+    return Engine::build(plain_, options);
+  }
+
+  // Per-step medians, from the cache when every step is in it.
+  std::vector<double> times(const Engine& engine) {
+    const ExecutionPlan planned = engine.plan(settings_.batch);
+    const EngineImpl& impl = engine.impl();
+    std::vector<std::string> keys;
+    std::vector<double> times(impl.steps.size());
+    bool all = settings_.cache != nullptr;
+    for (size_t i = 0; i < impl.steps.size(); ++i) {
+      keys.push_back(step_key(device_, settings_.batch, impl, impl.steps[i], planned.steps[i]));
+      all = all && settings_.cache->lookup(keys.back(), &times[i]);
+    }
+    if (all) {
+      plan_.steps_cached += static_cast<int>(keys.size());
+      return times;
+    }
+    times = settings_.timing->step_times(engine, settings_.batch);
+    if (times.size() != impl.steps.size())
+      throw Error("auto plan: the timing source returned " + std::to_string(times.size()) +
+                  " step times for " + std::to_string(impl.steps.size()) + " steps");
+    ++plan_.engines_timed;
+    if (settings_.cache != nullptr)
+      // The first time of a step stays: every candidate is then compared with the same figure
+      // for the steps they share, instead of with a later, differently noisy run.
+      for (size_t i = 0; i < keys.size(); ++i) {
+        double known = 0;
+        if (settings_.cache->lookup(keys[i], &known))
+          times[i] = known;
+        else
+          settings_.cache->store(keys[i], times[i]);
+      }
+    return times;
+  }
+
+  std::string variant_of(const Engine& engine, const std::string& layer) const {
+    for (const PlannedStep& step : engine.plan(settings_.batch).steps)
+      if (step.name == layer) return step.variant;
+    return "";
+  }
+
+  bool has_inputs() const { return inputs_.samples > 0; }
+
+  // The engine's output over the held-out set against the fp32 CPU reference.
+  OutputAgreement error(const Engine& engine) {
+    if (reference_.empty()) {
+      BuildOptions options;
+      options.device = Device::CPU;
+      options.precision = Precision::FP32;
+      options.calibration = settings_.calibration;  // the same fusion as every candidate
+      const auto reference = Engine::build(plain_, options);
+      reference_ = run_all(*reference);
+      const Node* output = reference->impl().graph.find(reference->impl().graph.output);
+      probabilities_ = output != nullptr && output->op == OpKind::Softmax;
+      outputs_ = shape_elements(reference->model().output_shape);
+    }
+    AgreementAccumulator accumulator(outputs_, probabilities_);
+    accumulator.add(reference_.data(), run_all(engine).data(), inputs_.samples);
+    return accumulator.result();
+  }
+
+ private:
+  std::vector<float> run_all(const Engine& engine) const {
+    const int64_t in = shape_elements(engine.model().input_shape);
+    const int64_t out = shape_elements(engine.model().output_shape);
+    const int samples = inputs_.samples, batch = std::min(settings_.eval_batch, samples);
+    std::vector<float> outputs(static_cast<size_t>(samples * out));
+    std::vector<float> input(static_cast<size_t>(batch * in));
+    std::unique_ptr<ExecutionContext> full, last;
+    for (int first = 0; first < samples; first += batch) {
+      const int count = std::min(batch, samples - first);
+      std::unique_ptr<ExecutionContext>& context = count == batch ? full : last;
+      if (!context) context = engine.create_context(count);
+      inputs_.load(first, count, input.data());
+      context->run(input.data(), outputs.data() + first * out);
+    }
+    return outputs;
+  }
+
+  const Graph& plain_;
+  const CalibrationInputs& inputs_;
+  const AutoPlanSettings& settings_;
+  AutoPlan& plan_;
+  std::string device_;
+  std::vector<float> reference_;
+  bool probabilities_ = false;
+  int64_t outputs_ = 0;
+};
+
+// Every registry entry of the layer's op on the device at the allowed precisions; when none is
+// allowed for this op (e.g. only int8 asked, and flatten has no int8 kernel), the native ones.
+std::vector<Candidate> candidate_list(const Step& step, const AutoPlanSettings& settings) {
+  const KernelRegistry& registry = KernelRegistry::instance();
+  std::vector<Precision> precisions = settings.precisions;
+  if (precisions.empty()) precisions = {Precision::FP32, Precision::FP16, Precision::INT8};
+  std::vector<Candidate> out;
+  for (int pass = 0; pass < 2 && out.empty(); ++pass) {
+    if (pass == 1) precisions = {Precision::FP32, Precision::FP16, Precision::INT8};
+    for (Precision precision : precisions)
+      for (const KernelEntry* entry : registry.candidates(*step.node, settings.device, precision)) {
+        if (entry->baseline) continue;  // cuDNN and the like: comparison only, never chosen
+        Candidate c;
+        c.kernel = entry->name;
+        c.precision = precision;
+        if (precision == Precision::INT8 && settings.calibration == nullptr) {
+          c.applicable = false;
+          c.why_not = "int8 needs a calibration";
+        }
+        out.push_back(c);
+      }
+  }
+  return out;
+}
+
+void keep_baseline(AutoPlan& plan, const Engine& baseline, const Budget& budget) {
+  char line[160];
+  std::snprintf(line, sizeof line, "whole: chosen %.4f ms > %s %.4f ms: keep %s", plan.chosen_ms,
+                plan.baseline_name.c_str(), plan.baseline_ms, plan.baseline_name.c_str());
+  plan.choice.log.push_back(line);
+  for (size_t l = 0; l < plan.layers.size(); ++l) {
+    LayerCandidates& layer = plan.layers[l];
+    for (const Step& step : baseline.impl().steps)
+      if (step.name == layer.layer)
+        for (size_t i = 0; i < layer.candidates.size(); ++i)
+          if (layer.candidates[i].kernel == step.kernel_name) layer.chosen = static_cast<int>(i);
+    plan.choice.chosen[l] = layer.chosen;
+  }
+  plan.choice.agreement = plan.baseline_agreement;
+  plan.choice.error = budget.error_of(plan.baseline_agreement);
+  plan.choice.met = true;
+  plan.chosen_ms = plan.baseline_ms;
+  mark_verdicts(plan.layers, budget);
+}
+
+}  // namespace
+
+std::unique_ptr<TimingSource> profile_timing(int iterations) {
+  return std::make_unique<ProfileTiming>(iterations);
+}
+
+TimingCache::TimingCache(std::string path) : path_(std::move(path)) {
+  std::ifstream file(path_);
+  if (!file) return;  // a first build: the cache is made
+  std::stringstream text;
+  text << file.rdbuf();
+  try {
+    const nlohmann::json root = nlohmann::json::parse(text.str());
+    if (root.value("format", "") != "cnnrt-timing-cache" || root.value("version", 0) != 1)
+      throw Error("not a cnnrt timing cache (format cnnrt-timing-cache, version 1)");
+    for (const auto& [key, value] : root.at("entries").items()) entries_[key] = value.get<double>();
+  } catch (const nlohmann::json::exception& error) {
+    throw Error(path_ + ": not a valid timing cache: " + error.what());
+  } catch (const Error& error) {
+    throw Error(path_ + ": " + error.what());
+  }
+}
+
+bool TimingCache::lookup(const std::string& key, double* ms) const {
+  auto it = entries_.find(key);
+  if (it == entries_.end()) return false;
+  *ms = it->second;
+  return true;
+}
+
+void TimingCache::store(const std::string& key, double ms) {
+  entries_[key] = ms;
+  dirty_ = true;
+}
+
+void TimingCache::save() const {
+  if (path_.empty() || !dirty_) return;
+  nlohmann::ordered_json root;
+  root["format"] = "cnnrt-timing-cache";
+  root["version"] = 1;
+  root["entries"] = entries_;
+  write_text_file(path_, root.dump(1) + "\n");
+}
+
+AutoPlan auto_plan(const Graph& graph, const CalibrationInputs& inputs,
+                   const AutoPlanSettings& settings) {
+  const auto start = std::chrono::steady_clock::now();
+  if (settings.timing == nullptr) throw Error("auto plan: no timing source");
+  if (settings.batch < 1) throw Error("auto plan: the batch must be at least 1");
+  if (settings.budget.metric != Budget::Metric::None && (inputs.samples < 1 || !inputs.load))
+    throw Error("auto plan: budget " + settings.budget.to_string() +
+                " needs a held-out input set (--images DIR or --input X.npy)");
+  AutoPlan plan;
+  plan.model = graph.name;
+  plan.fingerprint = model_fingerprint(graph);
+  plan.device = to_string(settings.device);
+  plan.batch = settings.batch;
+  plan.budget = settings.budget;
+  plan.has_error = inputs.samples > 0 && inputs.load;
+  const Graph plain = plain_graph(graph);
+  Measurer measure(plain, inputs, settings, plan);
+  auto progress = [&](const std::string& what) {
+    if (settings.progress) settings.progress(what);
+  };
+
+  progress("baseline");
+  const auto baseline = measure.build({});
+  plan.baseline_name = std::string("all-") + to_string(baseline->precision());
+  plan.baseline_ms = 0;
+  for (double ms : measure.times(*baseline)) plan.baseline_ms += ms;
+  if (plan.has_error) plan.baseline_agreement = measure.error(*baseline);
+
+  for (const Step& step : baseline->impl().steps) {
+    if (step.is_conversion()) continue;
+    LayerCandidates layer;
+    layer.layer = step.name;
+    layer.sources = step.sources;
+    layer.candidates = candidate_list(step, settings);
+    for (Candidate& c : layer.candidates) {
+      if (!c.applicable) continue;
+      progress(step.name + " " + c.kernel);
+      std::shared_ptr<Engine> engine;
+      try {
+        engine = measure.build({{step.name, LayerChoice{c.precision, c.kernel, "auto plan"}}});
+      } catch (const Error& error) {
+        c.applicable = false;
+        c.why_not = error.what();
+        continue;
+      }
+      c.variant = measure.variant_of(*engine, step.name);
+      c.ms = layer_ms(engine->impl(), measure.times(*engine), step.name);
+      if (plan.has_error) {
+        c.has_error = true;
+        c.agreement = measure.error(*engine);
+        c.error = settings.budget.error_of(c.agreement);
+      }
+    }
+    plan.layers.push_back(std::move(layer));
+  }
+
+  auto choices_of = [&](const std::vector<int>& chosen) {
+    std::map<std::string, LayerChoice> choices;
+    for (size_t l = 0; l < plan.layers.size(); ++l) {
+      const Candidate& c = plan.layers[l].candidates[chosen[l]];
+      choices[plan.layers[l].layer] = LayerChoice{c.precision, c.kernel, "auto plan"};
+    }
+    return choices;
+  };
+  plan.choice =
+      choose_assignment(plan.layers, settings.budget, [&](const std::vector<int>& chosen) {
+        progress("verify");
+        return plan.has_error ? measure.error(*measure.build(choices_of(chosen)))
+                              : OutputAgreement{};
+      });
+  // The chosen engine timed as a whole: its own conversions, not the candidates' sum.
+  const auto chosen = measure.build(choices_of(plan.choice.chosen));
+  for (double ms : measure.times(*chosen)) plan.chosen_ms += ms;
+  // Per-layer gains are estimates (conversions between two changed layers vanish, others
+  // appear); when the whole is slower than the baseline and the baseline is within budget, the
+  // baseline is the faster assignment that meets it.
+  if (plan.chosen_ms > plan.baseline_ms &&
+      (!plan.has_error || settings.budget.met(plan.baseline_agreement)))
+    keep_baseline(plan, *baseline, settings.budget);
+  if (settings.cache != nullptr) settings.cache->save();
+  plan.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return plan;
+}
+
+}  // namespace cnnrt
