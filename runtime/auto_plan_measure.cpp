@@ -217,19 +217,30 @@ std::vector<Candidate> candidate_list(const Step& step, const AutoPlanSettings& 
   return out;
 }
 
-void keep_baseline(AutoPlan& plan, const Engine& baseline, const Budget& budget) {
+// The candidate of each layer that the baseline engine runs; empty when some layer's baseline
+// kernel is not a candidate (a --precisions list without the native precision).
+std::vector<int> baseline_choice(const AutoPlan& plan, const Engine& baseline) {
+  std::vector<int> chosen;
+  for (const LayerCandidates& layer : plan.layers) {
+    int found = -1;
+    for (const Step& step : baseline.impl().steps)
+      if (step.name == layer.layer)
+        for (size_t i = 0; i < layer.candidates.size(); ++i)
+          if (layer.candidates[i].applicable && layer.candidates[i].kernel == step.kernel_name)
+            found = static_cast<int>(i);
+    if (found < 0) return {};
+    chosen.push_back(found);
+  }
+  return chosen;
+}
+
+void keep_baseline(AutoPlan& plan, const std::vector<int>& chosen, const Budget& budget) {
   char line[160];
   std::snprintf(line, sizeof line, "whole: chosen %.4f ms > %s %.4f ms: keep %s", plan.chosen_ms,
                 plan.baseline_name.c_str(), plan.baseline_ms, plan.baseline_name.c_str());
   plan.choice.log.push_back(line);
-  for (size_t l = 0; l < plan.layers.size(); ++l) {
-    LayerCandidates& layer = plan.layers[l];
-    for (const Step& step : baseline.impl().steps)
-      if (step.name == layer.layer)
-        for (size_t i = 0; i < layer.candidates.size(); ++i)
-          if (layer.candidates[i].kernel == step.kernel_name) layer.chosen = static_cast<int>(i);
-    plan.choice.chosen[l] = layer.chosen;
-  }
+  for (size_t l = 0; l < plan.layers.size(); ++l) plan.layers[l].chosen = chosen[l];
+  plan.choice.chosen = chosen;
   plan.choice.agreement = plan.baseline_agreement;
   plan.choice.error = budget.error_of(plan.baseline_agreement);
   plan.choice.met = true;
@@ -357,9 +368,10 @@ AutoPlan auto_plan(const Graph& graph, const CalibrationInputs& inputs,
   // Per-layer gains are estimates (conversions between two changed layers vanish, others
   // appear); when the whole is slower than the baseline and the baseline is within budget, the
   // baseline is the faster assignment that meets it.
-  if (plan.chosen_ms > plan.baseline_ms &&
+  const std::vector<int> native = baseline_choice(plan, *baseline);
+  if (plan.chosen_ms > plan.baseline_ms && !native.empty() &&
       (!plan.has_error || settings.budget.met(plan.baseline_agreement)))
-    keep_baseline(plan, *baseline, settings.budget);
+    keep_baseline(plan, native, settings.budget);
   if (settings.cache != nullptr) settings.cache->save();
   plan.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return plan;

@@ -240,7 +240,10 @@ PassOptions pass_options(const BuildOptions& options) {
 // A plan made for other weights or another version of the model is refused, before the passes
 // change the graph the fingerprint describes.
 void check_fingerprint(const Graph& graph, const BuildOptions& options) {
-  if (options.choices_fingerprint.empty()) return;
+  // A plan for another model altogether is reported as such, after the passes.
+  if (options.choices_fingerprint.empty() ||
+      (!options.choices_model.empty() && options.choices_model != graph.name))
+    return;
   const std::string actual = model_fingerprint(graph);
   if (actual == options.choices_fingerprint) return;
   std::string where;

@@ -43,7 +43,11 @@ int run_plan(const PlanArgs& args) {
   const DeviceChoice device = resolve_device(args.device.device);
   Graph graph = load_model(args.model);
   bind_random_weights(graph, 0);
-  const auto engine = Engine::build(graph, build_options(args.device, device));
+  BuildOptions options = build_options(args.device, device);
+  // The weights here are random stand-ins, so a plan file's model_hash (which covers the real
+  // weights) cannot match; what runs does not depend on weight values.
+  options.choices_fingerprint.clear();
+  const auto engine = Engine::build(graph, options);
   const ExecutionPlan plan = engine->plan(static_cast<int>(args.batch));
   report_stream() << "device " << device.summary << "\n" << plan.to_table();
   if (!args.json.path.empty()) args.json.write(nlohmann::json::parse(plan.to_json()));
