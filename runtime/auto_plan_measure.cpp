@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -217,6 +218,41 @@ std::vector<Candidate> candidate_list(const Step& step, const AutoPlanSettings& 
   return out;
 }
 
+// The baseline engine's own figures, reused for the candidate of each layer it already runs (on
+// a layer with one kernel, that is every candidate: nothing is built for it).
+struct BaselineFigures {
+  const Engine* engine;
+  std::vector<double> times;
+  OutputAgreement agreement;
+};
+
+void measure_candidates(LayerCandidates& layer, const Step& step, Measurer& measure,
+                        const BaselineFigures& base, const AutoPlanSettings& settings,
+                        bool has_error, const std::function<void(const std::string&)>& progress) {
+  for (Candidate& c : layer.candidates) {
+    if (!c.applicable) continue;
+    progress(step.name + " " + c.kernel);
+    std::shared_ptr<Engine> built;
+    const bool is_baseline = c.kernel == step.kernel_name;
+    try {
+      if (!is_baseline)
+        built = measure.build({{step.name, LayerChoice{c.precision, c.kernel, "auto plan"}}});
+    } catch (const Error& error) {
+      c.applicable = false;
+      c.why_not = error.what();
+      continue;
+    }
+    const Engine& engine = is_baseline ? *base.engine : *built;
+    c.variant = measure.variant_of(engine, step.name);
+    c.ms = layer_ms(engine.impl(), is_baseline ? base.times : measure.times(engine), step.name);
+    if (has_error) {
+      c.has_error = true;
+      c.agreement = is_baseline ? base.agreement : measure.error(engine);
+      c.error = settings.budget.error_of(c.agreement);
+    }
+  }
+}
+
 // The candidate of each layer that the baseline engine runs; empty when some layer's baseline
 // kernel is not a candidate (a --precisions list without the native precision).
 std::vector<int> baseline_choice(const AutoPlan& plan, const Engine& baseline) {
@@ -316,35 +352,17 @@ AutoPlan auto_plan(const Graph& graph, const CalibrationInputs& inputs,
   progress("baseline");
   const auto baseline = measure.build({});
   plan.baseline_name = std::string("all-") + to_string(baseline->precision());
-  plan.baseline_ms = 0;
-  for (double ms : measure.times(*baseline)) plan.baseline_ms += ms;
   if (plan.has_error) plan.baseline_agreement = measure.error(*baseline);
 
+  const BaselineFigures base{baseline.get(), measure.times(*baseline), plan.baseline_agreement};
+  for (double ms : base.times) plan.baseline_ms += ms;
   for (const Step& step : baseline->impl().steps) {
     if (step.is_conversion()) continue;
     LayerCandidates layer;
     layer.layer = step.name;
     layer.sources = step.sources;
     layer.candidates = candidate_list(step, settings);
-    for (Candidate& c : layer.candidates) {
-      if (!c.applicable) continue;
-      progress(step.name + " " + c.kernel);
-      std::shared_ptr<Engine> engine;
-      try {
-        engine = measure.build({{step.name, LayerChoice{c.precision, c.kernel, "auto plan"}}});
-      } catch (const Error& error) {
-        c.applicable = false;
-        c.why_not = error.what();
-        continue;
-      }
-      c.variant = measure.variant_of(*engine, step.name);
-      c.ms = layer_ms(engine->impl(), measure.times(*engine), step.name);
-      if (plan.has_error) {
-        c.has_error = true;
-        c.agreement = measure.error(*engine);
-        c.error = settings.budget.error_of(c.agreement);
-      }
-    }
+    measure_candidates(layer, step, measure, base, settings, plan.has_error, progress);
     plan.layers.push_back(std::move(layer));
   }
 
