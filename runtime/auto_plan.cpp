@@ -80,6 +80,47 @@ void set_verdicts(std::vector<LayerCandidates>& layers, const Budget& budget,
   }
 }
 
+// After the budget is met: what the estimate skipped may still fit, as errors of different
+// layers partly cancel.  Each layer, in greedy order, tries its faster candidates (fastest first,
+// within budget alone, never one already backed off), each verified end to end; the first that
+// keeps the whole within budget stays.  At most one verification per candidate.
+void fill(const std::vector<LayerCandidates>& layers, const std::vector<Move>& moves, double limit,
+          const Budget& budget,
+          const std::function<OutputAgreement(const std::vector<int>&)>& verify,
+          ChoiceResult& result, std::vector<std::vector<int>>& backed_off) {
+  for (const Move& move : moves) {
+    const LayerCandidates& layer = layers[move.layer];
+    std::vector<int> faster;
+    for (int i = 0; i < static_cast<int>(layer.candidates.size()); ++i) {
+      const Candidate& c = layer.candidates[i];
+      const auto& tried = backed_off[move.layer];
+      if (c.applicable && c.error <= limit &&
+          c.ms < layer.candidates[result.chosen[move.layer]].ms &&
+          std::find(tried.begin(), tried.end(), i) == tried.end())
+        faster.push_back(i);
+    }
+    std::stable_sort(faster.begin(), faster.end(),
+                     [&](int a, int b) { return layer.candidates[a].ms < layer.candidates[b].ms; });
+    for (int candidate : faster) {
+      std::vector<int> trial = result.chosen;
+      trial[move.layer] = candidate;
+      const OutputAgreement agreement = verify(trial);
+      const double error = budget.error_of(agreement);
+      const bool fits = error <= limit;
+      result.log.push_back("retry " + layer.layer + " -> " + layer.candidates[candidate].kernel +
+                           ": " + budget.describe(error) + (fits ? " (kept)" : " (over, undone)"));
+      if (!fits) {
+        backed_off[move.layer].push_back(candidate);
+        continue;
+      }
+      result.chosen = trial;
+      result.agreement = agreement;
+      result.error = error;
+      break;
+    }
+  }
+}
+
 }  // namespace
 
 void mark_verdicts(std::vector<LayerCandidates>& layers, const Budget& budget) {
@@ -225,6 +266,8 @@ ChoiceResult choose_assignment(
     result.log.push_back("back off " + layer.layer + ": " + current.kernel + " -> " +
                          layer.candidates[result.chosen[worst]].kernel);
   }
+  if (result.met && budget.metric != Budget::Metric::None)
+    fill(layers, moves, limit, budget, verify, result, backed_off);
   for (size_t l = 0; l < layers.size(); ++l) layers[l].chosen = result.chosen[l];
   set_verdicts(layers, budget, backed_off);
   return result;

@@ -14,7 +14,8 @@
 //      TimingCache keyed by device, batch, kernel, variant, types and shapes; errors from
 //      running the engine over the held-out set against the fp32 CPU reference;
 //   4. choose_assignment: greedy by time saved per unit of error, verified end to end with every
-//      choice applied, backing off the layer with the worst error while over budget;
+//      choice applied, backing off the layer with the worst error while over budget, then
+//      retrying (each verified) the faster candidates the estimate had skipped;
 //   5. the result is measured again as a whole (time and error) and written as a plan file.
 #pragma once
 

@@ -11,6 +11,7 @@
 //    refused at build.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -96,7 +97,11 @@ TEST(AutoPlanChoice, SpendsTheBudgetOnTheBestTimePerError) {
   EXPECT_EQ(chosen_kernel(layers[0]), "a_int8");
   EXPECT_EQ(chosen_kernel(layers[1]), "b_int8");
   EXPECT_EQ(chosen_kernel(layers[2]), "c_fp32");
-  EXPECT_EQ(layers[2].candidates[1].verdict, "not taken: budget spent on better trades");
+  // c was skipped by the estimate, then retried with everything else applied: over, undone.
+  EXPECT_EQ(layers[2].candidates[1].verdict, "backed off: whole network over budget with it");
+  EXPECT_NE(std::find(result.log.begin(), result.log.end(),
+                      "retry c -> c_int8: rel_l2 0.09 (over, undone)"),
+            result.log.end());
   EXPECT_LE(result.error, 0.07);
 }
 
@@ -126,6 +131,18 @@ TEST(AutoPlanChoice, BacksOffTheWorstLayerWhileTheVerifiedErrorIsOver) {
   EXPECT_EQ(chosen_kernel(harsh[1]), "b_fp16");
   EXPECT_NEAR(harsh_result.error, 0.02, 1e-12);
   EXPECT_EQ(harsh[0].candidates[1].verdict, "backed off: whole network over budget with it");
+}
+
+TEST(AutoPlanChoice, RetriesWhatTheEstimateSkippedWhenErrorsCancel) {
+  // Summed, a and b (0.03 each) exceed 0.05, but verified together they measure 0.04 (×2/3):
+  // the retry keeps both.
+  std::vector<LayerCandidates> layers = {layer("a", 4, 0.03), layer("b", 2, 0.03)};
+  const ChoiceResult result =
+      choose_assignment(layers, parse_budget("rel_l2=0.05"), summed(layers, 2.0 / 3.0));
+  EXPECT_TRUE(result.met);
+  EXPECT_EQ(chosen_kernel(layers[0]), "a_int8");
+  EXPECT_EQ(chosen_kernel(layers[1]), "b_int8");
+  EXPECT_NEAR(result.error, 0.04, 1e-12);
 }
 
 TEST(AutoPlanChoice, ReportsAnUnmeetableBudget) {
