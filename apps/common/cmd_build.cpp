@@ -182,21 +182,22 @@ int run_build(const BuildArgs& args) {
   file.device = plan.device;
   file.batch = plan.batch;
   file.budget = budget.to_string();
-  bool any_int8 = false;
   for (const LayerCandidates& layer : plan.layers) {
     const Candidate& c = layer.candidates[layer.chosen];
     file.layers[layer.layer] = LayerChoice{c.precision, c.kernel, ""};
     file.order.push_back(layer.layer);
     if (!c.variant.empty()) file.variants[layer.layer] = c.variant;
-    any_int8 = any_int8 || c.precision == Precision::INT8;
   }
-  if (any_int8) {
+  // The calibration is named even when no layer took int8: a build with one keeps residual adds
+  // unfused (runtime/builder.cpp, pass_options), so the plan's layers are those of that graph,
+  // and an engine built from the plan must be the one that was measured.
+  if (settings.calibration != nullptr) {
     file.calibration = calib_file;
     if (!calib_json.empty())
       write_text_file((std::filesystem::path(args.output).parent_path() / calib_file).string(),
                       calib_json);
   }
-  write_text_file(args.output, plan_file_text(file, plan_header(plan, any_int8 ? calib_note : "")));
+  write_text_file(args.output, plan_file_text(file, plan_header(plan, calib_note)));
   if (verbosity() != Verbosity::Quiet) {
     int int8_layers = 0;
     for (const auto& [layer, choice] : file.layers)
