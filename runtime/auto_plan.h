@@ -100,20 +100,28 @@ std::unique_ptr<TimingSource> profile_timing(int iterations);
 
 // Step times keyed by device, batch, kernel, variant, precision, input/output types and shapes
 // and weight shapes, so a second build of the same model times nothing.  A JSON file
-// ({"format": "cnnrt-timing-cache", "version": 1, "entries": {key: ms}}); a missing file is an
-// empty cache, a malformed one an Error naming it.
+// ({"format": "cnnrt-timing-cache", "version": 1, "entries": {key: ms}, "results": {key:
+// {"values": [...], "text": "..."}}}); a missing file is an empty cache, a malformed one an
+// Error naming it.
 class TimingCache {
  public:
   TimingCache() = default;
   explicit TimingCache(std::string path);  // loads it when it exists
   bool lookup(const std::string& key, double* ms) const;
   void store(const std::string& key, double ms);
+  // Whole results (a candidate's time, variant and error; an assignment's error or time), keyed
+  // by everything they depend on: device, batch, model fingerprint, calibration and held-out
+  // set (auto_plan_measure.cpp).  With them a warm build builds no candidate engine at all.
+  bool lookup_result(const std::string& key, std::vector<double>* values, std::string* text) const;
+  void store_result(const std::string& key, const std::vector<double>& values,
+                    const std::string& text);
   void save() const;  // atomically; no-op without a path or when nothing changed
   size_t size() const { return entries_.size(); }
 
  private:
   std::string path_;
   std::map<std::string, double> entries_;
+  std::map<std::string, std::pair<std::vector<double>, std::string>> results_;
   bool dirty_ = false;
 };
 

@@ -88,6 +88,63 @@ double layer_ms(const EngineImpl& engine, const std::vector<double>& times,
   return ms;
 }
 
+std::vector<double> agreement_values(const OutputAgreement& a) {
+  return {double(a.samples),  a.rel_l2,           a.top1,          a.top5, a.kl,
+          double(a.has_top1), double(a.has_top5), double(a.has_kl)};
+}
+
+OutputAgreement agreement_from(const std::vector<double>& v, size_t at) {
+  OutputAgreement a;
+  if (v.size() < at + 8) throw Error("auto plan: a malformed result in the timing cache");
+  a.samples = static_cast<int64_t>(v[at]);
+  a.rel_l2 = v[at + 1];
+  a.top1 = v[at + 2];
+  a.top5 = v[at + 3];
+  a.kl = v[at + 4];
+  a.has_top1 = v[at + 5] != 0;
+  a.has_top5 = v[at + 6] != 0;
+  a.has_kl = v[at + 7] != 0;
+  return a;
+}
+
+std::string choices_text(const std::map<std::string, LayerChoice>& choices) {
+  std::string text;
+  for (const auto& [layer, choice] : choices)
+    text += layer + "=" + choice.kernel + "@" + to_string(choice.precision) + ";";
+  return text;
+}
+
+uint64_t fnv(const void* data, size_t size, uint64_t hash = 0xCBF29CE484222325ull) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < size; ++i) hash = (hash ^ p[i]) * 0x100000001B3ull;
+  return hash;
+}
+
+// The part of a result key that is not the choice: device, batch, model (structure and
+// weights), calibration (its JSON) and held-out set (its values), and the evaluation batch.
+std::string result_context(const Graph& graph, const std::string& fingerprint,
+                           const AutoPlanSettings& settings, const CalibrationInputs& inputs) {
+  const std::string calibration =
+      settings.calibration ? calibration_to_json(*settings.calibration) : "";
+  uint64_t input_hash = fnv("", 0);
+  if (inputs.samples > 0 && inputs.load) {
+    const size_t per_sample = static_cast<size_t>(shape_elements(graph.input.shape));
+    std::vector<float> chunk;
+    for (int first = 0; first < inputs.samples; first += 16) {
+      const int count = std::min(16, inputs.samples - first);
+      chunk.assign(per_sample * static_cast<size_t>(count), 0.0f);
+      inputs.load(first, count, chunk.data());
+      input_hash = fnv(chunk.data(), chunk.size() * sizeof(float), input_hash);
+    }
+  }
+  char text[96];
+  std::snprintf(text, sizeof text, "%016llx/%016llx/n%d/e%d",
+                static_cast<unsigned long long>(fnv(calibration.data(), calibration.size())),
+                static_cast<unsigned long long>(input_hash), inputs.samples, settings.eval_batch);
+  return device_key(settings.device) + "|b" + std::to_string(settings.batch) + "|" + fingerprint +
+         "|" + text;
+}
+
 class Measurer {
  public:
   Measurer(const Graph& plain, const CalibrationInputs& inputs, const AutoPlanSettings& settings,
@@ -104,6 +161,21 @@ class Measurer {
     options.calibration = settings_.calibration;
     options.layer_choices = choices;
     return Engine::build(plain_, options);
+  }
+
+  // What every whole result of this build depends on besides the choices: set once the
+  // fingerprint, calibration and held-out set are known (result_context below).
+  void set_context(std::string context) { context_ = std::move(context); }
+
+  bool cached(const std::string& kind, const std::string& what, std::vector<double>* values,
+              std::string* text) const {
+    return settings_.cache != nullptr &&
+           settings_.cache->lookup_result(kind + "|" + context_ + "|" + what, values, text);
+  }
+  void remember(const std::string& kind, const std::string& what, const std::vector<double>& values,
+                const std::string& text = "") const {
+    if (settings_.cache != nullptr)
+      settings_.cache->store_result(kind + "|" + context_ + "|" + what, values, text);
   }
 
   // Per-step medians, from the cache when every step is in it.
@@ -137,6 +209,33 @@ class Measurer {
           settings_.cache->store(keys[i], times[i]);
       }
     return times;
+  }
+
+  // An assignment's end-to-end agreement with fp32, from the cache or measured (on `built`
+  // when given, else on an engine built for it).
+  OutputAgreement verified(const std::map<std::string, LayerChoice>& choices,
+                           const Engine* built = nullptr) {
+    std::vector<double> values;
+    std::string text;
+    const std::string what = choices_text(choices);
+    if (cached("verify", what, &values, &text)) return agreement_from(values, 0);
+    std::shared_ptr<Engine> engine;
+    if (built == nullptr) built = (engine = build(choices)).get();
+    const OutputAgreement agreement = error(*built);
+    remember("verify", what, agreement_values(agreement));
+    return agreement;
+  }
+
+  // An assignment's summed per-step medians, from the cache or measured.
+  double total_ms(const std::map<std::string, LayerChoice>& choices) {
+    std::vector<double> values;
+    std::string text;
+    const std::string what = choices_text(choices);
+    if (cached("total", what, &values, &text) && values.size() == 1) return values[0];
+    double ms = 0;
+    for (double step : times(*build(choices))) ms += step;
+    remember("total", what, {ms});
+    return ms;
   }
 
   std::string variant_of(const Engine& engine, const std::string& layer) const {
@@ -188,6 +287,7 @@ class Measurer {
   const AutoPlanSettings& settings_;
   AutoPlan& plan_;
   std::string device_;
+  std::string context_;
   std::vector<float> reference_;
   bool probabilities_ = false;
   int64_t outputs_ = 0;
@@ -226,20 +326,52 @@ struct BaselineFigures {
   OutputAgreement agreement;
 };
 
+// A candidate's figures as a cached result: [applicable, ms, has_error, agreement...], and its
+// variant (or why it is not applicable) as the text.
+std::vector<double> candidate_values(const Candidate& c) {
+  std::vector<double> values = {double(c.applicable), c.ms, double(c.has_error)};
+  const std::vector<double> agreement = agreement_values(c.agreement);
+  values.insert(values.end(), agreement.begin(), agreement.end());
+  return values;
+}
+
+void restore_candidate(Candidate& c, const std::vector<double>& values, const std::string& text,
+                       const Budget& budget) {
+  c.applicable = !values.empty() && values[0] != 0;
+  if (!c.applicable) {
+    c.why_not = text;
+    return;
+  }
+  if (values.size() < 3) throw Error("auto plan: a malformed result in the timing cache");
+  c.ms = values[1];
+  c.variant = text;
+  c.has_error = values[2] != 0;
+  c.agreement = agreement_from(values, 3);
+  c.error = c.has_error ? budget.error_of(c.agreement) : 0;
+}
+
 void measure_candidates(LayerCandidates& layer, const Step& step, Measurer& measure,
                         const BaselineFigures& base, const AutoPlanSettings& settings,
                         bool has_error, const std::function<void(const std::string&)>& progress) {
   for (Candidate& c : layer.candidates) {
     if (!c.applicable) continue;
     progress(step.name + " " + c.kernel);
-    std::shared_ptr<Engine> built;
     const bool is_baseline = c.kernel == step.kernel_name;
+    const std::string what = step.name + "|" + c.kernel + "@" + to_string(c.precision);
+    std::vector<double> values;
+    std::string text;
+    if (!is_baseline && measure.cached("candidate", what, &values, &text)) {
+      restore_candidate(c, values, text, settings.budget);
+      continue;
+    }
+    std::shared_ptr<Engine> built;
     try {
       if (!is_baseline)
         built = measure.build({{step.name, LayerChoice{c.precision, c.kernel, "auto plan"}}});
     } catch (const Error& error) {
       c.applicable = false;
       c.why_not = error.what();
+      measure.remember("candidate", what, {0.0}, c.why_not);
       continue;
     }
     const Engine& engine = is_baseline ? *base.engine : *built;
@@ -250,6 +382,7 @@ void measure_candidates(LayerCandidates& layer, const Step& step, Measurer& meas
       c.agreement = is_baseline ? base.agreement : measure.error(engine);
       c.error = settings.budget.error_of(c.agreement);
     }
+    if (!is_baseline) measure.remember("candidate", what, candidate_values(c), c.variant);
   }
 }
 
@@ -300,6 +433,10 @@ TimingCache::TimingCache(std::string path) : path_(std::move(path)) {
     if (root.value("format", "") != "cnnrt-timing-cache" || root.value("version", 0) != 1)
       throw Error("not a cnnrt timing cache (format cnnrt-timing-cache, version 1)");
     for (const auto& [key, value] : root.at("entries").items()) entries_[key] = value.get<double>();
+    if (root.contains("results"))
+      for (const auto& [key, value] : root.at("results").items())
+        results_[key] = {value.at("values").get<std::vector<double>>(),
+                         value.at("text").get<std::string>()};
   } catch (const nlohmann::json::exception& error) {
     throw Error(path_ + ": not a valid timing cache: " + error.what());
   } catch (const Error& error) {
@@ -319,12 +456,31 @@ void TimingCache::store(const std::string& key, double ms) {
   dirty_ = true;
 }
 
+bool TimingCache::lookup_result(const std::string& key, std::vector<double>* values,
+                                std::string* text) const {
+  auto it = results_.find(key);
+  if (it == results_.end()) return false;
+  *values = it->second.first;
+  *text = it->second.second;
+  return true;
+}
+
+void TimingCache::store_result(const std::string& key, const std::vector<double>& values,
+                               const std::string& text) {
+  results_[key] = {values, text};
+  dirty_ = true;
+}
+
 void TimingCache::save() const {
   if (path_.empty() || !dirty_) return;
   nlohmann::ordered_json root;
   root["format"] = "cnnrt-timing-cache";
   root["version"] = 1;
   root["entries"] = entries_;
+  nlohmann::ordered_json results = nlohmann::ordered_json::object();
+  for (const auto& [key, value] : results_)
+    results[key] = {{"values", value.first}, {"text", value.second}};
+  root["results"] = results;
   write_text_file(path_, root.dump(1) + "\n");
 }
 
@@ -345,6 +501,8 @@ AutoPlan auto_plan(const Graph& graph, const CalibrationInputs& inputs,
   plan.has_error = inputs.samples > 0 && inputs.load;
   const Graph plain = plain_graph(graph);
   Measurer measure(plain, inputs, settings, plan);
+  if (settings.cache != nullptr)
+    measure.set_context(result_context(graph, plan.fingerprint, settings, inputs));
   auto progress = [&](const std::string& what) {
     if (settings.progress) settings.progress(what);
   };
@@ -352,7 +510,7 @@ AutoPlan auto_plan(const Graph& graph, const CalibrationInputs& inputs,
   progress("baseline");
   const auto baseline = measure.build({});
   plan.baseline_name = std::string("all-") + to_string(baseline->precision());
-  if (plan.has_error) plan.baseline_agreement = measure.error(*baseline);
+  if (plan.has_error) plan.baseline_agreement = measure.verified({}, baseline.get());
 
   const BaselineFigures base{baseline.get(), measure.times(*baseline), plan.baseline_agreement};
   for (double ms : base.times) plan.baseline_ms += ms;
@@ -377,12 +535,10 @@ AutoPlan auto_plan(const Graph& graph, const CalibrationInputs& inputs,
   plan.choice =
       choose_assignment(plan.layers, settings.budget, [&](const std::vector<int>& chosen) {
         progress("verify");
-        return plan.has_error ? measure.error(*measure.build(choices_of(chosen)))
-                              : OutputAgreement{};
+        return plan.has_error ? measure.verified(choices_of(chosen)) : OutputAgreement{};
       });
   // The chosen engine timed as a whole: its own conversions, not the candidates' sum.
-  const auto chosen = measure.build(choices_of(plan.choice.chosen));
-  for (double ms : measure.times(*chosen)) plan.chosen_ms += ms;
+  plan.chosen_ms = measure.total_ms(choices_of(plan.choice.chosen));
   // Per-layer gains are estimates (conversions between two changed layers vanish, others
   // appear); when the whole is slower than the baseline and the baseline is within budget, the
   // baseline is the faster assignment that meets it.

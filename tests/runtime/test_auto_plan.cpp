@@ -356,6 +356,29 @@ TEST_F(AutoPlanPipeline, ASecondBuildWithTheTimingCacheTimesNothing) {
   EXPECT_GT(second.steps_cached, 0);
   EXPECT_EQ(second.choice.chosen, first.choice.chosen);
   EXPECT_DOUBLE_EQ(second.chosen_ms, first.chosen_ms);
+  // The whole results come back too (no candidate engine is built): the same table.
+  ASSERT_EQ(second.layers.size(), first.layers.size());
+  for (size_t l = 0; l < first.layers.size(); ++l)
+    for (size_t i = 0; i < first.layers[l].candidates.size(); ++i) {
+      const Candidate &a = first.layers[l].candidates[i], &b = second.layers[l].candidates[i];
+      EXPECT_EQ(a.applicable, b.applicable);
+      EXPECT_EQ(a.ms, b.ms);
+      EXPECT_EQ(a.agreement.rel_l2, b.agreement.rel_l2);
+      EXPECT_EQ(a.verdict, b.verdict);
+    }
+  EXPECT_EQ(second.choice.error, first.choice.error);
+  // Another held-out set is another key: its errors are measured again, times still cached.
+  held_out_[0] += 0.5f;
+  StubTiming third_timing;
+  TimingCache third_cache(path);
+  const AutoPlan third = plan("rel_l2=0.05", third_timing, &third_cache);
+  EXPECT_EQ(third_timing.calls, 0);
+  bool any_differs = false;  // served from the first set's results, every error would equal
+  for (size_t l = 0; l < first.layers.size(); ++l)
+    for (size_t i = 0; i < first.layers[l].candidates.size(); ++i)
+      any_differs = any_differs || third.layers[l].candidates[i].agreement.rel_l2 !=
+                                       first.layers[l].candidates[i].agreement.rel_l2;
+  EXPECT_TRUE(any_differs);
 
   std::ofstream(path) << "{\"format\": \"something else\"}";
   try {
