@@ -20,8 +20,16 @@
 // to about K*(1 + (K-1)/TILE) (3x3 stride 1, TILE 4: 9 → 4.5). The k rows of neighbouring output
 // rows and the columns of neighbouring tiles are read again by other threads of the same or nearby
 // blocks and are served by L1/L2, so DRAM sees each input roughly once.  Accumulation is fp32
-// (fmaf), as every fp16 kernel of the project; weights are fp32 [tap][pad8(C)] (two float4 per tap
-// and chunk, L1-resident: every thread of a chunk reads the same ones).
+// (fmaf), as every fp16 kernel of the project.
+//
+// Weights are fp32, L1-resident (every thread of a chunk reads the same ones), laid out
+// [tap][half][pad8(C)/8][4]: a chunk's 8 weights of one tap are two float4s `chunks` apart, so
+// each of the two 16-byte loads of a warp covers 32 consecutive float4s (512 contiguous bytes,
+// 4 L1 wavefronts).  The plain [tap][pad8(C)] layout put a lane's two float4s side by side, so
+// each load of a warp strode 32 bytes over 1 KB (8 wavefronts): per kernel row of the 5x5 tile-4
+// kernel that was 80 wavefronts of weights against 32 of input and 40 cycles of FMAs per warp,
+// which made the L1, not the FMA pipe, the limit of the instruction-bound 5x5 layers
+// (docs/PERFORMANCE.md, run 14).  Bias stays [pad8(C)] (read once per thread).
 //
 // Templates: K (3, 5) x stride S (1, 2) with dilation 1, square — what MobileNet and EfficientNet
 // use — are fully unrolled, TILE 4 (2 for 5x5 stride 2, whose 11-column span would cost too many
@@ -90,13 +98,21 @@ __device__ __forceinline__ void load8(const uint4* p, float (&f)[8]) {
   }
 }
 
-// The 8 fp32 values of chunk `chunk` in row `row` of a [rows][pad8(C)] fp32 array.
-__device__ __forceinline__ void load8f(const float4* base, long long row, int chunks, int chunk,
-                                       float (&f)[8]) {
-  const float4* p = base + (row * chunks + chunk) * 2;
-  const float4 a = __ldg(p), b = __ldg(p + 1);
+__device__ __forceinline__ void unpack8(const float4& a, const float4& b, float (&f)[8]) {
   f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w;
   f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
+}
+
+// The 8 weights of chunk `chunk` at tap `tap` ([tap][half][chunks][4], see the design note).
+__device__ __forceinline__ void load_weights8(const float4* w, int tap, int chunks, int chunk,
+                                              float (&f)[8]) {
+  const float4* p = w + static_cast<long long>(tap) * 2 * chunks + chunk;
+  unpack8(__ldg(p), __ldg(p + chunks), f);
+}
+
+// The 8 bias values of chunk `chunk` ([pad8(C)]).
+__device__ __forceinline__ void load_bias8(const float4* bias, int chunk, float (&f)[8]) {
+  unpack8(__ldg(bias + 2 * chunk), __ldg(bias + 2 * chunk + 1), f);
 }
 
 // acc + bias (+ residual) → clamp → fp16, padding lanes zero, stored at y[offset].
@@ -146,7 +162,7 @@ __global__ void __launch_bounds__(kThreads)
     if (iy < 0 || iy >= p.in_h) continue;
     float wk[K][8];
 #pragma unroll
-    for (int kx = 0; kx < K; ++kx) load8f(w, ky * K + kx, p.chunks, t.chunk, wk[kx]);
+    for (int kx = 0; kx < K; ++kx) load_weights8(w, ky * K + kx, p.chunks, t.chunk, wk[kx]);
     const uint4* row = image + static_cast<long long>(iy) * p.in_w * p.chunks;
 #pragma unroll
     for (int j = 0; j < kSpan; ++j) {
@@ -164,7 +180,7 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   float b[8];
-  load8f(bias, 0, p.chunks, t.chunk, b);
+  load_bias8(bias, t.chunk, b);
   const long long pixel0 = (static_cast<long long>(t.n) * p.out_h + t.oy) * p.out_w + t.ox0;
 #pragma unroll
   for (int o = 0; o < TILE; ++o)
@@ -191,13 +207,13 @@ __global__ void __launch_bounds__(kThreads)
       if (ix < 0 || ix >= p.in_w) continue;
       float v[8], wv[8];
       load8(image + (static_cast<long long>(iy) * p.in_w + ix) * p.chunks, v);
-      load8f(w, ky * p.kw + kx, p.chunks, t.chunk, wv);
+      load_weights8(w, ky * p.kw + kx, p.chunks, t.chunk, wv);
 #pragma unroll
       for (int c = 0; c < 8; ++c) acc[c] = fmaf(v[c], wv[c], acc[c]);
     }
   }
   float b[8];
-  load8f(bias, 0, p.chunks, t.chunk, b);
+  load_bias8(bias, t.chunk, b);
   const long long pixel = (static_cast<long long>(t.n) * p.out_h + t.oy) * p.out_w + t.ox0;
   store_out(y, residual, pixel * p.chunks + t.chunk, acc, b, p, t.chunk);
 }
@@ -239,10 +255,15 @@ DepthwiseConvFp16::DepthwiseConvFp16(const ConvShape& shape, const float* weight
   tile_ = tile_of(shape_);
   const int c = shape_.in_c, stride = padded_channels(c);
   const int taps = shape_.conv.kernel_h * shape_.conv.kernel_w;
+  // [tap][half][chunk][4] (the design note says why); channel = chunk * 8 + half * 4 + e.
+  const size_t chunks = static_cast<size_t>(stride / 8);
   std::vector<float> packed(static_cast<size_t>(taps) * stride, 0.0f);
   for (int ch = 0; ch < c; ++ch)
-    for (int tap = 0; tap < taps; ++tap)
-      packed[static_cast<size_t>(tap) * stride + ch] = weight[static_cast<size_t>(ch) * taps + tap];
+    for (int tap = 0; tap < taps; ++tap) {
+      const size_t chunk = ch / 8, half = (ch % 8) / 4, e = ch % 4;
+      packed[((tap * 2 + half) * chunks + chunk) * 4 + e] =
+          weight[static_cast<size_t>(ch) * taps + tap];
+    }
   std::vector<float> bias_padded(stride, 0.0f);
   if (bias != nullptr) std::copy(bias, bias + c, bias_padded.begin());
   weights_ = upload_fp32(packed);
