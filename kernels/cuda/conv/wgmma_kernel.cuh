@@ -453,12 +453,4 @@ __global__ void __launch_bounds__(kThreads, 1) conv_wgmma_kernel(const WgmmaPara
 #endif
 }
 
-__global__ void wgmma_probe_kernel(int* has_wgmma) {
-#ifdef CNNRT_WGMMA_DEVICE
-  *has_wgmma = 1;
-#else
-  *has_wgmma = 0;
-#endif
-}
-
 }  // namespace cnnrt::cuda::wgmma_detail
