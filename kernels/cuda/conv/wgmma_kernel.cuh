@@ -44,6 +44,11 @@
 // still need in a staging ring outside the pipeline ring, and pools each pooled row as soon as
 // its window rows are complete (the row-streaming mode of igemm_kernel.cuh).
 //
+// Element types: the mainloop (wg_mainloop), the loaders and the row table are templates over
+// the parameter struct, so the int8 kernel (wgmma_s8.cu: wgmma m64nNk32 s8, int32 accumulators,
+// the int8 epilogue) is an instance of this pipeline, not a copy; this fp16 kernel's SASS was
+// byte-identical before and after that change (issue 10, docs/PERFORMANCE.md run 16).
+//
 // Build: the kernel body exists only under __CUDA_ARCH_FEAT_SM90_ALL (the sm_90a image, which
 // CMake adds for wgmma.cu when 90 is among the CUDA architectures).  Other images get a body
 // that traps; device_supported() runs a probe kernel from the same fatbinary to learn which
