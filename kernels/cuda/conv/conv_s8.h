@@ -1,8 +1,8 @@
 // The int8 members of the CUDA conv family (docs/QUANTIZATION.md is their contract): an
-// implicit-GEMM conv on the int8 tensor cores (mma.sync m16n8k32 s8, sm_80+, igemm_s8.cu; its
-// Hopper wgmma m64nNk32 s8 form, wgmma_s8.cu), a
-// direct conv for grouped and depthwise layers (direct_s8.cu), and the NHWC max-pool that
-// finishes a conv with a fused pool (direct_s8.cu).  The linear layer runs through the same GEMM
+// implicit-GEMM conv on the int8 tensor cores (mma.sync m16n8k32 s8, sm_80+, igemm_s8.cu), its
+// Hopper form on wgmma m64nNk32 s8 (sm_90a, wgmma_s8.cu), a direct conv for grouped and
+// depthwise layers (direct_s8.cu), and the NHWC max-pool that finishes a conv with a fused pool
+// (direct_s8.cu).  The linear layer runs through the same GEMM
 // as a 1x1 conv on a 1x1 map (runtime/cuda/int8_entries.cpp).
 //
 // Layout: activations int8 NHWC, channel stride pad16(C) (graph/tensor_type.h: int8_nhwc16),
