@@ -446,6 +446,49 @@ void apply_whole(AutoPlan& plan, const std::vector<WholeAssignment>& wholes, int
   mark_verdicts(plan.layers, budget);
 }
 
+// The greedy's result, the native baseline and the uniform seeds, each measured as a whole:
+// per-layer gains are estimates (conversions between two changed layers vanish, others appear),
+// and a run of int8 layers only pays off together.  The fastest within budget becomes the plan.
+void measure_wholes(
+    AutoPlan& plan, Measurer& measure, const std::vector<int>& native,
+    const AutoPlanSettings& settings,
+    const std::function<std::map<std::string, LayerChoice>(const std::vector<int>&)>& choices_of,
+    const std::function<void(const std::string&)>& progress) {
+  std::vector<WholeAssignment>& wholes = plan.wholes;
+  progress("whole greedy");
+  wholes.push_back(measure.whole("greedy", plan.choice.chosen, choices_of(plan.choice.chosen),
+                                 plan.has_error ? &plan.choice.agreement : nullptr));
+  if (!native.empty()) {
+    WholeAssignment whole;
+    whole.name = plan.baseline_name + " (native)";
+    whole.chosen = native;
+    whole.ms = plan.baseline_ms;
+    whole.agreement = plan.baseline_agreement;
+    whole.error = settings.budget.error_of(whole.agreement);
+    whole.met = !plan.has_error || settings.budget.met(whole.agreement);
+    wholes.push_back(whole);
+  }
+  std::vector<int> fallback = native;
+  if (fallback.empty())
+    for (const LayerCandidates& layer : plan.layers) fallback.push_back(layer.reference);
+  std::vector<Precision> precisions = settings.precisions;
+  if (precisions.empty()) precisions = {Precision::FP16, Precision::INT8, Precision::FP32};
+  for (Precision precision : precisions) {
+    const std::vector<int> seed = uniform_assignment(plan.layers, precision, fallback);
+    if (seed.empty() || std::any_of(wholes.begin(), wholes.end(),
+                                    [&](const WholeAssignment& w) { return w.chosen == seed; }))
+      continue;  // no kernel of this precision, or an assignment already measured
+    progress(std::string("whole uniform ") + to_string(precision));
+    wholes.push_back(
+        measure.whole(std::string("uniform ") + to_string(precision), seed, choices_of(seed)));
+  }
+  const int pick = pick_fastest_met(wholes);
+  if (pick >= 0)
+    apply_whole(plan, wholes, pick, settings.budget);
+  else
+    plan.chosen_ms = wholes[0].ms;  // nothing meets the budget: the greedy's most accurate try
+}
+
 }  // namespace
 
 std::unique_ptr<TimingSource> profile_timing(int iterations) {
@@ -508,43 +551,7 @@ AutoPlan auto_plan(const Graph& graph, const CalibrationInputs& inputs,
         progress("verify");
         return plan.has_error ? measure.verified(choices_of(chosen)) : OutputAgreement{};
       });
-  // The greedy's result, the native baseline and the uniform seeds, each measured as a whole:
-  // per-layer gains are estimates (conversions between two changed layers vanish, others
-  // appear), and a run of int8 layers only pays off together.  The fastest within budget wins.
-  const std::vector<int> native = baseline_choice(plan, *baseline);
-  std::vector<WholeAssignment>& wholes = plan.wholes;
-  progress("whole greedy");
-  wholes.push_back(measure.whole("greedy", plan.choice.chosen, choices_of(plan.choice.chosen),
-                                 plan.has_error ? &plan.choice.agreement : nullptr));
-  if (!native.empty()) {
-    WholeAssignment whole;
-    whole.name = plan.baseline_name + " (native)";
-    whole.chosen = native;
-    whole.ms = plan.baseline_ms;
-    whole.agreement = plan.baseline_agreement;
-    whole.error = settings.budget.error_of(whole.agreement);
-    whole.met = !plan.has_error || settings.budget.met(whole.agreement);
-    wholes.push_back(whole);
-  }
-  std::vector<int> fallback = native;
-  if (fallback.empty())
-    for (const LayerCandidates& layer : plan.layers) fallback.push_back(layer.reference);
-  std::vector<Precision> precisions = settings.precisions;
-  if (precisions.empty()) precisions = {Precision::FP16, Precision::INT8, Precision::FP32};
-  for (Precision precision : precisions) {
-    const std::vector<int> seed = uniform_assignment(plan.layers, precision, fallback);
-    if (seed.empty() || std::any_of(wholes.begin(), wholes.end(),
-                                    [&](const WholeAssignment& w) { return w.chosen == seed; }))
-      continue;  // no kernel of this precision, or an assignment already measured
-    progress(std::string("whole uniform ") + to_string(precision));
-    wholes.push_back(
-        measure.whole(std::string("uniform ") + to_string(precision), seed, choices_of(seed)));
-  }
-  const int pick = pick_fastest_met(wholes);
-  if (pick >= 0)
-    apply_whole(plan, wholes, pick, settings.budget);
-  else
-    plan.chosen_ms = wholes[0].ms;  // nothing meets the budget: the greedy's most accurate try
+  measure_wholes(plan, measure, baseline_choice(plan, *baseline), settings, choices_of, progress);
   if (settings.cache != nullptr) settings.cache->save();
   plan.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return plan;
