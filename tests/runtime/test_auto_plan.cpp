@@ -7,6 +7,10 @@
 //  * the whole pipeline on a small model with stub timings (int8 steps cheaper): the chosen plan's
 //    error, recomputed independently from an engine built with its choices, is within budget;
 //    a second build with the same timing cache times nothing and chooses the same;
+//  * uniform seeds: with conversions that make every single int8 layer lose, the all-int8 chain
+//    is still chosen when it meets the budget, and not when it breaks it; deterministic;
+//  * the fp32 reference outputs and the build's calibration come from the timing cache (no
+//    reference run / no calibration the second time), and another input set invalidates them;
 //  * plan files round-trip; a plan whose model_hash does not match the model or its weights is
 //    refused at build.
 #include <gtest/gtest.h>
