@@ -273,6 +273,33 @@ ChoiceResult choose_assignment(
   return result;
 }
 
+std::vector<int> uniform_assignment(const std::vector<LayerCandidates>& layers, Precision precision,
+                                    const std::vector<int>& fallback) {
+  std::vector<int> chosen = fallback;
+  bool any = false;
+  for (size_t l = 0; l < layers.size(); ++l) {
+    int best = -1;
+    for (int i = 0; i < static_cast<int>(layers[l].candidates.size()); ++i) {
+      const Candidate& c = layers[l].candidates[i];
+      if (c.applicable && c.precision == precision &&
+          (best < 0 || c.ms < layers[l].candidates[best].ms))
+        best = i;
+    }
+    if (best >= 0) chosen[l] = best;
+    any = any || best >= 0;
+  }
+  return any ? chosen : std::vector<int>{};
+}
+
+int pick_fastest_met(std::vector<WholeAssignment>& wholes) {
+  int best = -1;
+  for (int i = 0; i < static_cast<int>(wholes.size()); ++i)
+    if (wholes[i].met && (best < 0 || wholes[i].ms < wholes[best].ms)) best = i;
+  for (int i = 0; i < static_cast<int>(wholes.size()); ++i)
+    wholes[i].verdict = i == best ? "chosen" : !wholes[i].met ? "over budget" : "slower";
+  return best;
+}
+
 std::map<std::string, LayerChoice> AutoPlan::choices() const {
   std::map<std::string, LayerChoice> out;
   for (const LayerCandidates& layer : layers) {
@@ -298,6 +325,12 @@ std::string AutoPlan::explain() const {
       out += line;
     }
   }
+  for (const WholeAssignment& whole : wholes) {
+    std::snprintf(line, sizeof line, "whole %-26s %10s ms  %-24s %s\n", whole.name.c_str(),
+                  fixed(whole.ms, 4).c_str(),
+                  has_error ? budget.describe(whole.error).c_str() : "-", whole.verdict.c_str());
+    out += line;
+  }
   const double speedup = chosen_ms > 0 ? baseline_ms / chosen_ms : 0;
   out += "total: " + fixed(chosen_ms, 4) +
          " ms (sum of per-step medians, conversions included) vs " + baseline_name + " " +
@@ -308,7 +341,8 @@ std::string AutoPlan::explain() const {
            (choice.met ? ": met" : ": NOT met") + "; " + baseline_name + " " +
            budget.describe(budget.error_of(baseline_agreement)) + "\n";
   out += "timing: " + std::to_string(engines_timed) + " engines profiled, " +
-         std::to_string(steps_cached) + " step times from the cache; " + fixed(seconds, 2) +
+         std::to_string(steps_cached) + " step times from the cache, " +
+         std::to_string(reference_runs) + " fp32 reference runs; " + fixed(seconds, 2) +
          " s in all\n";
   return out;
 }
@@ -346,6 +380,21 @@ std::string AutoPlan::to_json() const {
     rows.push_back(item);
   }
   root["layers"] = rows;
+  nlohmann::ordered_json whole_rows = nlohmann::ordered_json::array();
+  for (const WholeAssignment& whole : wholes) {
+    nlohmann::ordered_json item;
+    item["name"] = whole.name;
+    item["ms"] = whole.ms;
+    item["rel_l2"] =
+        has_error ? nlohmann::ordered_json(whole.agreement.rel_l2) : nlohmann::ordered_json();
+    item["top1"] = has_error && whole.agreement.has_top1
+                       ? nlohmann::ordered_json(whole.agreement.top1)
+                       : nlohmann::ordered_json();
+    item["met"] = whole.met;
+    item["verdict"] = whole.verdict;
+    whole_rows.push_back(item);
+  }
+  root["wholes"] = whole_rows;
   nlohmann::ordered_json totals;
   totals["chosen_ms"] = chosen_ms;
   totals["baseline"] = baseline_name;
@@ -359,6 +408,7 @@ std::string AutoPlan::to_json() const {
   totals["met"] = choice.met;
   totals["engines_timed"] = engines_timed;
   totals["steps_cached"] = steps_cached;
+  totals["reference_runs"] = reference_runs;
   totals["seconds"] = seconds;
   root["totals"] = totals;
   root["log"] = choice.log;

@@ -12,11 +12,14 @@
 //      its error is the end-to-end error of exactly what `cnnrt run --plan` would run.  Times
 //      come from a TimingSource (the engine's own per-step profile; stubs in tests) through a
 //      TimingCache keyed by device, batch, kernel, variant, types and shapes; errors from
-//      running the engine over the held-out set against the fp32 CPU reference;
+//      running the engine over the held-out set against the fp32 reference (on the build's device,
+//      cached);
 //   4. choose_assignment: greedy by time saved per unit of error, verified end to end with every
 //      choice applied, backing off the layer with the worst error while over budget, then
 //      retrying (each verified) the faster candidates the estimate had skipped;
-//   5. the result is measured again as a whole (time and error) and written as a plan file.
+//   5. the result is measured again as a whole (time and error), next to the native baseline and
+//      the uniform seeds (every layer at its fastest kernel of one precision); the fastest of
+//      them within budget is the plan, written as a plan file.
 #pragma once
 
 #include <functional>
@@ -83,6 +86,28 @@ ChoiceResult choose_assignment(
     std::vector<LayerCandidates>& layers, const Budget& budget,
     const std::function<OutputAgreement(const std::vector<int>&)>& verify);
 
+// A whole assignment measured end to end (time and error, like the final verification): the
+// greedy's result, the native baseline and each uniform seed.  The per-layer candidates are
+// measured with only that layer changed, so an int8 layer among fp16 ones pays two conversions
+// and never looks worth it, and a run of int8 layers is never considered; the seeds are.
+struct WholeAssignment {
+  std::string name;  // "greedy", "all-fp16 (native)", "uniform int8", ...
+  std::vector<int> chosen;
+  double ms = 0;  // summed per-step medians of its engine
+  OutputAgreement agreement;
+  double error = 0;
+  bool met = false;
+  std::string verdict;  // chosen / slower / over budget
+};
+
+// A uniform seed: per layer the fastest applicable candidate of `precision` (same-precision
+// candidates pay the same conversions, so their single-layer times order them), `fallback`'s
+// choice on a layer without one.  Empty when no layer has one.
+std::vector<int> uniform_assignment(const std::vector<LayerCandidates>& layers, Precision precision,
+                                    const std::vector<int>& fallback);
+// The fastest assignment within budget (ties: the first listed), or -1; sets every verdict.
+int pick_fastest_met(std::vector<WholeAssignment>& wholes);
+
 // Sets every candidate's verdict from each layer's `chosen` (what choose_assignment ends with;
 // also after the caller changes the choice).
 void mark_verdicts(std::vector<LayerCandidates>& layers, const Budget& budget);
@@ -147,8 +172,10 @@ struct AutoPlan {
   double baseline_ms = 0;     // the same for the all-native engine (fp32 CPU, fp16 CUDA)
   std::string baseline_name;  // "all-fp32" / "all-fp16"
   OutputAgreement baseline_agreement;
-  bool has_error = false;  // a held-out set was given
-  int engines_timed = 0;   // engines the TimingSource profiled (0: all from the cache)
+  bool has_error = false;               // a held-out set was given
+  std::vector<WholeAssignment> wholes;  // greedy, native and seeds, as measured
+  int engines_timed = 0;                // engines the TimingSource profiled (0: all from the cache)
+  int reference_runs = 0;  // fp32 reference passes over the held-out set (0: from the cache)
   int steps_cached = 0;    // step times answered by the cache
   double seconds = 0;      // wall time of auto_plan
 
@@ -162,5 +189,17 @@ struct AutoPlan {
 // choice.met == false (the caller reports the best error and writes nothing).
 AutoPlan auto_plan(const Graph& graph, const CalibrationInputs& inputs,
                    const AutoPlanSettings& settings);
+
+// A short hash of a text, and the key of an input set (a hash of its values and its count).
+std::string text_hash(const std::string& text);
+std::string input_set_key(const Graph& graph, const CalibrationInputs& inputs);
+
+// calibrate() through the timing cache: keyed by the model fingerprint (structure and weights),
+// the input set's values, the method and the batching, so a warm build does not calibrate again
+// and another input set does.  `computed` (optional) says whether it ran.
+std::shared_ptr<const Calibration> cached_calibration(const Graph& graph,
+                                                      const CalibrationInputs& inputs,
+                                                      const CalibrationSettings& settings,
+                                                      TimingCache* cache, bool* computed);
 
 }  // namespace cnnrt

@@ -114,35 +114,24 @@ std::string choices_text(const std::map<std::string, LayerChoice>& choices) {
   return text;
 }
 
-uint64_t fnv(const void* data, size_t size, uint64_t hash = 0xCBF29CE484222325ull) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < size; ++i) hash = (hash ^ p[i]) * 0x100000001B3ull;
-  return hash;
-}
-
 // The part of a result key that is not the choice: device, batch, model (structure and
 // weights), calibration (its JSON) and held-out set (its values), and the evaluation batch.
-std::string result_context(const Graph& graph, const std::string& fingerprint,
-                           const AutoPlanSettings& settings, const CalibrationInputs& inputs) {
+std::string result_context(const std::string& fingerprint, const AutoPlanSettings& settings,
+                           const std::string& inputs_key) {
   const std::string calibration =
       settings.calibration ? calibration_to_json(*settings.calibration) : "";
-  uint64_t input_hash = fnv("", 0);
-  if (inputs.samples > 0 && inputs.load) {
-    const size_t per_sample = static_cast<size_t>(shape_elements(graph.input.shape));
-    std::vector<float> chunk;
-    for (int first = 0; first < inputs.samples; first += 16) {
-      const int count = std::min(16, inputs.samples - first);
-      chunk.assign(per_sample * static_cast<size_t>(count), 0.0f);
-      inputs.load(first, count, chunk.data());
-      input_hash = fnv(chunk.data(), chunk.size() * sizeof(float), input_hash);
-    }
-  }
-  char text[96];
-  std::snprintf(text, sizeof text, "%016llx/%016llx/n%d/e%d",
-                static_cast<unsigned long long>(fnv(calibration.data(), calibration.size())),
-                static_cast<unsigned long long>(input_hash), inputs.samples, settings.eval_batch);
   return device_key(settings.device) + "|b" + std::to_string(settings.batch) + "|" + fingerprint +
-         "|" + text;
+         "|" + text_hash(calibration) + "/" + inputs_key + "/e" +
+         std::to_string(settings.eval_batch);
+}
+
+// The fp32 reference outputs depend on less than a result: not on the plan's batch nor on the
+// calibration's values (only on whether there is one, which decides the fusion), so a build at
+// another batch reuses them.
+std::string reference_key(const std::string& fingerprint, const AutoPlanSettings& settings,
+                          const std::string& inputs_key) {
+  return "reference|" + device_key(settings.device) + "|" + fingerprint + "|" + inputs_key + "/e" +
+         std::to_string(settings.eval_batch) + (settings.calibration ? "/calibrated" : "");
 }
 
 class Measurer {
@@ -226,16 +215,33 @@ class Measurer {
     return agreement;
   }
 
-  // An assignment's summed per-step medians, from the cache or measured.
-  double total_ms(const std::map<std::string, LayerChoice>& choices) {
+  // An assignment measured as a whole: its summed step times and (with a held-out set) its
+  // agreement, building its engine at most once and not at all when both are cached.
+  // `known`: its agreement when already verified (the greedy's result).
+  WholeAssignment whole(const std::string& name, const std::vector<int>& chosen,
+                        const std::map<std::string, LayerChoice>& choices,
+                        const OutputAgreement* known = nullptr) {
+    WholeAssignment out;
+    out.name = name;
+    out.chosen = chosen;
     std::vector<double> values;
     std::string text;
     const std::string what = choices_text(choices);
-    if (cached("total", what, &values, &text) && values.size() == 1) return values[0];
-    double ms = 0;
-    for (double step : times(*build(choices))) ms += step;
-    remember("total", what, {ms});
-    return ms;
+    std::shared_ptr<Engine> engine;
+    if (cached("total", what, &values, &text) && values.size() == 1) {
+      out.ms = values[0];
+    } else {
+      engine = build(choices);
+      for (double step : times(*engine)) out.ms += step;
+      remember("total", what, {out.ms});
+    }
+    if (known != nullptr)
+      out.agreement = *known;
+    else if (has_inputs())
+      out.agreement = verified(choices, engine.get());
+    out.error = settings_.budget.error_of(out.agreement);
+    out.met = !has_inputs() || settings_.budget.met(out.agreement);
+    return out;
   }
 
   std::string variant_of(const Engine& engine, const std::string& layer) const {
@@ -246,25 +252,44 @@ class Measurer {
 
   bool has_inputs() const { return inputs_.samples > 0; }
 
-  // The engine's output over the held-out set against the fp32 CPU reference.
+  // The engine's output over the held-out set against the fp32 reference: on the build's own
+  // device (the CUDA fp32 engine is within ~1e-7 of the CPU one, docs/PERFORMANCE.md, and
+  // minutes faster on a large model), and from the cache when this model, set and device had
+  // it already.
   OutputAgreement error(const Engine& engine) {
-    if (reference_.empty()) {
-      BuildOptions options;
-      options.device = Device::CPU;
-      options.precision = Precision::FP32;
-      options.calibration = settings_.calibration;  // the same fusion as every candidate
-      const auto reference = Engine::build(plain_, options);
-      reference_ = run_all(*reference);
-      const Node* output = reference->impl().graph.find(reference->impl().graph.output);
-      probabilities_ = output != nullptr && output->op == OpKind::Softmax;
-      outputs_ = shape_elements(reference->model().output_shape);
-    }
+    if (reference_.empty()) reference();
     AgreementAccumulator accumulator(outputs_, probabilities_);
     accumulator.add(reference_.data(), run_all(engine).data(), inputs_.samples);
     return accumulator.result();
   }
 
+  void set_reference_key(std::string key) { reference_key_ = std::move(key); }
+
  private:
+  void reference() {
+    const Node* output = plain_.find(plain_.output);
+    probabilities_ = output != nullptr && output->op == OpKind::Softmax;
+    std::vector<double> values;
+    std::string text;
+    if (settings_.cache != nullptr && !reference_key_.empty() &&
+        settings_.cache->lookup_result(reference_key_, &values, &text) && !values.empty() &&
+        values.size() % static_cast<size_t>(inputs_.samples) == 0) {
+      reference_.assign(values.begin(), values.end());
+      outputs_ = static_cast<int64_t>(values.size()) / inputs_.samples;
+      return;
+    }
+    BuildOptions options;
+    options.device = settings_.device;
+    options.precision = Precision::FP32;
+    options.calibration = settings_.calibration;  // the same fusion as every candidate
+    const auto engine = Engine::build(plain_, options);
+    reference_ = run_all(*engine);
+    outputs_ = shape_elements(engine->model().output_shape);
+    ++plan_.reference_runs;
+    if (settings_.cache != nullptr && !reference_key_.empty())
+      settings_.cache->store_result(reference_key_, {reference_.begin(), reference_.end()}, "");
+  }
+
   std::vector<float> run_all(const Engine& engine) const {
     const int64_t in = shape_elements(engine.model().input_shape);
     const int64_t out = shape_elements(engine.model().output_shape);
@@ -287,7 +312,7 @@ class Measurer {
   const AutoPlanSettings& settings_;
   AutoPlan& plan_;
   std::string device_;
-  std::string context_;
+  std::string context_, reference_key_;
   std::vector<float> reference_;
   bool probabilities_ = false;
   int64_t outputs_ = 0;
@@ -403,85 +428,71 @@ std::vector<int> baseline_choice(const AutoPlan& plan, const Engine& baseline) {
   return chosen;
 }
 
-void keep_baseline(AutoPlan& plan, const std::vector<int>& chosen, const Budget& budget) {
-  char line[160];
-  std::snprintf(line, sizeof line, "whole: chosen %.4f ms > %s %.4f ms: keep %s", plan.chosen_ms,
-                plan.baseline_name.c_str(), plan.baseline_ms, plan.baseline_name.c_str());
+// Applies wholes[pick] as the plan's choice (when it is not the greedy's own result).
+void apply_whole(AutoPlan& plan, const std::vector<WholeAssignment>& wholes, int pick,
+                 const Budget& budget) {
+  const WholeAssignment& whole = wholes[pick];
+  char line[200];
+  std::snprintf(line, sizeof line, "whole: %s %.4f ms is the fastest within budget",
+                whole.name.c_str(), whole.ms);
   plan.choice.log.push_back(line);
-  for (size_t l = 0; l < plan.layers.size(); ++l) plan.layers[l].chosen = chosen[l];
-  plan.choice.chosen = chosen;
-  plan.choice.agreement = plan.baseline_agreement;
-  plan.choice.error = budget.error_of(plan.baseline_agreement);
-  plan.choice.met = true;
-  plan.chosen_ms = plan.baseline_ms;
+  plan.chosen_ms = whole.ms;
+  if (pick == 0) return;  // the greedy's result: its verdicts stand
+  for (size_t l = 0; l < plan.layers.size(); ++l) plan.layers[l].chosen = whole.chosen[l];
+  plan.choice.chosen = whole.chosen;
+  plan.choice.agreement = whole.agreement;
+  plan.choice.error = whole.error;
+  plan.choice.met = whole.met;
   mark_verdicts(plan.layers, budget);
+}
+
+// The greedy's result, the native baseline and the uniform seeds, each measured as a whole:
+// per-layer gains are estimates (conversions between two changed layers vanish, others appear),
+// and a run of int8 layers only pays off together.  The fastest within budget becomes the plan.
+void measure_wholes(
+    AutoPlan& plan, Measurer& measure, const std::vector<int>& native,
+    const AutoPlanSettings& settings,
+    const std::function<std::map<std::string, LayerChoice>(const std::vector<int>&)>& choices_of,
+    const std::function<void(const std::string&)>& progress) {
+  std::vector<WholeAssignment>& wholes = plan.wholes;
+  progress("whole greedy");
+  wholes.push_back(measure.whole("greedy", plan.choice.chosen, choices_of(plan.choice.chosen),
+                                 plan.has_error ? &plan.choice.agreement : nullptr));
+  if (!native.empty()) {
+    WholeAssignment whole;
+    whole.name = plan.baseline_name + " (native)";
+    whole.chosen = native;
+    whole.ms = plan.baseline_ms;
+    whole.agreement = plan.baseline_agreement;
+    whole.error = settings.budget.error_of(whole.agreement);
+    whole.met = !plan.has_error || settings.budget.met(whole.agreement);
+    wholes.push_back(whole);
+  }
+  std::vector<int> fallback = native;
+  if (fallback.empty())
+    for (const LayerCandidates& layer : plan.layers) fallback.push_back(layer.reference);
+  std::vector<Precision> precisions = settings.precisions;
+  if (precisions.empty()) precisions = {Precision::FP16, Precision::INT8, Precision::FP32};
+  for (Precision precision : precisions) {
+    const std::vector<int> seed = uniform_assignment(plan.layers, precision, fallback);
+    if (seed.empty() || std::any_of(wholes.begin(), wholes.end(),
+                                    [&](const WholeAssignment& w) { return w.chosen == seed; }))
+      continue;  // no kernel of this precision, or an assignment already measured
+    progress(std::string("whole uniform ") + to_string(precision));
+    wholes.push_back(
+        measure.whole(std::string("uniform ") + to_string(precision), seed, choices_of(seed)));
+  }
+  const int pick = pick_fastest_met(wholes);
+  if (pick >= 0)
+    apply_whole(plan, wholes, pick, settings.budget);
+  else
+    plan.chosen_ms = wholes[0].ms;  // nothing meets the budget: the greedy's most accurate try
 }
 
 }  // namespace
 
 std::unique_ptr<TimingSource> profile_timing(int iterations) {
   return std::make_unique<ProfileTiming>(iterations);
-}
-
-TimingCache::TimingCache(std::string path) : path_(std::move(path)) {
-  std::ifstream file(path_);
-  if (!file) return;  // a first build: the cache is made
-  std::stringstream text;
-  text << file.rdbuf();
-  try {
-    const nlohmann::json root = nlohmann::json::parse(text.str());
-    if (root.value("format", "") != "cnnrt-timing-cache" || root.value("version", 0) != 1)
-      throw Error("not a cnnrt timing cache (format cnnrt-timing-cache, version 1)");
-    for (const auto& [key, value] : root.at("entries").items()) entries_[key] = value.get<double>();
-    if (root.contains("results"))
-      for (const auto& [key, value] : root.at("results").items())
-        results_[key] = {value.at("values").get<std::vector<double>>(),
-                         value.at("text").get<std::string>()};
-  } catch (const nlohmann::json::exception& error) {
-    throw Error(path_ + ": not a valid timing cache: " + error.what());
-  } catch (const Error& error) {
-    throw Error(path_ + ": " + error.what());
-  }
-}
-
-bool TimingCache::lookup(const std::string& key, double* ms) const {
-  auto it = entries_.find(key);
-  if (it == entries_.end()) return false;
-  *ms = it->second;
-  return true;
-}
-
-void TimingCache::store(const std::string& key, double ms) {
-  entries_[key] = ms;
-  dirty_ = true;
-}
-
-bool TimingCache::lookup_result(const std::string& key, std::vector<double>* values,
-                                std::string* text) const {
-  auto it = results_.find(key);
-  if (it == results_.end()) return false;
-  *values = it->second.first;
-  *text = it->second.second;
-  return true;
-}
-
-void TimingCache::store_result(const std::string& key, const std::vector<double>& values,
-                               const std::string& text) {
-  results_[key] = {values, text};
-  dirty_ = true;
-}
-
-void TimingCache::save() const {
-  if (path_.empty() || !dirty_) return;
-  nlohmann::ordered_json root;
-  root["format"] = "cnnrt-timing-cache";
-  root["version"] = 1;
-  root["entries"] = entries_;
-  nlohmann::ordered_json results = nlohmann::ordered_json::object();
-  for (const auto& [key, value] : results_)
-    results[key] = {{"values", value.first}, {"text", value.second}};
-  root["results"] = results;
-  write_text_file(path_, root.dump(1) + "\n");
 }
 
 AutoPlan auto_plan(const Graph& graph, const CalibrationInputs& inputs,
@@ -501,8 +512,11 @@ AutoPlan auto_plan(const Graph& graph, const CalibrationInputs& inputs,
   plan.has_error = inputs.samples > 0 && inputs.load;
   const Graph plain = plain_graph(graph);
   Measurer measure(plain, inputs, settings, plan);
-  if (settings.cache != nullptr)
-    measure.set_context(result_context(graph, plan.fingerprint, settings, inputs));
+  if (settings.cache != nullptr) {
+    const std::string inputs_key = input_set_key(graph, inputs);
+    measure.set_context(result_context(plan.fingerprint, settings, inputs_key));
+    measure.set_reference_key(reference_key(plan.fingerprint, settings, inputs_key));
+  }
   auto progress = [&](const std::string& what) {
     if (settings.progress) settings.progress(what);
   };
@@ -537,15 +551,7 @@ AutoPlan auto_plan(const Graph& graph, const CalibrationInputs& inputs,
         progress("verify");
         return plan.has_error ? measure.verified(choices_of(chosen)) : OutputAgreement{};
       });
-  // The chosen engine timed as a whole: its own conversions, not the candidates' sum.
-  plan.chosen_ms = measure.total_ms(choices_of(plan.choice.chosen));
-  // Per-layer gains are estimates (conversions between two changed layers vanish, others
-  // appear); when the whole is slower than the baseline and the baseline is within budget, the
-  // baseline is the faster assignment that meets it.
-  const std::vector<int> native = baseline_choice(plan, *baseline);
-  if (plan.chosen_ms > plan.baseline_ms && !native.empty() &&
-      (!plan.has_error || settings.budget.met(plan.baseline_agreement)))
-    keep_baseline(plan, native, settings.budget);
+  measure_wholes(plan, measure, baseline_choice(plan, *baseline), settings, choices_of, progress);
   if (settings.cache != nullptr) settings.cache->save();
   plan.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return plan;

@@ -9,12 +9,24 @@ against all-fp16 in the same run (docs/PERFORMANCE.md, "Automatic plans").
            tools/make_eval_images.py (disjoint by source photo) when scikit-image is there, else
            models/samples/*.png + .carry/coffee.png (too few for a meaningful top-1 figure: said
            so); budget top1_agreement=0.99.
-Per model and batch (1, 64, 256): build wall time (cold timing cache; warm for the first batch),
-which layers took which precision, the measured error, and `cnnrt bench` of the plan vs
-`--precision fp16`.  Every command has a time limit so the whole stays within ~4 minutes.
+Per model and batch (AlexNet 1, 64, 256; EfficientNet-Lite0 64): build wall time (cold timing
+cache; warm for the first batch), which layers took which precision, the measured error, and
+`cnnrt bench` of the plan vs `--precision fp16` and vs `--precision int8` (the fastest uniform
+engines the plan must not lose to).  Every command has a time limit (LIMITS: per model, cold /
+warm / later batches / bench) and the whole a deadline (--total-s): what does not fit is
+reported as skipped, not run.
 
-  python3 scripts/gpu_auto_check.py --bin BUILD/bin --out DIR [--device cuda] [--batches 1,64,256]
-      [--models alexnet,efficientnet_lite0] [--samples 32] [--timing-runs 5]
+Expected after the seeds and the cached reference/calibration (H100, from run 18's GPU figures:
+82.6 s cold at batch 1 = ~35 s CPU calibration + ~18 s CPU reference + ~30 s candidates): AlexNet
+batch 1 cold ~50 s (calibration on 8 of 16 noise inputs ~18 s, still on the CPU; the reference
+now on the GPU), warm ~3 s, batch 64 ~35 s and batch 256 ~50 s (calibration and reference from
+the cache), benches ~4 s each: ~180 s.  EfficientNet-Lite0 batch 64 (its calibration on the CPU,
+~40 layers of candidates) likely does not fit in what is left of 240 s: run it on its own
+(`--models efficientnet_lite0 --total-s 400`).
+
+  python3 scripts/gpu_auto_check.py --bin BUILD/bin --out DIR [--device cuda]
+      [--batches alexnet=1,64,256,efficientnet_lite0=64] [--models alexnet,efficientnet_lite0]
+      [--samples 16] [--timing-runs 5] [--total-s 225]
   (--models digits --device cpu: a few-second smoke test of this script anywhere)
 """
 import argparse
@@ -27,6 +39,22 @@ import time
 import numpy as np
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Seconds per command: (cold build of the first batch, its warm rebuild, a later batch, a bench).
+LIMITS = {"alexnet": (90, 20, 70, 30), "efficientnet_lite0": (200, 30, 150, 40),
+          "digits": (60, 30, 60, 30)}
+DEADLINE = [float("inf")]
+
+
+class Skipped(Exception):
+    pass
+
+
+def limit(seconds):
+    """`seconds`, or what is left before the deadline; Skipped when almost nothing is."""
+    left = DEADLINE[0] - time.time()
+    if left < 5:
+        raise Skipped("skipped: no time left within --total-s")
+    return min(seconds, left)
 
 
 def run(argv, timeout):
@@ -45,7 +73,8 @@ def effnet_inputs(args):
     sets = os.path.join(args.out, "effnet_sets")
     try:
         run([sys.executable, os.path.join(REPO, "tools", "make_eval_images.py"), "--model", model,
-             "--out", sets, "--calib", "64", "--heldout", str(args.heldout)], timeout=120)
+             "--out", sets, "--calib", "64", "--heldout", str(args.heldout)],
+            timeout=limit(120))
         return (os.path.join(sets, "calib.npy"), ["--input", os.path.join(sets, "heldout.npy")],
                 f"make_eval_images: 64 calibration, {args.heldout} held-out inputs")
     except (RuntimeError, subprocess.TimeoutExpired) as error:
@@ -73,9 +102,9 @@ def layer_summary(plan_path):
     return counts, int8
 
 
-def bench(args, model_args, batch, extra):
+def bench(args, model_args, batch, extra, seconds):
     out, _ = run([args.cli, "bench", *model_args, "--device", args.device, "--batch", batch,
-                  "--iterations", 100, "--json", "-", *extra], timeout=90)
+                  "--iterations", 100, "--json", "-", *extra], timeout=limit(seconds))
     report = json.loads(out.stdout)
     rows = report.get("results") or report.get("batches") or []
     for row in rows:
@@ -89,12 +118,22 @@ def main():
     parser.add_argument("--bin", required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--device", default="cuda")
-    parser.add_argument("--batches", default="1,64,256")
+    parser.add_argument("--batches", default="alexnet=1,64,256,efficientnet_lite0=64",
+                        help="MODEL=B,B,... (a bare list: every model)")
     parser.add_argument("--models", default="alexnet,efficientnet_lite0")
-    parser.add_argument("--samples", type=int, default=32, help="AlexNet noise inputs")
+    parser.add_argument("--samples", type=int, default=16,
+                        help="AlexNet noise inputs (half calibrate, on the CPU)")
     parser.add_argument("--heldout", type=int, default=96, help="EfficientNet held-out inputs")
     parser.add_argument("--timing-runs", type=int, default=5)
+    parser.add_argument("--total-s", type=float, default=225,
+                        help="deadline for the whole (gpu_check.sh kills it at 240 s)")
     args = parser.parse_args()
+    DEADLINE[0] = time.time() + args.total_s
+    batches, current = {}, None
+    for item in args.batches.split(","):
+        if "=" in item:
+            current, item = item.split("=", 1)
+        batches.setdefault(current, []).append(item)
     args.cli = os.path.join(args.bin, "cnnrt")
     os.makedirs(args.out, exist_ok=True)
     rows, failures = [], 0
@@ -119,49 +158,71 @@ def main():
                 print(f"{model}: {weights} missing, skipped")
                 continue
             model_args = [yaml_path, "--weights", weights]
-            calib_set, inputs, note = effnet_inputs(args)
             calib = None
-            if calib_set:
-                calib = os.path.join(args.out, f"{model}.calib.json")
-                run([args.cli, "calibrate", *model_args, "--input", calib_set, "--method",
-                     "entropy", "-o", calib], timeout=120)
+            try:
+                calib_set, inputs, note = effnet_inputs(args)
+                if calib_set:
+                    calib = os.path.join(args.out, f"{model}.calib.json")
+                    run([args.cli, "calibrate", *model_args, "--input", calib_set, "--method",
+                         "entropy", "-o", calib], timeout=limit(120))
+            except (RuntimeError, subprocess.TimeoutExpired, Skipped) as error:
+                failures += 0 if isinstance(error, Skipped) else 1
+                rows.append(dict(model=model, batch=0, failed=f"setup: {str(error)[-300:]}"))
+                print(json.dumps(rows[-1]), flush=True)
+                continue
             budget = "top1_agreement=0.99"
         print(f"== {model}: budget {budget}; inputs: {note}", flush=True)
         cache = os.path.join(args.out, f"{model}.timing.json")
-        for batch in args.batches.split(","):
+        cold_s, warm_s, later_s, bench_s = LIMITS.get(model, LIMITS["alexnet"])
+        model_batches = batches.get(model, batches.get(None, []))
+        for batch in model_batches:
             plan = os.path.join(args.out, f"{model}_b{batch}.yaml")
             argv = [args.cli, "build", *model_args, "--device", args.device, "--precision", "auto",
                     "--budget", budget, "--batch", batch, *inputs, "--timing-cache", cache,
                     "--timing-runs", args.timing_runs]
             if calib:
                 argv += ["--calib", calib]
+            first = batch == model_batches[0]
             try:
-                result, cold = run(argv + ["-o", plan, "--explain"], timeout=150)
+                result, cold = run(argv + ["-o", plan, "--explain"],
+                                   timeout=limit(cold_s if first else later_s))
                 with open(os.path.join(args.out, f"{model}_b{batch}_explain.txt"), "w") as f:
                     f.write(result.stdout + result.stderr)
                 # The warm-cache build once per model (the first batch), to keep within time.
                 warm = float("nan")
-                if batch == args.batches.split(",")[0]:
-                    _, warm = run(argv + ["-o", plan + ".warm.yaml"], timeout=60)
+                if first:
+                    _, warm = run(argv + ["-o", plan + ".warm.yaml"], timeout=limit(warm_s))
                 counts, int8 = layer_summary(plan)
-                plan_ms = bench(args, model_args, batch, ["--plan", plan])
+                plan_ms = bench(args, model_args, batch, ["--plan", plan], bench_s)
                 native = "fp16" if args.device == "cuda" else "fp32"
-                fp16_ms = bench(args, model_args, batch, ["--precision", native])
+                fp16_ms = bench(args, model_args, batch, ["--precision", native], bench_s)
+                # The all-int8 engine with the calibration the plan used (given, or made by the
+                # build next to the plan): the uniform engine the seeds must not lose to.
+                int8_calib = calib or plan + ".calib.json"
+                int8_ms = float("nan")
+                if os.path.exists(int8_calib):
+                    int8_ms = bench(args, model_args, batch,
+                                    ["--precision", "int8", "--calib", int8_calib], bench_s)
                 error_line = next((l for l in result.stdout.splitlines() if l.startswith("error:")),
                                   "")
+                wholes = [l for l in result.stdout.splitlines() if l.startswith("whole ")]
                 row = dict(model=model, batch=int(batch), build_s=round(cold, 2),
-                           warm_build_s=round(warm, 2) if warm == warm else "-", precisions=counts, int8_layers=int8,
-                           error=error_line, plan_ms=plan_ms, fp16_ms=fp16_ms,
+                           warm_build_s=round(warm, 2) if warm == warm else "-",
+                           precisions=counts, int8_layers=int8, error=error_line, wholes=wholes,
+                           plan_ms=plan_ms, fp16_ms=fp16_ms, int8_ms=int8_ms,
                            speedup=fp16_ms / plan_ms if plan_ms > 0 else float("nan"))
             except (RuntimeError, subprocess.TimeoutExpired) as error:
                 failures += 1
                 row = dict(model=model, batch=int(batch), failed=str(error)[-400:])
+            except Skipped as error:
+                row = dict(model=model, batch=int(batch), failed=str(error))
             rows.append(row)
             print(json.dumps(row), flush=True)
     with open(os.path.join(args.out, "auto_plans.json"), "w") as f:
         json.dump(rows, f, indent=1)
     print("\n| model | batch | build s (cold / warm) | layers by precision | int8 layers | "
-          "error | plan ms | all-fp16 ms (CPU: all-fp32) | speed-up |\n|---|---|---|---|---|---|---|---|---|")
+          "error | plan ms | all-fp16 ms (CPU: all-fp32) | all-int8 ms | speed-up vs fp16 |\n"
+          "|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         if "failed" in r:
             print(f"| {r['model']} | {r['batch']} | FAILED: {r['failed'][:80]} |")
@@ -169,7 +230,7 @@ def main():
         print(f"| {r['model']} | {r['batch']} | {r['build_s']} / {r['warm_build_s']} | "
               f"{r['precisions']} | {', '.join(r['int8_layers']) or '-'} | "
               f"{r['error'].replace('error: ', '').split(' (measured')[0]} | {r['plan_ms']:.3f} | "
-              f"{r['fp16_ms']:.3f} | {r['speedup']:.2f}x |")
+              f"{r['fp16_ms']:.3f} | {r['int8_ms']:.3f} | {r['speedup']:.2f}x |")
     return 1 if failures else 0
 
 

@@ -8,7 +8,9 @@
 // Without --calib and with an input set, int8 candidates get a calibration made here (entropy)
 // from the first half of the set; the second half is the held-out set the errors are measured
 // on, so no sample both sets scales and judges them.  The calibration is written next to the
-// plan (PLAN.calib.json) and named in it.  Nothing is written when the budget cannot be met.
+// plan (PLAN.calib.json) and named in it.  With --timing-cache the calibration is kept there
+// too (keyed by model, inputs and method), so a warm build does not calibrate again.  Nothing is
+// written when the budget cannot be met.
 #include <unistd.h>
 
 #include <filesystem>
@@ -126,6 +128,10 @@ int run_build(const BuildArgs& args) {
   settings.batch = args.batch;
   settings.budget = budget;
   settings.precisions = precisions;
+  // Opened first: it holds the calibration this build makes too, not only the timings.
+  std::unique_ptr<TimingCache> cache =
+      args.timing_cache.empty() ? nullptr : std::make_unique<TimingCache>(args.timing_cache);
+  settings.cache = cache.get();
   CalibrationInputs held_out = set.all;
   std::string calib_file, calib_json, calib_note;
   if (!args.calib.empty()) {
@@ -144,8 +150,10 @@ int run_build(const BuildArgs& args) {
          " inputs; errors are measured on the other " + std::to_string(set.all.samples - half));
     CalibrationSettings calibrate_settings;
     calibrate_settings.method = parse_calibration_method("entropy");
-    auto calibration =
-        std::make_shared<Calibration>(calibrate(graph, set.slice(0, half), calibrate_settings));
+    bool computed = true;
+    auto calibration = std::make_shared<Calibration>(
+        *cached_calibration(graph, set.slice(0, half), calibrate_settings, cache.get(), &computed));
+    if (!computed) note("calibration: from the timing cache (same model, inputs and method)");
     calib_file = std::filesystem::path(args.output).filename().string() + ".calib.json";
     calibration->source = calib_file;
     calib_json = calibration_to_json(*calibration);
@@ -158,9 +166,6 @@ int run_build(const BuildArgs& args) {
   settings.eval_batch = std::max(1, std::min(args.batch, 64));
   const auto timing = profile_timing(args.timing_runs);
   settings.timing = timing.get();
-  std::unique_ptr<TimingCache> cache =
-      args.timing_cache.empty() ? nullptr : std::make_unique<TimingCache>(args.timing_cache);
-  settings.cache = cache.get();
   if (::isatty(STDERR_FILENO) == 1)
     settings.progress = [](const std::string& what) {
       std::cerr << "\rbuild: " << what << "\033[K" << std::flush;

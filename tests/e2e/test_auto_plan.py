@@ -142,6 +142,9 @@ def main():
                          j("again.yaml"), "--json", "-")
     totals = json.loads(again.stdout)["totals"]
     expect("second build: 0 engines profiled", totals["engines_timed"] == 0, totals)
+    expect("second build: no fp32 reference run", totals["reference_runs"] == 0, totals)
+    expect("second build: the calibration comes from the timing cache",
+           "calibration: from the timing cache" in again.stderr, again.stderr)
 
     # Stale plan (other weights), plan for another model.
     result = util.run_cli(cli, "run", model, "--device", "cpu", "--plan", plan,

@@ -7,6 +7,10 @@
 //  * the whole pipeline on a small model with stub timings (int8 steps cheaper): the chosen plan's
 //    error, recomputed independently from an engine built with its choices, is within budget;
 //    a second build with the same timing cache times nothing and chooses the same;
+//  * uniform seeds: with conversions that make every single int8 layer lose, the all-int8 chain
+//    is still chosen when it meets the budget, and not when it breaks it; deterministic;
+//  * the fp32 reference outputs and the build's calibration come from the timing cache (no
+//    reference run / no calibration the second time), and another input set invalidates them;
 //  * plan files round-trip; a plan whose model_hash does not match the model or its weights is
 //    refused at build.
 #include <gtest/gtest.h>
@@ -387,6 +391,148 @@ TEST_F(AutoPlanPipeline, ASecondBuildWithTheTimingCacheTimesNothing) {
   } catch (const Error& error) {
     EXPECT_NE(std::string(error.what()).find(path), std::string::npos) << error.what();
   }
+}
+
+// int8 steps 0.6 ms, fp32 steps 1.0 ms, conversions 0.5 ms: one int8 layer among fp32 ones
+// costs 0.6 + 0.5 (+ 0.5) > 1.0 (every single-layer candidate loses), while the all-int8 chain pays
+// only the conversions at its two ends and wins.
+class ChainTiming : public TimingSource {
+ public:
+  std::vector<double> step_times(const Engine& engine, int /*batch*/) override {
+    std::vector<double> times;
+    for (const Step& step : engine.impl().steps)
+      times.push_back(step.is_conversion() ? 0.5 : step.precision == Precision::INT8 ? 0.6 : 1.0);
+    return times;
+  }
+};
+
+TEST_F(AutoPlanPipeline, AUniformSeedWinsWhereNoSingleLayerDoes) {
+  ChainTiming timing;
+  // First with no bound: the all-int8 seed's own error, and every single int8 layer is slower.
+  const AutoPlan loose = plan("none", timing);
+  for (const LayerCandidates& l : loose.layers)
+    for (const Candidate& c : l.candidates)
+      if (c.precision == Precision::INT8 && c.applicable)
+        EXPECT_GT(c.ms, l.candidates[l.reference].ms) << l.layer;
+  const auto seed = std::find_if(loose.wholes.begin(), loose.wholes.end(),
+                                 [](const WholeAssignment& w) { return w.name == "uniform int8"; });
+  ASSERT_NE(seed, loose.wholes.end()) << loose.explain();
+  EXPECT_EQ(loose.wholes.front().name, "greedy");
+  EXPECT_LT(seed->ms, loose.baseline_ms);
+  EXPECT_LT(seed->ms, loose.wholes.front().ms);  // the greedy alone stays at all-fp32
+  const double seed_error = independent_rel_l2(loose);
+  ASSERT_GT(seed_error, 0);
+
+  // A budget the all-int8 chain meets: it is the plan (or something faster), and the explain
+  // output names it with its measured time and error.
+  char spec[64];
+  std::snprintf(spec, sizeof spec, "rel_l2=%.9g", seed_error * 1.5);
+  const AutoPlan fits = plan(spec, timing);
+  ASSERT_TRUE(fits.choice.met) << fits.explain();
+  EXPECT_LE(fits.chosen_ms, seed->ms + 1e-9) << fits.explain();
+  EXPECT_LT(fits.chosen_ms, fits.baseline_ms);
+  for (const LayerCandidates& l : fits.layers)
+    if (l.candidates.size() > 1) EXPECT_EQ(l.candidates[l.chosen].precision, Precision::INT8);
+  EXPECT_LE(independent_rel_l2(fits), seed_error * 1.5);
+  EXPECT_NE(fits.explain().find("whole uniform int8"), std::string::npos) << fits.explain();
+  EXPECT_NE(fits.to_json().find("\"wholes\""), std::string::npos);
+
+  // A budget below the all-int8 error: the seed is over budget and not taken.
+  std::snprintf(spec, sizeof spec, "rel_l2=%.9g", seed_error * 0.5);
+  const AutoPlan tight = plan(spec, timing);
+  ASSERT_TRUE(tight.choice.met) << tight.explain();
+  EXPECT_LE(independent_rel_l2(tight), seed_error * 0.5);
+  for (const WholeAssignment& w : tight.wholes)
+    if (w.name == "uniform int8") EXPECT_EQ(w.verdict, "over budget");
+  bool all_int8 = true;
+  for (const LayerCandidates& l : tight.layers)
+    if (l.candidates.size() > 1)
+      all_int8 = all_int8 && l.candidates[l.chosen].precision == Precision::INT8;
+  EXPECT_FALSE(all_int8);
+
+  // Deterministic: the same inputs, the same choice, time and error.
+  const AutoPlan again = plan(spec, timing);
+  EXPECT_EQ(again.choice.chosen, tight.choice.chosen);
+  EXPECT_EQ(again.chosen_ms, tight.chosen_ms);
+  EXPECT_EQ(again.choice.error, tight.choice.error);
+}
+
+TEST(AutoPlanChoice, UniformSeedsAndTheFastestWithinBudget) {
+  std::vector<LayerCandidates> layers = {layer("a", 4, 0.01, 6, 0.001), layer("b", 3, 0.02)};
+  layers[1].candidates[1].applicable = false;  // b has no usable int8 kernel
+  const std::vector<int> int8 = uniform_assignment(layers, Precision::INT8, {0, 0});
+  EXPECT_EQ(int8, (std::vector<int>{2, 0}));  // b keeps its fallback
+  EXPECT_EQ(uniform_assignment(layers, Precision::FP16, {0, 0}), (std::vector<int>{1, 0}));
+  EXPECT_TRUE(uniform_assignment(layers, Precision::Auto, {0, 0}).empty());  // none has it
+
+  std::vector<WholeAssignment> wholes(3);
+  wholes[0].ms = 5, wholes[0].met = true;   // the greedy
+  wholes[1].ms = 3, wholes[1].met = false;  // fastest, but over budget
+  wholes[2].ms = 4, wholes[2].met = true;
+  EXPECT_EQ(pick_fastest_met(wholes), 2);
+  EXPECT_EQ(wholes[0].verdict, "slower");
+  EXPECT_EQ(wholes[1].verdict, "over budget");
+  EXPECT_EQ(wholes[2].verdict, "chosen");
+  wholes[2].ms = 5;  // a tie keeps the first listed
+  EXPECT_EQ(pick_fastest_met(wholes), 0);
+  wholes[0].met = wholes[2].met = false;
+  EXPECT_EQ(pick_fastest_met(wholes), -1);
+}
+
+TEST_F(AutoPlanPipeline, TheReferenceAndTheCalibrationComeFromTheCache) {
+  const std::string path = (dir_ / "timing.json").string();
+  StubTiming timing;
+  {
+    TimingCache cache(path);
+    const AutoPlan first = plan("rel_l2=0.05", timing, &cache);
+    EXPECT_EQ(first.reference_runs, 1);
+  }
+  // Another batch: every timing and result is another key and is measured again, but the fp32
+  // reference outputs of the same model and held-out set are not.
+  {
+    TimingCache cache(path);
+    AutoPlanSettings settings;
+    settings.device = Device::CPU;
+    settings.batch = 2;
+    settings.budget = parse_budget("rel_l2=0.05");
+    settings.calibration = calibration_;
+    settings.timing = &timing;
+    settings.cache = &cache;
+    const AutoPlan other_batch = auto_plan(graph_, inputs(held_out_), settings);
+    EXPECT_GT(other_batch.engines_timed, 0);
+    EXPECT_EQ(other_batch.reference_runs, 0);
+    const AutoPlan fresh = plan("rel_l2=0.05", timing);  // no cache: the same errors
+    EXPECT_DOUBLE_EQ(other_batch.baseline_agreement.rel_l2, fresh.baseline_agreement.rel_l2);
+  }
+  // Another held-out set: the reference is run again.
+  held_out_[3] += 0.25f;
+  {
+    TimingCache cache(path);
+    const AutoPlan changed = plan("rel_l2=0.05", timing, &cache);
+    EXPECT_EQ(changed.reference_runs, 1);
+  }
+
+  // The calibration: made once, then read back equal; another input set makes it again.
+  CalibrationSettings settings;
+  settings.method = parse_calibration_method("minmax");
+  TimingCache cache(path);
+  bool computed = false;
+  const auto made = cached_calibration(graph_, inputs(calib_data_), settings, &cache, &computed);
+  EXPECT_TRUE(computed);
+  const auto again = cached_calibration(graph_, inputs(calib_data_), settings, &cache, &computed);
+  EXPECT_FALSE(computed);
+  EXPECT_EQ(calibration_to_json(*again), calibration_to_json(*made));
+  cache.save();
+  TimingCache reloaded(path);
+  cached_calibration(graph_, inputs(calib_data_), settings, &reloaded, &computed);
+  EXPECT_FALSE(computed);
+  calib_data_[7] += 0.5f;
+  const auto other =
+      cached_calibration(graph_, inputs(calib_data_), settings, &reloaded, &computed);
+  EXPECT_TRUE(computed);
+  settings.method = parse_calibration_method("entropy");
+  cached_calibration(graph_, inputs(calib_data_), settings, &reloaded, &computed);
+  EXPECT_TRUE(computed);  // another method is another key
 }
 
 TEST_F(AutoPlanPipeline, WithoutACalibrationInt8IsNotApplicable) {

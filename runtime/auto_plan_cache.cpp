@@ -1,0 +1,132 @@
+// What runtime/auto_plan.h keeps between builds: the TimingCache file (step times and whole
+// results), and on top of it the calibration an automatic build makes for itself.  Kept apart
+// from auto_plan_measure.cpp (engines and timings) so each file stays one concern.
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "graph/atomic_write.h"
+#include "graph/tensor_type.h"
+#include "runtime/auto_plan.h"
+#include "runtime/plan_file.h"
+
+namespace cnnrt {
+namespace {
+
+uint64_t fnv(const void* data, size_t size, uint64_t hash = 0xCBF29CE484222325ull) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < size; ++i) hash = (hash ^ p[i]) * 0x100000001B3ull;
+  return hash;
+}
+
+std::string hex(uint64_t value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(value));
+  return text;
+}
+
+}  // namespace
+
+std::string text_hash(const std::string& text) { return hex(fnv(text.data(), text.size())); }
+
+std::string input_set_key(const Graph& graph, const CalibrationInputs& inputs) {
+  uint64_t hash = fnv("", 0);
+  if (inputs.samples > 0 && inputs.load) {
+    const size_t per_sample = static_cast<size_t>(shape_elements(graph.input.shape));
+    std::vector<float> chunk;
+    for (int first = 0; first < inputs.samples; first += 16) {
+      const int count = std::min(16, inputs.samples - first);
+      chunk.assign(per_sample * static_cast<size_t>(count), 0.0f);
+      inputs.load(first, count, chunk.data());
+      hash = fnv(chunk.data(), chunk.size() * sizeof(float), hash);
+    }
+  }
+  return hex(hash) + "/n" + std::to_string(inputs.samples);
+}
+
+std::shared_ptr<const Calibration> cached_calibration(const Graph& graph,
+                                                      const CalibrationInputs& inputs,
+                                                      const CalibrationSettings& settings,
+                                                      TimingCache* cache, bool* computed) {
+  // The calibration depends only on the model (structure and weights), the samples and the
+  // method: not on the device or the batch, so every build of this model on this set shares it.
+  const std::string key = "calibration|" + model_fingerprint(graph) + "|" +
+                          input_set_key(graph, inputs) + "|" + settings.method.name() + "|b" +
+                          std::to_string(settings.batch) + "|m" +
+                          std::to_string(settings.max_batches);
+  std::vector<double> values;
+  std::string text;
+  if (cache != nullptr && cache->lookup_result(key, &values, &text)) {
+    if (computed != nullptr) *computed = false;
+    return std::make_shared<Calibration>(calibration_from_json(text, "the timing cache"));
+  }
+  auto calibration = std::make_shared<Calibration>(calibrate(graph, inputs, settings));
+  if (cache != nullptr) cache->store_result(key, {}, calibration_to_json(*calibration));
+  if (computed != nullptr) *computed = true;
+  return calibration;
+}
+
+TimingCache::TimingCache(std::string path) : path_(std::move(path)) {
+  std::ifstream file(path_);
+  if (!file) return;  // a first build: the cache is made
+  std::stringstream text;
+  text << file.rdbuf();
+  try {
+    const nlohmann::json root = nlohmann::json::parse(text.str());
+    if (root.value("format", "") != "cnnrt-timing-cache" || root.value("version", 0) != 1)
+      throw Error("not a cnnrt timing cache (format cnnrt-timing-cache, version 1)");
+    for (const auto& [key, value] : root.at("entries").items()) entries_[key] = value.get<double>();
+    if (root.contains("results"))
+      for (const auto& [key, value] : root.at("results").items())
+        results_[key] = {value.at("values").get<std::vector<double>>(),
+                         value.at("text").get<std::string>()};
+  } catch (const nlohmann::json::exception& error) {
+    throw Error(path_ + ": not a valid timing cache: " + error.what());
+  } catch (const Error& error) {
+    throw Error(path_ + ": " + error.what());
+  }
+}
+
+bool TimingCache::lookup(const std::string& key, double* ms) const {
+  auto it = entries_.find(key);
+  if (it == entries_.end()) return false;
+  *ms = it->second;
+  return true;
+}
+
+void TimingCache::store(const std::string& key, double ms) {
+  entries_[key] = ms;
+  dirty_ = true;
+}
+
+bool TimingCache::lookup_result(const std::string& key, std::vector<double>* values,
+                                std::string* text) const {
+  auto it = results_.find(key);
+  if (it == results_.end()) return false;
+  *values = it->second.first;
+  *text = it->second.second;
+  return true;
+}
+
+void TimingCache::store_result(const std::string& key, const std::vector<double>& values,
+                               const std::string& text) {
+  results_[key] = {values, text};
+  dirty_ = true;
+}
+
+void TimingCache::save() const {
+  if (path_.empty() || !dirty_) return;
+  nlohmann::ordered_json root;
+  root["format"] = "cnnrt-timing-cache";
+  root["version"] = 1;
+  root["entries"] = entries_;
+  nlohmann::ordered_json results = nlohmann::ordered_json::object();
+  for (const auto& [key, value] : results_)
+    results[key] = {{"values", value.first}, {"text", value.second}};
+  root["results"] = results;
+  write_text_file(path_, root.dump(1) + "\n");
+}
+
+}  // namespace cnnrt
