@@ -101,6 +101,7 @@ Path choose_path(const ConvShape& s) {
 template <typename T>
 T* upload(const std::vector<T>& host) {
   T* device = nullptr;
+  if (plan_only()) return device;  // planning for a described target: sizes only
   CNNRT_CUDA_CHECK(cudaMalloc(&device, host.size() * sizeof(T)));
   CNNRT_CUDA_CHECK(
       cudaMemcpy(device, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
@@ -159,12 +160,25 @@ ConvParams base_params(const ConvShape& s, Path path) {
   return p;
 }
 
+// Without a device (plan_only) the occupancy is estimated from the described target's shared
+// memory and the 2048 threads of an SM (1 KB of each block's shared memory is the driver's
+// since sm_80); registers are not counted, as they are the kernel image's, read only through a
+// device.  scripts/plan_target_check.sh compares the outcome with the device's on a GPU.
+int estimated_occupancy(int threads, size_t smem) {
+  const DeviceTraits& t = device_traits();
+  const size_t by_smem = t.smem_per_sm / (smem + (t.cc_major >= 8 ? 1024 : 0));
+  return static_cast<int>(std::min<size_t>({by_smem, size_t(2048 / threads), 32}));
+}
+
 // Occupancy of each candidate at its shared memory; candidates that cannot run are dropped.
 void set_occupancy(std::vector<Candidate>& list, size_t first, KernelFn fn, int threads) {
   for (size_t j = first; j < list.size();) {
     Candidate& c = list[j];
-    CNNRT_CUDA_CHECK(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&c.occupancy, fn, threads, c.smem));
+    if (plan_only())
+      c.occupancy = estimated_occupancy(threads, c.smem);
+    else
+      CNNRT_CUDA_CHECK(
+          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&c.occupancy, fn, threads, c.smem));
     if (c.occupancy <= 0)
       list.erase(list.begin() + j);
     else
@@ -184,7 +198,8 @@ void build_candidates(ConvFp16Impl& m, size_t smem_optin) {
     // Always the device maximum: the attribute is per function and process-wide, so every
     // instance sets the same value and none can shrink another's limit.
     for (const KernelFn fn : {flat_fn, pool_fn})
-      CNNRT_CUDA_CHECK(
+      if (!plan_only())
+        CNNRT_CUDA_CHECK(
           cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_optin)));
     Candidate c;
     c.config = i;
@@ -391,11 +406,9 @@ ConvFp16::ConvFp16(const ConvShape& shape_in, const float* weight, const float* 
   m.path = choose_path(m.shape);
   m.base = base_params(m.shape, m.path);
 
-  int device = 0, smem_optin = 0;
-  CNNRT_CUDA_CHECK(cudaGetDevice(&device));
-  CNNRT_CUDA_CHECK(cudaDeviceGetAttribute(&m.sms, cudaDevAttrMultiProcessorCount, device));
-  CNNRT_CUDA_CHECK(
-      cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  const DeviceTraits& device = device_traits();  // the GPU's, or a plan target's
+  m.sms = device.sms;
+  const size_t smem_optin = device.smem_optin;
 
   m.pack_direct(weight, bias);
   if (m.path != Path::Direct) {
