@@ -200,7 +200,7 @@ void build_candidates(ConvFp16Impl& m, size_t smem_optin) {
     for (const KernelFn fn : {flat_fn, pool_fn})
       if (!plan_only())
         CNNRT_CUDA_CHECK(
-          cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_optin)));
+            cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_optin)));
     Candidate c;
     c.config = i;
     c.smem = conv_detail::igemm_smem_bytes(cfg.bm, cfg.bn, cfg.stages, 1, cfg.bk);
