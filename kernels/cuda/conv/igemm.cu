@@ -160,25 +160,33 @@ ConvParams base_params(const ConvShape& s, Path path) {
   return p;
 }
 
-// Without a device (plan_only) the occupancy is estimated from the described target's shared
-// memory and the 2048 threads of an SM (1 KB of each block's shared memory is the driver's
-// since sm_80); registers are not counted, as they are the kernel image's, read only through a
-// device.  scripts/plan_target_check.sh compares the outcome with the device's on a GPU.
-int estimated_occupancy(int threads, size_t smem) {
+// Without a device (plan_only) the occupancy is estimated: the described target's shared memory
+// per SM (1 KB per block is the driver's since sm_80) and its 2048 threads, and the registers
+// at the cap __launch_bounds__ gives ptxas (igemm_min_blocks CTAs per SM; the real count is the
+// kernel image's, readable only through a device).  The true occupancy lies between that and
+// the shared-memory/thread bound alone; on sm_90 the cap is exact for every config but the
+// 64x64 ones (docs/kernels/conv_fp16.md's ptxas table), and the zoo's AlexNet, ResNet-50 and
+// EfficientNet-Lite0 plans at batch 1/64/256 were the same at both ends, for h100 and a100.
+// scripts/plan_target_check.sh compares the outcome with a GPU's own plan.
+int estimated_occupancy(const TileConfig& cfg, size_t smem) {
   const DeviceTraits& t = device_traits();
   const size_t by_smem = t.smem_per_sm / (smem + (t.cc_major >= 8 ? 1024 : 0));
-  return static_cast<int>(std::min<size_t>({by_smem, size_t(2048 / threads), 32}));
+  const int warps = cfg.threads / 32;
+  // The warp grid's split does not matter: igemm_min_blocks reads the warp tile's area.
+  const int by_registers = conv_detail::igemm_min_blocks(cfg.bm, cfg.bn, warps, 1);
+  return static_cast<int>(
+      std::min<size_t>({by_smem, size_t(2048 / cfg.threads), size_t(by_registers)}));
 }
 
 // Occupancy of each candidate at its shared memory; candidates that cannot run are dropped.
-void set_occupancy(std::vector<Candidate>& list, size_t first, KernelFn fn, int threads) {
+void set_occupancy(std::vector<Candidate>& list, size_t first, KernelFn fn, const TileConfig& cfg) {
   for (size_t j = first; j < list.size();) {
     Candidate& c = list[j];
     if (plan_only())
-      c.occupancy = estimated_occupancy(threads, c.smem);
+      c.occupancy = estimated_occupancy(cfg, c.smem);
     else
       CNNRT_CUDA_CHECK(
-          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&c.occupancy, fn, threads, c.smem));
+          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&c.occupancy, fn, cfg.threads, c.smem));
     if (c.occupancy <= 0)
       list.erase(list.begin() + j);
     else
@@ -206,11 +214,11 @@ void build_candidates(ConvFp16Impl& m, size_t smem_optin) {
     c.smem = conv_detail::igemm_smem_bytes(cfg.bm, cfg.bn, cfg.stages, 1, cfg.bk);
     const size_t first_flat = m.flat.size();
     if (c.smem <= smem_optin) m.flat.push_back(c);
-    set_occupancy(m.flat, first_flat, flat_fn, cfg.threads);
+    set_occupancy(m.flat, first_flat, flat_fn, cfg);
     if (m.pool()) {
       const size_t first = m.candidates.size();
       m.add_pool_candidates(i, cfg, smem_optin);
-      set_occupancy(m.candidates, first, pool_fn, cfg.threads);
+      set_occupancy(m.candidates, first, pool_fn, cfg);
     }
   }
   if (!m.pool()) m.candidates = m.flat;
