@@ -60,7 +60,11 @@ int run_plan(const PlanArgs& args) {
   if (!args.target.empty() && args.device.device != "cuda")
     throw UsageError("--target describes a CUDA device; it needs --device cuda");
   std::string target = args.target;
+#ifdef CNNRT_WITH_CUDA
   const bool defaulted = target.empty() && args.device.device == "cuda" && !cuda_available();
+#else
+  const bool defaulted = false;  // resolve_device says this build has no CUDA backend
+#endif
   if (defaulted) target = kDefaultTarget;
   DeviceChoice device;
   if (target.empty()) {
