@@ -6,6 +6,7 @@
 #include <thread>
 
 #ifdef CNNRT_WITH_CUDA
+#include "kernels/cuda/device_traits.h"
 #include "runtime/cuda/cuda_backend.h"
 #endif
 
@@ -30,10 +31,13 @@ const std::vector<BackendInfo>& backend_table() {
          register_cpu_kernels(registry);
          register_cpu_int8_kernels(registry);
        },
-       make_cpu_backend},
+       make_cpu_backend, nullptr},
 #ifdef CNNRT_WITH_CUDA
       {Device::CUDA, cuda::cuda_device_present, cuda::cuda_device_info, cuda::register_cuda_kernels,
-       cuda::make_cuda_backend},
+       cuda::make_cuda_backend,
+       [](const std::string& target) -> std::shared_ptr<void> {
+         return std::make_shared<cuda::PlanTargetScope>(cuda::target_traits(target));
+       }},
 #endif
   };
   return table;

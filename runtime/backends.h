@@ -19,6 +19,10 @@ struct BackendInfo {
   DeviceInfo (*info)();                       // name, SM count, peak rates; throws if unusable
   void (*register_kernels)(KernelRegistry&);  // adds this backend's registry entries
   std::unique_ptr<Backend> (*make)();         // throws Error when no device is usable
+  // Puts a described device (BuildOptions::plan_target) on this thread for the returned
+  // object's lifetime, so a build or plan decides for it without touching a device; nullptr
+  // when the backend has no such targets.  Throws Error on an unknown target.
+  std::shared_ptr<void> (*enter_plan_target)(const std::string& target);
 };
 
 // Every backend compiled into this build, CPU first.

@@ -259,9 +259,22 @@ void check_fingerprint(const Graph& graph, const BuildOptions& options) {
 
 }  // namespace
 
+std::shared_ptr<void> enter_plan_target(Device device, const std::string& target) {
+  if (target.empty()) return nullptr;
+  const BackendInfo* backend = find_backend(device);
+  if (backend == nullptr || backend->enter_plan_target == nullptr)
+    throw Error("plan target '" + target + "': device " + to_string(device) +
+                (backend == nullptr ? " has no backend in this build"
+                                    : " has no described targets (they are CUDA's)"));
+  return backend->enter_plan_target(target);
+}
+
 std::unique_ptr<EngineImpl> build_engine(Graph graph, const BuildOptions& options) {
   auto engine = std::make_unique<EngineImpl>();
-  engine->device = resolve_device(options.device);
+  // A plan target stands in for the device (no availability check): the build touches none.
+  const std::shared_ptr<void> target = enter_plan_target(options.device, options.plan_target);
+  engine->device = target ? options.device : resolve_device(options.device);
+  engine->plan_target = options.plan_target;
   engine->precision =
       options.precision == Precision::Auto ? native_precision(engine->device) : options.precision;
 

@@ -135,12 +135,17 @@ void check_batch(const EngineImpl& engine, int batch) {
 }  // namespace
 
 std::unique_ptr<ExecutionContext> Engine::create_context(int batch) const {
+  if (!impl_->plan_target.empty())
+    throw Error("this engine was built to plan for target '" + impl_->plan_target +
+                "' without a device; it cannot run");
   check_batch(*impl_, batch);
   return std::make_unique<ExecutionContext>(impl_->backend->create_context(impl_, batch));
 }
 
 ExecutionPlan Engine::plan(int batch) const {
   check_batch(*impl_, batch);
+  // prepare() decides for the build's device, so a plan target is back on the thread for it.
+  const std::shared_ptr<void> target = enter_plan_target(impl_->device, impl_->plan_target);
   const PreparedContext prepared = prepare_context(*impl_, batch);
   ExecutionPlan plan;
   plan.model = impl_->model.name;

@@ -82,7 +82,12 @@ class EngineImpl {
   size_t weight_bytes = 0;  // sum over kernels, as reported by the backend at build
   // The build's calibration (int8 tensor scales), for kernels created after the build.
   std::shared_ptr<const Calibration> calibration;
+  std::string plan_target;  // BuildOptions::plan_target: plan only, no contexts
 };
+
+// Enters BuildOptions::plan_target on this thread for the returned object's lifetime (nullptr
+// when `target` is empty); Error when the device's backend has no described targets.
+std::shared_ptr<void> enter_plan_target(Device device, const std::string& target);
 
 // Builds the engine: passes (if options.fuse), backend, per-layer kernel choice (plan file /
 // model / engine default / heuristic), prepacking, type binding and conversion steps.

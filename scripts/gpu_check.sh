@@ -3,13 +3,14 @@
 # Debian -dev packages: unpack the carried .deb files (scripts/fetch_gpu_deps.sh makes them)
 # into a private prefix, build for the local GPU, run the whole test suite, then optionally the
 # memory checkers and the benchmarks.
-#   scripts/gpu_check.sh [test|gtest] [sanitize] [bench] [ab] [models] [zoo] [soak] [compare] [python] [auto]
+#   scripts/gpu_check.sh [test|gtest] [plantarget] [sanitize] [bench] [ab] [models] [zoo] [soak] [compare] [python] [auto]
 #   (default: test; models needs .carry/ with the EfficientNet-Lite0 .pth, its converted
 #    safetensors and coffee.png — see scripts/gpu_models_check.py)
 # (ab: builds the tree carried in .baseline/ too and times both AlexNet engines interleaved —
 #  the before/after check of a refactor; scripts/ab_bench.py)
 # (auto: cnnrt build --precision auto for AlexNet and EfficientNet-Lite0 at batch 1, 64, 256, each
 #  plan benched against all-fp16; needs .carry/ for EfficientNet-Lite0; scripts/gpu_auto_check.py)
+# (plantarget: scripts/plan_target_check.sh — `plan --target h100` diffed with the GPU's plan)
 # (gtest: only the GPU gtest binary; CNNRT_SKIP_LAB=1 leaves bench/conv_lab out of bench)
 # (python: the Python module's tests and the packaging check (e2e.test_find_package), then
 #  tools/bench_python.py — the Python round trip against the C++ run; docs/PYTHON.md)
@@ -80,6 +81,11 @@ for mode in "${modes[@]}"; do
       (cd "$BUILD" && ctest --output-on-failure -j 8 --timeout 600) > "$OUT/ctest.log" 2>&1 || status=1
       # (ctest runs every GPU gtest too: cnnrt_gpu_tests is discovered test by test)
       grep -E "tests passed|tests failed|\(Failed\)|\(SEGFAULT\)|\(Timeout\)|Not Run" "$OUT/ctest.log" | tail -25
+      ;;
+    plantarget)
+      step "plan --target h100 against the GPU's own plans"
+      timeout 200 bash "$ROOT/scripts/plan_target_check.sh" "$BUILD/bin/cnnrt" "$OUT/plan_target" \
+        h100 2>&1 | tee "$OUT/plan_target.log" || status=1
       ;;
     gtest)
       step "GPU gtests only"

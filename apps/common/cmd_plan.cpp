@@ -1,52 +1,85 @@
-// `cnnrt plan MODEL --batch N [--device D] [--precision P] [--plan PLAN.yaml] [--json FILE]`:
-// what a context of that batch will run — per step the layer, its source layers, kernel,
-// variant, precision and tensor types; per tensor its bytes, arena offset and lifetime.
-// Computed by Engine::plan without allocating the arena.  The plan does not depend on weight
-// values, so random ones are bound.
+// `cnnrt plan MODEL --batch N [--device D] [--target T] [--precision P] [--plan PLAN.yaml]
+// [--json FILE]`: what a context of that batch will run — per step the layer, its source
+// layers, kernel, variant, precision and tensor types; per tensor its bytes, arena offset and
+// lifetime.  Computed by Engine::plan without allocating the arena.  The plan does not depend
+// on weight values, so random ones are bound.
 //
-// A CUDA plan does depend on the device, though: its architecture decides which conv kernels
-// can run (the wgmma ones need compute capability 9.0 and the sm_90a image) and its SM count
-// the small-batch split-K fallbacks (runtime/cuda/cuda_registry.h), and building the engine
-// uploads the weights.  So `--device cuda` needs a usable GPU, and says so when there is none.
+// A CUDA plan depends on the device — its architecture decides which conv kernels can run (the
+// wgmma ones need compute capability 9.0 and the sm_90a image), its SM count the small-batch
+// split-K fallbacks, its shared memory the tilings — but only on those facts
+// (kernels/cuda/device_traits.h).  So `--target h100|a100|...|smXY:SMS` plans for a described
+// device on any machine, GPU or not, and the build then touches no GPU (weights are sized, not
+// uploaded; cuBLASLt's algorithm is picked on the device, the plan names the kernel).  Without
+// --target the GPU present is planned for, or the H100 preset when there is none (the header
+// says which).
 #include <iostream>
 
 #include "apps/common/cmd_util.h"
 #include "apps/common/model_setup.h"
 #include "graph/model_loader.h"
+#ifdef CNNRT_WITH_CUDA
+#include "kernels/cuda/device_traits.h"
+#endif
 
 namespace cnnrt::apps {
 namespace {
 
-const char* find_cuda_problem() {
-#ifdef CNNRT_WITH_CUDA
-  return "none is usable here";
-#else
-  return "this build of cnnrt has no CUDA backend";
-#endif
-}
+constexpr const char* kDefaultTarget = "h100";
 
 struct PlanArgs {
   std::string model;
   int64_t batch = 1;
   DeviceArgs device;
+  std::string target;  // empty: the GPU present, else kDefaultTarget
   JsonOutput json;
 };
 
+// The device line of the report for a described target (a usage error when it is unknown).
+std::string target_summary(const std::string& target, bool defaulted) {
+#ifdef CNNRT_WITH_CUDA
+  std::string name;
+  try {
+    name = cuda::target_traits(target).name;
+  } catch (const Error& error) {
+    throw UsageError(std::string("--target: ") + error.what());
+  }
+  return "cuda (" + name + ", planned without a device" +
+         (defaulted ? "; no GPU here, so the default target " + std::string(kDefaultTarget) +
+                          " (--target chooses another)"
+                    : std::string()) +
+         "; cuBLASLt picks its algorithm on the device)";
+#else
+  (void)target;
+  (void)defaulted;
+  throw Error("--target: this build of cnnrt has no CUDA backend");
+#endif
+}
+
 int run_plan(const PlanArgs& args) {
   args.json.prepare();
-  if (args.device.device == "cuda" && !cuda_available())
-    throw Error("plan --device cuda needs a usable CUDA GPU, and " +
-                std::string(find_cuda_problem()) +
-                ": a CUDA plan depends on the device (its architecture picks the conv kernels, "
-                "its SM count the small-batch fallbacks); plan on a GPU machine, or for "
-                "--device cpu");
-  const DeviceChoice device = resolve_device(args.device.device);
+  if (!args.target.empty() && args.device.device != "cuda")
+    throw UsageError("--target describes a CUDA device; it needs --device cuda");
+  std::string target = args.target;
+#ifdef CNNRT_WITH_CUDA
+  const bool defaulted = target.empty() && args.device.device == "cuda" && !cuda_available();
+#else
+  const bool defaulted = false;  // resolve_device says this build has no CUDA backend
+#endif
+  if (defaulted) target = kDefaultTarget;
+  DeviceChoice device;
+  if (target.empty()) {
+    device = resolve_device(args.device.device);
+  } else {
+    device.device = Device::CUDA;
+    device.summary = target_summary(target, defaulted);
+  }
   Graph graph = load_model(args.model);
   bind_random_weights(graph, 0);
   BuildOptions options = build_options(args.device, device);
   // The weights here are random stand-ins, so a plan file's model_hash (which covers the real
   // weights) cannot match; what runs does not depend on weight values.
   options.choices_fingerprint.clear();
+  options.plan_target = target;
   const auto engine = Engine::build(graph, options);
   const ExecutionPlan plan = engine->plan(static_cast<int>(args.batch));
   report_stream() << "device " << device.summary << "\n" << plan.to_table();
@@ -65,6 +98,12 @@ RunCommand add_plan(CLI::App& command) {
       ->check(int_range(1, kMaxBatch))
       ->capture_default_str();
   add_device_options(command, args->device);
+  command
+      .add_option("--target", args->target,
+                  "with --device cuda: plan for this GPU instead of the one present, no GPU "
+                  "needed — h100, h100-pcie, h200, a100, l4, l40s, or smXY:SMS (e.g. sm90:132); "
+                  "default: the GPU present, else h100")
+      ->type_name("GPU");
   args->json.add_option(command);
   return [args] { return run_plan(*args); };
 }

@@ -82,6 +82,11 @@ struct BuildOptions {
   std::string choices_fingerprint;
   // The tensor scales every int8 layer needs (docs/QUANTIZATION.md; load_calibration below).
   std::shared_ptr<const Calibration> calibration;
+  // CUDA only, for planning without a GPU: decide for this described device instead of the
+  // present one — a preset ("h100", "a100", ...) or "smXY:SMS" (`cnnrt plan --target`).  The
+  // build touches no GPU (weights are sized, not uploaded); the engine can plan() and
+  // describe() but create_context() is an Error.  "" = the device present.
+  std::string plan_target;
 };
 
 // Reads a calibration file written by `cnnrt calibrate` (docs/QUANTIZATION.md); errors name the

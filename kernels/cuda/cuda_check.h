@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cnnrt/error.h"
+#include "kernels/cuda/device_traits.h"
 
 namespace cnnrt::cuda {
 
@@ -41,12 +42,8 @@ namespace cnnrt::cuda {
 
 namespace cnnrt::cuda {
 
-// Multiprocessor count of the current device (kernels size grids and fallback thresholds by it).
-inline int current_sm_count() {
-  int device = 0, sms = 0;
-  CNNRT_CUDA_CHECK(cudaGetDevice(&device));
-  CNNRT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  return sms;
-}
+// Multiprocessor count of the current device, or of the described target while planning
+// without one (kernels size grids and fallback thresholds by it; device_traits.h).
+inline int current_sm_count() { return device_traits().sms; }
 
 }  // namespace cnnrt::cuda

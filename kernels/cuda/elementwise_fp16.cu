@@ -35,8 +35,10 @@ NhwcView nhwc_view(const Shape& shape) {
   return view;
 }
 
+// The one allocation of the kernels' weights: while planning for a described target
+// (plan_only) it records the size and allocates nothing, so weight_bytes() still adds up.
 DeviceArray::DeviceArray(size_t bytes) : bytes_(bytes) {
-  if (bytes > 0) CNNRT_CUDA_CHECK(cudaMalloc(&ptr_, bytes));
+  if (bytes > 0 && !plan_only()) CNNRT_CUDA_CHECK(cudaMalloc(&ptr_, bytes));
 }
 DeviceArray::~DeviceArray() {
   if (ptr_ != nullptr) cudaFree(ptr_);  // destructor: nothing useful to do with an error
@@ -59,12 +61,14 @@ void DeviceArray::upload(const void* host, size_t bytes) {
   if (bytes > bytes_)
     throw Error("DeviceArray::upload: " + std::to_string(bytes) + " bytes into a buffer of " +
                 std::to_string(bytes_));
-  if (bytes > 0) CNNRT_CUDA_CHECK(cudaMemcpy(ptr_, host, bytes, cudaMemcpyHostToDevice));
+  if (bytes > 0 && ptr_ != nullptr)  // null: plan only
+    CNNRT_CUDA_CHECK(cudaMemcpy(ptr_, host, bytes, cudaMemcpyHostToDevice));
 }
 
 // fp32 → fp16 on the host's cores (host_parallel.h): a serial loop of __float2half_rn took
 // most of the AlexNet build (58.6 M linear weights; issue 7).
 DeviceArray upload_as_fp16(const float* values, size_t count) {
+  if (plan_only()) return DeviceArray(count * sizeof(__half));  // size only, no conversion
   std::unique_ptr<__half[]> halves(new __half[count > 0 ? count : 1]);
   parallel_for(count, size_t{1} << 16, [&](size_t begin, size_t end) {
     for (size_t i = begin; i < end; ++i) halves[i] = __float2half_rn(values[i]);

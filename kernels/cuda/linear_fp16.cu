@@ -300,6 +300,9 @@ struct LtGemm::Impl {
   cublasLtHandle_t handle = nullptr;
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a_layout = nullptr;
+  // Built while planning for a described target: no handle, and plan() picks no algorithm
+  // (cuBLASLt's heuristic needs the device; the plan names the kernel only).
+  bool plan_only = false;
 
   Impl(const GemmWeights& w, bool r) : weights(w), relu(r) {}
 
@@ -313,6 +316,8 @@ struct LtGemm::Impl {
 LtGemm::LtGemm(const GemmWeights& weights, bool relu)
     : impl_(std::make_unique<Impl>(weights, relu)) {
   Impl& s = *impl_;
+  s.plan_only = cnnrt::cuda::plan_only();
+  if (s.plan_only) return;
   CNNRT_CUBLAS_CHECK(cublasLtCreate(&s.handle));
   CNNRT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&s.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t transpose = CUBLAS_OP_T, no_transpose = CUBLAS_OP_N;
@@ -340,7 +345,7 @@ std::shared_ptr<const LtGemm::Plan> LtGemm::plan(int64_t n, uint32_t alignment) 
   auto p = std::make_shared<Plan>();
   p->n = n;
   p->alignment = alignment;
-  if (n == 0) return p;
+  if (n == 0 || s.plan_only) return p;
   const uint64_t m = s.weights.rows_pad(), k = s.weights.cols_pad();
   cublasLtMatmulPreference_t pref = nullptr;
   try {

@@ -24,6 +24,7 @@
 #include <string>
 
 #include "kernels/cuda/convert.h"
+#include "kernels/cuda/device_traits.h"
 #include "kernels/cuda/layout.h"
 #include "runtime/cuda/cuda_context.h"
 
@@ -139,6 +140,7 @@ class CudaBackend final : public Backend {
 }  // namespace
 
 std::unique_ptr<Backend> make_cuda_backend() {
+  if (plan_only()) return std::make_unique<CudaBackend>();  // a described target, no device
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess) {

@@ -101,6 +101,7 @@ Path choose_path(const ConvShape& s) {
 template <typename T>
 T* upload(const std::vector<T>& host) {
   T* device = nullptr;
+  if (plan_only()) return device;  // planning for a described target: sizes only
   CNNRT_CUDA_CHECK(cudaMalloc(&device, host.size() * sizeof(T)));
   CNNRT_CUDA_CHECK(
       cudaMemcpy(device, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
@@ -159,12 +160,33 @@ ConvParams base_params(const ConvShape& s, Path path) {
   return p;
 }
 
+// Without a device (plan_only) the occupancy is estimated: the described target's shared memory
+// per SM (1 KB per block is the driver's since sm_80) and its 2048 threads, and the registers
+// at the cap __launch_bounds__ gives ptxas (igemm_min_blocks CTAs per SM; the real count is the
+// kernel image's, readable only through a device).  The true occupancy lies between that and
+// the shared-memory/thread bound alone; on sm_90 the cap is exact for every config but the
+// 64x64 ones (docs/kernels/conv_fp16.md's ptxas table), and the zoo's AlexNet, ResNet-50 and
+// EfficientNet-Lite0 plans at batch 1/64/256 were the same at both ends, for h100 and a100.
+// scripts/plan_target_check.sh compares the outcome with a GPU's own plan.
+int estimated_occupancy(const TileConfig& cfg, size_t smem) {
+  const DeviceTraits& t = device_traits();
+  const size_t by_smem = t.smem_per_sm / (smem + (t.cc_major >= 8 ? 1024 : 0));
+  const int warps = cfg.threads / 32;
+  // The warp grid's split does not matter: igemm_min_blocks reads the warp tile's area.
+  const int by_registers = conv_detail::igemm_min_blocks(cfg.bm, cfg.bn, warps, 1);
+  return static_cast<int>(
+      std::min<size_t>({by_smem, size_t(2048 / cfg.threads), size_t(by_registers)}));
+}
+
 // Occupancy of each candidate at its shared memory; candidates that cannot run are dropped.
-void set_occupancy(std::vector<Candidate>& list, size_t first, KernelFn fn, int threads) {
+void set_occupancy(std::vector<Candidate>& list, size_t first, KernelFn fn, const TileConfig& cfg) {
   for (size_t j = first; j < list.size();) {
     Candidate& c = list[j];
-    CNNRT_CUDA_CHECK(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&c.occupancy, fn, threads, c.smem));
+    if (plan_only())
+      c.occupancy = estimated_occupancy(cfg, c.smem);
+    else
+      CNNRT_CUDA_CHECK(
+          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&c.occupancy, fn, cfg.threads, c.smem));
     if (c.occupancy <= 0)
       list.erase(list.begin() + j);
     else
@@ -184,18 +206,19 @@ void build_candidates(ConvFp16Impl& m, size_t smem_optin) {
     // Always the device maximum: the attribute is per function and process-wide, so every
     // instance sets the same value and none can shrink another's limit.
     for (const KernelFn fn : {flat_fn, pool_fn})
-      CNNRT_CUDA_CHECK(
-          cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_optin)));
+      if (!plan_only())
+        CNNRT_CUDA_CHECK(
+            cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_optin)));
     Candidate c;
     c.config = i;
     c.smem = conv_detail::igemm_smem_bytes(cfg.bm, cfg.bn, cfg.stages, 1, cfg.bk);
     const size_t first_flat = m.flat.size();
     if (c.smem <= smem_optin) m.flat.push_back(c);
-    set_occupancy(m.flat, first_flat, flat_fn, cfg.threads);
+    set_occupancy(m.flat, first_flat, flat_fn, cfg);
     if (m.pool()) {
       const size_t first = m.candidates.size();
       m.add_pool_candidates(i, cfg, smem_optin);
-      set_occupancy(m.candidates, first, pool_fn, cfg.threads);
+      set_occupancy(m.candidates, first, pool_fn, cfg);
     }
   }
   if (!m.pool()) m.candidates = m.flat;
@@ -391,11 +414,9 @@ ConvFp16::ConvFp16(const ConvShape& shape_in, const float* weight, const float* 
   m.path = choose_path(m.shape);
   m.base = base_params(m.shape, m.path);
 
-  int device = 0, smem_optin = 0;
-  CNNRT_CUDA_CHECK(cudaGetDevice(&device));
-  CNNRT_CUDA_CHECK(cudaDeviceGetAttribute(&m.sms, cudaDevAttrMultiProcessorCount, device));
-  CNNRT_CUDA_CHECK(
-      cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  const DeviceTraits& device = device_traits();  // the GPU's, or a plan target's
+  m.sms = device.sms;
+  const size_t smem_optin = device.smem_optin;
 
   m.pack_direct(weight, bias);
   if (m.path != Path::Direct) {

@@ -201,6 +201,7 @@ bool ConvFp16Wgmma::supports(const ConvShape& s) {
 }
 
 bool ConvFp16Wgmma::device_supported() {
+  if (plan_only()) return device_traits().wgmma_image;  // a described target: no probe
   static const bool supported = [] {
     int device = 0;
     cudaDeviceProp prop;
@@ -248,16 +249,10 @@ ConvFp16Wgmma::ConvFp16Wgmma(const ConvShape& shape_in, const float* weight, con
   p.out_h = s.out_h;
   p.out_w = s.out_w;
   p.pool = pool_window_of(s.pool);
-  int device = 0;
-  int sms = 0, optin = 0, per_sm = 0;
-  CNNRT_CUDA_CHECK(cudaGetDevice(&device));
-  CNNRT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  CNNRT_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  CNNRT_CUDA_CHECK(
-      cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
-  m.sms = std::max(sms, 1);
-  m.smem_optin = size_t(optin);
-  m.smem_per_sm = size_t(per_sm);
+  const DeviceTraits& device = device_traits();  // the GPU's, or a plan target's
+  m.sms = std::max(device.sms, 1);
+  m.smem_optin = device.smem_optin;
+  m.smem_per_sm = device.smem_per_sm;
   if (m.smem_optin < wgmma_detail::smem_bytes(m.bn, wgmma_detail::kStages))
     throw Error("conv_fp16_wgmma: the device offers too little shared memory per block");
   if (m.pool()) enumerate_pool_tilings(m);
@@ -269,9 +264,10 @@ ConvFp16Wgmma::ConvFp16Wgmma(const ConvShape& shape_in, const float* weight, con
   // occupancy follows the size each launch asks for.
   const size_t limit =
       m.pool() ? m.smem_optin : wgmma_detail::smem_bytes(m.bn, wgmma_detail::kStages);
-  CNNRT_CUDA_CHECK(cudaFuncSetAttribute(kernel_of(m.bn, m.pool(), upper_clamp(s)),
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(limit)));
+  if (!plan_only())
+    CNNRT_CUDA_CHECK(cudaFuncSetAttribute(kernel_of(m.bn, m.pool(), upper_clamp(s)),
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(limit)));
 }
 
 ConvFp16Wgmma::~ConvFp16Wgmma() = default;

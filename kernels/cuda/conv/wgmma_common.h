@@ -95,9 +95,12 @@ inline size_t upload_wgmma_weights(const ConvShape& s, const float* weight, cons
   std::vector<float> b_host(rows, 0.f);
   if (bias != nullptr) std::memcpy(b_host.data(), bias, sizeof(float) * s.out_c);
   *w_dev = static_cast<__half*>(upload_as_fp16(w_host).release());
-  CNNRT_CUDA_CHECK(cudaMalloc(bias_dev, b_host.size() * sizeof(float)));
-  CNNRT_CUDA_CHECK(
-      cudaMemcpy(*bias_dev, b_host.data(), b_host.size() * sizeof(float), cudaMemcpyHostToDevice));
+  *bias_dev = nullptr;
+  if (!plan_only()) {  // planning for a described target: sizes only
+    CNNRT_CUDA_CHECK(cudaMalloc(bias_dev, b_host.size() * sizeof(float)));
+    CNNRT_CUDA_CHECK(cudaMemcpy(*bias_dev, b_host.data(), b_host.size() * sizeof(float),
+                                cudaMemcpyHostToDevice));
+  }
   return w_host.size() * sizeof(__half) + b_host.size() * sizeof(float);
 }
 

@@ -213,6 +213,7 @@ bool wgmma_s8_serves(const S8Conv& conv) {
 }
 
 bool wgmma_s8_device_supported() {
+  if (plan_only()) return device_traits().wgmma_image;  // a described target: no probe
   static const bool supported = [] {
     int device = 0;
     cudaDeviceProp prop;

@@ -393,6 +393,7 @@ template <int T>
 void prepare_kernel(size_t optin) {
   if (smem_of<T>() > optin)
     throw Error("conv_fp16_wgmma_ws: the device offers too little shared memory per block");
+  if (plan_only()) return;  // a described target: the attribute and the image are the GPU's
   CNNRT_CUDA_CHECK(cudaFuncSetAttribute(kernel_of<T>(), cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         static_cast<int>(smem_of<T>())));
   cudaFuncAttributes attr;
@@ -443,13 +444,12 @@ ConvFp16WgmmaWs::ConvFp16WgmmaWs(const ConvShape& shape_in, const float* weight,
   WsParams& p = m.base;
   fill_wgmma_conv_params(s, wgmma_ws_detail::kBK, p);
 
-  int device = 0, optin = 0;
-  CNNRT_CUDA_CHECK(cudaGetDevice(&device));
-  CNNRT_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  m.sms = std::max(current_sm_count(), 1);
-  prepare_kernel<0>(size_t(optin));
-  prepare_kernel<1>(size_t(optin));
-  prepare_kernel<2>(size_t(optin));
+  const DeviceTraits& device = device_traits();  // the GPU's, or a plan target's
+  const size_t optin = device.smem_optin;
+  m.sms = std::max(device.sms, 1);
+  prepare_kernel<0>(optin);
+  prepare_kernel<1>(optin);
+  prepare_kernel<2>(optin);
 
   // Rows padded to the largest BN, so every tile reads real (zero) memory past out_c.
   const int w_rows = (s.out_c + wgmma_ws_detail::kWRowAlign - 1) / wgmma_ws_detail::kWRowAlign *

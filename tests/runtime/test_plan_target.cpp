@@ -1,0 +1,83 @@
+// BuildOptions::plan_target (issue 13): a CUDA engine built for a described device — no GPU
+// touched, so these run on any machine with a CUDA build — plans like the device would, with
+// its weights sized, and refuses to run.  The CLI side (zoo models, split-K by SM count, int8,
+// usage errors) is tests/e2e/test_plan_target.py; the comparison with a GPU's own plan is
+// scripts/plan_target_check.sh.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "cnnrt/cnnrt.h"
+#include "graph/model_loader.h"
+
+namespace cnnrt {
+namespace {
+
+std::shared_ptr<Engine> alexnet_for(const std::string& target) {
+  Graph graph = load_model(std::string(CNNRT_SOURCE_DIR) + "/models/alexnet.yaml");
+  bind_random_weights(graph, 7);
+  BuildOptions options;
+  options.device = Device::CUDA;
+  options.plan_target = target;
+  return Engine::build(std::move(graph), options);
+}
+
+std::string kernels_of(const ExecutionPlan& plan) {
+  std::string kernels;
+  for (const PlannedStep& step : plan.steps) kernels += step.kernel + " " + step.variant + "\n";
+  return kernels;
+}
+
+TEST(PlanTarget, CpuDeviceRefusesATarget) {
+  Graph graph = load_model(std::string(CNNRT_SOURCE_DIR) + "/models/alexnet.yaml");
+  bind_random_weights(graph, 7);
+  BuildOptions options;
+  options.device = Device::CPU;
+  options.plan_target = "h100";
+  EXPECT_THROW(Engine::build(std::move(graph), options), Error);
+}
+
+#ifdef CNNRT_WITH_CUDA
+
+TEST(PlanTarget, H100PlansWgmmaAndSizesTheWeights) {
+  const auto engine = alexnet_for("h100");
+  EXPECT_EQ(engine->device(), Device::CUDA);
+  // AlexNet's 61 M parameters in fp16 at least, though nothing was uploaded.
+  EXPECT_GT(engine->weight_bytes(), size_t{61'000'000} * 2);
+  const ExecutionPlan plan = engine->plan(64);
+  ASSERT_EQ(plan.steps.size(), 10u);
+  EXPECT_EQ(plan.steps[2].kernel, "conv_fp16_wgmma") << kernels_of(plan);
+  EXPECT_GT(plan.arena_bytes, 0u);
+  EXPECT_THROW(engine->create_context(1), Error);
+}
+
+TEST(PlanTarget, A100PlansNoWgmmaAndTheSameWeightBytes) {
+  const auto a100 = alexnet_for("a100");
+  const std::string kernels = kernels_of(a100->plan(64));
+  EXPECT_EQ(kernels.find("wgmma"), std::string::npos) << kernels;
+  EXPECT_NE(kernels.find("conv_fp16_igemm"), std::string::npos) << kernels;
+  // The conv families pack differently, so only the fully connected weights (58.6 M of the
+  // 61 M parameters, one packing on every target) bound the difference.
+  EXPECT_GT(a100->weight_bytes(), size_t{58'600'000} * 2);
+}
+
+TEST(PlanTarget, SplitKFollowsTheSmCount) {
+  // Batch 1 leaves most SMs idle, so conv3 splits K to fill them: the split depends on the SM
+  // count and nothing else (h100 and sm90:132 describe the same device).
+  const std::string h100 = alexnet_for("h100")->plan(1).steps[2].variant;
+  const std::string same = alexnet_for("sm90:132")->plan(1).steps[2].variant;
+  const std::string fewer = alexnet_for("sm90:100")->plan(1).steps[2].variant;
+  EXPECT_NE(h100.find("split-K"), std::string::npos) << h100;
+  EXPECT_EQ(h100, same);
+  EXPECT_NE(h100, fewer);
+}
+
+TEST(PlanTarget, BadTargetsAreErrors) {
+  for (const char* target : {"h900", "sm90:0", "sm99:10", "sm90:", "90:132", "H100 "})
+    EXPECT_THROW(alexnet_for(target), Error) << target;
+}
+
+#endif  // CNNRT_WITH_CUDA
+
+}  // namespace
+}  // namespace cnnrt
