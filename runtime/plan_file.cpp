@@ -5,6 +5,7 @@
 //   layers:
 //     conv1: {precision: fp16, kernel: conv_fp16_s2d}
 //     fc6: {precision: fp32}
+//     fc7: {sparsity: 2:4}        # 2:4 sparse kernel (the weight must be 2:4)
 //
 // Every key is checked (unknown keys, a precision that is not fp32/fp16/int8, an empty layer
 // entry are errors with file:line:col); layer names are checked against the model at build.
@@ -68,10 +69,15 @@ std::map<std::string, LayerChoice> load_plan_file(const std::string& path,
         if (value != "fp32" && value != "fp16" && value != "int8")
           context.fail(field.second, "unknown precision '" + value + "' (valid: fp32, fp16, int8)");
         choice.precision = parse_precision(value);
+      } else if (key == "sparsity") {
+        choice.sparsity = read_string(field.second, context, "sparsity");
+        if (choice.sparsity != "2:4" && choice.sparsity != "dense")
+          context.fail(field.second,
+                       "unknown sparsity '" + choice.sparsity + "' (valid: 2:4, dense)");
       } else if (key == "kernel") {
         choice.kernel = read_string(field.second, context, "kernel");
       } else {
-        context.fail(field.first, "unknown key '" + key + "' (valid: precision, kernel)");
+        context.fail(field.first, "unknown key '" + key + "' (valid: precision, kernel, sparsity)");
       }
     }
     if (choices.count(layer) != 0) context.fail(entry.first, "layer listed twice");
