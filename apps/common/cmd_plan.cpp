@@ -1,8 +1,10 @@
 // `cnnrt plan MODEL --batch N [--device D] [--precision P] [--plan PLAN.yaml] [--json FILE]`:
 // what a context of that batch will run — per step the layer, its source layers, kernel,
 // variant, precision and tensor types; per tensor its bytes, arena offset and lifetime.
-// Computed by Engine::plan without allocating the arena.  The plan does not depend on weight
-// values, so random ones are bound.
+// Computed by Engine::plan without allocating the arena.  The plan depends on weight values only
+// through channel compaction (all-zero channels of a pruned model are removed at build, and the
+// tensors sized for what remains): with --weights W it is planned for those weights and lists
+// what was compacted; without, random weights are bound.
 //
 // A CUDA plan does depend on the device, though: its architecture decides which conv kernels
 // can run (the wgmma ones need compute capability 9.0 and the sm_90a image) and its SM count
@@ -26,7 +28,7 @@ const char* find_cuda_problem() {
 }
 
 struct PlanArgs {
-  std::string model;
+  std::string model, weights;
   int64_t batch = 1;
   DeviceArgs device;
   JsonOutput json;
@@ -42,7 +44,10 @@ int run_plan(const PlanArgs& args) {
                 "--device cpu");
   const DeviceChoice device = resolve_device(args.device.device);
   Graph graph = load_model(args.model);
-  bind_random_weights(graph, 0);
+  if (args.weights.empty())
+    bind_random_weights(graph, 0);
+  else
+    bind_weights_from_args(graph, args.model, WeightArgs{args.weights, ""});
   const auto engine = Engine::build(graph, build_options(args.device, device));
   const ExecutionPlan plan = engine->plan(static_cast<int>(args.batch));
   report_stream() << "device " << device.summary << "\n" << plan.to_table();
@@ -61,6 +66,9 @@ RunCommand add_plan(CLI::App& command) {
       ->check(int_range(1, kMaxBatch))
       ->capture_default_str();
   add_device_options(command, args->device);
+  command.add_option("--weights", args->weights, "plan for these weights (shows compaction)")
+      ->type_name("W.safetensors")
+      ->check(no_stdin());
   args->json.add_option(command);
   return [args] { return run_plan(*args); };
 }

@@ -26,7 +26,8 @@ layers:
   - {name: fc, op: linear, out_features: 5, weight: fc.weight, bias: fc.bias}
 """
 
-COMMANDS = ["info", "init-weights", "plan", "run", "profile", "bench", "calibrate", "accuracy"]
+COMMANDS = ["info", "init-weights", "plan", "run", "profile", "bench", "calibrate", "accuracy",
+            "prune"]
 failures = []
 
 
@@ -92,6 +93,7 @@ def main():
                 "profile": [("--iterations", 20), ("--batch", 1)],
                 "calibrate": [("--batch", 16)],
                 "accuracy": [("--batch", 8), ("--samples", 0)],
+                "prune": [("--batch", 8), ("--samples", 0)],
                 "init-weights": [("--seed", 0), ("--dtype", "f32")]}
     for command in COMMANDS:
         out = check_help(f"cnnrt {command} --help", [cnnrt, command], defaults.get(command, []))
