@@ -55,6 +55,7 @@ class SparseConvKernel : public LayerKernel {
     h_ = static_cast<int>(in.at(1));
     w_ = static_cast<int>(in.at(2));
     bias_ = bias_of(node_, weight_.shape.rows);
+    node_.params.clear();  // the dense weight is not kept: run() reads the compressed form only
     conv_shape_ = node_.fused_maxpool ? node_.pre_pool_shape : node_.output_shape;
   }
 
@@ -86,7 +87,7 @@ class SparseConvKernel : public LayerKernel {
   }
 
  private:
-  Node node_;  // a copy: the kernel never points into the graph
+  Node node_;  // a copy without its params: the kernel never points into the graph
   sparse24::Compressed weight_;
   std::vector<float> bias_;
   int h_ = 0, w_ = 0;
@@ -98,6 +99,7 @@ class SparseLinearKernel : public LayerKernel {
   explicit SparseLinearKernel(const KernelBuildContext& context)
       : node_(context.node), weight_(compress_weight(context)) {
     bias_ = bias_of(node_, weight_.shape.rows);
+    node_.params.clear();
   }
   void run(const KernelArgs& args) override {
     auto* y = static_cast<float*>(args.output);

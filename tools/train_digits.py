@@ -3,7 +3,7 @@
 
     python3 tools/train_digits.py [--out-dir models] [--epochs 60] [--seed 0]
     python3 tools/train_digits.py --prune 2:4 [--weights models/digits.safetensors]
-        [--finetune-epochs 20] [--finetune-lr 0.03] --out FILE.safetensors
+        [--finetune-epochs 40] [--finetune-lr 0.02] --out FILE.safetensors
 
 With --prune 2:4 it trains nothing new: it loads the dense weights, prunes conv2 and fc 2:4 by
 magnitude (in every 4 consecutive input channels at each output channel and kernel tap, or 4
@@ -301,8 +301,8 @@ def main(argv=None) -> int:
                         help="prune the --weights 2:4 and fine-tune with the masks kept")
     parser.add_argument("--weights", default=os.path.join(os.path.dirname(__file__), "..",
                                                           "models", "digits.safetensors"))
-    parser.add_argument("--finetune-epochs", type=int, default=20)
-    parser.add_argument("--finetune-lr", type=float, default=0.03)
+    parser.add_argument("--finetune-epochs", type=int, default=40)
+    parser.add_argument("--finetune-lr", type=float, default=0.02)
     parser.add_argument("--out", default=None, help="--prune: the weights file to write")
     args = parser.parse_args(argv)
     if args.prune:
