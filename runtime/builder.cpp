@@ -27,6 +27,7 @@
 #include "graph/passes_sparsity.h"
 #include "runtime/backends.h"
 #include "runtime/engine_impl.h"
+#include "runtime/plan_file.h"
 
 namespace cnnrt {
 namespace {
@@ -257,6 +258,26 @@ PassOptions pass_options(const BuildOptions& options) {
   return passes;
 }
 
+// A plan made for other weights or another version of the model is refused, before the passes
+// change the graph the fingerprint describes.
+void check_fingerprint(const Graph& graph, const BuildOptions& options) {
+  // A plan for another model altogether is reported as such, after the passes.
+  if (options.choices_fingerprint.empty() ||
+      (!options.choices_model.empty() && options.choices_model != graph.name))
+    return;
+  const std::string actual = model_fingerprint(graph);
+  if (actual == options.choices_fingerprint) return;
+  std::string where;
+  if (!options.layer_choices.empty()) {
+    where = options.layer_choices.begin()->second.origin;
+    where = where.substr(0, where.find(':')) + ": ";
+  }
+  throw Error(where + "stale plan: it was made for model_hash " + options.choices_fingerprint +
+              ", but " + graph.source_file + " (model '" + graph.name +
+              "') with these weights hashes to " + actual +
+              " (the model or its weights changed): make it again with cnnrt build");
+}
+
 }  // namespace
 
 std::unique_ptr<EngineImpl> build_engine(Graph graph, const BuildOptions& options) {
@@ -267,6 +288,7 @@ std::unique_ptr<EngineImpl> build_engine(Graph graph, const BuildOptions& option
 
   BuildTrace trace;
   check_weights_bound(graph);
+  check_fingerprint(graph, options);
   if (options.fuse)
     run_default_passes(graph, pass_options(options));  // ends with infer_shapes
   else

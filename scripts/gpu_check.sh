@@ -3,11 +3,13 @@
 # Debian -dev packages: unpack the carried .deb files (scripts/fetch_gpu_deps.sh makes them)
 # into a private prefix, build for the local GPU, run the whole test suite, then optionally the
 # memory checkers and the benchmarks.
-#   scripts/gpu_check.sh [test|gtest] [sanitize] [bench] [ab] [models] [zoo] [soak] [compare] [python]
+#   scripts/gpu_check.sh [test|gtest] [sanitize] [bench] [ab] [models] [zoo] [soak] [compare] [python] [auto]
 #   (default: test; models needs .carry/ with the EfficientNet-Lite0 .pth, its converted
 #    safetensors and coffee.png — see scripts/gpu_models_check.py)
 # (ab: builds the tree carried in .baseline/ too and times both AlexNet engines interleaved —
 #  the before/after check of a refactor; scripts/ab_bench.py)
+# (auto: cnnrt build --precision auto for AlexNet and EfficientNet-Lite0 at batch 1, 64, 256, each
+#  plan benched against all-fp16; needs .carry/ for EfficientNet-Lite0; scripts/gpu_auto_check.py)
 # (gtest: only the GPU gtest binary; CNNRT_SKIP_LAB=1 leaves bench/conv_lab out of bench)
 # (python: the Python module's tests and the packaging check (e2e.test_find_package), then
 #  tools/bench_python.py — the Python round trip against the C++ run; docs/PYTHON.md)
@@ -197,6 +199,11 @@ for mode in "${modes[@]}"; do
       PYTHONPATH="$BUILD/python:${PYTHONPATH:-}" PYTHONUNBUFFERED=1 timeout 240 python3 \
         "$ROOT/tools/bench_python.py" --device cuda --iterations 1000 --json "$OUT/python_bench.json" \
         2>&1 | tee "$OUT/python_bench.txt" || status=1
+      ;;
+    auto)
+      step "automatic plans: cnnrt build --precision auto (AlexNet, EfficientNet-Lite0) vs all-fp16"
+      PYTHONUNBUFFERED=1 timeout 240 python3 "$ROOT/scripts/gpu_auto_check.py" --bin "$BUILD/bin" \
+        --out "$OUT/auto" 2>&1 | tee "$OUT/auto.txt" | tail -40 || status=1
       ;;
     *) echo "unknown mode $mode"; status=1 ;;
   esac

@@ -241,6 +241,134 @@ def make_block_module(torch, module, model: Model, names: List[str]):
 
 # --- the benchmark -------------------------------------------------------------------------
 
+def prepare_weights(args, model, work: str, use_cnnrt: bool, errors: List[str]):
+    """(path, description) of the weights both sides run: --weights, else cnnrt init-weights,
+    else (no usable cnnrt) the same distribution drawn here."""
+    if args.weights:
+        return args.weights, args.weights
+    weights_path = os.path.join(work, "weights.safetensors")
+    try:
+        if not use_cnnrt:
+            raise CnnrtError("--skip-cnnrt")
+        run_cnnrt(args.bin, "init-weights", args.model, "--seed", args.seed, "-o", weights_path)
+        return weights_path, f"cnnrt init-weights --seed {args.seed}"
+    except CnnrtError as exc:
+        from safetensors.numpy import save_file
+
+        if use_cnnrt:
+            errors.append(f"init-weights: {exc}")
+        save_file(random_weights(model, args.seed), weights_path)
+        return weights_path, f"python random_weights(seed={args.seed})"
+
+
+def run_info(torch, args, weights_source: str, default_tf32: dict, timing_tf32: dict) -> dict:
+    return {
+        "device": torch.cuda.get_device_name(0),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version(),
+        "date": datetime.datetime.now().isoformat(timespec="seconds"),
+        "commit": git_commit(),
+        "command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
+        "model": os.path.relpath(args.model, REPO) if args.model.startswith(REPO)
+        else args.model,
+        "weights": weights_source,
+        "iters": args.iters, "warmup": args.warmup,
+        "timing": "CUDA events around each synchronised call; median/min/p90",
+        "tf32_defaults": default_tf32, "tf32_while_timing_fp32": timing_tf32,
+    }
+
+
+def bench_cnnrt(args, weights_path: str, work: str, errors: List[str]) -> Dict[int, dict]:
+    """cnnrt bench, one process for all batch sizes: {batch: its JSON row}."""
+    rows: Dict[int, dict] = {}
+    bench_json = os.path.join(work, "bench.json")
+    try:
+        # The CLI insists on >= 50 timed iterations.
+        run_cnnrt(args.bin, "bench", args.model, "--weights", weights_path, "--batch",
+                  ",".join(map(str, args.batches)), "--precision", "fp16", "--device",
+                  "cuda", "--warmup", args.warmup, "--iterations", max(50, args.iters),
+                  "--json", bench_json)
+        with open(bench_json, encoding="utf-8") as handle:
+            for row in json.load(handle).get("results", []):
+                rows[int(row["batch"])] = row
+    except (CnnrtError, OSError, ValueError, KeyError) as exc:
+        errors.append(f"bench: {exc}")
+        print(f"warning: cnnrt bench failed: {exc}", file=sys.stderr)
+    return rows
+
+
+def torch_configs(torch, args, batch: int, modules, inputs, errors: List[str],
+                  compile_seconds: Dict[int, float]):
+    """The PyTorch configurations timed at one batch: (label, fn[, static output]) and the CUDA
+    graphs to keep alive while they run."""
+    fp32, fp16, fp16_cl = modules
+    x32, x16, x16_cl = inputs
+    configs = [
+        ("PyTorch fp32 eager", lambda: fp32(x32)),
+        ("PyTorch fp16 eager NCHW", lambda: fp16(x16)),
+        ("PyTorch fp16 eager channels_last", lambda: fp16_cl(x16_cl)),
+    ]
+    graphs = []
+    for label, module, static in (("PyTorch fp16 NCHW + CUDA graph", fp16, x16),
+                                  ("PyTorch fp16 channels_last + CUDA graph", fp16_cl, x16_cl)):
+        try:
+            replay, static_out, graph = capture_graph(torch, module, static)
+            graphs.append(graph)
+            configs.append((label, replay, static_out))
+        except RuntimeError as exc:
+            errors.append(f"{label} batch {batch}: {exc}")
+    if args.compile:
+        try:
+            torch._dynamo.reset()
+            compiled = torch.compile(fp16, mode=args.compile_mode, dynamic=False)
+            started = time.time()
+            for _ in range(3):  # compile, then cudagraph-tree warm-up / recording
+                compiled(x16)
+            torch.cuda.synchronize()
+            compile_seconds[batch] = time.time() - started
+            print(f"  torch.compile batch {batch}: {compile_seconds[batch]:.1f} s", flush=True)
+            configs.append((f"torch.compile {args.compile_mode} fp16", lambda: compiled(x16)))
+        except Exception as exc:  # noqa: BLE001 (inductor raises many types)
+            errors.append(f"torch.compile batch {batch}: {exc}")
+    return configs, graphs
+
+
+def time_configs(torch, args, batch: int, configs, reference, results: List[dict]) -> None:
+    for config in configs:
+        label, fn = config[0], config[1]
+        if len(config) > 2:  # CUDA graph: its output lives in the static tensor
+            fn()
+            output = config[2].double().cpu().numpy()
+        else:
+            output = fn().double().cpu().numpy()
+        stats = time_cuda(torch, fn, args.iters, args.warmup)
+        results.append(dict(config=label, batch=batch, **stats,
+                            images_per_s=batch * 1000.0 / stats["median_ms"],
+                            rel_l2_vs_fp32=rel_l2(output, reference)))
+        print(f"  batch {batch:4d}  {label:42s} {stats['median_ms']:9.3f} ms  "
+              f"rel L2 {results[-1]['rel_l2_vs_fp32']:.2e}", flush=True)
+
+
+def cnnrt_row(args, batch: int, bench: Optional[dict], x_cpu, reference, weights_path: str,
+              errors: List[str]) -> dict:
+    """cnnrt's row at one batch: bench's timing, and the output error from one `cnnrt run`."""
+    row = {"config": "cnnrt fp16", "batch": batch}
+    if bench is not None:
+        row.update({k: bench.get(k) for k in ("median_ms", "min_ms", "p90_ms", "arena_bytes",
+                                              "weight_bytes")})
+        row["images_per_s"] = batch * 1000.0 / bench["median_ms"]
+    try:
+        output = run_model(args.bin, args.model, x_cpu.numpy(), weights=weights_path,
+                           device="cuda", precision="fp16")
+        row["rel_l2_vs_fp32"] = rel_l2(output, reference)
+    except (RunError, OSError, ValueError) as exc:
+        errors.append(f"run batch {batch}: {exc}")
+    print(f"  batch {batch:4d}  {'cnnrt fp16':42s} {row.get('median_ms') or float('nan'):9.3f} ms"
+          f"  rel L2 {row.get('rel_l2_vs_fp32', float('nan')):.2e}", flush=True)
+    return row
+
+
 def benchmark(args) -> dict:
     try:
         import torch
@@ -256,25 +384,7 @@ def benchmark(args) -> dict:
     work = tempfile.mkdtemp(prefix="cnnrt_compare_")
     errors: List[str] = []
     use_cnnrt = not args.skip_cnnrt
-
-    weights_path = args.weights
-    if not weights_path:
-        weights_path = os.path.join(work, "weights.safetensors")
-        try:
-            if not use_cnnrt:
-                raise CnnrtError("--skip-cnnrt")
-            run_cnnrt(args.bin, "init-weights", args.model, "--seed", args.seed, "-o",
-                      weights_path)
-            weights_source = f"cnnrt init-weights --seed {args.seed}"
-        except CnnrtError as exc:
-            from safetensors.numpy import save_file
-
-            if use_cnnrt:
-                errors.append(f"init-weights: {exc}")
-            save_file(random_weights(model, args.seed), weights_path)
-            weights_source = f"python random_weights(seed={args.seed})"
-    else:
-        weights_source = weights_path
+    weights_path, weights_source = prepare_weights(args, model, work, use_cnnrt, errors)
     weights = load_weights(model, weights_path)
 
     torch.backends.cudnn.benchmark = True
@@ -299,40 +409,10 @@ def benchmark(args) -> dict:
     fp16 = copy.deepcopy(fp32).half()
     fp16_cl = copy.deepcopy(fp16).to(memory_format=torch.channels_last)
 
-    info = {
-        "device": torch.cuda.get_device_name(0),
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
-        "cudnn": torch.backends.cudnn.version(),
-        "date": datetime.datetime.now().isoformat(timespec="seconds"),
-        "commit": git_commit(),
-        "command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
-        "model": os.path.relpath(args.model, REPO) if args.model.startswith(REPO)
-        else args.model,
-        "weights": weights_source,
-        "iters": args.iters, "warmup": args.warmup,
-        "timing": "CUDA events around each synchronised call; median/min/p90",
-        "tf32_defaults": default_tf32, "tf32_while_timing_fp32": timing_tf32,
-    }
+    info = run_info(torch, args, weights_source, default_tf32, timing_tf32)
     print(f"device {info['device']} · torch {info['torch']} · CUDA {info['cuda']} · "
           f"cuDNN {info['cudnn']} · commit {info['commit']}", flush=True)
-
-    # cnnrt bench: one process for all batch sizes.
-    cnnrt_bench: Dict[int, dict] = {}
-    if use_cnnrt:
-        bench_json = os.path.join(work, "bench.json")
-        try:
-            # The CLI insists on >= 50 timed iterations.
-            run_cnnrt(args.bin, "bench", args.model, "--weights", weights_path, "--batch",
-                      ",".join(map(str, args.batches)), "--precision", "fp16", "--device",
-                      "cuda", "--warmup", args.warmup, "--iterations", max(50, args.iters),
-                      "--json", bench_json)
-            with open(bench_json, encoding="utf-8") as handle:
-                for row in json.load(handle).get("results", []):
-                    cnnrt_bench[int(row["batch"])] = row
-        except (CnnrtError, OSError, ValueError, KeyError) as exc:
-            errors.append(f"bench: {exc}")
-            print(f"warning: cnnrt bench failed: {exc}", file=sys.stderr)
+    cnnrt_bench = bench_cnnrt(args, weights_path, work, errors) if use_cnnrt else {}
 
     results: List[dict] = []
     compile_seconds: Dict[int, float] = {}
@@ -344,77 +424,20 @@ def benchmark(args) -> dict:
             x16 = x32.half()
             x16_cl = x16.contiguous(memory_format=torch.channels_last)
             reference = strict_fp32(lambda: fp32(x32).double().cpu().numpy())
-
-            configs = [
-                ("PyTorch fp32 eager", lambda: fp32(x32)),
-                ("PyTorch fp16 eager NCHW", lambda: fp16(x16)),
-                ("PyTorch fp16 eager channels_last", lambda: fp16_cl(x16_cl)),
-            ]
-            graphs = []
-            for label, module, static in (("PyTorch fp16 NCHW + CUDA graph", fp16, x16),
-                                          ("PyTorch fp16 channels_last + CUDA graph", fp16_cl,
-                                           x16_cl)):
-                try:
-                    replay, static_out, graph = capture_graph(torch, module, static)
-                    graphs.append(graph)
-                    configs.append((label, replay, static_out))
-                except RuntimeError as exc:
-                    errors.append(f"{label} batch {batch}: {exc}")
-            if args.compile:
-                try:
-                    torch._dynamo.reset()
-                    compiled = torch.compile(fp16, mode=args.compile_mode, dynamic=False)
-                    started = time.time()
-                    for _ in range(3):  # compile, then cudagraph-tree warm-up / recording
-                        compiled(x16)
-                    torch.cuda.synchronize()
-                    compile_seconds[batch] = time.time() - started
-                    print(f"  torch.compile batch {batch}: {compile_seconds[batch]:.1f} s",
-                          flush=True)
-                    configs.append((f"torch.compile {args.compile_mode} fp16",
-                                    lambda: compiled(x16)))
-                except Exception as exc:  # noqa: BLE001 (inductor raises many types)
-                    errors.append(f"torch.compile batch {batch}: {exc}")
-
-            for config in configs:
-                label, fn = config[0], config[1]
-                if len(config) > 2:  # CUDA graph: its output lives in the static tensor
-                    fn()
-                    output = config[2].double().cpu().numpy()
-                else:
-                    output = fn().double().cpu().numpy()
-                stats = time_cuda(torch, fn, args.iters, args.warmup)
-                results.append(dict(config=label, batch=batch, **stats,
-                                    images_per_s=batch * 1000.0 / stats["median_ms"],
-                                    rel_l2_vs_fp32=rel_l2(output, reference)))
-                print(f"  batch {batch:4d}  {label:42s} {stats['median_ms']:9.3f} ms  "
-                      f"rel L2 {results[-1]['rel_l2_vs_fp32']:.2e}", flush=True)
+            configs, graphs = torch_configs(torch, args, batch, (fp32, fp16, fp16_cl),
+                                            (x32, x16, x16_cl), errors, compile_seconds)
+            time_configs(torch, args, batch, configs, reference, results)
             del graphs, configs
             torch.cuda.empty_cache()
-
             if use_cnnrt:
-                row = {"config": "cnnrt fp16", "batch": batch}
-                if batch in cnnrt_bench:
-                    bench = cnnrt_bench[batch]
-                    row.update({k: bench.get(k) for k in ("median_ms", "min_ms", "p90_ms",
-                                                          "arena_bytes", "weight_bytes")})
-                    row["images_per_s"] = batch * 1000.0 / bench["median_ms"]
-                try:
-                    output = run_model(args.bin, args.model, x_cpu.numpy(), weights=weights_path,
-                                       device="cuda", precision="fp16")
-                    row["rel_l2_vs_fp32"] = rel_l2(output, reference)
-                except (RunError, OSError, ValueError) as exc:
-                    errors.append(f"run batch {batch}: {exc}")
-                results.append(row)
-                print(f"  batch {batch:4d}  {'cnnrt fp16':42s} "
-                      f"{row.get('median_ms') or float('nan'):9.3f} ms  "
-                      f"rel L2 {row.get('rel_l2_vs_fp32', float('nan')):.2e}", flush=True)
+                results.append(cnnrt_row(args, batch, cnnrt_bench.get(batch), x_cpu, reference,
+                                         weights_path, errors))
 
     for row in results:
-        cnnrt_row = next((r for r in results if r["config"] == "cnnrt fp16"
-                          and r["batch"] == row["batch"] and r.get("median_ms")), None)
-        if cnnrt_row and row.get("median_ms"):
-            row["cnnrt_speedup"] = row["median_ms"] / cnnrt_row["median_ms"]
+        cnnrt_result = next((r for r in results if r["config"] == "cnnrt fp16"
+                             and r["batch"] == row["batch"] and r.get("median_ms")), None)
+        if cnnrt_result and row.get("median_ms"):
+            row["cnnrt_speedup"] = row["median_ms"] / cnnrt_result["median_ms"]
 
     layers = per_layer(torch, args, model, shapes, fp32, fp16, fp16_cl, weights_path, errors)
     return {"info": info, "results": results, "compile_seconds": compile_seconds,

@@ -48,7 +48,11 @@ int run_plan(const PlanArgs& args) {
     bind_random_weights(graph, 0);
   else
     bind_weights_from_args(graph, args.model, WeightArgs{args.weights, ""});
-  const auto engine = Engine::build(graph, build_options(args.device, device));
+  BuildOptions options = build_options(args.device, device);
+  // Random stand-in weights cannot match a plan file's model_hash (which covers the real
+  // weights); what runs does not depend on weight values, except through compaction.
+  if (args.weights.empty()) options.choices_fingerprint.clear();
+  const auto engine = Engine::build(graph, options);
   const ExecutionPlan plan = engine->plan(static_cast<int>(args.batch));
   report_stream() << "device " << device.summary << "\n" << plan.to_table();
   if (!args.json.path.empty()) args.json.write(nlohmann::json::parse(plan.to_json()));

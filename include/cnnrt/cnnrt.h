@@ -80,6 +80,10 @@ struct BuildOptions {
   // The model the layer choices were written for (a plan file's `model:`); when set, building
   // a model of another name is an Error.  "" = any.
   std::string choices_model;
+  // The model fingerprint the layer choices were made for (a plan file's `model_hash:`, see
+  // runtime/plan_file.h); when set, a model whose structure or weights hash differently is an
+  // Error (a stale plan).  "" = unchecked.
+  std::string choices_fingerprint;
   // The tensor scales every int8 layer needs (docs/QUANTIZATION.md; load_calibration below).
   std::shared_ptr<const Calibration> calibration;
 };

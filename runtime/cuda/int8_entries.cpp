@@ -2,7 +2,10 @@
 // kernels/cuda/linear_s8.h), precision int8:
 //   conv_int8_s2d     strided convs with few input channels (AlexNet conv1) as space-to-depth +
 //                     the tensor-core GEMM; reads the fp32 graph input directly (quantising it)
+//   conv_int8_wgmma   dense convs (groups 1, dilation 1, out_c % 64 == 0) on Hopper's wgmma
+//                     m64nNk32 s8 (sm_90a), conv_int8_igemm's split-K plan at small batches
 //   conv_int8_igemm   dense convs (groups 1) on the int8 tensor cores (mma.sync m16n8k32, sm_80+)
+//   conv_int8_wgmma_always  the wgmma kernel at every batch (tests, profiles; lower priority)
 //   conv_int8_direct  any conv, grouped and depthwise included (lower priority)
 //   linear_int8       GEMV at batch <= 8, else the tensor-core GEMM; linear_int8_gemm and
 //                     linear_int8_gemv force one path (profiles, tests)
@@ -15,6 +18,10 @@
 // per-element arithmetic runs on the device.  A conv or linear that writes the graph output
 // dequantises in its epilogue (fp32 NHWC/8 out).  A fused max-pool runs after the conv on the
 // pre-pool tensor (in the workspace), exact because max commutes with the requantisation.
+// The GEMM of conv_int8_wgmma and conv_int8_s2d is chosen once per context (prepare()): the
+// wgmma kernel where it serves the (rearranged) conv on this device and its 128-row tiles fill
+// the SMs at the context's batch, else the mma.sync GEMM with split-K — the fp16 wgmma entries'
+// rule (fallback_max_batch).
 // K (in_c / groups × kh × kw, or in features) above ref::kMaxInt8Reduction is refused.
 #include <algorithm>
 #include <cstring>
@@ -91,6 +98,14 @@ bool conv_fits_int32(const ConvShape& shape) {
 }
 
 enum class ConvPath { Gemm, Direct, SpaceToDepth };
+// Whether the GEMM may run on the Hopper wgmma kernel: never, when its grid fills the SMs, always.
+enum class Wgmma { Off, Auto, Always };
+
+// The node-level part of wgmma_s8_serves (the rest holds for every int8 GEMM conv's S8Conv).
+bool wgmma_shape_ok(const ConvShape& shape) {
+  return shape.conv.groups == 1 && shape.conv.dilation_h == 1 && shape.conv.dilation_w == 1 &&
+         shape.out_c % 64 == 0;
+}
 
 // Space-to-depth pays where padding the channels to 16 would waste most of K, and the blocks
 // carry no pixel that no tap reads (kernel >= stride): the fp16 family's rule (conv_fp16_s2d).
@@ -105,7 +120,9 @@ int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
 class ConvInt8Kernel final : public LayerKernel {
  public:
-  ConvInt8Kernel(const KernelBuildContext& context, const char* name, ConvPath path) : path_(path) {
+  ConvInt8Kernel(const KernelBuildContext& context, const char* name, ConvPath path,
+                 Wgmma wgmma = Wgmma::Off)
+      : path_(path) {
     const std::optional<ConvShape> shape = conv_shape_of(context.node);
     const ConvWeights weights = conv_weights_of(context, name, shape);
     const ConvAttrs& a = shape->conv;
@@ -130,8 +147,19 @@ class ConvInt8Kernel final : public LayerKernel {
     conv_.dil_w = a.dilation_w;
     conv_.groups = a.groups;
     if (path == ConvPath::SpaceToDepth) rearrange_for_s2d(*shape);
+    // The wgmma kernel's k-tile is 128 bytes; the mma.sync GEMM takes that padding too.
+    const bool wgmma_candidate = path != ConvPath::Direct && wgmma != Wgmma::Off &&
+                                 wgmma_s8_device_supported() &&
+                                 (path == ConvPath::SpaceToDepth || wgmma_shape_ok(*shape));
+    k_align_ = wgmma_candidate ? 128 : 64;
     upload_layer(layer, path == ConvPath::Direct ? pack_direct(layer) : pack_gemm(layer), device_,
                  conv_);
+    if (wgmma_candidate && wgmma_s8_serves(conv_)) {
+      use_wgmma_ = true;
+      wgmma_max_fallback_ = wgmma == Wgmma::Always ? 0 : fallback_max_batch([this](int b) {
+        return wgmma_s8_ctas(conv_, b);
+      });
+    }
     if (shape->pool) {
       pool_ = NhwcPool{shape->out_c,          shape->conv_h,         shape->conv_w,
                        shape->out_h,          shape->out_w,          shape->pool->kernel_h,
@@ -145,18 +173,23 @@ class ConvInt8Kernel final : public LayerKernel {
     return {int8_nhwc16(device_.input_scale)};
   }
   TensorType output_type() const override { return output_type_of(device_); }
-  // The variant packs the space-to-depth source (bit 0: fp32 NCHW) and the GEMM's split-K
-  // count (variant / 2: more than 1 when its tiles alone would leave SMs idle, small batches).
+  // The variant packs the space-to-depth source (bit 0: fp32 NCHW) and the GEMM: variant / 2
+  // is 0 for the wgmma kernel, else the mma.sync GEMM's split-K count (more than 1 when its
+  // tiles alone would leave SMs idle, small batches).
   // Workspace: [space-to-depth map][pre-pool tensor][split-K partial sums], each 256-aligned.
   KernelPlan prepare(const PrepareInfo& info) const override {
     KernelPlan plan;
-    plan.variant_name = path_ == ConvPath::Direct ? "direct_s8" : "igemm_s8";
+    const bool on_wgmma = use_wgmma_ && info.batch > wgmma_max_fallback_;
+    const std::string gemm = on_wgmma ? wgmma_s8_name(conv_) : "igemm_s8";
+    plan.variant_name = path_ == ConvPath::Direct ? "direct_s8" : gemm;
     const bool fp32_source = path_ == ConvPath::SpaceToDepth && !info.input_types.empty() &&
                              info.input_types[0].dtype == DType::F32;
-    const int splits = path_ == ConvPath::Direct ? 1 : igemm_s8_splits(conv_, info.batch, sms_);
+    const int splits = path_ == ConvPath::Direct ? 1
+                       : on_wgmma                ? 0
+                                                 : igemm_s8_splits(conv_, info.batch, sms_);
     plan.variant = splits * 2 + (fp32_source ? 1 : 0);
     if (path_ == ConvPath::SpaceToDepth)
-      plan.variant_name = std::string(fp32_source ? "quantise+" : "") + "s2d+igemm_s8";
+      plan.variant_name = std::string(fp32_source ? "quantise+" : "") + "s2d+" + gemm;
     if (splits > 1) plan.variant_name += " split-k " + std::to_string(splits);
     if (pool_) plan.variant_name += "+pool";
     const Workspace parts = workspace_parts(info.batch, splits);
@@ -178,6 +211,8 @@ class ConvInt8Kernel final : public LayerKernel {
     void* conv_out = pool_ ? static_cast<void*>(workspace + parts.pre_pool) : args.output;
     if (path_ == ConvPath::Direct) {
       conv_s8_direct(conv_, x, conv_out, args.batch, stream);
+    } else if (splits == 0) {
+      conv_s8_wgmma(conv_, x, conv_out, args.batch, stream);
     } else {
       const S8SplitK split{splits, reinterpret_cast<int*>(workspace + parts.partial)};
       conv_s8_igemm(conv_, x, conv_out, args.batch, stream, &split);
@@ -245,7 +280,7 @@ class ConvInt8Kernel final : public LayerKernel {
   // ((r % st)·st + s % st)·C + c of the rearranged map.
   std::vector<int8_t> pack_gemm(const ref::Int8Layer& layer) {
     conv_.k_total = conv_.kh * conv_.kw * conv_.in_stride;
-    conv_.k_pad = round_up(conv_.k_total, 64);
+    conv_.k_pad = round_up(conv_.k_total, k_align_);
     const int st = tap_stride_, channels = conv_.in_c / (st * st);
     const int kh = taps_h_ > 0 ? taps_h_ : conv_.kh, kw = taps_w_ > 0 ? taps_w_ : conv_.kw;
     std::vector<int8_t> packed(static_cast<size_t>(conv_.out_c) * conv_.k_pad, 0);
@@ -276,6 +311,9 @@ class ConvInt8Kernel final : public LayerKernel {
 
   ConvPath path_;
   int sms_ = current_sm_count();
+  int k_align_ = 64;            // the GEMM weight rows' K padding
+  bool use_wgmma_ = false;      // the wgmma kernel serves this conv on this device
+  int wgmma_max_fallback_ = 0;  // ... above this batch
   S8Conv conv_;
   S8SpaceToDepth s2d_;
   int taps_h_ = 0, taps_w_ = 0, tap_stride_ = 1;  // space-to-depth: the original kernel
@@ -373,6 +411,10 @@ bool conv_igemm_supported(const Node& node) {
   const std::optional<ConvShape> shape = conv_shape_of(node);
   return shape && shape->conv.groups == 1 && conv_fits_int32(*shape);
 }
+bool conv_wgmma_supported(const Node& node) {
+  const std::optional<ConvShape> shape = conv_shape_of(node);
+  return shape && wgmma_shape_ok(*shape) && conv_fits_int32(*shape) && wgmma_s8_device_supported();
+}
 bool conv_direct_supported(const Node& node) {
   const std::optional<ConvShape> shape = conv_shape_of(node);
   return shape && conv_fits_int32(*shape);
@@ -395,7 +437,15 @@ void register_int8_kernels(KernelRegistry& registry) {
               {{"conv_int8_s2d", OpKind::Conv, conv_s2d_supported,
                 [](const KernelBuildContext& context) -> std::unique_ptr<LayerKernel> {
                   return std::make_unique<ConvInt8Kernel>(context, "conv_int8_s2d",
-                                                          ConvPath::SpaceToDepth);
+                                                          ConvPath::SpaceToDepth, Wgmma::Auto);
+                }}});
+  // Above conv_int8_igemm: measured faster wherever its grid fills the SMs (docs/PERFORMANCE.md,
+  // run 17), and it falls back to that GEMM's split-K plan below.
+  add_entries(registry, Device::CUDA, Precision::INT8, 15,
+              {{"conv_int8_wgmma", OpKind::Conv, conv_wgmma_supported,
+                [](const KernelBuildContext& context) -> std::unique_ptr<LayerKernel> {
+                  return std::make_unique<ConvInt8Kernel>(context, "conv_int8_wgmma",
+                                                          ConvPath::Gemm, Wgmma::Auto);
                 }}});
   add_entries(registry, Device::CUDA, Precision::INT8, 10,
               {{"conv_int8_igemm", OpKind::Conv, conv_igemm_supported,
@@ -405,7 +455,12 @@ void register_int8_kernels(KernelRegistry& registry) {
                 }},
                linear_row("linear_int8", LinearPath::Auto)});
   add_entries(registry, Device::CUDA, Precision::INT8, 5,
-              {{"conv_int8_direct", OpKind::Conv, conv_direct_supported,
+              {{"conv_int8_wgmma_always", OpKind::Conv, conv_wgmma_supported,
+                [](const KernelBuildContext& context) -> std::unique_ptr<LayerKernel> {
+                  return std::make_unique<ConvInt8Kernel>(context, "conv_int8_wgmma_always",
+                                                          ConvPath::Gemm, Wgmma::Always);
+                }},
+               {"conv_int8_direct", OpKind::Conv, conv_direct_supported,
                 [](const KernelBuildContext& context) -> std::unique_ptr<LayerKernel> {
                   return std::make_unique<ConvInt8Kernel>(context, "conv_int8_direct",
                                                           ConvPath::Direct);

@@ -27,7 +27,7 @@ layers:
 """
 
 COMMANDS = ["info", "init-weights", "plan", "run", "profile", "bench", "calibrate", "accuracy",
-            "prune"]
+            "build", "prune"]
 failures = []
 
 
@@ -93,6 +93,7 @@ def main():
                 "profile": [("--iterations", 20), ("--batch", 1)],
                 "calibrate": [("--batch", 16)],
                 "accuracy": [("--batch", 8), ("--samples", 0)],
+                "build": [("--batch", 1), ("--timing-runs", 10), ("--device", "auto")],
                 "prune": [("--batch", 8), ("--samples", 0)],
                 "init-weights": [("--seed", 0), ("--dtype", "f32")]}
     for command in COMMANDS:

@@ -214,6 +214,10 @@ std::vector<OpCase> conv_cases() {
   add(ConvSpec(64, 27, 27, 64, 3).pad(1).act(kRelu).pool(3, 2).tag("fill"), {33});
   add(ConvSpec(64, 27, 27, 64, 3).pad(1).act(kRelu).tag("fill"), {33});
   add(ConvSpec(64, 14, 14, 192, 1).act(kRelu6).tag("fill"), {90});  // wgmma, clamp epilogue
+  // int8 wgmma (conv_int8_wgmma*): a channel stride with padding lanes (13 -> 16), and the
+  // space-to-depth stem at a batch whose 64-channel grid fills the GPU (conv_int8_s2d on wgmma).
+  add(ConvSpec(13, 21, 19, 64, 3).stride(2).pad(1).act(kRelu), {3});
+  add(ConvSpec(3, 63, 63, 64, 11).stride(4).pad(2).act(kRelu).pool(3, 2).tag("s2d_fill"), {76});
   // Fused residual (fuse_conv_residual): a block's last conv + add (+ activation); odd channels
   // (padding lanes of the residual), the 1x1 project conv of an MBConv block, a grid that fills
   // the GPU, depthwise rows for the depthwise kernel.
@@ -227,6 +231,10 @@ std::vector<OpCase> conv_cases() {
   add(ConvSpec(144, 28, 28, 144, 3).stride(2).pad_extra(1, 1).groups(144).act(kRelu6), {3});
   add(ConvSpec(240, 14, 14, 240, 5).pad(2).groups(240).act(kRelu6), {2});
   add(ConvSpec(16, 13, 13, 16, 3).dilation(2).pad(2).groups(16).no_bias(), {1});
+  // The two-row depthwise kernel's edges: 5x5 stride 1 with an odd output height (the last row
+  // pair is half outside), asymmetric padding (first rows' taps above the image) and a residual.
+  add(ConvSpec(19, 11, 9, 19, 5).pad(1, 2).pad_extra(2, 1).groups(19).residual().act(kRelu6),
+      {3});
   // AlexNet (torchvision), fused as the passes fuse it.
   add(ConvSpec(3, 224, 224, 64, 11).stride(4).pad(2).act(kRelu).pool(3, 2).tag("alexnet1"), {1});
   add(ConvSpec(64, 27, 27, 192, 5).pad(2).act(kRelu).pool(3, 2).tag("alexnet2"), {1});

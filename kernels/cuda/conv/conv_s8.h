@@ -1,7 +1,8 @@
 // The int8 members of the CUDA conv family (docs/QUANTIZATION.md is their contract): an
-// implicit-GEMM conv on the int8 tensor cores (mma.sync m16n8k32 s8, sm_80+, igemm_s8.cu), a
-// direct conv for grouped and depthwise layers (direct_s8.cu), and the NHWC max-pool that
-// finishes a conv with a fused pool (direct_s8.cu).  The linear layer runs through the same GEMM
+// implicit-GEMM conv on the int8 tensor cores (mma.sync m16n8k32 s8, sm_80+, igemm_s8.cu), its
+// Hopper form on wgmma m64nNk32 s8 (sm_90a, wgmma_s8.cu), a direct conv for grouped and
+// depthwise layers (direct_s8.cu), and the NHWC max-pool that finishes a conv with a fused pool
+// (direct_s8.cu).  The linear layer runs through the same GEMM
 // as a 1x1 conv on a 1x1 map (runtime/cuda/int8_entries.cpp).
 //
 // Layout: activations int8 NHWC, channel stride pad16(C) (graph/tensor_type.h: int8_nhwc16),
@@ -20,6 +21,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
 
 namespace cnnrt::cuda {
 
@@ -57,6 +59,15 @@ void conv_s8_igemm(const S8Conv& conv, const void* x, void* y, int batch, cudaSt
 // The split count that gives `sms` multiprocessors two waves of CTAs (1: no split).
 int igemm_s8_splits(const S8Conv& conv, int batch, int sms);
 size_t igemm_s8_split_bytes(const S8Conv& conv, int batch, int splits);
+// Hopper (sm_90a) wgmma form of conv_s8_igemm (wgmma_s8.cu): the fp16 wgmma kernel's mainloop
+// on int8 (wgmma m64nNk32 s8).  Serves wgmma_s8_serves(conv): groups 1, dilation 1, out_c % 64
+// == 0 with out_stride == out_c, k_pad % 128 == 0; on a device where
+// wgmma_s8_device_supported().  No split-K: 128-row tiles, wgmma_s8_ctas(conv, batch) CTAs.
+bool wgmma_s8_serves(const S8Conv& conv);
+bool wgmma_s8_device_supported();
+long long wgmma_s8_ctas(const S8Conv& conv, int batch);
+std::string wgmma_s8_name(const S8Conv& conv);
+void conv_s8_wgmma(const S8Conv& conv, const void* x, void* y, int batch, cudaStream_t stream);
 // Any groups (depthwise included): one thread per output element.
 void conv_s8_direct(const S8Conv& conv, const void* x, void* y, int batch, cudaStream_t stream);
 

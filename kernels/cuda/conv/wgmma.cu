@@ -17,6 +17,18 @@
 
 namespace cnnrt::cuda {
 
+namespace wgmma_detail {
+// Defined here, not in wgmma_kernel.cuh: that header is also compiled into wgmma_s8.cu, and a
+// non-template kernel defined in both would be a duplicate symbol at link time.
+__global__ void wgmma_probe_kernel(int* has_wgmma) {
+#ifdef CNNRT_WGMMA_DEVICE
+  *has_wgmma = 1;
+#else
+  *has_wgmma = 0;
+#endif
+}
+}  // namespace wgmma_detail
+
 using wgmma_detail::WgmmaParams;
 
 // One feasible pool tiling (pool_tiling.h) with what the launch and the cost model need.

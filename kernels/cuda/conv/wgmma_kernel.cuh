@@ -44,6 +44,11 @@
 // still need in a staging ring outside the pipeline ring, and pools each pooled row as soon as
 // its window rows are complete (the row-streaming mode of igemm_kernel.cuh).
 //
+// Element types: the mainloop (wg_mainloop), the loaders and the row table are templates over
+// the parameter struct, so the int8 kernel (wgmma_s8.cu: wgmma m64nNk32 s8, int32 accumulators,
+// the int8 epilogue) is an instance of this pipeline, not a copy; this fp16 kernel's SASS was
+// byte-identical before and after that change (issue 10, docs/PERFORMANCE.md run 16).
+//
 // Build: the kernel body exists only under __CUDA_ARCH_FEAT_SM90_ALL (the sm_90a image, which
 // CMake adds for wgmma.cu when 90 is among the CUDA architectures).  Other images get a body
 // that traps; device_supported() runs a probe kernel from the same fatbinary to learn which
@@ -54,6 +59,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/cuda/conv/epilogue.cuh"
 #include "kernels/cuda/conv/pool_tiling.h"
@@ -114,19 +120,33 @@ struct WgLoader {
   int kc, c8, kh, kw;
 };
 
-template <int BN>
-__device__ __forceinline__ void wg_load_b(const WgmmaParams& p, const WgLoader& ld, uint32_t ring,
-                                          const __half* w_tile, int slot, int kt) {
+// The mainloop, loaders and row table below are shared by the fp16 kernel (WgmmaParams) and the
+// int8 one (wgmma_s8_kernel.cuh, WgmmaS8Params): they move 16-byte chunks of 128-byte K-major
+// rows and never look at an element, so they are templates over the parameter struct P, whose
+// x / w element type fixes how many elements a chunk (kChunk) and a k-tile row (kTile) hold.  P's
+// extents are in elements: in_c = channel stride, w_k = weight row, c_chunks = in_c / kChunk.
+template <class P>
+struct WgElem {
+  using T = std::remove_cv_t<std::remove_pointer_t<decltype(P::x)>>;
+  static constexpr int kChunk = 16 / int(sizeof(T));
+  static constexpr int kTile = 128 / int(sizeof(T));
+};
+constexpr int kRowChunks = 8;  // 16-byte chunks per 128-byte k-tile row
+
+template <int BN, class P>
+__device__ __forceinline__ void wg_load_b(const P& p, const WgLoader& ld, uint32_t ring,
+                                          const typename WgElem<P>::T* w_tile, int slot, int kt) {
   constexpr int kStage = (kBM + BN) * 128;
 #pragma unroll
   for (int i = 0; i < BN * 8 / kThreads; ++i) {
     const int r = ld.r0 + 32 * i;
     cp_async_16(ring + slot * kStage + kBM * 128 + ld.off + i * 32 * 128,
-                w_tile + size_t(r) * p.w_k + kt * kBK + ld.c * 8, 16);
+                w_tile + size_t(r) * p.w_k + kt * WgElem<P>::kTile + ld.c * WgElem<P>::kChunk, 16);
   }
 }
 
-__device__ __forceinline__ void wg_seek_a(WgLoader& ld, const WgmmaParams& p) {
+template <class P>
+__device__ __forceinline__ void wg_seek_a(WgLoader& ld, const P& p) {
   ld.kc = ld.c;
   const int tap = ld.kc / p.c_chunks;
   ld.c8 = ld.kc - tap * p.c_chunks;
@@ -134,15 +154,16 @@ __device__ __forceinline__ void wg_seek_a(WgLoader& ld, const WgmmaParams& p) {
   ld.kw = tap - ld.kh * p.kw;
 }
 
-template <int BN>
-__device__ __forceinline__ void wg_load_a(WgLoader& ld, const WgmmaParams& p, uint32_t ring,
+template <int BN, class P>
+__device__ __forceinline__ void wg_load_a(WgLoader& ld, const P& p, uint32_t ring,
                                           const int4* s_rows, int slot) {
+  using T = typename WgElem<P>::T;
   constexpr int kStage = (kBM + BN) * 128;
   const bool k_ok = ld.kc < p.k_chunks;  // past K: zero fill (the tap may run past kh)
   const int dy = ld.kh, dx = ld.kw;
-  const __half* x_c = p.x + ld.c8 * 8;
-  ld.kc += kBK / 8;
-  ld.c8 += kBK / 8;
+  const T* x_c = p.x + ld.c8 * WgElem<P>::kChunk;
+  ld.kc += kRowChunks;
+  ld.c8 += kRowChunks;
   while (ld.c8 >= p.c_chunks) {
     ld.c8 -= p.c_chunks;
     if (++ld.kw == p.kw) {
@@ -154,7 +175,7 @@ __device__ __forceinline__ void wg_load_a(WgLoader& ld, const WgmmaParams& p, ui
   for (int i = 0; i < kBM * 8 / kThreads; ++i) {
     const int4 info = s_rows[ld.r0 + 32 * i];
     const int ih = info.y + dy, iw = info.z + dx;
-    const __half* src = p.x;  // never read when bytes == 0
+    const T* src = p.x;  // never read when bytes == 0
     int bytes = 0;
     if (k_ok && info.x >= 0 && unsigned(ih) < unsigned(p.in_h) && unsigned(iw) < unsigned(p.in_w)) {
       src = x_c + ((size_t(info.x) * p.in_h + ih) * p.in_w + iw) * p.in_c;
@@ -167,8 +188,8 @@ __device__ __forceinline__ void wg_load_a(WgLoader& ld, const WgmmaParams& p, ui
 // Row table: A row r = output pixel m0 + r, or (POOL) conv-tile pixel (ly, lx) of this pass.
 // Rows outside the conv output (tile overhang, pool padding, M tail, the pass's unused rows) are
 // zero-filled and never read back.
-template <bool POOL>
-__device__ __forceinline__ void wg_fill_rows(const WgmmaParams& p, int4* s_rows, int tid, int pass,
+template <bool POOL, class P>
+__device__ __forceinline__ void wg_fill_rows(const P& p, int4* s_rows, int tid, int pass,
                                              int passes, const WgTile& t) {
   for (int r = tid; r < kBM; r += kThreads) {
     int4 info = make_int4(-1, 0, 0, 0);
@@ -311,6 +332,60 @@ __device__ __forceinline__ void wg_write_rows(const WgmmaParams& p, const __half
   }
 }
 
+#ifdef CNNRT_WGMMA_DEVICE
+// The K loop of one pass (either element type; MMA: Mma<BN> fp16 k16 or MmaS8<BN> int8 k32,
+// both 32 bytes of K per instruction, so 4 instructions per 128-byte k-tile and the same +2
+// descriptor step).  Zeroes acc, gathers and multiplies every k-tile, and returns with every
+// wgmma retired and every cp.async landed; the caller's barrier then frees the ring.
+template <int BN, int STAGES, class MMA, class P, class Acc, int N>
+__device__ __forceinline__ void wg_mainloop(const P& p, WgLoader& ld, uint32_t ring,
+                                            const int4* s_rows, const typename WgElem<P>::T* w_tile,
+                                            int wg, Acc (&acc)[N]) {
+  constexpr int kAStage = kBM * 128, kStage = kAStage + BN * 128;
+  wg_seek_a(ld, p);
+#pragma unroll
+  for (int i = 0; i < N; ++i) acc[i] = Acc(0);
+  fence_operands(acc);
+
+  // ---- prologue: tiles 0 .. STAGES-3 ----------------------------------------------------------
+#pragma unroll
+  for (int s = 0; s < STAGES - 2; ++s) {
+    if (s < p.k_tiles) {
+      wg_load_b<BN>(p, ld, ring, w_tile, s, s);
+      wg_load_a<BN>(ld, p, ring, s_rows, s);
+    }
+    cp_async_commit();
+  }
+
+  // ---- main loop --------------------------------------------------------------------------------
+  for (int kt = 0; kt < p.k_tiles; ++kt) {
+    cp_async_wait<STAGES - 3>();  // this thread's copies of tile kt have landed
+    fence_proxy_async_shared();
+    __syncthreads();  // ... everyone's; and wgmma of kt-2 is retired everywhere
+    const int k_next = kt + STAGES - 2;
+    if (k_next < p.k_tiles) {
+      wg_load_b<BN>(p, ld, ring, w_tile, k_next % STAGES, k_next);
+      wg_load_a<BN>(ld, p, ring, s_rows, k_next % STAGES);
+    }
+    cp_async_commit();
+
+    const uint32_t a_base = ring + (kt % STAGES) * kStage + wg * 64 * 128;
+    const uint32_t b_base = ring + (kt % STAGES) * kStage + kAStage;
+    const uint64_t desc_a = make_desc(a_base), desc_b = make_desc(b_base);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)  // +32 bytes of K per instruction = +2 in the start field
+      MMA::run(acc, desc_a + 2 * kk, desc_b + 2 * kk);
+    wgmma_commit();
+    wgmma_wait<1>();
+  }
+  wgmma_wait<0>();
+  fence_operands(acc);
+  cp_async_wait<0>();
+}
+
+#endif  // CNNRT_WGMMA_DEVICE
+
 template <int BN, int STAGES, bool POOL, bool CLAMP>
 __global__ void __launch_bounds__(kThreads, 1) conv_wgmma_kernel(const WgmmaParams p) {
 #ifdef CNNRT_WGMMA_DEVICE
@@ -361,47 +436,8 @@ __global__ void __launch_bounds__(kThreads, 1) conv_wgmma_kernel(const WgmmaPara
     wg_fill_rows<POOL>(p, s_rows, tid, pass, passes, t);
     __syncthreads();  // also orders the previous pass's pool reads before this pass's staging
 
-    wg_seek_a(ld, p);
     float acc[kAcc];
-#pragma unroll
-    for (int i = 0; i < kAcc; ++i) acc[i] = 0.f;
-    fence_operands(acc);
-
-    // ---- prologue: tiles 0 .. STAGES-3 --------------------------------------------------------
-#pragma unroll
-    for (int s = 0; s < STAGES - 2; ++s) {
-      if (s < p.k_tiles) {
-        wg_load_b<BN>(p, ld, ring, w_tile, s, s);
-        wg_load_a<BN>(ld, p, ring, s_rows, s);
-      }
-      cp_async_commit();
-    }
-
-    // ---- main loop ------------------------------------------------------------------------
-    for (int kt = 0; kt < p.k_tiles; ++kt) {
-      cp_async_wait<STAGES - 3>();  // this thread's copies of tile kt have landed
-      fence_proxy_async_shared();
-      __syncthreads();  // ... everyone's; and wgmma of kt-2 is retired everywhere
-      const int k_next = kt + STAGES - 2;
-      if (k_next < p.k_tiles) {
-        wg_load_b<BN>(p, ld, ring, w_tile, k_next % STAGES, k_next);
-        wg_load_a<BN>(ld, p, ring, s_rows, k_next % STAGES);
-      }
-      cp_async_commit();
-
-      const uint32_t a_base = ring + (kt % STAGES) * kStage + wg * 64 * 128;
-      const uint32_t b_base = ring + (kt % STAGES) * kStage + kAStage;
-      const uint64_t desc_a = make_desc(a_base), desc_b = make_desc(b_base);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < kBK / 16; ++kk)  // +32 bytes per k16 step = +2 in the start field
-        Mma<BN>::run(acc, desc_a + 2 * kk, desc_b + 2 * kk);
-      wgmma_commit();
-      wgmma_wait<1>();
-    }
-    wgmma_wait<0>();
-    fence_operands(acc);
-    cp_async_wait<0>();
+    wg_mainloop<BN, STAGES, Mma<BN>>(p, ld, ring, s_rows, w_tile, wg, acc);
     __syncthreads();  // the ring is drained and no warpgroup reads it (single pass: staging)
 
     wg_stage_acc<BN, POOL, CLAMP>(acc, s_c, p, t.n0, pass, passes, row0, lane);
@@ -419,14 +455,6 @@ __global__ void __launch_bounds__(kThreads, 1) conv_wgmma_kernel(const WgmmaPara
   }
 #else
   __trap();  // not the sm_90a image: device_supported() keeps this from ever being launched
-#endif
-}
-
-__global__ void wgmma_probe_kernel(int* has_wgmma) {
-#ifdef CNNRT_WGMMA_DEVICE
-  *has_wgmma = 1;
-#else
-  *has_wgmma = 0;
 #endif
 }
 

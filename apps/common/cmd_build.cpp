@@ -1,0 +1,269 @@
+// `cnnrt build MODEL (--weights W | --random-weights [SEED]) --precision auto --budget SPEC
+// [--batch N] [--device cpu|cuda] [--calib CALIB.json] [--images DIR | --input X.npy]
+// [--precisions fp32,fp16,int8] [--timing-cache FILE] [--timing-runs N] -o PLAN.yaml
+// [--explain] [--json FILE]`: the automatic per-layer precision and kernel choice
+// (runtime/auto_plan.h) written as a plan file (docs/FORMAT.md, "Plan files") that `cnnrt run /
+// bench / profile / plan` and alexnet_infer take with --plan.
+//
+// Without --calib and with an input set, int8 candidates get a calibration made here (entropy)
+// from the first half of the set; the second half is the held-out set the errors are measured
+// on, so no sample both sets scales and judges them.  The calibration is written next to the
+// plan (PLAN.calib.json) and named in it.  Nothing is written when the budget cannot be met.
+#include <unistd.h>
+
+#include <filesystem>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <sstream>
+
+#include "apps/common/cmd_util.h"
+#include "apps/common/model_setup.h"
+#include "apps/common/progress.h"
+#include "cnnrt/image.h"
+#include "graph/atomic_write.h"
+#include "runtime/auto_plan.h"
+#include "runtime/plan_file.h"
+
+namespace cnnrt::apps {
+namespace {
+
+struct BuildArgs {
+  std::string model, device = "auto", precision, budget, calib, images, input, precisions;
+  std::string timing_cache, output, json;
+  int batch = 1, samples = 0, timing_runs = 10;
+  bool explain = false;
+  WeightArgs weights;
+};
+
+// The input set, from an .npy or an image folder; `offset` skips its first samples.
+struct InputSet {
+  NpyArray array;
+  std::vector<std::string> images;
+  CalibrationInputs all;
+  CalibrationInputs slice(int first, int count) const {
+    CalibrationInputs part;
+    part.samples = count;
+    part.load = [load = all.load, first](int at, int n, float* out) { load(first + at, n, out); };
+    return part;
+  }
+};
+
+void read_inputs(const BuildArgs& args, const Graph& graph, InputSet& set) {
+  const ModelInfo model = model_info_from_graph(graph);
+  const int64_t elements = shape_elements(model.input_shape);
+  if (!args.input.empty()) {
+    set.array = read_sample_set(args.input, model, graph.name, "input set");
+    set.all.samples = static_cast<int>(set.array.shape[0]);
+    const NpyArray* array = &set.array;
+    set.all.load = [array, elements](int first, int count, float* out) {
+      std::copy_n(array->data.begin() + first * elements, count * elements, out);
+    };
+  } else if (!args.images.empty()) {
+    set.images = list_images(args.images, "input set");
+    set.all.samples = static_cast<int>(set.images.size());
+    const std::vector<std::string>* images = &set.images;
+    set.all.load = [images, model, elements](int first, int count, float* out) {
+      for (int i = 0; i < count; ++i) {
+        const std::vector<float> tensor = load_image_tensor((*images)[first + i], model);
+        std::copy(tensor.begin(), tensor.end(), out + i * elements);
+      }
+    };
+  }
+  if (args.samples > 0 && set.all.samples > args.samples) set.all.samples = args.samples;
+}
+
+std::vector<Precision> parse_precisions(const std::string& text) {
+  std::vector<Precision> out;
+  std::stringstream stream(text);
+  for (std::string item; std::getline(stream, item, ',');) {
+    if (item != "fp32" && item != "fp16" && item != "int8")
+      throw UsageError("--precisions: unknown precision '" + item + "' (valid: fp32, fp16, int8)");
+    out.push_back(parse_precision(item));
+  }
+  if (!text.empty() && out.empty()) throw UsageError("--precisions needs precisions");
+  return out;
+}
+
+bool allows(const std::vector<Precision>& precisions, Precision p) {
+  return precisions.empty() ||
+         std::find(precisions.begin(), precisions.end(), p) != precisions.end();
+}
+
+// A calibration file path as the plan should name it: relative to the plan's folder.
+std::string relative_to_plan(const std::string& file, const std::string& plan) {
+  namespace fs = std::filesystem;
+  const fs::path folder = fs::absolute(plan).parent_path();
+  return fs::absolute(file).lexically_normal().lexically_relative(folder).string();
+}
+
+std::string plan_header(const AutoPlan& plan, const std::string& calibration_note) {
+  std::string text = "made by cnnrt build --precision auto --budget " + plan.budget.to_string() +
+                     " (batch " + std::to_string(plan.batch) + ", " + plan.device + ")\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "time %.4f ms (sum of per-step medians) vs %s %.4f ms\n",
+                plan.chosen_ms, plan.baseline_name.c_str(), plan.baseline_ms);
+  text += line;
+  if (plan.has_error)
+    text += "error " + plan.budget.describe(plan.choice.error) + " on the held-out set\n";
+  return text + calibration_note;
+}
+
+int run_build(const BuildArgs& args) {
+  const Budget budget = parse_budget(args.budget);  // a bad SPEC fails before any work
+  const std::vector<Precision> precisions = parse_precisions(args.precisions);
+  check_output_path(args.output);
+  JsonOutput json;
+  json.path = args.json;
+  json.prepare();
+  const Graph graph = load_graph_with_weights(args.model, args.weights);
+  const DeviceChoice device = resolve_device(args.device);
+  InputSet set;
+  read_inputs(args, graph, set);
+
+  AutoPlanSettings settings;
+  settings.device = device.device;
+  settings.batch = args.batch;
+  settings.budget = budget;
+  settings.precisions = precisions;
+  CalibrationInputs held_out = set.all;
+  std::string calib_file, calib_json, calib_note;
+  if (!args.calib.empty()) {
+    settings.calibration = load_calibration(args.calib);
+    calib_file = relative_to_plan(args.calib, args.output);
+    // A calibration of another model fails here, naming the file and the tensor, instead of
+    // turning every int8 candidate into "not applicable".
+    BuildOptions check;
+    check.device = Device::CPU;
+    check.precision = Precision::INT8;
+    check.calibration = settings.calibration;
+    Engine::build(graph, check);
+  } else if (allows(precisions, Precision::INT8) && set.all.samples >= 2) {
+    const int half = set.all.samples / 2;
+    note("no --calib: calibrating int8 (entropy) on the first " + std::to_string(half) +
+         " inputs; errors are measured on the other " + std::to_string(set.all.samples - half));
+    CalibrationSettings calibrate_settings;
+    calibrate_settings.method = parse_calibration_method("entropy");
+    auto calibration =
+        std::make_shared<Calibration>(calibrate(graph, set.slice(0, half), calibrate_settings));
+    calib_file = std::filesystem::path(args.output).filename().string() + ".calib.json";
+    calibration->source = calib_file;
+    calib_json = calibration_to_json(*calibration);
+    settings.calibration = calibration;
+    held_out = set.slice(half, set.all.samples - half);
+    calib_note = "calibration made by this build from " + std::to_string(half) + " inputs\n";
+  } else if (allows(precisions, Precision::INT8)) {
+    note("no --calib and no input set: int8 candidates are not applicable");
+  }
+  settings.eval_batch = std::max(1, std::min(args.batch, 64));
+  const auto timing = profile_timing(args.timing_runs);
+  settings.timing = timing.get();
+  std::unique_ptr<TimingCache> cache =
+      args.timing_cache.empty() ? nullptr : std::make_unique<TimingCache>(args.timing_cache);
+  settings.cache = cache.get();
+  if (::isatty(STDERR_FILENO) == 1)
+    settings.progress = [](const std::string& what) {
+      std::cerr << "\rbuild: " << what << "\033[K" << std::flush;
+    };
+  const AutoPlan plan = auto_plan(graph, held_out, settings);
+  if (settings.progress) std::cerr << "\r\033[K" << std::flush;
+
+  std::ostream& out = report_stream();
+  if (args.explain) out << plan.explain();
+  json.write(nlohmann::json::parse(plan.to_json()));
+  if (!plan.choice.met)
+    throw Error("budget " + budget.to_string() + " cannot be met: the most accurate assignment " +
+                "of the candidates reaches " + budget.describe(plan.choice.error) +
+                " on the held-out set (nothing written)");
+
+  PlanFile file;
+  file.model = plan.model;
+  file.model_hash = plan.fingerprint;
+  file.device = plan.device;
+  file.batch = plan.batch;
+  file.budget = budget.to_string();
+  for (const LayerCandidates& layer : plan.layers) {
+    const Candidate& c = layer.candidates[layer.chosen];
+    file.layers[layer.layer] = LayerChoice{c.precision, c.kernel, ""};
+    file.order.push_back(layer.layer);
+    if (!c.variant.empty()) file.variants[layer.layer] = c.variant;
+  }
+  // The calibration is named even when no layer took int8: a build with one keeps residual adds
+  // unfused (runtime/builder.cpp, pass_options), so the plan's layers are those of that graph,
+  // and an engine built from the plan must be the one that was measured.
+  if (settings.calibration != nullptr) {
+    file.calibration = calib_file;
+    if (!calib_json.empty())
+      write_text_file((std::filesystem::path(args.output).parent_path() / calib_file).string(),
+                      calib_json);
+  }
+  write_text_file(args.output, plan_file_text(file, plan_header(plan, calib_note)));
+  if (verbosity() != Verbosity::Quiet) {
+    int int8_layers = 0;
+    for (const auto& [layer, choice] : file.layers)
+      int8_layers += choice.precision == Precision::INT8 ? 1 : 0;
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "wrote %s: %d layers (%d int8), %.4f ms vs %s %.4f ms, built in %.2f s\n",
+                  args.output.c_str(), static_cast<int>(file.layers.size()), int8_layers,
+                  plan.chosen_ms, plan.baseline_name.c_str(), plan.baseline_ms, plan.seconds);
+    (args.explain ? out : std::cerr) << line;
+  }
+  return 0;
+}
+
+}  // namespace
+
+RunCommand add_build(CLI::App& command) {
+  auto args = std::make_shared<BuildArgs>();
+  add_model_argument(command, args->model);
+  add_weight_options(command, args->weights);
+  command.add_option("--device", args->device, "cpu, cuda or auto")
+      ->check(one_of({"auto", "cpu", "cuda"}))
+      ->capture_default_str();
+  command.add_option("--precision", args->precision, "auto: choose per layer (the only mode)")
+      ->required()
+      ->check(one_of({"auto"}));
+  command
+      .add_option("--budget", args->budget,
+                  "end-to-end error bound vs fp32: rel_l2=X, top1_agreement=X or none")
+      ->type_name("SPEC")
+      ->required();
+  command.add_option("--batch", args->batch, "the batch the plan is tuned at")
+      ->type_name("N")
+      ->check(int_range(1, kMaxBatch))
+      ->capture_default_str();
+  command.add_option("--calib", args->calib, "int8 scales (cnnrt calibrate); made if absent")
+      ->type_name("CALIB.json")
+      ->check(no_stdin());
+  CLI::Option* images = command.add_option("--images", args->images, "held-out images folder")
+                            ->type_name("DIR")
+                            ->check(no_stdin());
+  CLI::Option* input = command.add_option("--input", args->input, "held-out set as [N, ...] .npy")
+                           ->type_name("X.npy")
+                           ->check(no_stdin());
+  images->excludes(input);
+  command.add_option("--samples", args->samples, "use the first N inputs (0: all)")
+      ->type_name("N")
+      ->check(int_range(0, std::numeric_limits<int>::max()))
+      ->capture_default_str();
+  command.add_option("--precisions", args->precisions, "candidate precisions (default: all)")
+      ->type_name("fp32,fp16,int8");
+  command.add_option("--timing-cache", args->timing_cache, "step times reused across builds")
+      ->type_name("FILE")
+      ->check(no_stdin());
+  command.add_option("--timing-runs", args->timing_runs, "timed runs per step (median)")
+      ->type_name("N")
+      ->check(int_range(1, 10000))
+      ->capture_default_str();
+  command.add_option("-o,--output", args->output, "the plan file to write")
+      ->type_name("PLAN.yaml")
+      ->required()
+      ->check(no_stdin());
+  command.add_flag("--explain", args->explain, "print every candidate, its verdict and totals");
+  command.add_option("--json", args->json, "the full report as JSON to FILE ('-': stdout)")
+      ->type_name("FILE");
+  return [args] { return run_build(*args); };
+}
+
+}  // namespace cnnrt::apps

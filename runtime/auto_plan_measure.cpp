@@ -1,0 +1,554 @@
+// The measuring side of runtime/auto_plan.h: candidate engines, their step times (a TimingSource
+// through the TimingCache) and their end-to-end error on the held-out set.  Every figure comes
+// from an ordinary engine built with BuildOptions::layer_choices, so what the plan promises is
+// what `cnnrt run --plan` runs.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "graph/atomic_write.h"
+#include "graph/tensor_type.h"
+#include "runtime/auto_plan.h"
+#include "runtime/engine_impl.h"
+#include "runtime/kernel.h"
+#include "runtime/plan_file.h"
+
+namespace cnnrt {
+namespace {
+
+class ProfileTiming : public TimingSource {
+ public:
+  explicit ProfileTiming(int iterations) : iterations_(iterations) {}
+  std::vector<double> step_times(const Engine& engine, int batch) override {
+    const auto context = engine.create_context(batch);
+    std::vector<double> times;
+    for (const LayerProfile& row : context->profile(iterations_)) times.push_back(row.median_ms);
+    return times;
+  }
+
+ private:
+  int iterations_;
+};
+
+// The model without its own precision and kernel requests: the baseline is the device's native
+// precision everywhere, and each candidate sets exactly the layer it is about.
+Graph plain_graph(const Graph& graph) {
+  Graph plain = graph;
+  for (Node& node : plain.nodes) {
+    node.precision_request.clear();
+    node.kernel_request.clear();
+  }
+  return plain;
+}
+
+std::string device_key(Device device) {
+  // A CPU's name says little; its thread count at least separates a laptop from a server.
+  if (device == Device::CPU) return "cpu/" + std::to_string(std::thread::hardware_concurrency());
+  return std::string(to_string(device)) + "/" + device_info(device).name;
+}
+
+// What makes a step's time reusable: the device, the batch, the kernel and its variant, the
+// tensors it reads and writes (type and shape) and its weights' shapes and fused epilogue.
+std::string step_key(const std::string& device, int batch, const EngineImpl& engine,
+                     const Step& step, const PlannedStep& planned) {
+  std::string key = device + "|b" + std::to_string(batch) + "|" + planned.kernel + "|" +
+                    planned.variant + "|" + planned.precision + "|in";
+  for (size_t i = 0; i < step.inputs.size(); ++i)
+    key += " " + planned.input_types[i] + shape_to_string(engine.tensors.at(step.inputs[i]).shape);
+  key += "|out " + planned.output_type + shape_to_string(engine.tensors.at(step.name).shape);
+  if (step.node != nullptr) {
+    key += "|op" + std::to_string(static_cast<int>(step.node->op)) + "/a" +
+           std::to_string(static_cast<int>(step.node->activation)) +
+           (step.node->fused_maxpool ? "/pool" + shape_to_string(step.node->pre_pool_shape) : "");
+    for (const Param& param : step.node->params) key += " " + shape_to_string(param.value.shape);
+  }
+  return key;
+}
+
+// The steps a layer's time counts: its own and the conversions into it and out of it.
+double layer_ms(const EngineImpl& engine, const std::vector<double>& times,
+                const std::string& layer) {
+  double ms = 0;
+  const auto& steps = engine.steps;
+  auto it =
+      std::find_if(steps.begin(), steps.end(), [&](const Step& s) { return s.name == layer; });
+  if (it == steps.end()) throw Error("auto plan: layer '" + layer + "' vanished from its engine");
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const Step& s = steps[i];
+    const bool feeds = s.is_conversion() &&
+                       std::find(it->inputs.begin(), it->inputs.end(), s.name) != it->inputs.end();
+    const bool drains = s.is_conversion() && !s.inputs.empty() && s.inputs[0] == layer;
+    if (&s == &*it || feeds || drains) ms += times[i];
+  }
+  return ms;
+}
+
+std::vector<double> agreement_values(const OutputAgreement& a) {
+  return {double(a.samples),  a.rel_l2,           a.top1,          a.top5, a.kl,
+          double(a.has_top1), double(a.has_top5), double(a.has_kl)};
+}
+
+OutputAgreement agreement_from(const std::vector<double>& v, size_t at) {
+  OutputAgreement a;
+  if (v.size() < at + 8) throw Error("auto plan: a malformed result in the timing cache");
+  a.samples = static_cast<int64_t>(v[at]);
+  a.rel_l2 = v[at + 1];
+  a.top1 = v[at + 2];
+  a.top5 = v[at + 3];
+  a.kl = v[at + 4];
+  a.has_top1 = v[at + 5] != 0;
+  a.has_top5 = v[at + 6] != 0;
+  a.has_kl = v[at + 7] != 0;
+  return a;
+}
+
+std::string choices_text(const std::map<std::string, LayerChoice>& choices) {
+  std::string text;
+  for (const auto& [layer, choice] : choices)
+    text += layer + "=" + choice.kernel + "@" + to_string(choice.precision) + ";";
+  return text;
+}
+
+uint64_t fnv(const void* data, size_t size, uint64_t hash = 0xCBF29CE484222325ull) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < size; ++i) hash = (hash ^ p[i]) * 0x100000001B3ull;
+  return hash;
+}
+
+// The part of a result key that is not the choice: device, batch, model (structure and
+// weights), calibration (its JSON) and held-out set (its values), and the evaluation batch.
+std::string result_context(const Graph& graph, const std::string& fingerprint,
+                           const AutoPlanSettings& settings, const CalibrationInputs& inputs) {
+  const std::string calibration =
+      settings.calibration ? calibration_to_json(*settings.calibration) : "";
+  uint64_t input_hash = fnv("", 0);
+  if (inputs.samples > 0 && inputs.load) {
+    const size_t per_sample = static_cast<size_t>(shape_elements(graph.input.shape));
+    std::vector<float> chunk;
+    for (int first = 0; first < inputs.samples; first += 16) {
+      const int count = std::min(16, inputs.samples - first);
+      chunk.assign(per_sample * static_cast<size_t>(count), 0.0f);
+      inputs.load(first, count, chunk.data());
+      input_hash = fnv(chunk.data(), chunk.size() * sizeof(float), input_hash);
+    }
+  }
+  char text[96];
+  std::snprintf(text, sizeof text, "%016llx/%016llx/n%d/e%d",
+                static_cast<unsigned long long>(fnv(calibration.data(), calibration.size())),
+                static_cast<unsigned long long>(input_hash), inputs.samples, settings.eval_batch);
+  return device_key(settings.device) + "|b" + std::to_string(settings.batch) + "|" + fingerprint +
+         "|" + text;
+}
+
+class Measurer {
+ public:
+  Measurer(const Graph& plain, const CalibrationInputs& inputs, const AutoPlanSettings& settings,
+           AutoPlan& plan)
+      : plain_(plain),
+        inputs_(inputs),
+        settings_(settings),
+        plan_(plan),
+        device_(device_key(settings.device)) {}
+
+  std::shared_ptr<Engine> build(const std::map<std::string, LayerChoice>& choices) const {
+    BuildOptions options;
+    options.device = settings_.device;
+    options.calibration = settings_.calibration;
+    options.layer_choices = choices;
+    return Engine::build(plain_, options);
+  }
+
+  // What every whole result of this build depends on besides the choices: set once the
+  // fingerprint, calibration and held-out set are known (result_context below).
+  void set_context(std::string context) { context_ = std::move(context); }
+
+  bool cached(const std::string& kind, const std::string& what, std::vector<double>* values,
+              std::string* text) const {
+    return settings_.cache != nullptr &&
+           settings_.cache->lookup_result(kind + "|" + context_ + "|" + what, values, text);
+  }
+  void remember(const std::string& kind, const std::string& what, const std::vector<double>& values,
+                const std::string& text = "") const {
+    if (settings_.cache != nullptr)
+      settings_.cache->store_result(kind + "|" + context_ + "|" + what, values, text);
+  }
+
+  // Per-step medians, from the cache when every step is in it.
+  std::vector<double> times(const Engine& engine) {
+    const ExecutionPlan planned = engine.plan(settings_.batch);
+    const EngineImpl& impl = engine.impl();
+    std::vector<std::string> keys;
+    std::vector<double> times(impl.steps.size());
+    bool all = settings_.cache != nullptr;
+    for (size_t i = 0; i < impl.steps.size(); ++i) {
+      keys.push_back(step_key(device_, settings_.batch, impl, impl.steps[i], planned.steps[i]));
+      all = all && settings_.cache->lookup(keys.back(), &times[i]);
+    }
+    if (all) {
+      plan_.steps_cached += static_cast<int>(keys.size());
+      return times;
+    }
+    times = settings_.timing->step_times(engine, settings_.batch);
+    if (times.size() != impl.steps.size())
+      throw Error("auto plan: the timing source returned " + std::to_string(times.size()) +
+                  " step times for " + std::to_string(impl.steps.size()) + " steps");
+    ++plan_.engines_timed;
+    if (settings_.cache != nullptr)
+      // The first time of a step stays: every candidate is then compared with the same figure
+      // for the steps they share, instead of with a later, differently noisy run.
+      for (size_t i = 0; i < keys.size(); ++i) {
+        double known = 0;
+        if (settings_.cache->lookup(keys[i], &known))
+          times[i] = known;
+        else
+          settings_.cache->store(keys[i], times[i]);
+      }
+    return times;
+  }
+
+  // An assignment's end-to-end agreement with fp32, from the cache or measured (on `built`
+  // when given, else on an engine built for it).
+  OutputAgreement verified(const std::map<std::string, LayerChoice>& choices,
+                           const Engine* built = nullptr) {
+    std::vector<double> values;
+    std::string text;
+    const std::string what = choices_text(choices);
+    if (cached("verify", what, &values, &text)) return agreement_from(values, 0);
+    std::shared_ptr<Engine> engine;
+    if (built == nullptr) built = (engine = build(choices)).get();
+    const OutputAgreement agreement = error(*built);
+    remember("verify", what, agreement_values(agreement));
+    return agreement;
+  }
+
+  // An assignment's summed per-step medians, from the cache or measured.
+  double total_ms(const std::map<std::string, LayerChoice>& choices) {
+    std::vector<double> values;
+    std::string text;
+    const std::string what = choices_text(choices);
+    if (cached("total", what, &values, &text) && values.size() == 1) return values[0];
+    double ms = 0;
+    for (double step : times(*build(choices))) ms += step;
+    remember("total", what, {ms});
+    return ms;
+  }
+
+  std::string variant_of(const Engine& engine, const std::string& layer) const {
+    for (const PlannedStep& step : engine.plan(settings_.batch).steps)
+      if (step.name == layer) return step.variant;
+    return "";
+  }
+
+  bool has_inputs() const { return inputs_.samples > 0; }
+
+  // The engine's output over the held-out set against the fp32 CPU reference.
+  OutputAgreement error(const Engine& engine) {
+    if (reference_.empty()) {
+      BuildOptions options;
+      options.device = Device::CPU;
+      options.precision = Precision::FP32;
+      options.calibration = settings_.calibration;  // the same fusion as every candidate
+      const auto reference = Engine::build(plain_, options);
+      reference_ = run_all(*reference);
+      const Node* output = reference->impl().graph.find(reference->impl().graph.output);
+      probabilities_ = output != nullptr && output->op == OpKind::Softmax;
+      outputs_ = shape_elements(reference->model().output_shape);
+    }
+    AgreementAccumulator accumulator(outputs_, probabilities_);
+    accumulator.add(reference_.data(), run_all(engine).data(), inputs_.samples);
+    return accumulator.result();
+  }
+
+ private:
+  std::vector<float> run_all(const Engine& engine) const {
+    const int64_t in = shape_elements(engine.model().input_shape);
+    const int64_t out = shape_elements(engine.model().output_shape);
+    const int samples = inputs_.samples, batch = std::min(settings_.eval_batch, samples);
+    std::vector<float> outputs(static_cast<size_t>(samples * out));
+    std::vector<float> input(static_cast<size_t>(batch * in));
+    std::unique_ptr<ExecutionContext> full, last;
+    for (int first = 0; first < samples; first += batch) {
+      const int count = std::min(batch, samples - first);
+      std::unique_ptr<ExecutionContext>& context = count == batch ? full : last;
+      if (!context) context = engine.create_context(count);
+      inputs_.load(first, count, input.data());
+      context->run(input.data(), outputs.data() + first * out);
+    }
+    return outputs;
+  }
+
+  const Graph& plain_;
+  const CalibrationInputs& inputs_;
+  const AutoPlanSettings& settings_;
+  AutoPlan& plan_;
+  std::string device_;
+  std::string context_;
+  std::vector<float> reference_;
+  bool probabilities_ = false;
+  int64_t outputs_ = 0;
+};
+
+// Every registry entry of the layer's op on the device at the allowed precisions; when none is
+// allowed for this op (e.g. only int8 asked, and flatten has no int8 kernel), the native ones.
+std::vector<Candidate> candidate_list(const Step& step, const AutoPlanSettings& settings) {
+  const KernelRegistry& registry = KernelRegistry::instance();
+  std::vector<Precision> precisions = settings.precisions;
+  if (precisions.empty()) precisions = {Precision::FP32, Precision::FP16, Precision::INT8};
+  std::vector<Candidate> out;
+  for (int pass = 0; pass < 2 && out.empty(); ++pass) {
+    if (pass == 1) precisions = {Precision::FP32, Precision::FP16, Precision::INT8};
+    for (Precision precision : precisions)
+      for (const KernelEntry* entry : registry.candidates(*step.node, settings.device, precision)) {
+        if (entry->baseline) continue;  // cuDNN and the like: comparison only, never chosen
+        Candidate c;
+        c.kernel = entry->name;
+        c.precision = precision;
+        if (precision == Precision::INT8 && settings.calibration == nullptr) {
+          c.applicable = false;
+          c.why_not = "int8 needs a calibration";
+        }
+        out.push_back(c);
+      }
+  }
+  return out;
+}
+
+// The baseline engine's own figures, reused for the candidate of each layer it already runs (on
+// a layer with one kernel, that is every candidate: nothing is built for it).
+struct BaselineFigures {
+  const Engine* engine;
+  std::vector<double> times;
+  OutputAgreement agreement;
+};
+
+// A candidate's figures as a cached result: [applicable, ms, has_error, agreement...], and its
+// variant (or why it is not applicable) as the text.
+std::vector<double> candidate_values(const Candidate& c) {
+  std::vector<double> values = {double(c.applicable), c.ms, double(c.has_error)};
+  const std::vector<double> agreement = agreement_values(c.agreement);
+  values.insert(values.end(), agreement.begin(), agreement.end());
+  return values;
+}
+
+void restore_candidate(Candidate& c, const std::vector<double>& values, const std::string& text,
+                       const Budget& budget) {
+  c.applicable = !values.empty() && values[0] != 0;
+  if (!c.applicable) {
+    c.why_not = text;
+    return;
+  }
+  if (values.size() < 3) throw Error("auto plan: a malformed result in the timing cache");
+  c.ms = values[1];
+  c.variant = text;
+  c.has_error = values[2] != 0;
+  c.agreement = agreement_from(values, 3);
+  c.error = c.has_error ? budget.error_of(c.agreement) : 0;
+}
+
+void measure_candidates(LayerCandidates& layer, const Step& step, Measurer& measure,
+                        const BaselineFigures& base, const AutoPlanSettings& settings,
+                        bool has_error, const std::function<void(const std::string&)>& progress) {
+  for (Candidate& c : layer.candidates) {
+    if (!c.applicable) continue;
+    progress(step.name + " " + c.kernel);
+    const bool is_baseline = c.kernel == step.kernel_name;
+    const std::string what = step.name + "|" + c.kernel + "@" + to_string(c.precision);
+    std::vector<double> values;
+    std::string text;
+    if (!is_baseline && measure.cached("candidate", what, &values, &text)) {
+      restore_candidate(c, values, text, settings.budget);
+      continue;
+    }
+    std::shared_ptr<Engine> built;
+    try {
+      if (!is_baseline)
+        built = measure.build({{step.name, LayerChoice{c.precision, c.kernel, "auto plan"}}});
+    } catch (const Error& error) {
+      c.applicable = false;
+      c.why_not = error.what();
+      measure.remember("candidate", what, {0.0}, c.why_not);
+      continue;
+    }
+    const Engine& engine = is_baseline ? *base.engine : *built;
+    c.variant = measure.variant_of(engine, step.name);
+    c.ms = layer_ms(engine.impl(), is_baseline ? base.times : measure.times(engine), step.name);
+    if (has_error) {
+      c.has_error = true;
+      c.agreement = is_baseline ? base.agreement : measure.error(engine);
+      c.error = settings.budget.error_of(c.agreement);
+    }
+    if (!is_baseline) measure.remember("candidate", what, candidate_values(c), c.variant);
+  }
+}
+
+// The candidate of each layer that the baseline engine runs; empty when some layer's baseline
+// kernel is not a candidate (a --precisions list without the native precision).
+std::vector<int> baseline_choice(const AutoPlan& plan, const Engine& baseline) {
+  std::vector<int> chosen;
+  for (const LayerCandidates& layer : plan.layers) {
+    int found = -1;
+    for (const Step& step : baseline.impl().steps)
+      if (step.name == layer.layer)
+        for (size_t i = 0; i < layer.candidates.size(); ++i)
+          if (layer.candidates[i].applicable && layer.candidates[i].kernel == step.kernel_name)
+            found = static_cast<int>(i);
+    if (found < 0) return {};
+    chosen.push_back(found);
+  }
+  return chosen;
+}
+
+void keep_baseline(AutoPlan& plan, const std::vector<int>& chosen, const Budget& budget) {
+  char line[160];
+  std::snprintf(line, sizeof line, "whole: chosen %.4f ms > %s %.4f ms: keep %s", plan.chosen_ms,
+                plan.baseline_name.c_str(), plan.baseline_ms, plan.baseline_name.c_str());
+  plan.choice.log.push_back(line);
+  for (size_t l = 0; l < plan.layers.size(); ++l) plan.layers[l].chosen = chosen[l];
+  plan.choice.chosen = chosen;
+  plan.choice.agreement = plan.baseline_agreement;
+  plan.choice.error = budget.error_of(plan.baseline_agreement);
+  plan.choice.met = true;
+  plan.chosen_ms = plan.baseline_ms;
+  mark_verdicts(plan.layers, budget);
+}
+
+}  // namespace
+
+std::unique_ptr<TimingSource> profile_timing(int iterations) {
+  return std::make_unique<ProfileTiming>(iterations);
+}
+
+TimingCache::TimingCache(std::string path) : path_(std::move(path)) {
+  std::ifstream file(path_);
+  if (!file) return;  // a first build: the cache is made
+  std::stringstream text;
+  text << file.rdbuf();
+  try {
+    const nlohmann::json root = nlohmann::json::parse(text.str());
+    if (root.value("format", "") != "cnnrt-timing-cache" || root.value("version", 0) != 1)
+      throw Error("not a cnnrt timing cache (format cnnrt-timing-cache, version 1)");
+    for (const auto& [key, value] : root.at("entries").items()) entries_[key] = value.get<double>();
+    if (root.contains("results"))
+      for (const auto& [key, value] : root.at("results").items())
+        results_[key] = {value.at("values").get<std::vector<double>>(),
+                         value.at("text").get<std::string>()};
+  } catch (const nlohmann::json::exception& error) {
+    throw Error(path_ + ": not a valid timing cache: " + error.what());
+  } catch (const Error& error) {
+    throw Error(path_ + ": " + error.what());
+  }
+}
+
+bool TimingCache::lookup(const std::string& key, double* ms) const {
+  auto it = entries_.find(key);
+  if (it == entries_.end()) return false;
+  *ms = it->second;
+  return true;
+}
+
+void TimingCache::store(const std::string& key, double ms) {
+  entries_[key] = ms;
+  dirty_ = true;
+}
+
+bool TimingCache::lookup_result(const std::string& key, std::vector<double>* values,
+                                std::string* text) const {
+  auto it = results_.find(key);
+  if (it == results_.end()) return false;
+  *values = it->second.first;
+  *text = it->second.second;
+  return true;
+}
+
+void TimingCache::store_result(const std::string& key, const std::vector<double>& values,
+                               const std::string& text) {
+  results_[key] = {values, text};
+  dirty_ = true;
+}
+
+void TimingCache::save() const {
+  if (path_.empty() || !dirty_) return;
+  nlohmann::ordered_json root;
+  root["format"] = "cnnrt-timing-cache";
+  root["version"] = 1;
+  root["entries"] = entries_;
+  nlohmann::ordered_json results = nlohmann::ordered_json::object();
+  for (const auto& [key, value] : results_)
+    results[key] = {{"values", value.first}, {"text", value.second}};
+  root["results"] = results;
+  write_text_file(path_, root.dump(1) + "\n");
+}
+
+AutoPlan auto_plan(const Graph& graph, const CalibrationInputs& inputs,
+                   const AutoPlanSettings& settings) {
+  const auto start = std::chrono::steady_clock::now();
+  if (settings.timing == nullptr) throw Error("auto plan: no timing source");
+  if (settings.batch < 1) throw Error("auto plan: the batch must be at least 1");
+  if (settings.budget.metric != Budget::Metric::None && (inputs.samples < 1 || !inputs.load))
+    throw Error("auto plan: budget " + settings.budget.to_string() +
+                " needs a held-out input set (--images DIR or --input X.npy)");
+  AutoPlan plan;
+  plan.model = graph.name;
+  plan.fingerprint = model_fingerprint(graph);
+  plan.device = to_string(settings.device);
+  plan.batch = settings.batch;
+  plan.budget = settings.budget;
+  plan.has_error = inputs.samples > 0 && inputs.load;
+  const Graph plain = plain_graph(graph);
+  Measurer measure(plain, inputs, settings, plan);
+  if (settings.cache != nullptr)
+    measure.set_context(result_context(graph, plan.fingerprint, settings, inputs));
+  auto progress = [&](const std::string& what) {
+    if (settings.progress) settings.progress(what);
+  };
+
+  progress("baseline");
+  const auto baseline = measure.build({});
+  plan.baseline_name = std::string("all-") + to_string(baseline->precision());
+  if (plan.has_error) plan.baseline_agreement = measure.verified({}, baseline.get());
+
+  const BaselineFigures base{baseline.get(), measure.times(*baseline), plan.baseline_agreement};
+  for (double ms : base.times) plan.baseline_ms += ms;
+  for (const Step& step : baseline->impl().steps) {
+    if (step.is_conversion()) continue;
+    LayerCandidates layer;
+    layer.layer = step.name;
+    layer.sources = step.sources;
+    layer.candidates = candidate_list(step, settings);
+    measure_candidates(layer, step, measure, base, settings, plan.has_error, progress);
+    plan.layers.push_back(std::move(layer));
+  }
+
+  auto choices_of = [&](const std::vector<int>& chosen) {
+    std::map<std::string, LayerChoice> choices;
+    for (size_t l = 0; l < plan.layers.size(); ++l) {
+      const Candidate& c = plan.layers[l].candidates[chosen[l]];
+      choices[plan.layers[l].layer] = LayerChoice{c.precision, c.kernel, "auto plan"};
+    }
+    return choices;
+  };
+  plan.choice =
+      choose_assignment(plan.layers, settings.budget, [&](const std::vector<int>& chosen) {
+        progress("verify");
+        return plan.has_error ? measure.verified(choices_of(chosen)) : OutputAgreement{};
+      });
+  // The chosen engine timed as a whole: its own conversions, not the candidates' sum.
+  plan.chosen_ms = measure.total_ms(choices_of(plan.choice.chosen));
+  // Per-layer gains are estimates (conversions between two changed layers vanish, others
+  // appear); when the whole is slower than the baseline and the baseline is within budget, the
+  // baseline is the faster assignment that meets it.
+  const std::vector<int> native = baseline_choice(plan, *baseline);
+  if (plan.chosen_ms > plan.baseline_ms && !native.empty() &&
+      (!plan.has_error || settings.budget.met(plan.baseline_agreement)))
+    keep_baseline(plan, native, settings.budget);
+  if (settings.cache != nullptr) settings.cache->save();
+  plan.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return plan;
+}
+
+}  // namespace cnnrt
