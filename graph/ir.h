@@ -156,6 +156,11 @@ struct Node {
   // when absent.  A plan
   // file given at build time overrides them (runtime/builder.cpp).
   std::string precision_request, kernel_request;
+  // 2:4 structured sparsity (docs/SPARSITY.md), orthogonal to precision: the model's or plan's
+  // `sparsity:` ("" | "2:4" | "dense"), and whether the weight has 2:4 structure (set by
+  // mark_2_4_weights, graph/passes_sparsity.h: only then are sparse kernels offered).
+  std::string sparsity_request;
+  bool weight_2_4 = false;
 
   // Where it was declared (for error messages).
   int line = 0, column = 0;

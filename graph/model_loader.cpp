@@ -31,7 +31,8 @@ namespace cnnrt {
 namespace {
 
 const char* const kTopLevelKeys[] = {"name", "input", "weights", "labels", "output", "layers"};
-const char* const kLayerCommonKeys[] = {"name", "op", "input", "inputs", "precision", "impl"};
+const char* const kLayerCommonKeys[] = {"name",      "op",   "input",   "inputs",
+                                        "precision", "impl", "sparsity"};
 
 std::string join(const std::vector<std::string>& items) {
   std::string out;
@@ -173,6 +174,16 @@ Node parse_layer(const YAML::Node& layer, YamlContext context, const std::string
         node.precision_request != "int8")
       context.fail(precision,
                    "unknown precision '" + node.precision_request + "' (valid: fp32, fp16, int8)");
+  }
+  // `sparsity: 2:4` (only conv and linear weights can be 2:4) or `dense` (never a sparse
+  // kernel); the weight itself is checked after the passes (graph/passes_sparsity.h).
+  if (const YAML::Node sparsity = layer["sparsity"]) {
+    node.sparsity_request = read_string(sparsity, context, "sparsity");
+    if (node.sparsity_request != "2:4" && node.sparsity_request != "dense")
+      context.fail(sparsity,
+                   "unknown sparsity '" + node.sparsity_request + "' (valid: 2:4, dense)");
+    if (node.sparsity_request == "2:4" && node.op != OpKind::Conv && node.op != OpKind::Linear)
+      context.fail(sparsity, "sparsity 2:4 applies to conv and linear layers only");
   }
   // `impl`, not `kernel`: conv and pool layers already use `kernel` for the window size.
   if (const YAML::Node impl = layer["impl"])

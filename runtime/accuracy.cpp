@@ -264,7 +264,7 @@ AccuracyReport accuracy_report(const Graph& graph, std::shared_ptr<const Calibra
   for (const Step* step : selected) {
     progress(step->name);
     BuildOptions options = cpu_options(Precision::FP32, calibration);
-    options.layer_choices[step->name] = LayerChoice{settings.precision, "", kOrigin};
+    options.layer_choices[step->name] = LayerChoice{settings.precision, "", kOrigin, ""};
     AccuracyRow row;
     row.layer = step->name;
     row.sources = step->sources;

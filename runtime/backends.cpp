@@ -30,6 +30,7 @@ const std::vector<BackendInfo>& backend_table() {
        [](KernelRegistry& registry) {
          register_cpu_kernels(registry);
          register_cpu_int8_kernels(registry);
+         register_cpu_sparse_kernels(registry);
        },
        make_cpu_backend, nullptr},
 #ifdef CNNRT_WITH_CUDA

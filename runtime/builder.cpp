@@ -23,6 +23,8 @@
 #include "graph/model_loader.h"
 #include "graph/ops.h"
 #include "graph/passes.h"
+#include "graph/passes_compact.h"
+#include "graph/passes_sparsity.h"
 #include "runtime/backends.h"
 #include "runtime/engine_impl.h"
 #include "runtime/plan_file.h"
@@ -102,6 +104,7 @@ std::map<std::string, LayerChoice> choices_by_node(const Graph& graph,
     LayerChoice& merged = out[it->second];
     if (choice.precision != Precision::Auto) merged.precision = choice.precision;
     if (!choice.kernel.empty()) merged.kernel = choice.kernel;
+    if (!choice.sparsity.empty()) merged.sparsity = choice.sparsity;
     if (merged.origin.empty()) merged.origin = choice.origin;
   }
   return out;
@@ -129,13 +132,28 @@ const KernelEntry* choose_kernel(const Graph& graph, const Node& node, Device de
   if (precision == Precision::Auto && !node.precision_request.empty())
     precision = parse_precision(node.precision_request);
   if (kernel.empty()) kernel = node.kernel_request;
+  std::string sparsity = choice != nullptr ? choice->sparsity : "";
+  if (sparsity.empty()) sparsity = node.sparsity_request;
   ErrorSite site = site_of(graph, node);
   const std::string where = origin.empty() ? "" : " (" + origin + ")";
+  if (sparsity == "2:4" && !node.weight_2_4)
+    throw_error(site, "sparsity 2:4" + where + ": " + sparsity::node_violation(node));
+  // Sparse kernels run only where asked for (sparsity 2:4, or by name): a 2:4 model keeps its
+  // dense kernels otherwise, and `sparsity: dense` refuses a sparse kernel named elsewhere.
+  const bool want_sparse = sparsity == "2:4";
+  auto wanted = [&](std::vector<const KernelEntry*> candidates) {
+    candidates.erase(
+        std::remove_if(candidates.begin(), candidates.end(),
+                       [&](const KernelEntry* e) { return e->sparse_2_4 != want_sparse; }),
+        candidates.end());
+    return candidates;
+  };
 
   if (!kernel.empty()) {
     const KernelEntry* entry = registry.find(kernel);
     if (entry == nullptr || entry->op != node.op || entry->device != device ||
-        !entry->supports(node) || (precision != Precision::Auto && entry->precision != precision))
+        !entry->supports(node) || (precision != Precision::Auto && entry->precision != precision) ||
+        (!sparsity.empty() && entry->sparse_2_4 != want_sparse))
       throw_error(site,
                   "kernel '" + kernel + "'" +
                       (precision != Precision::Auto ? std::string(" at ") + to_string(precision)
@@ -145,9 +163,11 @@ const KernelEntry* choose_kernel(const Graph& graph, const Node& node, Device de
     return entry;
   }
   if (precision != Precision::Auto) {
-    std::vector<const KernelEntry*> candidates = registry.candidates(node, device, precision);
+    std::vector<const KernelEntry*> candidates =
+        wanted(registry.candidates(node, device, precision));
     if (candidates.empty() || candidates.front()->baseline)
-      throw_error(site, std::string("precision ") + to_string(precision) + where + ": no " +
+      throw_error(site, std::string("precision ") + to_string(precision) +
+                            (want_sparse ? " with sparsity 2:4" : "") + where + ": no " +
                             to_string(device) + " kernel at that precision runs this " +
                             op_name(node.op) +
                             " layer (kernels for it: " + kernels_for(node, device) + ")");
@@ -155,11 +175,12 @@ const KernelEntry* choose_kernel(const Graph& graph, const Node& node, Device de
   }
   // Nothing asked: the engine-wide precision, else the best kernel of another precision.
   for (Precision p : {engine_precision, Precision::FP32, Precision::FP16, Precision::INT8}) {
-    std::vector<const KernelEntry*> candidates = registry.candidates(node, device, p);
+    std::vector<const KernelEntry*> candidates = wanted(registry.candidates(node, device, p));
     if (!candidates.empty() && !candidates.front()->baseline) return candidates.front();
   }
-  throw_error(site, std::string("no ") + to_string(device) + " kernel supports this " +
-                        op_name(node.op) + " layer");
+  throw_error(site, std::string("no ") + to_string(device) + (want_sparse ? " 2:4 sparse" : "") +
+                        " kernel supports this " + op_name(node.op) +
+                        " layer (kernels for it: " + kernels_for(node, device) + ")");
 }
 
 // Same bytes in memory for a tensor of this shape: layouts differ only for [C, H, W] maps.
@@ -285,6 +306,9 @@ std::unique_ptr<EngineImpl> build_engine(Graph graph, const BuildOptions& option
     run_default_passes(graph, pass_options(options));  // ends with infer_shapes
   else
     infer_shapes(graph);
+  if (options.compact_channels)
+    engine->compacted = compact_pruned_channels(graph);  // re-infers shapes when it removes any
+  sparsity::mark_2_4_weights(graph);
   trace.mark("graph passes");
   if (!options.choices_model.empty() && options.choices_model != graph.name) {
     // The origin of any choice names the plan file ("plan.yaml:4:3").

@@ -166,7 +166,14 @@ ExecutionPlan Engine::plan(int batch) const {
     row.workspace_bytes = kernel_plan.workspace_bytes;
     const PlannedTensor* output = prepared.memory.find(step.name);
     row.in_place = output != nullptr && !output->aliases.empty();
+    row.sparse_2_4 = step.entry != nullptr && step.entry->sparse_2_4;
     plan.steps.push_back(std::move(row));
+  }
+  const std::string compacted = impl_->compacted.to_text();
+  for (size_t start = 0; start < compacted.size();) {
+    const size_t end = compacted.find('\n', start);
+    plan.compacted.push_back(compacted.substr(start, end - start));
+    start = end + 1;
   }
   for (const PlannedTensor& tensor : prepared.memory.tensors) {
     ExecutionPlan::Tensor row;

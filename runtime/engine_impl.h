@@ -16,6 +16,7 @@
 
 #include "cnnrt/cnnrt.h"
 #include "graph/ir.h"
+#include "graph/passes_compact.h"
 #include "graph/tensor_type.h"
 #include "runtime/kernel.h"
 #include "runtime/memory_planner.h"
@@ -79,7 +80,8 @@ class EngineImpl {
   std::map<std::string, EngineTensor> tensors;  // "input", every step's output
   std::string output_tensor;  // the fp32 tensor run() returns (graph output, converted if needed)
   std::unique_ptr<Backend> backend;
-  size_t weight_bytes = 0;  // sum over kernels, as reported by the backend at build
+  size_t weight_bytes = 0;     // sum over kernels, as reported by the backend at build
+  CompactionReport compacted;  // the all-zero channels the build removed (or kept, and why)
   // The build's calibration (int8 tensor scales), for kernels created after the build.
   std::shared_ptr<const Calibration> calibration;
   std::string plan_target;  // BuildOptions::plan_target: plan only, no contexts

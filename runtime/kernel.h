@@ -94,6 +94,10 @@ struct KernelEntry {
   // leave it false never see such a node: KernelRegistry::add makes their supports() refuse it,
   // so no family can silently drop the add.
   bool residual = false;
+  // The kernel computes from a 2:4 compressed weight (kernels/cpu/sparse24.h): KernelRegistry::
+  // add makes its supports() refuse a node whose weight is not 2:4 (Node::weight_2_4), and the
+  // builder takes it only when the layer asks for `sparsity: 2:4` (or names the kernel).
+  bool sparse_2_4 = false;
 };
 
 // One row of a kernel family's table: the family adds its rows with one device, precision and
@@ -103,7 +107,8 @@ struct EntryRow {
   OpKind op;
   std::function<bool(const Node&)> supports;
   std::function<std::unique_ptr<LayerKernel>(const KernelBuildContext&)> create;
-  bool residual = false;  // as KernelEntry::residual
+  bool residual = false;    // as KernelEntry::residual
+  bool sparse_2_4 = false;  // as KernelEntry::sparse_2_4
 };
 
 class KernelRegistry;
@@ -128,5 +133,6 @@ class KernelRegistry {
 // table (runtime/backends.h).
 void register_cpu_kernels(KernelRegistry& registry);
 void register_cpu_int8_kernels(KernelRegistry& registry);
+void register_cpu_sparse_kernels(KernelRegistry& registry);  // runtime/cpu_sparse_entries.cpp
 
 }  // namespace cnnrt

@@ -23,6 +23,11 @@ void KernelRegistry::add(KernelEntry entry) {
       return !node.fused_residual && inner(node);
     };
   }
+  if (entry.sparse_2_4 && entry.supports) {
+    entry.supports = [inner = std::move(entry.supports)](const Node& node) {
+      return node.weight_2_4 && inner(node);
+    };
+  }
   entries_.push_back(std::move(entry));
 }
 
@@ -54,6 +59,7 @@ void add_entries(KernelRegistry& registry, Device device, Precision precision, i
     entry.supports = row.supports;
     entry.create = row.create;
     entry.residual = row.residual;
+    entry.sparse_2_4 = row.sparse_2_4;
     registry.add(std::move(entry));
   }
 }

@@ -10,6 +10,7 @@
 //   layers:
 //     conv1: {precision: fp16, kernel: conv_fp16_s2d, variant: 64x128}
 //     fc6: {precision: fp32}
+//     fc7: {sparsity: 2:4}        # 2:4 sparse kernel (the weight must be 2:4)
 //
 // Every key is checked (unknown keys, a precision that is not fp32/fp16/int8, an empty layer
 // entry are errors with file:line:col); layer names are checked against the model at build.
@@ -69,8 +70,14 @@ void read_layer(const YAML::Node& spec, YamlContext& context, LayerChoice& choic
       choice.kernel = read_string(field.second, context, "kernel");
     } else if (key == "variant") {
       variant = read_string(field.second, context, "variant");
+    } else if (key == "sparsity") {
+      choice.sparsity = read_string(field.second, context, "sparsity");
+      if (choice.sparsity != "2:4" && choice.sparsity != "dense")
+        context.fail(field.second,
+                     "unknown sparsity '" + choice.sparsity + "' (valid: 2:4, dense)");
     } else {
-      context.fail(field.first, "unknown key '" + key + "' (valid: precision, kernel, variant)");
+      context.fail(field.first,
+                   "unknown key '" + key + "' (valid: precision, kernel, variant, sparsity)");
     }
   }
 }
@@ -190,6 +197,8 @@ std::string plan_file_text(const PlanFile& plan, const std::string& header) {
     if (choice.precision != Precision::Auto)
       out << YAML::Key << "precision" << YAML::Value << to_string(choice.precision);
     if (!choice.kernel.empty()) out << YAML::Key << "kernel" << YAML::Value << choice.kernel;
+    if (!choice.sparsity.empty())
+      out << YAML::Key << "sparsity" << YAML::Value << YAML::DoubleQuoted << choice.sparsity;
     auto variant = plan.variants.find(layer);
     if (variant != plan.variants.end() && !variant->second.empty())
       out << YAML::Key << "variant" << YAML::Value << YAML::DoubleQuoted << variant->second;

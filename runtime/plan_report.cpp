@@ -66,7 +66,12 @@ std::string ExecutionPlan::to_table() const {
   std::snprintf(line, sizeof line,
                 "arena_bytes %zu  naive_bytes %zu  lower_bound_bytes %zu  arena/lower_bound %.3f\n",
                 arena_bytes, naive_bytes, lower_bound_bytes, ratio);
-  return out + line;
+  out += line;
+  if (!compacted.empty()) {
+    out += "\ncompacted (all-zero channels)\n";
+    for (const std::string& entry : compacted) out += "  " + entry + "\n";
+  }
+  return out;
 }
 
 std::string ExecutionPlan::to_json() const {
@@ -81,7 +86,8 @@ std::string ExecutionPlan::to_json() const {
                           {"input_types", s.input_types},
                           {"output_type", s.output_type},
                           {"workspace_bytes", s.workspace_bytes},
-                          {"in_place", s.in_place}});
+                          {"in_place", s.in_place},
+                          {"sparsity", s.sparse_2_4 ? "2:4" : "dense"}});
   nlohmann::json tensors_json = nlohmann::json::array();
   for (const Tensor& t : tensors)
     tensors_json.push_back({{"name", t.name},
@@ -98,7 +104,8 @@ std::string ExecutionPlan::to_json() const {
                          {"tensors", tensors_json},
                          {"arena_bytes", arena_bytes},
                          {"naive_bytes", naive_bytes},
-                         {"lower_bound_bytes", lower_bound_bytes}};
+                         {"lower_bound_bytes", lower_bound_bytes},
+                         {"compacted", compacted}};
   return plan.dump(2);
 }
 

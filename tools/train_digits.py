@@ -2,6 +2,15 @@
 """Trains models/digits: a small CNN on scikit-learn's 8x8 digits, in numpy only.
 
     python3 tools/train_digits.py [--out-dir models] [--epochs 60] [--seed 0]
+    python3 tools/train_digits.py --prune 2:4 [--weights models/digits.safetensors]
+        [--finetune-epochs 40] [--finetune-lr 0.02] --out FILE.safetensors
+
+With --prune 2:4 it trains nothing new: it loads the dense weights, prunes conv2 and fc 2:4 by
+magnitude (in every 4 consecutive input channels at each output channel and kernel tap, or 4
+consecutive input features, the two largest |w| stay: graph/passes_sparsity.h's rule; conv1 has
+one input channel, so it is 2:4 already), fine-tunes with the masks kept (the pruned weights and
+their momentum are zeroed after every step), and writes the weights to --out (the model YAML is
+unchanged).  It prints the dense, pruned and fine-tuned test accuracies.
 
 The network (models/digits.yaml):  [1, 8, 8] floats in [0, 1] (pixel / 16)
     conv1 3x3 pad 1, 16 ch -> relu -> maxpool 2      [16, 4, 4]
@@ -204,6 +213,73 @@ def train(x_train, y_train, epochs: int, seed: int, log=print):
     return params
 
 
+def mask_2_4(weight):
+    """1 where a weight survives 2:4 magnitude pruning along axis 1 (input channels / features)."""
+    w = weight.reshape(weight.shape[0], weight.shape[1], -1)  # [O, C, taps]
+    out, channels, taps = w.shape
+    padded_c = (channels + 3) // 4 * 4
+    padded = np.zeros((out, padded_c, taps))
+    padded[:, :channels] = np.abs(w)
+    groups = padded.reshape(out, padded_c // 4, 4, taps)
+    # The two largest of each group; a stable sort keeps the lower index on a tie, as in C++.
+    order = np.argsort(-groups, axis=2, kind="stable")
+    keep = np.zeros_like(groups)
+    np.put_along_axis(keep, order[:, :, :2], 1.0, axis=2)
+    return keep.reshape(out, padded_c, taps)[:, :channels].reshape(weight.shape)
+
+
+def finetune_masked(params, masks, x_train, y_train, epochs: int, seed: int, base_lr: float,
+                    log=print):
+    """SGD as train() (cosine rate from base_lr); masked weights and their momentum stay zero."""
+    rng = np.random.default_rng(seed + 1)
+    velocity = {key: np.zeros_like(value) for key, value in params.items()}
+    batch, momentum, decay = 32, 0.9, 5e-4
+    total_steps = epochs * ((len(x_train) + batch - 1) // batch)
+    step = 0
+    for epoch in range(epochs):
+        order = rng.permutation(len(x_train))
+        for first in range(0, len(order), batch):
+            index = order[first:first + batch]
+            logits, caches = forward(params, shift_images(x_train[index], rng), keep=True)
+            _, d_logits = cross_entropy(logits, y_train[index])
+            grads = backward(params, caches, d_logits)
+            lr = 0.5 * base_lr * (1 + np.cos(np.pi * step / total_steps))
+            for key in params:
+                g = grads[key] + (decay * params[key] if key.endswith("weight") else 0)
+                velocity[key] = momentum * velocity[key] - lr * g
+                params[key] += velocity[key]
+                if key in masks:
+                    params[key] *= masks[key]
+                    velocity[key] *= masks[key]
+            step += 1
+        log(f"finetune epoch {epoch + 1:3d}  train accuracy {accuracy(params, x_train, y_train):.2f} %")
+    return params
+
+
+def prune_main(args) -> int:
+    from safetensors.numpy import load_file, save_file
+
+    x_train, y_train, x_test, y_test = load_split()
+    x_train, x_test = x_train.astype(np.float64), x_test.astype(np.float64)
+    params = {k: v.astype(np.float64) for k, v in load_file(args.weights).items()}
+    dense = accuracy(params, x_test, y_test)
+    masks = {key: mask_2_4(params[key]) for key in ("conv1.weight", "conv2.weight", "fc.weight")}
+    for key, mask in masks.items():
+        params[key] *= mask
+    pruned = accuracy(params, x_test, y_test)
+    params = finetune_masked(params, masks, x_train, y_train, args.finetune_epochs, args.seed,
+                             args.finetune_lr)
+    tuned = accuracy(params, x_test, y_test)
+    print(f"test accuracy (float64 numpy, {len(x_test)} images): dense {dense:.2f} %, "
+          f"2:4 pruned {pruned:.2f} %, 2:4 fine-tuned {args.finetune_epochs} epochs {tuned:.2f} %")
+    tensors = {key: np.ascontiguousarray(value, dtype=np.float32) for key, value in params.items()}
+    write_atomically(args.out, lambda path: save_file(tensors, path, metadata={
+        "model": "digits", "trainer": "tools/train_digits.py --prune 2:4",
+        "finetune_epochs": str(args.finetune_epochs), "seed": str(args.seed)}))
+    print(f"wrote {args.out}")
+    return 0
+
+
 def write_atomically(path: str, write) -> None:
     temp = f"{path}.tmp-{os.getpid()}"
     try:
@@ -221,7 +297,18 @@ def main(argv=None) -> int:
                                                          "models"))
     parser.add_argument("--epochs", type=int, default=60)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--prune", choices=("2:4",), default=None,
+                        help="prune the --weights 2:4 and fine-tune with the masks kept")
+    parser.add_argument("--weights", default=os.path.join(os.path.dirname(__file__), "..",
+                                                          "models", "digits.safetensors"))
+    parser.add_argument("--finetune-epochs", type=int, default=40)
+    parser.add_argument("--finetune-lr", type=float, default=0.02)
+    parser.add_argument("--out", default=None, help="--prune: the weights file to write")
     args = parser.parse_args(argv)
+    if args.prune:
+        if not args.out:
+            parser.error("--prune needs --out FILE.safetensors")
+        return prune_main(args)
     from safetensors.numpy import save_file
 
     x_train, y_train, x_test, y_test = load_split()

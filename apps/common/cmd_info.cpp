@@ -1,6 +1,9 @@
-// `cnnrt info MODEL [--json FILE]`: the graph as loaded, then as the engine would run it after
-// the default passes.  Needs no weights: shapes, params and FLOPs come from the YAML alone (the
-// fused view binds placeholder weights, because folding a batchnorm computes new conv weights).
+// `cnnrt info MODEL [--weights W] [--json FILE]`: the graph as loaded, then as the engine would
+// run it after the default passes.  Needs no weights: shapes, params and FLOPs come from the YAML
+// alone (the fused view binds placeholder weights, because folding a batchnorm computes new conv
+// weights).  With --weights W the fused view uses those weights, so it also shows what the
+// build's channel compaction removes from a pruned model (graph/passes_compact.h) and which
+// layers have 2:4 weights (graph/passes_sparsity.h).
 #include <iostream>
 
 #include "apps/common/cmd_util.h"
@@ -8,12 +11,14 @@
 #include "graph/model_loader.h"
 #include "graph/ops.h"
 #include "graph/passes.h"
+#include "graph/passes_compact.h"
+#include "graph/passes_sparsity.h"
 
 namespace cnnrt::apps {
 namespace {
 
 struct InfoArgs {
-  std::string model;
+  std::string model, weights;
   JsonOutput json;
 };
 
@@ -42,8 +47,19 @@ int run_info(const InfoArgs& args) {
   args.json.prepare();
   const Graph graph = load_model(args.model);
   Graph fused = graph;
-  bind_random_weights(fused, 0);
+  if (args.weights.empty())
+    bind_random_weights(fused, 0);
+  else
+    bind_weights_from_args(fused, args.model, WeightArgs{args.weights, ""});
   const PassStats stats = run_default_passes(fused);
+  CompactionReport compaction;
+  std::vector<std::string> sparse_layers;
+  if (!args.weights.empty()) {
+    compaction = compact_pruned_channels(fused);
+    sparsity::mark_2_4_weights(fused);
+    for (const Node& node : fused.nodes)
+      if (node.weight_2_4) sparse_layers.push_back(node.name);
+  }
 
   std::ostream& out = report_stream();
   out << "model " << graph.name << " (" << args.model << ")\n\n" << describe_graph(graph);
@@ -53,7 +69,21 @@ int run_info(const InfoArgs& args) {
       << stats.conv_pools_fused << " conv+pool fused, " << stats.linear_activations_fused
       << " linear+activation fused\n\n"
       << describe_graph(fused);
+  if (!args.weights.empty()) {
+    out << "\ncompaction (all-zero output channels): "
+        << (compaction.empty() ? "none\n" : "\n" + compaction.to_text());
+    out << "2:4 weights (sparse kernels offered):";
+    for (const std::string& name : sparse_layers) out << " " << name;
+    out << (sparse_layers.empty() ? " none\n" : "\n");
+  }
+  std::vector<std::string> compaction_lines;
+  for (const CompactedLayer& layer : compaction.layers)
+    compaction_lines.push_back(layer.layer + ": " + std::to_string(layer.channels_before) + " -> " +
+                               std::to_string(layer.channels_after));
   args.json.write({{"model", graph.name},
+                   {"compacted", compaction_lines},
+                   {"compaction_kept", compaction.kept},
+                   {"sparse_2_4", sparse_layers},
                    {"file", args.model},
                    {"input_shape", graph.input.shape},
                    {"output", graph.output},
@@ -74,6 +104,10 @@ int run_info(const InfoArgs& args) {
 RunCommand add_info(CLI::App& command) {
   auto args = std::make_shared<InfoArgs>();
   add_model_argument(command, args->model);
+  command
+      .add_option("--weights", args->weights, "show compaction and 2:4 layers for these weights")
+      ->type_name("W.safetensors")
+      ->check(no_stdin());
   args->json.add_option(command);
   return [args] { return run_info(*args); };
 }

@@ -1,8 +1,10 @@
 // `cnnrt plan MODEL --batch N [--device D] [--target T] [--precision P] [--plan PLAN.yaml]
-// [--json FILE]`: what a context of that batch will run — per step the layer, its source
-// layers, kernel, variant, precision and tensor types; per tensor its bytes, arena offset and
-// lifetime.  Computed by Engine::plan without allocating the arena.  The plan does not depend
-// on weight values, so random ones are bound.
+// [--weights W] [--json FILE]`: what a context of that batch will run — per step the layer, its
+// source layers, kernel, variant, precision and tensor types; per tensor its bytes, arena offset
+// and lifetime.  Computed by Engine::plan without allocating the arena.  The plan depends on
+// weight values only through channel compaction (all-zero channels of a pruned model are
+// removed at build, and the tensors sized for what remains): with --weights W it is planned for
+// those weights and lists what was compacted; without, random weights are bound.
 //
 // A CUDA plan depends on the device — its architecture decides which conv kernels can run (the
 // wgmma ones need compute capability 9.0 and the sm_90a image), its SM count the small-batch
@@ -27,7 +29,7 @@ namespace {
 constexpr const char* kDefaultTarget = "h100";
 
 struct PlanArgs {
-  std::string model;
+  std::string model, weights;
   int64_t batch = 1;
   DeviceArgs device;
   std::string target;  // empty: the GPU present, else kDefaultTarget
@@ -74,11 +76,14 @@ int run_plan(const PlanArgs& args) {
     device.summary = target_summary(target, defaulted);
   }
   Graph graph = load_model(args.model);
-  bind_random_weights(graph, 0);
+  if (args.weights.empty())
+    bind_random_weights(graph, 0);
+  else
+    bind_weights_from_args(graph, args.model, WeightArgs{args.weights, ""});
   BuildOptions options = build_options(args.device, device);
-  // The weights here are random stand-ins, so a plan file's model_hash (which covers the real
-  // weights) cannot match; what runs does not depend on weight values.
-  options.choices_fingerprint.clear();
+  // Random stand-in weights cannot match a plan file's model_hash (which covers the real
+  // weights); what runs does not depend on weight values, except through compaction.
+  if (args.weights.empty()) options.choices_fingerprint.clear();
   options.plan_target = target;
   const auto engine = Engine::build(graph, options);
   const ExecutionPlan plan = engine->plan(static_cast<int>(args.batch));
@@ -104,6 +109,9 @@ RunCommand add_plan(CLI::App& command) {
                   "needed — h100, h100-pcie, h200, a100, l4, l40s, or smXY:SMS (e.g. sm90:132); "
                   "default: the GPU present, else h100")
       ->type_name("GPU");
+  command.add_option("--weights", args->weights, "plan for these weights (shows compaction)")
+      ->type_name("W.safetensors")
+      ->check(no_stdin());
   args->json.add_option(command);
   return [args] { return run_plan(*args); };
 }

@@ -22,6 +22,7 @@ const std::vector<Command>& commands() {
        add_accuracy},
       {"build", "choose precision and kernel per layer under an error budget, write a plan",
        add_build},
+      {"prune", "2:4 or channel pruning with the error it causes (docs/SPARSITY.md)", add_prune},
   };
   return table;
 }

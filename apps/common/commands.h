@@ -28,6 +28,7 @@ RunCommand add_bench(CLI::App& command);
 RunCommand add_calibrate(CLI::App& command);
 RunCommand add_accuracy(CLI::App& command);  // cmd_accuracy.cpp
 RunCommand add_build(CLI::App& command);     // cmd_build.cpp
+RunCommand add_prune(CLI::App& command);     // cmd_prune.cpp
 
 struct Command {
   const char* name;

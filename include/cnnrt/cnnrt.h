@@ -59,6 +59,7 @@ struct LayerChoice {
   Precision precision = Precision::Auto;  // Auto: the model's choice, else the engine default
   std::string kernel;                     // registry name; "" = the model's, else the heuristic
   std::string origin;                     // where it was written ("plan.yaml:4:3"), for messages
+  std::string sparsity;  // "2:4" | "dense" | "" (the model's `sparsity:`, else dense kernels)
 };
 
 struct BuildOptions {
@@ -71,6 +72,9 @@ struct BuildOptions {
   // itself when int8 layers are possible (int8 precision, an int8 layer choice, a calibration):
   // the int8 kernels have no residual epilogue, and calibration must see the int8 engine's adds.
   bool fuse_residual = true;
+  // Remove all-zero output channels of conv / linear layers with the matching input channels
+  // of their consumers (graph/passes_compact.h): a channel-pruned model runs as a smaller one.
+  bool compact_channels = true;
   // Layer name (a YAML layer, fused or not) -> choice; overrides the model's own keys.
   std::map<std::string, LayerChoice> layer_choices;
   // The model the layer choices were written for (a plan file's `model:`); when set, building
@@ -93,7 +97,8 @@ struct BuildOptions {
 // file and the tensor.
 std::shared_ptr<const Calibration> load_calibration(const std::string& path);
 
-// Reads a plan file: YAML `layers: {NAME: {precision: fp16|int8|fp32, kernel: NAME}}` and an
+// Reads a plan file: YAML `layers: {NAME: {precision: fp16|int8|fp32, kernel: NAME, sparsity:
+// 2:4|dense}}` and an
 // optional `model:` name, stored in *model_name when given (set it as
 // BuildOptions::choices_model so a plan for another model is refused).  Errors name the file,
 // line and layer.
@@ -131,7 +136,8 @@ struct PlannedStep {
   std::vector<std::string> input_types;  // e.g. "fp16 NHWC/8", one per input
   std::string output_type;
   size_t workspace_bytes = 0;
-  bool in_place = false;  // its output shares its first input's bytes
+  bool in_place = false;    // its output shares its first input's bytes
+  bool sparse_2_4 = false;  // its kernel computes from a 2:4 compressed weight
 };
 struct ExecutionPlan {
   std::string model, device;
@@ -145,6 +151,9 @@ struct ExecutionPlan {
   };
   std::vector<Tensor> tensors;
   size_t arena_bytes = 0, naive_bytes = 0, lower_bound_bytes = 0;
+  // What the build's channel compaction did (graph/passes_compact.h), one line per layer; the
+  // tensors above are already sized for the compacted layers.
+  std::vector<std::string> compacted;
   std::string to_table() const;
   std::string to_json() const;
 };

@@ -27,7 +27,7 @@ layers:
 """
 
 COMMANDS = ["info", "init-weights", "plan", "run", "profile", "bench", "calibrate", "accuracy",
-            "build"]
+            "build", "prune"]
 failures = []
 
 
@@ -94,6 +94,7 @@ def main():
                 "calibrate": [("--batch", 16)],
                 "accuracy": [("--batch", 8), ("--samples", 0)],
                 "build": [("--batch", 1), ("--timing-runs", 10), ("--device", "auto")],
+                "prune": [("--batch", 8), ("--samples", 0)],
                 "init-weights": [("--seed", 0), ("--dtype", "f32")]}
     for command in COMMANDS:
         out = check_help(f"cnnrt {command} --help", [cnnrt, command], defaults.get(command, []))

@@ -16,6 +16,8 @@
 //  4. the output is downloaded, its padding lanes must be exact zeros, it is converted back to
 //     NCHW fp32 and every element compared (tolerance.h).  An entry whose plan says in_place is
 //     run a second time with output == inputs[0].
+// 2:4 sparse entries (KernelEntry::sparse_2_4) run on the case's weights pruned 2:4 by magnitude
+// against the reference on those pruned weights (sparse_mode.cpp).
 // int8 entries are held exactly instead (int8_mode.cpp): the case gets a calibration (each
 // input's scale from its max |x|, the output's from the fp32 reference's max |y|), the kernel is
 // built with it, and its output must equal the integer reference (kernels/cpu/int8_ref.h) on the
@@ -28,6 +30,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -143,6 +146,12 @@ double time_kernel(LayerKernel& kernel, const CaseData& data, const OpCase& op_c
 // fused epilogue in the graph's order (conv + bias → clamp → max-pool).
 std::vector<float> reference_output(const Node& node, const std::vector<std::vector<float>>& inputs,
                                     int batch);
+
+// --- the 2:4 sparse mode (sparse_mode.cpp) ------------------------------------------------------
+
+// The case with its weight pruned 2:4 by magnitude (Node::weight_2_4 set) and the reference
+// output recomputed on the pruned weight; nullopt when the node cannot be 2:4 (grouped conv).
+std::optional<CaseData> sparse_case_data(const OpCase& op_case);
 
 // --- the exact int8 mode (int8_mode.cpp)
 // ----------------------------------------------------------
