@@ -40,23 +40,6 @@ BuildOptions cpu_options(Precision precision, std::shared_ptr<const Calibration>
   return options;
 }
 
-// Runs `engine` over the first `samples` inputs, `batch` at a time; returns samples × outputs.
-std::vector<float> run_all(const Engine& engine, const CalibrationInputs& inputs, int samples,
-                           int batch) {
-  const int64_t input_size = shape_elements(engine.model().input_shape);
-  const int64_t output_size = shape_elements(engine.model().output_shape);
-  std::vector<float> outputs(static_cast<size_t>(samples * output_size));
-  std::vector<float> input(static_cast<size_t>(batch * input_size));
-  std::unique_ptr<ExecutionContext> full, last;
-  for (int first = 0; first < samples; first += batch) {
-    const int count = std::min(batch, samples - first);
-    std::unique_ptr<ExecutionContext>& context = count == batch ? full : last;
-    if (!context) context = engine.create_context(count);
-    inputs.load(first, count, input.data());
-    context->run(input.data(), outputs.data() + first * output_size);
-  }
-  return outputs;
-}
 
 // The fused layers the engine runs at `precision` (conversion steps excluded), in order.
 std::vector<const Step*> layers_at(const Engine& engine, Precision precision) {
@@ -143,6 +126,23 @@ std::string row_text(const std::string& rank, const std::string& layer, const st
 }
 
 }  // namespace
+
+std::vector<float> run_over_inputs(const Engine& engine, const CalibrationInputs& inputs,
+                                   int samples, int batch) {
+  const int64_t input_size = shape_elements(engine.model().input_shape);
+  const int64_t output_size = shape_elements(engine.model().output_shape);
+  std::vector<float> outputs(static_cast<size_t>(samples * output_size));
+  std::vector<float> input(static_cast<size_t>(batch * input_size));
+  std::unique_ptr<ExecutionContext> full, last;
+  for (int first = 0; first < samples; first += batch) {
+    const int count = std::min(batch, samples - first);
+    std::unique_ptr<ExecutionContext>& context = count == batch ? full : last;
+    if (!context) context = engine.create_context(count);
+    inputs.load(first, count, input.data());
+    context->run(input.data(), outputs.data() + first * output_size);
+  }
+  return outputs;
+}
 
 AgreementAccumulator::AgreementAccumulator(int64_t outputs, bool probabilities)
     : outputs_(outputs), probabilities_(probabilities) {
@@ -253,9 +253,9 @@ AccuracyReport accuracy_report(const Graph& graph, std::shared_ptr<const Calibra
     if (settings.progress) settings.progress(done++, total, name);
   };
   progress("fp32 reference");
-  const std::vector<float> reference = run_all(*reference_engine, inputs, samples, batch);
+  const std::vector<float> reference = run_over_inputs(*reference_engine, inputs, samples, batch);
   auto measure = [&](const Engine& engine) {
-    const std::vector<float> output = run_all(engine, inputs, samples, batch);
+    const std::vector<float> output = run_over_inputs(engine, inputs, samples, batch);
     AgreementAccumulator accumulator(outputs, probabilities);
     accumulator.add(reference.data(), output.data(), samples);
     return accumulator.result();

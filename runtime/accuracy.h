@@ -88,6 +88,12 @@ struct AccuracySettings {
   std::function<void(int done, int total, const std::string& name)> progress;
 };
 
+// Runs `engine` over the first `samples` inputs, `batch` at a time (a last, smaller batch gets a
+// context of its own); returns samples × output elements.  Shared by this report and the
+// automatic plan (runtime/auto_plan_measure.cpp).
+std::vector<float> run_over_inputs(const Engine& engine, const CalibrationInputs& inputs,
+                                   int samples, int batch);
+
 // Builds the fp32 reference and one engine per configuration on the CPU, runs them over the
 // inputs, and returns the report.  `calibration` may be null only for FP32.  Errors: an empty
 // input set, a layer that is not in the model or has no kernel at the precision, and every

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "graph/atomic_write.h"
+#include "runtime/accuracy.h"
 #include "graph/tensor_type.h"
 #include "runtime/auto_plan.h"
 #include "runtime/engine_impl.h"
@@ -291,20 +292,8 @@ class Measurer {
   }
 
   std::vector<float> run_all(const Engine& engine) const {
-    const int64_t in = shape_elements(engine.model().input_shape);
-    const int64_t out = shape_elements(engine.model().output_shape);
-    const int samples = inputs_.samples, batch = std::min(settings_.eval_batch, samples);
-    std::vector<float> outputs(static_cast<size_t>(samples * out));
-    std::vector<float> input(static_cast<size_t>(batch * in));
-    std::unique_ptr<ExecutionContext> full, last;
-    for (int first = 0; first < samples; first += batch) {
-      const int count = std::min(batch, samples - first);
-      std::unique_ptr<ExecutionContext>& context = count == batch ? full : last;
-      if (!context) context = engine.create_context(count);
-      inputs_.load(first, count, input.data());
-      context->run(input.data(), outputs.data() + first * out);
-    }
-    return outputs;
+    return run_over_inputs(engine, inputs_, inputs_.samples,
+                           std::min(settings_.eval_batch, inputs_.samples));
   }
 
   const Graph& plain_;

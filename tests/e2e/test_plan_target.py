@@ -42,34 +42,37 @@ def main():
     models = os.path.join(args.source_dir, "models")
     path = {m: os.path.join(models, m + ".yaml") for m in MODELS}
 
+    # Each plan builds an engine (its weights packed on the host): every plan below is made once.
+    h100 = {}
     for model in MODELS:
         for batch in ("1", "64"):
-            h100 = plan(cli, path[model], "--target", "h100", "--batch", batch)
-            if "NVIDIA H100 SXM (target), planned without a device" not in h100:
-                util.fail(f"{model} batch {batch}: the header does not name the target:\n{h100}")
-            # Same architecture and figures, another name: the same plan, line for line.
-            custom = plan(cli, path[model], "--target", "sm90:132", "--batch", batch)
-            if h100.splitlines()[1:] != custom.splitlines()[1:]:
-                util.fail(f"{model} batch {batch}: h100 and sm90:132 plan differently")
-            a100 = plan(cli, path[model], "--target", "a100", "--batch", batch)
-            if "wgmma" in a100:
-                util.fail(f"{model} batch {batch}: an sm_80 target planned a wgmma kernel:\n{a100}")
-            print(f"ok   {model} batch {batch}: h100 = sm90:132, a100 without wgmma")
+            h100[model, batch] = plan(cli, path[model], "--target", "h100", "--batch", batch)
+            if "NVIDIA H100 SXM (target), planned without a device" not in h100[model, batch]:
+                util.fail(f"{model} batch {batch}: the header does not name the target:\n"
+                          f"{h100[model, batch]}")
+        # Same architecture and figures, another name: the same plan, line for line.
+        custom = plan(cli, path[model], "--target", "sm90:132", "--batch", "1")
+        if h100[model, "1"].splitlines()[1:] != custom.splitlines()[1:]:
+            util.fail(f"{model} batch 1: h100 and sm90:132 plan differently")
+        # Batch 64 is where sm_90 takes wgmma, so that is where sm_80 must not.
+        a100 = plan(cli, path[model], "--target", "a100", "--batch", "64")
+        if "wgmma" in a100:
+            util.fail(f"{model} batch 64: an sm_80 target planned a wgmma kernel:\n{a100}")
+        print(f"ok   {model}: h100 = sm90:132 (batch 1), a100 without wgmma (batch 64)")
 
     # sm_90 takes the wgmma convs where they serve: AlexNet conv2-5, ResNet-50's 3x3/1x1 convs.
-    alex = steps(plan(cli, path["alexnet"], "--target", "h100", "--batch", "64"))
+    alex = steps(h100["alexnet", "64"])
     for conv in ("conv2", "conv3", "conv4", "conv5"):
         if alex[conv][0] != "conv_fp16_wgmma":
             util.fail(f"alexnet batch 64 on h100: {conv} runs {alex[conv][0]}, not wgmma")
-    resnet = plan(cli, path["resnet50"], "--target", "h100", "--batch", "64")
-    if resnet.count("conv_fp16_wgmma") < 20:
-        util.fail(f"resnet50 batch 64 on h100: too few wgmma convs:\n{resnet}")
+    if h100["resnet50", "64"].count("conv_fp16_wgmma") < 20:
+        util.fail(f"resnet50 batch 64 on h100: too few wgmma convs:\n{h100['resnet50', '64']}")
     print("ok   h100: AlexNet conv2-5 and ResNet-50's convs on wgmma at batch 64")
 
     # Split-K follows the SM count: AlexNet conv3 at batch 1 fills 132 SMs with another split
     # than 100 (the cost model of kernels/cuda/conv/igemm_plan.cpp, fed the target's SMs).
-    at = lambda target: steps(plan(cli, path["alexnet"], "--target", target, "--batch", "1"))
-    big, small = at("h100")["conv3"][1], at("sm90:100")["conv3"][1]
+    big = steps(h100["alexnet", "1"])["conv3"][1]
+    small = steps(plan(cli, path["alexnet"], "--target", "sm90:100", "--batch", "1"))["conv3"][1]
     if "split-K" not in big or "split-K" not in small or big == small:
         util.fail(f"conv3 at batch 1: 132 and 100 SMs give\n{big}\n{small}")
     print("ok   AlexNet conv3 at batch 1: split-K differs between 132 and 100 SMs")
