@@ -40,7 +40,6 @@ BuildOptions cpu_options(Precision precision, std::shared_ptr<const Calibration>
   return options;
 }
 
-
 // The fused layers the engine runs at `precision` (conversion steps excluded), in order.
 std::vector<const Step*> layers_at(const Engine& engine, Precision precision) {
   std::vector<const Step*> layers;

@@ -12,8 +12,8 @@
 #include <thread>
 
 #include "graph/atomic_write.h"
-#include "runtime/accuracy.h"
 #include "graph/tensor_type.h"
+#include "runtime/accuracy.h"
 #include "runtime/auto_plan.h"
 #include "runtime/engine_impl.h"
 #include "runtime/kernel.h"
