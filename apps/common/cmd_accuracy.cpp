@@ -15,7 +15,6 @@
 #include <iostream>
 #include <limits>
 #include <memory>
-#include <sstream>
 
 #include "apps/common/cmd_util.h"
 #include "apps/common/model_setup.h"
@@ -36,19 +35,6 @@ struct AccuracyCommand {
   bool whole_only = false;
 };
 int run_accuracy(const Graph& graph, const AccuracyCommand& command);
-
-namespace {
-
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> items;
-  std::stringstream stream(text);
-  std::string item;
-  while (std::getline(stream, item, ','))
-    if (!item.empty()) items.push_back(item);
-  return items;
-}
-
-}  // namespace
 
 int run_accuracy(const Graph& graph, const AccuracyCommand& command) {
   JsonOutput json;
@@ -137,7 +123,7 @@ RunCommand add_accuracy(CLI::App& command) {
   return [args] {
     if (args->command.images_dir.empty() == args->command.input_path.empty())
       throw UsageError("give the input set as exactly one of --images DIR or --input X.npy");
-    args->command.layers = split_list(args->layers);
+    args->command.layers = split_comma_list(args->layers);
     if (!args->layers.empty() && args->command.layers.empty())
       throw UsageError("--layers needs layer names");
     return run_accuracy(load_graph_with_weights(args->model, args->weights), args->command);

@@ -12,7 +12,6 @@
 #include <iostream>
 #include <limits>
 #include <map>
-#include <sstream>
 
 #include "apps/common/cmd_util.h"
 #include "apps/common/model_setup.h"
@@ -33,15 +32,6 @@ struct PruneArgs {
   WeightArgs weights;
   JsonOutput json;
 };
-
-std::vector<std::string> split_names(const std::string& text) {
-  std::vector<std::string> items;
-  std::stringstream stream(text);
-  std::string item;
-  while (std::getline(stream, item, ','))
-    if (!item.empty()) items.push_back(item);
-  return items;
-}
 
 // The evaluation set as [N, sample] floats (at most `limit` samples when > 0).
 std::vector<float> load_set(const PruneArgs& args, const Graph& graph, int& count) {
@@ -120,7 +110,7 @@ int run_prune(const PruneArgs& args) {
   const Graph dense = load_graph_with_weights(args.model, args.weights);
   Graph pruned = dense;
   const std::vector<std::string> layers =
-      layers_to_prune(pruned, split_names(args.layers), channels);
+      layers_to_prune(pruned, split_comma_list(args.layers), channels);
   const std::vector<PrunedLayer> rows =
       channels ? prune_channels(pruned, layers, args.channels) : prune_2_4(pruned, layers);
   if (channels) check_channels_removable(pruned, rows);
@@ -216,7 +206,7 @@ RunCommand add_prune(CLI::App& command) {
                        ": the share of channels kept must be in (0, 1)");
     if (args->images_dir.empty() == args->input_path.empty())
       throw UsageError("give the evaluation set as exactly one of --images DIR or --input X.npy");
-    if (!args->layers.empty() && split_names(args->layers).empty())
+    if (!args->layers.empty() && split_comma_list(args->layers).empty())
       throw UsageError("--layers needs layer names");
     return run_prune(*args);
   };

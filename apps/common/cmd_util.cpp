@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <iostream>
 #include <limits>
+#include <sstream>
 
 #include "graph/atomic_write.h"
 #include "graph/ir.h"
@@ -55,6 +56,15 @@ bool is_image_name(const std::filesystem::path& path) {
   return extension == ".png" || extension == ".jpg" || extension == ".jpeg" || extension == ".bmp";
 }
 }  // namespace
+
+std::vector<std::string> split_comma_list(const std::string& text) {
+  std::vector<std::string> items;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ','))
+    if (!item.empty()) items.push_back(item);
+  return items;
+}
 
 std::vector<std::string> list_images(const std::string& directory, const std::string& what) {
   ErrorSite site;

@@ -35,6 +35,9 @@ struct JsonOutput {
   void write(const nlohmann::json& report) const;
 };
 
+// "a,b,,c" -> {"a", "b", "c"}: a comma-separated list of names (layers), empty items dropped.
+std::vector<std::string> split_comma_list(const std::string& text);
+
 // The image files (.png, .jpg, .jpeg, .bmp) of `directory`, sorted by name so that a set and its
 // batches are reproducible.  Errors name the directory: not a directory, unreadable, or no
 // image in it (`what` says which set: "calibration set", "input set").
