@@ -81,9 +81,9 @@ inline bool symmetric_conv(const Node& node) {
 Shape flattened_source_shape(const Node& node, const Graph& graph);
 
 // Largest batch whose grid (grid_ctas(batch), growing with the batch) leaves SMs of the current
-// device (or plan target: device_traits.h) idle: at and below it a conv entry plans ConvFp16 (split-K) instead of its full-tile
-// kernel (conv_fp16_s2d's and the wgmma entries' small-batch fallback).  Evaluated once, when
-// the kernel is built.
+// device (or plan target: device_traits.h) idle: at and below it a conv entry plans ConvFp16
+// (split-K) instead of its full-tile kernel (conv_fp16_s2d's and the wgmma entries' small-batch
+// fallback).  Evaluated once, when the kernel is built.
 template <class GridCtas>
 int fallback_max_batch(GridCtas grid_ctas) {
   const int sms = current_sm_count();

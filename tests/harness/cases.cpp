@@ -233,8 +233,7 @@ std::vector<OpCase> conv_cases() {
   add(ConvSpec(16, 13, 13, 16, 3).dilation(2).pad(2).groups(16).no_bias(), {1});
   // The two-row depthwise kernel's edges: 5x5 stride 1 with an odd output height (the last row
   // pair is half outside), asymmetric padding (first rows' taps above the image) and a residual.
-  add(ConvSpec(19, 11, 9, 19, 5).pad(1, 2).pad_extra(2, 1).groups(19).residual().act(kRelu6),
-      {3});
+  add(ConvSpec(19, 11, 9, 19, 5).pad(1, 2).pad_extra(2, 1).groups(19).residual().act(kRelu6), {3});
   // AlexNet (torchvision), fused as the passes fuse it.
   add(ConvSpec(3, 224, 224, 64, 11).stride(4).pad(2).act(kRelu).pool(3, 2).tag("alexnet1"), {1});
   add(ConvSpec(64, 27, 27, 192, 5).pad(2).act(kRelu).pool(3, 2).tag("alexnet2"), {1});
