@@ -29,8 +29,8 @@ std::optional<ConvShape> depthwise_shape(const Node& node) {
 
 class DepthwiseKernel final : public Fp16Kernel {
  public:
-  DepthwiseKernel(const ConvShape& shape, const float* weight, const float* bias, bool two_rows)
-      : conv_(shape, weight, bias, two_rows) {}
+  DepthwiseKernel(const ConvShape& shape, const float* weight, const float* bias)
+      : conv_(shape, weight, bias) {}
   KernelPlan prepare(const PrepareInfo&) const override {
     KernelPlan plan;
     plan.variant_name = conv_.variant_name();
@@ -49,18 +49,7 @@ class DepthwiseKernel final : public Fp16Kernel {
 std::unique_ptr<LayerKernel> create_depthwise(const KernelBuildContext& context) {
   const std::optional<ConvShape> shape = depthwise_shape(context.node);
   const ConvWeights weights = conv_weights_of(context, "conv_fp16_depthwise", shape);
-  return std::make_unique<DepthwiseKernel>(*shape, weights.weight, weights.bias, false);
-}
-
-bool supports_depthwise_rows(const Node& node) {
-  const std::optional<ConvShape> shape = depthwise_shape(node);
-  return shape && DepthwiseConvFp16::supports_two_rows(*shape);
-}
-
-std::unique_ptr<LayerKernel> create_depthwise_rows(const KernelBuildContext& context) {
-  const std::optional<ConvShape> shape = depthwise_shape(context.node);
-  const ConvWeights weights = conv_weights_of(context, "conv_fp16_depthwise_rows", shape);
-  return std::make_unique<DepthwiseKernel>(*shape, weights.weight, weights.bias, true);
+  return std::make_unique<DepthwiseKernel>(*shape, weights.weight, weights.bias);
 }
 
 // --- the unfused residual epilogue -------------------------------------------------------------
@@ -155,11 +144,6 @@ void register_depthwise_conv_kernels(KernelRegistry& registry) {
                [](const Node& node) { return depthwise_shape(node).has_value(); }, create_depthwise,
                /*residual=*/true};
   add_entries(registry, Device::CUDA, Precision::FP16, 30, {row});
-  // Two output rows per thread (stride-1 3x3 / 5x5): below the one-row kernel until measured
-  // faster on the GPU (docs/PERFORMANCE.md); `cnnrt profile --compare` times both.
-  EntryRow rows{"conv_fp16_depthwise_rows", OpKind::Conv, supports_depthwise_rows,
-                create_depthwise_rows, /*residual=*/true};
-  add_entries(registry, Device::CUDA, Precision::FP16, 29, {rows});
 }
 
 }  // namespace cnnrt::cuda

@@ -36,14 +36,6 @@
 // registers).  Every other shape (any kernel size, stride, dilation) takes the generic kernel,
 // one output vector per thread with runtime loops: correct everywhere, not tuned.
 //
-// Two output rows per thread (the `rows` variant, stride-1 3x3 and 5x5, its own registry entry
-// conv_fp16_depthwise_rows): a thread walks the K + 1 input rows under two vertically adjacent
-// output rows; each input vector feeds both rows (ky = r and r - 1), and each kernel row's
-// weights are loaded once and kept in registers for the next input row, where they serve the
-// second output row.  Per warp and 8 output vectors of the 5x5 tile-4 kernel that is 192 + 200 L1
-// wavefronts (inputs + weights) against 2 x (160 + 200) for two one-row threads, for ~165
-// registers (64 accumulators, two rows of fp32 weights): blocks of 128 threads keep 3 per SM.
-//
 // Epilogue (the conv family's order, ConvShape): + bias, + the fused residual (read as one
 // 16-byte vector at the output's own offset), clamp (identity / ReLU / ReLU6 / Clip), round to
 // fp16 once; channels >= C are written as +0 (a Clip with min > 0 would otherwise make them
@@ -63,7 +55,6 @@ namespace cnnrt::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kRowsThreads = 128;  // the two-row kernel: ~165 registers a thread
 
 struct DwParams {
   int channels, chunks;  // C and pad8(C) / 8
@@ -197,75 +188,6 @@ __global__ void __launch_bounds__(kThreads)
       store_out(y, residual, (pixel0 + o) * p.chunks + t.chunk, acc[o], b, p, t.chunk);
 }
 
-// K x K, stride 1, dilation 1; TILE output columns x 2 output rows per thread (design note).
-// The work index counts row pairs: t.oy is the pair, its rows are 2 * t.oy and 2 * t.oy + 1.
-template <int K, int TILE>
-__global__ void __launch_bounds__(kRowsThreads)
-    depthwise_rows_kernel(const uint4* __restrict__ x, const float4* __restrict__ w,
-                          const float4* __restrict__ bias, const uint4* __restrict__ residual,
-                          uint4* __restrict__ y, DwParams p) {
-  const int i = blockIdx.x * kRowsThreads + threadIdx.x;
-  if (i >= p.total) return;
-  const DwWork t = work_of(i, p, TILE);
-  const int oy0 = 2 * t.oy;
-  if (oy0 >= p.out_h) return;
-  constexpr int kSpan = TILE - 1 + K;
-  float acc[2][TILE][8];
-#pragma unroll
-  for (int q = 0; q < 2; ++q)
-#pragma unroll
-    for (int o = 0; o < TILE; ++o)
-#pragma unroll
-      for (int c = 0; c < 8; ++c) acc[q][o][c] = 0.0f;
-  const int ix0 = t.ox0 - p.pad_left;
-  const uint4* image = x + static_cast<long long>(t.n) * p.in_h * p.in_w * p.chunks + t.chunk;
-  float w_prev[K][8], w_cur[K][8];  // kernel rows r - 1 and r
-#pragma unroll
-  for (int r = 0; r <= K; ++r) {
-    // Loaded whether or not input row r exists: the next input row needs it for output row 2.
-    if (r < K) {
-#pragma unroll
-      for (int kx = 0; kx < K; ++kx) load_weights8(w, r * K + kx, p.chunks, t.chunk, w_cur[kx]);
-    }
-    const int iy = oy0 - p.pad_top + r;
-    if (iy >= 0 && iy < p.in_h) {
-      const uint4* row = image + static_cast<long long>(iy) * p.in_w * p.chunks;
-#pragma unroll
-      for (int j = 0; j < kSpan; ++j) {
-        const int ix = ix0 + j;
-        if (ix < 0 || ix >= p.in_w) continue;
-        float v[8];
-        load8(row + static_cast<long long>(ix) * p.chunks, v);
-#pragma unroll
-        for (int o = 0; o < TILE; ++o) {
-          const int kx = j - o;
-          if (kx < 0 || kx >= K) continue;
-#pragma unroll
-          for (int c = 0; c < 8; ++c) {
-            if (r < K) acc[0][o][c] = fmaf(v[c], w_cur[kx][c], acc[0][o][c]);
-            if (r > 0) acc[1][o][c] = fmaf(v[c], w_prev[kx][c], acc[1][o][c]);
-          }
-        }
-      }
-    }
-#pragma unroll
-    for (int kx = 0; kx < K; ++kx)
-#pragma unroll
-      for (int c = 0; c < 8; ++c) w_prev[kx][c] = w_cur[kx][c];
-  }
-  float b[8];
-  load_bias8(bias, t.chunk, b);
-#pragma unroll
-  for (int q = 0; q < 2; ++q) {
-    if (oy0 + q >= p.out_h) break;
-    const long long pixel0 = (static_cast<long long>(t.n) * p.out_h + oy0 + q) * p.out_w + t.ox0;
-#pragma unroll
-    for (int o = 0; o < TILE; ++o)
-      if (t.ox0 + o < p.out_w)
-        store_out(y, residual, (pixel0 + o) * p.chunks + t.chunk, acc[q][o], b, p, t.chunk);
-  }
-}
-
 // Any kernel size, stride and dilation: one output vector per thread.
 __global__ void __launch_bounds__(kThreads)
     depthwise_generic_kernel(const uint4* __restrict__ x, const float4* __restrict__ w,
@@ -311,14 +233,6 @@ int tile_of(const ConvShape& s) {
   return k == 5 && st == 2 ? 2 : 4;
 }
 
-template <int K, int TILE>
-void launch_rows(const void* x, const float4* w, const float4* b, const void* r, void* y,
-                 const DwParams& p, cudaStream_t stream) {
-  const unsigned blocks = static_cast<unsigned>((p.total + kRowsThreads - 1) / kRowsThreads);
-  depthwise_rows_kernel<K, TILE><<<blocks, kRowsThreads, 0, stream>>>(
-      static_cast<const uint4*>(x), w, b, static_cast<const uint4*>(r), static_cast<uint4*>(y), p);
-}
-
 template <int K, int S, int TILE>
 void launch_tiled(const void* x, const float4* w, const float4* b, const void* r, void* y,
                   const DwParams& p, cudaStream_t stream) {
@@ -333,20 +247,10 @@ bool DepthwiseConvFp16::supports(const ConvShape& shape) {
   return is_depthwise(shape) && conv_shape_problem(shape).empty();
 }
 
-bool DepthwiseConvFp16::supports_two_rows(const ConvShape& shape) {
-  if (!supports(shape)) return false;
-  ConvShape derived = shape;
-  derived.derive();
-  return tile_of(derived) != 0 && derived.conv.stride_h == 1;
-}
-
-DepthwiseConvFp16::DepthwiseConvFp16(const ConvShape& shape, const float* weight, const float* bias,
-                                     bool two_rows)
-    : shape_(shape), two_rows_(two_rows) {
+DepthwiseConvFp16::DepthwiseConvFp16(const ConvShape& shape, const float* weight, const float* bias)
+    : shape_(shape) {
   if (!supports(shape))
     throw Error("depthwise_fp16: not a depthwise conv (groups == in == out channels, no pool)");
-  if (two_rows && !supports_two_rows(shape))
-    throw Error("depthwise_fp16: the two-row kernel takes 3x3 and 5x5 at stride 1 only");
   shape_.derive();
   tile_ = tile_of(shape_);
   const int c = shape_.in_c, stride = padded_channels(c);
@@ -369,8 +273,7 @@ DepthwiseConvFp16::DepthwiseConvFp16(const ConvShape& shape, const float* weight
 std::string DepthwiseConvFp16::variant_name() const {
   if (tile_ == 0) return "dw generic";
   return "dw " + std::to_string(shape_.conv.kernel_h) + "x" + std::to_string(shape_.conv.kernel_w) +
-         " s" + std::to_string(shape_.conv.stride_h) + " tile " + std::to_string(tile_) +
-         (two_rows_ ? " x 2 rows" : "");
+         " s" + std::to_string(shape_.conv.stride_h) + " tile " + std::to_string(tile_);
 }
 
 void DepthwiseConvFp16::forward(const void* x, const void* residual, void* y, int batch,
@@ -388,11 +291,9 @@ void DepthwiseConvFp16::forward(const void* x, const void* residual, void* y, in
   const int tile = tile_ == 0 ? 1 : tile_;
   p.tiles_x = (p.out_w + tile - 1) / tile;
   // Stride 1 only: at stride 2 neighbouring output rows share fewer input rows, and the
-  // stride-2 layers timed the same banded or not (docs/PERFORMANCE.md, run 14).  The two-row
-  // kernel counts bands in row pairs.
-  const int rows = two_rows_ ? (p.out_h + 1) / 2 : p.out_h;
-  p.band = a.stride_h == 1 ? std::min(rows, rows % 7 == 0 ? 7 : 8) : 1;
-  p.bands = (rows + p.band - 1) / p.band;
+  // stride-2 layers timed the same banded or not (docs/PERFORMANCE.md, run 14).
+  p.band = a.stride_h == 1 ? std::min(p.out_h, p.out_h % 7 == 0 ? 7 : 8) : 1;
+  p.bands = (p.out_h + p.band - 1) / p.band;
   const long long total = static_cast<long long>(batch) * p.bands * p.band * p.tiles_x * p.chunks;
   if (total >= (1LL << 31) - kThreads)
     throw Error("depthwise_fp16: batch " + std::to_string(batch) + " too large (" +
@@ -403,14 +304,6 @@ void DepthwiseConvFp16::forward(const void* x, const void* residual, void* y, in
   const auto* b = static_cast<const float4*>(bias_.get());
   const void* r = shape_.residual ? residual : nullptr;
   const int key = tile_ == 0 ? 0 : a.kernel_h * 10 + a.stride_h;
-  if (two_rows_) {  // stride 1, 3x3 or 5x5 (checked at construction)
-    if (a.kernel_h == 3)
-      launch_rows<3, 4>(x, w, b, r, y, p, stream);
-    else
-      launch_rows<5, 4>(x, w, b, r, y, p, stream);
-    CNNRT_CUDA_CHECK_LAUNCH();
-    return;
-  }
   switch (key) {
     case 31:
       launch_tiled<3, 1, 4>(x, w, b, r, y, p, stream);

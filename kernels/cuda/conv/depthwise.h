@@ -21,28 +21,22 @@ class DepthwiseConvFp16 {
  public:
   // Depthwise with multiplier 1 (groups == in_c == out_c), no fused pool, a valid shape.
   static bool supports(const ConvShape& shape);
-  // The two-output-rows-per-thread kernel: 3x3 and 5x5, stride 1, no dilation.
-  static bool supports_two_rows(const ConvShape& shape);
   // weight [C, 1, kh, kw] fp32 (PyTorch's layout), bias [C] or nullptr; packed once on the device
   // as fp32 [kh * kw][2][pad8(C) / 8][4] (depthwise.cu says why) with zero padding lanes.
-  // two_rows picks the two-row kernel (supports_two_rows must hold).
-  DepthwiseConvFp16(const ConvShape& shape, const float* weight, const float* bias,
-                    bool two_rows = false);
+  DepthwiseConvFp16(const ConvShape& shape, const float* weight, const float* bias);
 
   // x [batch, in_h, in_w, pad8(C)], residual (when shape.residual, else ignored) and y [batch,
   // out_h, out_w, pad8(C)], 16-byte aligned; y must not alias x or the residual.  One kernel on
   // `stream`, graph-capturable.
   void forward(const void* x, const void* residual, void* y, int batch, cudaStream_t stream) const;
 
-  // "dw 3x3 s1 tile 4" / "... x 2 rows" / "dw generic": which kernel serves the shape (fixed at
-  // construction).
+  // "dw 3x3 s1 tile 4" / "dw generic": which kernel serves the shape (fixed at construction).
   std::string variant_name() const;
   size_t weight_bytes() const { return weights_.bytes() + bias_.bytes(); }
 
  private:
   ConvShape shape_;
   int tile_ = 1;  // output columns per thread; 0 selects the generic kernel
-  bool two_rows_ = false;
   DeviceArray weights_, bias_;
 };
 
