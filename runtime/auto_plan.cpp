@@ -304,7 +304,7 @@ std::map<std::string, LayerChoice> AutoPlan::choices() const {
   std::map<std::string, LayerChoice> out;
   for (const LayerCandidates& layer : layers) {
     const Candidate& c = layer.candidates[layer.chosen];
-    out[layer.layer] = LayerChoice{c.precision, c.kernel, "auto plan"};
+    out[layer.layer] = LayerChoice{c.precision, c.kernel, "auto plan", ""};
   }
   return out;
 }

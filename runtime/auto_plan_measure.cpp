@@ -381,7 +381,7 @@ void measure_candidates(LayerCandidates& layer, const Step& step, Measurer& meas
     std::shared_ptr<Engine> built;
     try {
       if (!is_baseline)
-        built = measure.build({{step.name, LayerChoice{c.precision, c.kernel, "auto plan"}}});
+        built = measure.build({{step.name, LayerChoice{c.precision, c.kernel, "auto plan", ""}}});
     } catch (const Error& error) {
       c.applicable = false;
       c.why_not = error.what();
@@ -531,7 +531,7 @@ AutoPlan auto_plan(const Graph& graph, const CalibrationInputs& inputs,
     std::map<std::string, LayerChoice> choices;
     for (size_t l = 0; l < plan.layers.size(); ++l) {
       const Candidate& c = plan.layers[l].candidates[chosen[l]];
-      choices[plan.layers[l].layer] = LayerChoice{c.precision, c.kernel, "auto plan"};
+      choices[plan.layers[l].layer] = LayerChoice{c.precision, c.kernel, "auto plan", ""};
     }
     return choices;
   };

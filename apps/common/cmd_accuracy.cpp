@@ -40,29 +40,10 @@ int run_accuracy(const Graph& graph, const AccuracyCommand& command) {
   JsonOutput json;
   json.path = command.json_path;
   json.prepare();
-  const ModelInfo model = model_info_from_graph(graph);
-  const int64_t sample_elements = shape_elements(model.input_shape);
   const auto calibration = load_calibration(command.calib_path);
 
-  CalibrationInputs inputs;
-  NpyArray array;
-  std::vector<std::string> images;
-  if (!command.input_path.empty()) {
-    array = read_sample_set(command.input_path, model, graph.name, "input set");
-    inputs.samples = static_cast<int>(array.shape[0]);
-    inputs.load = [&array, sample_elements](int first, int count, float* out) {
-      std::copy_n(array.data.begin() + first * sample_elements, count * sample_elements, out);
-    };
-  } else {
-    images = list_images(command.images_dir, "input set");
-    inputs.samples = static_cast<int>(images.size());
-    inputs.load = [&images, &model, sample_elements](int first, int count, float* out) {
-      for (int i = 0; i < count; ++i) {
-        const std::vector<float> tensor = load_image_tensor(images[first + i], model);
-        std::copy(tensor.begin(), tensor.end(), out + i * sample_elements);
-      }
-    };
-  }
+  SampleSet set;
+  read_sample_source(set, command.input_path, command.images_dir, graph, "input set");
 
   AccuracySettings settings;
   settings.batch = command.batch;
@@ -74,7 +55,7 @@ int run_accuracy(const Graph& graph, const AccuracyCommand& command) {
       std::cerr << "\raccuracy [" << done << "/" << total << "] " << name << "\033[K"
                 << (done == total ? "\n" : "") << std::flush;
     };
-  const AccuracyReport report = accuracy_report(graph, calibration, inputs, settings);
+  const AccuracyReport report = accuracy_report(graph, calibration, set.inputs, settings);
   report_stream() << report.to_table();
   json.write(nlohmann::json::parse(report.to_json()));
   return 0;

@@ -38,41 +38,12 @@ struct BuildArgs {
   WeightArgs weights;
 };
 
-// The input set, from an .npy or an image folder; `offset` skips its first samples.
-struct InputSet {
-  NpyArray array;
-  std::vector<std::string> images;
-  CalibrationInputs all;
-  CalibrationInputs slice(int first, int count) const {
-    CalibrationInputs part;
-    part.samples = count;
-    part.load = [load = all.load, first](int at, int n, float* out) { load(first + at, n, out); };
-    return part;
-  }
-};
-
-void read_inputs(const BuildArgs& args, const Graph& graph, InputSet& set) {
-  const ModelInfo model = model_info_from_graph(graph);
-  const int64_t elements = shape_elements(model.input_shape);
-  if (!args.input.empty()) {
-    set.array = read_sample_set(args.input, model, graph.name, "input set");
-    set.all.samples = static_cast<int>(set.array.shape[0]);
-    const NpyArray* array = &set.array;
-    set.all.load = [array, elements](int first, int count, float* out) {
-      std::copy_n(array->data.begin() + first * elements, count * elements, out);
-    };
-  } else if (!args.images.empty()) {
-    set.images = list_images(args.images, "input set");
-    set.all.samples = static_cast<int>(set.images.size());
-    const std::vector<std::string>* images = &set.images;
-    set.all.load = [images, model, elements](int first, int count, float* out) {
-      for (int i = 0; i < count; ++i) {
-        const std::vector<float> tensor = load_image_tensor((*images)[first + i], model);
-        std::copy(tensor.begin(), tensor.end(), out + i * elements);
-      }
-    };
-  }
-  if (args.samples > 0 && set.all.samples > args.samples) set.all.samples = args.samples;
+// Samples [first, first + count) of `all`.
+CalibrationInputs slice(const CalibrationInputs& all, int first, int count) {
+  CalibrationInputs part;
+  part.samples = count;
+  part.load = [load = all.load, first](int at, int n, float* out) { load(first + at, n, out); };
+  return part;
 }
 
 std::vector<Precision> parse_precisions(const std::string& text) {
@@ -120,8 +91,9 @@ int run_build(const BuildArgs& args) {
   json.prepare();
   const Graph graph = load_graph_with_weights(args.model, args.weights);
   const DeviceChoice device = resolve_device(args.device);
-  InputSet set;
-  read_inputs(args, graph, set);
+  SampleSet set;
+  read_sample_source(set, args.input, args.images, graph, "input set");
+  if (args.samples > 0 && set.inputs.samples > args.samples) set.inputs.samples = args.samples;
 
   AutoPlanSettings settings;
   settings.device = device.device;
@@ -132,7 +104,7 @@ int run_build(const BuildArgs& args) {
   std::unique_ptr<TimingCache> cache =
       args.timing_cache.empty() ? nullptr : std::make_unique<TimingCache>(args.timing_cache);
   settings.cache = cache.get();
-  CalibrationInputs held_out = set.all;
+  CalibrationInputs held_out = set.inputs;
   std::string calib_file, calib_json, calib_note;
   if (!args.calib.empty()) {
     settings.calibration = load_calibration(args.calib);
@@ -144,21 +116,21 @@ int run_build(const BuildArgs& args) {
     check.precision = Precision::INT8;
     check.calibration = settings.calibration;
     Engine::build(graph, check);
-  } else if (allows(precisions, Precision::INT8) && set.all.samples >= 2) {
-    const int half = set.all.samples / 2;
+  } else if (allows(precisions, Precision::INT8) && set.inputs.samples >= 2) {
+    const int half = set.inputs.samples / 2;
     note("no --calib: calibrating int8 (entropy) on the first " + std::to_string(half) +
-         " inputs; errors are measured on the other " + std::to_string(set.all.samples - half));
+         " inputs; errors are measured on the other " + std::to_string(set.inputs.samples - half));
     CalibrationSettings calibrate_settings;
     calibrate_settings.method = parse_calibration_method("entropy");
     bool computed = true;
-    auto calibration = std::make_shared<Calibration>(
-        *cached_calibration(graph, set.slice(0, half), calibrate_settings, cache.get(), &computed));
+    auto calibration = std::make_shared<Calibration>(*cached_calibration(
+        graph, slice(set.inputs, 0, half), calibrate_settings, cache.get(), &computed));
     if (!computed) note("calibration: from the timing cache (same model, inputs and method)");
     calib_file = std::filesystem::path(args.output).filename().string() + ".calib.json";
     calibration->source = calib_file;
     calib_json = calibration_to_json(*calibration);
     settings.calibration = calibration;
-    held_out = set.slice(half, set.all.samples - half);
+    held_out = slice(set.inputs, half, set.inputs.samples - half);
     calib_note = "calibration made by this build from " + std::to_string(half) + " inputs\n";
   } else if (allows(precisions, Precision::INT8)) {
     note("no --calib and no input set: int8 candidates are not applicable");
@@ -189,7 +161,7 @@ int run_build(const BuildArgs& args) {
   file.budget = budget.to_string();
   for (const LayerCandidates& layer : plan.layers) {
     const Candidate& c = layer.candidates[layer.chosen];
-    file.layers[layer.layer] = LayerChoice{c.precision, c.kernel, ""};
+    file.layers[layer.layer] = LayerChoice{c.precision, c.kernel, "", ""};
     file.order.push_back(layer.layer);
     if (!c.variant.empty()) file.variants[layer.layer] = c.variant;
   }

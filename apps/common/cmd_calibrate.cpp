@@ -42,34 +42,15 @@ int run_calibrate(const CalibrateArgs& args) {
 
   const std::string& model_path = args.model;
   const Graph graph = load_graph_with_weights(model_path, args.weights);
-  const ModelInfo model = model_info_from_graph(graph);
-  const int64_t sample_elements = shape_elements(model.input_shape);
 
-  CalibrationInputs inputs;
-  NpyArray array;
-  std::vector<std::string> images;
-  if (!args.input.empty()) {
-    array = read_sample_set(args.input, model, graph.name, "calibration set");
-    inputs.samples = static_cast<int>(array.shape[0]);
-    inputs.load = [&array, sample_elements](int first, int count, float* out) {
-      std::copy_n(array.data.begin() + first * sample_elements, count * sample_elements, out);
-    };
-  } else {
-    images = list_images(args.images, "calibration set");
-    inputs.samples = static_cast<int>(images.size());
-    inputs.load = [&images, &model, sample_elements](int first, int count, float* out) {
-      for (int i = 0; i < count; ++i) {
-        const std::vector<float> tensor = load_image_tensor(images[first + i], model);
-        std::copy(tensor.begin(), tensor.end(), out + i * sample_elements);
-      }
-    };
-  }
+  SampleSet set;
+  read_sample_source(set, args.input, args.images, graph, "calibration set");
 
   Calibration calibration;
   {
     ProgressBar progress("calibrating", "batches");
     settings.progress = [&progress](int done, int total) { progress.update(done, total); };
-    calibration = calibrate(graph, inputs, settings);
+    calibration = calibrate(graph, set.inputs, settings);
   }
   write_output(args.output, calibration_to_json(calibration));
 

@@ -33,26 +33,14 @@ struct PruneArgs {
   JsonOutput json;
 };
 
-// The evaluation set as [N, sample] floats (at most `limit` samples when > 0).
+// The evaluation set as [N, sample] floats (at most --samples of it when given).
 std::vector<float> load_set(const PruneArgs& args, const Graph& graph, int& count) {
-  const ModelInfo model = model_info_from_graph(graph);
-  const int64_t sample = shape_elements(model.input_shape);
-  std::vector<float> data;
-  if (!args.input_path.empty()) {
-    const NpyArray array = read_sample_set(args.input_path, model, graph.name, "input set");
-    count = static_cast<int>(array.shape[0]);
-    if (args.samples > 0) count = std::min(count, args.samples);
-    data.assign(array.data.begin(), array.data.begin() + count * sample);
-    return data;
-  }
-  std::vector<std::string> images = list_images(args.images_dir, "input set");
-  if (args.samples > 0 && static_cast<int>(images.size()) > args.samples)
-    images.resize(static_cast<size_t>(args.samples));
-  count = static_cast<int>(images.size());
-  for (const std::string& image : images) {
-    const std::vector<float> tensor = load_image_tensor(image, model);
-    data.insert(data.end(), tensor.begin(), tensor.end());
-  }
+  SampleSet set;
+  read_sample_source(set, args.input_path, args.images_dir, graph, "input set");
+  count = args.samples > 0 ? std::min(set.inputs.samples, args.samples) : set.inputs.samples;
+  std::vector<float> data(static_cast<size_t>(count) *
+                          shape_elements(model_info_from_graph(graph).input_shape));
+  set.inputs.load(0, count, data.data());
   return data;
 }
 

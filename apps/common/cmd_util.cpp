@@ -9,6 +9,8 @@
 #include <limits>
 #include <sstream>
 
+#include "apps/common/model_setup.h"
+#include "cnnrt/image.h"
 #include "graph/atomic_write.h"
 #include "graph/ir.h"
 
@@ -105,6 +107,30 @@ NpyArray read_sample_set(const std::string& path, const ModelInfo& model,
       throw_error(site,
                   "sample " + std::to_string(i / sample_elements) + " has a NaN or infinite value");
   return array;
+}
+
+void read_sample_source(SampleSet& set, const std::string& npy_path, const std::string& images_dir,
+                        const Graph& graph, const std::string& what) {
+  const ModelInfo model = model_info_from_graph(graph);
+  const int64_t elements = shape_elements(model.input_shape);
+  if (!npy_path.empty()) {
+    set.array = read_sample_set(npy_path, model, graph.name, what);
+    set.inputs.samples = static_cast<int>(set.array.shape[0]);
+    const NpyArray* array = &set.array;
+    set.inputs.load = [array, elements](int first, int count, float* out) {
+      std::copy_n(array->data.begin() + first * elements, count * elements, out);
+    };
+  } else if (!images_dir.empty()) {
+    set.images = list_images(images_dir, what);
+    set.inputs.samples = static_cast<int>(set.images.size());
+    const std::vector<std::string>* images = &set.images;
+    set.inputs.load = [images, model, elements](int first, int count, float* out) {
+      for (int i = 0; i < count; ++i) {
+        const std::vector<float> tensor = load_image_tensor((*images)[first + i], model);
+        std::copy(tensor.begin(), tensor.end(), out + i * elements);
+      }
+    };
+  }
 }
 
 }  // namespace cnnrt::apps

@@ -10,6 +10,7 @@
 #include "apps/common/commands.h"
 #include "apps/common/npy.h"
 #include "cnnrt/cnnrt.h"
+#include "runtime/calibration.h"
 
 namespace cnnrt::apps {
 
@@ -47,5 +48,22 @@ std::vector<std::string> list_images(const std::string& directory, const std::st
 // for a shape that does not match model `model_name`, N = 0, or a NaN / infinite value.
 NpyArray read_sample_set(const std::string& path, const ModelInfo& model,
                          const std::string& model_name, const std::string& what);
+
+// A sample set from an [N, <input shape>] .npy ('-': stdin; read_sample_set's checks) or from a
+// folder of images (list_images; each decoded and preprocessed for the model when loaded), as
+// CalibrationInputs — what calibrate, accuracy, build and prune read.  `inputs` refers to the
+// members, so the set is neither copied nor moved.
+struct SampleSet {
+  NpyArray array;
+  std::vector<std::string> images;
+  CalibrationInputs inputs;  // samples 0 when neither source was given
+  SampleSet() = default;
+  SampleSet(const SampleSet&) = delete;
+  SampleSet& operator=(const SampleSet&) = delete;
+};
+// Fills `set` from `npy_path` if given, else from `images_dir` if given; `what` names the set in
+// errors ("calibration set", "input set").
+void read_sample_source(SampleSet& set, const std::string& npy_path, const std::string& images_dir,
+                        const Graph& graph, const std::string& what);
 
 }  // namespace cnnrt::apps

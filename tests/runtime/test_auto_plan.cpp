@@ -348,8 +348,8 @@ TEST_F(AutoPlanPipeline, PlanFilesRoundTripAndStalePlansAreRefused) {
   file.batch = 4;
   file.budget = "rel_l2=0.01";
   file.calibration = "scales.json";
-  file.layers["c2"] = LayerChoice{Precision::INT8, "cpu_int8_conv", ""};
-  file.layers["c1"] = LayerChoice{Precision::FP32, "cpu_ref_conv", ""};
+  file.layers["c2"] = LayerChoice{Precision::INT8, "cpu_int8_conv", "", ""};
+  file.layers["c1"] = LayerChoice{Precision::FP32, "cpu_ref_conv", "", ""};
   file.order = {"c2", "c1"};
   file.variants["c1"] = "direct 3x3";
   const std::string path = (dir_ / "plan.yaml").string();
