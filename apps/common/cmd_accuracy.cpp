@@ -19,7 +19,6 @@
 #include "apps/common/cmd_util.h"
 #include "apps/common/model_setup.h"
 #include "apps/common/npy.h"
-#include "cnnrt/image.h"
 #include "runtime/accuracy.h"
 
 namespace cnnrt::apps {

@@ -22,7 +22,6 @@
 #include "apps/common/cmd_util.h"
 #include "apps/common/model_setup.h"
 #include "apps/common/progress.h"
-#include "cnnrt/image.h"
 #include "graph/atomic_write.h"
 #include "runtime/auto_plan.h"
 #include "runtime/plan_file.h"

@@ -17,7 +17,6 @@
 #include "apps/common/model_setup.h"
 #include "apps/common/npy.h"
 #include "apps/common/progress.h"
-#include "cnnrt/image.h"
 #include "graph/atomic_write.h"
 #include "runtime/calibration.h"
 

@@ -15,7 +15,6 @@
 
 #include "apps/common/cmd_util.h"
 #include "apps/common/model_setup.h"
-#include "cnnrt/image.h"
 #include "graph/atomic_write.h"
 #include "graph/passes_prune.h"
 #include "graph/passes_sparsity.h"
@@ -44,20 +43,20 @@ std::vector<float> load_set(const PruneArgs& args, const Graph& graph, int& coun
   return data;
 }
 
-// The graph's outputs on the set, batch by batch, on the CPU.
+// The graph's outputs on the set, batch by batch, on the CPU (run_over_inputs: one context per
+// batch size, not per batch).
 std::vector<float> outputs_of(const Graph& graph, const std::vector<float>& set, int count,
                               int batch) {
   BuildOptions options;
   options.device = Device::CPU;
   const std::shared_ptr<Engine> engine = Engine::build(graph, options);
   const int64_t in = shape_elements(engine->model().input_shape);
-  const int64_t out = shape_elements(engine->model().output_shape);
-  std::vector<float> outputs(static_cast<size_t>(count * out));
-  for (int first = 0; first < count; first += batch) {
-    const int n = std::min(batch, count - first);
-    engine->create_context(n)->run(set.data() + first * in, outputs.data() + first * out);
-  }
-  return outputs;
+  CalibrationInputs inputs;
+  inputs.samples = count;
+  inputs.load = [&set, in](int first, int n, float* out) {
+    std::copy_n(set.data() + first * in, n * in, out);
+  };
+  return run_over_inputs(*engine, inputs, count, std::min(batch, count));
 }
 
 OutputAgreement agreement(const Graph& graph, const std::vector<float>& reference,
