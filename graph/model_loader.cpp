@@ -11,21 +11,18 @@
 #include "graph/model_loader.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <set>
 #include <sstream>
 
 #include "cnnrt/error.h"
+#include "graph/bounded_read.h"
 #include "graph/op_parse.h"
 #include "graph/safetensors.h"
 #include "graph/yaml_read.h"
-#include "yaml-cpp/depthguard.h"
 
 namespace cnnrt {
 namespace {
@@ -251,21 +248,8 @@ Graph parse_root(const YAML::Node& root, const std::string& source_name) {
 }  // namespace
 
 Graph parse_model(const std::string& yaml_text, const std::string& source_name) {
-  check_yaml_text_nesting(yaml_text, source_name);
-  YAML::Node root;
+  const YAML::Node root = load_yaml_checked(yaml_text, source_name);
   try {
-    root = YAML::Load(yaml_text);
-  } catch (const YAML::DeepRecursion& e) {
-    // Block nesting (indentation, "- - -") past yaml-cpp's guard; its message says "bad file".
-    ErrorSite site{source_name, e.mark.line >= 0 ? e.mark.line + 1 : 0, 0, "", ""};
-    throw_error(site, "YAML nests deeper than " + std::to_string(kMaxYamlDepth) + " levels");
-  } catch (const YAML::Exception& e) {
-    ErrorSite site{source_name, e.mark.line >= 0 ? e.mark.line + 1 : 0,
-                   e.mark.column >= 0 ? e.mark.column + 1 : 0, "", ""};
-    throw_error(site, "YAML syntax error: " + e.msg);
-  }
-  try {
-    check_yaml_tree(root, YamlContext{source_name, ""});
     return parse_root(root, source_name);
   } catch (const YAML::Exception& e) {
     // yaml-cpp conversions we did not anticipate still become our one error type.
@@ -279,22 +263,7 @@ Graph load_model(const std::string& yaml_path) {
   // A model file is a few kilobytes; 16 MiB leaves room for generated ones and keeps a wrong
   // path (a disk image, /dev/zero) from being read into memory.
   constexpr uintmax_t kMaxModelBytes = 16u << 20;
-  const ErrorSite site{yaml_path, 0, 0, "", ""};
-  std::error_code ec;
-  const std::filesystem::file_status status = std::filesystem::status(yaml_path, ec);
-  if (std::filesystem::is_directory(status)) throw_error(site, "is a directory, not a model file");
-  if (!std::filesystem::exists(status)) throw_error(site, "cannot open model file (no such file)");
-  if (!std::filesystem::is_regular_file(status))
-    throw_error(site, "cannot open model file (not a regular file)");
-  const uintmax_t bytes = std::filesystem::file_size(yaml_path, ec);
-  if (!ec && bytes > kMaxModelBytes)
-    throw_error(site, "model file of " + std::to_string(bytes) + " bytes is larger than " +
-                          std::to_string(kMaxModelBytes) + " bytes");
-  std::ifstream in(yaml_path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!in) throw_error(site, std::string("cannot read model file: ") + std::strerror(errno));
-  return parse_model(text.str(), yaml_path);
+  return parse_model(read_bounded_text_file(yaml_path, "model file", kMaxModelBytes), yaml_path);
 }
 
 void bind_weights(Graph& graph, const std::map<std::string, HostTensor>& weights,
@@ -335,28 +304,16 @@ void load_weights(Graph& graph, const std::string& weights_path) {
 }
 
 std::vector<std::string> read_labels(const std::string& path) {
-  const ErrorSite site{path, 0, 0, "", ""};
-  std::error_code ec;
-  const std::filesystem::file_status status = std::filesystem::status(path, ec);
-  // Opening a directory "succeeds" and reads nothing: no labels, silently.
-  if (std::filesystem::is_directory(status)) throw_error(site, "is a directory, not a label file");
-  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
-    throw_error(site, "label file is not a regular file");
-  // ImageNet's 1000 labels are 10 kB; a wrong path to a disk image must not be read whole.
-  constexpr uintmax_t kMaxLabelBytes = 16u << 20;
-  const uintmax_t bytes = std::filesystem::file_size(path, ec);
-  if (!ec && bytes > kMaxLabelBytes)
-    throw_error(site, "label file of " + std::to_string(bytes) + " bytes is larger than " +
-                          std::to_string(kMaxLabelBytes) + " bytes");
-  std::ifstream in(path);
-  if (!in) throw_error(site, std::string("cannot open label file: ") + std::strerror(errno));
+  // ImageNet's 1000 labels are 10 kB; a wrong path to a disk image must not be read whole, and
+  // a directory must not read as "no labels".
+  constexpr uint64_t kMaxLabelBytes = 16u << 20;
+  std::istringstream in(read_bounded_text_file(path, "label file", kMaxLabelBytes));
   std::vector<std::string> labels;
   std::string line;
   while (std::getline(in, line)) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     labels.push_back(line);
   }
-  if (in.bad()) throw_error(site, std::string("cannot read label file: ") + std::strerror(errno));
   return labels;
 }
 

@@ -27,6 +27,7 @@
 
 #include "cnnrt/error.h"
 #include "graph/atomic_write.h"
+#include "graph/bounded_read.h"
 
 namespace cnnrt {
 namespace {
@@ -34,41 +35,6 @@ namespace {
 constexpr uint64_t kMaxHeaderBytes = 100ull * 1000 * 1000;
 constexpr int kMaxHeaderDepth = 64;
 constexpr uint64_t kMaxHeaderValues = uint64_t{1} << 22;
-
-// One pass over the header text before nlohmann sees it: nesting depth and value count (commas
-// and openings, an upper bound on values) outside strings.
-void check_header_shape(const std::string& text, const ErrorSite& site) {
-  int depth = 0;
-  uint64_t values = 1;
-  bool in_string = false, escaped = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      if (++depth > kMaxHeaderDepth)
-        throw_error(site, "header nests deeper than " + std::to_string(kMaxHeaderDepth) +
-                              " levels (at byte " + std::to_string(8 + i) + ")");
-      ++values;
-    } else if (c == '}' || c == ']') {
-      --depth;
-    } else if (c == ',') {
-      if (++values > kMaxHeaderValues)
-        throw_error(site, "header has more than " + std::to_string(kMaxHeaderValues) +
-                              " JSON values: not a safetensors header");
-    }
-  }
-}
 
 bool host_is_little_endian() {
   const uint16_t probe = 1;
@@ -215,7 +181,10 @@ std::map<std::string, HostTensor> read_safetensors(const std::string& path) {
   std::string header_text(static_cast<size_t>(header_bytes), ' ');
   in.read(header_text.data(), static_cast<std::streamsize>(header_bytes));
   if (!in) throw_error(file_site, "cannot read the header");
-  check_header_shape(header_text, file_site);
+  // Nesting and value count before nlohmann spends memory and time on them.
+  const std::string shape_problem =
+      json_shape_problem(header_text, kMaxHeaderDepth, kMaxHeaderValues, 8);
+  if (!shape_problem.empty()) throw_error(file_site, "header " + shape_problem);
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(header_text);

@@ -3,7 +3,10 @@
 #include "graph/yaml_read.h"
 
 #include <cmath>
+#include <cstdint>
 #include <map>
+
+#include "yaml-cpp/depthguard.h"
 
 namespace cnnrt {
 
@@ -67,10 +70,53 @@ bool read_bool(const YAML::Node& value, const YamlContext& context, const std::s
   return convert_scalar<bool>(value, context, key, "true or false");
 }
 
+namespace {
+
+// Byte offset of the first byte that breaks UTF-8 (overlong forms, surrogates and code points
+// past U+10FFFF included), or npos.
+size_t invalid_utf8_at(const std::string& text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    int length = 0;
+    uint32_t code = 0;
+    if (byte < 0x80) {
+      ++i;
+      continue;
+    } else if ((byte & 0xE0) == 0xC0) {
+      length = 2, code = byte & 0x1F;
+    } else if ((byte & 0xF0) == 0xE0) {
+      length = 3, code = byte & 0x0F;
+    } else if ((byte & 0xF8) == 0xF0) {
+      length = 4, code = byte & 0x07;
+    } else {
+      return i;
+    }
+    if (i + length > text.size()) return i;
+    for (int k = 1; k < length; ++k) {
+      const auto next = static_cast<unsigned char>(text[i + k]);
+      if ((next & 0xC0) != 0x80) return i;
+      code = (code << 6) | (next & 0x3F);
+    }
+    static const uint32_t kSmallest[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (code < kSmallest[length] || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF))
+      return i;
+    i += length;
+  }
+  return std::string::npos;
+}
+
+}  // namespace
+
 std::string read_string(const YAML::Node& value, const YamlContext& context,
                         const std::string& key) {
   if (!value.IsScalar() || value.Scalar().empty())
     context.fail(value, "'" + key + "' must be a non-empty string, got " + yaml_preview(value));
+  // YAML is UTF-8, but yaml-cpp passes other bytes through; names written back out (plans,
+  // reports, JSON) would then change, so they are refused here.
+  const size_t bad = invalid_utf8_at(value.Scalar());
+  if (bad != std::string::npos)
+    context.fail(value, "'" + key + "' is not valid UTF-8 (byte " + std::to_string(bad) + ")");
   return value.Scalar();
 }
 
@@ -163,6 +209,25 @@ void check_node(const YAML::Node& node, const YamlContext& context, int depth, l
 void check_yaml_tree(const YAML::Node& root, const YamlContext& context) {
   long visited = 0;
   check_node(root, context, 0, visited);
+}
+
+YAML::Node load_yaml_checked(const std::string& text, const std::string& source_name,
+                             const std::string& what) {
+  check_yaml_text_nesting(text, source_name);
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::DeepRecursion& e) {
+    // Block nesting (indentation, "- - -") past yaml-cpp's guard; its message says "bad file".
+    ErrorSite site{source_name, e.mark.line >= 0 ? e.mark.line + 1 : 0, 0, "", ""};
+    throw_error(site, "YAML nests deeper than " + std::to_string(kMaxYamlDepth) + " levels");
+  } catch (const YAML::Exception& e) {
+    ErrorSite site{source_name, e.mark.line >= 0 ? e.mark.line + 1 : 0,
+                   e.mark.column >= 0 ? e.mark.column + 1 : 0, "", ""};
+    throw_error(site, what + ": " + e.msg);
+  }
+  check_yaml_tree(root, YamlContext{source_name, ""});
+  return root;
 }
 
 }  // namespace cnnrt

@@ -51,4 +51,10 @@ constexpr long kMaxYamlNodes = 1000000;
 void check_yaml_text_nesting(const std::string& text, const std::string& source_name);
 void check_yaml_tree(const YAML::Node& root, const YamlContext& context);
 
+// YAML::Load behind both checks, for every YAML file cnnrt reads (models, plan files): the text
+// nesting first, yaml-cpp's own guards and syntax errors as "source:line:col: ...", then the
+// tree.  `what` names the kind of file in syntax errors ("YAML syntax error" for models).
+YAML::Node load_yaml_checked(const std::string& text, const std::string& source_name,
+                             const std::string& what = "YAML syntax error");
+
 }  // namespace cnnrt

@@ -3,11 +3,11 @@
 // from auto_plan_measure.cpp (engines and timings) so each file stays one concern.
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
+#include <filesystem>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "graph/atomic_write.h"
+#include "graph/bounded_read.h"
 #include "graph/tensor_type.h"
 #include "runtime/auto_plan.h"
 #include "runtime/plan_file.h"
@@ -69,12 +69,17 @@ std::shared_ptr<const Calibration> cached_calibration(const Graph& graph,
 }
 
 TimingCache::TimingCache(std::string path) : path_(std::move(path)) {
-  std::ifstream file(path_);
-  if (!file) return;  // a first build: the cache is made
-  std::stringstream text;
-  text << file.rdbuf();
+  std::error_code ec;
+  if (!std::filesystem::exists(path_, ec)) return;  // a first build: the cache is made
+  // A cache holds a number per candidate step and a short result per candidate engine: a few
+  // MB for big models.  The limits stop a wrong path or a hostile file before the JSON parser.
+  constexpr uint64_t kMaxCacheBytes = 256u << 20;
+  const std::string text = read_bounded_text_file(path_, "timing cache", kMaxCacheBytes);
+  const std::string shape_problem = json_shape_problem(text, 8, uint64_t{1} << 26);
+  if (!shape_problem.empty())
+    throw Error(path_ + ": not a valid timing cache (" + shape_problem + ")");
   try {
-    const nlohmann::json root = nlohmann::json::parse(text.str());
+    const nlohmann::json root = nlohmann::json::parse(text);
     if (root.value("format", "") != "cnnrt-timing-cache" || root.value("version", 0) != 1)
       throw Error("not a cnnrt timing cache (format cnnrt-timing-cache, version 1)");
     for (const auto& [key, value] : root.at("entries").items()) entries_[key] = value.get<double>();

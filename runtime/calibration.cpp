@@ -3,12 +3,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "graph/bounded_read.h"
 #include "kernels/cpu/int8_ref.h"
 #include "runtime/engine_impl.h"
 #include "runtime/kernel.h"
@@ -26,6 +26,11 @@ namespace {
 
 constexpr const char* kFormat = "cnnrt-calibration";
 constexpr int kVersion = 1;
+// A calibration file holds one small object per tensor (a few hundred bytes); these bound what a
+// hostile or mistaken file can make the JSON parser do: thousands of layers fit easily.
+constexpr uint64_t kMaxCalibrationBytes = 64u << 20;
+constexpr int kMaxCalibrationDepth = 16;
+constexpr uint64_t kMaxCalibrationValues = uint64_t{1} << 22;
 
 }  // namespace
 
@@ -51,6 +56,12 @@ std::string calibration_to_json(const Calibration& calibration) {
 
 Calibration calibration_from_json(const std::string& text, const std::string& source) {
   auto fail = [&](const std::string& message) -> void { throw Error(source + ": " + message); };
+  if (text.size() > kMaxCalibrationBytes)
+    fail("calibration text of " + std::to_string(text.size()) + " bytes is larger than " +
+         std::to_string(kMaxCalibrationBytes) + " bytes");
+  const std::string shape_problem =
+      json_shape_problem(text, kMaxCalibrationDepth, kMaxCalibrationValues);
+  if (!shape_problem.empty()) fail("not a calibration file (" + shape_problem + ")");
   nlohmann::json root;
   try {
     root = nlohmann::json::parse(text);
@@ -120,12 +131,8 @@ Calibration calibration_from_json(const std::string& text, const std::string& so
 }
 
 std::shared_ptr<const Calibration> load_calibration(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) throw Error(path + ": cannot read the calibration file");
-  std::stringstream text;
-  text << file.rdbuf();
-  if (!file && !file.eof()) throw Error(path + ": cannot read the calibration file");
-  return std::make_shared<const Calibration>(calibration_from_json(text.str(), path));
+  return std::make_shared<const Calibration>(calibration_from_json(
+      read_bounded_text_file(path, "calibration file", kMaxCalibrationBytes), path));
 }
 
 // --- methods ---------------------------------------------------------------------------------

@@ -22,9 +22,9 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
+#include "graph/bounded_read.h"
 #include "graph/yaml_read.h"
 
 namespace cnnrt {
@@ -116,17 +116,11 @@ struct Fnv64 {
 }  // namespace
 
 PlanFile read_plan_file(const std::string& path) {
-  std::ifstream file(path);
-  if (!file) throw Error(path + ": cannot read the plan file");
-  std::stringstream text;
-  text << file.rdbuf();
-  YAML::Node root;
-  try {
-    root = YAML::Load(text.str());
-  } catch (const YAML::Exception& error) {
-    throw Error(path + ":" + std::to_string(error.mark.line + 1) + ":" +
-                std::to_string(error.mark.column + 1) + ": not valid YAML: " + error.msg);
-  }
+  // A plan lists each layer once in a line or two: 4 MiB is thousands of layers.
+  constexpr uint64_t kMaxPlanBytes = 4u << 20;
+  const YAML::Node root =
+      load_yaml_checked(read_bounded_text_file(path, "plan file", kMaxPlanBytes), path,
+                        "not valid YAML");
   YamlContext context{path, ""};
   if (!root.IsMap()) context.fail(root, "a plan file must be a YAML map with a 'layers' map");
   check_top_keys(root, context);

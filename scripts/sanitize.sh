@@ -3,6 +3,7 @@
 # AddressSanitizer + UndefinedBehaviorSanitizer (clang), then every libFuzzer target for a
 # bounded time from its seed corpus (scripts/fuzz.sh).  Build folder: build-sanitize/.
 #   scripts/sanitize.sh [SECONDS_PER_FUZZ_TARGET]      (default 45; 0 skips the fuzzing)
+# Each target runs as one process per core for that time (the tests are done by then).
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 fuzz_seconds="${1:-45}"
 build="${CNNRT_SANITIZE_BUILD:-$CNNRT_ROOT/build-sanitize}"
@@ -27,5 +28,5 @@ start=$(date +%s)
 echo "== test suite under ASan+UBSan: $(( $(date +%s) - start )) s"
 
 if [ "$fuzz_seconds" -gt 0 ]; then
-  CNNRT_FUZZ_BUILD="$build" "$CNNRT_ROOT/scripts/fuzz.sh" --time "$fuzz_seconds"
+  CNNRT_FUZZ_BUILD="$build" "$CNNRT_ROOT/scripts/fuzz.sh" --time "$fuzz_seconds" --jobs "$(nproc)"
 fi

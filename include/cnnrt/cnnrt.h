@@ -211,11 +211,15 @@ class ExecutionContext {
   void run(const float* input, size_t input_count, float* output, size_t output_count);
   // Asynchronous form for data that stays on the device: input and output are device pointers
   // (CUDA engines; host pointers on the CPU, where it runs synchronously), same layouts as run();
-  // `stream` is the caller's cudaStream_t (nullptr: the legacy default stream).  It enqueues a
-  // copy into the context's input tensor, the forward (a CUDA graph replay) and a copy out, and
-  // returns without synchronising: the output is ready when `stream` reaches that point.  Runs
-  // of one context must be ordered (submit them on one stream, or synchronise between streams);
-  // run(), profile() and benchmark() must not overlap an unfinished run_async.
+  // `stream` is the caller's cudaStream_t (nullptr: the legacy default stream).  It enqueues the
+  // forward as one CUDA graph launch that reads `device_input` and writes `device_output` in
+  // place, and returns without synchronising: the output is ready when `stream` reaches that
+  // point.  The first call with a new pair of buffers captures that graph (about a millisecond
+  // on the host; the last 4 pairs are kept), so reuse buffers.  Pointers not aligned to 256
+  // bytes, overlapping buffers, or a model that updates its input in place take a slower path
+  // with a copy in and out.  Runs of one context must be ordered (one stream, or synchronise
+  // between streams); run(), profile() and benchmark() must not overlap an unfinished
+  // run_async; the buffers must outlive the runs that use them.
   void run_async(const float* device_input, float* device_output, void* stream);
   size_t input_count() const;   // batch × input elements per sample
   size_t output_count() const;  // batch × output elements per sample

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
 #include <string>
 
 #ifdef CNNRT_WITH_NVTX
@@ -134,9 +135,12 @@ CudaContext::CudaContext(std::shared_ptr<const EngineImpl> engine, int batch)
     // One eager forward first: kernels finish lazy setup (cuBLASLt heuristics, module loading)
     // outside capture, and a failing kernel reports here with its layer name.
     fill_random_input();
-    enqueue_forward(/*annotate=*/true);
+    enqueue_forward(step_args_, /*annotate=*/true);
     synchronize();
-    capture_graph();
+    CapturedGraph captured = capture_graph(step_args_);
+    graph_ = std::move(captured.graph);
+    graph_exec_ = std::move(captured.exec);
+    plan_binding();
   } catch (...) {
     // The destructor does not run for a half-built object: drain the stream before the
     // handles free the arena under work that may still be queued.
@@ -183,30 +187,30 @@ void CudaContext::fill_random_input() {
   fill_uniform_fp32(input_, input_elements_, random_seed_, stream_.get());
 }
 
-void CudaContext::run_step(size_t i) {
+void CudaContext::run_step(size_t i, const KernelArgs& args) {
   const Step& step = engine_->steps[i];
   try {
-    step.kernel->run(step_args_[i]);
+    step.kernel->run(args);
   } catch (const Error& error) {
     throw Error(layer_prefix(step.name) + error.what());
   }
 }
 
-void CudaContext::enqueue_forward(bool annotate) {
+void CudaContext::enqueue_forward(const std::vector<KernelArgs>& args, bool annotate) {
   NvtxRange forward_range(annotate ? "forward" : nullptr);
   for (size_t i = 0; i < engine_->steps.size(); ++i) {
     NvtxRange layer_range(annotate ? engine_->steps[i].name.c_str() : nullptr);
-    run_step(i);
+    run_step(i, args[i]);
   }
 }
 
-void CudaContext::capture_graph() {
+CudaContext::CapturedGraph CudaContext::capture_graph(const std::vector<KernelArgs>& args) {
   cudaStream_t stream = stream_.get();
   // Thread-local mode: other threads may keep creating contexts (and allocating) meanwhile,
   // while a kernel that allocates or synchronises during capture still fails loudly here.
   CNNRT_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
   try {
-    enqueue_forward(/*annotate=*/false);
+    enqueue_forward(args, /*annotate=*/false);
   } catch (...) {
     cudaGraph_t partial = nullptr;
     cudaStreamEndCapture(stream, &partial);
@@ -222,10 +226,71 @@ void CudaContext::capture_graph() {
                             "that cannot be captured, e.g. allocated or synchronised): ") +
                 cudaGetErrorString(status));
   }
-  graph_.reset(graph);
+  CapturedGraph captured;
+  captured.graph.reset(graph);
   cudaGraphExec_t exec = nullptr;
   CNNRT_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  graph_exec_.reset(exec);
+  captured.exec.reset(exec);
+  return captured;
+}
+
+void CudaContext::plan_binding() {
+  const std::vector<Step>& steps = engine_->steps;
+  // An in-place step writes its output over inputs[0] (the planner put both at one offset).
+  auto in_place = [&](size_t i) {
+    return !steps[i].inputs.empty() && step_args_[i].output == step_args_[i].inputs[0];
+  };
+  // Tensors sharing the returned tensor's memory: it and, back through in-place steps, what
+  // they overwrote.  Each of them lives in the caller's output buffer when bound.
+  std::set<std::string> aliases = {engine_->output_tensor};
+  for (size_t i = steps.size(); i-- > 0;)
+    if (aliases.count(steps[i].name) != 0 && in_place(i)) aliases.insert(steps[i].inputs[0]);
+  // The caller's input is const: a model that updates it in place, or returns it, runs on copies.
+  if (aliases.count("input") != 0) return;
+  for (size_t i = 0; i < steps.size(); ++i)
+    if (in_place(i) && steps[i].inputs[0] == "input") return;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    for (size_t k = 0; k < steps[i].inputs.size(); ++k) {
+      if (steps[i].inputs[k] == "input") input_slots_.push_back({i, static_cast<int>(k)});
+      if (aliases.count(steps[i].inputs[k]) != 0)
+        output_slots_.push_back({i, static_cast<int>(k)});
+    }
+    if (aliases.count(steps[i].name) != 0) output_slots_.push_back({i, -1});
+  }
+  bindable_ = true;
+}
+
+cudaGraphExec_t CudaContext::bound_graph(const float* input, float* output) {
+  if (!bindable_) return nullptr;
+  for (size_t i = 0; i < bound_graphs_.size(); ++i) {
+    if (bound_graphs_[i].input != input || bound_graphs_[i].output != output) continue;
+    std::rotate(bound_graphs_.begin(), bound_graphs_.begin() + i, bound_graphs_.begin() + i + 1);
+    return bound_graphs_.front().graph.exec.get();
+  }
+  // Kernels assume the arena's alignment (vector loads, cuBLASLt's heuristics at prepare), and
+  // read the input while later steps write the output: a misaligned or overlapping pair is
+  // copied through the arena instead.
+  const uintptr_t in = reinterpret_cast<uintptr_t>(input);
+  const uintptr_t out = reinterpret_cast<uintptr_t>(output);
+  const uintptr_t alignment = prepared_.memory.alignment;
+  if (in % alignment != 0 || out % alignment != 0) return nullptr;
+  const uintptr_t in_end = in + static_cast<uintptr_t>(input_elements_) * sizeof(float);
+  const uintptr_t out_end = out + static_cast<uintptr_t>(output_elements_) * sizeof(float);
+  if (in < out_end && out < in_end) return nullptr;
+
+  std::vector<KernelArgs> args = step_args_;
+  for (const Slot& slot : input_slots_) args[slot.step].inputs[slot.input] = input;
+  for (const Slot& slot : output_slots_) {
+    if (slot.input < 0) {
+      args[slot.step].output = output;
+    } else {
+      args[slot.step].inputs[slot.input] = output;
+    }
+  }
+  BoundGraph bound{input, output, capture_graph(args)};
+  if (bound_graphs_.size() == kMaxBoundGraphs) bound_graphs_.pop_back();
+  bound_graphs_.insert(bound_graphs_.begin(), std::move(bound));
+  return bound_graphs_.front().graph.exec.get();
 }
 
 void CudaContext::synchronize() { CNNRT_CUDA_CHECK(cudaStreamSynchronize(stream_.get())); }
@@ -249,9 +314,15 @@ void CudaContext::run(const float* input, float* output) {
 }
 
 void CudaContext::run_async(const float* device_input, float* device_output, void* stream) {
-  // Everything on the caller's stream, nothing waited for.
-  enqueue_run(device_input, device_output, /*device_buffers=*/true,
-              static_cast<cudaStream_t>(stream));
+  // Everything on the caller's stream, nothing waited for: one launch of the graph bound to
+  // these buffers, else the copy path.  (The graphs were captured on the context's stream; an
+  // executable graph launches on any.)
+  cudaStream_t caller = static_cast<cudaStream_t>(stream);
+  if (cudaGraphExec_t exec = bound_graph(device_input, device_output)) {
+    CNNRT_CUDA_CHECK(cudaGraphLaunch(exec, caller));
+    return;
+  }
+  enqueue_run(device_input, device_output, /*device_buffers=*/true, caller);
 }
 
 std::vector<LayerProfile> CudaContext::profile(int iterations) {
@@ -262,7 +333,7 @@ std::vector<LayerProfile> CudaContext::profile(int iterations) {
   std::vector<EventHandle> events = make_events(2 * count * runs);
 
   fill_random_input();
-  enqueue_forward(/*annotate=*/true);  // warm-up (caches, clocks, lazy kernel setup)
+  enqueue_forward(step_args_, /*annotate=*/true);  // warm-up (caches, clocks, lazy kernel setup)
   for (size_t run = 0; run < runs; ++run) {
     fill_random_input();
     NvtxRange forward_range("profile forward");
@@ -270,7 +341,7 @@ std::vector<LayerProfile> CudaContext::profile(int iterations) {
       NvtxRange layer_range(steps[i].name.c_str());
       const size_t pair = 2 * (run * count + i);
       CNNRT_CUDA_CHECK(cudaEventRecord(events[pair].get(), stream_.get()));
-      run_step(i);
+      run_step(i, step_args_[i]);
       CNNRT_CUDA_CHECK(cudaEventRecord(events[pair + 1].get(), stream_.get()));
     }
   }
@@ -379,7 +450,7 @@ std::vector<LayerProfile> CudaContext::compare_kernels(int iterations) {
       }
       rows.push_back(std::move(row));
     }
-    run_step(i);  // the chosen kernel's output feeds step i + 1
+    run_step(i, step_args_[i]);  // the chosen kernel's output feeds step i + 1
   }
   synchronize();
   return rows;

@@ -7,7 +7,12 @@
 //   - every step's KernelPlan, prepared once for this batch (prepare_context);
 //   - its own non-blocking stream;
 //   - a CUDA graph of the forward (every step, conversion steps included), captured once at
-//     creation after one eager warm-up run, so a run is one graph launch between two copies.
+//     creation after one eager warm-up run, so a run is one graph launch between two copies;
+//   - for run_async, graphs of the same forward that read the caller's device input and write
+//     the caller's device output directly (no copies: one graph launch per run).  One is
+//     captured the first time a pair of buffers is seen and kept for the last few pairs, since
+//     applications reuse their buffers; a pair that cannot be bound (misaligned, overlapping,
+//     or a model whose input is updated in place) takes the copy path instead.
 // Kernel arguments are resolved to arena pointers once, at creation; graph replays reuse them.
 // Handles are RAII so a constructor that throws half-way leaks nothing.  The context holds the
 // engine it runs (shared), so it may outlive the Engine object.
@@ -70,10 +75,20 @@ class CudaContext final : public ContextImpl {
   void* tensor_pointer(const std::string& name) const;  // throws when the plan lacks it
   void bind_arguments();
   void fill_random_input();
-  void run_step(size_t i);  // launches step i, naming its layer in any error
+  // Launches step i with `args`, naming its layer in any error.
+  void run_step(size_t i, const KernelArgs& args);
   // The whole forward on stream_.  annotate adds NVTX ranges (eager runs only, never captured).
-  void enqueue_forward(bool annotate);
-  void capture_graph();
+  void enqueue_forward(const std::vector<KernelArgs>& args, bool annotate);
+  struct CapturedGraph {
+    GraphHandle graph;
+    GraphExecHandle exec;
+  };
+  CapturedGraph capture_graph(const std::vector<KernelArgs>& args);
+  // Where the graph input and the returned tensor appear in step_args_ (bind_plan), and the
+  // graph for caller buffers (input, output), captured on first use; nullptr when the pair
+  // cannot be bound.
+  void plan_binding();
+  cudaGraphExec_t bound_graph(const float* input, float* output);
   void synchronize();
   // Copy in, graph replay, copy out on `stream` (host or device buffers); no synchronisation.
   void enqueue_run(const float* input, float* output, bool device_buffers, cudaStream_t stream);
@@ -95,6 +110,23 @@ class CudaContext final : public ContextImpl {
   float* input_ = nullptr;             // fp32 NCHW graph input: what run() copies in
   const float* output_ = nullptr;      // fp32 returned tensor: what run() copies out
   std::vector<KernelArgs> step_args_;  // one per engine step, pointers into the arena
+
+  // run_async binding (plan_binding): the (step, input index) slots that read the graph input,
+  // those that read the returned tensor (or a tensor sharing its memory in place), and the steps
+  // that write it; index -1 is the step's output.
+  struct Slot {
+    size_t step;
+    int input;
+  };
+  std::vector<Slot> input_slots_, output_slots_;
+  bool bindable_ = false;
+  struct BoundGraph {
+    const float* input;
+    float* output;
+    CapturedGraph graph;
+  };
+  static constexpr size_t kMaxBoundGraphs = 4;
+  std::vector<BoundGraph> bound_graphs_;  // most recently used first
   uint32_t random_seed_ = 0x5eed1234u;
 };
 

@@ -203,6 +203,15 @@ TEST_F(AutoPlanPipeline, ASecondBuildWithTheTimingCacheTimesNothing) {
   } catch (const Error& error) {
     EXPECT_NE(std::string(error.what()).find(path), std::string::npos) << error.what();
   }
+  std::ofstream(path) << "{\"format\": \"cnnrt-timing-cache\", \"entries\": " +
+                             std::string(100000, '[');
+  try {
+    TimingCache deep(path);
+    ADD_FAILURE() << "a deeply nested timing cache was accepted";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("nests deeper than 8 levels"), std::string::npos)
+        << error.what();
+  }
 }
 
 // int8 steps 0.6 ms, fp32 steps 1.0 ms, conversions 0.5 ms: one int8 layer among fp32 ones

@@ -168,6 +168,10 @@ TEST(CalibrationFile, ErrorsNameTheFileAndTheTensor) {
   expect_error(head + R"("tensors": {"c1": {"amax": 1.0, "scale": 0.1, "zero_point": 3}}})",
                "unknown key 'zero_point'");
   EXPECT_THROW(load_calibration("/nonexistent/calib.json"), Error);
+  // Nesting is bounded before the JSON parser sees the text (its memory and stack grow with it).
+  expect_error(head + R"("tensors": {"c1": )" + std::string(100000, '[') + "}}",
+               "nests deeper than 16 levels (at byte");
+  expect_error(std::string(5000000, ',') + "{}", "has more than 4194304 JSON values");
 }
 
 // --- the collector ----------------------------------------------------------------------------
