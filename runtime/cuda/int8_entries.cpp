@@ -7,8 +7,11 @@
 //   conv_int8_igemm   dense convs (groups 1) on the int8 tensor cores (mma.sync m16n8k32, sm_80+)
 //   conv_int8_wgmma_always  the wgmma kernel at every batch (tests, profiles; lower priority)
 //   conv_int8_direct  any conv, grouped and depthwise included (lower priority)
-//   linear_int8       GEMV at batch <= 8, else the tensor-core GEMM; linear_int8_gemm and
-//                     linear_int8_gemv force one path (profiles, tests)
+//   linear_int8       GEMV at batch <= 8, else cuBLASLt's int8 GEMM (int32 out, our epilogue)
+//                     where it has a kernel for the shape, else the tensor-core GEMM;
+//                     linear_int8_gemm, linear_int8_gemv and linear_int8_cublaslt force one
+//                     path (profiles, tests; the cuBLASLt one falls back to the GEMM where
+//                     cuBLASLt has no kernel, and its plan says so)
 //
 // The factory does what docs/QUANTIZATION.md puts on the host, once, with the CPU reference's own
 // function (ref::prepare_int8_layer): the scales of the tensors it reads and writes from the
@@ -34,6 +37,7 @@
 #include "kernels/cuda/conv/conv_s8.h"
 #include "kernels/cuda/elementwise_fp16.h"
 #include "kernels/cuda/linear_s8.h"
+#include "kernels/cuda/linear_s8_lt.h"
 #include "runtime/calibration.h"
 #include "runtime/cuda/cuda_registry.h"
 
@@ -323,7 +327,7 @@ class ConvInt8Kernel final : public LayerKernel {
 
 // --- linear --------------------------------------------------------------------------------------
 
-enum class LinearPath { Auto, Gemm, Gemv };
+enum class LinearPath { Auto, Gemm, Gemv, Cublaslt };
 
 class LinearInt8Kernel final : public LayerKernel {
  public:
@@ -357,20 +361,38 @@ class LinearInt8Kernel final : public LayerKernel {
       std::memcpy(&packed[static_cast<size_t>(o) * linear_.k_pad],
                   &layer.weight[static_cast<size_t>(o) * in], static_cast<size_t>(in));
     upload_layer(layer, packed, device_, linear_);
+    if (path_ == LinearPath::Auto || path_ == LinearPath::Cublaslt)
+      lt_ = std::make_unique<LtGemmS8>(linear_);
   }
   std::vector<TensorType> input_types(size_t) const override {
     return {int8_nhwc16(device_.input_scale)};
   }
   TensorType output_type() const override { return output_type_of(device_); }
-  // GEMV at small batches; else the GEMM, split over K when its tiles alone would leave SMs idle
-  // (the variant is the split count).
+  // GEMV at small batches; else cuBLASLt's int8 GEMM where it has a kernel for the shape, else
+  // the tensor-core GEMM, split over K when its tiles alone would leave SMs idle (the variant is
+  // then the split count).
   KernelPlan prepare(const PrepareInfo& info) const override {
     const bool gemv =
         path_ == LinearPath::Gemv || (path_ == LinearPath::Auto && info.batch <= kGemvS8MaxBatch);
     KernelPlan plan;
-    plan.variant = gemv ? kGemv : igemm_s8_splits(linear_, info.batch, sms_);
-    plan.variant_name = gemv ? "gemv_s8" : "igemm_s8";
-    if (!gemv && plan.variant > 1) {
+    if (gemv) {
+      plan.variant = kGemv;
+      plan.variant_name = "gemv_s8";
+      return plan;
+    }
+    if (lt_) {
+      std::shared_ptr<const LtGemmS8::Plan> lt_plan = lt_->plan(info.batch);
+      if (lt_plan) {
+        plan.variant = kCublaslt;
+        plan.variant_name = "cublaslt_s8";
+        plan.workspace_bytes = lt_->workspace_bytes(info.batch);
+        plan.state = std::move(lt_plan);
+        return plan;
+      }
+    }
+    plan.variant = igemm_s8_splits(linear_, info.batch, sms_);
+    plan.variant_name = "igemm_s8";
+    if (plan.variant > 1) {
       plan.variant_name += " split-k " + std::to_string(plan.variant);
       plan.workspace_bytes = igemm_s8_split_bytes(linear_, info.batch, plan.variant);
     }
@@ -379,7 +401,11 @@ class LinearInt8Kernel final : public LayerKernel {
   void run(const KernelArgs& args) override {
     const auto stream = static_cast<cudaStream_t>(args.stream);
     // A forced GEMV at a batch above its limit runs in slices of kGemvS8MaxBatch samples.
-    if (args.variant == kGemv) {
+    if (args.variant == kCublaslt) {
+      if (args.state == nullptr) throw Error("linear_int8: cuBLASLt run without a prepared plan");
+      lt_->run(*static_cast<const LtGemmS8::Plan*>(args.state), args.inputs.at(0), args.output,
+               args.workspace, args.batch, stream);
+    } else if (args.variant == kGemv) {
       const size_t in_bytes = linear_.in_stride;
       const size_t out_bytes = linear_.out_stride * (linear_.float_output ? sizeof(float) : 1);
       for (int first = 0; first < args.batch; first += kGemvS8MaxBatch)
@@ -396,8 +422,9 @@ class LinearInt8Kernel final : public LayerKernel {
   }
 
  private:
-  static constexpr int kGemv = 0;  // else the GEMM's split-K count (>= 1)
+  static constexpr int kGemv = 0, kCublaslt = -1;  // else the GEMM's split-K count (>= 1)
   LinearPath path_;
+  std::unique_ptr<LtGemmS8> lt_;  // Auto and Cublaslt paths
   int sms_ = current_sm_count();
   S8Conv linear_;
   Int8Device device_;
@@ -466,6 +493,7 @@ void register_int8_kernels(KernelRegistry& registry) {
                                                           ConvPath::Direct);
                 }},
                linear_row("linear_int8_gemm", LinearPath::Gemm),
+               linear_row("linear_int8_cublaslt", LinearPath::Cublaslt),
                linear_row("linear_int8_gemv", LinearPath::Gemv)});
 }
 

@@ -56,6 +56,9 @@ struct S8SplitK {
 // NHWC/8.  `split` (optional): split-K as planned by igemm_s8_splits.
 void conv_s8_igemm(const S8Conv& conv, const void* x, void* y, int batch, cudaStream_t stream,
                    const S8SplitK* split = nullptr);
+// The epilogue alone on `rows` rows of raw int32 sums acc [rows][out_stride] (no bias): y gets
+// int8_output / float_output of them (a library GEMM's int32 product, e.g. linear_s8_lt.h).
+void finish_s8(const S8Conv& conv, const int32_t* acc, int rows, void* y, cudaStream_t stream);
 // The split count that gives `sms` multiprocessors two waves of CTAs (1: no split).
 int igemm_s8_splits(const S8Conv& conv, int batch, int sms);
 size_t igemm_s8_split_bytes(const S8Conv& conv, int batch, int splits);

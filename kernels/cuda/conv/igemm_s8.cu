@@ -328,6 +328,14 @@ void conv_s8_igemm(const S8Conv& conv, const void* x, void* y, int batch, cudaSt
     launch<64>(conv, in, y, static_cast<int>(total_m), splits, partial, stream);
 }
 
+void finish_s8(const S8Conv& conv, const int32_t* acc, int rows, void* y, cudaStream_t stream) {
+  const int64_t total = static_cast<int64_t>(rows) * conv.out_stride;
+  if (total <= 0) return;
+  const int blocks = static_cast<int>(std::min<int64_t>((total + 255) / 256, 1 << 20));
+  split_k_finish_kernel<<<blocks, 256, 0, stream>>>(conv, acc, 1, y, total);
+  CNNRT_CUDA_CHECK_LAUNCH();
+}
+
 int igemm_s8_splits(const S8Conv& conv, int batch, int sms) {
   const int64_t total_m = static_cast<int64_t>(batch) * conv.out_h * conv.out_w;
   const int bn = wide_tiles(conv, total_m) ? 128 : 64;
