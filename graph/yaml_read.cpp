@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <map>
 
 #include "yaml-cpp/depthguard.h"
@@ -166,7 +167,11 @@ void check_yaml_text_nesting(const std::string& text, const std::string& source_
     }
     if (c == '#' && (i == 0 || text[i - 1] == ' ' || text[i - 1] == '\t')) {
       comment = true;
-    } else if (c == '"' || c == '\'') {
+    } else if ((c == '"' || c == '\'') &&
+               (i == 0 || std::strchr(" \t\r\n[{,:-?", text[i - 1]) != nullptr)) {
+      // A quote opens a quoted scalar only where a scalar can start; inside a plain scalar
+      // (`8"`, `it's`) it is an ordinary character.  (Erring towards "quoted" only skips
+      // brackets, and yaml-cpp's own depth guard and check_yaml_tree still bound the tree.)
       quote = c;
     } else if (c == '[' || c == '{') {
       if (++depth > kMaxYamlDepth)

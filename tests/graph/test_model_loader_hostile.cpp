@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "graph/model_loader.h"
+#include "graph/yaml_read.h"
 #include "graph_test_util.h"
 
 namespace cnnrt {
@@ -65,6 +66,14 @@ TEST(HostileModels, DeepNestingNamesLineAndColumn) {
                   "many.yaml:4: YAML nests deeper than 64 levels");
   // Brackets inside quotes and comments are text.
   parse_model(model_text("  - {name: \"[[[[\", op: relu}  # [[[[[[[[[[\n"), "ok.yaml");
+  // A quote inside a plain scalar is a character, not the start of a quoted one: the brackets
+  // of the quoted string after it are text too (fuzz_plan_file: a plan written by
+  // plan_file_text was refused as "nests deeper" by this check).
+  const std::string brackets = std::string(70, '[');
+  check_yaml_text_nesting("name: it's\nkernel: 8\"\nlabels: \"" + brackets + "\"\n", "q.yaml");
+  check_yaml_text_nesting("a: {b: x\"y, c: '" + brackets + "'}\n", "q.yaml");
+  EXPECT_CONTAINS(error_of([&] { check_yaml_text_nesting("a: b\"" + brackets, "q.yaml"); }),
+                  "q.yaml:1:70: YAML nests deeper than 64 levels");
 }
 
 TEST(HostileModels, AliasBlowUpIsBounded) {
