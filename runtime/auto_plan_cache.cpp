@@ -80,8 +80,13 @@ TimingCache::TimingCache(std::string path) : path_(std::move(path)) {
     throw Error(path_ + ": not a valid timing cache (" + shape_problem + ")");
   try {
     const nlohmann::json root = nlohmann::json::parse(text);
-    if (root.value("format", "") != "cnnrt-timing-cache" || root.value("version", 0) != 1)
-      throw Error("not a cnnrt timing cache (format cnnrt-timing-cache, version 1)");
+    // Types first: nlohmann's get<int> of a float out of int's range is undefined behaviour
+    // (fuzz_timing_cache: "version": 6.7e38).
+    const bool ours = root.is_object() && root.contains("format") && root["format"].is_string() &&
+                      root["format"].get<std::string>() == "cnnrt-timing-cache" &&
+                      root.contains("version") && root["version"].is_number_integer() &&
+                      root["version"] == 1;
+    if (!ours) throw Error("not a cnnrt timing cache (format cnnrt-timing-cache, version 1)");
     for (const auto& [key, value] : root.at("entries").items()) entries_[key] = value.get<double>();
     if (root.contains("results"))
       for (const auto& [key, value] : root.at("results").items())
