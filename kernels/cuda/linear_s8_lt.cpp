@@ -13,6 +13,7 @@
 #include <string>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_traits.h"
 
 namespace cnnrt::cuda {
 
@@ -35,6 +36,9 @@ struct LtGemmS8::Impl {
   cublasLtHandle_t handle = nullptr;
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a_layout = nullptr;
+  // Planning for a described target (`cnnrt plan --target`, device_traits.h): no handle, and
+  // every batch is assumed to have a kernel, as on the GPUs it describes for real layer shapes.
+  bool plan_only = false;
   ~Impl() {
     if (a_layout != nullptr) cublasLtMatrixLayoutDestroy(a_layout);
     if (desc != nullptr) cublasLtMatmulDescDestroy(desc);
@@ -45,6 +49,8 @@ struct LtGemmS8::Impl {
 LtGemmS8::LtGemmS8(const S8Conv& linear) : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
   s.linear = linear;
+  s.plan_only = plan_only();
+  if (s.plan_only) return;
   CNNRT_CUBLAS_CHECK(cublasLtCreate(&s.handle));
   CNNRT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&s.desc, CUBLAS_COMPUTE_32I, CUDA_R_32I));
   const cublasOperation_t transpose = CUBLAS_OP_T, no_transpose = CUBLAS_OP_N;
@@ -67,6 +73,7 @@ std::shared_ptr<const LtGemmS8::Plan> LtGemmS8::plan(int batch) const {
   const Impl& s = *impl_;
   auto p = std::make_shared<Plan>();
   p->batch = batch;
+  if (s.plan_only) return p;
   cublasLtMatmulPreference_t pref = nullptr;
   try {
     CNNRT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->b_layout, CUDA_R_8I, s.linear.in_stride,
@@ -99,6 +106,7 @@ void LtGemmS8::run(const Plan& p, const void* x, void* y, void* workspace, int b
   const Impl& s = *impl_;
   if (batch != p.batch) throw Error("LtGemmS8: run at a batch the plan was not made for");
   if (workspace == nullptr) throw Error("LtGemmS8: run without its workspace");
+  if (s.plan_only) throw Error("LtGemmS8: an engine planned for a described target cannot run");
   auto* product = static_cast<int32_t*>(workspace);
   char* scratch = static_cast<char*>(workspace) + (workspace_bytes(batch) - kWorkspaceBytes);
   const int32_t alpha = 1, beta = 0;
