@@ -8,7 +8,9 @@ exactly one set, a photo that appears in two places (the repository's chelsea.pn
 scikit-image's chelsea) is recognised by the hash of its decoded pixels and counted once, and
 near-duplicates (the two views of scikit-image's stereo motorcycle pair) form one group that
 goes to one set.  The assignment is the fixed table below; the script checks it (a source in both
-sets, or an unassigned source, is an error).
+sets, or a tabled source that cannot be found, is an error).  Photos the table does not name
+(another scikit-image version's data, matplotlib's sample_data where it is installed) are listed
+and left out, so every machine with the tabled photos builds the same two sets.
 
 Each input is a crop of a source photo — the whole centred square first, then random crops of
 10-100 % of the area with aspect ratios 3/4-4/3 (the scale of the subject changes with the crop),
@@ -126,8 +128,10 @@ def check_assignment(sources):
         raise SystemExit("error: source photos not found: " + ", ".join(missing))
     unassigned = sorted(n for n in sources if n not in assigned)
     if unassigned:
-        raise SystemExit("error: photos in no set (add them to a group or to EXCLUDED): "
-                         + ", ".join(unassigned))
+        # Not an error: the sets must not depend on which optional packages a machine has
+        # (the GPU machine's matplotlib brings photos this machine lacks).
+        print("note: photos in no set, left out (name them in a group to use them): "
+              + ", ".join(unassigned), file=sys.stderr)
 
 
 def model_normalisation(model_path):
