@@ -169,8 +169,10 @@ std::shared_ptr<PyEngine> load_engine(const std::filesystem::path& model,
   std::shared_ptr<cnnrt::Engine> engine;
   {
     nb::gil_scoped_release release;  // loading and building take a while
-    if (plan) options.layer_choices = cnnrt::load_plan_file(plan->string(), &options.choices_model);
+    // calibration= overrides the scales a plan names; a stale plan (model or weights changed
+    // since it was made) is refused at build, as with the CLI's --plan.
     if (calibration) options.calibration = cnnrt::load_calibration(calibration->string());
+    if (plan) cnnrt::apply_plan_file(plan->string(), options);
     engine = cnnrt::Engine::load(model.string(), weights ? weights->string() : "", options);
   }
   return std::make_shared<PyEngine>(std::move(engine));

@@ -166,6 +166,25 @@ std::map<std::string, LayerChoice> load_plan_file(const std::string& path,
   return plan.layers;
 }
 
+void apply_plan_file(const std::string& path, BuildOptions& options) {
+  const PlanFile plan = read_plan_file(path);
+  if (!plan.device.empty()) {
+    const Device planned = parse_device(plan.device);
+    if (options.device == Device::Auto) {
+      options.device = planned;
+    } else if (options.device != planned) {
+      throw Error(path + ": the plan was made for device " + plan.device + ", not " +
+                  to_string(options.device));
+    }
+  }
+  options.layer_choices = plan.layers;
+  options.choices_model = plan.model;
+  options.choices_fingerprint = plan.model_hash;
+  // The scales its int8 layers were chosen with, unless the caller gave others.
+  if (options.calibration == nullptr && !plan.calibration_path.empty())
+    options.calibration = load_calibration(plan.calibration_path);
+}
+
 std::string plan_file_text(const PlanFile& plan, const std::string& header) {
   YAML::Emitter out;
   out << YAML::BeginMap;

@@ -9,7 +9,6 @@
 #include <limits>
 
 #include "graph/model_loader.h"
-#include "runtime/plan_file.h"
 
 namespace cnnrt::apps {
 namespace {
@@ -128,19 +127,9 @@ BuildOptions build_options(const DeviceArgs& args, const DeviceChoice& device) {
   BuildOptions options;
   options.device = device.device;
   options.precision = parse_precision(args.precision);
-  std::string calib = args.calib;
-  if (!args.plan.empty()) {
-    const PlanFile plan = read_plan_file(args.plan);
-    if (!plan.device.empty() && plan.device != to_string(device.device))
-      throw Error(args.plan + ": the plan was made for device " + plan.device + ", not " +
-                  to_string(device.device) + " (make one for this device with cnnrt build)");
-    options.layer_choices = plan.layers;
-    options.choices_model = plan.model;
-    options.choices_fingerprint = plan.model_hash;
-    // The plan names the scales its int8 layers were chosen with; --calib overrides them.
-    if (calib.empty()) calib = plan.calibration_path;
-  }
-  if (!calib.empty()) options.calibration = load_calibration(calib);
+  // --calib overrides the scales a plan names.
+  if (!args.calib.empty()) options.calibration = load_calibration(args.calib);
+  if (!args.plan.empty()) apply_plan_file(args.plan, options);
   return options;
 }
 

@@ -104,6 +104,11 @@ std::shared_ptr<const Calibration> load_calibration(const std::string& path);
 // line and layer.
 std::map<std::string, LayerChoice> load_plan_file(const std::string& path,
                                                   std::string* model_name = nullptr);
+// Everything a plan file settles, into `options`: its layer choices, the model name and
+// fingerprint it was made for (a stale plan is refused at build), the device (an Error when
+// options.device names another; Auto becomes the plan's), and its calibration file when
+// options.calibration is not set already.  What the CLIs' --plan and the Python module use.
+void apply_plan_file(const std::string& path, BuildOptions& options);
 
 // One executed (possibly fused) layer, as profile() reports it.
 struct LayerProfile {

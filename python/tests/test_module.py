@@ -96,6 +96,19 @@ def test_library_errors_are_cnnrt_errors_with_the_message(call, message):
     assert isinstance(caught.value, RuntimeError)
 
 
+def test_a_plan_is_applied_as_the_cli_applies_it(tmp_path):
+    # A plan records the model fingerprint it was made for: made for other weights, it is
+    # stale and refused (as `cnnrt run --plan` refuses it), not silently used.
+    stale = tmp_path / "stale.yaml"
+    stale.write_text('model: digits\nmodel_hash: "0123456789abcdef"\ndevice: cpu\n'
+                     'layers:\n  conv1: {precision: fp32}\n')
+    with pytest.raises(cnnrt.Error, match="stale plan"):
+        cnnrt.Engine.load(DIGITS_YAML, device="cpu", plan=stale)
+    # A plan made for the CPU is refused on another device.
+    with pytest.raises(cnnrt.Error, match="made for device cpu, not cuda"):
+        cnnrt.Engine.load(DIGITS_YAML, device="cuda", plan=stale)
+
+
 def test_bad_batch_is_a_library_error(cpu_digits):
     with pytest.raises(cnnrt.Error, match="batch must be at least 1"):
         cpu_digits.create_context(0)

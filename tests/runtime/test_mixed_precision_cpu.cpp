@@ -290,6 +290,38 @@ void expect_mentions(const std::string& message, const std::vector<std::string>&
     EXPECT_NE(message.find(part), std::string::npos) << "'" << part << "' missing in: " << message;
 }
 
+// apply_plan_file (the CLIs' --plan and the Python module's plan=): choices, model name and
+// fingerprint, device, and the calibration the plan names.
+TEST_F(MixedPrecisionCpu, ApplyPlanFileSettlesEverythingThePlanRecords) {
+  std::ofstream(::testing::TempDir() + "cnnrt_apply_calib.json")
+      << R"({"format": "cnnrt-calibration", "version": 1, "model": "mixed_cpu", "tensors": )"
+      << R"({"input": {"amax": 1.0, "scale": 0.0078740157}}})";
+  const std::string path = write_plan("apply",
+                                      "model: mixed_cpu\n"
+                                      "model_hash: 0123456789abcdef\n"
+                                      "device: cpu\n"
+                                      "calibration: cnnrt_apply_calib.json\n"
+                                      "layers:\n"
+                                      "  fc: {precision: fp32}\n");
+  BuildOptions options;
+  apply_plan_file(path, options);
+  EXPECT_EQ(options.device, Device::CPU);  // Auto becomes the plan's device
+  EXPECT_EQ(options.choices_model, "mixed_cpu");
+  EXPECT_EQ(options.choices_fingerprint, "0123456789abcdef");
+  ASSERT_EQ(options.layer_choices.size(), 1u);
+  ASSERT_NE(options.calibration, nullptr);  // read from beside the plan file
+  EXPECT_NE(options.calibration->find("input"), nullptr);
+  // The fingerprint is checked at build: these weights hash differently, a stale plan.
+  options.device = Device::CPU;
+  expect_mentions(error_of([&] { Engine::build(plain_, options); }),
+                  {"stale plan", "0123456789abcdef"});
+  // A plan for another device is refused.
+  BuildOptions cuda;
+  cuda.device = Device::CUDA;
+  expect_mentions(error_of([&] { apply_plan_file(path, cuda); }),
+                  {path, "made for device cpu, not cuda"});
+}
+
 TEST_F(MixedPrecisionCpu, BadPlanFilesNameFileLineLayerAndTheValidChoices) {
   auto build_from = [&](const std::string& path) { build(plain_, load_plan_file(path)); };
 
