@@ -22,6 +22,7 @@
 #include "harness/tolerance.h"
 #include "kernels/cpu/convert_ref.h"
 #include "random_test_util.h"
+#include "runtime/calibration.h"
 #include "runtime/engine_impl.h"
 
 namespace cnnrt {
