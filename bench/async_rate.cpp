@@ -84,8 +84,8 @@ int main(int argc, char** argv) {
         state = state * 1664525u + 1013904223u;
         value = static_cast<float>(state >> 8) / 8388608.0f - 1.0f;
       }
-      CNNRT_CUDA_CHECK(cudaMemcpy(input, values.data(), values.size() * sizeof(float),
-                                  cudaMemcpyHostToDevice));
+      CNNRT_CUDA_CHECK(
+          cudaMemcpy(input, values.data(), values.size() * sizeof(float), cudaMemcpyHostToDevice));
       cudaStream_t stream = nullptr;
       CNNRT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
       cudaEvent_t start, stop;

@@ -17,7 +17,8 @@ std::string read_bounded_text_file(const std::string& path, const std::string& w
   std::error_code ec;
   const std::filesystem::file_status status = std::filesystem::status(path, ec);
   if (std::filesystem::is_directory(status)) throw_error(site, "is a directory, not a " + what);
-  if (!std::filesystem::exists(status)) throw_error(site, "cannot open " + what + " (no such file)");
+  if (!std::filesystem::exists(status))
+    throw_error(site, "cannot open " + what + " (no such file)");
   if (!std::filesystem::is_regular_file(status))
     throw_error(site, "cannot open " + what + " (not a regular file)");
   const uintmax_t bytes = std::filesystem::file_size(path, ec);

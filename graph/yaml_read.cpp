@@ -100,8 +100,7 @@ size_t invalid_utf8_at(const std::string& text) {
       code = (code << 6) | (next & 0x3F);
     }
     static const uint32_t kSmallest[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (code < kSmallest[length] || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF))
-      return i;
+    if (code < kSmallest[length] || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) return i;
     i += length;
   }
   return std::string::npos;

@@ -118,9 +118,8 @@ struct Fnv64 {
 PlanFile read_plan_file(const std::string& path) {
   // A plan lists each layer once in a line or two: 4 MiB is thousands of layers.
   constexpr uint64_t kMaxPlanBytes = 4u << 20;
-  const YAML::Node root =
-      load_yaml_checked(read_bounded_text_file(path, "plan file", kMaxPlanBytes), path,
-                        "not valid YAML");
+  const YAML::Node root = load_yaml_checked(
+      read_bounded_text_file(path, "plan file", kMaxPlanBytes), path, "not valid YAML");
   YamlContext context{path, ""};
   if (!root.IsMap()) context.fail(root, "a plan file must be a YAML map with a 'layers' map");
   check_top_keys(root, context);

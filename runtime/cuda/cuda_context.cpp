@@ -252,8 +252,7 @@ void CudaContext::plan_binding() {
   for (size_t i = 0; i < steps.size(); ++i) {
     for (size_t k = 0; k < steps[i].inputs.size(); ++k) {
       if (steps[i].inputs[k] == "input") input_slots_.push_back({i, static_cast<int>(k)});
-      if (aliases.count(steps[i].inputs[k]) != 0)
-        output_slots_.push_back({i, static_cast<int>(k)});
+      if (aliases.count(steps[i].inputs[k]) != 0) output_slots_.push_back({i, static_cast<int>(k)});
     }
     if (aliases.count(steps[i].name) != 0) output_slots_.push_back({i, -1});
   }
