@@ -44,6 +44,8 @@ void register_depthwise_conv_kernels(KernelRegistry& registry);
 // pass (conv_residual_entries.cpp).  Sets entry.residual.
 void add_residual_epilogue(KernelEntry& entry);
 void register_conv_baseline_kernels(KernelRegistry& registry);
+// 2:4 sparse conv on sparse tensor cores (sparse_conv_entries.cpp, kernels/cuda/conv/wgmma_sparse.h).
+void register_sparse_conv_kernels(KernelRegistry& registry);
 void register_linear_kernels(KernelRegistry& registry);      // cuBLASLt epilogue, GEMV
 void register_fp16_layer_kernels(KernelRegistry& registry);  // pools, relu, add, concat, ...
 void register_fp32_kernels(KernelRegistry& registry);        // fp32 reference, every op

@@ -362,6 +362,25 @@ struct MmaS8<256> {
   }
 };
 
+// 2:4 sparse A (wgmma.mma_async.sp, fp16 m64nNk32): A is the compressed 64 x 16 tile (the kept
+// halves of 64 x 32, the same shared-memory layout as a dense k16 A), B is N x 32 K-major, and
+// `meta` holds this thread's 2-bit indices of the kept elements (sparsity selector 0: threads
+// 0 and 1 of each quad supply them; layout in wgmma_sparse.cu, verified on an H100).
+__device__ __forceinline__ void wgmma_sp_m64n64k32(float (&d)[32], uint64_t desc_a, uint64_t desc_b,
+                                                   uint32_t meta) {
+  asm volatile(
+      "wgmma.mma_async.sp.sync.aligned.m64n64k32.f32.f16.f16 {"
+      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%"
+      "25,%26,%27,%28,%29,%30,%31"
+      "}, %32, %33, %34, 0, 1, 1, 1, 0, 0;\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(desc_a), "l"(desc_b), "r"(meta));
+}
+
 // ---- mbarriers (shared::cta, 64-bit) -----------------------------------------------------------
 // A barrier completes a phase when `count` arrivals have been made; phases alternate parity
 // 0, 1, 0, ... starting at 0.  try_wait.parity(P) is true once the phase of parity P has

@@ -13,6 +13,7 @@
 #include "kernels/cuda/conv/wgmma.h"
 #include "kernels/cuda/conv/wgmma_common.h"
 #include "kernels/cuda/conv/wgmma_kernel.cuh"
+#include "kernels/cuda/conv/wgmma_pool_plan.h"
 #include "kernels/cuda/cuda_check.h"
 
 namespace cnnrt::cuda {
@@ -30,13 +31,6 @@ __global__ void wgmma_probe_kernel(int* has_wgmma) {
 }  // namespace wgmma_detail
 
 using wgmma_detail::WgmmaParams;
-
-// One feasible pool tiling (pool_tiling.h) with what the launch and the cost model need.
-struct WgmmaTiling {
-  PoolTile tile;
-  size_t smem = 0;
-  int per_sm = 1;  // CTAs resident per SM (shared memory bound)
-};
 
 class ConvFp16WgmmaImpl {
  public:
@@ -63,86 +57,26 @@ class ConvFp16WgmmaImpl {
 
 namespace {
 
-// The tiling of a PH x PW pooled block; nothing when it cannot run (conv row wider than the 128
-// M rows, or shared memory over the device limit).  TH x TW <= 128: one pass staged in the
-// ring.  Else row streaming: passes of 128 / TW whole conv rows (pool_tiling.h).
-std::optional<WgmmaTiling> make_tiling(const ConvFp16WgmmaImpl& m, int ph, int pw) {
-  constexpr int kBM = wgmma_detail::kBM, kStages = wgmma_detail::kStages;
-  const ConvShape& s = m.shape;
-  WgmmaTiling t;
-  t.tile = packed_pool_tile(s.out_h, s.out_w, m.base.pool, ph, pw, kBM);
-  if (t.tile.tile_tw > kBM) return std::nullopt;
-  if (t.tile.passes == 1) {
-    t.smem = wgmma_detail::smem_bytes(m.bn, kStages);
-  } else {
-    const std::optional<PoolTile> streamed =
-        streamed_pool_tile(s.out_h, s.out_w, m.base.pool, ph, pw, kBM);
-    if (!streamed) return std::nullopt;
-    t.tile = *streamed;
-    t.smem = wgmma_detail::stream_smem_bytes(m.bn, kStages, t.tile.stage_rows, t.tile.tile_tw);
-  }
-  if (t.smem > m.smem_optin) return std::nullopt;
-  t.per_sm = 2 * (t.smem + 1024) <= m.smem_per_sm ? 2 : 1;  // +1 KB the runtime reserves per CTA
-  return t;
-}
+// Row streaming only from 16 k-tiles of 64 (wgmma_pool_plan.h says why).
+constexpr int kMinStreamKTiles = 16;
 
 // Fills m.tilings and m.single (constructor).
 void enumerate_pool_tilings(ConvFp16WgmmaImpl& m) {
-  const ConvShape& s = m.shape;
-  for (int ph = 1; ph <= s.out_h; ++ph)
-    for (int pw = 1; pw <= s.out_w; ++pw) {
-      const std::optional<WgmmaTiling> t = make_tiling(m, ph, pw);
-      if (!t) continue;
-      m.tilings.push_back(*t);
-      if (t->tile.passes != 1) continue;
-      const PoolTile& a = t->tile;
-      const long long tiles = (long long)a.tiles_y * a.tiles_x;
-      if (m.single >= 0) {
-        const PoolTile& b = m.tilings[m.single].tile;
-        const long long best = (long long)b.tiles_y * b.tiles_x;
-        if (tiles > best || (tiles == best && a.tile_th * a.tile_tw >= b.tile_th * b.tile_tw))
-          continue;
-      }
-      m.single = int(m.tilings.size()) - 1;
-    }
-  // supports() keeps one window within 128 pixels, so the 1 x 1 block always fits.
-  if (m.single < 0) throw Error("conv_fp16_wgmma: no pool tiling fits");
+  constexpr int kStages = wgmma_detail::kStages;
+  WgmmaPoolSmem smem;
+  smem.single = wgmma_detail::smem_bytes(m.bn, kStages);
+  smem.streamed = [bn = m.bn](int stage_rows, int tile_tw) {
+    return wgmma_detail::stream_smem_bytes(bn, kStages, stage_rows, tile_tw);
+  };
+  smem.optin = m.smem_optin;
+  smem.per_sm = m.smem_per_sm;
+  m.tilings = enumerate_wgmma_pool_tilings(m.shape.out_h, m.shape.out_w, m.base.pool,
+                                           wgmma_detail::kBM, smem, &m.single, "conv_fp16_wgmma");
 }
 
-// Cost model (docs/kernels/conv_fp16_wgmma.md): an SM runs one CTA's MMAs at a time, a pass
-// costs k_tiles + 3 k-tile times (prologue fill, drain, epilogue/pool), so
-// time ~ ceil(ctas / (sms * per_sm)) * per_sm * passes * (k_tiles + 3).  Ties: fewer pass-units
-// per image (less gathered data).  Tilings that leave SMs idle while the single-pass tiling would
-// fill them are not considered, so ctas(batch) reaches the SM count where it did before (the
-// registry's small-batch threshold relies on that).
-// Row streaming needs a K loop long enough to hide each pass's fill and drain: on an H200 the
-// s2d conv1 (K = 432, 7 k-tiles) went from 0.426 to 0.556 ms at batch 256 when streamed, while
-// conv2 (25 k-tiles) gained 20% (docs/PERFORMANCE.md, run 6).
-constexpr int kMinStreamKTiles = 16;
-
 int choose_pool_tiling(const ConvFp16WgmmaImpl& m, int batch) {
-  const long long n_tiles = m.shape.out_c / m.bn;
-  const PoolTile& single = m.tilings[m.single].tile;
-  const long long min_ctas =
-      std::min<long long>(m.sms, (long long)batch * n_tiles * single.tiles_y * single.tiles_x);
-  int best = m.single;
-  long long best_cost = -1, best_units = 0;
-  for (size_t i = 0; i < m.tilings.size(); ++i) {
-    const WgmmaTiling& t = m.tilings[i];
-    const long long ctas = (long long)batch * n_tiles * t.tile.tiles_y * t.tile.tiles_x;
-    if (ctas < min_ctas) continue;
-    if (t.tile.passes > 1 && m.base.k_tiles < kMinStreamKTiles) continue;
-    const long long slots = (long long)m.sms * t.per_sm;
-    const long long cost =
-        (ctas + slots - 1) / slots * t.per_sm * t.tile.passes * (m.base.k_tiles + 3);
-    const long long units = (long long)t.tile.passes * t.tile.tiles_y * t.tile.tiles_x;
-    if (best_cost < 0 || cost < best_cost || (cost == best_cost && units < best_units)) {
-      best = int(i);
-      best_cost = cost;
-      best_units = units;
-    }
-  }
-  return best;
+  return choose_wgmma_pool_tiling(m.tilings, m.single, m.shape.out_c / m.bn, m.base.k_tiles,
+                                  kMinStreamKTiles, m.sms, batch);
 }
 
 std::string kernel_name(const ConvFp16WgmmaImpl& m) {

@@ -154,11 +154,12 @@ __device__ __forceinline__ void wg_seek_a(WgLoader& ld, const P& p) {
   ld.kw = tap - ld.kh * p.kw;
 }
 
-template <int BN, class P>
-__device__ __forceinline__ void wg_load_a(WgLoader& ld, const P& p, uint32_t ring,
-                                          const int4* s_rows, int slot) {
+// The gather of one k-tile row chunk per A row into the 128 swizzled rows at `dst` (also the
+// activation operand B of the 2:4 sparse kernel, wgmma_sparse.cu).
+template <class P>
+__device__ __forceinline__ void wg_gather_rows(WgLoader& ld, const P& p, uint32_t dst,
+                                               const int4* s_rows) {
   using T = typename WgElem<P>::T;
-  constexpr int kStage = (kBM + BN) * 128;
   const bool k_ok = ld.kc < p.k_chunks;  // past K: zero fill (the tap may run past kh)
   const int dy = ld.kh, dx = ld.kw;
   const T* x_c = p.x + ld.c8 * WgElem<P>::kChunk;
@@ -181,8 +182,15 @@ __device__ __forceinline__ void wg_load_a(WgLoader& ld, const P& p, uint32_t rin
       src = x_c + ((size_t(info.x) * p.in_h + ih) * p.in_w + iw) * p.in_c;
       bytes = 16;
     }
-    cp_async_16(ring + slot * kStage + ld.off + i * 32 * 128, src, bytes);
+    cp_async_16(dst + ld.off + i * 32 * 128, src, bytes);
   }
+}
+
+template <int BN, class P>
+__device__ __forceinline__ void wg_load_a(WgLoader& ld, const P& p, uint32_t ring,
+                                          const int4* s_rows, int slot) {
+  constexpr int kStage = (kBM + BN) * 128;
+  wg_gather_rows(ld, p, ring + slot * kStage, s_rows);
 }
 
 // Row table: A row r = output pixel m0 + r, or (POOL) conv-tile pixel (ly, lx) of this pass.

@@ -1,0 +1,490 @@
+// Hopper 2:4 sparse implicit-GEMM fp16 convolution on sparse tensor cores (wgmma.mma_async.sp),
+// with the conv family's fused epilogue (bias, any clamp, fused MaxPool, fused residual).
+//
+// Why this mapping: only operand A of a sparse MMA may be 2:4, grouped along K, so the weights
+// are A and the GEMM is transposed relative to the dense kernels (wgmma_kernel.cuh):
+// M = output channels, N = output pixels, K = kh * kw * in_c in (kh, kw, c) order.  A weight row
+// keeps 2 of every 4 consecutive K elements (4 input channels at one tap, docs/SPARSITY.md), so
+// it is stored compressed: w_k / 2 halves plus one 4-bit nibble per group.
+//
+// Tile: CTA = 2 warpgroups (256 threads) x BC = 64 * MI output channels x 128 pixels; warpgroup w
+// owns pixels 64w..64w+63 and all BC channels: MI instructions m64n64k32 per 32 of K, both
+// warpgroups reading the same A.  MI = 4, 3, 2, 1 (BC 256, 192, 128, 64: the largest dividing
+// out_c, so channel tiles never straddle the end).  One k-tile = 128 of dense K:
+//  * A: BC rows x 64 kept halves = one 128-byte row, the canonical K-major 128-byte swizzle of
+//    the dense kernels (a sparse m64nNk32 reads A as a 64 x 16 tile, the layout of a dense k16
+//    A), so instruction kk starts 32 bytes further (+2 in the descriptor);
+//  * B: the activations, gathered exactly like the dense kernels' A (one 16-byte cp.async per
+//    pixel, tap and 8 channels, zero-filled for padding taps and the K tail, the same row
+//    table), as two 128-row sub-tiles of 64 halves; instruction kk reads sub-tile kk / 2 at
+//    byte 64 * (kk % 2) (+4 in the descriptor);
+//  * metadata: sparsity selector 0, so threads 0 and 1 of each quad supply it.  Thread (warp q,
+//    lane 4g + t) of a warpgroup, instruction kk, m-tile i: bits 0-15 = the nibbles of row
+//    64i + 16q + g, groups 8kk + 4(t % 2) .. +3 of this k-tile (group j at bits 4j, nibble =
+//    first index | second index << 2), bits 16-31 = the same for row + 8.  Verified against a
+//    CPU product on an H100 (the other plausible layout, one row per thread, was wrong).  It is
+//    built once at build time in exactly the order the threads read it: per (channel tile,
+//    k-tile, m-tile) 64 uint4 (threads t and t ^ 2 share one; its 4 words are the 4 kk), i.e.
+//    1/8 of the value bytes, cp.async'ed into the stage with A and B.
+// Pipeline: the dense kernel's (STAGES-deep cp.async ring, one barrier per k-tile, loads
+// STAGES - 2 tiles ahead, one wgmma group in flight); a stage is 8 KB x MI (A) + 32 KB (B) +
+// 1 KB x MI (metadata), so MI >= 3 keeps 3 stages within the 227 KB limit, else 4.
+//
+// Epilogue: the accumulators are [channel][pixel] (wgmma m64n64 layout: register 4j + 2h + q
+// holds channel row g + 8h of the warp's 16, pixel 8j + 2t + q), so the staging write
+// transposes them into the dense kernels' [pixel][BC + 8] fp16 staging tile (bias + clamp
+// first); from there the dense kernels' write-out (wg_write_rows: 16-byte rows, residual add)
+// and fused pool (wg_pool_out, single-pass or row-streamed tiles, wgmma_pool_plan.h) serve
+// unchanged.  The scalar 2-byte staging stores are bank-conflict-free (rows 68 words apart).
+//
+// Build: sm_90a only (CMake adds the image for this file); other images trap, and
+// device_supported() is the dense wgmma kernel's probe of the same fatbinary build.
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cnnrt/error.h"
+#include "kernels/cuda/conv/wgmma.h"
+#include "kernels/cuda/conv/wgmma_common.h"
+#include "kernels/cuda/conv/wgmma_kernel.cuh"
+#include "kernels/cuda/conv/wgmma_pool_plan.h"
+#include "kernels/cuda/conv/wgmma_sparse.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_traits.h"
+#include "kernels/cuda/elementwise_fp16.h"
+
+namespace cnnrt::cuda {
+namespace wgsp {
+
+using namespace ptx;
+using wgmma_detail::kBM;
+using wgmma_detail::kRowChunks;
+using wgmma_detail::kThreads;
+using wgmma_detail::WgLoader;
+using wgmma_detail::WgmmaParams;
+using wgmma_detail::WgTile;
+
+constexpr int kKTile = 128;             // dense K per k-tile
+constexpr int kXStage = 2 * kBM * 128;  // activations: two 64-half sub-tiles of 128 pixel rows
+
+struct SpParams : WgmmaParams {
+  const uint4* meta = nullptr;  // [channel tiles][k_tiles][MI][64]
+  int w_row = 0;                // compressed weight row in halves (w_k / 2)
+};
+
+constexpr int stages_of(int mi) { return mi >= 3 ? 3 : 4; }
+constexpr size_t stage_bytes(int mi) {
+  return size_t(mi) * 64 * 128 + kXStage + size_t(mi) * 64 * 16;
+}
+constexpr size_t smem_bytes(int mi) {
+  return 1024 + size_t(stages_of(mi)) * stage_bytes(mi) + size_t(kBM) * 16;
+}
+constexpr size_t stream_smem_bytes(int mi, int stage_rows, int tile_tw) {
+  return smem_bytes(mi) + size_t(stage_rows) * tile_tw * (64 * mi + 8) * 2;
+}
+
+// One k-tile's compressed weights (BC rows x 128 bytes) and metadata (MI x 64 uint4).
+template <int MI>
+__device__ __forceinline__ void sp_load_w(const SpParams& p, const WgLoader& ld, uint32_t stage,
+                                          const __half* w_tile, const uint4* meta_tile, int kt,
+                                          int tid) {
+#pragma unroll
+  for (int i = 0; i < MI * 64 * 8 / kThreads; ++i) {
+    const int r = ld.r0 + 32 * i;
+    cp_async_16(stage + ld.off + i * 32 * 128, w_tile + size_t(r) * p.w_row + kt * 64 + ld.c * 8,
+                16);
+  }
+  const uint32_t m_dst = stage + MI * 64 * 128 + kXStage;
+  for (int i = tid; i < MI * 64; i += kThreads)
+    cp_async_16(m_dst + i * 16, meta_tile + size_t(kt) * MI * 64 + i, 16);
+}
+
+#ifdef CNNRT_WGMMA_DEVICE
+__device__ __forceinline__ uint32_t word(const uint4& v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+// The K loop of one pass; returns with every wgmma retired and every cp.async landed.
+template <int MI, int STAGES>
+__device__ __forceinline__ void sp_mainloop(const SpParams& p, WgLoader& ld, uint32_t ring,
+                                            const unsigned char* ring_ptr, const int4* s_rows,
+                                            const __half* w_tile, const uint4* meta_tile, int wg,
+                                            int tid, float (&acc)[MI][32]) {
+  constexpr uint32_t kA = MI * 64 * 128, kStage = uint32_t(stage_bytes(MI));
+  wgmma_detail::wg_seek_a(ld, p);
+#pragma unroll
+  for (int i = 0; i < MI; ++i) {
+#pragma unroll
+    for (int j = 0; j < 32; ++j) acc[i][j] = 0.f;
+    fence_operands(acc[i]);
+  }
+  const int lane = tid & 31, quad_row = ((tid >> 5) & 3) * 8 + (lane >> 2);
+  const int meta_idx = quad_row * 2 + (lane & 1);
+
+#pragma unroll
+  for (int s = 0; s < STAGES - 2; ++s) {
+    if (s < p.k_tiles) {
+      sp_load_w<MI>(p, ld, ring + s * kStage, w_tile, meta_tile, s, tid);
+      wgmma_detail::wg_gather_rows(ld, p, ring + s * kStage + kA, s_rows);
+      wgmma_detail::wg_gather_rows(ld, p, ring + s * kStage + kA + kBM * 128, s_rows);
+    }
+    cp_async_commit();
+  }
+  for (int kt = 0; kt < p.k_tiles; ++kt) {
+    cp_async_wait<STAGES - 3>();
+    fence_proxy_async_shared();
+    __syncthreads();  // tile kt landed everywhere; the wgmma of kt - 2 retired everywhere
+    const int k_next = kt + STAGES - 2;
+    if (k_next < p.k_tiles) {
+      const uint32_t st = ring + (k_next % STAGES) * kStage;
+      sp_load_w<MI>(p, ld, st, w_tile, meta_tile, k_next, tid);
+      wgmma_detail::wg_gather_rows(ld, p, st + kA, s_rows);
+      wgmma_detail::wg_gather_rows(ld, p, st + kA + kBM * 128, s_rows);
+    }
+    cp_async_commit();
+
+    const uint32_t st = ring + (kt % STAGES) * kStage;
+    const uint4* meta =
+        reinterpret_cast<const uint4*>(ring_ptr + (kt % STAGES) * kStage + kA + kXStage);
+    uint4 e[MI];
+#pragma unroll
+    for (int i = 0; i < MI; ++i) e[i] = meta[i * 64 + meta_idx];
+    const uint64_t desc_b = make_desc(st + kA + wg * 64 * 128);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+      for (int i = 0; i < MI; ++i)
+        wgmma_sp_m64n64k32(acc[i], make_desc(st + i * 64 * 128) + 2 * kk,
+                           desc_b + (kk >> 1) * (kBM * 128 >> 4) + 4 * (kk & 1), word(e[i], kk));
+    wgmma_commit();
+    wgmma_wait<1>();
+  }
+  wgmma_wait<0>();
+#pragma unroll
+  for (int i = 0; i < MI; ++i) fence_operands(acc[i]);
+  cp_async_wait<0>();
+}
+#endif  // CNNRT_WGMMA_DEVICE
+
+// Bias + clamp -> fp16 staging [pixel][BC + 8], transposing the [channel][pixel] accumulators;
+// a streamed pass's pixels past its conv rows are dropped.
+template <int MI, bool POOL>
+__device__ __forceinline__ void sp_stage_acc(const float (&acc)[MI][32], __half* s_c,
+                                             const SpParams& p, int n0, int pass, int passes,
+                                             int wg, int tid) {
+  constexpr int kCRow = 64 * MI + 8;
+  const int lane = tid & 31, g = lane >> 2, t = lane & 3, wq = (tid >> 5) & 3;
+  int srow[16];
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+      const int r = 64 * wg + 8 * j + 2 * t + q;
+      int s = r;
+      if (POOL && passes > 1) {
+        const int rr = r / p.tile.tile_tw, ly = pass * p.tile.pass_rows + rr;
+        s = rr < p.tile.pass_rows && ly < p.tile.tile_th
+                ? (ly % p.tile.stage_rows) * p.tile.tile_tw + (r - rr * p.tile.tile_tw)
+                : -1;
+      }
+      srow[2 * j + q] = s;
+    }
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int ch = 64 * i + 16 * wq + g + 8 * h;
+      const float b = p.bias[n0 + ch];
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+          float v = acc[i][4 * j + 2 * h + q] + b;
+          if (p.act.on) v = fminf(fmaxf(v, p.act.lo), p.act.hi);
+          if (srow[2 * j + q] >= 0) s_c[srow[2 * j + q] * kCRow + ch] = __float2half_rn(v);
+        }
+    }
+}
+
+template <int MI, bool POOL>
+__global__ void __launch_bounds__(kThreads, 1) conv_wgmma_sp_kernel(const SpParams p) {
+#ifdef CNNRT_WGMMA_DEVICE
+  constexpr int BC = 64 * MI, STAGES = stages_of(MI), kCRow = BC + 8;
+  static_assert(size_t(kBM) * kCRow * 2 <= STAGES * stage_bytes(MI), "staging aliases the ring");
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const uint32_t raw_base = smem_u32(smem_raw);
+  const uint32_t ring = (raw_base + 1023u) & ~1023u;
+  unsigned char* ring_ptr = smem_raw + (ring - raw_base);
+  int4* s_rows = reinterpret_cast<int4*>(ring_ptr + STAGES * stage_bytes(MI));
+
+  const int tid = threadIdx.x, wg = tid >> 7;
+  WgTile t{};
+  t.n0 = blockIdx.y * BC;
+  const __half* w_tile = p.w + size_t(t.n0) * p.w_row;
+  const uint4* meta_tile = p.meta + size_t(blockIdx.y) * p.k_tiles * MI * 64;
+  if constexpr (POOL) {
+    int b = blockIdx.x;
+    t.tile_x = b % p.tile.tiles_x;
+    b /= p.tile.tiles_x;
+    t.tile_y = b % p.tile.tiles_y;
+    t.image = b / p.tile.tiles_y;
+    t.cy0 = t.tile_y * p.tile.tile_ph * p.pool.ps_h - p.pool.pp_h;
+    t.cx0 = t.tile_x * p.tile.tile_pw * p.pool.ps_w - p.pool.pp_w;
+  } else {
+    t.m0 = blockIdx.x * kBM;
+  }
+  WgLoader ld{};
+  ld.c = tid & 7;
+  ld.r0 = tid >> 3;
+  ld.off = uint32_t(ld.r0) * 128 + (uint32_t(ld.c ^ (ld.r0 & 7)) << 4);
+
+  const int passes = POOL ? p.tile.passes : 1;
+  __half* const s_c =
+      passes == 1 ? reinterpret_cast<__half*>(ring_ptr) : reinterpret_cast<__half*>(s_rows + kBM);
+  for (int pass = 0; pass < passes; ++pass) {
+    wgmma_detail::wg_fill_rows<POOL>(p, s_rows, tid, pass, passes, t);
+    __syncthreads();
+    float acc[MI][32];
+    sp_mainloop<MI, STAGES>(p, ld, ring, ring_ptr, s_rows, w_tile, meta_tile, wg, tid, acc);
+    __syncthreads();  // the ring is drained (single pass: it becomes the staging tile)
+    sp_stage_acc<MI, POOL>(acc, s_c, p, t.n0, pass, passes, wg, tid);
+    __syncthreads();
+    if constexpr (POOL) {
+      const int py_begin = pass == 0 ? 0 : wgmma_detail::wg_pooled_rows_after(p, passes, pass - 1);
+      const int py_end = wgmma_detail::wg_pooled_rows_after(p, passes, pass);
+      if (py_end > py_begin)
+        wgmma_detail::wg_pool_out<BC>(p, s_c, t, passes, tid, py_begin, py_end);
+    } else {
+      wgmma_detail::wg_write_rows<BC>(p, s_c, t, tid);
+    }
+  }
+#else
+  __trap();  // not the sm_90a image: device_supported() keeps this from ever being launched
+#endif
+}
+
+}  // namespace wgsp
+
+class ConvFp16Sparse24Impl {
+ public:
+  ConvShape shape;
+  wgsp::SpParams base;  // everything but x, y, the batch and (pool) the tiling
+  int mi = 1;           // 64-channel m-tiles per CTA
+  int sms = 132;
+  std::vector<WgmmaTiling> tilings;
+  int single = -1;
+  DeviceArray values, meta, bias;
+  bool pool() const { return shape.pool.has_value(); }
+};
+
+namespace {
+
+using wgsp::kKTile;
+
+// Row streaming only for K loops of >= 8 k-tiles of 128 (wgmma_pool_plan.h: 16 of 64).
+constexpr int kMinStreamKTiles = 8;
+
+template <bool POOL>
+auto kernel_of(int mi) {
+  return mi == 4   ? wgsp::conv_wgmma_sp_kernel<4, POOL>
+         : mi == 3 ? wgsp::conv_wgmma_sp_kernel<3, POOL>
+         : mi == 2 ? wgsp::conv_wgmma_sp_kernel<2, POOL>
+                   : wgsp::conv_wgmma_sp_kernel<1, POOL>;
+}
+auto kernel_of(int mi, bool pool) { return pool ? kernel_of<true>(mi) : kernel_of<false>(mi); }
+
+// The compressed weight in the kernel's two arrays: kept values [out_c][w_k / 2] (fp32 here,
+// uploaded as fp16) and the per-thread metadata words (design note).
+struct PackedSparse {
+  std::vector<float> values;
+  std::vector<uint32_t> meta;
+};
+
+PackedSparse pack_sparse(const ConvShape& s, const float* weight, int w_k, int mi,
+                         const std::string& layer) {
+  const std::vector<float> dense = pack_wgmma_weights(s, weight, w_k, s.out_c);
+  const int groups = w_k / 4, half_k = w_k / 2, kw = s.conv.kernel_w;
+  PackedSparse out;
+  out.values.assign(size_t(s.out_c) * half_k, 0.f);
+  std::vector<uint8_t> nibble(size_t(s.out_c) * groups);
+  for (int o = 0; o < s.out_c; ++o)
+    for (int gi = 0; gi < groups; ++gi) {
+      const float* q = &dense[size_t(o) * w_k + 4 * gi];
+      int idx[2] = {0, 1}, n = 0;
+      for (int e = 0; e < 4; ++e) {
+        if (q[e] == 0.f) continue;
+        if (n == 2) {
+          const int k = 4 * gi, tap = k / s.in_c, c = k % s.in_c;
+          throw Error(layer + ": weight is not 2:4: output channel " + std::to_string(o) +
+                      ", tap (" + std::to_string(tap / kw) + ", " + std::to_string(tap % kw) +
+                      "), input channels " + std::to_string(c) + ".." + std::to_string(c + 3) +
+                      " hold more than 2 non-zeros");
+        }
+        idx[n++] = e;
+      }
+      // Fewer than two non-zeros: pad with a zero at an unused index, keeping the two indices
+      // distinct and increasing (equal ones are invalid on the hardware).
+      if (n == 1) idx[1] = idx[0] == 3 ? 2 : 3;
+      if (idx[0] > idx[1]) std::swap(idx[0], idx[1]);
+      out.values[size_t(o) * half_k + 2 * gi] = q[idx[0]];
+      out.values[size_t(o) * half_k + 2 * gi + 1] = q[idx[1]];
+      nibble[size_t(o) * groups + gi] = uint8_t(idx[0] | idx[1] << 2);
+    }
+  const int k_tiles = w_k / kKTile, bc = 64 * mi, n_tiles = s.out_c / bc;
+  auto nibbles16 = [&](int row, int group0) {
+    uint32_t v = 0;
+    for (int j = 0; j < 4; ++j) v |= uint32_t(nibble[size_t(row) * groups + group0 + j]) << (4 * j);
+    return v;
+  };
+  out.meta.resize(size_t(n_tiles) * k_tiles * mi * 64 * 4);
+  size_t at = 0;
+  for (int nt = 0; nt < n_tiles; ++nt)
+    for (int kt = 0; kt < k_tiles; ++kt)
+      for (int i = 0; i < mi; ++i)
+        for (int quad_row = 0; quad_row < 32; ++quad_row)  // warp * 8 + lane / 4
+          for (int half = 0; half < 2; ++half)             // lane % 2: groups 0-3 or 4-7
+            for (int kk = 0; kk < 4; ++kk) {
+              const int row = nt * bc + 64 * i + (quad_row / 8) * 16 + quad_row % 8;
+              const int group0 = kt * (kKTile / 4) + 8 * kk + 4 * half;
+              out.meta[at++] = nibbles16(row, group0) | nibbles16(row + 8, group0) << 16;
+            }
+  return out;
+}
+
+std::string kernel_name(const ConvFp16Sparse24Impl& m) {
+  return "wgmma_sp_" + std::to_string(64 * m.mi) + "x128x128_s" +
+         std::to_string(wgsp::stages_of(m.mi));
+}
+
+ConvFp16Sparse24Plan plan_of(const ConvFp16Sparse24Impl& m, int variant, int batch) {
+  ConvFp16Sparse24Plan plan;
+  plan.variant = variant;
+  plan.name = kernel_name(m);
+  const long long n_tiles = m.shape.out_c / (64 * m.mi);
+  if (!m.pool()) {
+    const long long m_total = (long long)batch * m.shape.conv_h * m.shape.conv_w;
+    plan.ctas = (m_total + wgsp::kBM - 1) / wgsp::kBM * n_tiles;
+    return plan;
+  }
+  const PoolTile& t = m.tilings[variant].tile;
+  plan.ctas = (long long)batch * t.tiles_y * t.tiles_x * n_tiles;
+  plan.name += "_pool" + std::to_string(t.tile_ph) + "x" + std::to_string(t.tile_pw);
+  if (t.passes > 1)
+    plan.name += "_stream" + std::to_string(t.passes) + "x" + std::to_string(t.pass_rows) + "r";
+  return plan;
+}
+
+}  // namespace
+
+bool ConvFp16Sparse24::supports(const ConvShape& s) { return ConvFp16Wgmma::supports(s); }
+bool ConvFp16Sparse24::device_supported() { return ConvFp16Wgmma::device_supported(); }
+
+ConvFp16Sparse24::ConvFp16Sparse24(const ConvShape& shape_in, const float* weight,
+                                   const float* bias, const std::string& layer)
+    : impl_(std::make_unique<ConvFp16Sparse24Impl>()) {
+  ConvFp16Sparse24Impl& m = *impl_;
+  m.shape = shape_in;
+  m.shape.derive();
+  const ConvShape& s = m.shape;
+  if (!supports(s))
+    throw Error(layer +
+                ": conv_fp16_sparse24: unsupported shape (needs groups 1, dilation 1, "
+                "in_c % 8 == 0, out_c % 64 == 0, a pool window of <= 128 pixels)");
+  if (!device_supported())
+    throw Error(layer +
+                ": conv_fp16_sparse24 needs a compute capability 9.0 device and the "
+                "sm_90a build");
+  if (weight == nullptr) throw Error(layer + ": conv_fp16_sparse24: no weight");
+  m.mi = s.out_c % 256 == 0 ? 4 : s.out_c % 192 == 0 ? 3 : s.out_c % 128 == 0 ? 2 : 1;
+
+  wgsp::SpParams& p = m.base;
+  fill_wgmma_conv_params(s, kKTile, p);
+  p.w_row = p.w_k / 2;
+  p.out_h = s.out_h;
+  p.out_w = s.out_w;
+  p.pool = pool_window_of(s.pool);
+  const DeviceTraits& device = device_traits();
+  m.sms = std::max(device.sms, 1);
+  const size_t single = wgsp::smem_bytes(m.mi);
+  if (device.smem_optin < single)
+    throw Error(layer + ": conv_fp16_sparse24: the device offers too little shared memory");
+  if (m.pool()) {
+    WgmmaPoolSmem smem;
+    smem.single = single;
+    smem.streamed = [mi = m.mi](int stage_rows, int tile_tw) {
+      return wgsp::stream_smem_bytes(mi, stage_rows, tile_tw);
+    };
+    smem.optin = device.smem_optin;
+    smem.per_sm = device.smem_per_sm;
+    m.tilings = enumerate_wgmma_pool_tilings(s.out_h, s.out_w, p.pool, wgsp::kBM, smem, &m.single,
+                                             "conv_fp16_sparse24");
+  }
+
+  const PackedSparse packed = pack_sparse(s, weight, p.w_k, m.mi, layer);
+  m.values = upload_as_fp16(packed.values);
+  m.meta = DeviceArray(packed.meta.size() * sizeof(uint32_t));
+  m.meta.upload(packed.meta.data(), m.meta.bytes());
+  std::vector<float> b(s.out_c, 0.f);
+  if (bias != nullptr) std::copy(bias, bias + s.out_c, b.begin());
+  m.bias = upload_fp32(b);
+  p.w = static_cast<const __half*>(m.values.get());
+  p.meta = static_cast<const uint4*>(m.meta.get());
+  p.bias = static_cast<const float*>(m.bias.get());
+  if (!plan_only())
+    CNNRT_CUDA_CHECK(cudaFuncSetAttribute(kernel_of(m.mi, m.pool()),
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(m.pool() ? device.smem_optin : single)));
+}
+
+ConvFp16Sparse24::~ConvFp16Sparse24() = default;
+
+ConvFp16Sparse24Plan ConvFp16Sparse24::plan(int batch) const {
+  const ConvFp16Sparse24Impl& m = *impl_;
+  const int b = std::max(batch, 1);
+  if (!m.pool()) return plan_of(m, 0, b);
+  return plan_of(m,
+                 choose_wgmma_pool_tiling(m.tilings, m.single, m.shape.out_c / (64 * m.mi),
+                                          m.base.k_tiles, kMinStreamKTiles, m.sms, b),
+                 b);
+}
+
+void ConvFp16Sparse24::forward(int variant, const void* x, const void* residual, void* y, int batch,
+                               cudaStream_t stream) const {
+  const ConvFp16Sparse24Impl& m = *impl_;
+  if (m.shape.residual != (residual != nullptr))
+    throw Error(m.shape.residual ? "conv_fp16_sparse24: the fused residual is missing"
+                                 : "conv_fp16_sparse24: a residual given to a conv without one");
+  if (batch <= 0) return;
+  const long long m_total = (long long)batch * m.shape.conv_h * m.shape.conv_w;
+  wgsp::SpParams p = m.base;
+  size_t smem = wgsp::smem_bytes(m.mi);
+  long long grid_x = (m_total + wgsp::kBM - 1) / wgsp::kBM;
+  if (m.pool()) {
+    if (variant < 0 || variant >= int(m.tilings.size()))
+      throw Error("conv_fp16_sparse24: variant " + std::to_string(variant) + " out of range");
+    const WgmmaTiling& t = m.tilings[variant];
+    p.tile = t.tile;
+    smem = t.smem;
+    grid_x = (long long)batch * t.tile.tiles_y * t.tile.tiles_x;
+  }
+  if (m_total > (1LL << 30) || grid_x > (1LL << 30))
+    throw Error("conv_fp16_sparse24: batch " + std::to_string(batch) + " too large");
+  p.x = static_cast<const __half*>(x);
+  p.y = static_cast<__half*>(y);
+  p.residual = static_cast<const __half*>(residual);
+  p.m_total = static_cast<int>(m_total);
+  const dim3 grid(static_cast<unsigned>(grid_x),
+                  static_cast<unsigned>(m.shape.out_c / (64 * m.mi)));
+  kernel_of(m.mi, m.pool())<<<grid, wgsp::kThreads, smem, stream>>>(p);
+  CNNRT_CUDA_CHECK_LAUNCH();
+}
+
+size_t ConvFp16Sparse24::weight_bytes() const {
+  return impl_->values.bytes() + impl_->meta.bytes() + impl_->bias.bytes();
+}
+
+}  // namespace cnnrt::cuda

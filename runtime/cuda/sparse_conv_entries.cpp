@@ -1,0 +1,90 @@
+// Registry entry of the 2:4 sparse fp16 conv on Hopper's sparse tensor cores:
+// "conv_fp16_sparse24_wgmma" (kernels/cuda/conv/wgmma_sparse.h).
+//
+// Offered only for a layer whose weight is 2:4 (KernelRegistry::add checks Node::weight_2_4) and
+// taken only where the layer asks for `sparsity: 2:4` or names the kernel (runtime/builder.cpp),
+// like the CPU sparse entries.  The factory checks and compresses the weight once (an error
+// names the layer, output channel, tap and channels that break 2:4); run() launches the planned
+// variant.  No small-batch fallback: the sparse kernel runs at every batch (at batch 1-8 its
+// 128-pixel tiles leave SMs idle, and the dense entries are the faster choice there — the
+// per-layer choice weighs that, a sparse entry does not hide it behind a dense one).
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "kernels/cuda/conv/wgmma_sparse.h"
+#include "runtime/cuda/cuda_registry.h"
+
+namespace cnnrt::cuda {
+namespace {
+
+constexpr const char* kName = "conv_fp16_sparse24_wgmma";
+
+std::optional<ConvShape> served_shape(const Node& node) {
+  std::optional<ConvShape> shape = conv_shape_of(node);
+  if (!shape || !ConvFp16Sparse24::supports(*shape)) return std::nullopt;
+  return shape;
+}
+
+class SparseConvKernel final : public Fp16Kernel {
+ public:
+  SparseConvKernel(const ConvShape& shape, const float* weight, const float* bias,
+                   const std::string& layer)
+      : conv_(shape, weight, bias, layer) {}
+  KernelPlan prepare(const PrepareInfo& info) const override {
+    const ConvFp16Sparse24Plan p = conv_.plan(info.batch);
+    KernelPlan plan;
+    plan.variant = p.variant;
+    plan.variant_name = p.name;
+    return plan;
+  }
+  void run(const KernelArgs& args) override {
+    const void* residual = args.inputs.size() > 1 ? args.inputs[1] : nullptr;
+    conv_.forward(args.variant, args.inputs.at(0), residual, args.output, args.batch,
+                  static_cast<cudaStream_t>(args.stream));
+  }
+  size_t weight_bytes() const override { return conv_.weight_bytes(); }
+
+ private:
+  ConvFp16Sparse24 conv_;
+};
+
+std::unique_ptr<LayerKernel> create(const KernelBuildContext& context) {
+  ErrorSite site = node_site(context);
+  const std::optional<ConvShape> shape = served_shape(context.node);
+  if (!shape)
+    throw_error(site, std::string(kName) +
+                          " does not serve this conv (needs groups 1, dilation 1, in_c % 8 == 0, "
+                          "out_c % 64 == 0, a pool window of <= 128 pixels)");
+  if (!ConvFp16Sparse24::device_supported())
+    throw_error(site,
+                std::string(kName) + " needs a compute capability 9.0 GPU and the sm_90a build");
+  const ConvWeights weights = conv_weights_of(context, kName, shape);
+  try {
+    return std::make_unique<SparseConvKernel>(*shape, weights.weight, weights.bias,
+                                              context.node.name);
+  } catch (const Error& error) {
+    throw_error(site, error.what());
+  }
+}
+
+}  // namespace
+
+void register_sparse_conv_kernels(KernelRegistry& registry) {
+  KernelEntry entry;
+  entry.name = kName;
+  entry.op = OpKind::Conv;
+  entry.device = Device::CUDA;
+  entry.precision = Precision::FP16;
+  entry.priority = -1;  // never the default: only `sparsity: 2:4` or its name selects it
+  entry.supports = [](const Node& node) {
+    return symmetric_conv(node) && served_shape(node).has_value() &&
+           ConvFp16Sparse24::device_supported();
+  };
+  entry.create = create;
+  entry.residual = true;  // native: the dense wgmma write-out adds it
+  entry.sparse_2_4 = true;
+  registry.add(std::move(entry));
+}
+
+}  // namespace cnnrt::cuda

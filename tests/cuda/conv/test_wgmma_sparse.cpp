@@ -1,0 +1,146 @@
+// GPU tests of the 2:4 sparse wgmma convolution (kernels/cuda/conv/wgmma_sparse.h) against the
+// CPU reference run on the same pruned weights (ref::conv2d, double accumulation), and its
+// weight check.
+//
+// The weights are random, scaled by 1/sqrt(fan-in), then pruned 2:4 by magnitude along the
+// input channels (graph/passes_sparsity.h, the rule the builder checks), so half of every group
+// is non-zero: a kernel that skipped a kept weight, read a dropped one, or took a wrong
+// metadata nibble fails.  Tolerances and the NaN poisoning are the dense wgmma tests'
+// (wgmma_test_cases.h: rel L2 <= 2e-3, per element 4e-3 |ref| + 2e-3 max|ref|).
+// Shapes cover every channel tile (out_c 64/128/192/256: MI 1-4, 4 and 3 stages), K tails
+// (in_c 8/24: one partial k-tile of 128), strides, padding, no bias / no ReLU, ReLU6, the fused
+// residual, and fused 3x3/2 pools in single-pass and row-streamed tiles.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "cnnrt/error.h"
+#include "cuda/conv/wgmma_test_cases.h"
+#include "cuda/fp16_test_util.h"
+#include "graph/passes_sparsity.h"
+#include "kernels/cpu/reference.h"
+#include "kernels/cuda/conv/wgmma_sparse.h"
+
+namespace cnnrt::cuda {
+namespace {
+
+using namespace wgmma_test;
+
+struct SparseCase {
+  WCase conv;
+  bool pool = false, residual = false, relu6 = false;
+};
+
+std::string describe(const SparseCase& c) {
+  return wgmma_test::describe(c.conv) + (c.pool ? " pool3/2" : "") +
+         (c.residual ? " residual" : "") + (c.relu6 ? " relu6" : "");
+}
+
+void check_case(const SparseCase& sc, uint32_t seed) {
+  const WCase& t = sc.conv;
+  SCOPED_TRACE(describe(sc));
+  ASSERT_TRUE(ConvFp16Sparse24::device_supported())
+      << "compute capability 9.0 device but no sm_90a image: is 90 in CMAKE_CUDA_ARCHITECTURES?";
+  ConvShape shape = shape_of(t);
+  if (sc.relu6) shape.activation = ActivationBounds{0.f, 6.f};
+  if (sc.pool) {
+    PoolAttrs p;
+    p.kernel_h = p.kernel_w = 3;
+    p.stride_h = p.stride_w = 2;
+    shape.pool = p;
+  }
+  shape.residual = sc.residual;
+  shape.derive();
+  ASSERT_TRUE(ConvFp16Sparse24::supports(shape));
+
+  CaseData d = make_data(t, shape, seed);  // its expected output is recomputed below
+  sparsity::prune_magnitude(d.weight.data(), sparsity::WeightShape{t.oc, t.c, t.k * t.k});
+  ASSERT_EQ(sparsity::first_violation(d.weight.data(), {t.oc, t.c, t.k * t.k}), "");
+  std::vector<float> conv(size_t(t.batch) * t.oc * shape.conv_h * shape.conv_w);
+  ref::conv2d(d.x.data(), t.batch, t.c, t.h, t.w, d.weight.data(), t.bias ? d.bias.data() : nullptr,
+              shape.conv, conv.data());
+  std::mt19937 rng(seed + 7);
+  std::vector<float> r;
+  if (sc.residual) {
+    r = test::random_fp16_values(conv.size(), rng);
+    ref::add(conv.data(), r.data(), int64_t(conv.size()), conv.data());
+  }
+  if (shape.clamps())
+    for (float& v : conv) v = std::min(std::max(v, shape.activation.lo), shape.activation.hi);
+  std::vector<float> expected = conv;
+  if (sc.pool) {
+    expected.assign(size_t(t.batch) * t.oc * shape.out_h * shape.out_w, 0.f);
+    ref::maxpool2d(conv.data(), t.batch, t.oc, shape.conv_h, shape.conv_w, *shape.pool,
+                   expected.data());
+  }
+
+  const ConvFp16Sparse24 kernel(shape, d.weight.data(), t.bias ? d.bias.data() : nullptr, "conv");
+  // Kept values (half the dense K, fp16) + metadata (1/8 of that) + bias: less than dense.
+  EXPECT_LT(kernel.weight_bytes(), size_t(t.oc) * t.c * t.k * t.k * 2 * 3 / 4 + 4096);
+  test::DeviceMem d_x(test::to_nhwc(d.x, t.batch, t.c, t.h, t.w));
+  test::DeviceMem d_r(sc.residual ? test::to_nhwc(r, t.batch, t.oc, shape.conv_h, shape.conv_w)
+                                  : std::vector<__half>(8));
+  test::DeviceMem d_y(size_t(t.batch) * shape.out_h * shape.out_w * test::pad8(t.oc) *
+                      sizeof(__half));
+  const ConvFp16Sparse24Plan plan = kernel.plan(t.batch);
+  kernel.forward(plan.variant, d_x.get(), sc.residual ? d_r.get() : nullptr, d_y.get(), t.batch,
+                 nullptr);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  expect_close(d_y.halves(), expected, t.batch, t.oc, shape.out_h, shape.out_w,
+               "variant " + plan.name);
+}
+
+TEST(ConvSparse24Wgmma, AlexNetShapesMatchReference) {
+  REQUIRE_HOPPER();
+  check_case({{3, 64, 27, 27, 192, 5, 1, 2, true, true}, true}, 1);   // conv2 + pool, MI 3
+  check_case({{2, 192, 13, 13, 384, 3, 1, 1, true, true}}, 2);        // conv3, MI 3, 2 tiles
+  check_case({{3, 384, 13, 13, 256, 3, 1, 1, true, true}}, 3);        // conv4, MI 4
+  check_case({{2, 256, 13, 13, 256, 3, 1, 1, true, true}, true}, 4);  // conv5 + pool
+}
+
+TEST(ConvSparse24Wgmma, OddShapesMatchReference) {
+  REQUIRE_HOPPER();
+  const SparseCase cases[] = {
+      {{2, 8, 7, 7, 64, 1, 1, 0, true, true}},       // K = 8: one k-tile, mostly zero
+      {{3, 24, 17, 17, 192, 5, 2, 2, true, true}},   // MI 3, stride 2, K 600 -> 640
+      {{1, 192, 13, 13, 64, 3, 2, 0, false, true}},  // no ReLU: negative outputs survive
+      {{2, 8, 17, 17, 128, 3, 1, 1, true, false}},   // MI 2, no bias, taps cross k-tiles
+      {{3, 24, 7, 7, 320, 5, 1, 1, true, true}},     // 320 = 5 x 64: MI 1, five tiles
+      {{1, 32, 17, 17, 256, 1, 2, 2, false, true}},  // 1x1 with padding: bias-only borders
+      {{5, 40, 9, 11, 128, 3, 1, 1, false, true}, false, false, true},  // ReLU6
+      {{3, 48, 11, 13, 192, 3, 1, 1, true, true}, false, true},         // fused residual
+      {{2, 16, 15, 15, 64, 3, 1, 1, true, true}, true},                 // pool, MI 1
+  };
+  uint32_t seed = 100;
+  for (const SparseCase& c : cases) check_case(c, seed++);
+}
+
+TEST(ConvSparse24Wgmma, RowStreamedPoolMatchesReference) {
+  REQUIRE_HOPPER();
+  // 55x55 conv rows under 3x3/2 windows at batch 4: the cost model picks a row-streamed tile for
+  // this K (64 * 25 = 1600, 13 k-tiles) when it fits; either way the output must match.
+  check_case({{4, 64, 55, 55, 64, 5, 1, 2, true, true}, true}, 9);  // MI 1: room for the ring
+}
+
+TEST(ConvSparse24Wgmma, RejectsWeightThatIsNot24) {
+  REQUIRE_HOPPER();
+  const WCase t{1, 16, 9, 9, 64, 3, 1, 1, true, true};
+  const ConvShape shape = shape_of(t);
+  std::mt19937 rng(5);
+  std::vector<float> w = test::random_fp16_values(size_t(t.oc) * t.c * 9, rng, 0.1f, 0.2f);
+  try {
+    const ConvFp16Sparse24 kernel(shape, w.data(), nullptr, "conv7");
+    FAIL() << "a dense weight was accepted as 2:4";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("conv7"), std::string::npos) << what;
+    EXPECT_NE(what.find("not 2:4"), std::string::npos) << what;
+    EXPECT_NE(what.find("output channel 0"), std::string::npos) << what;
+  }
+}
+
+}  // namespace
+}  // namespace cnnrt::cuda
