@@ -3,7 +3,7 @@
 # Debian -dev packages: unpack the carried .deb files (scripts/fetch_gpu_deps.sh makes them)
 # into a private prefix, build for the local GPU, run the whole test suite, then optionally the
 # memory checkers and the benchmarks.
-#   scripts/gpu_check.sh [test|gtest] [plantarget] [sanitize] [bench] [ab] [models] [zoo] [soak] [compare] [python] [auto]
+#   scripts/gpu_check.sh [test|gtest] [plantarget] [sanitize] [bench] [ab] [sparse] [models] [zoo] [soak] [compare] [python] [auto]
 #   (default: test; models needs .carry/ with the EfficientNet-Lite0 .pth, its converted
 #    safetensors and coffee.png — see scripts/gpu_models_check.py)
 # (ab: builds the tree carried in .baseline/ too and times both AlexNet engines interleaved —
@@ -146,6 +146,10 @@ for mode in "${modes[@]}"; do
       cat "$OUT/profile_b64.txt"
       [ -x "$BUILD/bin/conv_lab" ] && { "$BUILD/bin/conv_lab" --wgmma > "$OUT/conv_lab_wgmma.txt" 2>&1 || status=1; cat "$OUT/conv_lab_wgmma.txt"; }
       [ -x "$BUILD/bin/conv_lab" ] && [ -z "${CNNRT_SKIP_LAB:-}" ] && { "$BUILD/bin/conv_lab" > "$OUT/conv_lab.txt" 2>&1 || status=1; tail -40 "$OUT/conv_lab.txt"; }
+      ;;
+    sparse)
+      step "sparse: 2:4 and channel-pruned AlexNet (scripts/gpu_sparse_check.sh)"
+      bash "$ROOT/scripts/gpu_sparse_check.sh" "$BUILD" "$OUT" 2>&1 | tee "$OUT/sparse.log" || status=1
       ;;
     ab)
       step "A/B: the baseline tree in .baseline/ against this one"

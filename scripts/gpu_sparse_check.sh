@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The sparse numbers of issue 11 on a GPU machine (called by scripts/gpu_check.sh sparse, after
+# its build): AlexNet with PyTorch-style initial weights (`cnnrt init-weights --seed 0`),
+#  * pruned 2:4 on conv2-conv5, fc6, fc7 (`cnnrt prune --pattern 2:4`): per-layer timings of every
+#    candidate on those same weights (`cnnrt profile --compare`, batch 1 and 256: the dense
+#    fp16 kernels next to conv_fp16_sparse24_wgmma, linear_fp16_sparse24 and, where built, the
+#    cuSPARSELt baseline), and the whole network with those layers sparse (a plan file) against
+#    all-dense (`cnnrt bench`);
+#  * channel-pruned to half the channels (`cnnrt prune --channels 0.5`: compacted at build) against
+#    the dense model end to end (`cnnrt bench`).
+# Random weights: these are timings, not accuracy (docs/SPARSITY.md has the accuracy on real
+# models).  Usage: scripts/gpu_sparse_check.sh BUILD_DIR OUT_DIR; exit 1 when a step failed.
+set -uo pipefail
+BUILD="$1"
+OUT="$2"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cnnrt="$BUILD/bin/cnnrt"
+model="$ROOT/models/alexnet.yaml"
+images="$ROOT/models/samples"
+status=0
+run() { echo "+ $*"; "$@" || { echo "FAILED (rc $?): $*"; status=1; }; }
+
+dense="$OUT/alexnet_dense.safetensors"
+s24="$OUT/alexnet_24.safetensors"
+ch50="$OUT/alexnet_ch50.safetensors"
+run "$cnnrt" init-weights "$model" --seed 0 -o "$dense" -q
+run timeout 300 "$cnnrt" prune "$model" --weights "$dense" --pattern 2:4 \
+  --layers conv2,conv3,conv4,conv5,fc6,fc7 --images "$images" --samples 1 -o "$s24" \
+  --json "$OUT/prune_24.json"
+run timeout 300 "$cnnrt" prune "$model" --weights "$dense" --channels 0.5 \
+  --layers conv1,conv2,conv3,conv4,conv5 --images "$images" \
+  --samples 1 -o "$ch50" --json "$OUT/prune_ch50.json"
+
+plan="$OUT/sparse_plan.yaml"
+{
+  echo "layers:"
+  for layer in conv2 conv3 conv4 conv5 fc6 fc7; do echo "  $layer: {sparsity: \"2:4\"}"; done
+} > "$plan"
+[ -f "$s24" ] && for batch in 1 256; do
+  run "$cnnrt" profile "$model" --weights "$s24" --device cuda --precision fp16 --batch $batch \
+    --compare --json "$OUT/sparse_profile_b$batch.json" > "$OUT/sparse_profile_b$batch.txt" 2>&1
+  grep -E "conv[2-5]|fc[67]" "$OUT/sparse_profile_b$batch.txt" | grep -E "sparse|wgmma |linear_fp16 |cusparselt|gemv" | head -60
+done
+[ -f "$s24" ] && {
+  run "$cnnrt" bench "$model" --weights "$s24" --device cuda --precision fp16 --batch 1,64,256 \
+    --json "$OUT/bench_dense_on_24.json"
+  run "$cnnrt" bench "$model" --weights "$s24" --device cuda --precision fp16 --plan "$plan" \
+    --batch 1,64,256 --json "$OUT/bench_sparse_24.json"
+}
+run "$cnnrt" bench "$model" --weights "$dense" --device cuda --precision fp16 --batch 1,64,256 \
+  --json "$OUT/bench_dense.json"
+[ -f "$ch50" ] && {
+  run "$cnnrt" plan "$model" --weights "$ch50" --device cuda --precision fp16 --batch 256 \
+    > "$OUT/plan_ch50.txt" 2>&1
+  run "$cnnrt" bench "$model" --weights "$ch50" --device cuda --precision fp16 --batch 1,64,256 \
+    --json "$OUT/bench_ch50.json"
+}
+exit $status
