@@ -39,7 +39,9 @@ plan="$OUT/sparse_plan.yaml"
 [ -f "$s24" ] && for batch in 1 256; do
   run "$cnnrt" profile "$model" --weights "$s24" --device cuda --precision fp16 --batch $batch \
     --compare --json "$OUT/sparse_profile_b$batch.json" > "$OUT/sparse_profile_b$batch.txt" 2>&1
-  grep -E "conv[2-5]|fc[67]" "$OUT/sparse_profile_b$batch.txt" | grep -E "sparse|wgmma |linear_fp16 |cusparselt|gemv" | head -60
+  # The candidates of conv2..fc7 (a layer's rows follow its chosen row, with an empty name).
+  sed -n '/every candidate/,$p' "$OUT/sparse_profile_b$batch.txt" |
+    awk '/^[^ ]/ {keep = ($1 ~ /^(conv[2-5]|fc[67])$/)} keep'
 done
 [ -f "$s24" ] && {
   run "$cnnrt" bench "$model" --weights "$s24" --device cuda --precision fp16 --batch 1,64,256 \
@@ -55,4 +57,5 @@ run "$cnnrt" bench "$model" --weights "$dense" --device cuda --precision fp16 --
   run "$cnnrt" bench "$model" --weights "$ch50" --device cuda --precision fp16 --batch 1,64,256 \
     --json "$OUT/bench_ch50.json"
 }
+rm -f "$OUT"/*.safetensors  # hundreds of MB: the results archive must stay small
 exit $status

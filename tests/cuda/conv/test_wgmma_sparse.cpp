@@ -56,7 +56,9 @@ void check_case(const SparseCase& sc, uint32_t seed) {
   shape.derive();
   ASSERT_TRUE(ConvFp16Sparse24::supports(shape));
 
-  CaseData d = make_data(t, shape, seed);  // its expected output is recomputed below
+  // Random data (make_data's own expected output, unpooled, is recomputed below on the pruned
+  // weights).
+  CaseData d = make_data(t, shape_of(t), seed);
   sparsity::prune_magnitude(d.weight.data(), sparsity::WeightShape{t.oc, t.c, t.k * t.k});
   ASSERT_EQ(sparsity::first_violation(d.weight.data(), {t.oc, t.c, t.k * t.k}), "");
   std::vector<float> conv(size_t(t.batch) * t.oc * shape.conv_h * shape.conv_w);
