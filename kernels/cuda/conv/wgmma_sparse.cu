@@ -73,6 +73,7 @@ constexpr int kXStage = 2 * kBM * 128;  // activations: two 64-half sub-tiles of
 struct SpParams : WgmmaParams {
   const uint4* meta = nullptr;  // [channel tiles][k_tiles][MI][64]
   int w_row = 0;                // compressed weight row in halves (w_k / 2)
+  int zero = 0;                 // always 0; the compiler cannot know it (keep_meta_alive)
 };
 
 constexpr int stages_of(int mi) { return mi >= 3 ? 3 : 4; }
@@ -107,6 +108,61 @@ __device__ __forceinline__ uint32_t word(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
+// wgmma.mma_async.sp reads its metadata register asynchronously, like an A fragment: reloading
+// the register while the group that reads it is in flight gave wrong sums (H100, measured), and
+// ptxas does not track that dependency.  So each k-tile's metadata lives in one of two register
+// sets (even / odd k-tiles) and this fake use after the wait that retires its group — a store
+// predicated on a kernel parameter that is always 0, which ptxas cannot drop — keeps the set
+// allocated until then.
+template <int MI>
+__device__ __forceinline__ void keep_meta_alive(const uint4 (&e)[MI], int zero, uint32_t addr) {
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %4, 0;\n@p st.shared.v4.u32 [%5], {%0, %1, %2, "
+        "%3};\n}\n" ::"r"(e[i].x),
+        "r"(e[i].y), "r"(e[i].z), "r"(e[i].w), "r"(zero), "r"(addr)
+        : "memory");
+}
+
+// One k-tile: wait for its loads, refill the slot of tile kt + STAGES - 2, issue its MMAs with
+// metadata set e, and retire the group of kt - 1 (one group stays in flight).
+template <int MI, int STAGES>
+__device__ __forceinline__ void sp_k_tile(const SpParams& p, WgLoader& ld, uint32_t ring,
+                                          const unsigned char* ring_ptr, const int4* s_rows,
+                                          const __half* w_tile, const uint4* meta_tile, int wg,
+                                          int tid, int kt, int meta_idx, uint4 (&e)[MI],
+                                          float (&acc)[MI][32]) {
+  constexpr uint32_t kA = MI * 64 * 128, kStage = uint32_t(stage_bytes(MI));
+  cp_async_wait<STAGES - 3>();
+  fence_proxy_async_shared();
+  __syncthreads();  // tile kt landed everywhere; the wgmma of kt - 2 retired everywhere
+  const int k_next = kt + STAGES - 2;
+  if (k_next < p.k_tiles) {
+    const uint32_t st = ring + (k_next % STAGES) * kStage;
+    sp_load_w<MI>(p, ld, st, w_tile, meta_tile, k_next, tid);
+    wgmma_detail::wg_gather_rows(ld, p, st + kA, s_rows);
+    wgmma_detail::wg_gather_rows(ld, p, st + kA + kBM * 128, s_rows);
+  }
+  cp_async_commit();
+
+  const uint32_t st = ring + (kt % STAGES) * kStage;
+  const uint4* meta =
+      reinterpret_cast<const uint4*>(ring_ptr + (kt % STAGES) * kStage + kA + kXStage);
+#pragma unroll
+  for (int i = 0; i < MI; ++i) e[i] = meta[i * 64 + meta_idx];
+  const uint64_t desc_b = make_desc(st + kA + wg * 64 * 128);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+      wgmma_sp_m64n64k32(acc[i], make_desc(st + i * 64 * 128) + 2 * kk,
+                         desc_b + (kk >> 1) * (kBM * 128 >> 4) + 4 * (kk & 1), word(e[i], kk));
+  wgmma_commit();
+  wgmma_wait<1>();
+}
+
 // The K loop of one pass; returns with every wgmma retired and every cp.async landed.
 template <int MI, int STAGES>
 __device__ __forceinline__ void sp_mainloop(const SpParams& p, WgLoader& ld, uint32_t ring,
@@ -123,6 +179,7 @@ __device__ __forceinline__ void sp_mainloop(const SpParams& p, WgLoader& ld, uin
   }
   const int lane = tid & 31, quad_row = ((tid >> 5) & 3) * 8 + (lane >> 2);
   const int meta_idx = quad_row * 2 + (lane & 1);
+  const uint32_t never = smem_u32(s_rows);  // the fake store's address (never written)
 
 #pragma unroll
   for (int s = 0; s < STAGES - 2; ++s) {
@@ -133,37 +190,21 @@ __device__ __forceinline__ void sp_mainloop(const SpParams& p, WgLoader& ld, uin
     }
     cp_async_commit();
   }
-  for (int kt = 0; kt < p.k_tiles; ++kt) {
-    cp_async_wait<STAGES - 3>();
-    fence_proxy_async_shared();
-    __syncthreads();  // tile kt landed everywhere; the wgmma of kt - 2 retired everywhere
-    const int k_next = kt + STAGES - 2;
-    if (k_next < p.k_tiles) {
-      const uint32_t st = ring + (k_next % STAGES) * kStage;
-      sp_load_w<MI>(p, ld, st, w_tile, meta_tile, k_next, tid);
-      wgmma_detail::wg_gather_rows(ld, p, st + kA, s_rows);
-      wgmma_detail::wg_gather_rows(ld, p, st + kA + kBM * 128, s_rows);
-    }
-    cp_async_commit();
-
-    const uint32_t st = ring + (kt % STAGES) * kStage;
-    const uint4* meta =
-        reinterpret_cast<const uint4*>(ring_ptr + (kt % STAGES) * kStage + kA + kXStage);
-    uint4 e[MI];
+  uint4 even[MI], odd[MI];  // metadata of the even / odd k-tiles (keep_meta_alive)
 #pragma unroll
-    for (int i = 0; i < MI; ++i) e[i] = meta[i * 64 + meta_idx];
-    const uint64_t desc_b = make_desc(st + kA + wg * 64 * 128);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
-#pragma unroll
-      for (int i = 0; i < MI; ++i)
-        wgmma_sp_m64n64k32(acc[i], make_desc(st + i * 64 * 128) + 2 * kk,
-                           desc_b + (kk >> 1) * (kBM * 128 >> 4) + 4 * (kk & 1), word(e[i], kk));
-    wgmma_commit();
-    wgmma_wait<1>();
+  for (int i = 0; i < MI; ++i) even[i] = odd[i] = make_uint4(0, 0, 0, 0);
+  for (int kt = 0; kt < p.k_tiles; kt += 2) {
+    sp_k_tile<MI, STAGES>(p, ld, ring, ring_ptr, s_rows, w_tile, meta_tile, wg, tid, kt, meta_idx,
+                          even, acc);
+    keep_meta_alive(odd, p.zero, never);  // kt - 1's group retired in that call
+    if (kt + 1 >= p.k_tiles) break;
+    sp_k_tile<MI, STAGES>(p, ld, ring, ring_ptr, s_rows, w_tile, meta_tile, wg, tid, kt + 1,
+                          meta_idx, odd, acc);
+    keep_meta_alive(even, p.zero, never);
   }
   wgmma_wait<0>();
+  keep_meta_alive(even, p.zero, never);
+  keep_meta_alive(odd, p.zero, never);
 #pragma unroll
   for (int i = 0; i < MI; ++i) fence_operands(acc[i]);
   cp_async_wait<0>();
