@@ -70,7 +70,8 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/cnnrtConfig.cmake
 # --- pkg-config ---------------------------------------------------------------------------------
 # Relocatable: the prefix is found from the .pc file's own folder, so `cmake --install --prefix`
 # anywhere works.  The static file lists the dependencies' libraries by the paths this build
-# linked (yaml-cpp, libpng + zlib, libjpeg, and cudart/cuBLAS/cuBLASLt/cuDNN with CUDA).
+# linked (yaml-cpp, libpng + zlib, libjpeg, and cudart/cuBLAS/cuBLASLt/cuDNN/cuSPARSELt with
+# CUDA).
 file(RELATIVE_PATH CNNRT_PC_TO_PREFIX ${CMAKE_INSTALL_PREFIX}/${CNNRT_PKGCONFIG_DIR}
      ${CMAKE_INSTALL_PREFIX})
 string(REGEX REPLACE "/$" "" CNNRT_PC_TO_PREFIX "${CNNRT_PC_TO_PREFIX}")
@@ -106,6 +107,10 @@ if(CNNRT_HAVE_CUDA)
   endforeach()
   if(CNNRT_CUDNN_LIBRARY AND CNNRT_CUDNN_INCLUDE)
     string(APPEND CNNRT_PC_STATIC_LIBS " ${CNNRT_CUDNN_LIBRARY}")
+  endif()
+  if(CNNRT_HAVE_CUSPARSELT)  # a pip wheel's folder, on no loader path: hence the rpath
+    string(APPEND CNNRT_PC_STATIC_LIBS
+           " -Wl,-rpath,${CNNRT_CUSPARSELT_LIBRARY_DIR} ${CNNRT_CUSPARSELT_LIBRARY}")
   endif()
 endif()
 file(GENERATE OUTPUT ${CMAKE_CURRENT_BINARY_DIR}/pkgconfig/cnnrt-static.pc

@@ -67,9 +67,24 @@ export LD_LIBRARY_PATH="$DEPS/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
 
 step "configure + build"
 arch="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d '.')"
+# cuSPARSELt (the 2:4 baseline, docs/SPARSITY.md) is the pip wheel in PyTorch's venv here, not a
+# system library: CMake asks the python3 on PATH, and this names the venv's wheel outright in
+# case that is another python (nvidia/cusparselt/ or nvidia/cu13/, by wheel version).
+cusparselt_root=""
+for py in python3 /opt/torch/.venv/bin/python3; do
+  command -v "$py" >/dev/null 2>&1 || continue
+  for site_dir in $("$py" -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null); do
+    for dir in "$site_dir"/nvidia/*/; do
+      if [ -f "$dir/include/cusparseLt.h" ]; then cusparselt_root="${dir%/}"; break 3; fi
+    done
+  done
+done
+echo "cuSPARSELt: ${cusparselt_root:-not found (no cuSPARSELt baseline)}"
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$DEPS/usr" -DCMAKE_CUDA_ARCHITECTURES="${CNNRT_CUDA_ARCH:-$arch}" \
+  ${cusparselt_root:+-DCNNRT_CUSPARSELT_ROOT="$cusparselt_root"} \
   > "$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
+grep -E "cnnrt: cuSPARSELt" "$OUT/configure.log"
 start=$(date +%s)
 cmake --build "$BUILD" -j "$(nproc)" > "$OUT/build.log" 2>&1 || { grep -E "error|Error" -A3 "$OUT/build.log" | head -60; exit 1; }
 echo "build took $(( $(date +%s) - start )) s"
@@ -144,6 +159,9 @@ for mode in "${modes[@]}"; do
           > "$OUT/profile_b$batch.txt" 2>&1 || status=1
       done
       cat "$OUT/profile_b64.txt"
+      # cuSPARSELt 2:4 vs dense cuBLASLt on AlexNet's GEMM shapes (built only with cuSPARSELt).
+      [ -x "$BUILD/bin/cusparselt_gemm" ] && { timeout 180 "$BUILD/bin/cusparselt_gemm" \
+        --json "$OUT/cusparselt_gemm.json" > "$OUT/cusparselt_gemm.txt" 2>&1 || status=1; cat "$OUT/cusparselt_gemm.txt"; }
       [ -x "$BUILD/bin/conv_lab" ] && { "$BUILD/bin/conv_lab" --wgmma > "$OUT/conv_lab_wgmma.txt" 2>&1 || status=1; cat "$OUT/conv_lab_wgmma.txt"; }
       [ -x "$BUILD/bin/conv_lab" ] && [ -z "${CNNRT_SKIP_LAB:-}" ] && { "$BUILD/bin/conv_lab" > "$OUT/conv_lab.txt" 2>&1 || status=1; tail -40 "$OUT/conv_lab.txt"; }
       ;;

@@ -53,6 +53,9 @@ void register_fp32_kernels(KernelRegistry& registry);        // fp32 reference, 
 // int8_entries.cpp; pools, relu, flatten, dropout in int8_layer_entries.cpp.
 void register_int8_kernels(KernelRegistry& registry);
 void register_int8_layer_kernels(KernelRegistry& registry);
+// linear_fp16_cusparselt, the cuSPARSELt 2:4 baseline (cusparselt_entries.cpp): registers nothing
+// in a build without cuSPARSELt (CNNRT_WITH_CUSPARSELT).
+void register_cusparselt_kernels(KernelRegistry& registry);
 
 // A linear node the CUDA layout can run: [F] -> [F'], LinearAttrs, a weight bound (any fused
 // activation: each family adds its own epilogue rule).

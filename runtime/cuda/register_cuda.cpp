@@ -18,6 +18,7 @@ void register_cuda_kernels(KernelRegistry& registry) {
   register_int8_layer_kernels(registry);
   register_conv_baseline_kernels(registry);
   register_fp32_kernels(registry);
+  register_cusparselt_kernels(registry);
 }
 
 Shape flattened_source_shape(const Node& node, const Graph& graph) {
