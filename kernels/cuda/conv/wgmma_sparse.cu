@@ -10,25 +10,28 @@
 // Tile: CTA = 2 warpgroups (256 threads) x BC = 64 * MI output channels x 128 pixels; warpgroup w
 // owns pixels 64w..64w+63 and all BC channels: MI instructions m64n64k32 per 32 of K, both
 // warpgroups reading the same A.  MI = 4, 3, 2, 1 (BC 256, 192, 128, 64: the largest dividing
-// out_c, so channel tiles never straddle the end).  One k-tile = 128 of dense K:
-//  * A: BC rows x 64 kept halves = one 128-byte row, the canonical K-major 128-byte swizzle of
-//    the dense kernels (a sparse m64nNk32 reads A as a 64 x 16 tile, the layout of a dense k16
-//    A), so instruction kk starts 32 bytes further (+2 in the descriptor);
-//  * B: the activations, gathered exactly like the dense kernels' A (one 16-byte cp.async per
-//    pixel, tap and 8 channels, zero-filled for padding taps and the K tail, the same row
-//    table), as two 128-row sub-tiles of 64 halves; instruction kk reads sub-tile kk / 2 at
-//    byte 64 * (kk % 2) (+4 in the descriptor);
+// out_c, so channel tiles never straddle the end).  One k-tile = 64 of dense K:
+//  * A: BC rows x 32 kept halves = 64 bytes, in the K-major 64-byte swizzle (8-row atoms of 512
+//    bytes, chunk c of row r at 16 * (c ^ ((r >> 1) & 3))); a sparse m64nNk32 reads A as a
+//    64 x 16 tile, so the 2 instructions of a k-tile start 32 bytes apart (+2 in the descriptor);
+//  * B: the activations, gathered exactly like the dense kernels' A (wg_gather_rows: one 16-byte
+//    cp.async per pixel, tap and 8 channels, zero-filled for padding taps and the K tail, the
+//    same row table and 128-byte swizzle); instruction kk reads byte 64 * kk of each row (+4);
 //  * metadata: sparsity selector 0, so threads 0 and 1 of each quad supply it.  Thread (warp q,
 //    lane 4g + t) of a warpgroup, instruction kk, m-tile i: bits 0-15 = the nibbles of row
 //    64i + 16q + g, groups 8kk + 4(t % 2) .. +3 of this k-tile (group j at bits 4j, nibble =
 //    first index | second index << 2), bits 16-31 = the same for row + 8.  Verified against a
 //    CPU product on an H100 (the other plausible layout, one row per thread, was wrong).  It is
 //    built once at build time in exactly the order the threads read it: per (channel tile,
-//    k-tile, m-tile) 64 uint4 (threads t and t ^ 2 share one; its 4 words are the 4 kk), i.e.
-//    1/8 of the value bytes, cp.async'ed into the stage with A and B.
-// Pipeline: the dense kernel's (STAGES-deep cp.async ring, one barrier per k-tile, loads
-// STAGES - 2 tiles ahead, one wgmma group in flight); a stage is 8 KB x MI (A) + 32 KB (B) +
-// 1 KB x MI (metadata), so MI >= 3 keeps 3 stages within the 227 KB limit, else 4.
+//    k-tile, m-tile) 64 uint2 (threads t and t ^ 2 share one; its 2 words are the 2 kk), i.e.
+//    1/8 of the value bytes, cp.async'ed into the stage with A and B.  wgmma.sp reads the
+//    metadata register asynchronously, so even and odd k-tiles use two register sets kept alive
+//    until their group retires (keep_meta_alive).
+// Pipeline: the dense kernel's (4-deep cp.async ring, one barrier per k-tile, loads 2 tiles
+// ahead, one wgmma group in flight).  A stage is 4 KB x MI (A) + 16 KB (B) + 0.5 KB x MI
+// (metadata): 34 KB at MI 4, so the row-streamed pool tiles (a staging ring of their own) fit.
+// A first version with 128-K k-tiles (two B sub-tiles, 128-byte A rows) needed 3 stages at MI >=
+// 3 and left no room for streaming: conv2 (fused pool) ran at 0.77x of the dense kernel.
 //
 // Epilogue: the accumulators are [channel][pixel] (wgmma m64n64 layout: register 4j + 2h + q
 // holds channel row g + 8h of the warp's 16, pixel 8j + 2t + q), so the staging write
@@ -61,24 +64,23 @@ namespace wgsp {
 
 using namespace ptx;
 using wgmma_detail::kBM;
-using wgmma_detail::kRowChunks;
 using wgmma_detail::kThreads;
 using wgmma_detail::WgLoader;
 using wgmma_detail::WgmmaParams;
 using wgmma_detail::WgTile;
 
-constexpr int kKTile = 128;             // dense K per k-tile
-constexpr int kXStage = 2 * kBM * 128;  // activations: two 64-half sub-tiles of 128 pixel rows
+constexpr int kKTile = 64;          // dense K per k-tile
+constexpr int kXStage = kBM * 128;  // activations: 128 pixel rows of 64 halves
 
 struct SpParams : WgmmaParams {
-  const uint4* meta = nullptr;  // [channel tiles][k_tiles][MI][64]
+  const uint2* meta = nullptr;  // [channel tiles][k_tiles][MI][64]
   int w_row = 0;                // compressed weight row in halves (w_k / 2)
   int zero = 0;                 // always 0; the compiler cannot know it (keep_meta_alive)
 };
 
-constexpr int stages_of(int mi) { return mi >= 3 ? 3 : 4; }
+constexpr int stages_of(int) { return 4; }
 constexpr size_t stage_bytes(int mi) {
-  return size_t(mi) * 64 * 128 + kXStage + size_t(mi) * 64 * 16;
+  return size_t(mi) * 64 * 64 + kXStage + size_t(mi) * 64 * 8;
 }
 constexpr size_t smem_bytes(int mi) {
   return 1024 + size_t(stages_of(mi)) * stage_bytes(mi) + size_t(kBM) * 16;
@@ -87,26 +89,30 @@ constexpr size_t stream_smem_bytes(int mi, int stage_rows, int tile_tw) {
   return smem_bytes(mi) + size_t(stage_rows) * tile_tw * (64 * mi + 8) * 2;
 }
 
-// One k-tile's compressed weights (BC rows x 128 bytes) and metadata (MI x 64 uint4).
+// One k-tile's compressed weights (BC rows x 64 bytes, 64-byte swizzle: row r's 16-byte chunk c
+// at r * 64 + 16 * (c ^ ((r >> 1) & 3))) and metadata (MI x 64 uint2, copied as MI x 32 uint4).
 template <int MI>
-__device__ __forceinline__ void sp_load_w(const SpParams& p, const WgLoader& ld, uint32_t stage,
-                                          const __half* w_tile, const uint4* meta_tile, int kt,
-                                          int tid) {
+__device__ __forceinline__ void sp_load_w(const SpParams& p, uint32_t stage, const __half* w_tile,
+                                          const uint2* meta_tile, int kt, int tid) {
+  const int c = tid & 3, r0 = tid >> 2;  // rows r0 + 64 i share (r >> 1) & 3
+  const uint32_t off = uint32_t(r0) * 64 + (uint32_t(c ^ ((r0 >> 1) & 3)) << 4);
 #pragma unroll
-  for (int i = 0; i < MI * 64 * 8 / kThreads; ++i) {
-    const int r = ld.r0 + 32 * i;
-    cp_async_16(stage + ld.off + i * 32 * 128, w_tile + size_t(r) * p.w_row + kt * 64 + ld.c * 8,
-                16);
-  }
-  const uint32_t m_dst = stage + MI * 64 * 128 + kXStage;
-  for (int i = tid; i < MI * 64; i += kThreads)
-    cp_async_16(m_dst + i * 16, meta_tile + size_t(kt) * MI * 64 + i, 16);
+  for (int i = 0; i < MI; ++i)
+    cp_async_16(stage + off + i * 64 * 64,
+                w_tile + size_t(r0 + 64 * i) * p.w_row + kt * (kKTile / 2) + c * 8, 16);
+  const uint32_t m_dst = stage + MI * 64 * 64 + kXStage;
+  const uint4* m_src = reinterpret_cast<const uint4*>(meta_tile) + size_t(kt) * MI * 32;
+  for (int i = tid; i < MI * 32; i += kThreads) cp_async_16(m_dst + i * 16, m_src + i, 16);
+}
+
+// K-major operand in the 64-byte swizzle layout (the compressed A): 8-row atoms of 512 bytes.
+__device__ __forceinline__ uint64_t make_desc_64b(uint32_t smem_addr) {
+  return uint64_t((smem_addr & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(512 >> 4) << 32) |
+         (uint64_t(2) << 62);
 }
 
 #ifdef CNNRT_WGMMA_DEVICE
-__device__ __forceinline__ uint32_t word(const uint4& v, int i) {
-  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
-}
+__device__ __forceinline__ uint32_t word(const uint2& v, int i) { return i == 0 ? v.x : v.y; }
 
 // wgmma.mma_async.sp reads its metadata register asynchronously, like an A fragment: reloading
 // the register while the group that reads it is in flight gave wrong sums (H100, measured), and
@@ -115,13 +121,13 @@ __device__ __forceinline__ uint32_t word(const uint4& v, int i) {
 // predicated on a kernel parameter that is always 0, which ptxas cannot drop — keeps the set
 // allocated until then.
 template <int MI>
-__device__ __forceinline__ void keep_meta_alive(const uint4 (&e)[MI], int zero, uint32_t addr) {
+__device__ __forceinline__ void keep_meta_alive(const uint2 (&e)[MI], int zero, uint32_t addr) {
 #pragma unroll
   for (int i = 0; i < MI; ++i)
     asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %4, 0;\n@p st.shared.v4.u32 [%5], {%0, %1, %2, "
-        "%3};\n}\n" ::"r"(e[i].x),
-        "r"(e[i].y), "r"(e[i].z), "r"(e[i].w), "r"(zero), "r"(addr)
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\n@p st.shared.v2.u32 [%3], {%0, %1};\n}\n" ::"r"(
+            e[i].x),
+        "r"(e[i].y), "r"(zero), "r"(addr)
         : "memory");
 }
 
@@ -130,35 +136,34 @@ __device__ __forceinline__ void keep_meta_alive(const uint4 (&e)[MI], int zero, 
 template <int MI, int STAGES>
 __device__ __forceinline__ void sp_k_tile(const SpParams& p, WgLoader& ld, uint32_t ring,
                                           const unsigned char* ring_ptr, const int4* s_rows,
-                                          const __half* w_tile, const uint4* meta_tile, int wg,
-                                          int tid, int kt, int meta_idx, uint4 (&e)[MI],
+                                          const __half* w_tile, const uint2* meta_tile, int wg,
+                                          int tid, int kt, int meta_idx, uint2 (&e)[MI],
                                           float (&acc)[MI][32]) {
-  constexpr uint32_t kA = MI * 64 * 128, kStage = uint32_t(stage_bytes(MI));
+  constexpr uint32_t kA = MI * 64 * 64, kStage = uint32_t(stage_bytes(MI));
   cp_async_wait<STAGES - 3>();
   fence_proxy_async_shared();
   __syncthreads();  // tile kt landed everywhere; the wgmma of kt - 2 retired everywhere
   const int k_next = kt + STAGES - 2;
   if (k_next < p.k_tiles) {
     const uint32_t st = ring + (k_next % STAGES) * kStage;
-    sp_load_w<MI>(p, ld, st, w_tile, meta_tile, k_next, tid);
+    sp_load_w<MI>(p, st, w_tile, meta_tile, k_next, tid);
     wgmma_detail::wg_gather_rows(ld, p, st + kA, s_rows);
-    wgmma_detail::wg_gather_rows(ld, p, st + kA + kBM * 128, s_rows);
   }
   cp_async_commit();
 
   const uint32_t st = ring + (kt % STAGES) * kStage;
-  const uint4* meta =
-      reinterpret_cast<const uint4*>(ring_ptr + (kt % STAGES) * kStage + kA + kXStage);
+  const uint2* meta =
+      reinterpret_cast<const uint2*>(ring_ptr + (kt % STAGES) * kStage + kA + kXStage);
 #pragma unroll
   for (int i = 0; i < MI; ++i) e[i] = meta[i * 64 + meta_idx];
   const uint64_t desc_b = make_desc(st + kA + wg * 64 * 128);
   wgmma_fence();
 #pragma unroll
-  for (int kk = 0; kk < 4; ++kk)
+  for (int kk = 0; kk < 2; ++kk)  // +32 bytes of A, +64 bytes of B per instruction
 #pragma unroll
     for (int i = 0; i < MI; ++i)
-      wgmma_sp_m64n64k32(acc[i], make_desc(st + i * 64 * 128) + 2 * kk,
-                         desc_b + (kk >> 1) * (kBM * 128 >> 4) + 4 * (kk & 1), word(e[i], kk));
+      wgmma_sp_m64n64k32(acc[i], make_desc_64b(st + i * 64 * 64) + 2 * kk, desc_b + 4 * kk,
+                         word(e[i], kk));
   wgmma_commit();
   wgmma_wait<1>();
 }
@@ -167,9 +172,9 @@ __device__ __forceinline__ void sp_k_tile(const SpParams& p, WgLoader& ld, uint3
 template <int MI, int STAGES>
 __device__ __forceinline__ void sp_mainloop(const SpParams& p, WgLoader& ld, uint32_t ring,
                                             const unsigned char* ring_ptr, const int4* s_rows,
-                                            const __half* w_tile, const uint4* meta_tile, int wg,
+                                            const __half* w_tile, const uint2* meta_tile, int wg,
                                             int tid, float (&acc)[MI][32]) {
-  constexpr uint32_t kA = MI * 64 * 128, kStage = uint32_t(stage_bytes(MI));
+  constexpr uint32_t kA = MI * 64 * 64, kStage = uint32_t(stage_bytes(MI));
   wgmma_detail::wg_seek_a(ld, p);
 #pragma unroll
   for (int i = 0; i < MI; ++i) {
@@ -184,15 +189,14 @@ __device__ __forceinline__ void sp_mainloop(const SpParams& p, WgLoader& ld, uin
 #pragma unroll
   for (int s = 0; s < STAGES - 2; ++s) {
     if (s < p.k_tiles) {
-      sp_load_w<MI>(p, ld, ring + s * kStage, w_tile, meta_tile, s, tid);
+      sp_load_w<MI>(p, ring + s * kStage, w_tile, meta_tile, s, tid);
       wgmma_detail::wg_gather_rows(ld, p, ring + s * kStage + kA, s_rows);
-      wgmma_detail::wg_gather_rows(ld, p, ring + s * kStage + kA + kBM * 128, s_rows);
     }
     cp_async_commit();
   }
-  uint4 even[MI], odd[MI];  // metadata of the even / odd k-tiles (keep_meta_alive)
+  uint2 even[MI], odd[MI];  // metadata of the even / odd k-tiles (keep_meta_alive)
 #pragma unroll
-  for (int i = 0; i < MI; ++i) even[i] = odd[i] = make_uint4(0, 0, 0, 0);
+  for (int i = 0; i < MI; ++i) even[i] = odd[i] = make_uint2(0, 0);
   for (int kt = 0; kt < p.k_tiles; kt += 2) {
     sp_k_tile<MI, STAGES>(p, ld, ring, ring_ptr, s_rows, w_tile, meta_tile, wg, tid, kt, meta_idx,
                           even, acc);
@@ -266,7 +270,7 @@ __global__ void __launch_bounds__(kThreads, 1) conv_wgmma_sp_kernel(const SpPara
   WgTile t{};
   t.n0 = blockIdx.y * BC;
   const __half* w_tile = p.w + size_t(t.n0) * p.w_row;
-  const uint4* meta_tile = p.meta + size_t(blockIdx.y) * p.k_tiles * MI * 64;
+  const uint2* meta_tile = p.meta + size_t(blockIdx.y) * p.k_tiles * MI * 64;
   if constexpr (POOL) {
     int b = blockIdx.x;
     t.tile_x = b % p.tile.tiles_x;
@@ -326,8 +330,8 @@ namespace {
 
 using wgsp::kKTile;
 
-// Row streaming only for K loops of >= 8 k-tiles of 128 (wgmma_pool_plan.h: 16 of 64).
-constexpr int kMinStreamKTiles = 8;
+// Row streaming only for K loops of >= 16 k-tiles of 64 (wgmma_pool_plan.h says why).
+constexpr int kMinStreamKTiles = 16;
 
 template <bool POOL>
 auto kernel_of(int mi) {
@@ -381,14 +385,14 @@ PackedSparse pack_sparse(const ConvShape& s, const float* weight, int w_k, int m
     for (int j = 0; j < 4; ++j) v |= uint32_t(nibble[size_t(row) * groups + group0 + j]) << (4 * j);
     return v;
   };
-  out.meta.resize(size_t(n_tiles) * k_tiles * mi * 64 * 4);
+  out.meta.resize(size_t(n_tiles) * k_tiles * mi * 64 * 2);
   size_t at = 0;
   for (int nt = 0; nt < n_tiles; ++nt)
     for (int kt = 0; kt < k_tiles; ++kt)
       for (int i = 0; i < mi; ++i)
         for (int quad_row = 0; quad_row < 32; ++quad_row)  // warp * 8 + lane / 4
           for (int half = 0; half < 2; ++half)             // lane % 2: groups 0-3 or 4-7
-            for (int kk = 0; kk < 4; ++kk) {
+            for (int kk = 0; kk < 2; ++kk) {
               const int row = nt * bc + 64 * i + (quad_row / 8) * 16 + quad_row % 8;
               const int group0 = kt * (kKTile / 4) + 8 * kk + 4 * half;
               out.meta[at++] = nibbles16(row, group0) | nibbles16(row + 8, group0) << 16;
@@ -397,7 +401,7 @@ PackedSparse pack_sparse(const ConvShape& s, const float* weight, int w_k, int m
 }
 
 std::string kernel_name(const ConvFp16Sparse24Impl& m) {
-  return "wgmma_sp_" + std::to_string(64 * m.mi) + "x128x128_s" +
+  return "wgmma_sp_" + std::to_string(64 * m.mi) + "x128x64_s" +
          std::to_string(wgsp::stages_of(m.mi));
 }
 
@@ -473,7 +477,7 @@ ConvFp16Sparse24::ConvFp16Sparse24(const ConvShape& shape_in, const float* weigh
   if (bias != nullptr) std::copy(bias, bias + s.out_c, b.begin());
   m.bias = upload_fp32(b);
   p.w = static_cast<const __half*>(m.values.get());
-  p.meta = static_cast<const uint4*>(m.meta.get());
+  p.meta = static_cast<const uint2*>(m.meta.get());
   p.bias = static_cast<const float*>(m.bias.get());
   if (!plan_only())
     CNNRT_CUDA_CHECK(cudaFuncSetAttribute(kernel_of(m.mi, m.pool()),
@@ -491,6 +495,16 @@ ConvFp16Sparse24Plan ConvFp16Sparse24::plan(int batch) const {
                  choose_wgmma_pool_tiling(m.tilings, m.single, m.shape.out_c / (64 * m.mi),
                                           m.base.k_tiles, kMinStreamKTiles, m.sms, b),
                  b);
+}
+
+std::optional<ConvFp16Sparse24Plan> ConvFp16Sparse24::plan_pool_block(int batch, int ph,
+                                                                      int pw) const {
+  const ConvFp16Sparse24Impl& m = *impl_;
+  if (!m.pool()) return std::nullopt;
+  for (size_t i = 0; i < m.tilings.size(); ++i)
+    if (m.tilings[i].tile.tile_ph == ph && m.tilings[i].tile.tile_pw == pw)
+      return plan_of(m, int(i), std::max(batch, 1));
+  return std::nullopt;
 }
 
 void ConvFp16Sparse24::forward(int variant, const void* x, const void* residual, void* y, int batch,

@@ -45,6 +45,9 @@ class ConvFp16Sparse24 {
   ConvFp16Sparse24& operator=(const ConvFp16Sparse24&) = delete;
 
   ConvFp16Sparse24Plan plan(int batch) const;  // pure arithmetic; once per context
+  // Tests: the launch with a PH x PW pooled block per CTA instead of the cost model's; nothing
+  // when no pool is fused or the block cannot run.
+  std::optional<ConvFp16Sparse24Plan> plan_pool_block(int batch, int ph, int pw) const;
   // x: [batch, in_h, in_w, in_c] fp16 NHWC; residual: y's layout or null (shape.residual);
   // y: [batch, out_h, out_w, out_c].  Launches `variant` only; no workspace.
   void forward(int variant, const void* x, const void* residual, void* y, int batch,

@@ -7,13 +7,14 @@
 // is non-zero: a kernel that skipped a kept weight, read a dropped one, or took a wrong
 // metadata nibble fails.  Tolerances and the NaN poisoning are the dense wgmma tests'
 // (wgmma_test_cases.h: rel L2 <= 2e-3, per element 4e-3 |ref| + 2e-3 max|ref|).
-// Shapes cover every channel tile (out_c 64/128/192/256: MI 1-4, 4 and 3 stages), K tails
-// (in_c 8/24: one partial k-tile of 128), strides, padding, no bias / no ReLU, ReLU6, the fused
+// Shapes cover every channel tile (out_c 64/128/192/256: MI 1-4), K tails
+// (in_c 8/24: one partial k-tile of 64), strides, padding, no bias / no ReLU, ReLU6, the fused
 // residual, and fused 3x3/2 pools in single-pass and row-streamed tiles.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,7 @@ using namespace wgmma_test;
 struct SparseCase {
   WCase conv;
   bool pool = false, residual = false, relu6 = false;
+  int block = 0;  // > 0: force a block x block pooled tile (plan_pool_block), else the cost model
 };
 
 std::string describe(const SparseCase& c) {
@@ -39,11 +41,13 @@ std::string describe(const SparseCase& c) {
          (c.residual ? " residual" : "") + (c.relu6 ? " relu6" : "");
 }
 
-void check_case(const SparseCase& sc, uint32_t seed) {
+// Returns the launch's name (which pool tiling ran).
+std::string check_case(const SparseCase& sc, uint32_t seed) {
   const WCase& t = sc.conv;
   SCOPED_TRACE(describe(sc));
-  ASSERT_TRUE(ConvFp16Sparse24::device_supported())
+  EXPECT_TRUE(ConvFp16Sparse24::device_supported())
       << "compute capability 9.0 device but no sm_90a image: is 90 in CMAKE_CUDA_ARCHITECTURES?";
+  if (!ConvFp16Sparse24::device_supported()) return "";
   ConvShape shape = shape_of(t);
   if (sc.relu6) shape.activation = ActivationBounds{0.f, 6.f};
   if (sc.pool) {
@@ -54,13 +58,13 @@ void check_case(const SparseCase& sc, uint32_t seed) {
   }
   shape.residual = sc.residual;
   shape.derive();
-  ASSERT_TRUE(ConvFp16Sparse24::supports(shape));
+  EXPECT_TRUE(ConvFp16Sparse24::supports(shape));
 
   // Random data (make_data's own expected output, unpooled, is recomputed below on the pruned
   // weights).
   CaseData d = make_data(t, shape_of(t), seed);
   sparsity::prune_magnitude(d.weight.data(), sparsity::WeightShape{t.oc, t.c, t.k * t.k});
-  ASSERT_EQ(sparsity::first_violation(d.weight.data(), {t.oc, t.c, t.k * t.k}), "");
+  EXPECT_EQ(sparsity::first_violation(d.weight.data(), {t.oc, t.c, t.k * t.k}), "");
   std::vector<float> conv(size_t(t.batch) * t.oc * shape.conv_h * shape.conv_w);
   ref::conv2d(d.x.data(), t.batch, t.c, t.h, t.w, d.weight.data(), t.bias ? d.bias.data() : nullptr,
               shape.conv, conv.data());
@@ -80,21 +84,28 @@ void check_case(const SparseCase& sc, uint32_t seed) {
   }
 
   const ConvFp16Sparse24 kernel(shape, d.weight.data(), t.bias ? d.bias.data() : nullptr, "conv");
-  // What the kernel reads: kept values (fp16, half of K padded to 128), metadata (4 bits per
+  // What the kernel reads: kept values (fp16, half of K padded to 64), metadata (4 bits per
   // group of 4, i.e. 1/8 of the value bytes) and the fp32 bias.
-  const size_t w_k = (size_t(t.k) * t.k * t.c + 127) / 128 * 128;
+  const size_t w_k = (size_t(t.k) * t.k * t.c + 63) / 64 * 64;
   EXPECT_EQ(kernel.weight_bytes(), t.oc * w_k + t.oc * w_k / 8 + 4 * size_t(t.oc));
   test::DeviceMem d_x(test::to_nhwc(d.x, t.batch, t.c, t.h, t.w));
   test::DeviceMem d_r(sc.residual ? test::to_nhwc(r, t.batch, t.oc, shape.conv_h, shape.conv_w)
                                   : std::vector<__half>(8));
   test::DeviceMem d_y(size_t(t.batch) * shape.out_h * shape.out_w * test::pad8(t.oc) *
                       sizeof(__half));
-  const ConvFp16Sparse24Plan plan = kernel.plan(t.batch);
+  ConvFp16Sparse24Plan plan = kernel.plan(t.batch);
+  if (sc.block > 0) {
+    const std::optional<ConvFp16Sparse24Plan> forced =
+        kernel.plan_pool_block(t.batch, sc.block, sc.block);
+    EXPECT_TRUE(forced.has_value()) << "no " << sc.block << "x" << sc.block << " pool block";
+    if (forced) plan = *forced;
+  }
   kernel.forward(plan.variant, d_x.get(), sc.residual ? d_r.get() : nullptr, d_y.get(), t.batch,
                  nullptr);
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   expect_close(d_y.halves(), expected, t.batch, t.oc, shape.out_h, shape.out_w,
                "variant " + plan.name);
+  return plan.name;
 }
 
 TEST(ConvSparse24Wgmma, AlexNetShapesMatchReference) {
@@ -124,9 +135,15 @@ TEST(ConvSparse24Wgmma, OddShapesMatchReference) {
 
 TEST(ConvSparse24Wgmma, RowStreamedPoolMatchesReference) {
   REQUIRE_HOPPER();
-  // 55x55 conv rows under 3x3/2 windows at batch 4: the cost model picks a row-streamed tile for
-  // this K (64 * 25 = 1600, 13 k-tiles) when it fits; either way the output must match.
-  check_case({{4, 64, 55, 55, 64, 5, 1, 2, true, true}, true}, 9);  // MI 1: room for the ring
+  // The whole 27 x 27 pooled image per CTA: 55 conv rows in passes of 2, the staging ring reused
+  // ~27 times (AlexNet conv2's dense kernel streams the same way at batch 256).
+  const std::string name =
+      check_case({{2, 64, 55, 55, 64, 5, 1, 2, true, true}, true, false, false, 27}, 9);
+  EXPECT_NE(name.find("_stream"), std::string::npos) << name;
+  // conv2 itself, 13 x 13 pooled per CTA (27 conv rows, 4 per pass).
+  const std::string conv2 =
+      check_case({{2, 64, 27, 27, 192, 5, 1, 2, true, true}, true, false, false, 13}, 10);
+  EXPECT_NE(conv2.find("_stream"), std::string::npos) << conv2;
 }
 
 TEST(ConvSparse24Wgmma, RejectsWeightThatIsNot24) {
