@@ -79,9 +79,13 @@ struct SpParams : WgmmaParams {
 };
 
 constexpr int stages_of(int) { return 4; }
+// Rounded up to 1024 bytes: the swizzle atoms of every stage's A and B must stay 1024-byte
+// aligned (MI 1 and 3 give 20.5 and 29.5 KB; unrounded, the odd stages' tiles were misaligned
+// and those instances computed garbage on an H100).
 constexpr size_t stage_bytes(int mi) {
-  return size_t(mi) * 64 * 64 + kXStage + size_t(mi) * 64 * 8;
+  return (size_t(mi) * 64 * 64 + kXStage + size_t(mi) * 64 * 8 + 1023) / 1024 * 1024;
 }
+static_assert(stage_bytes(1) % 1024 == 0 && stage_bytes(3) % 1024 == 0, "aligned stages");
 constexpr size_t smem_bytes(int mi) {
   return 1024 + size_t(stages_of(mi)) * stage_bytes(mi) + size_t(kBM) * 16;
 }
