@@ -1,30 +1,39 @@
 // cuSPARSELt 2:4 fp16 linear: what the vendor library does with the project's sparse GEMMs.
 //
 // Design: the problem is the fp16 linear's (kernels/cuda/linear_fp16.h), D = W · Xᵀ with
-//   A = W   [rows = pad8(out)][cols = pad8(in)] row-major, the structured (2:4) operand, groups of
-//           4 consecutive input features as docs/SPARSITY.md defines them;
-//   B = Xᵀ  x [n][cols] read as a cols × n column-major matrix (ld = cols);
+//   A = W   [rows = pad8(out)][cols = pad8(in)] row-major, op N: the structured (2:4) operand.
+//           cuSPARSELt groups a structured operand along the K of the product, i.e. along the
+//           columns of op(A) = A: 4 consecutive input features, as docs/SPARSITY.md defines the
+//           groups (PyTorch's cuSPARSELt path describes a linear weight the same way);
+//   B = x   [n][cols] row-major (ld = cols), op T: op(B) = Xᵀ, cols × n;
 //   C = D   y [n][rows] read as a rows × n column-major matrix (ld = rows), bias [rows] fp16 and
-//           ReLU in cuSPARSELt's epilogue, fp32 compute;
-// the same bytes and orders as the cuBLASLt GEMM of linear_fp16.cu, so the two time the same
-// product.  The padding rows and columns of W and the padding entries of the bias are zeros, so
-// the padding lanes of y come out zero like every other kernel's.
+//           ReLU in cuSPARSELt's epilogue (the bias runs along D's rows, the output features),
+//           fp32 compute; C and D are the same buffer (beta = 0: C is not read);
+// the same bytes as the cuBLASLt GEMM of linear_fp16.cu, so the two time the same product.  The
+// padding rows and columns of W and the padding entries of the bias are zeros, so the padding
+// lanes of y come out zero like every other kernel's.
 //
 // At build: the dense weight is checked 2:4 in PyTorch's order (graph/passes_sparsity.h, an
 // Error naming the group), rounded to fp16, checked once more by cuSPARSELt in its own grouping
-// (cusparseLtSpMMAPruneCheck2), then compressed (cusparseLtSpMMACompress2, which needs only the
-// structured descriptor, so one compressed copy serves every batch's plan) and the dense copy
-// freed.  plan(batch), once per context: the B and D descriptors, the matmul descriptor with
-// its epilogue, cuSPARSELt's default algorithm (cusparseLtMatmulSearch launches and times
-// kernels, so it cannot run in a context's prepare(); the kernel lab runs it through search()),
-// the plan and its workspace.  run() only enqueues.
+// (cusparseLtSpMMAPruneCheck on the matmul descriptor of a small probe product with the weight's
+// descriptor and op: the check the library documents for a matmul; its d_valid flag is zeroed
+// first, as nothing documents that the check writes it when the weight passes), then compressed
+// (cusparseLtSpMMACompress2, which needs only the structured descriptor, so one compressed copy
+// serves every batch's plan) and the dense copy freed.  When cuSPARSELt's check disagrees with
+// ours, cuSPARSELt's own strip pruning (cusparseLtSpMMAPrune) is run on a copy and compared with
+// the weight, and the Error says how many values, and which first, it would change: a
+// descriptor that groups along the wrong axis shows there.  plan(batch), once per context: the
+// B and D descriptors, the matmul descriptor with its epilogue, cuSPARSELt's default algorithm
+// (cusparseLtMatmulSearch launches and times kernels, so it cannot run in a context's prepare();
+// the kernel lab runs it through search(), or sweeps the configurations through plan()'s
+// config_id), the plan and its workspace.  run() only enqueues.
 //
 // Staging (in the workspace, before cuSPARSELt's own part):
 //   - cuSPARSELt's dense matrices take row and column counts that are multiples of 8 (fp16),
 //     and the backend's buffers hold exactly `batch` rows: a batch that is not a multiple of 8
 //     is copied into an x buffer of round_up8(batch) rows, computed into a y buffer of as many,
 //     and its first `batch` rows copied out.  Rows past the batch are never zeroed: column j of
-//     D reads only column j of B, so they cannot reach the real rows.
+//     D reads only row j of B, so they cannot reach the real rows.
 //   - A layer that reads an NHWC flatten gets its features in (h, w, c) order (cuda_registry.h),
 //     which would break 2:4 groups made in PyTorch's (c, h, w) order; permuting the weight
 //     instead (as the dense linears do) would make it not 2:4.  So x is transposed back per
@@ -80,8 +89,22 @@ namespace {
 constexpr uint32_t kAlignment = 16;  // bytes; every pointer handed to cuSPARSELt is 256-aligned
 constexpr cudaDataType kHalf = CUDA_R_16F;
 constexpr cusparseOperation_t kNoTranspose = CUSPARSE_OPERATION_NON_TRANSPOSE;
+constexpr cusparseOperation_t kTranspose = CUSPARSE_OPERATION_TRANSPOSE;
+constexpr int64_t kProbeColumns = 16;  // n of the product the constructor's check describes
 
 size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+// An int attribute of an algorithm selection, or -1 where cuSPARSELt does not give it: for what
+// is only reported (configuration numbers), never for what a plan depends on.
+int alg_attribute_or_minus_one(const cusparseLtHandle_t* handle,
+                               const cusparseLtMatmulAlgSelection_t* algorithm,
+                               cusparseLtMatmulAlgAttribute_t attribute) {
+  int value = -1;
+  if (cusparseLtMatmulAlgGetAttribute(handle, algorithm, attribute, &value, sizeof(value)) !=
+      CUSPARSE_STATUS_SUCCESS)
+    return -1;
+  return value;
+}
 
 // The library state a layer and its plans share: the handles and the weight's descriptor.
 struct Libraries {
@@ -113,7 +136,8 @@ struct LinearCusparseLt::Plan {
   mutable size_t library_bytes = 0;  // cuSPARSELt's workspace (search() may change it)
   cusparseLtMatDescriptor_t b_desc{}, d_desc{};
   cusparseLtMatmulDescriptor_t matmul{};
-  cusparseLtMatmulAlgSelection_t algorithm{};
+  // The plan refers to the selection; search() updates both (mutable: a searched plan).
+  mutable cusparseLtMatmulAlgSelection_t algorithm{};
   mutable cusparseLtMatmulPlan_t plan{};  // mutable: search() keeps the fastest configuration
   bool b_ready = false, d_ready = false, algorithm_ready = false, plan_ready = false;
   cublasLtMatrixLayout_t from_layout = nullptr, to_layout = nullptr;  // the transpose's
@@ -140,6 +164,76 @@ struct LinearCusparseLt::Impl {
   bool plan_only = false;
   std::shared_ptr<Libraries> libs;
   DeviceArray compressed, bias;
+
+  // B's and D's descriptors for p.n columns and the matmul descriptor of the product with its
+  // epilogue (the note).
+  void describe(Plan& p) const {
+    const cusparseLtHandle_t* handle = &libs->handle;
+    CNNRT_CUSPARSELT_CHECK(cusparseLtDenseDescriptorInit(handle, &p.b_desc, p.n, cols,
+                                                         /*ld=*/cols, kAlignment, kHalf,
+                                                         CUSPARSE_ORDER_ROW));
+    p.b_ready = true;
+    CNNRT_CUSPARSELT_CHECK(cusparseLtDenseDescriptorInit(handle, &p.d_desc, rows, p.n,
+                                                         /*ld=*/rows, kAlignment, kHalf,
+                                                         CUSPARSE_ORDER_COL));
+    p.d_ready = true;
+    CNNRT_CUSPARSELT_CHECK(cusparseLtMatmulDescriptorInit(
+        handle, &p.matmul, kNoTranspose, kTranspose, &libs->weight_desc, &p.b_desc, &p.d_desc,
+        &p.d_desc, CUSPARSE_COMPUTE_32F));
+    if (relu) {
+      const int on = 1;
+      CNNRT_CUSPARSELT_CHECK(cusparseLtMatmulDescSetAttribute(
+          handle, &p.matmul, CUSPARSELT_MATMUL_ACTIVATION_RELU, &on, sizeof(on)));
+    }
+    const void* bias_pointer = bias.get();
+    CNNRT_CUSPARSELT_CHECK(cusparseLtMatmulDescSetAttribute(
+        handle, &p.matmul, CUSPARSELT_MATMUL_BIAS_POINTER, &bias_pointer, sizeof(bias_pointer)));
+  }
+
+  // cuSPARSELt's verdict on the fp16 weight `dense` (rows × cols on the device) in its own
+  // grouping; throws the Error the constructor documents when it is not 2:4 there.
+  void check_structure(const void* dense) const {
+    const cusparseLtHandle_t* handle = &libs->handle;
+    Plan probe;
+    probe.n = kProbeColumns;
+    describe(probe);
+    DeviceArray valid(sizeof(int));
+    CNNRT_CUDA_CHECK(cudaMemsetAsync(valid.get(), 0, sizeof(int), nullptr));
+    CNNRT_CUSPARSELT_CHECK(cusparseLtSpMMAPruneCheck(handle, &probe.matmul, dense,
+                                                     static_cast<int*>(valid.get()), nullptr));
+    int flag = 0;
+    CNNRT_CUDA_CHECK(cudaMemcpy(&flag, valid.get(), sizeof(int), cudaMemcpyDeviceToHost));
+    if (flag == 0) return;
+
+    // Where would cuSPARSELt's own 2-of-4 strip pruning change the weight?
+    const size_t count = static_cast<size_t>(rows) * cols;
+    DeviceArray pruned(count * sizeof(__half));
+    CNNRT_CUSPARSELT_CHECK(cusparseLtSpMMAPrune(handle, &probe.matmul, dense, pruned.get(),
+                                                CUSPARSELT_PRUNE_SPMMA_STRIP, nullptr));
+    std::vector<__half> before(count), after(count);
+    CNNRT_CUDA_CHECK(
+        cudaMemcpy(before.data(), dense, count * sizeof(__half), cudaMemcpyDeviceToHost));
+    CNNRT_CUDA_CHECK(
+        cudaMemcpy(after.data(), pruned.get(), count * sizeof(__half), cudaMemcpyDeviceToHost));
+    size_t changed = 0, first = 0;
+    for (size_t i = 0; i < count; ++i)
+      if (__half2float(before[i]) != __half2float(after[i]) && changed++ == 0) first = i;
+    const std::string prefix =
+        "linear_cusparselt: cuSPARSELt's check (cusparseLtSpMMAPruneCheck, d_valid " +
+        std::to_string(flag) +
+        ") finds the fp16 weight not 2:4 in its grouping, though every group of 4 input "
+        "features holds at most 2 non-zeros; ";
+    if (changed == 0)
+      throw Error(prefix +
+                  "yet its own strip pruning (cusparseLtSpMMAPrune) leaves every value as it "
+                  "is: the library contradicts itself, nothing compressed");
+    throw Error(prefix + "its own strip pruning (cusparseLtSpMMAPrune) would change " +
+                std::to_string(changed) + " of the " + std::to_string(count) +
+                " values, the first at output " + std::to_string(first / cols) + ", input " +
+                std::to_string(first % cols) +
+                ": the structured descriptor (row-major, op N) does not group along the input "
+                "features in this cuSPARSELt");
+  }
 
   // The staging buffers of the plan of `batch` rows (the note), in front of cuSPARSELt's own
   // workspace.
@@ -230,17 +324,7 @@ LinearCusparseLt::LinearCusparseLt(const float* weight, const float* bias, int o
   DeviceArray dense = upload_as_fp16(host.weight);
   // A second opinion in cuSPARSELt's own grouping: a wrong operand order here would compress a
   // weight that is not 2:4 for the library into silently wrong results.
-  DeviceArray invalid(sizeof(int));
-  CNNRT_CUSPARSELT_CHECK(cusparseLtSpMMAPruneCheck2(&lib.handle, &lib.weight_desc, /*isSparseA=*/1,
-                                                    kNoTranspose, dense.get(),
-                                                    static_cast<int*>(invalid.get()), nullptr));
-  int invalid_host = 1;
-  CNNRT_CUDA_CHECK(cudaMemcpy(&invalid_host, invalid.get(), sizeof(int), cudaMemcpyDeviceToHost));
-  if (invalid_host != 0)
-    throw Error(
-        "linear_cusparselt: cuSPARSELt's check (cusparseLtSpMMAPruneCheck2) finds the "
-        "weight not 2:4, though every group of 4 input features holds at most 2 "
-        "non-zeros");
+  s.check_structure(dense.get());
   size_t compressed_bytes = 0, buffer_bytes = 0;
   CNNRT_CUSPARSELT_CHECK(cusparseLtSpMMACompressedSize2(&lib.handle, &lib.weight_desc,
                                                         &compressed_bytes, &buffer_bytes));
@@ -262,8 +346,8 @@ LinearCusparseLt::LinearCusparseLt(const float* weight, const float* bias, int o
 
 LinearCusparseLt::~LinearCusparseLt() = default;
 
-LinearCusparseLt::Prepared LinearCusparseLt::plan(int64_t batch,
-                                                  bool buffers_hold_padded_batch) const {
+LinearCusparseLt::Prepared LinearCusparseLt::plan(int64_t batch, bool buffers_hold_padded_batch,
+                                                  int config_id) const {
   const Impl& s = *impl_;
   auto p = std::make_shared<Plan>();
   p->batch = batch;
@@ -274,28 +358,23 @@ LinearCusparseLt::Prepared LinearCusparseLt::plan(int64_t batch,
   if (batch > 0 && !s.plan_only) {
     p->libs = s.libs;
     const cusparseLtHandle_t* handle = &s.libs->handle;
-    CNNRT_CUSPARSELT_CHECK(cusparseLtDenseDescriptorInit(handle, &p->b_desc, s.cols, p->n,
-                                                         /*ld=*/s.cols, kAlignment, kHalf,
-                                                         CUSPARSE_ORDER_COL));
-    p->b_ready = true;
-    CNNRT_CUSPARSELT_CHECK(cusparseLtDenseDescriptorInit(handle, &p->d_desc, s.rows, p->n,
-                                                         /*ld=*/s.rows, kAlignment, kHalf,
-                                                         CUSPARSE_ORDER_COL));
-    p->d_ready = true;
-    CNNRT_CUSPARSELT_CHECK(cusparseLtMatmulDescriptorInit(
-        handle, &p->matmul, kNoTranspose, kNoTranspose, &s.libs->weight_desc, &p->b_desc,
-        &p->d_desc, &p->d_desc, CUSPARSE_COMPUTE_32F));
-    if (s.relu) {
-      const int on = 1;
-      CNNRT_CUSPARSELT_CHECK(cusparseLtMatmulDescSetAttribute(
-          handle, &p->matmul, CUSPARSELT_MATMUL_ACTIVATION_RELU, &on, sizeof(on)));
-    }
-    const void* bias = s.bias.get();
-    CNNRT_CUSPARSELT_CHECK(cusparseLtMatmulDescSetAttribute(
-        handle, &p->matmul, CUSPARSELT_MATMUL_BIAS_POINTER, &bias, sizeof(bias)));
+    s.describe(*p);
     CNNRT_CUSPARSELT_CHECK(cusparseLtMatmulAlgSelectionInit(handle, &p->algorithm, &p->matmul,
                                                             CUSPARSELT_MATMUL_ALG_DEFAULT));
     p->algorithm_ready = true;
+    // Reported only (the default plan does not depend on them), so not fatal for the entry.
+    prepared.max_config_id =
+        alg_attribute_or_minus_one(handle, &p->algorithm, CUSPARSELT_MATMUL_ALG_CONFIG_MAX_ID);
+    if (config_id >= 0) {
+      if (config_id > prepared.max_config_id)
+        throw Error("linear_cusparselt: algorithm configuration " + std::to_string(config_id) +
+                    " requested, cuSPARSELt offers 0.." + std::to_string(prepared.max_config_id) +
+                    " for this product");
+      CNNRT_CUSPARSELT_CHECK(cusparseLtMatmulAlgSetAttribute(
+          handle, &p->algorithm, CUSPARSELT_MATMUL_ALG_CONFIG_ID, &config_id, sizeof(config_id)));
+    }
+    prepared.config_id =
+        alg_attribute_or_minus_one(handle, &p->algorithm, CUSPARSELT_MATMUL_ALG_CONFIG_ID);
     CNNRT_CUSPARSELT_CHECK(cusparseLtMatmulPlanInit(handle, &p->plan, &p->matmul, &p->algorithm));
     p->plan_ready = true;
     CNNRT_CUSPARSELT_CHECK(cusparseLtMatmulGetWorkspace(handle, &p->plan, &p->library_bytes));
@@ -347,25 +426,38 @@ void LinearCusparseLt::run(const Plan& p, const void* x, void* y, void* workspac
                                      cudaMemcpyDeviceToDevice, stream));
 }
 
-size_t LinearCusparseLt::search(const Prepared& prepared, const void* x, void* y, void* workspace,
-                                cudaStream_t stream) const {
+LinearCusparseLt::SearchResult LinearCusparseLt::search(const Prepared& prepared, const void* x,
+                                                        void* y, void* workspace,
+                                                        size_t workspace_bytes,
+                                                        cudaStream_t stream) const {
   const Impl& s = *impl_;
   const Plan& p = *prepared.plan;
-  if (p.batch == 0 || p.libs == nullptr) return prepared.workspace_bytes;
+  SearchResult result;
+  result.workspace_bytes = prepared.workspace_bytes;
+  result.config_id = prepared.config_id;
+  if (p.batch == 0 || p.libs == nullptr) return result;
+  if (workspace_bytes < prepared.workspace_bytes || (workspace == nullptr && workspace_bytes > 0))
+    throw Error("linear_cusparselt: search with " + std::to_string(workspace_bytes) +
+                " workspace bytes, the plan needs " + std::to_string(prepared.workspace_bytes));
   char* ws = static_cast<char*>(workspace);
   const void* b = nullptr;
   void* d = nullptr;
   s.stage_in(p, x, y, ws, &b, &d, stream);
-  void* library_ws = p.library_bytes > 0 ? ws + p.x_bytes + p.y_bytes : nullptr;
+  const size_t staging = p.x_bytes + p.y_bytes;
+  void* library_ws = workspace_bytes > staging ? ws + staging : nullptr;
   const float alpha = 1.0f, beta = 0.0f;
   cudaStream_t streams[1] = {stream};
+  const cusparseLtHandle_t* handle = &p.libs->handle;
   std::lock_guard<std::mutex> lock(p.libs->mutex);
-  CNNRT_CUSPARSELT_CHECK(cusparseLtMatmulSearch(&p.libs->handle, &p.plan, &alpha,
-                                                s.compressed.get(), b, &beta, d, d, library_ws,
-                                                streams, 1));
+  CNNRT_CUSPARSELT_CHECK(cusparseLtMatmulSearch(handle, &p.plan, &alpha, s.compressed.get(), b,
+                                                &beta, d, d, library_ws, streams, 1));
   CNNRT_CUDA_CHECK(cudaStreamSynchronize(stream));
-  CNNRT_CUSPARSELT_CHECK(cusparseLtMatmulGetWorkspace(&p.libs->handle, &p.plan, &p.library_bytes));
-  return p.x_bytes + p.y_bytes + p.library_bytes;
+  CNNRT_CUSPARSELT_CHECK(cusparseLtMatmulGetWorkspace(handle, &p.plan, &p.library_bytes));
+  result.config_id =
+      alg_attribute_or_minus_one(handle, &p.algorithm, CUSPARSELT_MATMUL_ALG_CONFIG_ID);
+  result.split_k = alg_attribute_or_minus_one(handle, &p.algorithm, CUSPARSELT_MATMUL_SPLIT_K);
+  result.workspace_bytes = staging + p.library_bytes;
+  return result;
 }
 
 size_t LinearCusparseLt::weight_bytes() const {

@@ -2,7 +2,8 @@
 // against the CPU reference on weights pruned 2:4 by magnitude (graph/passes_sparsity.h):
 // feature counts cuSPARSELt takes that are not multiples of 8 or 16 (pad8 of them is a multiple
 // of 16), inputs read from an NHWC flatten (the kernel transposes them back to (c, h, w) order),
-// batch 1, 7 (staged to 8 rows) and 64, with and without ReLU and bias; a first run captured in
+// batch 1, 7 (staged to 8 rows) and 64, with and without ReLU and bias; AlexNet's fc6 (reading a
+// flatten) and fc7 built after freed device memory that held 0xFF bytes; a first run captured in
 // a CUDA graph; the registry flags (baseline, 2:4 only) and the shapes and weights it refuses.
 // Inputs and weights are fp16 values before the reference sees them; tolerance: the fp16 one of
 // harness/tolerance.h (relative L2); outputs and workspace start as NaN bytes and padded output
@@ -10,6 +11,7 @@
 // (CNNRT_WITH_CUSPARSELT), or without a GPU for the numerical tests, they skip and say why.
 #include <gtest/gtest.h>
 
+#include <deque>
 #include <random>
 #include <string>
 #include <vector>
@@ -163,6 +165,42 @@ TEST(LinearCusparseLt, MatchesCpuReferenceOnPrunedWeights) {
   }
 }
 
+// AlexNet's sparse fc6 (9216 -> 4096, reading the [256, 6, 6] flatten) and fc7 (4096 -> 4096), each
+// built right after small device allocations that held 0xFF bytes were freed, as a context's
+// earlier layers leave them: cuSPARSELt's 2:4 check writes its verdict into a fresh allocation,
+// which must not read stale bytes as "not 2:4" (both layers were refused so on an H100).
+TEST(LinearCusparseLt, AlexNetFcLayersBuildAfterStaleDeviceMemory) {
+  CNNRT_REQUIRE_CUDA_DEVICE();
+  const LinearCase fc_cases[] = {
+      {9216, 4096, true, true, {256, 6, 6}},
+      {4096, 4096, true, true, {}},
+  };
+  uint32_t seed = 970;
+  for (const LinearCase& lc : fc_cases) {
+    SCOPED_TRACE(describe(lc));
+    std::mt19937 rng(++seed);
+    const LinearGraph g = make_pruned_graph(lc, rng);
+    ASSERT_TRUE(g.linear().weight_2_4);
+    {
+      std::deque<DeviceMem> stale;  // 0xFF bytes (DeviceMem), freed at the end of the scope
+      for (int i = 0; i < 256; ++i) stale.emplace_back(size_t{4} << (i % 8));
+    }
+    test::EntryRunner runner(cusparselt_registry(), kEntry, g.linear(), g.graph);
+    for (int batch : {1, 3}) {
+      SCOPED_TRACE("batch " + std::to_string(batch));
+      const auto x = test::random_fp16_values(static_cast<size_t>(batch) * lc.in, rng);
+      const auto expected = reference(g, x, batch, lc);
+      DeviceMem input(gpu_input(x, batch, lc));
+      DeviceMem output(static_cast<size_t>(batch) * test::pad8(lc.out) * 2);
+      runner.run({input.get()}, output.get(), batch);
+      int64_t bad_padding = 0;
+      const auto got = test::from_nhwc(output.halves(), batch, lc.out, 1, 1, &bad_padding);
+      EXPECT_LE(test::rel_l2(got, expected), kTolerance);
+      EXPECT_EQ(bad_padding, 0);
+    }
+  }
+}
+
 // Staging copies, the transpose and cusparseLtMatmul are all enqueued in run(): the first run
 // can be captured, and the replayed graph gives the reference result.
 TEST(LinearCusparseLt, FirstRunCanBeCapturedInACudaGraph) {
@@ -232,6 +270,12 @@ TEST(LinearCusparseLt, EntryIsASparseBaselineForTheShapesItTakes) {
   EXPECT_TRUE(cuda::LinearCusparseLt::supports(90, 41));
   EXPECT_FALSE(cuda::LinearCusparseLt::supports(100, 41));
   EXPECT_FALSE(cuda::LinearCusparseLt::supports(90, 37));
+  // AlexNet's fc6 and fc7 and the harness's 300 -> 45 are taken; fc8's 1000 outputs are not
+  // (pad8(1000) = 1000, not a multiple of 16).
+  EXPECT_TRUE(cuda::LinearCusparseLt::supports(9216, 4096));
+  EXPECT_TRUE(cuda::LinearCusparseLt::supports(4096, 4096));
+  EXPECT_TRUE(cuda::LinearCusparseLt::supports(300, 45));
+  EXPECT_FALSE(cuda::LinearCusparseLt::supports(4096, 1000));
 }
 
 // Host-only: the 2:4 check comes before any library call, and names the group.
