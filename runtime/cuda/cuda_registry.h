@@ -47,6 +47,8 @@ void register_conv_baseline_kernels(KernelRegistry& registry);
 // 2:4 sparse conv on sparse tensor cores (sparse_conv_entries.cpp, kernels/cuda/conv/wgmma_sparse.h).
 void register_sparse_conv_kernels(KernelRegistry& registry);
 void register_linear_kernels(KernelRegistry& registry);      // cuBLASLt epilogue, GEMV
+// 2:4 sparse fp16 GEMV linear (sparse_linear_entries.cpp, kernels/cuda/linear_sparse24.h).
+void register_sparse_linear_kernels(KernelRegistry& registry);
 void register_fp16_layer_kernels(KernelRegistry& registry);  // pools, relu, add, concat, ...
 void register_fp32_kernels(KernelRegistry& registry);        // fp32 reference, every op
 // int8: conv (tensor-core implicit GEMM, direct for groups), linear (GEMM / GEMV) in

@@ -13,6 +13,7 @@ void register_cuda_kernels(KernelRegistry& registry) {
   register_conv_kernels(registry);
   register_sparse_conv_kernels(registry);
   register_linear_kernels(registry);
+  register_sparse_linear_kernels(registry);
   register_fp16_layer_kernels(registry);
   register_int8_kernels(registry);
   register_int8_layer_kernels(registry);
