@@ -61,8 +61,9 @@
 //
 // Predicted on an H100 at batch 1 (model fitted to the dense GEMV's H100 eager profile, fc6 30.2
 // µs and fc7 15.8 µs: ≈ 4.3 µs fixed + bytes / 2.9 TB/s): fc6 ≈ 19 µs (1.6×), fc7 ≈ 11 µs (1.45×:
-// the fixed part weighs more in a short kernel).  Unmeasured when written; docs/SPARSITY.md
-// "GPU sparse linear" is where measured numbers go.
+// the fixed part weighs more in a short kernel).  Measured (docs/PERFORMANCE.md run 21): fc6
+// 1.04-1.26x, fc7 1.04-1.13x — 1.48 TB/s from DRAM where the dense GEMV reaches 2.5: latency-
+// bound, not the bandwidth bound this note assumed.
 #include <cuda_fp16.h>
 
 #include <algorithm>
