@@ -124,6 +124,54 @@ inline Param make_param(const std::string& role, Shape shape, std::vector<float>
   return param;
 }
 
+// The linear tests' graph: when `flattened` [C, H, W] is given, a flatten node "flatten" of the
+// input, then the linear node "fc" reading it, with weight [out][in] and bias (empty: none).
+inline Graph linear_test_graph(int in, int out, bool relu, const Shape& flattened,
+                               const std::vector<float>& weight, const std::vector<float>& bias) {
+  Graph graph;
+  std::string input = "input";
+  if (!flattened.empty()) {
+    Node flatten;
+    flatten.name = "flatten";
+    flatten.op = OpKind::Flatten;
+    flatten.inputs = {"input"};
+    flatten.input_shapes = {flattened};
+    flatten.output_shape = {shape_elements(flattened)};
+    graph.nodes.push_back(flatten);
+    input = "flatten";
+  }
+  Node node;
+  node.name = "fc";
+  node.op = OpKind::Linear;
+  node.attrs = LinearAttrs{out};
+  node.inputs = {input};
+  node.input_shapes = {{in}};
+  node.output_shape = {out};
+  node.activation = relu ? Activation::Relu : Activation::None;
+  node.params.push_back(make_param("weight", {out, in}, weight));
+  if (!bias.empty()) node.params.push_back(make_param("bias", {out}, bias));
+  graph.nodes.push_back(node);
+  return graph;
+}
+
+// x [batch][in] in PyTorch's feature order as the GPU holds it: [batch][pad8(in)], and after a
+// flatten of [C, H, W] in (h, w, c) order (feature c·H·W + p at p·C + c).
+inline std::vector<__half> linear_gpu_input(const std::vector<float>& x, int batch, int in,
+                                            const Shape& flattened) {
+  const int64_t in_pad = pad8(in);
+  std::vector<__half> out(static_cast<size_t>(batch) * in_pad, __float2half(0.0f));
+  for (int b = 0; b < batch; ++b)
+    for (int f = 0; f < in; ++f) {
+      int64_t at = f;
+      if (!flattened.empty()) {
+        const int64_t channels = flattened[0], hw = flattened[1] * flattened[2];
+        at = (f % hw) * channels + f / hw;
+      }
+      out[b * in_pad + at] = __float2half_rn(x[static_cast<size_t>(b) * in + f]);
+    }
+  return out;
+}
+
 // Creates the kernel of registry entry `name` for `node` (must be supported) and runs it once on
 // `stream` with a NaN-poisoned workspace, then synchronises.
 class EntryRunner {

@@ -81,47 +81,16 @@ LinearGraph make_pruned_graph(const LinearCase& lc, std::mt19937& rng) {
   g.weight = test::random_fp16_values(static_cast<size_t>(lc.out) * lc.in, rng, -scale, scale);
   sparsity::prune_magnitude(g.weight.data(), sparsity::WeightShape{lc.out, lc.in, 1});
   if (lc.bias) g.bias = test::random_fp16_values(lc.out, rng);
-  std::string input = "input";
-  if (!lc.flattened.empty()) {
-    Node flatten;
-    flatten.name = "flatten";
-    flatten.op = OpKind::Flatten;
-    flatten.inputs = {"input"};
-    flatten.input_shapes = {lc.flattened};
-    flatten.output_shape = {shape_elements(lc.flattened)};
-    g.graph.nodes.push_back(flatten);
-    input = "flatten";
-  }
-  Node node;
-  node.name = "fc";
-  node.op = OpKind::Linear;
-  node.attrs = LinearAttrs{lc.out};
-  node.inputs = {input};
-  node.input_shapes = {{lc.in}};
-  node.output_shape = {lc.out};
-  node.activation = lc.relu ? Activation::Relu : Activation::None;
-  node.params.push_back(test::make_param("weight", {lc.out, lc.in}, g.weight));
-  if (lc.bias) node.params.push_back(test::make_param("bias", {lc.out}, g.bias));
+  g.graph = test::linear_test_graph(lc.in, lc.out, lc.relu, lc.flattened, g.weight, g.bias);
+  Node& node = g.graph.nodes.back();
   node.weight_2_4 = sparsity::node_violation(node).empty();
-  g.graph.nodes.push_back(node);
   return g;
 }
 
 // x [batch][in] in PyTorch's feature order as the GPU holds it: padded to pad8(in), and, after a
 // flatten of [C, H, W], in (h, w, c) order.
 std::vector<__half> gpu_input(const std::vector<float>& x, int batch, const LinearCase& lc) {
-  const int64_t in_pad = test::pad8(lc.in);
-  std::vector<__half> out(static_cast<size_t>(batch) * in_pad, __float2half(0.0f));
-  for (int b = 0; b < batch; ++b)
-    for (int f = 0; f < lc.in; ++f) {
-      int64_t dst = f;
-      if (!lc.flattened.empty()) {
-        const int64_t c = lc.flattened[0], hw = lc.flattened[1] * lc.flattened[2];
-        dst = (f % hw) * c + f / hw;
-      }
-      out[b * in_pad + dst] = __float2half_rn(x[static_cast<size_t>(b) * lc.in + f]);
-    }
-  return out;
+  return test::linear_gpu_input(x, batch, lc.in, lc.flattened);
 }
 
 std::vector<float> reference(const LinearGraph& g, const std::vector<float>& x, int batch,

@@ -81,18 +81,7 @@ sparse24::Compressed compress(const std::vector<float>& weight, int out, int in)
 // The GPU input for x [batch][in] in PyTorch's feature order: [batch][pad8(in)], a flattened
 // [C, H, W] in (h, w, c) order (feature c·H·W + p at p·C + c).
 std::vector<__half> gpu_input(const std::vector<float>& x, int batch, const SparseCase& c) {
-  const int64_t in_pad = test::pad8(c.in);
-  std::vector<__half> out(static_cast<size_t>(batch) * in_pad, __float2half(0.0f));
-  for (int b = 0; b < batch; ++b)
-    for (int f = 0; f < c.in; ++f) {
-      int64_t at = f;
-      if (!c.flattened.empty()) {
-        const int64_t channels = c.flattened[0], hw = c.flattened[1] * c.flattened[2];
-        at = (f % hw) * channels + f / hw;
-      }
-      out[b * in_pad + at] = __float2half_rn(x[static_cast<size_t>(b) * c.in + f]);
-    }
-  return out;
+  return test::linear_gpu_input(x, batch, c.in, c.flattened);
 }
 
 std::vector<float> sparse_reference(const sparse24::Compressed& weight,
@@ -353,29 +342,8 @@ SparseGraph make_sparse_graph(const SparseCase& c, std::mt19937& rng) {
   SparseGraph g;
   g.weight = pruned_weight(c.out, c.in, rng);
   if (c.bias) g.bias = nonzero_fp16_values(c.out, rng, 0.05f, 1.0f);
-  std::string input = "input";
-  if (!c.flattened.empty()) {
-    Node flatten;
-    flatten.name = "flatten";
-    flatten.op = OpKind::Flatten;
-    flatten.inputs = {"input"};
-    flatten.input_shapes = {c.flattened};
-    flatten.output_shape = {shape_elements(c.flattened)};
-    g.graph.nodes.push_back(flatten);
-    input = "flatten";
-  }
-  Node node;
-  node.name = "fc";
-  node.op = OpKind::Linear;
-  node.attrs = LinearAttrs{c.out};
-  node.inputs = {input};
-  node.input_shapes = {{c.in}};
-  node.output_shape = {c.out};
-  node.activation = c.relu ? Activation::Relu : Activation::None;
-  node.weight_2_4 = true;
-  node.params.push_back(test::make_param("weight", {c.out, c.in}, g.weight));
-  if (c.bias) node.params.push_back(test::make_param("bias", {c.out}, g.bias));
-  g.graph.nodes.push_back(node);
+  g.graph = test::linear_test_graph(c.in, c.out, c.relu, c.flattened, g.weight, g.bias);
+  g.graph.nodes.back().weight_2_4 = true;
   return g;
 }
 

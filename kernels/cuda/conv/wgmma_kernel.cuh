@@ -193,6 +193,36 @@ __device__ __forceinline__ void wg_load_a(WgLoader& ld, const P& p, uint32_t rin
   wg_gather_rows(ld, p, ring + slot * kStage, s_rows);
 }
 
+// This CTA's output tile (the sparse kernel's; conv_wgmma_kernel keeps its measured inline copy):
+// channel tile blockIdx.y of `bn` channels, and (POOL) its block of
+// pooled outputs from blockIdx.x or (flat) its first output pixel.
+template <bool POOL, class P>
+__device__ __forceinline__ WgTile wg_tile_of(const P& p, int bn) {
+  WgTile t{};
+  t.n0 = blockIdx.y * bn;
+  if constexpr (POOL) {
+    int b = blockIdx.x;
+    t.tile_x = b % p.tile.tiles_x;
+    b /= p.tile.tiles_x;
+    t.tile_y = b % p.tile.tiles_y;
+    t.image = b / p.tile.tiles_y;
+    t.cy0 = t.tile_y * p.tile.tile_ph * p.pool.ps_h - p.pool.pp_h;
+    t.cx0 = t.tile_x * p.tile.tile_pw * p.pool.ps_w - p.pool.pp_w;
+  } else {
+    t.m0 = blockIdx.x * kBM;
+  }
+  return t;
+}
+
+// The gather loader of thread `tid`: 16-byte chunk tid % 8 of rows tid / 8 + 32 i.
+__device__ __forceinline__ WgLoader wg_loader_of(int tid) {
+  WgLoader ld{};
+  ld.c = tid & 7;
+  ld.r0 = tid >> 3;
+  ld.off = uint32_t(ld.r0) * 128 + (uint32_t(ld.c ^ (ld.r0 & 7)) << 4);
+  return ld;
+}
+
 // Row table: A row r = output pixel m0 + r, or (POOL) conv-tile pixel (ly, lx) of this pass.
 // Rows outside the conv output (tile overhang, pool padding, M tail, the pass's unused rows) are
 // zero-filled and never read back.
@@ -411,6 +441,9 @@ __global__ void __launch_bounds__(kThreads, 1) conv_wgmma_kernel(const WgmmaPara
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int wg = warp >> 2;  // warpgroup: rows 64 * wg .. 64 * wg + 63
+  // The tile and the loader written out as wg_tile_of / wg_loader_of compute them: calling those
+  // reordered this kernel's parameter loads (PTX diff), and a change to this kernel's code is
+  // adopted only after an A/B on the GPU (docs/kernels/conv_family.md).
   WgTile t{};
   t.n0 = blockIdx.y * BN;
   const __half* w_tile = p.w + size_t(t.n0) * p.w_k;

@@ -271,25 +271,10 @@ __global__ void __launch_bounds__(kThreads, 1) conv_wgmma_sp_kernel(const SpPara
   int4* s_rows = reinterpret_cast<int4*>(ring_ptr + STAGES * stage_bytes(MI));
 
   const int tid = threadIdx.x, wg = tid >> 7;
-  WgTile t{};
-  t.n0 = blockIdx.y * BC;
+  const WgTile t = wgmma_detail::wg_tile_of<POOL>(p, BC);
   const __half* w_tile = p.w + size_t(t.n0) * p.w_row;
   const uint2* meta_tile = p.meta + size_t(blockIdx.y) * p.k_tiles * MI * 64;
-  if constexpr (POOL) {
-    int b = blockIdx.x;
-    t.tile_x = b % p.tile.tiles_x;
-    b /= p.tile.tiles_x;
-    t.tile_y = b % p.tile.tiles_y;
-    t.image = b / p.tile.tiles_y;
-    t.cy0 = t.tile_y * p.tile.tile_ph * p.pool.ps_h - p.pool.pp_h;
-    t.cx0 = t.tile_x * p.tile.tile_pw * p.pool.ps_w - p.pool.pp_w;
-  } else {
-    t.m0 = blockIdx.x * kBM;
-  }
-  WgLoader ld{};
-  ld.c = tid & 7;
-  ld.r0 = tid >> 3;
-  ld.off = uint32_t(ld.r0) * 128 + (uint32_t(ld.c ^ (ld.r0 & 7)) << 4);
+  WgLoader ld = wgmma_detail::wg_loader_of(tid);
 
   const int passes = POOL ? p.tile.passes : 1;
   __half* const s_c =
