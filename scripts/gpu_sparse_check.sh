@@ -56,6 +56,24 @@ done
       --plan "$OUT/plan_$plan.yaml" --batch 1,64,256 --json "$OUT/bench_sparse_$plan.json"
   done
 }
+# The automatic per-layer choice (issue 12) on the same 2:4 weights, fp16 candidates only (dense
+# and sparse kernels compute the same function on them, so the budget admits either): which
+# layers it makes sparse at batch 1 and 256, and the plan's end-to-end time.
+PY="$(command -v python3)"
+[ -x /opt/torch/.venv/bin/python3 ] && PY=/opt/torch/.venv/bin/python3
+noise="$OUT/noise.npy"
+"$PY" -c "import numpy as np, sys; np.save(sys.argv[1], np.random.default_rng(0).standard_normal((8, 3, 224, 224)).astype(np.float32))" "$noise"
+[ -f "$s24" ] && [ -f "$noise" ] && for batch in 1 256; do
+  run timeout 200 "$cnnrt" build "$model" --weights "$s24" --device cuda --precision auto \
+    --precisions fp16 --budget rel_l2=0.05 --batch $batch --input "$noise" --timing-runs 5 \
+    -o "$OUT/plan_auto_b$batch.yaml" --explain --json "$OUT/auto_b$batch.json" \
+    > "$OUT/auto_b$batch.txt" 2>&1
+  cat "$OUT/plan_auto_b$batch.yaml" 2>/dev/null
+  [ -f "$OUT/plan_auto_b$batch.yaml" ] && run "$cnnrt" bench "$model" --weights "$s24" \
+    --device cuda --plan "$OUT/plan_auto_b$batch.yaml" --batch $batch \
+    --json "$OUT/bench_auto_b$batch.json"
+done
+rm -f "$noise"
 run "$cnnrt" bench "$model" --weights "$dense" --device cuda --precision fp16 --batch 1,64,256 \
   --json "$OUT/bench_dense.json"
 [ -f "$ch50" ] && {
