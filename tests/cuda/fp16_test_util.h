@@ -206,6 +206,33 @@ class EntryRunner {
     kernel_->run(args);
     CNNRT_CUDA_CHECK(cudaStreamSynchronize(stream));
   }
+  // As the engine runs it: `plan` (from prepare()) launched once inside a captured CUDA graph on a
+  // stream of its own, with a workspace of the plan's size; synchronised before returning.
+  void run_captured(const KernelPlan& plan, const std::vector<const void*>& inputs, void* output,
+                    int batch) {
+    DeviceMem workspace(plan.workspace_bytes);
+    cudaStream_t stream;
+    CNNRT_CUDA_CHECK(cudaStreamCreate(&stream));
+    KernelArgs args;
+    args.inputs = inputs;
+    args.output = output;
+    args.batch = batch;
+    args.workspace = plan.workspace_bytes > 0 ? workspace.get() : nullptr;
+    args.stream = stream;
+    args.variant = plan.variant;
+    args.state = plan.state.get();
+    cudaGraph_t graph;
+    CNNRT_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    kernel_->run(args);
+    CNNRT_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    cudaGraphExec_t exec;
+    CNNRT_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    CNNRT_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    CNNRT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(stream);
+  }
 
  private:
   const KernelEntry* entry_ = nullptr;

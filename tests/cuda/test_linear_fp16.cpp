@@ -97,33 +97,11 @@ TEST(LinearFp16, FirstRunCanBeCapturedInACudaGraph) {
     test::EntryRunner runner(linear_registry(), entry, g.linear(), g.graph);
     DeviceMem input(gpu_input(x, batch, lc));
     DeviceMem output(static_cast<size_t>(batch) * test::pad8(lc.out) * 2);
-    const KernelPlan plan = runner.prepare(batch);
-    DeviceMem workspace(plan.workspace_bytes);
-    cudaStream_t stream;
-    CNNRT_CUDA_CHECK(cudaStreamCreate(&stream));
-    KernelArgs args;
-    args.inputs = {input.get()};
-    args.output = output.get();
-    args.batch = batch;
-    args.workspace = workspace.get();
-    args.stream = stream;
-    args.variant = plan.variant;
-    args.state = plan.state.get();
-    cudaGraph_t graph;
-    CNNRT_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    runner.kernel().run(args);
-    CNNRT_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-    cudaGraphExec_t exec;
-    CNNRT_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-    CNNRT_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-    CNNRT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    runner.run_captured(runner.prepare(batch), {input.get()}, output.get(), batch);
     int64_t bad_padding = 0;
     const auto got = test::from_nhwc(output.halves(), batch, lc.out, 1, 1, &bad_padding);
     EXPECT_LE(test::rel_l2(got, expected), kTolerance) << entry;
     EXPECT_EQ(bad_padding, 0);
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
-    cudaStreamDestroy(stream);
   }
 }
 

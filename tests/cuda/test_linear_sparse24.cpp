@@ -445,28 +445,10 @@ TEST(LinearSparse24, EntryMatchesTheDenseReferenceInsideAGraphCapture) {
 
     DeviceMem input(gpu_input(x, batch, c));
     DeviceMem output(static_cast<size_t>(batch) * test::pad8(c.out) * 2);
-    cudaStream_t stream;
-    CNNRT_CUDA_CHECK(cudaStreamCreate(&stream));
-    KernelArgs args;
-    args.inputs = {input.get()};
-    args.output = output.get();
-    args.batch = batch;
-    args.stream = stream;
-    args.variant = plan.variant;
-    cudaGraph_t graph;
-    CNNRT_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    runner.kernel().run(args);
-    CNNRT_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-    cudaGraphExec_t exec;
-    CNNRT_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-    CNNRT_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-    CNNRT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    runner.run_captured(plan, {input.get()}, output.get(), batch);
     int64_t bad_padding = 0;
     expect_close(test::from_nhwc(output.halves(), batch, c.out, 1, 1, &bad_padding), expected);
     EXPECT_EQ(bad_padding, 0);
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
-    cudaStreamDestroy(stream);
   }
 }
 
