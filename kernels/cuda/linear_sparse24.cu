@@ -45,14 +45,14 @@
 // Work split (after the dense GEMV, linear_fp16.cu, whose measurements set it): a block of 8
 // warps owns 8 / S row groups of R rows (R = 1 up to 3 samples, then 2: each x load feeds R
 // rows); a row group's slabs are cut into S contiguous ranges, one per warp (S from
-// sparse24_choose_split: ≥ 24 warps per SM).  A warp streams its range in rounds of 8 / R
-// consecutive slabs × R rows (4.5 KB): cp.async copies the whole round into the warp's
-// shared-memory stage (bypassing L1: each weight byte is used once), one wait, then the math
-// (round_of_slabs says why not register loads).  With no weights held in registers batch 1 takes
-// 48–64 registers and 37 KB of shared memory per block: 4 blocks (32 warps) per SM, so fc6's and
-// fc7's 4096 row warps are resident in one wave with up to 147 KB of weight loads in flight per
-// SM (the dense GEMV's note: ~25 KB keep DRAM busy).  fc7 (8 slabs a row) is one round per warp,
-// fc6 (18) two rounds and a half round.  x stays on the read-only L1 path.  Per-warp sums are
+// sparse24_choose_split: ≥ 24 warps per SM).  A warp streams its range through a 4.5 KB
+// shared-memory stage (8 / R slabs × R rows) with cp.async (bypassing L1: each weight byte is
+// used once; round_of_slabs says why not register loads): the clean part of the range in half
+// rounds, double-buffered — the next half round's copies in flight while one is computed — and
+// a guarded tail in single half rounds.  With no weights held in registers batch 1 takes 48–64
+// registers and 37 KB of shared memory per block: 4 blocks (32 warps) per SM, so fc6's and fc7's
+// 4096 row warps are resident in one wave.  fc7 (8 slabs a row) is two half rounds per warp, fc6
+// (18) four and a tail of 2 slabs.  x stays on the read-only L1 path.  Per-warp sums are
 // shuffled, S partials meet in shared memory with the fp32 bias and the ReLU (NaN kept).
 //
 // Batch.  A pass holds P ≤ 8 samples (P = ceil(batch / passes), so 9 → 5 + 4, not 8 + 1); the
@@ -62,8 +62,9 @@
 // Predicted on an H100 at batch 1 (model fitted to the dense GEMV's H100 eager profile, fc6 30.2
 // µs and fc7 15.8 µs: ≈ 4.3 µs fixed + bytes / 2.9 TB/s): fc6 ≈ 19 µs (1.6×), fc7 ≈ 11 µs (1.45×:
 // the fixed part weighs more in a short kernel).  Measured (docs/PERFORMANCE.md run 21): fc6
-// 1.04-1.26x, fc7 1.04-1.13x — 1.48 TB/s from DRAM where the dense GEMV reaches 2.5: latency-
-// bound, not the bandwidth bound this note assumed.
+// 1.10-1.34x, fc7 1.05-1.13x with the clean rounds double-buffered (1.04-1.26x before) — 1.53
+// TB/s from DRAM where the dense GEMV reaches 2.5: latency-bound, not the bandwidth bound this
+// note assumed.
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -307,11 +308,9 @@ __device__ __forceinline__ void slab_math(const Sparse24Geometry& g, const __hal
 // groups / 128), nothing is guarded — AlexNet's rows are clean throughout.  Otherwise slabs at or
 // past `end` (this warp's range) are not copied, and lanes past a narrow last slab or without a
 // slab compute on zeros at padding slots (no x read).
-template <int kPass, int kRows, int kUnroll, bool kClean, Sparse24Input kInput>
-__device__ __forceinline__ void round_of_slabs(const Sparse24Geometry& g, const uint8_t* rows_w,
-                                               uint8_t* stage, const __half* x, int slab, int end,
-                                               int lane, int samples, float (&acc)[kRows][kPass]) {
-  __syncwarp();  // every lane is done with the previous round's images
+template <int kRows, int kUnroll, bool kClean>
+__device__ __forceinline__ void copy_slabs(const Sparse24Geometry& g, const uint8_t* rows_w,
+                                           uint8_t* stage, int slab, int end, int lane) {
   const uint32_t stage_u32 = ptx::smem_u32(stage);
 #pragma unroll
   for (int u = 0; u < kUnroll; ++u) {
@@ -328,8 +327,12 @@ __device__ __forceinline__ void round_of_slabs(const Sparse24Geometry& g, const 
     }
   }
   ptx::cp_async_commit();
-  ptx::cp_async_wait<0>();
-  __syncwarp();       // the metadata was copied by lanes 0–3 for the whole warp
+}
+
+template <int kPass, int kRows, int kUnroll, bool kClean, Sparse24Input kInput>
+__device__ __forceinline__ void compute_slabs(const Sparse24Geometry& g, const uint8_t* stage,
+                                              const __half* x, int slab, int end, int lane,
+                                              int samples, float (&acc)[kRows][kPass]) {
   asm("" : "+l"(x));  // x in a register: else it is re-read from the parameters for every load
   // Not unrolled: unrolled, ptxas hoists every slab's shared-memory reads and x loads for ILP
   // (114–124 registers wanted at batch 1) and then spills under the 64-register cap.
@@ -354,6 +357,18 @@ __device__ __forceinline__ void round_of_slabs(const Sparse24Geometry& g, const 
     const int t0 = active ? s * kSparse24SlabGroups + lane : g.groups;
     slab_math<kPass, kRows, kClean, kInput>(g, x, t0, width, samples, values, meta, acc);
   }
+}
+
+// One round with nothing in flight before or after it (the guarded tail of a row range).
+template <int kPass, int kRows, int kUnroll, bool kClean, Sparse24Input kInput>
+__device__ __forceinline__ void round_of_slabs(const Sparse24Geometry& g, const uint8_t* rows_w,
+                                               uint8_t* stage, const __half* x, int slab, int end,
+                                               int lane, int samples, float (&acc)[kRows][kPass]) {
+  __syncwarp();  // every lane is done with the previous round's images
+  copy_slabs<kRows, kUnroll, kClean>(g, rows_w, stage, slab, end, lane);
+  ptx::cp_async_wait<0>();
+  __syncwarp();  // the metadata was copied by lanes 0–3 for the whole warp
+  compute_slabs<kPass, kRows, kUnroll, kClean, kInput>(g, stage, x, slab, end, lane, samples, acc);
 }
 
 // Block: kBlockWarps warps = (kBlockWarps / split) row groups × split slab slices; group k owns
@@ -393,10 +408,31 @@ __global__ void __launch_bounds__(kBlockWarps * 32, min_blocks_per_sm(kPass))
 
     if (row0 < g.rows_pad) {
       const uint8_t* rows_w = weight + static_cast<int64_t>(row0) * g.row_bytes;
+      // Clean half rounds, double-buffered in the warp's stage: the next half round's copies are
+      // in flight while this one is computed (a single buffer left the loads idle during the
+      // math: 1.48 TB/s from DRAM on fc6, docs/PERFORMANCE.md run 21).
+      constexpr int kHalf = kUnroll / 2;
+      constexpr int kHalfBytes = kHalf * kRows * kSparse24SlabBytes;
       int slab = begin;
-      for (; slab + kUnroll <= clean_end; slab += kUnroll)
-        round_of_slabs<kPass, kRows, kUnroll, true, kInput>(g, rows_w, stage[warp], xp, slab, end,
-                                                            lane, samples, acc);
+      const int rounds = clean_end > begin ? (clean_end - begin) / kHalf : 0;
+      if (rounds > 0) {
+        __syncwarp();  // the previous pass's images are read
+        copy_slabs<kRows, kHalf, true>(g, rows_w, stage[warp], slab, end, lane);
+        for (int k = 0; k < rounds; ++k) {
+          if (k + 1 < rounds) {  // into the buffer computed at k - 1 (a __syncwarp ago)
+            copy_slabs<kRows, kHalf, true>(g, rows_w, stage[warp] + ((k + 1) & 1) * kHalfBytes,
+                                           slab + kHalf * (k + 1), end, lane);
+            ptx::cp_async_wait<1>();
+          } else {
+            ptx::cp_async_wait<0>();
+          }
+          __syncwarp();  // half round k landed, metadata included (copied by lanes 0-3)
+          compute_slabs<kPass, kRows, kHalf, true, kInput>(
+              g, stage[warp] + (k & 1) * kHalfBytes, xp, slab + kHalf * k, end, lane, samples, acc);
+          __syncwarp();  // its buffer may be refilled
+        }
+        slab += kHalf * rounds;
+      }
       // The rest (a short range, a narrow or padded last slab) in half rounds: smaller code for
       // the guarded path, and a short range is not padded up to a full round.
       for (; slab < end; slab += kUnroll / 2)
