@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/event_timing.h"
 #include "kernels/cuda/conv/igemm.h"
 #include "kernels/cuda/conv/wgmma.h"
 #include "kernels/cuda/conv/wgmma_ws.h"
@@ -93,26 +94,7 @@ ConvShape make_shape(const Layer& l) {
   return s;
 }
 
-// Median of `iters` launches (after warm-up); launch(i) must enqueue one run on `stream`.  All
-// launches are queued before one synchronisation, so host launch latency stays outside the
-// event pairs (as in `cnnrt profile`).
-double median_ms(const std::function<void(int)>& launch, int iters, cudaStream_t stream) {
-  for (int i = 0; i < 10; ++i) launch(i);
-  std::vector<cudaEvent_t> events(2 * size_t(iters));
-  for (cudaEvent_t& event : events) CNNRT_CUDA_CHECK(cudaEventCreate(&event));
-  for (int i = 0; i < iters; ++i) {
-    CNNRT_CUDA_CHECK(cudaEventRecord(events[2 * i], stream));
-    launch(i);
-    CNNRT_CUDA_CHECK(cudaEventRecord(events[2 * i + 1], stream));
-  }
-  CNNRT_CUDA_CHECK(cudaStreamSynchronize(stream));
-  std::vector<float> times(iters);
-  for (int i = 0; i < iters; ++i)
-    CNNRT_CUDA_CHECK(cudaEventElapsedTime(&times[i], events[2 * i], events[2 * i + 1]));
-  for (cudaEvent_t event : events) CNNRT_CUDA_CHECK(cudaEventDestroy(event));
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
+using cnnrt::bench::median_event_ms;
 
 // mark: "*" = plan(batch, false)'s pick (fused only), "w" = plan(batch)'s pick, "*w" both.
 void print_row(const char* layer, int batch, const std::string& variant, double ms, double flops,
@@ -169,7 +151,7 @@ double time_cudnn(cudnnHandle_t handle, const Layer& l, const ConvShape& s, int 
     const cudnnConvolutionFwdAlgo_t algo = perf[best].algo;
     *algo_name = "cudnn conv alone (algo " + std::to_string(int(algo)) + ")";
     const float alpha = 1.f, beta = 0.f;
-    ms = median_ms(
+    ms = median_event_ms(
         [&](int i) {
           LAB_CUDNN_CHECK(cudnnConvolutionForward(handle, &alpha, xd, x[i % 2], wd, w, cd, algo, ws,
                                                   perf[best].memory, &beta, yd, y));
@@ -222,15 +204,15 @@ void run_wgmma_lab(int iters, cudaStream_t stream) {
       CNNRT_CUDA_CHECK(cudaMalloc(&y, out_count * 2));
       const double flops = 2.0 * batch * s.conv_h * s.conv_w * double(l.oc) * fan_in;
       const auto plain_plan = plain.plan(batch);
-      double ms = median_ms([&](int i) { plain.forward(plain_plan, x[i % 2], y, batch, stream); },
-                            iters, stream);
+      double ms = median_event_ms(
+          [&](int i) { plain.forward(plain_plan, x[i % 2], y, batch, stream); }, iters, stream);
       print_row(l.name, batch, "conv_fp16_wgmma " + plain_plan.name, ms, flops, "");
       const auto pick = ws.plan(batch);
       for (const auto& tile : tiles) {
         const auto plan = ws.plan_tile(batch, tile[0], tile[1]);
         if (!plan) continue;
-        ms =
-            median_ms([&](int i) { ws.forward(*plan, x[i % 2], y, batch, stream); }, iters, stream);
+        ms = median_event_ms([&](int i) { ws.forward(*plan, x[i % 2], y, batch, stream); }, iters,
+                             stream);
         print_row(l.name, batch, "conv_fp16_wgmma_ws " + plan->name, ms, flops,
                   plan->variant == pick.variant ? "*" : "");
       }
@@ -312,7 +294,7 @@ int run(int argc, char** argv) {
         const bool is_direct = v + 1 == variants.size();
         if (is_direct && variants.size() > 1 && !with_direct) continue;
         const ConvFp16Plan& run = variants[v];
-        const double ms = median_ms(
+        const double ms = median_event_ms(
             [&](int i) { conv.forward(run, x[i % 2], y, batch, stream, ws); }, iters, stream);
         const bool fused_pick = run.variant == chosen, ws_pick = run.variant == chosen_ws;
         const char* mark = fused_pick ? (ws_pick ? "*w" : "*") : (ws_pick ? "w" : "");

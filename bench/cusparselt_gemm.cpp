@@ -42,6 +42,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/event_timing.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/elementwise_fp16.h"
 #include "kernels/cuda/linear_cusparselt.h"
@@ -109,26 +110,10 @@ void fill_random(const Buffer& buffer, int64_t rows, int64_t k, uint64_t seed) {
   }
 }
 
-// Median of `iters` event-timed launches after 10 untimed ones; `flush` (if any) is enqueued
-// before each timed launch, outside its events.  One synchronisation at the end.
+// bench/event_timing.h's median, the flush (if any) before each timed launch.
 double median_ms(const std::function<void()>& launch, const std::function<void()>& flush, int iters,
                  cudaStream_t stream) {
-  for (int i = 0; i < 10; ++i) launch();
-  std::vector<cudaEvent_t> events(2 * static_cast<size_t>(iters));
-  for (cudaEvent_t& event : events) CNNRT_CUDA_CHECK(cudaEventCreate(&event));
-  for (int i = 0; i < iters; ++i) {
-    if (flush) flush();
-    CNNRT_CUDA_CHECK(cudaEventRecord(events[2 * i], stream));
-    launch();
-    CNNRT_CUDA_CHECK(cudaEventRecord(events[2 * i + 1], stream));
-  }
-  CNNRT_CUDA_CHECK(cudaStreamSynchronize(stream));
-  std::vector<float> times(iters);
-  for (int i = 0; i < iters; ++i)
-    CNNRT_CUDA_CHECK(cudaEventElapsedTime(&times[i], events[2 * i], events[2 * i + 1]));
-  for (cudaEvent_t event : events) CNNRT_CUDA_CHECK(cudaEventDestroy(event));
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return cnnrt::bench::median_event_ms([&](int) { launch(); }, iters, stream, flush);
 }
 
 // ||a - b|| / ||b|| over the first `rows` rows of two [rows][m] fp16 outputs.

@@ -46,6 +46,7 @@
 #include "cnnrt/error.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/linear_fp16.h"
+#include "kernels/cuda/warp_sums.cuh"
 
 namespace cnnrt::cuda {
 
@@ -168,16 +169,7 @@ __global__ void __launch_bounds__(kGemvBlockWarps * 32)
       gemv_round<kBatch, kRows, kUnroll, true>(w_rows, x, k_vectors, v, stride, acc);
   }
 
-#pragma unroll
-  for (int r = 0; r < kRows; ++r)
-#pragma unroll
-    for (int b = 0; b < kBatch; ++b) {
-      float sum = acc[r][b];
-#pragma unroll
-      for (int offset = 16; offset > 0; offset >>= 1)
-        sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-      if (lane == r * kBatch + b) partial[warp][r * kBatch + b] = sum;  // spread over lanes
-    }
+  store_warp_sums(acc, partial[warp], lane);
   __syncthreads();
 
   // Thread t finishes output (group t / kOutputs, row r, sample b): groups × kOutputs ≤ 256.

@@ -76,6 +76,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/host_parallel.h"
 #include "kernels/cuda/linear_sparse24.h"
+#include "kernels/cuda/warp_sums.cuh"
 
 namespace cnnrt::cuda {
 
@@ -440,16 +441,7 @@ __global__ void __launch_bounds__(kBlockWarps * 32, min_blocks_per_sm(kPass))
                                                                  end, lane, samples, acc);
     }
 
-#pragma unroll
-    for (int r = 0; r < kRows; ++r)
-#pragma unroll
-      for (int b = 0; b < kPass; ++b) {
-        float sum = acc[r][b];
-#pragma unroll
-        for (int offset = 16; offset > 0; offset >>= 1)
-          sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-        if (lane == r * kPass + b) partial[warp][r * kPass + b] = sum;  // spread over lanes
-      }
+    store_warp_sums(acc, partial[warp], lane);
     __syncthreads();
 
     // Thread t finishes output (row group t / kOutputs, row r, sample b).

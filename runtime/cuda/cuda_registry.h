@@ -44,9 +44,10 @@ void register_depthwise_conv_kernels(KernelRegistry& registry);
 // pass (conv_residual_entries.cpp).  Sets entry.residual.
 void add_residual_epilogue(KernelEntry& entry);
 void register_conv_baseline_kernels(KernelRegistry& registry);
-// 2:4 sparse conv on sparse tensor cores (sparse_conv_entries.cpp, kernels/cuda/conv/wgmma_sparse.h).
+// 2:4 sparse conv on sparse tensor cores (sparse_conv_entries.cpp,
+// kernels/cuda/conv/wgmma_sparse.h).
 void register_sparse_conv_kernels(KernelRegistry& registry);
-void register_linear_kernels(KernelRegistry& registry);      // cuBLASLt epilogue, GEMV
+void register_linear_kernels(KernelRegistry& registry);  // cuBLASLt epilogue, GEMV
 // 2:4 sparse fp16 GEMV linear (sparse_linear_entries.cpp, kernels/cuda/linear_sparse24.h).
 void register_sparse_linear_kernels(KernelRegistry& registry);
 void register_fp16_layer_kernels(KernelRegistry& registry);  // pools, relu, add, concat, ...

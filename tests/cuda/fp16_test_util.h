@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "graph/ir.h"
+#include "kernels/cpu/reference.h"
 #include "kernels/cuda/cuda_check.h"
 #include "runtime/kernel.h"
 
@@ -172,6 +173,18 @@ inline std::vector<__half> linear_gpu_input(const std::vector<float>& x, int bat
   return out;
 }
 
+// The CPU reference of the linear tests: ref::linear of x [batch][in] with weight [out][in] and
+// bias (empty: none), then ReLU when `relu`.
+inline std::vector<float> linear_reference(const std::vector<float>& x, int batch, int in, int out,
+                                           const std::vector<float>& weight,
+                                           const std::vector<float>& bias, bool relu) {
+  std::vector<float> y(static_cast<size_t>(batch) * out);
+  ref::linear(x.data(), batch, in, weight.data(), bias.empty() ? nullptr : bias.data(), out,
+              y.data());
+  if (relu) ref::relu(y.data(), static_cast<int64_t>(y.size()), y.data());
+  return y;
+}
+
 // Creates the kernel of registry entry `name` for `node` (must be supported) and runs it once on
 // `stream` with a NaN-poisoned workspace, then synchronises.
 class EntryRunner {
@@ -195,15 +208,7 @@ class EntryRunner {
            cudaStream_t stream = nullptr, std::vector<TensorType> input_types = {}) {
     const KernelPlan plan = prepare(batch, std::move(input_types));
     DeviceMem workspace(plan.workspace_bytes);
-    KernelArgs args;
-    args.inputs = inputs;
-    args.output = output;
-    args.batch = batch;
-    args.workspace = plan.workspace_bytes > 0 ? workspace.get() : nullptr;
-    args.stream = stream;
-    args.variant = plan.variant;
-    args.state = plan.state.get();
-    kernel_->run(args);
+    kernel_->run(args_of(plan, inputs, output, batch, workspace, stream));
     CNNRT_CUDA_CHECK(cudaStreamSynchronize(stream));
   }
   // As the engine runs it: `plan` (from prepare()) launched once inside a captured CUDA graph on a
@@ -213,17 +218,9 @@ class EntryRunner {
     DeviceMem workspace(plan.workspace_bytes);
     cudaStream_t stream;
     CNNRT_CUDA_CHECK(cudaStreamCreate(&stream));
-    KernelArgs args;
-    args.inputs = inputs;
-    args.output = output;
-    args.batch = batch;
-    args.workspace = plan.workspace_bytes > 0 ? workspace.get() : nullptr;
-    args.stream = stream;
-    args.variant = plan.variant;
-    args.state = plan.state.get();
     cudaGraph_t graph;
     CNNRT_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    kernel_->run(args);
+    kernel_->run(args_of(plan, inputs, output, batch, workspace, stream));
     CNNRT_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
     cudaGraphExec_t exec;
     CNNRT_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
@@ -235,6 +232,19 @@ class EntryRunner {
   }
 
  private:
+  static KernelArgs args_of(const KernelPlan& plan, const std::vector<const void*>& inputs,
+                            void* output, int batch, const DeviceMem& workspace,
+                            cudaStream_t stream) {
+    KernelArgs args;
+    args.inputs = inputs;
+    args.output = output;
+    args.batch = batch;
+    args.workspace = plan.workspace_bytes > 0 ? workspace.get() : nullptr;
+    args.stream = stream;
+    args.variant = plan.variant;
+    args.state = plan.state.get();
+    return args;
+  }
   const KernelEntry* entry_ = nullptr;
   std::unique_ptr<LayerKernel> kernel_;
   size_t entry_inputs_ = 1;

@@ -63,11 +63,7 @@ std::vector<__half> gpu_input(const std::vector<float>& x, int batch, const Line
 
 std::vector<float> reference(const LinearGraph& g, const std::vector<float>& x, int batch,
                              const LinearCase& lc) {
-  std::vector<float> y(static_cast<size_t>(batch) * lc.out);
-  ref::linear(x.data(), batch, lc.in, g.weight.data(), lc.bias ? g.bias.data() : nullptr, lc.out,
-              y.data());
-  if (lc.relu) ref::relu(y.data(), static_cast<int64_t>(y.size()), y.data());
-  return y;
+  return test::linear_reference(x, batch, lc.in, lc.out, g.weight, g.bias, lc.relu);
 }
 
 // The batch decides the variant once per context (prepare); the harness runs both sides.

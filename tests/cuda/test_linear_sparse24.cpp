@@ -438,10 +438,8 @@ TEST(LinearSparse24, EntryMatchesTheDenseReferenceInsideAGraphCapture) {
 
     const std::vector<float> x =
         nonzero_fp16_values(static_cast<size_t>(batch) * c.in, rng, 0.05f, 1.0f);
-    std::vector<float> expected(static_cast<size_t>(batch) * c.out);
-    ref::linear(x.data(), batch, c.in, g.weight.data(), c.bias ? g.bias.data() : nullptr, c.out,
-                expected.data());
-    if (c.relu) ref::relu(expected.data(), static_cast<int64_t>(expected.size()), expected.data());
+    const std::vector<float> expected =
+        test::linear_reference(x, batch, c.in, c.out, g.weight, g.bias, c.relu);
 
     DeviceMem input(gpu_input(x, batch, c));
     DeviceMem output(static_cast<size_t>(batch) * test::pad8(c.out) * 2);

@@ -364,7 +364,9 @@ TEST_F(MixedPrecisionCpu, BadPlanFilesNameFileLineLayerAndTheValidChoices) {
   path = write_plan("not_utf8", "model: alex\xff\x0e\nlayers:\n  fc: {precision: fp32}\n");
   expect_mentions(error_of([&] { load_plan_file(path); }),
                   {path + ":1:", "'model' is not valid UTF-8 (byte 4)"});
-  path = write_plan("not_utf8_layer", "layers:\n  f\xc0\xaf" "c: {precision: fp32}\n");
+  path = write_plan("not_utf8_layer",
+                    "layers:\n  f\xc0\xaf"
+                    "c: {precision: fp32}\n");
   expect_mentions(error_of([&] { load_plan_file(path); }), {path + ":2:", "not valid UTF-8"});
   // Valid multi-byte names are kept.
   path = write_plan("utf8_layer", "model: \xc3\xa9t\xc3\xa9\nlayers:\n  fc: {precision: fp32}\n");

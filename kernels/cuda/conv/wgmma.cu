@@ -229,32 +229,15 @@ void ConvFp16Wgmma::forward(int variant, const void* x, void* y, int batch,
 void ConvFp16Wgmma::forward(int variant, const void* x, const void* residual, void* y, int batch,
                             cudaStream_t stream) const {
   const ConvFp16WgmmaImpl& m = *impl_;
-  if (m.shape.residual != (residual != nullptr))
-    throw Error(m.shape.residual ? "conv_fp16_wgmma: the fused residual is missing"
-                                 : "conv_fp16_wgmma: a residual given to a conv without one");
-  if (batch <= 0) return;
-  const long long m_total = (long long)batch * m.shape.conv_h * m.shape.conv_w;
   WgmmaParams p = m.base;
-  size_t smem = wgmma_detail::smem_bytes(m.bn, wgmma_detail::kStages);
-  long long grid_x = (m_total + wgmma_detail::kBM - 1) / wgmma_detail::kBM;
-  if (m.pool()) {
-    if (variant < 0 || variant >= int(m.tilings.size()))
-      throw Error("conv_fp16_wgmma: variant " + std::to_string(variant) + " out of range");
-    const WgmmaTiling& t = m.tilings[variant];
-    p.tile = t.tile;
-    smem = t.smem;
-    grid_x = (long long)batch * t.tile.tiles_y * t.tile.tiles_x;
-  }
-  if (m_total > (1LL << 30) || grid_x > (1LL << 30))
-    throw Error("conv_fp16_wgmma: batch " + std::to_string(batch) + " too large for int indexing");
-  p.x = static_cast<const __half*>(x);
-  p.y = static_cast<__half*>(y);
-  p.residual = static_cast<const __half*>(residual);
-  p.m_total = static_cast<int>(m_total);
-  const dim3 grid(static_cast<unsigned>(grid_x), static_cast<unsigned>(m.shape.out_c / m.bn));
+  const WgmmaLaunch launch = set_wgmma_launch(
+      "conv_fp16_wgmma", m.shape, m.tilings, wgmma_detail::kBM,
+      wgmma_detail::smem_bytes(m.bn, wgmma_detail::kStages), variant, x, residual, y, batch, p);
+  if (launch.grid_x == 0) return;
+  const dim3 grid(launch.grid_x, static_cast<unsigned>(m.shape.out_c / m.bn));
   // With a residual the staged values are unclamped (p.act off): the ReLU instance serves.
   const bool clamp = upper_clamp(m.shape) && !m.shape.residual;
-  kernel_of(m.bn, m.pool(), clamp)<<<grid, wgmma_detail::kThreads, smem, stream>>>(p);
+  kernel_of(m.bn, m.pool(), clamp)<<<grid, wgmma_detail::kThreads, launch.smem, stream>>>(p);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 

@@ -77,12 +77,14 @@ inline bool wgmma_conv_shape_ok(const ConvShape& s) {
          s.in_h > 0 && s.in_w > 0 && s.conv_h > 0 && s.conv_w > 0 && ConvFp16::supports(s);
 }
 
-// Weight [out_c][in_c][kh][kw] fp32 as the K-major [rows][w_k] fp32 the wgmma kernels read
-// (k = (ky * kw + kx) * in_c + c, zero K tail, zero rows >= out_c); the sparse kernel compresses
-// this form (wgmma_sparse.cu).
-inline std::vector<float> pack_wgmma_weights(const ConvShape& s, const float* weight, int w_k,
-                                             int rows) {
+// Uploads weight [out_c][in_c][kh][kw] fp32 as fp16 [rows][w_k] (k = (ky * kw + kx) * in_c + c,
+// zero K tail, zero rows >= out_c) and bias (nullable) as fp32 [rows], zeros past out_c.  The
+// caller owns *w_dev / *bias_dev (cudaFree).  Returns the bytes uploaded.
+inline size_t upload_wgmma_weights(const ConvShape& s, const float* weight, const float* bias,
+                                   int w_k, int rows, __half** w_dev, float** bias_dev) {
   const ConvAttrs& a = s.conv;
+  // Packed in fp32, converted on the GPU (upload_as_fp16: the host conversion was a large part
+  // of the build time, issue 7).
   std::vector<float> w_host(size_t(rows) * w_k, 0.f);
   for (int o = 0; o < s.out_c; ++o)
     for (int c = 0; c < s.in_c; ++c)
@@ -90,17 +92,6 @@ inline std::vector<float> pack_wgmma_weights(const ConvShape& s, const float* we
         for (int kx = 0; kx < a.kernel_w; ++kx)
           w_host[size_t(o) * w_k + (size_t(ky) * a.kernel_w + kx) * s.in_c + c] =
               weight[((size_t(o) * s.in_c + c) * a.kernel_h + ky) * a.kernel_w + kx];
-  return w_host;
-}
-
-// Uploads weight [out_c][in_c][kh][kw] fp32 as fp16 [rows][w_k] (pack_wgmma_weights) and bias
-// (nullable) as fp32 [rows], zeros past out_c.  The caller owns *w_dev / *bias_dev (cudaFree).
-// Returns the bytes uploaded.
-inline size_t upload_wgmma_weights(const ConvShape& s, const float* weight, const float* bias,
-                                   int w_k, int rows, __half** w_dev, float** bias_dev) {
-  // Packed in fp32, converted on the GPU (upload_as_fp16: the host conversion was a large part
-  // of the build time, issue 7).
-  const std::vector<float> w_host = pack_wgmma_weights(s, weight, w_k, rows);
   std::vector<float> b_host(rows, 0.f);
   if (bias != nullptr) std::memcpy(b_host.data(), bias, sizeof(float) * s.out_c);
   *w_dev = static_cast<__half*>(upload_as_fp16(w_host).release());

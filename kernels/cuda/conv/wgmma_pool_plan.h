@@ -2,15 +2,20 @@
 // blocks a CTA can take (one pass staged in the drained ring, or row-streamed passes with a
 // staging ring of their own), and which of them a batch should run.  The dense fp16 kernel
 // (wgmma.cu) and the 2:4 sparse one (wgmma_sparse.cu) share it, so their pool tiles follow one
-// rule and one cost model; only their shared-memory sizes differ (passed in).
+// rule and one cost model; only their shared-memory sizes differ (passed in).  Also the launch
+// setup their forward() share (set_wgmma_launch).
 #pragma once
+
+#include <cuda_fp16.h>
 
 #include <algorithm>
 #include <functional>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "cnnrt/error.h"
+#include "kernels/cuda/conv/conv_shape.h"
 #include "kernels/cuda/conv/pool_tiling.h"
 
 namespace cnnrt::cuda {
@@ -104,6 +109,48 @@ inline int choose_wgmma_pool_tiling(const std::vector<WgmmaTiling>& tilings, int
     }
   }
   return best;
+}
+
+// One launch of a wgmma conv: its grid's x extent and dynamic shared memory.
+struct WgmmaLaunch {
+  unsigned grid_x = 0;
+  size_t smem = 0;
+};
+
+// The per-launch fields of a wgmma conv's parameters P (WgmmaParams or one derived from it: x, y,
+// residual, m_total, tile): the pointers, the output pixels of `batch` and, with a fused
+// pool, the tiling `variant` picks; `rows` output pixels per CTA otherwise, with `flat_smem`
+// bytes.  Checks what forward() was handed (the residual the shape needs, or none; the variant;
+// int indexing); `name` words the errors.  grid_x 0: nothing to launch (batch <= 0).  Shared by
+// the dense and the sparse kernels' forward().
+template <class P>
+WgmmaLaunch set_wgmma_launch(const char* name, const ConvShape& s,
+                             const std::vector<WgmmaTiling>& tilings, int rows, size_t flat_smem,
+                             int variant, const void* x, const void* residual, void* y, int batch,
+                             P& p) {
+  if (s.residual != (residual != nullptr))
+    throw Error(std::string(name) + (s.residual ? ": the fused residual is missing"
+                                                : ": a residual given to a conv without one"));
+  if (batch <= 0) return {};
+  const long long m_total = (long long)batch * s.conv_h * s.conv_w;
+  long long grid_x = (m_total + rows - 1) / rows;
+  size_t smem = flat_smem;
+  if (s.pool) {
+    if (variant < 0 || variant >= int(tilings.size()))
+      throw Error(std::string(name) + ": variant " + std::to_string(variant) + " out of range");
+    const WgmmaTiling& t = tilings[variant];
+    p.tile = t.tile;
+    smem = t.smem;
+    grid_x = (long long)batch * t.tile.tiles_y * t.tile.tiles_x;
+  }
+  if (m_total > (1LL << 30) || grid_x > (1LL << 30))
+    throw Error(std::string(name) + ": batch " + std::to_string(batch) +
+                " too large for int indexing");
+  p.x = static_cast<const __half*>(x);
+  p.y = static_cast<__half*>(y);
+  p.residual = static_cast<const __half*>(residual);
+  p.m_total = static_cast<int>(m_total);
+  return {static_cast<unsigned>(grid_x), smem};
 }
 
 }  // namespace cnnrt::cuda

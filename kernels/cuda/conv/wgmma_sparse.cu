@@ -50,6 +50,8 @@
 #include <vector>
 
 #include "cnnrt/error.h"
+#include "graph/passes_sparsity.h"
+#include "kernels/cpu/sparse24.h"
 #include "kernels/cuda/conv/wgmma.h"
 #include "kernels/cuda/conv/wgmma_common.h"
 #include "kernels/cuda/conv/wgmma_kernel.cuh"
@@ -340,34 +342,23 @@ struct PackedSparse {
 
 PackedSparse pack_sparse(const ConvShape& s, const float* weight, int w_k, int mi,
                          const std::string& layer) {
-  const std::vector<float> dense = pack_wgmma_weights(s, weight, w_k, s.out_c);
-  const int groups = w_k / 4, half_k = w_k / 2, kw = s.conv.kernel_w;
+  // The project's 2:4 format (kernels/cpu/sparse24.h: its check names the layer, output channel,
+  // tap and channels; its kept pairs are in K order (tap, channel group), which is this kernel's
+  // K order, since in_c % 8 == 0 leaves no channel padding), then the K tail up to w_k: zeros
+  // with the valid nibble {0, 1}.
+  const sparse24::Compressed c = sparse24::compress(
+      weight, sparsity::WeightShape{s.out_c, s.in_c, s.conv.kernel_h * s.conv.kernel_w}, layer);
+  const int groups = w_k / 4, half_k = w_k / 2, real_groups = c.shape.groups_per_row();
   PackedSparse out;
   out.values.assign(size_t(s.out_c) * half_k, 0.f);
-  std::vector<uint8_t> nibble(size_t(s.out_c) * groups);
-  for (int o = 0; o < s.out_c; ++o)
-    for (int gi = 0; gi < groups; ++gi) {
-      const float* q = &dense[size_t(o) * w_k + 4 * gi];
-      int idx[2] = {0, 1}, n = 0;
-      for (int e = 0; e < 4; ++e) {
-        if (q[e] == 0.f) continue;
-        if (n == 2) {
-          const int k = 4 * gi, tap = k / s.in_c, c = k % s.in_c;
-          throw Error(layer + ": weight is not 2:4: output channel " + std::to_string(o) +
-                      ", tap (" + std::to_string(tap / kw) + ", " + std::to_string(tap % kw) +
-                      "), input channels " + std::to_string(c) + ".." + std::to_string(c + 3) +
-                      " hold more than 2 non-zeros");
-        }
-        idx[n++] = e;
-      }
-      // Fewer than two non-zeros: pad with a zero at an unused index, keeping the two indices
-      // distinct and increasing (equal ones are invalid on the hardware).
-      if (n == 1) idx[1] = idx[0] == 3 ? 2 : 3;
-      if (idx[0] > idx[1]) std::swap(idx[0], idx[1]);
-      out.values[size_t(o) * half_k + 2 * gi] = q[idx[0]];
-      out.values[size_t(o) * half_k + 2 * gi + 1] = q[idx[1]];
-      nibble[size_t(o) * groups + gi] = uint8_t(idx[0] | idx[1] << 2);
-    }
+  std::vector<uint8_t> nibble(size_t(s.out_c) * groups, uint8_t(0 | 1 << 2));
+  for (int o = 0; o < s.out_c; ++o) {
+    std::copy_n(c.values.begin() + size_t(o) * real_groups * 2, real_groups * 2,
+                out.values.begin() + size_t(o) * half_k);
+    for (int g = 0; g < real_groups; ++g)
+      nibble[size_t(o) * groups + g] =
+          uint8_t(c.meta[size_t(o) * c.meta_words_per_row() + g / 4] >> (4 * (g % 4)) & 0xF);
+  }
   const int k_tiles = w_k / kKTile, bc = 64 * mi, n_tiles = s.out_c / bc;
   auto nibbles16 = [&](int row, int group0) {
     uint32_t v = 0;
@@ -499,31 +490,13 @@ std::optional<ConvFp16Sparse24Plan> ConvFp16Sparse24::plan_pool_block(int batch,
 void ConvFp16Sparse24::forward(int variant, const void* x, const void* residual, void* y, int batch,
                                cudaStream_t stream) const {
   const ConvFp16Sparse24Impl& m = *impl_;
-  if (m.shape.residual != (residual != nullptr))
-    throw Error(m.shape.residual ? "conv_fp16_sparse24: the fused residual is missing"
-                                 : "conv_fp16_sparse24: a residual given to a conv without one");
-  if (batch <= 0) return;
-  const long long m_total = (long long)batch * m.shape.conv_h * m.shape.conv_w;
   wgsp::SpParams p = m.base;
-  size_t smem = wgsp::smem_bytes(m.mi);
-  long long grid_x = (m_total + wgsp::kBM - 1) / wgsp::kBM;
-  if (m.pool()) {
-    if (variant < 0 || variant >= int(m.tilings.size()))
-      throw Error("conv_fp16_sparse24: variant " + std::to_string(variant) + " out of range");
-    const WgmmaTiling& t = m.tilings[variant];
-    p.tile = t.tile;
-    smem = t.smem;
-    grid_x = (long long)batch * t.tile.tiles_y * t.tile.tiles_x;
-  }
-  if (m_total > (1LL << 30) || grid_x > (1LL << 30))
-    throw Error("conv_fp16_sparse24: batch " + std::to_string(batch) + " too large");
-  p.x = static_cast<const __half*>(x);
-  p.y = static_cast<__half*>(y);
-  p.residual = static_cast<const __half*>(residual);
-  p.m_total = static_cast<int>(m_total);
-  const dim3 grid(static_cast<unsigned>(grid_x),
-                  static_cast<unsigned>(m.shape.out_c / (64 * m.mi)));
-  kernel_of(m.mi, m.pool())<<<grid, wgsp::kThreads, smem, stream>>>(p);
+  const WgmmaLaunch launch =
+      set_wgmma_launch("conv_fp16_sparse24", m.shape, m.tilings, wgsp::kBM, wgsp::smem_bytes(m.mi),
+                       variant, x, residual, y, batch, p);
+  if (launch.grid_x == 0) return;
+  const dim3 grid(launch.grid_x, static_cast<unsigned>(m.shape.out_c / (64 * m.mi)));
+  kernel_of(m.mi, m.pool())<<<grid, wgsp::kThreads, launch.smem, stream>>>(p);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 
