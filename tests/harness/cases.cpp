@@ -214,6 +214,11 @@ std::vector<OpCase> conv_cases() {
   add(ConvSpec(64, 27, 27, 64, 3).pad(1).act(kRelu).pool(3, 2).tag("fill"), {33});
   add(ConvSpec(64, 27, 27, 64, 3).pad(1).act(kRelu).tag("fill"), {33});
   add(ConvSpec(64, 14, 14, 192, 1).act(kRelu6).tag("fill"), {90});  // wgmma, clamp epilogue
+  // conv_fp16_wgmma's narrow tiles (channel-pruned AlexNet widths): BN = 32 with a fused pool,
+  // BN = 96 with a fused pool, BN = 32 over five N tiles with a residual and a clamp.
+  add(ConvSpec(48, 31, 31, 32, 3).act(kRelu).pool(3, 2).tag("fill"), {33});
+  add(ConvSpec(16, 23, 23, 96, 5).pad(2).act(kRelu).pool(3, 2).tag("fill"), {33});
+  add(ConvSpec(64, 14, 14, 160, 1).residual().act(kRelu6).tag("fill"), {90});
   // int8 wgmma (conv_int8_wgmma*): a channel stride with padding lanes (13 -> 16), and the
   // space-to-depth stem at a batch whose 64-channel grid fills the GPU (conv_int8_s2d on wgmma).
   add(ConvSpec(13, 21, 19, 64, 3).stride(2).pad(1).act(kRelu), {3});

@@ -117,16 +117,32 @@ auto kernel_of(bool pool, bool clamp) {
 auto kernel_of(int bn, bool pool, bool clamp) {
   return bn == 128   ? kernel_of<128>(pool, clamp)
          : bn == 192 ? kernel_of<192>(pool, clamp)
-                     : kernel_of<64>(pool, clamp);
+         : bn == 64  ? kernel_of<64>(pool, clamp)
+         : bn == 96  ? kernel_of<96>(pool, clamp)
+                     : kernel_of<32>(pool, clamp);
 }
-bool upper_clamp(const ConvShape& s) { return s.clamps() && s.activation.hi < INFINITY; }
+// The instance forward() launches: with a residual the staged values are unclamped (p.act off,
+// the clamp follows the add in the write-out), so the instance without the fminf serves.
+bool upper_clamp(const ConvShape& s) {
+  return s.clamps() && s.activation.hi < INFINITY && !s.residual;
+}
 
 }  // namespace
 
 bool ConvFp16Wgmma::supports(const ConvShape& s) {
   // The common rule (the ConvFp16 fallback's check also validates the pool attributes: pad <=
   // kernel / 2, non-empty output); one pool window must fit the 128 rows.
-  if (!wgmma_conv_shape_ok(s)) return false;
+  if (!wgmma_conv_shape_ok(s, 32)) return false;
+  // The narrow tiles (out_c % 64 != 0: BN 96 / 32) only where K's padding to the 64-wide k-tile
+  // is at most K / 8: on EfficientNet-Lite0's 1x1 convs 16 -> 96 (K 16 in a k-tile of 64) and
+  // 80 -> 480 (K 80 in 128) they ran 1.65x and 1.12x slower than conv_fp16_igemm at batch 256
+  // (H100, docs/PERFORMANCE.md run 22), while the channel-pruned AlexNet's conv1 (K 432 in 448)
+  // and conv2 (800 in 832) gain.  Shapes 64 divides keep the rule they were measured under.
+  if (s.out_c % 64 != 0) {
+    const long long k = (long long)s.conv.kernel_h * s.conv.kernel_w * s.in_c;
+    const long long padded = (k + wgmma_detail::kBK - 1) / wgmma_detail::kBK * wgmma_detail::kBK;
+    if (8 * padded > 9 * k) return false;
+  }
   if (s.pool) {
     const PoolAttrs& pa = *s.pool;
     if (pa.kernel_h * pa.kernel_w > wgmma_detail::kBM || s.out_h <= 0 || s.out_w <= 0) return false;
@@ -170,13 +186,20 @@ ConvFp16Wgmma::ConvFp16Wgmma(const ConvShape& shape_in, const float* weight, con
   if (!supports(s))
     throw Error(
         "conv_fp16_wgmma: unsupported shape (needs groups 1, dilation 1, "
-        "in_c % 8 == 0, out_c % 64 == 0, a valid pool window of <= 128 pixels)");
+        "in_c % 8 == 0, out_c % 32 == 0 (% 64 unless K pads by <= 1/8), a valid pool window of "
+        "<= 128 pixels)");
   if (!device_supported())
     throw Error("conv_fp16_wgmma: needs a compute capability 9.0 device and the sm_90a build");
   if (weight == nullptr) throw Error("conv_fp16_wgmma: no weight");
   // 128 where it divides (conv3/conv4, measured); 192 serves out_c = 192 (conv2) in one N tile,
-  // so the A gather is done once per pixel instead of three times; else 64.
-  m.bn = s.out_c % 128 == 0 ? 128 : s.out_c % 192 == 0 ? 192 : 64;
+  // so the A gather is done once per pixel instead of three times; else 64; then the narrow
+  // tiles for channel counts 64 does not divide (a channel-pruned AlexNet: conv1 at 32, conv2
+  // at 96): 96 where it divides (a third of the gathers of 32), else 32.
+  m.bn = s.out_c % 128 == 0   ? 128
+         : s.out_c % 192 == 0 ? 192
+         : s.out_c % 64 == 0  ? 64
+         : s.out_c % 96 == 0  ? 96
+                              : 32;
 
   WgmmaParams& p = m.base;
   fill_wgmma_conv_params(s, wgmma_detail::kBK, p);
@@ -235,9 +258,8 @@ void ConvFp16Wgmma::forward(int variant, const void* x, const void* residual, vo
       wgmma_detail::smem_bytes(m.bn, wgmma_detail::kStages), variant, x, residual, y, batch, p);
   if (launch.grid_x == 0) return;
   const dim3 grid(launch.grid_x, static_cast<unsigned>(m.shape.out_c / m.bn));
-  // With a residual the staged values are unclamped (p.act off): the ReLU instance serves.
-  const bool clamp = upper_clamp(m.shape) && !m.shape.residual;
-  kernel_of(m.bn, m.pool(), clamp)<<<grid, wgmma_detail::kThreads, launch.smem, stream>>>(p);
+  kernel_of(m.bn, m.pool(),
+            upper_clamp(m.shape))<<<grid, wgmma_detail::kThreads, launch.smem, stream>>>(p);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 

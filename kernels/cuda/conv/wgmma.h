@@ -1,7 +1,8 @@
 // Hopper (sm_90a) wgmma implicit-GEMM fp16 convolution — interface.
 //
 // Serves convolutions (groups 1, dilation 1) whose channels need no padding: in_c % 8 == 0 and
-// out_c % 64 == 0 (AlexNet conv2..conv5 and the space-to-depth form of conv1), optionally with a
+// out_c % 32 == 0 (AlexNet conv2..conv5 and the space-to-depth form of conv1, and their
+// channel-pruned forms at 32 / 96 channels through n32 / n96 tiles), optionally with a
 // fused MaxPool after bias + activation.  Same activation layout as every CUDA conv
 // (kernels/cuda/conv/conv_shape.h): NHWC fp16, channel stride round_up(C, 8) — which equals C
 // for the shapes served, so no padding lanes exist.  The device code exists only in the sm_90a
@@ -31,7 +32,8 @@ struct ConvFp16WgmmaPlan {
 
 class ConvFp16Wgmma {
  public:
-  // Shape rule only (no device query): groups 1, dilation 1, in_c % 8 == 0, out_c % 64 == 0,
+  // Shape rule only (no device query): groups 1, dilation 1, in_c % 8 == 0, out_c % 32 == 0
+  // (out_c % 64 != 0 only where K = kh * kw * in_c pads to the 64-wide k-tile by at most K / 8),
   // positive extents, ConvFp16::supports(shape) (the small-batch fallback callers keep), and a
   // pool window of at most 128 pixels when a pool is fused.
   static bool supports(const ConvShape& shape);

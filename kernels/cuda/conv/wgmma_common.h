@@ -68,13 +68,16 @@ inline void fill_wgmma_conv_params(const ConvShape& s, int k_tile, WgmmaConvPara
 }
 
 // The rule both kernels share: groups 1, dilation 1, channels that need no padding (in_c % 8,
-// out_c % 64), positive extents; and the small-batch fallback (ConvFp16) serves the shape too.
-inline bool wgmma_conv_shape_ok(const ConvShape& s) {
+// out_c % out_c_multiple: 64 for the warp-specialised kernel, 32 for conv_fp16_wgmma, whose
+// n32 / n96 tiles serve the rest), positive extents; and the small-batch fallback (ConvFp16)
+// serves the shape too.
+inline bool wgmma_conv_shape_ok(const ConvShape& s, int out_c_multiple = 64) {
   const ConvAttrs& a = s.conv;
   return a.groups == 1 && a.dilation_h == 1 && a.dilation_w == 1 && s.in_c > 0 && s.in_c % 8 == 0 &&
-         s.out_c > 0 && s.out_c % 64 == 0 && a.out_channels == s.out_c && a.kernel_h > 0 &&
-         a.kernel_w > 0 && a.stride_h > 0 && a.stride_w > 0 && a.pad_h >= 0 && a.pad_w >= 0 &&
-         s.in_h > 0 && s.in_w > 0 && s.conv_h > 0 && s.conv_w > 0 && ConvFp16::supports(s);
+         s.out_c > 0 && s.out_c % out_c_multiple == 0 && a.out_channels == s.out_c &&
+         a.kernel_h > 0 && a.kernel_w > 0 && a.stride_h > 0 && a.stride_w > 0 && a.pad_h >= 0 &&
+         a.pad_w >= 0 && s.in_h > 0 && s.in_w > 0 && s.conv_h > 0 && s.conv_w > 0 &&
+         ConvFp16::supports(s);
 }
 
 // Uploads weight [out_c][in_c][kh][kw] fp32 as fp16 [rows][w_k] (k = (ky * kw + kx) * in_c + c,

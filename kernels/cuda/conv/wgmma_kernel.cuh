@@ -13,8 +13,8 @@
 // K contiguous, zero-padded in K to a multiple of 64, so B loads need no guard.
 //
 // Tile: CTA = 2 warpgroups (256 threads), BM = 128 (64 rows per warpgroup), BN = 128 (192 when
-// out_c % 192 == 0 but not % 128, e.g. conv2: one N tile; else 64), BK = 64 halves = one 128-byte
-// row per A/B row.  Shared memory holds the rows in the canonical K-major 128-byte-swizzle layout
+// out_c % 192 == 0 but not % 128, e.g. conv2: one N tile; else 64; 96 or 32 for channel counts
+// 64 does not divide), BK = 64 halves = one 128-byte row per A/B row.  Shared memory holds the rows in the canonical K-major 128-byte-swizzle layout
 // wgmma expects: row r of a tile at r * 128 bytes, its 16-byte chunk c at chunk (c ^ (r % 8));
 // every tile starts 1024-byte aligned (the swizzle is a function of address bits 4-9).  Descriptor:
 // start >> 4, LBO unused (1), SBO = 1024 bytes (8 rows), swizzle mode 1 (128B).  The 4 k16 steps of
@@ -33,7 +33,7 @@
 // layout: warp w of the warpgroup owns rows 16w..16w+15;
 // register 4j + 2h + {0,1} holds row lane/4 + 8h, columns 8j + 2(lane%4) + {0,1}) + bias, clamp,
 // rounded to fp16, staged in shared memory (the drained ring), then written as 16-byte rows.
-// out_c % 64 == 0, so the output has no padding channels to zero.
+// out_c % 32 == 0, so the output has no padding channels to zero.
 //
 // Fused MaxPool (POOL instances): a CTA computes the TH x TW conv tile of ONE image under the
 // windows of a PH x PW block of pooled outputs (host: plan(batch), pool_tiling.h), gathered
@@ -304,7 +304,7 @@ __device__ __forceinline__ void wg_stage_acc(const float (&acc)[BN / 2], __half*
 // Pooled rows [py_begin, py_end) of the block: window max over the staged conv rows with
 // __hmax2.  Window cells outside the conv output (pool padding, ceil_mode overhang) are
 // skipped, i.e. act as -inf; every window holds at least one real cell (pad <= kernel / 2,
-// PyTorch's ceil_mode rule), so -inf never reaches the output.  out_c % 64 == 0: no padding
+// PyTorch's ceil_mode rule), so -inf never reaches the output.  out_c % 32 == 0: no padding
 // channels exist.
 template <int BN>
 __device__ __forceinline__ void wg_pool_out(const WgmmaParams& p, const __half* s_c,

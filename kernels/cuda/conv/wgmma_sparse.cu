@@ -405,7 +405,10 @@ ConvFp16Sparse24Plan plan_of(const ConvFp16Sparse24Impl& m, int variant, int bat
 
 }  // namespace
 
-bool ConvFp16Sparse24::supports(const ConvShape& s) { return ConvFp16Wgmma::supports(s); }
+// The dense kernel's rule, but whole 64-channel M tiles (the dense kernel also takes 32 / 96).
+bool ConvFp16Sparse24::supports(const ConvShape& s) {
+  return ConvFp16Wgmma::supports(s) && s.out_c % 64 == 0;
+}
 bool ConvFp16Sparse24::device_supported() { return ConvFp16Wgmma::device_supported(); }
 
 ConvFp16Sparse24::ConvFp16Sparse24(const ConvShape& shape_in, const float* weight,

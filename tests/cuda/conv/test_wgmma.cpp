@@ -10,8 +10,9 @@
 // swizzle slip that an L2 norm could hide).  Outputs are NaN-poisoned before the launch, so every
 // element must be written; padding channels (none for out_c % 64 == 0) must be +0.
 // Shapes: AlexNet conv3/conv4 at batch 1 and 3, and odd ones within supports() (H, W 7/13/17;
-// in_c 8/24/192; out_c 64/192; kernels 1/3/5; padding 0..2; stride 1 and 2) — M is never a
-// multiple of the 128-row tile, K tails are partial (in_c 8/24), and out_c 192 takes BN = 64.
+// in_c 8/24/192; out_c 64/192 and the narrow tiles' 32/96/160/224; kernels 1/3/5; padding 0..2;
+// stride 1 and 2) — M is never a multiple of the 128-row tile, K tails are partial (in_c 8/24),
+// and out_c 192 takes BN = 192, 96 BN = 96, 32/160/224 BN = 32 (1, 5 and 7 N tiles).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -80,6 +81,11 @@ TEST(ConvWgmma, OddShapesMatchReference) {
       {1, 192, 17, 17, 192, 1, 2, 2, false, true},  // 1x1 with padding: bias-only borders
       {2, 24, 13, 13, 192, 3, 1, 2, true, true},    // pad 2 with 3x3: output 15x15
       {3, 192, 7, 7, 64, 5, 2, 2, true, true},      // K = 4800 (75 k-tiles), tiny M
+      {2, 56, 13, 13, 32, 3, 1, 1, true, true},     // BN = 32, one N tile
+      {3, 16, 17, 17, 96, 5, 2, 2, true, true},     // BN = 96, K tail 400 -> 448
+      {1, 48, 11, 11, 160, 3, 1, 1, false, true},   // BN = 32, five N tiles, no ReLU
+      {2, 64, 9, 9, 224, 1, 1, 0, true, false},     // BN = 32, seven N tiles, no bias
+      {2, 32, 27, 27, 96, 5, 1, 2, true, true},     // half-channel AlexNet conv2 (no pool)
   };
   uint32_t seed = 100;
   for (const WCase& t : cases) check_case(t, seed++);
@@ -124,7 +130,15 @@ TEST(ConvWgmma, AcceptsPooledRefusesGroupedOddChannelNodes) {
   EXPECT_FALSE(ConvFp16Wgmma::supports(grouped));
   EXPECT_FALSE(ConvFp16Wgmma::supports(shape_of({1, 3, 13, 13, 384, 3, 1, 1, true, true})));
   EXPECT_FALSE(ConvFp16Wgmma::supports(shape_of({1, 20, 13, 13, 384, 3, 1, 1, true, true})));
-  EXPECT_FALSE(ConvFp16Wgmma::supports(shape_of({1, 192, 13, 13, 96, 3, 1, 1, true, true})));
+  EXPECT_FALSE(ConvFp16Wgmma::supports(shape_of({1, 192, 13, 13, 40, 3, 1, 1, true, true})));
+  EXPECT_FALSE(ConvFp16Wgmma::supports(shape_of({1, 192, 13, 13, 48, 3, 1, 1, true, true})));
+  EXPECT_TRUE(ConvFp16Wgmma::supports(shape_of({1, 192, 13, 13, 96, 3, 1, 1, true, true})));
+  // Narrow tiles only where K pads to the 64-wide k-tile by <= K / 8: K 16 and 80 (EfficientNet's
+  // 1x1 expands, measured slower than igemm) are refused at 96 / 480 channels, not at 128.
+  EXPECT_FALSE(ConvFp16Wgmma::supports(shape_of({1, 16, 13, 13, 96, 1, 1, 0, true, true})));
+  EXPECT_FALSE(ConvFp16Wgmma::supports(shape_of({1, 80, 13, 13, 480, 1, 1, 0, true, true})));
+  EXPECT_TRUE(ConvFp16Wgmma::supports(shape_of({1, 16, 13, 13, 128, 1, 1, 0, true, true})));
+  EXPECT_TRUE(ConvFp16Wgmma::supports(shape_of({1, 64, 13, 13, 160, 1, 1, 0, true, true})));
   ConvShape dilated = shape_of(conv3);
   dilated.conv.dilation_h = dilated.conv.dilation_w = 2;
   dilated.derive();
@@ -135,7 +149,7 @@ TEST(ConvWgmma, AcceptsPooledRefusesGroupedOddChannelNodes) {
   EXPECT_FALSE(entry->supports(make_node(conv3, 1, /*dilation=*/2)));
   EXPECT_FALSE(entry->supports(make_node({1, 3, 13, 13, 384, 3, 1, 1, true, true})));
   EXPECT_FALSE(entry->supports(make_node({1, 20, 13, 13, 384, 3, 1, 1, true, true})));
-  EXPECT_FALSE(entry->supports(make_node({1, 192, 13, 13, 96, 3, 1, 1, true, true})));
+  EXPECT_FALSE(entry->supports(make_node({1, 192, 13, 13, 40, 3, 1, 1, true, true})));
   Node wrong_output = make_node(conv3);
   wrong_output.output_shape = {384, 12, 13};  // disagrees with the conv rule: refused
   EXPECT_FALSE(entry->supports(wrong_output));
@@ -256,6 +270,10 @@ TEST(ConvWgmma, FusedPoolAlexNetShapesMatchReference) {
     check_pool_case({{batch, 64, 27, 27, 192, 5, 1, 2, true, true}, 3, 2, 0, false}, 40 + batch);
     // conv5: 256 -> 256, 3x3 pad 1 on 13x13, pool 3/2 -> 6x6.
     check_pool_case({{batch, 256, 13, 13, 256, 3, 1, 1, true, true}, 3, 2, 0, false}, 50 + batch);
+    // Half the channels (cnnrt prune --channels 0.5, compacted): conv1 48 -> 32 (BN = 32) and
+    // conv2 32 -> 96 (BN = 96).
+    check_pool_case({{batch, 48, 57, 57, 32, 3, 1, 0, true, true}, 3, 2, 0, false}, 60 + batch);
+    check_pool_case({{batch, 32, 27, 27, 96, 5, 1, 2, true, true}, 3, 2, 0, false}, 70 + batch);
   }
 }
 
@@ -343,14 +361,17 @@ TEST(ConvWgmma, PoolTilingsOddShapesMatchReference) {
   REQUIRE_HOPPER();
   ASSERT_TRUE(ConvFp16Wgmma::device_supported());
   const PCase cases[] = {
-      {{2, 16, 13, 13, 64, 3, 1, 1, true, true}, 3, 2, 0, false},  // 13 -> 6
-      {{1, 8, 17, 17, 128, 3, 1, 1, true, true}, 2, 2, 0, false},  // 17 -> 8, last row dropped
-      {{3, 24, 27, 31, 192, 3, 1, 1, true, true}, 3, 2, 0, true},  // ceil: 27x31 -> 13x15
-      {{2, 8, 31, 17, 64, 5, 1, 2, true, false}, 3, 2, 1, false},  // pool pad 1: 16x9
-      {{1, 16, 31, 31, 128, 3, 2, 1, true, true}, 2, 2, 0, true},  // conv 16x16, ceil 2/2
-      {{2, 8, 17, 27, 192, 3, 1, 0, false, true}, 3, 2, 1, true},  // no ReLU, pad + ceil
-      {{3, 32, 27, 13, 64, 3, 1, 1, true, true}, 3, 1, 1, false},  // stride-1 pool, pad 1
-      {{1, 8, 31, 13, 128, 1, 1, 0, true, true}, 2, 2, 0, true},   // 1x1 conv, ceil 2/2
+      {{2, 16, 13, 13, 64, 3, 1, 1, true, true}, 3, 2, 0, false},    // 13 -> 6
+      {{1, 8, 17, 17, 128, 3, 1, 1, true, true}, 2, 2, 0, false},    // 17 -> 8, last row dropped
+      {{3, 24, 27, 31, 192, 3, 1, 1, true, true}, 3, 2, 0, true},    // ceil: 27x31 -> 13x15
+      {{2, 8, 31, 17, 64, 5, 1, 2, true, false}, 3, 2, 1, false},    // pool pad 1: 16x9
+      {{1, 16, 31, 31, 128, 3, 2, 1, true, true}, 2, 2, 0, true},    // conv 16x16, ceil 2/2
+      {{2, 8, 17, 27, 192, 3, 1, 0, false, true}, 3, 2, 1, true},    // no ReLU, pad + ceil
+      {{3, 32, 27, 13, 64, 3, 1, 1, true, true}, 3, 1, 1, false},    // stride-1 pool, pad 1
+      {{1, 8, 31, 13, 128, 1, 1, 0, true, true}, 2, 2, 0, true},     // 1x1 conv, ceil 2/2
+      {{2, 32, 27, 27, 96, 5, 1, 2, true, true}, 3, 2, 0, false},    // BN = 96 staging
+      {{1, 48, 29, 31, 32, 3, 1, 0, true, false}, 3, 2, 0, true},    // BN = 32 staging, ceil
+      {{2, 64, 19, 17, 160, 3, 1, 1, false, true}, 2, 2, 0, false},  // BN = 32, 5 N tiles
   };
   uint32_t seed = 600;
   for (const PCase& t : cases) {
@@ -435,10 +456,10 @@ TEST(ConvWgmma, SmallBatchDispatchMatchesReference) {
 
 // AlexNet conv1 through conv_fp16_s2d: on Hopper its inner conv (48 -> 64, 3x3, pool) takes the
 // wgmma kernel once the batch fills the SMs; both paths must match the reference.
-TEST(ConvWgmma, SpaceToDepthEntryUsesWgmmaAndMatchesReference) {
-  REQUIRE_HOPPER();
-  ASSERT_TRUE(ConvFp16Wgmma::device_supported());
-  const WCase conv1{1, 3, 224, 224, 64, 11, 4, 2, true, true};
+// At 64 output channels and at the 32 of a channel-pruned conv1 (BN = 32).
+void check_s2d_entry(int out_c) {
+  SCOPED_TRACE("out_c " + std::to_string(out_c));
+  const WCase conv1{1, 3, 224, 224, out_c, 11, 4, 2, true, true};
   ConvShape shape = shape_of(conv1);
   shape.pool = PoolAttrs{3, 3, 2, 2, 0, 0, false, true};
   shape.derive();
@@ -447,7 +468,7 @@ TEST(ConvWgmma, SpaceToDepthEntryUsesWgmmaAndMatchesReference) {
   ASSERT_TRUE(ConvFp16Wgmma::supports(s2d->transformed));
   int fill_batch = 1;
   {
-    const std::vector<float> w(size_t(64) * 3 * 121, 0.01f);
+    const std::vector<float> w(size_t(out_c) * 3 * 121, 0.01f);
     const ConvFp16Wgmma inner(s2d->transformed, space_to_depth_weights(*s2d, w.data()).data(),
                               nullptr);
     while (inner.plan(fill_batch).ctas < current_sm_count()) ++fill_batch;
@@ -456,7 +477,7 @@ TEST(ConvWgmma, SpaceToDepthEntryUsesWgmmaAndMatchesReference) {
     WCase t = conv1;
     t.batch = batch;
     SCOPED_TRACE("batch " + std::to_string(batch));
-    const CaseData d = make_pool_data(t, shape, 400 + batch);
+    const CaseData d = make_pool_data(t, shape, 400 + out_c + batch);
     Node node = make_node(t, 1, 1, /*pool=*/true);
     node.params.push_back(test::make_param("weight", {t.oc, t.c, t.k, t.k}, d.weight));
     node.params.push_back(test::make_param("bias", {t.oc}, d.bias));
@@ -469,6 +490,13 @@ TEST(ConvWgmma, SpaceToDepthEntryUsesWgmmaAndMatchesReference) {
     runner.run({d_x.get()}, d_y.get(), batch);
     expect_close(d_y.halves(), d.expected, batch, t.oc, shape.out_h, shape.out_w, variant);
   }
+}
+
+TEST(ConvWgmma, SpaceToDepthEntryUsesWgmmaAndMatchesReference) {
+  REQUIRE_HOPPER();
+  ASSERT_TRUE(ConvFp16Wgmma::device_supported());
+  check_s2d_entry(64);
+  check_s2d_entry(32);
 }
 
 }  // namespace
