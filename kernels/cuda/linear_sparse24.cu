@@ -39,6 +39,7 @@
 // loaded by their indices (flatten) or picked from the group's 4 (one 8-byte load, one prmt byte
 // permute whose selector comes from the nibble), converted to float2, two fp32 FMAs against the
 // kept weights.  With 2 rows per warp the group's 4 inputs are loaded once and picked per row.
+// (Staged x: every kind takes the Vector math, from shared memory.)
 // SASS (sm_90, batch 1): 19 (Vector) and 23 (QuadMajor) instructions per group, 46 for Gather,
 // against the ~45 an H100 SM can issue per group while DRAM delivers 4.5 bytes per group.
 //
@@ -54,6 +55,20 @@
 // 4096 row warps are resident in one wave.  fc7 (8 slabs a row) is two half rounds per warp, fc6
 // (18) four and a tail of 2 slabs.  x stays on the read-only L1 path.  Per-warp sums are
 // shuffled, S partials meet in shared memory with the fp32 bias and the ReLU (NaN kept).
+//
+// Staged x (batch-1 passes, where 4 blocks still fit an SM: Sparse24Weights decides once).  ncu
+// on an H100 (docs/PERFORMANCE.md run 22) found the kernel latency-bound, not bandwidth-bound:
+// 0.41 instructions issued per scheduler cycle, 41 % of the stall cycles waiting on L1TEX — the
+// x loads, each behind its nibble and index (30 % of them missed L1).  So the block first copies
+// the pass's x into shared memory in slot order (xs[4t + i] = element i of slot t's group: the
+// flatten map is applied once per block, not once per row), and the math reads a group's inputs
+// with one 8-byte shared load and one byte permute whatever the input kind.  Cost: fc6's 18 KB
+// per block (4 × 55 KB of the 228 KB an H100 SM has) and one L2 read of x per block, issued after
+// the warp's first weight copies so their DRAM latency covers it.  Predicted: fc6 26.4 → ~20 µs
+// and fc7 12.7 → ~10.5 µs under ncu (fc6 ~1.45× the dense GEMV in the network).  Measured (run
+// 23): fc6 24.5 µs, fc7 10.3; in the network fc6 1.19× and fc7 1.29× the dense GEMV (were 1.10×,
+// 1.13×).  fc6 still moves only 1.8 TB/s at 0.45 issues per scheduler cycle: the remaining stalls
+// sit on L1TEX, i.e. the cp.async waits for the weight stream itself — too few rounds ahead.
 //
 // Batch.  A pass holds P ≤ 8 samples (P = ceil(batch / passes), so 9 → 5 + 4, not 8 + 1); the
 // kernel loops over the passes itself, one launch for any batch; every pass streams the weight
@@ -74,99 +89,11 @@
 #include "cnnrt/error.h"
 #include "kernels/cuda/conv/ptx.cuh"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/host_parallel.h"
+#include "kernels/cuda/device_traits.h"
 #include "kernels/cuda/linear_sparse24.h"
 #include "kernels/cuda/warp_sums.cuh"
 
 namespace cnnrt::cuda {
-
-// --- layout and packing --------------------------------------------------------------------------
-
-Sparse24Geometry sparse24_geometry(int out_features, int in_features,
-                                   const Shape& flattened_source) {
-  if (out_features < 1 || in_features < 1)
-    throw Error("sparse24 linear: empty weight " + std::to_string(out_features) + " x " +
-                std::to_string(in_features));
-  Sparse24Geometry g;
-  g.rows_pad = static_cast<int>(round_up8(out_features));
-  g.in_features = in_features;
-  g.x_stride = static_cast<int>(round_up8(in_features));
-  g.groups = (in_features + 3) / 4;
-  const int chunks = (g.groups + 31) / 32 * 32 / 4;  // a multiple of 8
-  g.slabs = (chunks + kSparse24SlabLanes - 1) / kSparse24SlabLanes;
-  g.last_width = chunks - (g.slabs - 1) * kSparse24SlabLanes;
-  g.row_bytes = static_cast<int64_t>(chunks) * kSparse24ChunkBytes;
-  if (flattened_source.size() == 3) {
-    if (shape_elements(flattened_source) != in_features)
-      throw Error("sparse24 linear: in_features " + std::to_string(in_features) +
-                  " does not match the flattened shape " + shape_to_string(flattened_source));
-    g.channels = static_cast<int>(flattened_source[0]);
-    g.hw = static_cast<int>(flattened_source[1] * flattened_source[2]);
-    // C == 1 or H·W == 1: (h, w, c) order is PyTorch's order (linear_source_column's identity).
-    if (g.channels > 1 && g.hw > 1) {
-      // QuadMajor's slot walk wraps channels at most once per 32 slots: C ≥ 32 (else Gather).
-      g.input = g.hw % 4 == 0 && g.channels >= kSparse24SlabLanes ? Sparse24Input::QuadMajor
-                                                                  : Sparse24Input::Gather;
-      g.div =
-          FastDiv(static_cast<uint32_t>(g.input == Sparse24Input::QuadMajor ? g.channels : g.hw));
-    }
-  }
-  return g;
-}
-
-HostSparse24 pack_sparse24(const sparse24::Compressed& weight, const float* bias,
-                           const Shape& flattened_source) {
-  const sparse24::WeightShape& s = weight.shape;
-  if (s.taps != 1) throw Error("sparse24 linear: a linear weight has one tap");
-  const size_t groups = static_cast<size_t>(s.groups_per_row());
-  const size_t words = static_cast<size_t>(weight.meta_words_per_row());
-  if (weight.values.size() != static_cast<size_t>(s.rows) * groups * 2 ||
-      weight.meta.size() != static_cast<size_t>(s.rows) * words)
-    throw Error("sparse24 linear: compressed weight does not match its shape");
-  HostSparse24 host;
-  Sparse24Geometry& g = host.geometry;
-  g = sparse24_geometry(s.rows, s.channels, flattened_source);
-  host.weight.assign(static_cast<size_t>(g.rows_pad) * g.row_bytes, 0);
-  host.bias.assign(g.rows_pad, 0.0f);
-  if (bias != nullptr) std::copy(bias, bias + s.rows, host.bias.begin());
-  if (plan_only()) return host;  // a described target: sizes only
-
-  const uint16_t zero_pair = 0x4u;  // indices 0 and 1: a valid nibble for the zero padding
-  parallel_for(static_cast<size_t>(g.rows_pad), 16, [&](size_t begin, size_t end) {
-    for (size_t row = begin; row < end; ++row) {
-      uint8_t* row_bytes = host.weight.data() + row * g.row_bytes;
-      const bool real = row < static_cast<size_t>(s.rows);
-      for (int slab = 0; slab < g.slabs; ++slab) {
-        const int width = g.width(slab);
-        uint8_t* values = row_bytes + static_cast<int64_t>(slab) * kSparse24SlabBytes;
-        uint8_t* meta = values + 16 * width;
-        for (int lane = 0; lane < width; ++lane) {
-          uint16_t nibbles = 0;
-          for (int j = 0; j < 4; ++j) {
-            const int group = g.group_of_slot(Sparse24Geometry::slot(slab, width, lane, j));
-            __half pair[2] = {__float2half_rn(0.0f), __float2half_rn(0.0f)};
-            uint16_t nibble = zero_pair;
-            if (real && group >= 0) {
-              const size_t at = row * groups + static_cast<size_t>(group);
-              pair[0] = __float2half_rn(weight.values[2 * at]);
-              pair[1] = __float2half_rn(weight.values[2 * at + 1]);
-              nibble = (weight.meta[row * words + group / 4] >> (4 * (group % 4))) & 0xFu;
-            }
-            std::memcpy(values + 16 * lane + 4 * j, pair, sizeof(pair));
-            nibbles = static_cast<uint16_t>(nibbles | (nibble << (4 * j)));
-          }
-          std::memcpy(meta + 2 * lane, &nibbles, sizeof(nibbles));
-        }
-      }
-    }
-  });
-  return host;
-}
-
-Sparse24Weights::Sparse24Weights(const HostSparse24& host)
-    : geometry_(host.geometry), weight_(host.weight.size()), bias_(upload_fp32(host.bias)) {
-  weight_.upload(host.weight.data(), host.weight.size());
-}
 
 // --- kernel --------------------------------------------------------------------------------------
 
@@ -232,7 +159,7 @@ __device__ __forceinline__ void load_group_inputs(const Sparse24Geometry& g, con
 // One slab's 4 groups of this lane against kRows rows' chunks (values, nibbles): slot j is
 // t0 + j · step.  Sample by sample, so only one sample's inputs are live at a time (registers
 // decide how many warps fit).  kClean: every slot is real (no guard).
-template <int kPass, int kRows, bool kClean, Sparse24Input kInput>
+template <int kPass, int kRows, bool kClean, Sparse24Input kInput, bool kStaged>
 __device__ __forceinline__ void slab_math(const Sparse24Geometry& g, const __half* x, int t0,
                                           int step, int samples, const uint4 (&values)[kRows],
                                           const uint32_t (&meta)[kRows],
@@ -242,7 +169,7 @@ __device__ __forceinline__ void slab_math(const Sparse24Geometry& g, const __hal
   for (int j = 0; j < 4; ++j) {
     const int t = t0 + j * step;
     const bool live = kClean || t < g.groups;
-    if constexpr (kInput != Sparse24Input::Vector && kRows == 1) {
+    if constexpr (kInput != Sparse24Input::Vector && kRows == 1 && !kStaged) {
       // One row: load only the two kept inputs (2 gathered loads instead of 4, no selector).
       const uint32_t nibble = (meta[0] >> (4 * j)) & 0xFu;
       const int i0 = static_cast<int>(nibble & 3u), i1 = static_cast<int>(nibble >> 2);
@@ -285,8 +212,16 @@ __device__ __forceinline__ void slab_math(const Sparse24Geometry& g, const __hal
 #pragma unroll
       for (int b = 0; b < kPass; ++b) {
         if (b > 0 && b >= samples) break;
-        uint32_t lo, hi;
-        load_group_inputs<kInput>(g, x + static_cast<int64_t>(b) * g.x_stride, t, live, lo, hi);
+        uint32_t lo = 0u, hi = 0u;
+        if constexpr (kStaged) {  // x: the block's staged copy, slot order (one 8-byte load)
+          if (live) {
+            const uint2 v = *reinterpret_cast<const uint2*>(x + b * g.x_stride + 4 * t);
+            lo = v.x;
+            hi = v.y;
+          }
+        } else {
+          load_group_inputs<kInput>(g, x + static_cast<int64_t>(b) * g.x_stride, t, live, lo, hi);
+        }
 #pragma unroll
         for (int r = 0; r < kRows; ++r) {
           const float2 in = half2_bits_to_float2(byte_perm(lo, hi, selector[r]));
@@ -330,13 +265,15 @@ __device__ __forceinline__ void copy_slabs(const Sparse24Geometry& g, const uint
   ptx::cp_async_commit();
 }
 
-template <int kPass, int kRows, int kUnroll, bool kClean, Sparse24Input kInput>
+template <int kPass, int kRows, int kUnroll, bool kClean, Sparse24Input kInput, bool kStaged>
 __device__ __forceinline__ void compute_slabs(const Sparse24Geometry& g, const uint8_t* stage,
                                               const __half* x, int slab, int end, int lane,
                                               int samples, float (&acc)[kRows][kPass]) {
-  asm("" : "+l"(x));  // x in a register: else it is re-read from the parameters for every load
-  // Not unrolled: unrolled, ptxas hoists every slab's shared-memory reads and x loads for ILP
-  // (114–124 registers wanted at batch 1) and then spills under the 64-register cap.
+  // x in a register: else it is re-read from the parameters for every load.  (Not for the staged
+  // copy: the compiler must still see that it is shared memory, or the loads turn generic.)
+  if constexpr (!kStaged) asm("" : "+l"(x));
+    // Not unrolled: unrolled, ptxas hoists every slab's shared-memory reads and x loads for ILP
+    // (114–124 registers wanted at batch 1) and then spills under the 64-register cap.
 #pragma unroll 1
   for (int u = 0; u < kUnroll; ++u) {
     const int s = slab + u;
@@ -356,12 +293,12 @@ __device__ __forceinline__ void compute_slabs(const Sparse24Geometry& g, const u
     }
     // A lane with no chunk here starts at `groups`: all its slots read as padding.
     const int t0 = active ? s * kSparse24SlabGroups + lane : g.groups;
-    slab_math<kPass, kRows, kClean, kInput>(g, x, t0, width, samples, values, meta, acc);
+    slab_math<kPass, kRows, kClean, kInput, kStaged>(g, x, t0, width, samples, values, meta, acc);
   }
 }
 
 // One round with nothing in flight before or after it (the guarded tail of a row range).
-template <int kPass, int kRows, int kUnroll, bool kClean, Sparse24Input kInput>
+template <int kPass, int kRows, int kUnroll, bool kClean, Sparse24Input kInput, bool kStaged>
 __device__ __forceinline__ void round_of_slabs(const Sparse24Geometry& g, const uint8_t* rows_w,
                                                uint8_t* stage, const __half* x, int slab, int end,
                                                int lane, int samples, float (&acc)[kRows][kPass]) {
@@ -369,13 +306,47 @@ __device__ __forceinline__ void round_of_slabs(const Sparse24Geometry& g, const 
   copy_slabs<kRows, kUnroll, kClean>(g, rows_w, stage, slab, end, lane);
   ptx::cp_async_wait<0>();
   __syncwarp();  // the metadata was copied by lanes 0–3 for the whole warp
-  compute_slabs<kPass, kRows, kUnroll, kClean, kInput>(g, stage, x, slab, end, lane, samples, acc);
+  compute_slabs<kPass, kRows, kUnroll, kClean, kInput, kStaged>(g, stage, x, slab, end, lane,
+                                                                samples, acc);
+}
+
+// Staged x: the pass's samples copied by the whole block into `xs` ([samples][x_stride] halves)
+// in slot order — xs[4t + i] is element i of slot t's group — so the math reads a group's 4
+// inputs with one 8-byte shared load whatever the flatten (ncu on an H100, docs/PERFORMANCE.md
+// run 22: 41 % of the batch-1 kernel's stall cycles waited on the gathered global x loads).
+// QuadMajor: one thread per slot t = q·C + c, its 4 pixels' inputs (consecutive threads:
+// consecutive channels, so the 2-byte loads coalesce and the 8-byte stores are conflict-free).
+// Slots past `groups` are never read.  The caller's barrier publishes the copy.
+template <Sparse24Input kInput>
+__device__ __forceinline__ void stage_x(const Sparse24Geometry& g, const __half* x, __half* xs,
+                                        int samples) {
+  const unsigned short* xb = reinterpret_cast<const unsigned short*>(x);
+  for (int b = 0; b < samples; ++b, xb += g.x_stride, xs += g.x_stride) {
+    if constexpr (kInput == Sparse24Input::Vector) {  // the same order: a 16-byte copy
+      const uint4* src = reinterpret_cast<const uint4*>(xb);
+      uint4* dst = reinterpret_cast<uint4*>(xs);
+      for (int v = threadIdx.x; v < g.x_stride / 8; v += blockDim.x) dst[v] = __ldg(src + v);
+    } else if constexpr (kInput == Sparse24Input::QuadMajor) {
+      for (int t = threadIdx.x; t < g.groups; t += blockDim.x) {
+        const QuadMajorWalk walk(g, t);  // x_base: pixel 4q, channel c
+        uint32_t h[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) h[i] = __ldg(xb + walk.x_base + i * g.channels);
+        *reinterpret_cast<uint2*>(xs + 4 * t) = make_uint2(h[0] | h[1] << 16, h[2] | h[3] << 16);
+      }
+    } else {
+      for (int e = threadIdx.x; e < 4 * g.groups; e += blockDim.x) {
+        const int at = g.gather_x(e >> 2, e & 3);
+        reinterpret_cast<unsigned short*>(xs)[e] = at >= 0 ? __ldg(xb + at) : 0;
+      }
+    }
+  }
 }
 
 // Block: kBlockWarps warps = (kBlockWarps / split) row groups × split slab slices; group k owns
 // rows [row0, row0 + kRows).  rows_pad (a multiple of 8) is a multiple of kRows, so a row group is
 // wholly inside or wholly past the matrix.  Every warp reaches every barrier of every pass.
-template <int kPass, Sparse24Input kInput>
+template <int kPass, Sparse24Input kInput, bool kStaged>
 __global__ void __launch_bounds__(kBlockWarps * 32, min_blocks_per_sm(kPass))
     sparse24_gemv_kernel(const uint8_t* __restrict__ weight, const float* __restrict__ bias,
                          const __half* __restrict__ x, __half* __restrict__ y,
@@ -386,6 +357,7 @@ __global__ void __launch_bounds__(kBlockWarps * 32, min_blocks_per_sm(kPass))
   constexpr int kStageBytes = kUnroll * kRows * kSparse24SlabBytes;  // 4608 per warp
   __shared__ float partial[kBlockWarps][kOutputs];
   __shared__ __align__(16) uint8_t stage[kBlockWarps][kStageBytes];
+  extern __shared__ __align__(16) __half staged_x[];  // kStaged: [kPass][x_stride]
 
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
@@ -407,38 +379,46 @@ __global__ void __launch_bounds__(kBlockWarps * 32, min_blocks_per_sm(kPass))
 #pragma unroll
       for (int b = 0; b < kPass; ++b) acc[r][b] = 0.0f;
 
-    if (row0 < g.rows_pad) {
-      const uint8_t* rows_w = weight + static_cast<int64_t>(row0) * g.row_bytes;
-      // Clean half rounds, double-buffered in the warp's stage: the next half round's copies are
-      // in flight while this one is computed (a single buffer left the loads idle during the
-      // math: 1.48 TB/s from DRAM on fc6, docs/PERFORMANCE.md run 21).
-      constexpr int kHalf = kUnroll / 2;
-      constexpr int kHalfBytes = kHalf * kRows * kSparse24SlabBytes;
-      int slab = begin;
-      const int rounds = clean_end > begin ? (clean_end - begin) / kHalf : 0;
-      if (rounds > 0) {
-        __syncwarp();  // the previous pass's images are read
-        copy_slabs<kRows, kHalf, true>(g, rows_w, stage[warp], slab, end, lane);
-        for (int k = 0; k < rounds; ++k) {
-          if (k + 1 < rounds) {  // into the buffer computed at k - 1 (a __syncwarp ago)
-            copy_slabs<kRows, kHalf, true>(g, rows_w, stage[warp] + ((k + 1) & 1) * kHalfBytes,
-                                           slab + kHalf * (k + 1), end, lane);
-            ptx::cp_async_wait<1>();
-          } else {
-            ptx::cp_async_wait<0>();
-          }
-          __syncwarp();  // half round k landed, metadata included (copied by lanes 0-3)
-          compute_slabs<kPass, kRows, kHalf, true, kInput>(
-              g, stage[warp] + (k & 1) * kHalfBytes, xp, slab + kHalf * k, end, lane, samples, acc);
-          __syncwarp();  // its buffer may be refilled
+    // Clean half rounds, double-buffered in the warp's stage: the next half round's copies are
+    // in flight while this one is computed (a single buffer left the loads idle during the math:
+    // 1.48 TB/s from DRAM on fc6, docs/PERFORMANCE.md run 21).  The first half round is issued
+    // before x is staged, so its DRAM latency hides the staging.
+    constexpr int kHalf = kUnroll / 2;
+    constexpr int kHalfBytes = kHalf * kRows * kSparse24SlabBytes;
+    const bool live_rows = row0 < g.rows_pad;
+    const uint8_t* rows_w = weight + static_cast<int64_t>(live_rows ? row0 : 0) * g.row_bytes;
+    int slab = begin;
+    const int rounds = live_rows && clean_end > begin ? (clean_end - begin) / kHalf : 0;
+    if (rounds > 0) {
+      __syncwarp();  // the previous pass's images are read
+      copy_slabs<kRows, kHalf, true>(g, rows_w, stage[warp], slab, end, lane);
+    }
+    const __half* xin = xp;
+    if constexpr (kStaged) {
+      stage_x<kInput>(g, xp, staged_x, samples);
+      __syncthreads();  // the copy is complete (the previous pass's reads: its last barrier)
+      xin = staged_x;
+    }
+    if (live_rows) {
+      for (int k = 0; k < rounds; ++k) {
+        if (k + 1 < rounds) {  // into the buffer computed at k - 1 (a __syncwarp ago)
+          copy_slabs<kRows, kHalf, true>(g, rows_w, stage[warp] + ((k + 1) & 1) * kHalfBytes,
+                                         slab + kHalf * (k + 1), end, lane);
+          ptx::cp_async_wait<1>();
+        } else {
+          ptx::cp_async_wait<0>();
         }
-        slab += kHalf * rounds;
+        __syncwarp();  // half round k landed, metadata included (copied by lanes 0-3)
+        compute_slabs<kPass, kRows, kHalf, true, kInput, kStaged>(
+            g, stage[warp] + (k & 1) * kHalfBytes, xin, slab + kHalf * k, end, lane, samples, acc);
+        __syncwarp();  // its buffer may be refilled
       }
+      slab += kHalf * rounds;
       // The rest (a short range, a narrow or padded last slab) in half rounds: smaller code for
       // the guarded path, and a short range is not padded up to a full round.
-      for (; slab < end; slab += kUnroll / 2)
-        round_of_slabs<kPass, kRows, kUnroll / 2, false, kInput>(g, rows_w, stage[warp], xp, slab,
-                                                                 end, lane, samples, acc);
+      for (; slab < end; slab += kHalf)
+        round_of_slabs<kPass, kRows, kHalf, false, kInput, kStaged>(g, rows_w, stage[warp], xin,
+                                                                    slab, end, lane, samples, acc);
     }
 
     store_warp_sums(acc, partial[warp], lane);
@@ -461,13 +441,17 @@ __global__ void __launch_bounds__(kBlockWarps * 32, min_blocks_per_sm(kPass))
   }
 }
 
-template <int kPass, Sparse24Input kInput>
+// Dynamic shared memory of the staged-x instance: one sample of x (batch-1 passes only).
+size_t staged_x_bytes(const Sparse24Geometry& g) { return size_t(g.x_stride) * sizeof(__half); }
+
+template <int kPass, Sparse24Input kInput, bool kStaged = false>
 void launch_pass(const Sparse24Weights& w, bool relu, const void* x, void* y, int batch, int split,
                  cudaStream_t stream) {
   const Sparse24Geometry& g = w.geometry();
   const int rows_per_block = kBlockWarps / split * rows_per_warp(kPass);
   const int blocks = (g.rows_pad + rows_per_block - 1) / rows_per_block;
-  sparse24_gemv_kernel<kPass, kInput><<<blocks, kBlockWarps * 32, 0, stream>>>(
+  const size_t smem = kStaged ? staged_x_bytes(g) : 0;
+  sparse24_gemv_kernel<kPass, kInput, kStaged><<<blocks, kBlockWarps * 32, smem, stream>>>(
       static_cast<const uint8_t*>(w.weight()), w.bias(), static_cast<const __half*>(x),
       static_cast<__half*>(y), g, batch, split, relu);
   CNNRT_CUDA_CHECK_LAUNCH();
@@ -475,9 +459,10 @@ void launch_pass(const Sparse24Weights& w, bool relu, const void* x, void* y, in
 
 template <Sparse24Input kInput>
 void launch_for_input(const Sparse24Weights& w, bool relu, const void* x, void* y, int batch,
-                      int pass, int split, cudaStream_t stream) {
+                      int pass, int split, bool staged, cudaStream_t stream) {
   switch (pass) {
     case 1:
+      if (staged) return launch_pass<1, kInput, true>(w, relu, x, y, batch, split, stream);
       return launch_pass<1, kInput>(w, relu, x, y, batch, split, stream);
     case 2:
       return launch_pass<2, kInput>(w, relu, x, y, batch, split, stream);
@@ -502,7 +487,47 @@ int pass_size(int64_t batch) {
   return static_cast<int>((batch + passes - 1) / passes);
 }
 
+// The batch-1 instance that stages x, for the geometry's input kind.
+const void* staged_kernel(Sparse24Input input) {
+  switch (input) {
+    case Sparse24Input::Vector:
+      return reinterpret_cast<const void*>(sparse24_gemv_kernel<1, Sparse24Input::Vector, true>);
+    case Sparse24Input::QuadMajor:
+      return reinterpret_cast<const void*>(sparse24_gemv_kernel<1, Sparse24Input::QuadMajor, true>);
+    default:
+      return reinterpret_cast<const void*>(sparse24_gemv_kernel<1, Sparse24Input::Gather, true>);
+  }
+}
+
 }  // namespace
+
+Sparse24Weights::Sparse24Weights(const HostSparse24& host)
+    : geometry_(host.geometry), weight_(host.weight.size()), bias_(upload_fp32(host.bias)) {
+  weight_.upload(host.weight.data(), host.weight.size());
+  if (plan_only()) return;  // a described target: the unstaged kernel is what its plan names
+  // Staged only where the batch-1 occupancy survives: min_blocks_per_sm(1) blocks of (static +
+  // staged x + the driver's per-block reserve) in one SM's shared memory (AlexNet fc6 on an H100:
+  // 4 × (36.9 + 18.4 + 1) KB = 225 KB of 228).
+  const void* kernel = staged_kernel(geometry_.input);
+  cudaFuncAttributes attributes{};
+  CNNRT_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+  int device = 0, reserved = 0;
+  CNNRT_CUDA_CHECK(cudaGetDevice(&device));
+  CNNRT_CUDA_CHECK(
+      cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, device));
+  const DeviceTraits& traits = device_traits();
+  const size_t block = attributes.sharedSizeBytes + staged_x_bytes(geometry_);
+  stages_x_ = block <= traits.smem_optin &&
+              (block + size_t(reserved)) * min_blocks_per_sm(1) <= traits.smem_per_sm;
+  if (!stages_x_) return;
+  // The limit only permits (every layer's size fits under it); the carveout asks for all of the
+  // SM's shared memory, which the 4 blocks need.
+  CNNRT_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(traits.smem_optin - attributes.sharedSizeBytes)));
+  CNNRT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                        int(cudaSharedmemCarveoutMaxShared)));
+}
 
 int sparse24_choose_split(const Sparse24Geometry& geometry, int64_t batch, int sm_count) {
   if (geometry.rows_pad < 1 || geometry.slabs < 1 || batch < 1 || sm_count < 1)
@@ -517,7 +542,7 @@ int sparse24_choose_split(const Sparse24Geometry& geometry, int64_t batch, int s
 }
 
 void gemv_sparse24_fp16(const Sparse24Weights& weights, bool relu, const void* x, void* y,
-                        int64_t batch, cudaStream_t stream, int split) {
+                        int64_t batch, cudaStream_t stream, int split, bool stage_x) {
   if (x == y) throw Error("gemv_sparse24_fp16: input and output must not alias");
   if (split != 0 && split != 1 && split != 2 && split != 4 && split != 8)
     throw Error("gemv_sparse24_fp16: split must be 0 (auto), 1, 2, 4 or 8, got " +
@@ -528,13 +553,17 @@ void gemv_sparse24_fp16(const Sparse24Weights& weights, bool relu, const void* x
       split != 0 ? split : sparse24_choose_split(weights.geometry(), batch, current_sm_count());
   const int pass = pass_size(batch);
   const int n = static_cast<int>(batch);
+  const bool staged = stage_x && weights.stages_x();
   switch (weights.geometry().input) {
     case Sparse24Input::Vector:
-      return launch_for_input<Sparse24Input::Vector>(weights, relu, x, y, n, pass, s, stream);
+      return launch_for_input<Sparse24Input::Vector>(weights, relu, x, y, n, pass, s, staged,
+                                                     stream);
     case Sparse24Input::QuadMajor:
-      return launch_for_input<Sparse24Input::QuadMajor>(weights, relu, x, y, n, pass, s, stream);
+      return launch_for_input<Sparse24Input::QuadMajor>(weights, relu, x, y, n, pass, s, staged,
+                                                        stream);
     case Sparse24Input::Gather:
-      return launch_for_input<Sparse24Input::Gather>(weights, relu, x, y, n, pass, s, stream);
+      return launch_for_input<Sparse24Input::Gather>(weights, relu, x, y, n, pass, s, staged,
+                                                     stream);
   }
 }
 

@@ -185,10 +185,14 @@ class Sparse24Weights {
   const void* weight() const { return weight_.get(); }
   const float* bias() const { return static_cast<const float*>(bias_.get()); }
   size_t bytes() const { return weight_.bytes() + bias_.bytes(); }  // what the kernel reads
+  // Batch-1 passes stage x in shared memory in slot order (the design note's "Staged x"): decided
+  // once here, from the device's shared memory per SM — only where 4 blocks still fit an SM.
+  bool stages_x() const { return stages_x_; }
 
  private:
   Sparse24Geometry geometry_;
   DeviceArray weight_, bias_;
+  bool stages_x_ = false;
 };
 
 // Samples of x one pass of the kernel keeps in registers; larger batches loop inside the kernel.
@@ -201,7 +205,9 @@ int sparse24_choose_split(const Sparse24Geometry& geometry, int64_t batch, int s
 // y = x · Wᵀ + b (ReLU when `relu`) for any batch, in one launch: the kernel loops over the batch
 // in passes of at most kSparse24MaxBatchPass samples (each pass streams the weight again).  x and
 // y must not alias.  split: 1, 2, 4 or 8 (0: sparse24_choose_split on the current device).
+// stage_x false: a batch-1 pass reads x from global memory even where weights.stages_x() (tests:
+// both paths against one reference).
 void gemv_sparse24_fp16(const Sparse24Weights& weights, bool relu, const void* x, void* y,
-                        int64_t batch, cudaStream_t stream, int split = 0);
+                        int64_t batch, cudaStream_t stream, int split = 0, bool stage_x = true);
 
 }  // namespace cnnrt::cuda
