@@ -37,9 +37,10 @@ class ConvFp16WgmmaImpl {
   ConvShape shape;
   WgmmaParams base;  // everything but x, y, the batch and (pool) the tiling
   int bn = 128;
-  int sms = 132;           // SM count of the device at construction
-  size_t smem_optin = 0;   // largest dynamic shared memory per CTA
-  size_t smem_per_sm = 0;  // shared memory per SM (occupancy)
+  int stages = wgmma_detail::kStages;  // 3 for short-K narrow layers (kShortStages below)
+  int sms = 132;                       // SM count of the device at construction
+  size_t smem_optin = 0;               // largest dynamic shared memory per CTA
+  size_t smem_per_sm = 0;              // shared memory per SM (occupancy)
   // Pool: every feasible tiling (batch independent, built once: plan() is a short loop, and a
   // plan's variant is an index here) and the single-pass reference (fewest CTAs, then smallest
   // conv tile).
@@ -62,11 +63,10 @@ constexpr int kMinStreamKTiles = 16;
 
 // Fills m.tilings and m.single (constructor).
 void enumerate_pool_tilings(ConvFp16WgmmaImpl& m) {
-  constexpr int kStages = wgmma_detail::kStages;
   WgmmaPoolSmem smem;
-  smem.single = wgmma_detail::smem_bytes(m.bn, kStages);
-  smem.streamed = [bn = m.bn](int stage_rows, int tile_tw) {
-    return wgmma_detail::stream_smem_bytes(bn, kStages, stage_rows, tile_tw);
+  smem.single = wgmma_detail::smem_bytes(m.bn, m.stages);
+  smem.streamed = [bn = m.bn, stages = m.stages](int stage_rows, int tile_tw) {
+    return wgmma_detail::stream_smem_bytes(bn, stages, stage_rows, tile_tw);
   };
   smem.optin = m.smem_optin;
   smem.per_sm = m.smem_per_sm;
@@ -80,7 +80,7 @@ int choose_pool_tiling(const ConvFp16WgmmaImpl& m, int batch) {
 }
 
 std::string kernel_name(const ConvFp16WgmmaImpl& m) {
-  return "wgmma_128x" + std::to_string(m.bn) + "x64_s" + std::to_string(wgmma_detail::kStages);
+  return "wgmma_128x" + std::to_string(m.bn) + "x64_s" + std::to_string(m.stages);
 }
 
 ConvFp16WgmmaPlan plan_of(const ConvFp16WgmmaImpl& m, int variant, int batch) {
@@ -102,19 +102,31 @@ ConvFp16WgmmaPlan plan_of(const ConvFp16WgmmaImpl& m, int variant, int batch) {
   return plan;
 }
 
-// The kernel instance of a layer: BN, fused pool or not, and CLAMP for an activation with an
-// upper bound (ReLU6, Clip) — identity / ReLU layers run the instance without the fminf, whose
+// Short K (<= kShortKTiles k-tiles of 64) on a narrow tile (BN <= 64): 3 stages instead of 4.
+// Such a layer (AlexNet's space-to-depth conv1: 7 k-tiles) is a CTA that barely reaches a steady
+// state — the pipeline's fill and the pooled epilogue are most of its time — so the lever is more
+// CTAs per SM to overlap them: 3 stages take BN 64 from 99 to 75 KB (3 per SM instead of 2; 72
+// registers fit 3 × 256 threads).
+constexpr int kShortStages = 3;
+constexpr int kShortKTiles = 8;
+
+// The kernel instance of a layer: BN, stages, fused pool or not, and CLAMP for an activation with
+// an upper bound (ReLU6, Clip) — identity / ReLU layers run the instance without the fminf, whose
 // cost in this epilogue measured 2% of AlexNet (H100 A/B, issue 7).
-template <int BN, bool POOL, bool CLAMP>
+template <int BN, int STAGES, bool POOL, bool CLAMP>
 constexpr auto kernel_of() {
-  return wgmma_detail::conv_wgmma_kernel<BN, wgmma_detail::kStages, POOL, CLAMP>;
+  return wgmma_detail::conv_wgmma_kernel<BN, STAGES, POOL, CLAMP>;
 }
-template <int BN>
+template <int BN, int STAGES = wgmma_detail::kStages>
 auto kernel_of(bool pool, bool clamp) {
-  if (pool) return clamp ? kernel_of<BN, true, true>() : kernel_of<BN, true, false>();
-  return clamp ? kernel_of<BN, false, true>() : kernel_of<BN, false, false>();
+  if (pool)
+    return clamp ? kernel_of<BN, STAGES, true, true>() : kernel_of<BN, STAGES, true, false>();
+  return clamp ? kernel_of<BN, STAGES, false, true>() : kernel_of<BN, STAGES, false, false>();
 }
-auto kernel_of(int bn, bool pool, bool clamp) {
+auto kernel_of(int bn, int stages, bool pool, bool clamp) {
+  if (stages == kShortStages)
+    return bn == 64 ? kernel_of<64, kShortStages>(pool, clamp)
+                    : kernel_of<32, kShortStages>(pool, clamp);
   return bn == 128   ? kernel_of<128>(pool, clamp)
          : bn == 192 ? kernel_of<192>(pool, clamp)
          : bn == 64  ? kernel_of<64>(pool, clamp)
@@ -203,6 +215,7 @@ ConvFp16Wgmma::ConvFp16Wgmma(const ConvShape& shape_in, const float* weight, con
 
   WgmmaParams& p = m.base;
   fill_wgmma_conv_params(s, wgmma_detail::kBK, p);
+  if (m.bn <= 64 && p.k_tiles <= kShortKTiles) m.stages = kShortStages;
   p.out_h = s.out_h;
   p.out_w = s.out_w;
   p.pool = pool_window_of(s.pool);
@@ -210,7 +223,7 @@ ConvFp16Wgmma::ConvFp16Wgmma(const ConvShape& shape_in, const float* weight, con
   m.sms = std::max(device.sms, 1);
   m.smem_optin = device.smem_optin;
   m.smem_per_sm = device.smem_per_sm;
-  if (m.smem_optin < wgmma_detail::smem_bytes(m.bn, wgmma_detail::kStages))
+  if (m.smem_optin < wgmma_detail::smem_bytes(m.bn, m.stages))
     throw Error("conv_fp16_wgmma: the device offers too little shared memory per block");
   if (m.pool()) enumerate_pool_tilings(m);
 
@@ -219,10 +232,9 @@ ConvFp16Wgmma::ConvFp16Wgmma(const ConvShape& shape_in, const float* weight, con
   p.bias = m.bias;
   // Pool: the row-streaming tilings need up to the device limit; the attribute only permits,
   // occupancy follows the size each launch asks for.
-  const size_t limit =
-      m.pool() ? m.smem_optin : wgmma_detail::smem_bytes(m.bn, wgmma_detail::kStages);
+  const size_t limit = m.pool() ? m.smem_optin : wgmma_detail::smem_bytes(m.bn, m.stages);
   if (!plan_only())
-    CNNRT_CUDA_CHECK(cudaFuncSetAttribute(kernel_of(m.bn, m.pool(), upper_clamp(s)),
+    CNNRT_CUDA_CHECK(cudaFuncSetAttribute(kernel_of(m.bn, m.stages, m.pool(), upper_clamp(s)),
                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(limit)));
 }
@@ -253,12 +265,12 @@ void ConvFp16Wgmma::forward(int variant, const void* x, const void* residual, vo
                             cudaStream_t stream) const {
   const ConvFp16WgmmaImpl& m = *impl_;
   WgmmaParams p = m.base;
-  const WgmmaLaunch launch = set_wgmma_launch(
-      "conv_fp16_wgmma", m.shape, m.tilings, wgmma_detail::kBM,
-      wgmma_detail::smem_bytes(m.bn, wgmma_detail::kStages), variant, x, residual, y, batch, p);
+  const WgmmaLaunch launch =
+      set_wgmma_launch("conv_fp16_wgmma", m.shape, m.tilings, wgmma_detail::kBM,
+                       wgmma_detail::smem_bytes(m.bn, m.stages), variant, x, residual, y, batch, p);
   if (launch.grid_x == 0) return;
   const dim3 grid(launch.grid_x, static_cast<unsigned>(m.shape.out_c / m.bn));
-  kernel_of(m.bn, m.pool(),
+  kernel_of(m.bn, m.stages, m.pool(),
             upper_clamp(m.shape))<<<grid, wgmma_detail::kThreads, launch.smem, stream>>>(p);
   CNNRT_CUDA_CHECK_LAUNCH();
 }

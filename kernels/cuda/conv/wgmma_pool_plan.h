@@ -59,7 +59,9 @@ inline std::vector<WgmmaTiling> enumerate_wgmma_pool_tilings(int out_h, int out_
         t.smem = smem.streamed(t.tile.stage_rows, t.tile.tile_tw);
       }
       if (t.smem > smem.optin) continue;
-      t.per_sm = 2 * (t.smem + 1024) <= smem.per_sm ? 2 : 1;  // +1 KB the runtime reserves
+      // +1 KB the runtime reserves per CTA; at most 3 (the 3-stage narrow kernels: 72 registers
+      // or fewer, 3 × 256 threads fit the register file).
+      t.per_sm = static_cast<int>(std::clamp<size_t>(smem.per_sm / (t.smem + 1024), 1, 3));
       tilings.push_back(t);
       if (t.tile.passes != 1) continue;
       const PoolTile& a = t.tile;
