@@ -239,6 +239,14 @@ std::vector<OpCase> conv_cases() {
   // The two-row depthwise kernel's edges: 5x5 stride 1 with an odd output height (the last row
   // pair is half outside), asymmetric padding (first rows' taps above the image) and a residual.
   add(ConvSpec(19, 11, 9, 19, 5).pad(1, 2).pad_extra(2, 1).groups(19).residual().act(kRelu6), {3});
+  // The staged depthwise kernel's other paths: a partial last row block with several column
+  // tiles and a partial channel quad (264 = 8 blocks of 32 + 8), a residual under Clip at 5x5
+  // stride 2, the rows shrunk to fit 48 KB (56 x 56 at stride 2), a residual without a clamp.
+  add(ConvSpec(264, 9, 23, 264, 3).pad(1).groups(264).residual().act(kRelu6), {3});
+  add(ConvSpec(40, 13, 15, 40, 5).stride(2).pad(2).pad_extra(1, 1).groups(40).residual().act(kClip),
+      {3});
+  add(ConvSpec(36, 56, 56, 36, 5).stride(2).pad(1).pad_extra(1, 1).groups(36), {1});
+  add(ConvSpec(24, 15, 13, 24, 3).pad(1).groups(24).residual(), {3});
   // AlexNet (torchvision), fused as the passes fuse it.
   add(ConvSpec(3, 224, 224, 64, 11).stride(4).pad(2).act(kRelu).pool(3, 2).tag("alexnet1"), {1});
   add(ConvSpec(64, 27, 27, 192, 5).pad(2).act(kRelu).pool(3, 2).tag("alexnet2"), {1});

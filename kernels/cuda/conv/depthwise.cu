@@ -1,46 +1,89 @@
 // fp16 depthwise convolution — design note.
 //
-// A depthwise conv does k*k multiply-adds per output element and reads each input element k*k
-// times, so it is a memory-bound stencil (EfficientNet-Lite0's depthwise layers move ~32 bytes
-// per output vector of 8 channels and do 72-200 FMAs on them): the goal is to read each input
-// byte and write each output byte once from DRAM and keep the instruction count low enough that
-// the FMA pipe never becomes the limit.  Tensor cores do not help (no reduction over channels).
+// What bounds it.  A depthwise conv does k*k fp32 FMAs per output channel and reads each input
+// element k*k times; the bytes it must move (input and output once) are few, so it reaches the
+// DRAM floor only if its instruction stream is lean and its loads overlap.  The kernel this one
+// replaced (one thread per 8 channels x 4 columns of a row, loads straight from global memory)
+// ran EfficientNet-Lite0's 16 depthwise layers at 32% of the floor, the 5x5 ones at 18-25%
+// (docs/PERFORMANCE.md, "Depthwise kernel against the DRAM floor").  ncu on b8_dw (480 ch 14²,
+// 5x5, batch 64) said why: each input load sat in its own bounds-check branch and was consumed at
+// once, so the 40 loads of a thread waited one after another (long-scoreboard 3.6 cycles per
+// issued instruction, issue slots 44% busy); and only 800 of its ~2500 instructions per thread
+// were FMAs, the rest address arithmetic, predicates, zero fills and the epilogue.
 //
-// Work split: one thread per (image, output row, TILE consecutive output columns, 8-channel
-// chunk).  The chunk is the fastest index, so a warp's 16-byte loads and stores cover
-// neighbouring pixels' contiguous channel vectors (NHWC, channel stride pad8(C)); next comes the
-// row within a band of `band` output rows (stride 1: 7 where it divides the height: 112, 56, 28,
-// 14, 7; stride 2: 1), then the column tile, the band, the image.  Banding keeps the rows that
-// vertically neighbouring outputs share inside one block, so they come from its SM's L1 instead of
-// being fetched again from L2 by blocks on other SMs (measured before banding, H100,
-// EfficientNet-Lite0 batch 64: 3x3 stride-1 layers at ~1.0 TB/s and 5x5 ones at ~0.55 TB/s, i.e.
-// L2-bound on the 3-5x re-read of every input row).  Along a row the TILE outputs share input
-// columns: a thread loads the (TILE-1)*S + K input vectors of each kernel row once, converts each
-// to fp32 once and feeds every output tap that reads it, which cuts the loads per output from K*K
-// to about K*(1 + (K-1)/TILE) (3x3 stride 1, TILE 4: 9 → 4.5). The k rows of neighbouring output
-// rows and the columns of neighbouring tiles are read again by other threads of the same or nearby
-// blocks and are served by L1/L2, so DRAM sees each input roughly once.  Accumulation is fp32
-// (fmaf), as every fp16 kernel of the project.
+// Structure (each choice, and why):
+// 1. The block stages its input tile in shared memory with 16-byte cp.async: every load of the
+//    block is in flight at once without holding registers (the exposed latency above), and the
+//    copy's zero fill (src-size 0) is the padding, asymmetric included, so the compute loop has
+//    no bounds check.  The tile's layout is fixed per template, so each tap is an LDS at a
+//    compile-time offset from one per-thread base: no address arithmetic, no predicate.  The
+//    block's weights and bias are staged too (LDS.128 with the same constant offsets).
+// 2. Thread = 4 channels x kTile = 7 consecutive outputs of one row.  Per kernel row a thread
+//    reads (7-1)*S + K input quads, converts each to fp32 once and feeds the <= 7 outputs that
+//    use it, with the row's K weight quads held in registers: 5x5 stride 1 costs 700 FMAs, 220
+//    conversions and 80 LDS per thread.  4 channels x 7 columns instead of 8 x 4: the same
+//    ~70 registers (28 accumulators + 20 weights; 8 channels would need 40 weights and 32
+//    accumulators for 4 columns), 11/35 instead of 8/20 conversions per FMA, and the weight
+//    traffic per FMA of the shared memory halves (a weight quad serves 7 outputs, not 4).  7
+//    also divides every EfficientNet width (112, 56, 28, 14, 7), so no column is wasted there;
+//    odd, it keeps neighbouring tiles' reads conflict-free (below).
+// 3. Block = 32 channels (8 quads, the fastest thread index) x rows x 1, 2 or 4 column tiles,
+//    <= 224 threads; grid x = channel group, y = spatial block, z = image.  224 = 8 x 28: whole
+//    7-row or 14-row bands.  Rows are halved until the staged tile fits 48 KB (no opt-in
+//    attribute); stride 2 takes at most 2 tiles, whose input is already (14-1)*2+K = 31
+//    columns wide at K = 5 (measured: 4 tiles 1-7% slower on b1/b3, 1 tile 3-10% slower).
+// 4. Shared layout: S x S planes (input row parity x column parity; one plane at stride 1) of
+//    [row][column][32 channels], 64 B a pixel, so a stride-2 thread's taps are stride 1 within a
+//    plane and every offset but the row's is a constant.  Bank conflicts: a quarter of a warp
+//    (8 quads) reads 64 contiguous bytes; the next 8 lanes read the next tile (7 pixels = 448 B
+//    on) or, with one tile, the next row: plane_cols is odd, so both land 64 B mod 128 apart.
+// 5. __launch_bounds__(224, 4): <= 72 registers, 4 blocks of 7 warps per SM (28 warps), where
+//    the compiler's free choice was 73 registers, i.e. 3 blocks (b8: 25.2 -> 21.4 us).
+// 6. The epilogue (clamp / no clamp, a last quad that straddles C, residual or not) is chosen
+//    once per thread, so the common case runs no select per element and no zero residual; the
+//    residual loads go out together.  Order as the conv family: + bias, + residual, clamp,
+//    round to fp16 once; channels >= C are written as +0 (a Clip with min > 0 would otherwise
+//    make them non-zero); quads past pad8(C) are not written.
 //
-// Weights are fp32, L1-resident (every thread of a chunk reads the same ones), laid out
-// [tap][half][pad8(C)/8][4]: a chunk's 8 weights of one tap are two float4s `chunks` apart, so
-// each of the two 16-byte loads of a warp covers 32 consecutive float4s (512 contiguous bytes,
-// 4 L1 wavefronts).  The plain [tap][pad8(C)] layout put a lane's two float4s side by side, so
-// each load of a warp strode 32 bytes over 1 KB (8 wavefronts): per kernel row of the 5x5 tile-4
-// kernel that was 80 wavefronts of weights against 32 of input and 40 cycles of FMAs per warp,
-// which made the L1, not the FMA pipe, the limit of the instruction-bound 5x5 layers
-// (docs/PERFORMANCE.md, run 14).  Bias stays [pad8(C)] (read once per thread).
+// Summation order is the old kernel's (per output: kernel rows, then columns, fmaf into fp32):
+// on every case of the stand-alone harness below the results were bit-identical to it.
 //
-// Templates: K (3, 5) x stride S (1, 2) with dilation 1, square — what MobileNet and EfficientNet
-// use — are fully unrolled, TILE 4 (2 for 5x5 stride 2, whose 11-column span would cost too many
-// registers).  Every other shape (any kernel size, stride, dilation) takes the generic kernel,
-// one output vector per thread with runtime loops: correct everywhere, not tuned.
+// Weights: fp32 [group][tap][32 channels] (bias [group][32]), zero-padded to whole groups, so a
+// block's K*K*128 bytes are one contiguous copy.  Every other shape (any kernel, stride,
+// dilation) takes the generic kernel, one output vector per thread: correct everywhere, not
+// tuned.
 //
-// Epilogue (the conv family's order, ConvShape): + bias, + the fused residual (read as one
-// 16-byte vector at the output's own offset), clamp (identity / ReLU / ReLU6 / Clip), round to
-// fp16 once; channels >= C are written as +0 (a Clip with min > 0 would otherwise make them
-// non-zero).  Padding (asymmetric included) is the skipped taps of rows / columns outside the
-// input, i.e. zeros.
+// Predicted, then measured.  H100 SXM, batch 64, fp16 NHWC, EfficientNet-Lite0 shapes, a
+// stand-alone harness around this file (median of 40 launches, inputs rotated over > 200 MB so
+// L2 holds none; % of the floor at 2971 GB/s; `cnnrt profile` inside the network will differ):
+// - Loads made branch-free and batched per row (step one, not kept): predicted "the latency
+//   goes, the instruction count stays".  b8 50 -> 38.6 us, all 16 0.867 -> 0.662 ms; ncu:
+//   long-scoreboard 3.6 -> 1.5, issue busy 44 -> 63%, instructions 15.3 -> 16.7 M: now
+//   issue-bound, which is what 1-5 attack.
+// - This structure: predicted from instruction counts (~620 -> ~350 per 8-channel output)
+//   b8 ~17 us, all 16 ~1.8x.  Measured first 23.9 us at 475 instructions per output (the
+//   epilogue ~300 per thread, staging ~150); with 5 and 6: 10.2 M instructions, 72% issue busy
+//   (not_selected and math-pipe throttle lead the stalls).  Final (this file; compute-sanitizer
+//   memcheck, racecheck and synccheck clean on that harness's 29 cases — not kept in the repo: the
+//   kernel harness's depthwise rows, tests/harness/cases.cpp, cover every path), before -> now:
+//     layer                      ms before -> now     % of floor
+//     b0      3x3 s1 32 ch 112²  0.0820 -> 0.0463     42 -> 75
+//     b1      3x3 s2 96 ch 112²  0.1140 -> 0.0771     57 -> 84
+//     b2      3x3 s1 144 ch 56²  0.0881 -> 0.0564     44 -> 69
+//     b3      5x5 s2 144 ch 56²  0.0948 -> 0.0466     26 -> 52
+//     b4      5x5 s1 240 ch 28²  0.0854 -> 0.0398     19 -> 41
+//     b5      3x3 s2 240 ch 28²  0.0331 -> 0.0189     31 -> 54
+//     b6, b7  3x3 s1 480 ch 14²  0.027-0.028 -> 0.017-0.018   29-30 -> 45-48
+//     b8-b10  5x5 s1 14²         0.051-0.064 -> 0.024-0.028   16-18 -> 34-40
+//     b11     5x5 s2 672 ch 14²  0.0380 -> 0.0196     19 -> 36
+//     b12-b14 5x5 s1 1152 ch 7²  0.028 -> 0.017       18 -> 29
+//     b15     3x3 s1 1152 ch 7²  0.0191 -> 0.0133     26 -> 37
+//     all 16                     0.872 -> 0.485 ms    30 -> 54 (1.80x; the issue asks >= 60)
+// What is left: the 5x5 layers are issue-bound at ~1500 instructions a warp of which 920 are
+//   FMAs and fp16 -> fp32 conversions (no fp32 FMA takes an fp16 operand before sm_100); the 7²
+//   layers run 2304 blocks of 2 warps against 1848 resident (1.25 waves), every block loading
+//   before it computes: persistent blocks that stage the next tile while computing this one
+//   are the next step there.
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -49,180 +92,265 @@
 #include "cnnrt/error.h"
 #include "kernels/cuda/conv/depthwise.h"
 #include "kernels/cuda/conv/epilogue_params.h"
+#include "kernels/cuda/conv/ptx.cuh"
 #include "kernels/cuda/cuda_check.h"
 
 namespace cnnrt::cuda {
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kTile = 7;                // output columns per thread of the tiled kernel
+constexpr int kGroup = 32;              // channels per block: 8 quads of 4, one per thread
+constexpr int kPixelBytes = 64;         // one staged pixel: kGroup fp16 channels
+constexpr int kMaxThreads = 224;        // 8 quads x column tiles x rows, 7 warps at most
+constexpr int kMinBlocks = 4;           // per SM: <= 72 registers, 28 warps (the design note)
+constexpr int kSmemBudget = 48 * 1024;  // per block; no opt-in attribute needed
+constexpr int kGenericThreads = 256;
 
 struct DwParams {
   int channels, chunks;  // C and pad8(C) / 8
   int in_h, in_w, out_h, out_w;
   int kh, kw, sh, sw, dh, dw, pad_top, pad_left;
-  int tiles_x;  // ceil(out_w / tile)
-  int band;     // output rows per band (see the design note)
-  int bands;    // ceil(out_h / band)
-  int total;    // threads: batch * bands * band * tiles_x * chunks (< 2^31, checked by the host)
+  // Tiled kernel (see the design note): block = 32 channels x block_rows x block_cols outputs.
+  int tiles_log2;  // column tiles (of T outputs) per block, log2
+  int block_rows, block_cols, col_blocks;
+  int in_rows, in_cols;  // staged input extent of a block
+  int plane_cols;        // staged columns per plane (odd: conflict-free row neighbours)
+  int plane_bytes;       // one plane: ceil(in_rows / S) * plane_cols * 64
+  int total;             // generic kernel: threads (batch * out_h * out_w * chunks)
   EpilogueClamp clamp;
 };
 
-// Where a thread works: chunk fastest (coalesced), then the row within its band, the column
-// tile, the band, the image (32-bit arithmetic: the host keeps the thread count below 2^31).
-// oy may be past the last row when band does not divide out_h: such a thread does nothing.
-struct DwWork {
-  int n, oy, ox0, chunk;
-};
-
-__device__ __forceinline__ DwWork work_of(int i, const DwParams& p, int tile) {
-  DwWork w;
-  w.chunk = i % p.chunks;
-  i /= p.chunks;
-  const int row = i % p.band;
-  i /= p.band;
-  w.ox0 = (i % p.tiles_x) * tile;
-  i /= p.tiles_x;
-  w.oy = (i % p.bands) * p.band + row;
-  w.n = i / p.bands;
-  return w;
+__device__ __forceinline__ void unpack_half4(const uint2& raw, float (&f)[4]) {
+  const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&raw.x));
+  const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&raw.y));
+  f[0] = a.x, f[1] = a.y, f[2] = b.x, f[3] = b.y;
 }
 
-__device__ __forceinline__ void load8(const uint4* p, float (&f)[8]) {
-  const uint4 raw = __ldg(p);
-  const __half2* h = reinterpret_cast<const __half2*>(&raw);
+// The epilogue of `count` (<= T) outputs of one quad along a row, y[offset + o * 2 * chunks]:
+// acc + bias (+ residual) -> clamp -> fp16, channels >= C (from `valid` on) written as +0.
+// kClamp, kMask and kResidual are decided once per thread (store_outputs), so the common case
+// runs no select, no zero residual and no per-output branch; the residual loads go out together.
+template <bool kClamp, bool kMask, bool kResidual, int T>
+__device__ __forceinline__ void store_row(uint2* y, const uint2* residual, long long offset,
+                                          const float (&acc)[T][4], const float4& bias,
+                                          const DwParams& p, int valid, int count) {
+  const int quads = 2 * p.chunks;  // quads per pixel
+  uint2 res[T];
+  if (kResidual) {
+    const uint2* rp = residual + offset;
 #pragma unroll
-  for (int q = 0; q < 4; ++q) {
-    const float2 t = __half22float2(h[q]);
-    f[2 * q] = t.x;
-    f[2 * q + 1] = t.y;
+    for (int o = 0; o < T; ++o, rp += quads) res[o] = o < count ? __ldg(rp) : make_uint2(0, 0);
   }
-}
-
-__device__ __forceinline__ void unpack8(const float4& a, const float4& b, float (&f)[8]) {
-  f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w;
-  f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
-}
-
-// The 8 weights of chunk `chunk` at tap `tap` ([tap][half][chunks][4], see the design note).
-__device__ __forceinline__ void load_weights8(const float4* w, int tap, int chunks, int chunk,
-                                              float (&f)[8]) {
-  const float4* p = w + static_cast<long long>(tap) * 2 * chunks + chunk;
-  unpack8(__ldg(p), __ldg(p + chunks), f);
-}
-
-// The 8 bias values of chunk `chunk` ([pad8(C)]).
-__device__ __forceinline__ void load_bias8(const float4* bias, int chunk, float (&f)[8]) {
-  unpack8(__ldg(bias + 2 * chunk), __ldg(bias + 2 * chunk + 1), f);
-}
-
-// acc + bias (+ residual) → clamp → fp16, padding lanes zero, stored at y[offset].
-__device__ __forceinline__ void store_out(uint4* y, const uint4* residual, long long offset,
-                                          const float (&acc)[8], const float (&bias)[8],
-                                          const DwParams& p, int chunk) {
-  float r[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  if (residual != nullptr) load8(residual + offset, r);
-  uint4 out;
-  __half2* h = reinterpret_cast<__half2*>(&out);
+  const float b[4] = {bias.x, bias.y, bias.z, bias.w};
+  uint2* yp = y + offset;
 #pragma unroll
-  for (int q = 0; q < 4; ++q) {
-    float v[2];
+  for (int o = 0; o < T; ++o, yp += quads) {
+    float r[4] = {0, 0, 0, 0}, v[4];
+    if (kResidual) unpack_half4(res[o], r);
 #pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int c = 2 * q + e;
-      float a = acc[c] + bias[c] + r[c];
-      if (p.clamp.on) a = fminf(fmaxf(a, p.clamp.lo), p.clamp.hi);
-      v[e] = chunk * 8 + c < p.channels ? a : 0.0f;
+    for (int c = 0; c < 4; ++c) {
+      float a = acc[o][c] + b[c];
+      if (kResidual) a += r[c];
+      if (kClamp) a = fminf(fmaxf(a, p.clamp.lo), p.clamp.hi);
+      v[c] = !kMask || c < valid ? a : 0.0f;
     }
-    h[q] = __floats2half2_rn(v[0], v[1]);
+    uint2 out;
+    *reinterpret_cast<__half2*>(&out.x) = __floats2half2_rn(v[0], v[1]);
+    *reinterpret_cast<__half2*>(&out.y) = __floats2half2_rn(v[2], v[3]);
+    if (o < count) *yp = out;
   }
-  y[offset] = out;
 }
 
-// K x K, stride S, dilation 1; TILE output columns per thread (see the design note).
-template <int K, int S, int TILE>
-__global__ void __launch_bounds__(kThreads)
+template <bool kClamp, int T>
+__device__ __forceinline__ void store_row_masked(uint2* y, const uint2* residual, long long offset,
+                                                 const float (&acc)[T][4], const float4& bias,
+                                                 const DwParams& p, int valid, int count) {
+  if (residual != nullptr) {
+    if (valid >= 4)
+      store_row<kClamp, false, true>(y, residual, offset, acc, bias, p, valid, count);
+    else
+      store_row<kClamp, true, true>(y, residual, offset, acc, bias, p, valid, count);
+  } else {
+    if (valid >= 4)
+      store_row<kClamp, false, false>(y, residual, offset, acc, bias, p, valid, count);
+    else
+      store_row<kClamp, true, false>(y, residual, offset, acc, bias, p, valid, count);
+  }
+}
+
+template <int T>
+__device__ __forceinline__ void store_outputs(uint2* y, const uint2* residual, long long offset,
+                                              const float (&acc)[T][4], const float4& bias,
+                                              const DwParams& p, int valid, int count) {
+  if (p.clamp.on)
+    store_row_masked<true>(y, residual, offset, acc, bias, p, valid, count);
+  else
+    store_row_masked<false>(y, residual, offset, acc, bias, p, valid, count);
+}
+
+// The block's input tile into shared memory: a warp per staged row (rows warp, warp + warps, ...),
+// lane = (column lane / 4 + k * col_step, 16-byte piece lane % 4).  Pixels outside the image and
+// chunks past pad8(C) are zero-filled by the copy itself (src-size 0, `fallback` never read).
+// `image` points at this lane's chunk of the image.
+template <int S>
+__device__ __forceinline__ void stage_input(const char* image, const char* fallback, uint32_t s_x,
+                                            const DwParams& p, int iy0, int ix0, bool chunk_ok,
+                                            int tid, int nthreads) {
+  // nthreads is a multiple of 8 (not always of 32): a partial last warp steps by fewer columns;
+  // col_step is even, so a lane's column parity (its plane when S = 2) never changes.
+  const int warp = tid >> 5, lane = tid & 31, nwarps = (nthreads + 31) >> 5;
+  const int lanes = nthreads - 32 * warp < 32 ? nthreads - 32 * warp : 32;
+  const int col_step = lanes >> 2, c0 = lane >> 2;
+  const long long pixel_bytes = 16LL * p.chunks, step_bytes = col_step * pixel_bytes;
+  const long long row_step = nwarps * pixel_bytes * p.in_w;
+  const uint32_t dst_step = col_step / S * kPixelBytes;
+  const uint32_t dst_lane =
+      s_x + (c0 % S) * p.plane_bytes + (c0 / S) * kPixelBytes + 16 * (lane & 3);
+  const char* src_row =
+      image + (static_cast<long long>(iy0 + warp) * p.in_w + ix0 + c0) * pixel_bytes;
+  for (int r = warp; r < p.in_rows; r += nwarps, src_row += row_step) {
+    const bool row_ok = chunk_ok && static_cast<unsigned>(iy0 + r) < static_cast<unsigned>(p.in_h);
+    const char* src = src_row;
+    uint32_t dst = dst_lane + (r % S) * S * p.plane_bytes + (r / S) * p.plane_cols * kPixelBytes;
+    for (int c = c0; c < p.in_cols; c += col_step, src += step_bytes, dst += dst_step) {
+      const bool ok = row_ok && static_cast<unsigned>(ix0 + c) < static_cast<unsigned>(p.in_w);
+      ptx::cp_async_16(dst, ok ? src : fallback, ok ? 16 : 0);
+    }
+  }
+}
+
+// K x K, stride S, dilation 1: one block stages 32 channels of its input tile (and their
+// weights) in shared memory, each thread computes T consecutive outputs of one row for 4 channels.
+template <int K, int S, int T>
+__global__ void __launch_bounds__(kMaxThreads, kMinBlocks)
     depthwise_tiled_kernel(const uint4* __restrict__ x, const float4* __restrict__ w,
-                           const float4* __restrict__ bias, const uint4* __restrict__ residual,
-                           uint4* __restrict__ y, DwParams p) {
-  const int i = blockIdx.x * kThreads + threadIdx.x;
-  if (i >= p.total) return;
-  const DwWork t = work_of(i, p, TILE);
-  if (t.oy >= p.out_h) return;
-  constexpr int kSpan = (TILE - 1) * S + K;
-  float acc[TILE][8];
+                           const float4* __restrict__ bias, const uint2* __restrict__ residual,
+                           uint2* __restrict__ y, DwParams p) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  constexpr int kSpan = (T - 1) * S + K;
+  constexpr int kWeightBytes = K * K * kGroup * 4, kBiasBytes = kGroup * 4;
+  const int group = blockIdx.x;
+  const int row_block = blockIdx.y / p.col_blocks;
+  const int col_block = blockIdx.y - row_block * p.col_blocks;
+  const int n = blockIdx.z;
+  const int oy0 = row_block * p.block_rows, ox0 = col_block * p.block_cols;
+  const int iy0 = oy0 * S - p.pad_top, ix0 = ox0 * S - p.pad_left;
+  const uint32_t s_w = ptx::smem_u32(smem), s_x = s_w + kWeightBytes + kBiasBytes;
+  const int tid = threadIdx.x, nthreads = blockDim.x;
+
+  // Stage the group's weights ([tap][32] fp32, contiguous), its bias and the input tile.
+  const char* wsrc =
+      reinterpret_cast<const char*>(w) + static_cast<long long>(group) * kWeightBytes;
+  for (int e = tid; e < kWeightBytes / 16; e += nthreads)
+    ptx::cp_async_16(s_w + 16 * e, wsrc + 16 * e, 16);
+  if (tid < kBiasBytes / 16)
+    ptx::cp_async_16(s_w + kWeightBytes + 16 * tid, bias + group * (kGroup / 4) + tid, 16);
+  const int chunk = group * 4 + (tid & 3);
+  stage_input<S>(reinterpret_cast<const char*>(x) +
+                     (static_cast<long long>(n) * p.in_h * p.in_w * p.chunks + chunk) * 16,
+                 reinterpret_cast<const char*>(x), s_x, p, iy0, ix0, chunk < p.chunks, tid,
+                 nthreads);
+  ptx::cp_async_commit();
+
+  const int quad = tid & 7, rest = tid >> 3;
+  const int tile = rest & ((1 << p.tiles_log2) - 1), row = rest >> p.tiles_log2;
+  float acc[T][4];
 #pragma unroll
-  for (int o = 0; o < TILE; ++o)
+  for (int o = 0; o < T; ++o)
 #pragma unroll
-    for (int c = 0; c < 8; ++c) acc[o][c] = 0.0f;
-  const int ix0 = t.ox0 * S - p.pad_left;
-  const uint4* image = x + static_cast<long long>(t.n) * p.in_h * p.in_w * p.chunks + t.chunk;
+    for (int c = 0; c < 4; ++c) acc[o][c] = 0.0f;
+  ptx::cp_async_wait<0>();
+  __syncthreads();
+
+  // Input (row * S + ky, tile * T * S + j) lives in plane (ky % S, j % S) at plane row
+  // row + ky / S, plane column tile * T + j / S: every offset below but the row's is a constant.
+  const unsigned char* base = smem + kWeightBytes + kBiasBytes + row * p.plane_cols * kPixelBytes +
+                              tile * T * kPixelBytes + 8 * quad;
+  const float4* ws = reinterpret_cast<const float4*>(smem) + quad;
 #pragma unroll
   for (int ky = 0; ky < K; ++ky) {
-    const int iy = t.oy * S - p.pad_top + ky;
-    if (iy < 0 || iy >= p.in_h) continue;
-    float wk[K][8];
+    const unsigned char* in_row =
+        base + (ky % S) * S * p.plane_bytes + (ky / S) * p.plane_cols * kPixelBytes;
+    float4 wk[K];
 #pragma unroll
-    for (int kx = 0; kx < K; ++kx) load_weights8(w, ky * K + kx, p.chunks, t.chunk, wk[kx]);
-    const uint4* row = image + static_cast<long long>(iy) * p.in_w * p.chunks;
+    for (int kx = 0; kx < K; ++kx) wk[kx] = ws[(ky * K + kx) * (kGroup / 4)];
 #pragma unroll
     for (int j = 0; j < kSpan; ++j) {
-      const int ix = ix0 + j;
-      if (ix < 0 || ix >= p.in_w) continue;
-      float v[8];
-      load8(row + static_cast<long long>(ix) * p.chunks, v);
+      float v[4];
+      unpack_half4(
+          *reinterpret_cast<const uint2*>(in_row + (j % S) * p.plane_bytes + (j / S) * kPixelBytes),
+          v);
 #pragma unroll
-      for (int o = 0; o < TILE; ++o) {
+      for (int o = 0; o < T; ++o) {
         const int kx = j - o * S;
         if (kx < 0 || kx >= K) continue;
-#pragma unroll
-        for (int c = 0; c < 8; ++c) acc[o][c] = fmaf(v[c], wk[kx][c], acc[o][c]);
+        acc[o][0] = fmaf(v[0], wk[kx].x, acc[o][0]);
+        acc[o][1] = fmaf(v[1], wk[kx].y, acc[o][1]);
+        acc[o][2] = fmaf(v[2], wk[kx].z, acc[o][2]);
+        acc[o][3] = fmaf(v[3], wk[kx].w, acc[o][3]);
       }
     }
   }
-  float b[8];
-  load_bias8(bias, t.chunk, b);
-  const long long pixel0 = (static_cast<long long>(t.n) * p.out_h + t.oy) * p.out_w + t.ox0;
-#pragma unroll
-  for (int o = 0; o < TILE; ++o)
-    if (t.ox0 + o < p.out_w)
-      store_out(y, residual, (pixel0 + o) * p.chunks + t.chunk, acc[o], b, p, t.chunk);
+
+  const int oy = oy0 + row, channel0 = group * kGroup + 4 * quad;
+  if (oy >= p.out_h || channel0 >= 8 * p.chunks) return;
+  const int ox_first = ox0 + tile * T;
+  const long long pixel0 = (static_cast<long long>(n) * p.out_h + oy) * p.out_w + ox_first;
+  const float4 b = reinterpret_cast<const float4*>(smem + kWeightBytes)[quad];
+  store_outputs<T>(y, residual, pixel0 * 2 * p.chunks + group * 8 + quad, acc, b, p,
+                   p.channels - channel0, p.out_w - ox_first);
 }
 
-// Any kernel size, stride and dilation: one output vector per thread.
-__global__ void __launch_bounds__(kThreads)
+// Any kernel size, stride and dilation: one output vector (8 channels) per thread.
+__global__ void __launch_bounds__(kGenericThreads)
     depthwise_generic_kernel(const uint4* __restrict__ x, const float4* __restrict__ w,
-                             const float4* __restrict__ bias, const uint4* __restrict__ residual,
-                             uint4* __restrict__ y, DwParams p) {
-  const int i = blockIdx.x * kThreads + threadIdx.x;
+                             const float4* __restrict__ bias, const uint2* __restrict__ residual,
+                             uint2* __restrict__ y, DwParams p) {
+  int i = blockIdx.x * kGenericThreads + threadIdx.x;
   if (i >= p.total) return;
-  const DwWork t = work_of(i, p, 1);
-  if (t.oy >= p.out_h) return;
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  const uint4* image = x + static_cast<long long>(t.n) * p.in_h * p.in_w * p.chunks + t.chunk;
+  const int chunk = i % p.chunks;
+  i /= p.chunks;
+  const int ox = i % p.out_w;
+  i /= p.out_w;
+  const int oy = i % p.out_h, n = i / p.out_h;
+  const int taps = p.kh * p.kw;
+  // Weights [group][tap][32]: this chunk's 8 at group * taps * 8 + tap * 8 + (chunk % 4) * 2.
+  const float4* wc = w + static_cast<long long>(chunk / 4) * taps * 8 + (chunk % 4) * 2;
+  float acc[2][1][4] = {};  // [half of the chunk][one output][channel]
+  const uint4* image = x + static_cast<long long>(n) * p.in_h * p.in_w * p.chunks + chunk;
   for (int ky = 0; ky < p.kh; ++ky) {
-    const int iy = t.oy * p.sh - p.pad_top + ky * p.dh;
+    const int iy = oy * p.sh - p.pad_top + ky * p.dh;
     if (iy < 0 || iy >= p.in_h) continue;
     for (int kx = 0; kx < p.kw; ++kx) {
-      const int ix = t.ox0 * p.sw - p.pad_left + kx * p.dw;
+      const int ix = ox * p.sw - p.pad_left + kx * p.dw;
       if (ix < 0 || ix >= p.in_w) continue;
-      float v[8], wv[8];
-      load8(image + (static_cast<long long>(iy) * p.in_w + ix) * p.chunks, v);
-      load_weights8(w, ky * p.kw + kx, p.chunks, t.chunk, wv);
+      const uint4 raw = __ldg(image + (static_cast<long long>(iy) * p.in_w + ix) * p.chunks);
 #pragma unroll
-      for (int c = 0; c < 8; ++c) acc[c] = fmaf(v[c], wv[c], acc[c]);
+      for (int h = 0; h < 2; ++h) {
+        float v[4];
+        unpack_half4(h == 0 ? make_uint2(raw.x, raw.y) : make_uint2(raw.z, raw.w), v);
+        const float4 wv = __ldg(wc + (ky * p.kw + kx) * 8 + h);
+        acc[h][0][0] = fmaf(v[0], wv.x, acc[h][0][0]);
+        acc[h][0][1] = fmaf(v[1], wv.y, acc[h][0][1]);
+        acc[h][0][2] = fmaf(v[2], wv.z, acc[h][0][2]);
+        acc[h][0][3] = fmaf(v[3], wv.w, acc[h][0][3]);
+      }
     }
   }
-  float b[8];
-  load_bias8(bias, t.chunk, b);
-  const long long pixel = (static_cast<long long>(t.n) * p.out_h + t.oy) * p.out_w + t.ox0;
-  store_out(y, residual, pixel * p.chunks + t.chunk, acc, b, p, t.chunk);
+  const long long pixel = (static_cast<long long>(n) * p.out_h + oy) * p.out_w + ox;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int quad = 2 * chunk + h;
+    store_outputs<1>(y, residual, pixel * 2 * p.chunks + quad, acc[h], __ldg(bias + quad), p,
+                     p.channels - 4 * quad, 1);
+  }
 }
 
 bool is_depthwise(const ConvShape& s) {
   return s.conv.groups == s.in_c && s.out_c == s.in_c && !s.pool;
 }
 
-// Output columns per thread of the unrolled kernels; 0: the generic kernel.
+// Output columns per thread of the tiled kernel; 0: the generic kernel.
 int tile_of(const ConvShape& s) {
   const ConvAttrs& a = s.conv;
   if (a.kernel_h != a.kernel_w || a.stride_h != a.stride_w || a.dilation_h != 1 ||
@@ -230,15 +358,50 @@ int tile_of(const ConvShape& s) {
     return 0;
   const int k = a.kernel_h, st = a.stride_h;
   if ((k != 3 && k != 5) || (st != 1 && st != 2)) return 0;
-  return k == 5 && st == 2 ? 2 : 4;
+  return kTile;
 }
 
-template <int K, int S, int TILE>
+// Dynamic shared memory of the tiled kernel: weights, bias, S * S planes of the input tile.
+int smem_bytes_of(const DwParams& p, int k, int s) {
+  return (k * k + 1) * kGroup * 4 + s * s * p.plane_bytes;
+}
+
+// The tiled kernel's block for the shape (the design note): up to 4 column tiles (2 at stride
+// 2), as many rows as 224 threads allow, halved until the staged tile fits kSmemBudget (the
+// smallest block, one row of one tile, takes < 12 KB at K = 5, S = 2).
+void choose_geometry(DwParams& p, int k, int s, int tile) {
+  const int col_tiles = (p.out_w + tile - 1) / tile;
+  int tiles = 1;
+  const int max_tiles = s == 1 ? 4 : 2;  // stride 2: 4 tiles' input is ~2x wider (the note)
+  while (tiles < col_tiles && tiles < max_tiles) tiles *= 2;
+  int log2 = 0;
+  while ((1 << log2) < tiles) ++log2;
+  int rows = std::min(p.out_h, kMaxThreads / (8 * tiles));
+  for (;;) {
+    p.tiles_log2 = log2;
+    p.block_rows = rows;
+    p.block_cols = tiles * tile;
+    p.col_blocks = (p.out_w + p.block_cols - 1) / p.block_cols;
+    p.in_rows = (rows - 1) * s + k;
+    p.in_cols = (p.block_cols - 1) * s + k;
+    p.plane_cols = (p.in_cols + s - 1) / s | 1;
+    p.plane_bytes = (p.in_rows + s - 1) / s * p.plane_cols * kPixelBytes;
+    if (smem_bytes_of(p, k, s) <= kSmemBudget || (rows == 1 && log2 == 0)) return;
+    if (rows > 1)
+      rows = (rows + 1) / 2;
+    else
+      --log2, tiles /= 2;
+  }
+}
+
+// Grid: x = channel group (neighbouring blocks read the same pixels' other channels), y =
+// spatial block, z = image.
+template <int K, int S, int T>
 void launch_tiled(const void* x, const float4* w, const float4* b, const void* r, void* y,
-                  const DwParams& p, cudaStream_t stream) {
-  const unsigned blocks = static_cast<unsigned>((p.total + kThreads - 1) / kThreads);
-  depthwise_tiled_kernel<K, S, TILE><<<blocks, kThreads, 0, stream>>>(
-      static_cast<const uint4*>(x), w, b, static_cast<const uint4*>(r), static_cast<uint4*>(y), p);
+                  const DwParams& p, const dim3& grid, cudaStream_t stream) {
+  const unsigned threads = 8u * (1u << p.tiles_log2) * p.block_rows;
+  depthwise_tiled_kernel<K, S, T><<<grid, threads, smem_bytes_of(p, K, S), stream>>>(
+      static_cast<const uint4*>(x), w, b, static_cast<const uint2*>(r), static_cast<uint2*>(y), p);
 }
 
 }  // namespace
@@ -253,18 +416,15 @@ DepthwiseConvFp16::DepthwiseConvFp16(const ConvShape& shape, const float* weight
     throw Error("depthwise_fp16: not a depthwise conv (groups == in == out channels, no pool)");
   shape_.derive();
   tile_ = tile_of(shape_);
-  const int c = shape_.in_c, stride = padded_channels(c);
+  const int c = shape_.in_c, groups = (c + kGroup - 1) / kGroup;
   const int taps = shape_.conv.kernel_h * shape_.conv.kernel_w;
-  // [tap][half][chunk][4] (the design note says why); channel = chunk * 8 + half * 4 + e.
-  const size_t chunks = static_cast<size_t>(stride / 8);
-  std::vector<float> packed(static_cast<size_t>(taps) * stride, 0.0f);
+  // [group][tap][32] (the design note says why); channel = group * 32 + lane.
+  std::vector<float> packed(static_cast<size_t>(groups) * taps * kGroup, 0.0f);
   for (int ch = 0; ch < c; ++ch)
-    for (int tap = 0; tap < taps; ++tap) {
-      const size_t chunk = ch / 8, half = (ch % 8) / 4, e = ch % 4;
-      packed[((tap * 2 + half) * chunks + chunk) * 4 + e] =
+    for (int tap = 0; tap < taps; ++tap)
+      packed[(static_cast<size_t>(ch / kGroup) * taps + tap) * kGroup + ch % kGroup] =
           weight[static_cast<size_t>(ch) * taps + tap];
-    }
-  std::vector<float> bias_padded(stride, 0.0f);
+  std::vector<float> bias_padded(static_cast<size_t>(groups) * kGroup, 0.0f);
   if (bias != nullptr) std::copy(bias, bias + c, bias_padded.begin());
   weights_ = upload_fp32(packed);
   bias_ = upload_fp32(bias_padded);
@@ -282,47 +442,51 @@ void DepthwiseConvFp16::forward(const void* x, const void* residual, void* y, in
   if (shape_.residual && residual == nullptr)
     throw Error("depthwise_fp16: the fused residual is missing");
   const ConvAttrs& a = shape_.conv;
-  DwParams p;
+  DwParams p{};
   p.channels = shape_.in_c;
   p.chunks = padded_channels(shape_.in_c) / 8;
   p.in_h = shape_.in_h, p.in_w = shape_.in_w, p.out_h = shape_.out_h, p.out_w = shape_.out_w;
   p.kh = a.kernel_h, p.kw = a.kernel_w, p.sh = a.stride_h, p.sw = a.stride_w;
   p.dh = a.dilation_h, p.dw = a.dilation_w, p.pad_top = a.pad_h, p.pad_left = a.pad_w;
-  const int tile = tile_ == 0 ? 1 : tile_;
-  p.tiles_x = (p.out_w + tile - 1) / tile;
-  // Stride 1 only: at stride 2 neighbouring output rows share fewer input rows, and the
-  // stride-2 layers timed the same banded or not (docs/PERFORMANCE.md, run 14).
-  p.band = a.stride_h == 1 ? std::min(p.out_h, p.out_h % 7 == 0 ? 7 : 8) : 1;
-  p.bands = (p.out_h + p.band - 1) / p.band;
-  const long long total = static_cast<long long>(batch) * p.bands * p.band * p.tiles_x * p.chunks;
-  if (total >= (1LL << 31) - kThreads)
-    throw Error("depthwise_fp16: batch " + std::to_string(batch) + " too large (" +
-                std::to_string(total) + " threads)");
-  p.total = static_cast<int>(total);
   p.clamp = epilogue_clamp_of(shape_);
   const auto* w = static_cast<const float4*>(weights_.get());
   const auto* b = static_cast<const float4*>(bias_.get());
   const void* r = shape_.residual ? residual : nullptr;
-  const int key = tile_ == 0 ? 0 : a.kernel_h * 10 + a.stride_h;
-  switch (key) {
+  if (tile_ == 0) {
+    const long long total = static_cast<long long>(batch) * p.out_h * p.out_w * p.chunks;
+    if (total >= (1LL << 31) - kGenericThreads)
+      throw Error("depthwise_fp16: batch " + std::to_string(batch) + " too large (" +
+                  std::to_string(total) + " threads)");
+    p.total = static_cast<int>(total);
+    const unsigned blocks =
+        static_cast<unsigned>((p.total + kGenericThreads - 1) / kGenericThreads);
+    depthwise_generic_kernel<<<blocks, kGenericThreads, 0, stream>>>(
+        static_cast<const uint4*>(x), w, b, static_cast<const uint2*>(r), static_cast<uint2*>(y),
+        p);
+    CNNRT_CUDA_CHECK_LAUNCH();
+    return;
+  }
+  choose_geometry(p, a.kernel_h, a.stride_h, tile_);
+  const long long spatial =
+      static_cast<long long>(p.col_blocks) * ((p.out_h + p.block_rows - 1) / p.block_rows);
+  if (batch > 65535 || spatial > 65535)
+    throw Error("depthwise_fp16: batch " + std::to_string(batch) + " or the " +
+                std::to_string(p.out_h) + "x" + std::to_string(p.out_w) +
+                " output too large for the grid (65535 images, 65535 blocks per image)");
+  const dim3 grid(static_cast<unsigned>((p.chunks * 8 + kGroup - 1) / kGroup),
+                  static_cast<unsigned>(spatial), static_cast<unsigned>(batch));
+  switch (a.kernel_h * 10 + a.stride_h) {
     case 31:
-      launch_tiled<3, 1, 4>(x, w, b, r, y, p, stream);
+      launch_tiled<3, 1, kTile>(x, w, b, r, y, p, grid, stream);
       break;
     case 32:
-      launch_tiled<3, 2, 4>(x, w, b, r, y, p, stream);
+      launch_tiled<3, 2, kTile>(x, w, b, r, y, p, grid, stream);
       break;
     case 51:
-      launch_tiled<5, 1, 4>(x, w, b, r, y, p, stream);
+      launch_tiled<5, 1, kTile>(x, w, b, r, y, p, grid, stream);
       break;
-    case 52:
-      launch_tiled<5, 2, 2>(x, w, b, r, y, p, stream);
-      break;
-    default: {
-      const unsigned blocks = static_cast<unsigned>((p.total + kThreads - 1) / kThreads);
-      depthwise_generic_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const uint4*>(x), w, b,
-                                                                static_cast<const uint4*>(r),
-                                                                static_cast<uint4*>(y), p);
-    }
+    default:
+      launch_tiled<5, 2, kTile>(x, w, b, r, y, p, grid, stream);
   }
   CNNRT_CUDA_CHECK_LAUNCH();
 }

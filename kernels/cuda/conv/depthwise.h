@@ -22,7 +22,8 @@ class DepthwiseConvFp16 {
   // Depthwise with multiplier 1 (groups == in_c == out_c), no fused pool, a valid shape.
   static bool supports(const ConvShape& shape);
   // weight [C, 1, kh, kw] fp32 (PyTorch's layout), bias [C] or nullptr; packed once on the device
-  // as fp32 [kh * kw][2][pad8(C) / 8][4] (depthwise.cu says why) with zero padding lanes.
+  // as fp32 [ceil(C / 32)][kh * kw][32] and [ceil(C / 32) * 32] (depthwise.cu says why) with zero
+  // padding lanes.
   DepthwiseConvFp16(const ConvShape& shape, const float* weight, const float* bias);
 
   // x [batch, in_h, in_w, pad8(C)], residual (when shape.residual, else ignored) and y [batch,
@@ -30,7 +31,7 @@ class DepthwiseConvFp16 {
   // `stream`, graph-capturable.
   void forward(const void* x, const void* residual, void* y, int batch, cudaStream_t stream) const;
 
-  // "dw 3x3 s1 tile 4" / "dw generic": which kernel serves the shape (fixed at construction).
+  // "dw 3x3 s1 tile 7" / "dw generic": which kernel serves the shape (fixed at construction).
   std::string variant_name() const;
   size_t weight_bytes() const { return weights_.bytes() + bias_.bytes(); }
 
