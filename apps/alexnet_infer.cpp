@@ -60,7 +60,7 @@ int infer(const InferArgs& args) {
   // Cheap checks first: the YAML and the image, before reading the weights.
   Graph graph = load_model(model_path);
   const std::vector<float> input = load_image_tensor(image_path, model_info_from_graph(graph));
-  bind_weights_from_args(graph, model_path, args.weights);
+  bind_weights_from_args(graph, model_path, weights_for(args.weights, options));
   const auto engine = Engine::build(graph, options);
   const std::vector<std::string>& labels = engine->model().labels;
   const auto context = engine->create_context(1);

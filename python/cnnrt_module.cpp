@@ -173,7 +173,9 @@ std::shared_ptr<PyEngine> load_engine(const std::filesystem::path& model,
     // since it was made) is refused at build, as with the CLI's --plan.
     if (calibration) options.calibration = cnnrt::load_calibration(calibration->string());
     if (plan) cnnrt::apply_plan_file(plan->string(), options);
-    engine = cnnrt::Engine::load(model.string(), weights ? weights->string() : "", options);
+    // A plan that pruned layers runs on its own weight file, unless weights= says otherwise.
+    engine = cnnrt::Engine::load(model.string(),
+                                 weights ? weights->string() : options.choices_weights, options);
   }
   return std::make_shared<PyEngine>(std::move(engine));
 }

@@ -107,7 +107,7 @@ void fill(const std::vector<LayerCandidates>& layers, const std::vector<Move>& m
       const OutputAgreement agreement = verify(trial);
       const double error = budget.error_of(agreement);
       const bool fits = error <= limit;
-      result.log.push_back("retry " + layer.layer + " -> " + layer.candidates[candidate].kernel +
+      result.log.push_back("retry " + layer.layer + " -> " + layer.candidates[candidate].label() +
                            ": " + budget.describe(error) + (fits ? " (kept)" : " (over, undone)"));
       if (!fits) {
         backed_off[move.layer].push_back(candidate);
@@ -122,6 +122,12 @@ void fill(const std::vector<LayerCandidates>& layers, const std::vector<Move>& m
 }
 
 }  // namespace
+
+std::string Candidate::label() const { return pruned ? kernel + " (pruned 2:4)" : kernel; }
+
+LayerChoice Candidate::choice() const {
+  return LayerChoice{precision, kernel, "auto plan", pruned ? "2:4" : ""};
+}
 
 void mark_verdicts(std::vector<LayerCandidates>& layers, const Budget& budget) {
   set_verdicts(layers, budget, std::vector<std::vector<int>>(layers.size()));
@@ -230,7 +236,7 @@ ChoiceResult choose_assignment(
   for (const Move& move : moves) {
     if (spent + move.added_error > limit) {
       result.log.push_back("skip " + layers[move.layer].layer + " -> " +
-                           layers[move.layer].candidates[move.candidate].kernel +
+                           layers[move.layer].candidates[move.candidate].label() +
                            ": estimated error would exceed the budget");
       continue;
     }
@@ -238,7 +244,7 @@ ChoiceResult choose_assignment(
     result.chosen[move.layer] = move.candidate;
     admitted.push_back(move.layer);
     result.log.push_back("take " + layers[move.layer].layer + " -> " +
-                         layers[move.layer].candidates[move.candidate].kernel + " (saves " +
+                         layers[move.layer].candidates[move.candidate].label() + " (saves " +
                          fixed(move.saved_ms, 4) + " ms)");
   }
   std::vector<std::vector<int>> backed_off(layers.size());
@@ -263,8 +269,8 @@ ChoiceResult choose_assignment(
         fastest_within(layer, layer.candidates[layer.reference].ms, limit, current.error);
     result.chosen[worst] = next >= 0 ? next : layer.reference;
     if (next < 0) admitted.erase(std::find(admitted.begin(), admitted.end(), worst));
-    result.log.push_back("back off " + layer.layer + ": " + current.kernel + " -> " +
-                         layer.candidates[result.chosen[worst]].kernel);
+    result.log.push_back("back off " + layer.layer + ": " + current.label() + " -> " +
+                         layer.candidates[result.chosen[worst]].label());
   }
   if (result.met && budget.metric != Budget::Metric::None)
     fill(layers, moves, limit, budget, verify, result, backed_off);
@@ -281,7 +287,7 @@ std::vector<int> uniform_assignment(const std::vector<LayerCandidates>& layers, 
     int best = -1;
     for (int i = 0; i < static_cast<int>(layers[l].candidates.size()); ++i) {
       const Candidate& c = layers[l].candidates[i];
-      if (c.applicable && c.precision == precision &&
+      if (c.applicable && !c.pruned && c.precision == precision &&
           (best < 0 || c.ms < layers[l].candidates[best].ms))
         best = i;
     }
@@ -302,10 +308,8 @@ int pick_fastest_met(std::vector<WholeAssignment>& wholes) {
 
 std::map<std::string, LayerChoice> AutoPlan::choices() const {
   std::map<std::string, LayerChoice> out;
-  for (const LayerCandidates& layer : layers) {
-    const Candidate& c = layer.candidates[layer.chosen];
-    out[layer.layer] = LayerChoice{c.precision, c.kernel, "auto plan", ""};
-  }
+  for (const LayerCandidates& layer : layers)
+    out[layer.layer] = layer.candidates[layer.chosen].choice();
   return out;
 }
 
@@ -313,14 +317,20 @@ std::string AutoPlan::explain() const {
   std::string out = "auto plan for " + model + " on " + device + ", batch " +
                     std::to_string(batch) + ", budget " + budget.to_string() + "\n";
   char line[512];
+  // The kernel column fits the longest label ("conv_fp16_sparse24_wgmma (pruned 2:4)").
+  int width = 26;
+  for (const LayerCandidates& layer : layers)
+    for (const Candidate& c : layer.candidates)
+      width = std::max(width, static_cast<int>(c.label().size()));
   for (const LayerCandidates& layer : layers) {
     std::string sources;
     for (const std::string& s : layer.sources) sources += (sources.empty() ? "" : "+") + s;
     out += "layer " + layer.layer + " (" + sources + ")\n";
     for (const Candidate& c : layer.candidates) {
       const std::string error = !c.applicable || !c.has_error ? "-" : budget.describe(c.error);
-      std::snprintf(line, sizeof line, "  %-26s %-5s %-18s %10s ms  %-24s %s\n", c.kernel.c_str(),
-                    to_string(c.precision), c.variant.empty() ? "-" : c.variant.c_str(),
+      std::snprintf(line, sizeof line, "  %-*s %-5s %-18s %10s ms  %-24s %s\n", width,
+                    c.label().c_str(), to_string(c.precision),
+                    c.variant.empty() ? "-" : c.variant.c_str(),
                     c.applicable ? fixed(c.ms, 4).c_str() : "-", error.c_str(), c.verdict.c_str());
       out += line;
     }
@@ -340,6 +350,13 @@ std::string AutoPlan::explain() const {
            " (measured, every choice applied) vs budget " + budget.to_string() +
            (choice.met ? ": met" : ": NOT met") + "; " + baseline_name + " " +
            budget.describe(budget.error_of(baseline_agreement)) + "\n";
+  const std::vector<std::string> pruned = pruned_layers();
+  if (!pruned.empty()) {
+    std::string names;
+    for (const std::string& layer : pruned) names += (names.empty() ? "" : ", ") + layer;
+    out += "pruned 2:4 (magnitude): " + names +
+           "; the plan runs on these pruned weights, the error above includes the pruning\n";
+  }
   out += "timing: " + std::to_string(engines_timed) + " engines profiled, " +
          std::to_string(steps_cached) + " step times from the cache, " +
          std::to_string(reference_runs) + " fp32 reference runs; " + fixed(seconds, 2) +
@@ -366,6 +383,8 @@ std::string AutoPlan::to_json() const {
       nlohmann::ordered_json entry;
       entry["kernel"] = c.kernel;
       entry["precision"] = to_string(c.precision);
+      entry["pruned"] = c.pruned ? nlohmann::ordered_json("2:4") : nlohmann::ordered_json();
+      entry["label"] = c.label();
       entry["variant"] = c.variant;
       entry["applicable"] = c.applicable;
       entry["ms"] = c.applicable ? nlohmann::ordered_json(c.ms) : nlohmann::ordered_json();
@@ -395,6 +414,7 @@ std::string AutoPlan::to_json() const {
     whole_rows.push_back(item);
   }
   root["wholes"] = whole_rows;
+  root["pruned_layers"] = pruned_layers();
   nlohmann::ordered_json totals;
   totals["chosen_ms"] = chosen_ms;
   totals["baseline"] = baseline_name;

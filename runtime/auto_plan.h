@@ -6,7 +6,11 @@
 //   2. candidates per layer: every non-baseline registry entry of the layer's op on the device at
 //      every allowed precision (int8 only with a calibration).  A precision is one more loop
 //      value: a `sparse` precision (2:4 or pruned weights) slots in as another Precision whose
-//      entries say in supports() whether the layer's weights allow it, with no change here;
+//      entries say in supports() whether the layer's weights allow it, with no change here.
+//      With AutoPlanSettings::allow_prune_2_4 a conv / linear whose weight is not 2:4 also gets
+//      the sparse kernels that would serve it once pruned 2:4 by magnitude, as candidates marked
+//      `pruned` (runtime/auto_plan_prune.h): their engines run on that layer's pruned weight, so
+//      their error includes the pruning, and the plan then runs on planned_model()'s weights;
 //   3. each candidate is an ordinary engine with that one layer changed (BuildOptions::
 //      layer_choices), so its time includes the conversion steps it forces at its boundaries and
 //      its error is the end-to-end error of exactly what `cnnrt run --plan` would run.  Times
@@ -53,6 +57,10 @@ Budget parse_budget(const std::string& spec);
 struct Candidate {
   std::string kernel;  // registry name
   Precision precision = Precision::FP32;
+  // The layer's weight pruned 2:4 by magnitude for this candidate (a sparse kernel; only with
+  // AutoPlanSettings::allow_prune_2_4).  Its choice carries sparsity "2:4", which both names the
+  // pruned weight to the measuring engines and makes the plan refuse a dense one.
+  bool pruned = false;
   std::string variant;     // what the kernel prepares at the plan's batch
   bool applicable = true;  // false: could not be built (why_not says why)
   std::string why_not;
@@ -61,6 +69,9 @@ struct Candidate {
   OutputAgreement agreement;  // this layer alone changed, the rest at the baseline
   double error = 0;           // budget.error_of(agreement)
   std::string verdict;        // chosen / slower / over budget / backed off / not applicable
+
+  std::string label() const;   // "KERNEL", or "KERNEL (pruned 2:4)": reports and logs
+  LayerChoice choice() const;  // what a plan (or a measuring engine) asks of the layer
 };
 
 struct LayerCandidates {
@@ -102,7 +113,8 @@ struct WholeAssignment {
 
 // A uniform seed: per layer the fastest applicable candidate of `precision` (same-precision
 // candidates pay the same conversions, so their single-layer times order them), `fallback`'s
-// choice on a layer without one.  Empty when no layer has one.
+// choice on a layer without one.  Empty when no layer has one.  Pruned candidates are left out:
+// a seed keeps the model's own weights (pruning is the greedy's per-layer trade, error by error).
 std::vector<int> uniform_assignment(const std::vector<LayerCandidates>& layers, Precision precision,
                                     const std::vector<int>& fallback);
 // The fastest assignment within budget (ties: the first listed), or -1; sets every verdict.
@@ -157,12 +169,17 @@ struct AutoPlanSettings {
   std::vector<Precision> precisions;               // allowed; empty = fp32, fp16, int8
   std::shared_ptr<const Calibration> calibration;  // int8 candidates only with one
   int eval_batch = 16;                             // samples per engine run of the error runs
-  TimingSource* timing = nullptr;                  // required
-  TimingCache* cache = nullptr;                    // optional
+  // `cnnrt build --allow-prune 2:4`: also consider every conv / linear pruned 2:4 by magnitude
+  // with a sparse kernel (Candidate::pruned); the plan then needs planned_model()'s weights.
+  bool allow_prune_2_4 = false;
+  TimingSource* timing = nullptr;  // required
+  TimingCache* cache = nullptr;    // optional
   std::function<void(const std::string& what)> progress;
 };
 
 struct AutoPlan {
+  // fingerprint: model_fingerprint() of the model as the plan runs it (planned_model(): with the
+  // chosen pruned layers pruned), what the plan file's model_hash must hold.
   std::string model, fingerprint, device;
   int batch = 0;
   Budget budget;
@@ -180,6 +197,9 @@ struct AutoPlan {
   double seconds = 0;      // wall time of auto_plan
 
   std::map<std::string, LayerChoice> choices() const;
+  // The layers whose chosen candidate is pruned (network order); empty: the plan runs on the
+  // weights it was given.
+  std::vector<std::string> pruned_layers() const;
   std::string explain() const;  // per layer every candidate and verdict, then the totals
   std::string to_json() const;
 };
@@ -189,6 +209,12 @@ struct AutoPlan {
 // choice.met == false (the caller reports the best error and writes nothing).
 AutoPlan auto_plan(const Graph& graph, const CalibrationInputs& inputs,
                    const AutoPlanSettings& settings);
+
+// The model as `plan` runs it: `graph` (the one auto_plan was given) with plan.pruned_layers()
+// pruned 2:4 by magnitude (graph/passes_prune.h) — the weights its pruned candidates were
+// measured with — and the rest unchanged; `graph` itself when nothing is pruned.  What `cnnrt
+// build` writes next to the plan, and model_fingerprint() of it is plan.fingerprint.
+Graph planned_model(const Graph& graph, const AutoPlan& plan);
 
 // A short hash of a text, and the key of an input set (a hash of its values and its count).
 std::string text_hash(const std::string& text);

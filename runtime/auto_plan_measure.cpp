@@ -15,6 +15,7 @@
 #include "graph/tensor_type.h"
 #include "runtime/accuracy.h"
 #include "runtime/auto_plan.h"
+#include "runtime/auto_plan_prune.h"
 #include "runtime/engine_impl.h"
 #include "runtime/kernel.h"
 #include "runtime/plan_file.h"
@@ -111,7 +112,8 @@ OutputAgreement agreement_from(const std::vector<double>& v, size_t at) {
 std::string choices_text(const std::map<std::string, LayerChoice>& choices) {
   std::string text;
   for (const auto& [layer, choice] : choices)
-    text += layer + "=" + choice.kernel + "@" + to_string(choice.precision) + ";";
+    text += layer + "=" + choice.kernel + "@" + to_string(choice.precision) +
+            (choice.sparsity.empty() ? "" : "/" + choice.sparsity) + ";";
   return text;
 }
 
@@ -150,8 +152,13 @@ class Measurer {
     options.device = settings_.device;
     options.calibration = settings_.calibration;
     options.layer_choices = choices;
-    return Engine::build(plain_, options);
+    if (!prunes_any(pruned_, choices)) return Engine::build(plain_, options);
+    return Engine::build(with_pruned_weights(plain_, pruned_, choices), options);
   }
+
+  // The weights of the layers pruned candidates may prune (auto_plan_prune.h), set once the
+  // candidates are known and before any of them is built.
+  void set_pruned(std::map<std::string, HostTensor> pruned) { pruned_ = std::move(pruned); }
 
   // What every whole result of this build depends on besides the choices: set once the
   // fingerprint, calibration and held-out set are known (result_context below).
@@ -302,6 +309,7 @@ class Measurer {
   AutoPlan& plan_;
   std::string device_;
   std::string context_, reference_key_;
+  std::map<std::string, HostTensor> pruned_;
   std::vector<float> reference_;
   bool probabilities_ = false;
   int64_t outputs_ = 0;
@@ -369,9 +377,10 @@ void measure_candidates(LayerCandidates& layer, const Step& step, Measurer& meas
                         bool has_error, const std::function<void(const std::string&)>& progress) {
   for (Candidate& c : layer.candidates) {
     if (!c.applicable) continue;
-    progress(step.name + " " + c.kernel);
-    const bool is_baseline = c.kernel == step.kernel_name;
-    const std::string what = step.name + "|" + c.kernel + "@" + to_string(c.precision);
+    progress(step.name + " " + c.label());
+    const bool is_baseline = !c.pruned && c.kernel == step.kernel_name;
+    const std::string what =
+        step.name + "|" + c.kernel + "@" + to_string(c.precision) + (c.pruned ? "|pruned 2:4" : "");
     std::vector<double> values;
     std::string text;
     if (!is_baseline && measure.cached("candidate", what, &values, &text)) {
@@ -380,8 +389,7 @@ void measure_candidates(LayerCandidates& layer, const Step& step, Measurer& meas
     }
     std::shared_ptr<Engine> built;
     try {
-      if (!is_baseline)
-        built = measure.build({{step.name, LayerChoice{c.precision, c.kernel, "auto plan", ""}}});
+      if (!is_baseline) built = measure.build({{step.name, c.choice()}});
     } catch (const Error& error) {
       c.applicable = false;
       c.why_not = error.what();
@@ -517,22 +525,31 @@ AutoPlan auto_plan(const Graph& graph, const CalibrationInputs& inputs,
 
   const BaselineFigures base{baseline.get(), measure.times(*baseline), plan.baseline_agreement};
   for (double ms : base.times) plan.baseline_ms += ms;
+  std::vector<const Step*> layer_steps;
+  std::vector<std::string> prunable;
   for (const Step& step : baseline->impl().steps) {
     if (step.is_conversion()) continue;
     LayerCandidates layer;
     layer.layer = step.name;
     layer.sources = step.sources;
     layer.candidates = candidate_list(step, settings);
-    measure_candidates(layer, step, measure, base, settings, plan.has_error, progress);
+    if (settings.allow_prune_2_4) {
+      const std::vector<Candidate> pruned = pruned_candidates(step, plain, settings);
+      if (!pruned.empty()) prunable.push_back(step.name);
+      layer.candidates.insert(layer.candidates.end(), pruned.begin(), pruned.end());
+    }
     plan.layers.push_back(std::move(layer));
+    layer_steps.push_back(&step);
   }
+  if (!prunable.empty()) measure.set_pruned(pruned_weights(plain, prunable));
+  for (size_t l = 0; l < plan.layers.size(); ++l)
+    measure_candidates(plan.layers[l], *layer_steps[l], measure, base, settings, plan.has_error,
+                       progress);
 
   auto choices_of = [&](const std::vector<int>& chosen) {
     std::map<std::string, LayerChoice> choices;
-    for (size_t l = 0; l < plan.layers.size(); ++l) {
-      const Candidate& c = plan.layers[l].candidates[chosen[l]];
-      choices[plan.layers[l].layer] = LayerChoice{c.precision, c.kernel, "auto plan", ""};
-    }
+    for (size_t l = 0; l < plan.layers.size(); ++l)
+      choices[plan.layers[l].layer] = plan.layers[l].candidates[chosen[l]].choice();
     return choices;
   };
   plan.choice =
@@ -541,6 +558,9 @@ AutoPlan auto_plan(const Graph& graph, const CalibrationInputs& inputs,
         return plan.has_error ? measure.verified(choices_of(chosen)) : OutputAgreement{};
       });
   measure_wholes(plan, measure, baseline_choice(plan, *baseline), settings, choices_of, progress);
+  // The plan's hash is that of what it runs: with pruned layers, the pruned weights.
+  if (!plan.pruned_layers().empty())
+    plan.fingerprint = model_fingerprint(planned_model(graph, plan));
   if (settings.cache != nullptr) settings.cache->save();
   plan.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return plan;

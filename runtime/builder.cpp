@@ -272,10 +272,15 @@ void check_fingerprint(const Graph& graph, const BuildOptions& options) {
     where = options.layer_choices.begin()->second.origin;
     where = where.substr(0, where.find(':')) + ": ";
   }
+  // A plan that pruned layers runs on its own weight file: the likely mistake is other weights.
+  const std::string hint = options.choices_weights.empty()
+                               ? ""
+                               : "; the plan runs on the weights " + options.choices_weights +
+                                     " (its pruned layers pruned): load those";
   throw Error(where + "stale plan: it was made for model_hash " + options.choices_fingerprint +
               ", but " + graph.source_file + " (model '" + graph.name +
               "') with these weights hashes to " + actual +
-              " (the model or its weights changed): make it again with cnnrt build");
+              " (the model or its weights changed): make it again with cnnrt build" + hint);
 }
 
 }  // namespace

@@ -7,6 +7,8 @@
 //   batch: 64                   # optional, informational: the batch it was tuned at
 //   budget: rel_l2=0.01         # optional, informational
 //   calibration: digits.calib.json   # optional, relative to this file: the int8 scales
+//   weights: plan.yaml.weights.safetensors   # optional, relative to this file: the weights
+//                               # it runs on (its pruned layers pruned); model_hash is theirs
 //   layers:
 //     conv1: {precision: fp16, kernel: conv_fp16_s2d, variant: 64x128}
 //     fc6: {precision: fp32}
@@ -39,8 +41,8 @@ std::string origin_of(const std::string& path, const YAML::Node& node) {
 
 namespace {
 
-const char* const kTopKeys[] = {"model",  "model_hash",  "device", "batch",
-                                "budget", "calibration", "layers"};
+const char* const kTopKeys[] = {"model",  "model_hash",  "device",  "batch",
+                                "budget", "calibration", "weights", "layers"};
 
 void check_top_keys(const YAML::Node& root, const YamlContext& context) {
   for (const auto& entry : root) {
@@ -50,7 +52,7 @@ void check_top_keys(const YAML::Node& root, const YamlContext& context) {
     if (!known)
       context.fail(entry.first, "unknown key '" + key +
                                     "' (valid: model, model_hash, device, batch, budget, "
-                                    "calibration, layers)");
+                                    "calibration, weights, layers)");
   }
 }
 
@@ -134,12 +136,20 @@ PlanFile read_plan_file(const std::string& path) {
   }
   if (const YAML::Node node = root["batch"]) plan.batch = read_positive_int(node, context, "batch");
   if (const YAML::Node node = root["budget"]) plan.budget = read_string(node, context, "budget");
+  // Files a plan names are relative to the plan, so a plan and its files move together.
+  auto beside_plan = [&](const std::string& written) {
+    return std::filesystem::path(written).is_absolute()
+               ? written
+               : (std::filesystem::path(path).parent_path() / written).string();
+  };
   if (const YAML::Node node = root["calibration"]) {
     plan.calibration = read_string(node, context, "calibration");
-    const std::filesystem::path written(plan.calibration);
-    plan.calibration_path = written.is_absolute()
-                                ? plan.calibration
-                                : (std::filesystem::path(path).parent_path() / written).string();
+    plan.calibration_path = beside_plan(plan.calibration);
+  }
+  if (const YAML::Node node = root["weights"]) {
+    plan.weights = read_string(node, context, "weights");
+    if (plan.weights.empty()) context.fail(node, "'weights' names no file");
+    plan.weights_path = beside_plan(plan.weights);
   }
   const YAML::Node layers = root["layers"];
   if (!layers || !layers.IsMap()) context.fail(root, "missing the 'layers' map");
@@ -179,6 +189,7 @@ void apply_plan_file(const std::string& path, BuildOptions& options) {
   options.layer_choices = plan.layers;
   options.choices_model = plan.model;
   options.choices_fingerprint = plan.model_hash;
+  options.choices_weights = plan.weights_path;
   // The scales its int8 layers were chosen with, unless the caller gave others.
   if (options.calibration == nullptr && !plan.calibration_path.empty())
     options.calibration = load_calibration(plan.calibration_path);
@@ -196,6 +207,7 @@ std::string plan_file_text(const PlanFile& plan, const std::string& header) {
   if (plan.batch > 0) out << YAML::Key << "batch" << YAML::Value << plan.batch;
   scalar("budget", plan.budget);
   scalar("calibration", plan.calibration);
+  scalar("weights", plan.weights);
   out << YAML::Key << "layers" << YAML::Value << YAML::BeginMap;
   std::vector<std::string> order = plan.order;
   for (const auto& entry : plan.layers)

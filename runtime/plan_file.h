@@ -1,8 +1,9 @@
 // Plan files as a whole (docs/FORMAT.md, "Plan files"): the per-layer choices that
 // load_plan_file (cnnrt.h) returns, plus what `cnnrt build --precision auto` records so a plan is
 // used only for what it was made for: the model's fingerprint (structure and weights), the
-// device, the batch it was tuned at, the calibration file its int8 layers read, and per layer the
-// variant the kernel prepared at that batch (informational: variants are decided by prepare()).
+// device, the batch it was tuned at, the calibration file its int8 layers read, the weight file
+// it runs on when it pruned layers (`cnnrt build --allow-prune 2:4`), and per layer the variant
+// the kernel prepared at that batch (informational: variants are decided by prepare()).
 #pragma once
 
 #include <map>
@@ -22,6 +23,9 @@ struct PlanFile {
   std::string budget;            // the budget it was chosen under (informational)
   std::string calibration;       // as written (relative to the plan file's folder), "" = none
   std::string calibration_path;  // resolved against the plan file's folder
+  // The weights the plan runs on (the model's with its pruned layers pruned), as written
+  // (relative to the plan file's folder) and resolved; "" = the model's own.
+  std::string weights, weights_path;
   std::map<std::string, LayerChoice> layers;
   std::map<std::string, std::string> variants;  // layer -> variant at `batch` (informational)
   std::vector<std::string> order;  // layers in file order (network order when written by build)

@@ -59,7 +59,7 @@ int run_bench(const BenchArgs& args) {
   const int warmup = static_cast<int>(args.warmup);
   const int iterations = static_cast<int>(args.iterations);
 
-  const Graph graph = load_graph_with_weights(args.model, args.weights);
+  const Graph graph = load_graph_with_weights(args.model, weights_for(args.weights, options));
   using Clock = std::chrono::steady_clock;
   auto ms_since = [](Clock::time_point start) {
     return std::chrono::duration<double, std::milli>(Clock::now() - start).count();

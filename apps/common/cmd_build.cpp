@@ -1,7 +1,7 @@
 // `cnnrt build MODEL (--weights W | --random-weights [SEED]) --precision auto --budget SPEC
 // [--batch N] [--device cpu|cuda] [--calib CALIB.json] [--images DIR | --input X.npy]
-// [--precisions fp32,fp16,int8] [--timing-cache FILE] [--timing-runs N] -o PLAN.yaml
-// [--explain] [--json FILE]`: the automatic per-layer precision and kernel choice
+// [--precisions fp32,fp16,int8] [--allow-prune 2:4] [--timing-cache FILE] [--timing-runs N]
+// -o PLAN.yaml [--explain] [--json FILE]`: the automatic per-layer precision and kernel choice
 // (runtime/auto_plan.h) written as a plan file (docs/FORMAT.md, "Plan files") that `cnnrt run /
 // bench / profile / plan` and alexnet_infer take with --plan.
 //
@@ -11,6 +11,14 @@
 // plan (PLAN.calib.json) and named in it.  With --timing-cache the calibration is kept there
 // too (keyed by model, inputs and method), so a warm build does not calibrate again.  Nothing is
 // written when the budget cannot be met.
+//
+// With --allow-prune 2:4 a layer may also be pruned 2:4 by magnitude and run on a sparse kernel
+// (runtime/auto_plan_prune.h).  When the plan prunes any layer, the model's weights with those
+// layers pruned go next to the plan (PLAN.yaml.weights.safetensors, every tensor, fp32), and the
+// plan names the file (`weights:`) and carries its hash (model_hash): `--plan` alone loads them,
+// other weights are a stale plan.  Written before the plan, so a plan never names a missing
+// file; removed again if the plan cannot be written.  No pruned layer: no file, the plan as
+// without the option.
 #include <unistd.h>
 
 #include <filesystem>
@@ -23,6 +31,7 @@
 #include "apps/common/model_setup.h"
 #include "apps/common/progress.h"
 #include "graph/atomic_write.h"
+#include "graph/safetensors.h"
 #include "runtime/auto_plan.h"
 #include "runtime/plan_file.h"
 
@@ -31,7 +40,7 @@ namespace {
 
 struct BuildArgs {
   std::string model, device = "auto", precision, budget, calib, images, input, precisions;
-  std::string timing_cache, output, json;
+  std::string timing_cache, output, json, allow_prune;
   int batch = 1, samples = 0, timing_runs = 10;
   bool explain = false;
   WeightArgs weights;
@@ -69,6 +78,22 @@ std::string relative_to_plan(const std::string& file, const std::string& plan) {
   return fs::absolute(file).lexically_normal().lexically_relative(folder).string();
 }
 
+// The model as the plan runs it (the chosen layers pruned), written whole so that it is the one
+// weight file a `--plan` needs; its hash must be the plan's, or the plan would refuse it.
+void write_planned_weights(const Graph& graph, const AutoPlan& plan, const std::string& path) {
+  const Graph planned = planned_model(graph, plan);
+  if (model_fingerprint(planned) != plan.fingerprint)
+    throw Error("internal: the pruned weights do not hash to the plan's model_hash");
+  std::map<std::string, HostTensor> tensors;
+  for (const Node& node : planned.nodes)
+    for (const Param& param : node.params) tensors[param.key] = param.value;
+  std::string layers;
+  for (const std::string& layer : plan.pruned_layers())
+    layers += (layers.empty() ? "" : ",") + layer;
+  write_safetensors(path, tensors, StoredDType::F32,
+                    {{"model", graph.name}, {"pruned", "2:4"}, {"pruned_layers", layers}});
+}
+
 std::string plan_header(const AutoPlan& plan, const std::string& calibration_note) {
   std::string text = "made by cnnrt build --precision auto --budget " + plan.budget.to_string() +
                      " (batch " + std::to_string(plan.batch) + ", " + plan.device + ")\n";
@@ -78,7 +103,19 @@ std::string plan_header(const AutoPlan& plan, const std::string& calibration_not
   text += line;
   if (plan.has_error)
     text += "error " + plan.budget.describe(plan.choice.error) + " on the held-out set\n";
+  std::string pruned;
+  for (const std::string& layer : plan.pruned_layers())
+    pruned += (pruned.empty() ? "" : ", ") + layer;
+  if (!pruned.empty())
+    text += "pruned 2:4 by this build (magnitude): " + pruned + "; run with the weights it names\n";
   return text + calibration_note;
+}
+
+bool any_pruned_candidate(const AutoPlan& plan) {
+  for (const LayerCandidates& layer : plan.layers)
+    for (const Candidate& c : layer.candidates)
+      if (c.pruned) return true;
+  return false;
 }
 
 int run_build(const BuildArgs& args) {
@@ -99,6 +136,7 @@ int run_build(const BuildArgs& args) {
   settings.batch = args.batch;
   settings.budget = budget;
   settings.precisions = precisions;
+  settings.allow_prune_2_4 = args.allow_prune == "2:4";
   // Opened first: it holds the calibration this build makes too, not only the timings.
   std::unique_ptr<TimingCache> cache =
       args.timing_cache.empty() ? nullptr : std::make_unique<TimingCache>(args.timing_cache);
@@ -144,9 +182,20 @@ int run_build(const BuildArgs& args) {
   const AutoPlan plan = auto_plan(graph, held_out, settings);
   if (settings.progress) std::cerr << "\r\033[K" << std::flush;
 
+  if (settings.allow_prune_2_4 && !any_pruned_candidate(plan))
+    note("--allow-prune 2:4: no layer has a sparse kernel on " + plan.device +
+         " at the candidate precisions (or every weight is 2:4 already)");
+  const std::vector<std::string> pruned = plan.pruned_layers();
+  const std::string weights_file =
+      pruned.empty()
+          ? ""
+          : std::filesystem::path(args.output).filename().string() + ".weights.safetensors";
+
   std::ostream& out = report_stream();
   if (args.explain) out << plan.explain();
-  json.write(nlohmann::json::parse(plan.to_json()));
+  nlohmann::json report = nlohmann::json::parse(plan.to_json());
+  if (plan.choice.met && !weights_file.empty()) report["weights_file"] = weights_file;
+  json.write(report);
   if (!plan.choice.met)
     throw Error("budget " + budget.to_string() + " cannot be met: the most accurate assignment " +
                 "of the candidates reaches " + budget.describe(plan.choice.error) +
@@ -160,7 +209,8 @@ int run_build(const BuildArgs& args) {
   file.budget = budget.to_string();
   for (const LayerCandidates& layer : plan.layers) {
     const Candidate& c = layer.candidates[layer.chosen];
-    file.layers[layer.layer] = LayerChoice{c.precision, c.kernel, "", ""};
+    file.layers[layer.layer] = c.choice();  // a pruned layer: sparsity "2:4"
+    file.layers[layer.layer].origin.clear();
     file.order.push_back(layer.layer);
     if (!c.variant.empty()) file.variants[layer.layer] = c.variant;
   }
@@ -173,17 +223,35 @@ int run_build(const BuildArgs& args) {
       write_text_file((std::filesystem::path(args.output).parent_path() / calib_file).string(),
                       calib_json);
   }
-  write_text_file(args.output, plan_file_text(file, plan_header(plan, calib_note)));
+  const std::string weights_path =
+      weights_file.empty()
+          ? ""
+          : (std::filesystem::path(args.output).parent_path() / weights_file).string();
+  if (!weights_file.empty()) {
+    file.weights = weights_file;
+    write_planned_weights(graph, plan, weights_path);
+  }
+  try {
+    write_text_file(args.output, plan_file_text(file, plan_header(plan, calib_note)));
+  } catch (...) {
+    std::error_code ignored;  // the plan's own error is the one to report
+    if (!weights_path.empty()) std::filesystem::remove(weights_path, ignored);  // no plan names it
+    throw;
+  }
   if (verbosity() != Verbosity::Quiet) {
     int int8_layers = 0;
     for (const auto& [layer, choice] : file.layers)
       int8_layers += choice.precision == Precision::INT8 ? 1 : 0;
+    const std::string pruned_count =
+        pruned.empty() ? "" : ", " + std::to_string(pruned.size()) + " pruned 2:4";
     char line[256];
     std::snprintf(line, sizeof line,
-                  "wrote %s: %d layers (%d int8), %.4f ms vs %s %.4f ms, built in %.2f s\n",
-                  args.output.c_str(), static_cast<int>(file.layers.size()), int8_layers,
+                  ": %d layers (%d int8%s), %.4f ms vs %s %.4f ms, built in %.2f s",
+                  static_cast<int>(file.layers.size()), int8_layers, pruned_count.c_str(),
                   plan.chosen_ms, plan.baseline_name.c_str(), plan.baseline_ms, plan.seconds);
-    (args.explain ? out : std::cerr) << line;
+    (args.explain ? out : std::cerr)
+        << "wrote " << args.output << line
+        << (weights_path.empty() ? "" : "; the pruned weights: " + weights_path) << "\n";
   }
   return 0;
 }
@@ -197,9 +265,10 @@ RunCommand add_build(CLI::App& command) {
   command.add_option("--device", args->device, "cpu, cuda or auto")
       ->check(one_of({"auto", "cpu", "cuda"}))
       ->capture_default_str();
-  command.add_option("--precision", args->precision, "auto: choose per layer (the only mode)")
-      ->required()
-      ->check(one_of({"auto"}));
+  CLI::Option* precision =
+      command.add_option("--precision", args->precision, "auto: choose per layer (the only mode)")
+          ->required()
+          ->check(one_of({"auto"}));
   command
       .add_option("--budget", args->budget,
                   "end-to-end error bound vs fp32: rel_l2=X, top1_agreement=X or none")
@@ -225,6 +294,13 @@ RunCommand add_build(CLI::App& command) {
       ->capture_default_str();
   command.add_option("--precisions", args->precisions, "candidate precisions (default: all)")
       ->type_name("fp32,fp16,int8");
+  command
+      .add_option("--allow-prune", args->allow_prune,
+                  "also try each conv/linear pruned 2:4 by magnitude on a sparse kernel; the "
+                  "pruned weights are written next to the plan")
+      ->type_name("2:4")
+      ->check(one_of({"2:4"}))
+      ->needs(precision);
   command.add_option("--timing-cache", args->timing_cache, "step times reused across builds")
       ->type_name("FILE")
       ->check(no_stdin());

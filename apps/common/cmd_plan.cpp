@@ -76,14 +76,16 @@ int run_plan(const PlanArgs& args) {
     device.summary = target_summary(target, defaulted);
   }
   Graph graph = load_model(args.model);
-  if (args.weights.empty())
+  BuildOptions options = build_options(args.device, device);
+  // A plan that pruned layers names its weights: its sparse kernels need their 2:4 zeros.
+  const WeightArgs weights = weights_for(WeightArgs{args.weights, ""}, options);
+  if (weights.weights.empty())
     bind_random_weights(graph, 0);
   else
-    bind_weights_from_args(graph, args.model, WeightArgs{args.weights, ""});
-  BuildOptions options = build_options(args.device, device);
+    bind_weights_from_args(graph, args.model, weights);
   // Random stand-in weights cannot match a plan file's model_hash (which covers the real
   // weights); what runs does not depend on weight values, except through compaction.
-  if (args.weights.empty()) options.choices_fingerprint.clear();
+  if (weights.weights.empty()) options.choices_fingerprint.clear();
   options.plan_target = target;
   const auto engine = Engine::build(graph, options);
   const ExecutionPlan plan = engine->plan(static_cast<int>(args.batch));

@@ -57,7 +57,7 @@ int run_profile(const ProfileArgs& args) {
   const DeviceChoice device = resolve_device(args.device.device);
   const BuildOptions options = build_options(args.device, device);
 
-  const Graph graph = load_graph_with_weights(args.model, args.weights);
+  const Graph graph = load_graph_with_weights(args.model, weights_for(args.weights, options));
   const auto engine = Engine::build(graph, options);
   detail(engine->describe());
   const auto context = engine->create_context(static_cast<int>(args.batch));

@@ -32,7 +32,7 @@ int run_run(const RunArgs& args) {
 
   const NpyArray input =
       is_std_stream(args.input) ? parse_npy(read_input("-"), "<stdin>") : read_npy(args.input);
-  const Graph graph = load_graph_with_weights(args.model, args.weights);
+  const Graph graph = load_graph_with_weights(args.model, weights_for(args.weights, options));
   std::vector<int64_t> expected = {-1};
   expected.insert(expected.end(), graph.input.shape.begin(), graph.input.shape.end());
   bool matches = input.shape.size() == expected.size() && !input.shape.empty() &&

@@ -133,6 +133,13 @@ BuildOptions build_options(const DeviceArgs& args, const DeviceChoice& device) {
   return options;
 }
 
+WeightArgs weights_for(const WeightArgs& args, const BuildOptions& options) {
+  if (!args.weights.empty() || !args.random_seed.empty() || options.choices_weights.empty())
+    return args;
+  note("weights: " + options.choices_weights + " (named by the plan: its pruned layers)");
+  return WeightArgs{options.choices_weights, ""};
+}
+
 ModelInfo model_info_from_graph(const Graph& graph) {
   ModelInfo info;
   info.name = graph.name;

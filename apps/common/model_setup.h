@@ -57,6 +57,12 @@ DeviceChoice resolve_device(const std::string& text);
 // Build options from --device/--precision/--plan/--calib (device already resolved).
 BuildOptions build_options(const DeviceArgs& args, const DeviceChoice& device);
 
+// The weights to bind with those options: --weights / --random-weights when given, else the
+// weight file a --plan names (BuildOptions::choices_weights: a plan that pruned layers runs on
+// its own pruned weights, `cnnrt build --allow-prune 2:4`), else the YAML's.  Other weights than
+// a plan's are refused at build by its model_hash (a stale plan).
+WeightArgs weights_for(const WeightArgs& args, const BuildOptions& options);
+
 // What an app needs before an engine exists (input shape, mean/std); labels not loaded.
 ModelInfo model_info_from_graph(const Graph& graph);
 

@@ -84,6 +84,12 @@ struct BuildOptions {
   // runtime/plan_file.h); when set, a model whose structure or weights hash differently is an
   // Error (a stale plan).  "" = unchecked.
   std::string choices_fingerprint;
+  // The weight file the layer choices run on (a plan file's `weights:`, resolved against its
+  // folder): the model's weights with the layers the plan pruned pruned (`cnnrt build
+  // --allow-prune 2:4`).  The build does not load it — the caller binds it to the graph (the CLIs
+  // and the Python module do when given no other weights) — but a stale-plan error names it.
+  // "" = the model's own weights.
+  std::string choices_weights;
   // The tensor scales every int8 layer needs (docs/QUANTIZATION.md; load_calibration below).
   std::shared_ptr<const Calibration> calibration;
   // CUDA only, for planning without a GPU: decide for this described device instead of the
@@ -105,9 +111,10 @@ std::shared_ptr<const Calibration> load_calibration(const std::string& path);
 std::map<std::string, LayerChoice> load_plan_file(const std::string& path,
                                                   std::string* model_name = nullptr);
 // Everything a plan file settles, into `options`: its layer choices, the model name and
-// fingerprint it was made for (a stale plan is refused at build), the device (an Error when
-// options.device names another; Auto becomes the plan's), and its calibration file when
-// options.calibration is not set already.  What the CLIs' --plan and the Python module use.
+// fingerprint it was made for (a stale plan is refused at build), the weight file it runs on when
+// it names one (choices_weights), the device (an Error when options.device names another; Auto
+// becomes the plan's), and its calibration file when options.calibration is not set already.
+// What the CLIs' --plan and the Python module use.
 void apply_plan_file(const std::string& path, BuildOptions& options);
 
 // One executed (possibly fused) layer, as profile() reports it.

@@ -109,6 +109,24 @@ def test_a_plan_is_applied_as_the_cli_applies_it(tmp_path):
         cnnrt.Engine.load(DIGITS_YAML, device="cuda", plan=stale)
 
 
+def test_a_plan_that_names_its_weights_runs_on_them(tmp_path):
+    # A plan that pruned layers (`cnnrt build --allow-prune 2:4`) names the weight file it runs
+    # on: weights=None loads that file (missing here, so the error names it), not the YAML's.
+    plan = tmp_path / "pruned.yaml"
+    plan.write_text("model: digits\ndevice: cpu\nweights: pruned.weights.safetensors\n"
+                    "layers:\n  conv1: {precision: fp32}\n")
+    with pytest.raises(cnnrt.Error, match="pruned.weights.safetensors"):
+        cnnrt.Engine.load(DIGITS_YAML, device="cpu", plan=plan)
+    digits_weights = os.path.join(os.path.dirname(DIGITS_YAML), "digits.safetensors")
+    shutil.copy(digits_weights, tmp_path / "pruned.weights.safetensors")
+    with cnnrt.Engine.load(DIGITS_YAML, device="cpu", plan=plan) as engine:
+        assert engine.create_context(1) is not None
+    # weights= given wins over the plan's file.
+    (tmp_path / "pruned.weights.safetensors").unlink()
+    with cnnrt.Engine.load(DIGITS_YAML, weights=digits_weights, device="cpu", plan=plan):
+        pass
+
+
 def test_bad_batch_is_a_library_error(cpu_digits):
     with pytest.raises(cnnrt.Error, match="batch must be at least 1"):
         cpu_digits.create_context(0)

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "apps/cli_test_util.h"
 #include "apps/common/cmd_util.h"
 #include "apps/common/commands.h"
 #include "apps/common/model_setup.h"
@@ -13,36 +14,6 @@
 
 namespace cnnrt::apps {
 namespace {
-
-struct Outcome {
-  int code;
-  std::string out, err;
-};
-
-// Runs `cnnrt ARGS...` in this process.
-Outcome run_cnnrt(std::vector<std::string> args) {
-  args.insert(args.begin(), "cnnrt");
-  std::vector<char*> argv;
-  for (std::string& arg : args) argv.push_back(arg.data());
-  testing::internal::CaptureStdout();
-  testing::internal::CaptureStderr();
-  const int code = cnnrt_main(static_cast<int>(argv.size()), argv.data());
-  Outcome outcome{code, testing::internal::GetCapturedStdout(),
-                  testing::internal::GetCapturedStderr()};
-  return outcome;
-}
-
-int count_lines_starting(const std::string& text, const std::string& prefix) {
-  int count = 0;
-  size_t start = 0;
-  while (start < text.size()) {
-    if (text.compare(start, prefix.size(), prefix) == 0) ++count;
-    const size_t end = text.find('\n', start);
-    if (end == std::string::npos) break;
-    start = end + 1;
-  }
-  return count;
-}
 
 // A usage error: exit 2, one error line naming `fragment`, a pointer to the command's --help.
 void expect_usage_error(const std::vector<std::string>& args, const std::string& fragment,
