@@ -46,7 +46,7 @@
 #include "cnnrt/error.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/linear_fp16.h"
-#include "kernels/cuda/warp_sums.cuh"
+#include "kernels/cuda/gemv_common.cuh"
 
 namespace cnnrt::cuda {
 
@@ -75,14 +75,6 @@ constexpr int kGemvTargetWarpsPerSm = 24;  // ≥ ~25 KB of loads in flight per 
 // Rows per warp and 512-byte chunks in flight per row, by batch.
 constexpr int gemv_rows_per_warp(int batch) { return batch <= 2 ? 1 : (batch <= 4 ? 2 : 4); }
 constexpr int gemv_unroll(int rows) { return 8 / rows; }
-
-__device__ __forceinline__ uint4 load_streaming(const uint4* p) {
-  uint4 v;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p));
-  return v;
-}
 
 __device__ __forceinline__ void unpack8(const uint4& raw, float (&out)[8]) {
   const __half2* h2 = reinterpret_cast<const __half2*>(&raw);

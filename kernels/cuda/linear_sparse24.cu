@@ -91,7 +91,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_traits.h"
 #include "kernels/cuda/linear_sparse24.h"
-#include "kernels/cuda/warp_sums.cuh"
+#include "kernels/cuda/gemv_common.cuh"
 
 namespace cnnrt::cuda {
 

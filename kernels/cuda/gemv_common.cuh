@@ -1,0 +1,39 @@
+// Device steps the weight-streaming GEMVs share (linear_fp16.cu, linear_sparse24.cu, linear_s8.cu).
+//
+// store_warp_sums: the per-warp reduction step: each lane holds partial dot products acc[r][b] (row
+// r, sample b) over its share of K; they are summed over the warp with butterfly shuffles, and lane
+// r * B + b stores sum (r, b) to out[r * B + b] (R * B <= 32: one lane per output, so the stores
+// spread over lanes instead of all coming from lane 0).  The block's warps then meet in shared
+// memory.
+#pragma once
+
+#include <cstdint>
+
+namespace cnnrt::cuda {
+
+// A 16-byte weight load that bypasses L1 allocation: each weight byte is read once per launch,
+// so caching it would only evict the inputs every row re-reads.
+__device__ __forceinline__ uint4 load_streaming(const uint4* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+
+template <int R, int B>
+__device__ __forceinline__ void store_warp_sums(const float (&acc)[R][B], float* out, int lane) {
+  static_assert(R * B <= 32, "one lane per output");
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int b = 0; b < B; ++b) {
+      float sum = acc[r][b];
+#pragma unroll
+      for (int offset = 16; offset > 0; offset >>= 1)
+        sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+      if (lane == r * B + b) out[r * B + b] = sum;
+    }
+}
+
+}  // namespace cnnrt::cuda
