@@ -195,6 +195,9 @@ struct AutoPlan {
   int reference_runs = 0;  // fp32 reference passes over the held-out set (0: from the cache)
   int steps_cached = 0;    // step times answered by the cache
   double seconds = 0;      // wall time of auto_plan
+  // The pruned weight of every layer in pruned_layers(), exactly the tensors its candidate was
+  // measured with (pruned once per build); planned_model() puts them in.
+  std::map<std::string, HostTensor> pruned_weights;
 
   std::map<std::string, LayerChoice> choices() const;
   // The layers whose chosen candidate is pruned (network order); empty: the plan runs on the
@@ -210,8 +213,8 @@ struct AutoPlan {
 AutoPlan auto_plan(const Graph& graph, const CalibrationInputs& inputs,
                    const AutoPlanSettings& settings);
 
-// The model as `plan` runs it: `graph` (the one auto_plan was given) with plan.pruned_layers()
-// pruned 2:4 by magnitude (graph/passes_prune.h) — the weights its pruned candidates were
+// The model as `plan` runs it: `graph` (the one auto_plan was given) with the weights of
+// plan.pruned_layers() replaced by plan.pruned_weights — those its pruned candidates were
 // measured with — and the rest unchanged; `graph` itself when nothing is pruned.  What `cnnrt
 // build` writes next to the plan, and model_fingerprint() of it is plan.fingerprint.
 Graph planned_model(const Graph& graph, const AutoPlan& plan);

@@ -159,6 +159,7 @@ class Measurer {
   // The weights of the layers pruned candidates may prune (auto_plan_prune.h), set once the
   // candidates are known and before any of them is built.
   void set_pruned(std::map<std::string, HostTensor> pruned) { pruned_ = std::move(pruned); }
+  const std::map<std::string, HostTensor>& pruned() const { return pruned_; }
 
   // What every whole result of this build depends on besides the choices: set once the
   // fingerprint, calibration and held-out set are known (result_context below).
@@ -559,7 +560,9 @@ AutoPlan auto_plan(const Graph& graph, const CalibrationInputs& inputs,
       });
   measure_wholes(plan, measure, baseline_choice(plan, *baseline), settings, choices_of, progress);
   // The plan's hash is that of what it runs: with pruned layers, the pruned weights.
-  if (!plan.pruned_layers().empty())
+  for (const std::string& layer : plan.pruned_layers())
+    plan.pruned_weights[layer] = measure.pruned().at(layer);
+  if (!plan.pruned_weights.empty())
     plan.fingerprint = model_fingerprint(planned_model(graph, plan));
   if (settings.cache != nullptr) settings.cache->save();
   plan.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

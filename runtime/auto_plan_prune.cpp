@@ -83,12 +83,7 @@ std::vector<std::string> AutoPlan::pruned_layers() const {
 }
 
 Graph planned_model(const Graph& graph, const AutoPlan& plan) {
-  Graph planned = graph;
-  const std::vector<std::string> layers = plan.pruned_layers();
-  // The same pruning as pruned_weights (deterministic: ties keep the lower index), so these are
-  // the weights the chosen candidates were measured with.
-  if (!layers.empty()) prune_2_4(planned, layers);
-  return planned;
+  return with_pruned_weights(graph, plan.pruned_weights, plan.choices());
 }
 
 }  // namespace cnnrt

@@ -45,8 +45,8 @@
 
 #include "cnnrt/error.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/linear_fp16.h"
 #include "kernels/cuda/gemv_common.cuh"
+#include "kernels/cuda/linear_fp16.h"
 
 namespace cnnrt::cuda {
 

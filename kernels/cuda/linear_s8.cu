@@ -39,10 +39,11 @@ __device__ __forceinline__ int dot16(const uint4& w, const int4& x, int acc) {
   return __dp4a(static_cast<int>(w.w), x.w, acc);
 }
 
-// kUnroll chunks of this lane from `chunk` on, 32 apart (kGuarded: only those < chunks).
+// kUnroll chunks of this lane from `chunk` on, 32 apart (kGuarded: only those < chunks).  A
+// sample of x is `chunks` 16-byte vectors too (in_stride bytes, the weight row's real part).
 template <int kBatch, int kUnroll, bool kGuarded>
-__device__ __forceinline__ void gemv_s8_round(const uint4* w, const int4* x, int x_vectors,
-                                              int chunks, int chunk, int (&acc)[kBatch]) {
+__device__ __forceinline__ void gemv_s8_round(const uint4* w, const int4* x, int chunks, int chunk,
+                                              int (&acc)[kBatch]) {
   uint4 wv[kUnroll];
 #pragma unroll
   for (int u = 0; u < kUnroll; ++u) {
@@ -54,8 +55,7 @@ __device__ __forceinline__ void gemv_s8_round(const uint4* w, const int4* x, int
     if (kGuarded && chunk + 32 * u >= chunks) break;
 #pragma unroll
     for (int b = 0; b < kBatch; ++b)
-      acc[b] =
-          dot16(wv[u], __ldg(x + static_cast<int64_t>(b) * x_vectors + chunk + 32 * u), acc[b]);
+      acc[b] = dot16(wv[u], __ldg(x + static_cast<int64_t>(b) * chunks + chunk + 32 * u), acc[b]);
   }
 }
 
@@ -74,8 +74,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     const int chunks = p.in_stride / 16;
     int chunk = lane;
     for (; chunk + 32 * (kUnroll - 1) < chunks; chunk += 32 * kUnroll)
-      gemv_s8_round<kBatch, kUnroll, false>(w, xv, chunks, chunks, chunk, acc);
-    if (chunk < chunks) gemv_s8_round<kBatch, kUnroll, true>(w, xv, chunks, chunks, chunk, acc);
+      gemv_s8_round<kBatch, kUnroll, false>(w, xv, chunks, chunk, acc);
+    if (chunk < chunks) gemv_s8_round<kBatch, kUnroll, true>(w, xv, chunks, chunk, acc);
   }
 #pragma unroll
   for (int b = 0; b < kBatch; ++b)

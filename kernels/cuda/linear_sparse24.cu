@@ -90,8 +90,8 @@
 #include "kernels/cuda/conv/ptx.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_traits.h"
-#include "kernels/cuda/linear_sparse24.h"
 #include "kernels/cuda/gemv_common.cuh"
+#include "kernels/cuda/linear_sparse24.h"
 
 namespace cnnrt::cuda {
 

@@ -98,6 +98,8 @@
 namespace cnnrt::cuda {
 namespace {
 
+using depthwise_detail::DwParams;
+
 constexpr int kTile = 7;                // output columns per thread of the tiled kernel
 constexpr int kGroup = 32;              // channels per block: 8 quads of 4, one per thread
 constexpr int kPixelBytes = 64;         // one staged pixel: kGroup fp16 channels
@@ -105,20 +107,6 @@ constexpr int kMaxThreads = 224;        // 8 quads x column tiles x rows, 7 warp
 constexpr int kMinBlocks = 4;           // per SM: <= 72 registers, 28 warps (the design note)
 constexpr int kSmemBudget = 48 * 1024;  // per block; no opt-in attribute needed
 constexpr int kGenericThreads = 256;
-
-struct DwParams {
-  int channels, chunks;  // C and pad8(C) / 8
-  int in_h, in_w, out_h, out_w;
-  int kh, kw, sh, sw, dh, dw, pad_top, pad_left;
-  // Tiled kernel (see the design note): block = 32 channels x block_rows x block_cols outputs.
-  int tiles_log2;  // column tiles (of T outputs) per block, log2
-  int block_rows, block_cols, col_blocks;
-  int in_rows, in_cols;  // staged input extent of a block
-  int plane_cols;        // staged columns per plane (odd: conflict-free row neighbours)
-  int plane_bytes;       // one plane: ceil(in_rows / S) * plane_cols * 64
-  int total;             // generic kernel: threads (batch * out_h * out_w * chunks)
-  EpilogueClamp clamp;
-};
 
 __device__ __forceinline__ void unpack_half4(const uint2& raw, float (&f)[4]) {
   const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&raw.x));
@@ -428,6 +416,18 @@ DepthwiseConvFp16::DepthwiseConvFp16(const ConvShape& shape, const float* weight
   if (bias != nullptr) std::copy(bias, bias + c, bias_padded.begin());
   weights_ = upload_fp32(packed);
   bias_ = upload_fp32(bias_padded);
+
+  // Everything but the batch, once: the shape's extents and epilogue, and (tiled) the block
+  // geometry choose_geometry derives from them.
+  const ConvAttrs& a = shape_.conv;
+  DwParams& p = params_;
+  p.channels = shape_.in_c;
+  p.chunks = padded_channels(shape_.in_c) / 8;
+  p.in_h = shape_.in_h, p.in_w = shape_.in_w, p.out_h = shape_.out_h, p.out_w = shape_.out_w;
+  p.kh = a.kernel_h, p.kw = a.kernel_w, p.sh = a.stride_h, p.sw = a.stride_w;
+  p.dh = a.dilation_h, p.dw = a.dilation_w, p.pad_top = a.pad_h, p.pad_left = a.pad_w;
+  p.clamp = epilogue_clamp_of(shape_);
+  if (tile_ != 0) choose_geometry(p, a.kernel_h, a.stride_h, tile_);
 }
 
 std::string DepthwiseConvFp16::variant_name() const {
@@ -442,13 +442,7 @@ void DepthwiseConvFp16::forward(const void* x, const void* residual, void* y, in
   if (shape_.residual && residual == nullptr)
     throw Error("depthwise_fp16: the fused residual is missing");
   const ConvAttrs& a = shape_.conv;
-  DwParams p{};
-  p.channels = shape_.in_c;
-  p.chunks = padded_channels(shape_.in_c) / 8;
-  p.in_h = shape_.in_h, p.in_w = shape_.in_w, p.out_h = shape_.out_h, p.out_w = shape_.out_w;
-  p.kh = a.kernel_h, p.kw = a.kernel_w, p.sh = a.stride_h, p.sw = a.stride_w;
-  p.dh = a.dilation_h, p.dw = a.dilation_w, p.pad_top = a.pad_h, p.pad_left = a.pad_w;
-  p.clamp = epilogue_clamp_of(shape_);
+  DwParams p = params_;
   const auto* w = static_cast<const float4*>(weights_.get());
   const auto* b = static_cast<const float4*>(bias_.get());
   const void* r = shape_.residual ? residual : nullptr;
@@ -466,7 +460,6 @@ void DepthwiseConvFp16::forward(const void* x, const void* residual, void* y, in
     CNNRT_CUDA_CHECK_LAUNCH();
     return;
   }
-  choose_geometry(p, a.kernel_h, a.stride_h, tile_);
   const long long spatial =
       static_cast<long long>(p.col_blocks) * ((p.out_h + p.block_rows - 1) / p.block_rows);
   if (batch > 65535 || spatial > 65535)

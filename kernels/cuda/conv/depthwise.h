@@ -13,9 +13,28 @@
 #include <string>
 
 #include "kernels/cuda/conv/conv_shape.h"
+#include "kernels/cuda/conv/epilogue_params.h"
 #include "kernels/cuda/elementwise_fp16.h"
 
 namespace cnnrt::cuda {
+
+namespace depthwise_detail {
+// The kernels' parameters (depthwise.cu): all but `total` fixed by the shape, so a layer builds
+// them once at construction; forward() adds the batch.
+struct DwParams {
+  int channels, chunks;  // C and pad8(C) / 8
+  int in_h, in_w, out_h, out_w;
+  int kh, kw, sh, sw, dh, dw, pad_top, pad_left;
+  // Tiled kernel (see the design note): block = 32 channels x block_rows x block_cols outputs.
+  int tiles_log2;  // column tiles (of T outputs) per block, log2
+  int block_rows, block_cols, col_blocks;
+  int in_rows, in_cols;  // staged input extent of a block
+  int plane_cols;        // staged columns per plane (odd: conflict-free row neighbours)
+  int plane_bytes;       // one plane: ceil(in_rows / S) * plane_cols * 64
+  int total;             // generic kernel: threads (batch * out_h * out_w * chunks)
+  EpilogueClamp clamp;
+};
+}  // namespace depthwise_detail
 
 class DepthwiseConvFp16 {
  public:
@@ -37,7 +56,8 @@ class DepthwiseConvFp16 {
 
  private:
   ConvShape shape_;
-  int tile_ = 1;  // output columns per thread; 0 selects the generic kernel
+  int tile_ = 1;                         // output columns per thread; 0 selects the generic kernel
+  depthwise_detail::DwParams params_{};  // the shape's parameters and block geometry
   DeviceArray weights_, bias_;
 };
 

@@ -14,12 +14,12 @@
 //
 // Tile: CTA = 2 warpgroups (256 threads), BM = 128 (64 rows per warpgroup), BN = 128 (192 when
 // out_c % 192 == 0 but not % 128, e.g. conv2: one N tile; else 64; 96 or 32 for channel counts
-// 64 does not divide), BK = 64 halves = one 128-byte row per A/B row.  Shared memory holds the rows in the canonical K-major 128-byte-swizzle layout
-// wgmma expects: row r of a tile at r * 128 bytes, its 16-byte chunk c at chunk (c ^ (r % 8));
-// every tile starts 1024-byte aligned (the swizzle is a function of address bits 4-9).  Descriptor:
-// start >> 4, LBO unused (1), SBO = 1024 bytes (8 rows), swizzle mode 1 (128B).  The 4 k16 steps of
-// a k-tile advance the start address by 32 bytes within the swizzled row, exactly as the hardware's
-// swizzle expects.
+// 64 does not divide), BK = 64 halves = one 128-byte row per A/B row.  Shared memory holds the rows
+// in the canonical K-major 128-byte-swizzle layout wgmma expects: row r of a tile at r * 128 bytes,
+// its 16-byte chunk c at chunk (c ^ (r % 8)); every tile starts 1024-byte aligned (the swizzle is a
+// function of address bits 4-9).  Descriptor: start >> 4, LBO unused (1), SBO = 1024 bytes (8
+// rows), swizzle mode 1 (128B).  The 4 k16 steps of a k-tile advance the start address by 32 bytes
+// within the swizzled row, exactly as the hardware's swizzle expects.
 //
 // Pipeline (no producer warps): all 256 threads issue cp.async for the tiles STAGES-2 ahead;
 // per k-tile: cp.async.wait -> fence.proxy.async.shared::cta (the cp.async writes are generic
