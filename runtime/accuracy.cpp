@@ -226,7 +226,7 @@ AccuracyReport accuracy_report(const Graph& graph, std::shared_ptr<const Calibra
   const auto reference_engine = Engine::build(plain, cpu_options(Precision::FP32, nullptr));
   const int64_t outputs = shape_elements(reference_engine->model().output_shape);
   const Node* output_node =
-      reference_engine->impl().graph.find(reference_engine->impl().graph.output);
+      reference_engine->impl().graph->find(reference_engine->impl().graph->output);
   const bool probabilities = output_node != nullptr && output_node->op == OpKind::Softmax;
   // The whole-network engine also says which layers have a kernel at the precision.
   const auto whole_engine = Engine::build(plain, cpu_options(settings.precision, calibration));
@@ -234,7 +234,7 @@ AccuracyReport accuracy_report(const Graph& graph, std::shared_ptr<const Calibra
   std::vector<const Step*> selected;
   if (settings.per_layer)
     selected =
-        select_layers(whole_engine->impl().graph, available, settings.layers, settings.precision);
+        select_layers(*whole_engine->impl().graph, available, settings.layers, settings.precision);
 
   AccuracyReport report;
   report.model = graph.name;

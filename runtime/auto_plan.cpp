@@ -360,7 +360,11 @@ std::string AutoPlan::explain() const {
   out += "timing: " + std::to_string(engines_timed) + " engines profiled, " +
          std::to_string(steps_cached) + " step times from the cache, " +
          std::to_string(reference_runs) + " fp32 reference runs; " + fixed(seconds, 2) +
-         " s in all\n";
+         " s in all: " + std::to_string(engines_built) + " engines built (" +
+         std::to_string(kernels_created) + " layer kernels created) " + fixed(build_seconds, 2) +
+         " s, profiling " + fixed(timing_seconds, 2) + " s, held-out runs " +
+         fixed(error_seconds, 2) + " s, the rest " +
+         fixed(seconds - build_seconds - timing_seconds - error_seconds, 2) + " s\n";
   return out;
 }
 
@@ -430,6 +434,11 @@ std::string AutoPlan::to_json() const {
   totals["steps_cached"] = steps_cached;
   totals["reference_runs"] = reference_runs;
   totals["seconds"] = seconds;
+  totals["engines_built"] = engines_built;
+  totals["kernels_created"] = kernels_created;
+  totals["build_seconds"] = build_seconds;
+  totals["timing_seconds"] = timing_seconds;
+  totals["error_seconds"] = error_seconds;
   root["totals"] = totals;
   root["log"] = choice.log;
   return root.dump(1) + "\n";

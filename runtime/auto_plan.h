@@ -195,6 +195,13 @@ struct AutoPlan {
   int reference_runs = 0;  // fp32 reference passes over the held-out set (0: from the cache)
   int steps_cached = 0;    // step times answered by the cache
   double seconds = 0;      // wall time of auto_plan
+  // Where the seconds went (the build-time figures of docs/PERFORMANCE.md): engines built (of
+  // them through the shared-kernel family, runtime/engine_family.h) and layer kernels created,
+  // the wall time of building them, of profiling them, of the held-out runs (the fp32
+  // reference's included) and of everything else (candidate lists, pruning, the choice).
+  int engines_built = 0;
+  int kernels_created = 0;
+  double build_seconds = 0, timing_seconds = 0, error_seconds = 0;
   // The pruned weight of every layer in pruned_layers(), exactly the tensors its candidate was
   // measured with (pruned once per build); planned_model() puts them in.
   std::map<std::string, HostTensor> pruned_weights;

@@ -1,7 +1,10 @@
 // The measuring side of runtime/auto_plan.h: candidate engines, their step times (a TimingSource
 // through the TimingCache) and their end-to-end error on the held-out set.  Every figure comes
 // from an ordinary engine built with BuildOptions::layer_choices, so what the plan promises is
-// what `cnnrt run --plan` runs.
+// what `cnnrt run --plan` runs.  The engines come from one EngineFamily (runtime/
+// engine_family.h): the passes run once and each (layer, kernel) is packed once, so a candidate
+// engine costs the packing of its own layer, not of the whole model (docs/PERFORMANCE.md,
+// run 27: the build time).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -16,6 +19,7 @@
 #include "runtime/accuracy.h"
 #include "runtime/auto_plan.h"
 #include "runtime/auto_plan_prune.h"
+#include "runtime/engine_family.h"
 #include "runtime/engine_impl.h"
 #include "runtime/kernel.h"
 #include "runtime/plan_file.h"
@@ -23,19 +27,53 @@
 namespace cnnrt {
 namespace {
 
+// Timed runs per engine: as many as fit in kRunBudgetMs, at least one, at most the asked
+// iterations.  A candidate whose forward takes ~100 ms (a CUDA fp32 reference layer at batch 256,
+// any AlexNet on the CPU) loses or wins by far more than one run's noise, and five more runs of
+// it would cost a second per candidate; an fp16 engine at ~1.6 ms gets every asked run.
+constexpr double kRunBudgetMs = 100;
+
 class ProfileTiming : public TimingSource {
  public:
   explicit ProfileTiming(int iterations) : iterations_(iterations) {}
   std::vector<double> step_times(const Engine& engine, int batch) override {
     const auto context = engine.create_context(batch);
+    std::vector<LayerProfile> rows = context->profile(1);  // a warm-up, then one timed run
+    double forward_ms = 0;
+    for (const LayerProfile& row : rows) forward_ms += row.median_ms;
+    const int runs = std::max(1, std::min(iterations_, static_cast<int>(kRunBudgetMs /
+                                                                        std::max(forward_ms, 1e-3))));
+    if (runs > 1) rows = context->profile(runs);
     std::vector<double> times;
-    for (const LayerProfile& row : context->profile(iterations_)) times.push_back(row.median_ms);
+    for (const LayerProfile& row : rows) times.push_back(row.median_ms);
     return times;
   }
 
  private:
   int iterations_;
 };
+
+// Adds the wall time of its scope to a total (AutoPlan's breakdown of the build time).
+class Stopwatch {
+ public:
+  explicit Stopwatch(double& total) : total_(total), start_(std::chrono::steady_clock::now()) {}
+  ~Stopwatch() {
+    total_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+  Stopwatch(const Stopwatch&) = delete;
+  Stopwatch& operator=(const Stopwatch&) = delete;
+
+ private:
+  double& total_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+BuildOptions family_options(const AutoPlanSettings& settings) {
+  BuildOptions options;
+  options.device = settings.device;
+  options.calibration = settings.calibration;
+  return options;
+}
 
 // The model without its own precision and kernel requests: the baseline is the device's native
 // precision everywhere, and each candidate sets exactly the layer it is about.
@@ -145,15 +183,27 @@ class Measurer {
         inputs_(inputs),
         settings_(settings),
         plan_(plan),
-        device_(device_key(settings.device)) {}
+        device_(device_key(settings.device)),
+        family_(plain, family_options(settings)) {}
 
-  std::shared_ptr<Engine> build(const std::map<std::string, LayerChoice>& choices) const {
-    BuildOptions options;
-    options.device = settings_.device;
-    options.calibration = settings_.calibration;
+  // A candidate's or an assignment's engine.  One with pruned layers has other weights than the
+  // family's graph: it is built whole (`--allow-prune` builds pay that).
+  std::shared_ptr<Engine> build(const std::map<std::string, LayerChoice>& choices,
+                                Precision precision = Precision::Auto) {
+    Stopwatch watch(plan_.build_seconds);
+    ++plan_.engines_built;
+    if (!prunes_any(pruned_, choices)) {
+      const int before = family_.kernels_created();
+      std::shared_ptr<Engine> engine = family_.build(choices, precision);
+      plan_.kernels_created += family_.kernels_created() - before;
+      return engine;
+    }
+    BuildOptions options = family_options(settings_);
     options.layer_choices = choices;
-    if (!prunes_any(pruned_, choices)) return Engine::build(plain_, options);
-    return Engine::build(with_pruned_weights(plain_, pruned_, choices), options);
+    std::shared_ptr<Engine> engine =
+        Engine::build(with_pruned_weights(plain_, pruned_, choices), options);
+    for (const Step& step : engine->impl().steps) plan_.kernels_created += !step.is_conversion();
+    return engine;
   }
 
   // The weights of the layers pruned candidates may prune (auto_plan_prune.h), set once the
@@ -191,7 +241,10 @@ class Measurer {
       plan_.steps_cached += static_cast<int>(keys.size());
       return times;
     }
-    times = settings_.timing->step_times(engine, settings_.batch);
+    {
+      Stopwatch watch(plan_.timing_seconds);
+      times = settings_.timing->step_times(engine, settings_.batch);
+    }
     if (times.size() != impl.steps.size())
       throw Error("auto plan: the timing source returned " + std::to_string(times.size()) +
                   " step times for " + std::to_string(impl.steps.size()) + " steps");
@@ -267,8 +320,9 @@ class Measurer {
   // it already.
   OutputAgreement error(const Engine& engine) {
     if (reference_.empty()) reference();
+    const std::vector<float> outputs = run_all(engine);
     AgreementAccumulator accumulator(outputs_, probabilities_);
-    accumulator.add(reference_.data(), run_all(engine).data(), inputs_.samples);
+    accumulator.add(reference_.data(), outputs.data(), inputs_.samples);
     return accumulator.result();
   }
 
@@ -287,11 +341,8 @@ class Measurer {
       outputs_ = static_cast<int64_t>(values.size()) / inputs_.samples;
       return;
     }
-    BuildOptions options;
-    options.device = settings_.device;
-    options.precision = Precision::FP32;
-    options.calibration = settings_.calibration;  // the same fusion as every candidate
-    const auto engine = Engine::build(plain_, options);
+    // The family's graph: the same fusion as every candidate (the calibration decides it).
+    const auto engine = build({}, Precision::FP32);
     reference_ = run_all(*engine);
     outputs_ = shape_elements(engine->model().output_shape);
     ++plan_.reference_runs;
@@ -299,8 +350,20 @@ class Measurer {
       settings_.cache->store_result(reference_key_, {reference_.begin(), reference_.end()}, "");
   }
 
-  std::vector<float> run_all(const Engine& engine) const {
-    return run_over_inputs(engine, inputs_, inputs_.samples,
+  // The held-out set is loaded (images decoded) once and kept: every candidate runs over it.
+  std::vector<float> run_all(const Engine& engine) {
+    Stopwatch watch(plan_.error_seconds);
+    const int64_t sample_size = shape_elements(plain_.input.shape);
+    if (held_out_.empty()) {
+      held_out_.resize(static_cast<size_t>(inputs_.samples * sample_size));
+      inputs_.load(0, inputs_.samples, held_out_.data());
+    }
+    CalibrationInputs loaded;
+    loaded.samples = inputs_.samples;
+    loaded.load = [&](int first, int count, float* out) {
+      std::copy_n(held_out_.data() + first * sample_size, count * sample_size, out);
+    };
+    return run_over_inputs(engine, loaded, inputs_.samples,
                            std::min(settings_.eval_batch, inputs_.samples));
   }
 
@@ -310,7 +373,9 @@ class Measurer {
   AutoPlan& plan_;
   std::string device_;
   std::string context_, reference_key_;
+  EngineFamily family_;
   std::map<std::string, HostTensor> pruned_;
+  std::vector<float> held_out_;
   std::vector<float> reference_;
   bool probabilities_ = false;
   int64_t outputs_ = 0;

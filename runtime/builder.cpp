@@ -246,18 +246,6 @@ class StepBinder {
   EngineImpl& engine_;
 };
 
-// The int8 kernels have no residual epilogue: a build where int8 layers are possible keeps its
-// adds (a conv fused with its add would have no int8 kernel, and the calibration's tensors are
-// those of the unfused graph).
-PassOptions pass_options(const BuildOptions& options) {
-  PassOptions passes;
-  bool int8 = options.precision == Precision::INT8 || options.calibration != nullptr;
-  for (const auto& [layer, choice] : options.layer_choices)
-    int8 = int8 || choice.precision == Precision::INT8;
-  passes.fuse_residual = options.fuse_residual && !int8;
-  return passes;
-}
-
 // A plan made for other weights or another version of the model is refused, before the passes
 // change the graph the fingerprint describes.
 void check_fingerprint(const Graph& graph, const BuildOptions& options) {
@@ -295,7 +283,57 @@ std::shared_ptr<void> enter_plan_target(Device device, const std::string& target
   return backend->enter_plan_target(target);
 }
 
+// The int8 kernels have no residual epilogue: a build where int8 layers are possible keeps its
+// adds (a conv fused with its add would have no int8 kernel, and the calibration's tensors are
+// those of the unfused graph).
+PassOptions pass_options(const BuildOptions& options) {
+  PassOptions passes;
+  bool int8 = options.precision == Precision::INT8 || options.calibration != nullptr;
+  for (const auto& [layer, choice] : options.layer_choices)
+    int8 = int8 || choice.precision == Precision::INT8;
+  passes.fuse_residual = options.fuse_residual && !int8;
+  return passes;
+}
+
+FusedGraph fuse_graph(Graph graph, const BuildOptions& options) {
+  BuildTrace trace;
+  check_weights_bound(graph);
+  check_fingerprint(graph, options);
+  FusedGraph fused;
+  if (options.fuse)
+    run_default_passes(graph, pass_options(options));  // ends with infer_shapes
+  else
+    infer_shapes(graph);
+  if (options.compact_channels)
+    fused.compacted = compact_pruned_channels(graph);  // re-infers shapes when it removes any
+  sparsity::mark_2_4_weights(graph);
+  fused.graph = std::make_shared<const Graph>(std::move(graph));
+  trace.mark("graph passes");
+  return fused;
+}
+
+std::shared_ptr<LayerKernel> KernelCache::get(const std::string& layer, const KernelEntry& entry,
+                                              const KernelBuildContext& context) {
+  std::shared_ptr<LayerKernel>& kernel = kernels_[layer + "|" + entry.name];
+  if (!kernel) {
+    kernel = entry.create(context);
+    ++created_;
+  }
+  return kernel;
+}
+
 std::unique_ptr<EngineImpl> build_engine(Graph graph, const BuildOptions& options) {
+  // The device is checked before the passes: a missing GPU is reported as such, not as
+  // whatever the model's weights lack.
+  {
+    const std::shared_ptr<void> target = enter_plan_target(options.device, options.plan_target);
+    if (!target) resolve_device(options.device);
+  }
+  return build_engine(fuse_graph(std::move(graph), options), options);
+}
+
+std::unique_ptr<EngineImpl> build_engine(const FusedGraph& fused, const BuildOptions& options,
+                                         KernelCache* cache) {
   auto engine = std::make_unique<EngineImpl>();
   // A plan target stands in for the device (no availability check): the build touches none.
   const std::shared_ptr<void> target = enter_plan_target(options.device, options.plan_target);
@@ -303,19 +341,11 @@ std::unique_ptr<EngineImpl> build_engine(Graph graph, const BuildOptions& option
   engine->plan_target = options.plan_target;
   engine->precision =
       options.precision == Precision::Auto ? native_precision(engine->device) : options.precision;
+  engine->compacted = fused.compacted;
 
   BuildTrace trace;
-  check_weights_bound(graph);
-  check_fingerprint(graph, options);
-  if (options.fuse)
-    run_default_passes(graph, pass_options(options));  // ends with infer_shapes
-  else
-    infer_shapes(graph);
-  if (options.compact_channels)
-    engine->compacted = compact_pruned_channels(graph);  // re-infers shapes when it removes any
-  sparsity::mark_2_4_weights(graph);
-  trace.mark("graph passes");
-  if (!options.choices_model.empty() && options.choices_model != graph.name) {
+  const Graph& g = *fused.graph;
+  if (!options.choices_model.empty() && options.choices_model != g.name) {
     // The origin of any choice names the plan file ("plan.yaml:4:3").
     std::string where;
     if (!options.layer_choices.empty()) {
@@ -323,12 +353,11 @@ std::unique_ptr<EngineImpl> build_engine(Graph graph, const BuildOptions& option
       where = where.substr(0, where.find(':')) + ": ";
     }
     throw Error(where + "the layer choices were written for model '" + options.choices_model +
-                "', not for " + graph.source_file + " (model '" + graph.name + "')");
+                "', not for " + g.source_file + " (model '" + g.name + "')");
   }
-  const std::map<std::string, LayerChoice> choices = choices_by_node(graph, options.layer_choices);
+  const std::map<std::string, LayerChoice> choices = choices_by_node(g, options.layer_choices);
 
-  engine->graph = std::move(graph);
-  const Graph& g = engine->graph;
+  engine->graph = fused.graph;
   engine->model.name = g.name;
   engine->model.input_shape = g.input.shape;
   engine->model.output_shape = g.find(g.output)->output_shape;
@@ -355,7 +384,9 @@ std::unique_ptr<EngineImpl> build_engine(Graph graph, const BuildOptions& option
                                choice == choices.end() ? nullptr : &choice->second);
     step.kernel_name = step.entry->name;
     step.precision = step.entry->precision;
-    step.kernel = step.entry->create(KernelBuildContext{node, g, engine->calibration.get()});
+    const KernelBuildContext context{node, g, engine->calibration.get()};
+    step.kernel = cache != nullptr ? cache->get(node.name, *step.entry, context)
+                                   : std::shared_ptr<LayerKernel>(step.entry->create(context));
     binder.add_layer(std::move(step), node.output_shape);
     trace.mark(node.name + " (" + engine->steps.back().kernel_name + ")");
   }

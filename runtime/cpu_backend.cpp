@@ -70,7 +70,7 @@ class CpuContext final : public ContextImpl {
       args.state = prepared_.kernel_plans[i].state.get();
       args_.push_back(args);
     }
-    input_bytes_ = sizeof(float) * batch * shape_elements(e.graph.input.shape);
+    input_bytes_ = sizeof(float) * batch * shape_elements(e.graph->input.shape);
     output_bytes_ = sizeof(float) * batch * shape_elements(e.model.output_shape);
     input_ = static_cast<float*>(tensor("input"));
     output_ = static_cast<float*>(tensor(e.output_tensor));
@@ -191,7 +191,7 @@ class CpuContext final : public ContextImpl {
   double time_candidate(const KernelEntry& entry, size_t i, int iterations, std::string* variant) {
     const Step& step = engine_->steps[i];
     std::unique_ptr<LayerKernel> kernel =
-        entry.create({*step.node, engine_->graph, engine_->calibration.get()});
+        entry.create({*step.node, *engine_->graph, engine_->calibration.get()});
     KernelArgs args = args_[i];
     PrepareInfo info{batch_, {}};
     std::vector<std::vector<uint64_t>> buffers;

@@ -121,8 +121,8 @@ namespace {
 void check_batch(const EngineImpl& engine, int batch) {
   if (batch < 1) throw Error("batch must be at least 1 (got " + std::to_string(batch) + ")");
   constexpr int64_t kMaxActivationElements = int64_t{1} << 40;  // 4 TiB of fp32
-  int64_t largest = shape_elements(engine.graph.input.shape);
-  for (const Node& node : engine.graph.nodes) {
+  int64_t largest = shape_elements(engine.graph->input.shape);
+  for (const Node& node : engine.graph->nodes) {
     largest = std::max(largest, shape_elements(node.output_shape));
     largest = std::max(largest, shape_elements(node.pre_pool_shape));
   }

@@ -16,6 +16,7 @@
 
 #include "cnnrt/cnnrt.h"
 #include "graph/ir.h"
+#include "graph/passes.h"
 #include "graph/passes_compact.h"
 #include "graph/tensor_type.h"
 #include "runtime/kernel.h"
@@ -38,7 +39,9 @@ struct Step {
   std::string kernel_name;             // entry->name, or the conversion's name
   Precision precision = Precision::FP32;
   std::vector<TensorType> input_types;  // as bound: one of kernel->input_types(i) each
-  std::unique_ptr<LayerKernel> kernel;
+  // Shared: engines built from one fused graph by an EngineFamily reuse the kernels (and their
+  // packed weights) of the layers they choose alike.
+  std::shared_ptr<LayerKernel> kernel;
   bool is_conversion() const { return node == nullptr; }
 };
 
@@ -72,7 +75,9 @@ class Backend {
 
 class EngineImpl {
  public:
-  Graph graph;  // fused, weights bound, shapes inferred; Steps point into it
+  // Fused, weights bound, shapes inferred; Steps point into it.  Shared by the engines of one
+  // EngineFamily (runtime/engine_family.h), never changed after the passes.
+  std::shared_ptr<const Graph> graph;
   ModelInfo model;
   Device device = Device::CPU;
   Precision precision = Precision::FP32;  // the engine-wide default for layers that say nothing
@@ -91,8 +96,40 @@ class EngineImpl {
 // when `target` is empty); Error when the device's backend has no described targets.
 std::shared_ptr<void> enter_plan_target(Device device, const std::string& target);
 
-// Builds the engine: passes (if options.fuse), backend, per-layer kernel choice (plan file /
-// model / engine default / heuristic), prepacking, type binding and conversion steps.
+// The graph as the engines of `options` run it: weights checked, a plan's fingerprint checked,
+// the passes run (if options.fuse; which ones follows pass_options below), all-zero channels
+// compacted, 2:4 weights marked.  The first half of build_engine.
+struct FusedGraph {
+  std::shared_ptr<const Graph> graph;
+  CompactionReport compacted;
+};
+FusedGraph fuse_graph(Graph graph, const BuildOptions& options);
+// The graph passes `options` asks for: the residual add stays unfused where int8 layers are
+// possible (an int8 precision, an int8 layer choice, a calibration).  Engines may share a fused
+// graph only when these agree.
+PassOptions pass_options(const BuildOptions& options);
+
+// Kernels created for one fused graph and calibration, by layer and registry entry: what lets an
+// EngineFamily's engines share packed weights.  Only valid for the graph it was filled from.
+class KernelCache {
+ public:
+  std::shared_ptr<LayerKernel> get(const std::string& layer, const KernelEntry& entry,
+                                   const KernelBuildContext& context);
+  int created() const { return created_; }
+
+ private:
+  std::map<std::string, std::shared_ptr<LayerKernel>> kernels_;
+  int created_ = 0;
+};
+
+// The second half: backend, per-layer kernel choice (plan file / model / engine default /
+// heuristic), prepacking (through `cache` when given), type binding and conversion steps.
+// options.layer_choices and precision may differ between engines of one fused graph; what
+// fuse_graph used of the options (passes, plan fingerprint) must not.
+std::unique_ptr<EngineImpl> build_engine(const FusedGraph& fused, const BuildOptions& options,
+                                         KernelCache* cache = nullptr);
+// Both halves: passes (if options.fuse), backend, per-layer kernel choice, prepacking, type
+// binding and conversion steps.
 std::unique_ptr<EngineImpl> build_engine(Graph graph, const BuildOptions& options);
 
 // What a context decides once for its batch: every step's KernelPlan and the memory plan.

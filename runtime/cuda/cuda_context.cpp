@@ -114,7 +114,7 @@ CudaContext::CudaContext(std::shared_ptr<const EngineImpl> engine, int batch)
   if (batch < 1) throw Error("batch must be at least 1, got " + std::to_string(batch));
   const EngineImpl& e = *engine_;
   if (e.steps.empty()) throw Error("CUDA backend: the engine has no layers to run");
-  input_elements_ = batch_ * shape_elements(e.graph.input.shape);
+  input_elements_ = batch_ * shape_elements(e.graph->input.shape);
   output_elements_ = batch_ * shape_elements(e.tensors.at(e.output_tensor).shape);
   prepared_ = prepare_context(e, batch_);
 
@@ -367,7 +367,7 @@ double CudaContext::time_candidate(const KernelEntry& entry, size_t i, int itera
   const EngineImpl& e = *engine_;
   const Step& step = e.steps[i];
   cudaStream_t stream = stream_.get();
-  std::unique_ptr<LayerKernel> kernel = entry.create({*step.node, e.graph, e.calibration.get()});
+  std::unique_ptr<LayerKernel> kernel = entry.create({*step.node, *e.graph, e.calibration.get()});
   KernelArgs args = step_args_[i];
   PrepareInfo info{batch_, {}};
   std::vector<DeviceBuffer> buffers;

@@ -388,7 +388,7 @@ TEST_P(CudaContextTest, CompareKernelsCoversEveryStepChosenFirstAndRunStaysRight
   EXPECT_EQ(row, rows.size());
   // The first conv's other own candidates cannot read fp32: when it reads the input as fp32
   // they run on a converted copy and must still be timed, not reported as failed.
-  const std::string first_conv = engine_->impl().graph.nodes.front().name;
+  const std::string first_conv = engine_->impl().graph->nodes.front().name;
   int igemm_rows = 0;
   for (const LayerProfile& r : rows)
     if (r.name == first_conv && r.kernel.rfind("conv_fp16_igemm", 0) == 0) {

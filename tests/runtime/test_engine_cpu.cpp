@@ -122,7 +122,7 @@ TEST(EngineCpu, ResidualBlocksFusedEqualUnfused) {
     int fused = 0;
     // Held: a range-for over a member of the temporary engine would read freed memory.
     const auto engine = Engine::build(graph, build);
-    for (const Node& node : engine->impl().graph.nodes) fused += node.fused_residual ? 1 : 0;
+    for (const Node& node : engine->impl().graph->nodes) fused += node.fused_residual ? 1 : 0;
     return fused;
   };
   EXPECT_EQ(fused_residuals(options), 2);
