@@ -50,9 +50,11 @@ std::shared_ptr<const Calibration> cached_calibration(const Graph& graph,
                                                       const CalibrationInputs& inputs,
                                                       const CalibrationSettings& settings,
                                                       TimingCache* cache, bool* computed) {
-  // The calibration depends only on the model (structure and weights), the samples and the
-  // method: not on the device or the batch, so every build of this model on this set shares it.
-  const std::string key = "calibration|" + model_fingerprint(graph) + "|" +
+  // The calibration depends only on the model (structure and weights), the samples, the method
+  // and where its fp32 passes ran (CPU and CUDA agree to ~1e-7, not bit for bit): not on the
+  // plan's batch, so every build of this model on this set and device shares it.
+  const std::string key = "calibration|" + std::string(to_string(settings.device)) + "|" +
+                          model_fingerprint(graph) + "|" +
                           input_set_key(graph, inputs) + "|" + settings.method.name() + "|b" +
                           std::to_string(settings.batch) + "|m" +
                           std::to_string(settings.max_batches);

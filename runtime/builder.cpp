@@ -404,7 +404,7 @@ std::unique_ptr<EngineImpl> build_engine(const FusedGraph& fused, const BuildOpt
   return engine;
 }
 
-PreparedContext prepare_context(const EngineImpl& engine, int batch) {
+PreparedContext prepare_context(const EngineImpl& engine, int batch, bool keep_all_tensors) {
   PreparedContext prepared;
   prepared.batch = batch;
   const int last_step = static_cast<int>(engine.steps.size()) - 1;
@@ -413,6 +413,10 @@ PreparedContext prepare_context(const EngineImpl& engine, int batch) {
   for (int i = 0; i <= last_step; ++i)
     for (const std::string& input : engine.steps[i].inputs) last_use[input] = i;
   last_use[engine.output_tensor] = last_step;
+  if (keep_all_tensors) {
+    last_use["input"] = last_step;
+    for (const Step& step : engine.steps) last_use[step.name] = last_step;
+  }
 
   // Sizes rounded to the planner's alignment, so a kernel's 16-byte vector tail never reaches
   // into the next tensor.
@@ -432,7 +436,8 @@ PreparedContext prepare_context(const EngineImpl& engine, int batch) {
     request.first_step = i;
     request.last_step = last_use.count(step.name) ? last_use[step.name] : i;
     // The kernel may write over its first input; the planner decides whether that is legal.
-    if (plan.in_place && !step.inputs.empty() && bytes_of(step.inputs[0]) == request.bytes)
+    if (plan.in_place && !keep_all_tensors && !step.inputs.empty() &&
+        bytes_of(step.inputs[0]) == request.bytes)
       request.may_alias = step.inputs[0];
     requests.push_back(request);
     prepared.kernel_plans.push_back(std::move(plan));

@@ -298,63 +298,16 @@ float entropy_threshold(const std::vector<uint64_t>& histogram, double bin_width
 
 namespace {
 
-// The fp32 CPU engine's steps run one by one, each output in its own buffer (no arena sharing),
-// so every tensor can be read after the forward pass.
-class StepByStepRunner {
- public:
-  StepByStepRunner(EngineImpl& engine, int batch) : engine_(engine), batch_(batch) {
-    buffer("input");
-    for (const Step& step : engine.steps) {
-      if (engine.tensors.at(step.name).type.dtype != DType::F32)
-        throw Error("internal: calibration expects an fp32 engine");
-      KernelArgs args;
-      for (const std::string& input : step.inputs) args.inputs.push_back(buffer(input));
-      args.output = buffer(step.name);
-      args.batch = batch;
-      const KernelPlan plan = step.kernel->prepare({batch, step.input_types});
-      workspaces_.emplace_back(plan.workspace_bytes / sizeof(uint64_t) + 1, 0);
-      args.workspace = plan.workspace_bytes > 0 ? workspaces_.back().data() : nullptr;
-      args.variant = plan.variant;
-      args.state = plan.state.get();
-      plans_.push_back(plan);  // keeps the prepared state alive
-      args_.push_back(args);
-    }
-  }
-
-  float* input() { return buffer("input"); }
-  void run() {
-    for (size_t i = 0; i < engine_.steps.size(); ++i) engine_.steps[i].kernel->run(args_[i]);
-  }
-  const float* tensor(const std::string& name) { return buffer(name); }
-
- private:
-  float* buffer(const std::string& name) {
-    auto it = buffers_.find(name);
-    if (it == buffers_.end()) {
-      const EngineTensor& tensor = engine_.tensors.at(name);
-      const size_t bytes = tensor_bytes(tensor.shape, tensor.type, batch_);
-      it = buffers_.emplace(name, std::vector<uint64_t>(bytes / sizeof(uint64_t) + 1, 0)).first;
-    }
-    return reinterpret_cast<float*>(it->second.data());
-  }
-
-  EngineImpl& engine_;
-  int batch_;
-  std::map<std::string, std::vector<uint64_t>> buffers_;
-  std::vector<std::vector<uint64_t>> workspaces_;
-  std::vector<KernelArgs> args_;
-  std::vector<KernelPlan> plans_;
-};
-
-// The CPU fp32 registry entry of an op: a layer that names its own kernel (`impl:`) keeps a
-// request — it stays unfused, so the tensors are those of the engine the calibration is for —
-// but one the CPU can run.
-std::string cpu_fp32_kernel(OpKind op) {
+// The fp32 registry entry of an op on `device`: a layer that names its own kernel (`impl:`)
+// keeps a request — it stays unfused, so the tensors are those of the engine the calibration is
+// for — but one the device can run in fp32.  "" when the device has none: the builder then picks
+// the layer's kernel, and its tensor is read in whatever type that kernel writes.
+std::string fp32_kernel(OpKind op, Device device) {
   for (const KernelEntry& entry : KernelRegistry::instance().entries())
-    if (entry.op == op && entry.device == Device::CPU && entry.precision == Precision::FP32 &&
+    if (entry.op == op && entry.device == device && entry.precision == Precision::FP32 &&
         !entry.baseline)
       return entry.name;
-  throw Error(std::string("calibration: no CPU fp32 kernel for op ") + op_name(op));
+  return "";
 }
 
 }  // namespace
@@ -373,14 +326,16 @@ Calibration calibrate(const Graph& graph, const CalibrationInputs& inputs,
   Graph fp32_graph = graph;
   for (Node& node : fp32_graph.nodes) {
     node.precision_request.clear();
-    if (!node.kernel_request.empty()) node.kernel_request = cpu_fp32_kernel(node.op);
+    if (!node.kernel_request.empty()) node.kernel_request = fp32_kernel(node.op, settings.device);
   }
   BuildOptions options;
-  options.device = Device::CPU;
+  options.device = settings.device;
   options.precision = Precision::FP32;
   options.fuse_residual = false;  // the int8 engine keeps its adds: measure their tensors
-  const std::shared_ptr<Engine> engine = Engine::build(fp32_graph, options);
-  EngineImpl& impl = engine->impl();
+  const std::shared_ptr<Engine> engine = Engine::build(std::move(fp32_graph), options);
+  const EngineImpl& impl = engine->impl();
+  // Contexts that keep every tensor (no arena sharing), so each can be read after the forward.
+  const std::shared_ptr<const EngineImpl> shared(engine, &impl);
 
   std::vector<std::string> names = {"input"};
   for (const Step& step : impl.steps)
@@ -388,19 +343,25 @@ Calibration calibrate(const Graph& graph, const CalibrationInputs& inputs,
   std::map<std::string, TensorStatistics> statistics;
   for (const std::string& name : names) statistics[name];
 
+  const int64_t sample_size = shape_elements(impl.model.input_shape);
+  std::vector<float> input(static_cast<size_t>(batch * sample_size));
+  std::vector<float> output(static_cast<size_t>(batch * shape_elements(impl.model.output_shape)));
   const int batches = (samples + batch - 1) / batch;
   const int passes = settings.method.needs_histogram() ? 2 : 1;
-  std::unique_ptr<StepByStepRunner> full, last;
+  std::unique_ptr<ContextImpl> full, last;
   int done = 0;
   for (int pass = 0; pass < passes; ++pass)
     for (int b = 0; b < batches; ++b) {
       const int first = b * batch, count = std::min(batch, samples - first);
-      std::unique_ptr<StepByStepRunner>& runner = count == batch ? full : last;
-      if (!runner) runner = std::make_unique<StepByStepRunner>(impl, count);
-      inputs.load(first, count, runner->input());
-      runner->run();
+      std::unique_ptr<ContextImpl>& context = count == batch ? full : last;
+      if (!context) context = impl.backend->create_context(shared, count, /*keep_all=*/true);
+      inputs.load(first, count, input.data());
+      context->run(input.data(), output.data());
       for (const std::string& name : names) {
-        const float* values = runner->tensor(name);
+        // The input as given (the context holds the same values).
+        std::vector<float> read;
+        if (name != "input") read = context->read_tensor(name);
+        const float* values = name == "input" ? input.data() : read.data();
         const int64_t elements = shape_elements(impl.tensors.at(name).shape) * count;
         TensorStatistics& stats = statistics[name];
         if (pass == 0) {

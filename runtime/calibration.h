@@ -5,10 +5,12 @@
 //    form (read here; written by the CLI through its atomic writer: the library writes no files);
 //  * the statistics of one tensor over the calibration set, and the three methods that turn them
 //    into an amax (minmax, percentile of |x|, TensorRT's entropy / KL search);
-//  * the collector: builds the fp32 CPU engine of the model and runs its steps one at a time,
-//    each step's output in a buffer of its own, so every tensor of the fused graph — the names
-//    the int8 kernels look up — is observed after its step.  It reads EngineImpl's steps and
-//    kernels directly, so the CPU context needs no hook.
+//  * the collector: builds the fp32 engine of the model on the settings' device (CPU or CUDA)
+//    and runs it in a context that keeps every tensor (no arena sharing), so after each forward
+//    every tensor of the fused graph — the names the int8 kernels look up — is read back
+//    (ContextImpl::read_tensor, as fp32) and observed.  On CUDA a layer with no fp32 kernel runs
+//    its engine's fallback kernel and is read in its type; the statistics do not depend on the
+//    layout.
 // And the one lookup int8 kernel factories use: `int8_tensor_scale`.
 #pragma once
 
@@ -100,13 +102,17 @@ struct CalibrationInputs {
 
 struct CalibrationSettings {
   CalibrationMethod method;
+  // Where the fp32 forward passes run: CUDA is ~100× faster than the CPU reference loops on
+  // AlexNet-sized models (what `cnnrt build` on a GPU uses); its fp32 kernels agree with the
+  // CPU's to ~1e-7 (docs/PERFORMANCE.md run 14), so the scales agree to about that too.
+  Device device = Device::CPU;
   int batch = 16;       // samples per engine run
   int max_batches = 0;  // use only the first N batches; 0 = all
   // Called after every batch with (batches done, batches in all passes).
   std::function<void(int done, int total)> progress;
 };
 
-// Runs the model (weights bound) in fp32 on the CPU over the inputs and returns the calibration
+// Runs the model (weights bound) in fp32 on settings.device over the inputs and returns the calibration
 // of the graph input and of every tensor a layer of the fused graph writes.  Error for no
 // inputs and for a NaN/infinite value in any tensor (naming it).
 Calibration calibrate(const Graph& graph, const CalibrationInputs& inputs,

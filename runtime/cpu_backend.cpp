@@ -51,10 +51,10 @@ std::vector<uint64_t> host_buffer(size_t bytes, const std::string& what) {
 
 class CpuContext final : public ContextImpl {
  public:
-  CpuContext(std::shared_ptr<const EngineImpl> engine, int batch)
+  CpuContext(std::shared_ptr<const EngineImpl> engine, int batch, bool keep_all_tensors)
       : engine_(std::move(engine)), batch_(batch) {
     const EngineImpl& e = *engine_;
-    prepared_ = prepare_context(e, batch);
+    prepared_ = prepare_context(e, batch, keep_all_tensors);
     // The one allocation of this context.
     arena_ = host_buffer(prepared_.memory.arena_bytes,
                          "the activation arena of batch " + std::to_string(batch));
@@ -98,6 +98,15 @@ class CpuContext final : public ContextImpl {
   }
   size_t input_count() const override { return input_bytes_ / sizeof(float); }
   size_t output_count() const override { return output_bytes_ / sizeof(float); }
+  std::vector<float> read_tensor(const std::string& name) const override {
+    const EngineTensor& t = engine_->tensors.at(name);
+    const PlannedTensor* planned = prepared_.memory.find(name);
+    if (planned == nullptr) throw Error("internal: tensor '" + name + "' is not in the memory plan");
+    std::vector<float> values(static_cast<size_t>(batch_ * shape_elements(t.shape)));
+    ref::convert_tensor(reinterpret_cast<const uint8_t*>(arena_.data()) + planned->offset, t.type,
+                        values.data(), fp32_nchw(), t.shape, batch_);
+    return values;
+  }
 
   std::vector<LayerProfile> profile(int iterations) override {
     const std::vector<Step>& steps = engine_->steps;
@@ -237,8 +246,8 @@ class CpuBackend final : public Backend {
     return std::make_unique<CpuConversion>(shape, from, to);
   }
   std::unique_ptr<ContextImpl> create_context(std::shared_ptr<const EngineImpl> engine,
-                                              int batch) const override {
-    return std::make_unique<CpuContext>(std::move(engine), batch);
+                                              int batch, bool keep_all_tensors) const override {
+    return std::make_unique<CpuContext>(std::move(engine), batch, keep_all_tensors);
   }
 };
 

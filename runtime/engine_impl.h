@@ -57,6 +57,9 @@ class ContextImpl {
   virtual const MemoryPlan& memory_plan() const = 0;
   virtual size_t input_count() const = 0;   // floats run() reads
   virtual size_t output_count() const = 0;  // floats run() writes
+  // After run(), the values of a tensor the context kept (every one, in a context created with
+  // keep_all_tensors) as fp32 NCHW, padding lanes dropped: what calibration observes.
+  virtual std::vector<float> read_tensor(const std::string& name) const = 0;
 };
 
 class EngineImpl;
@@ -69,8 +72,11 @@ class Backend {
   // inserts it); throws Error when this backend cannot convert between the two.
   virtual std::unique_ptr<LayerKernel> make_conversion(const Shape& shape, const TensorType& from,
                                                        const TensorType& to) const = 0;
+  // keep_all_tensors: no tensor shares memory with another, so after run() every one can be
+  // read (ContextImpl::read_tensor): the calibration collector's context.  Engines' contexts
+  // plan the arena (false).
   virtual std::unique_ptr<ContextImpl> create_context(std::shared_ptr<const EngineImpl> engine,
-                                                      int batch) const = 0;
+                                                      int batch, bool keep_all_tensors) const = 0;
 };
 
 class EngineImpl {
@@ -142,8 +148,10 @@ struct PreparedContext {
 // Calls prepare() on every step for `batch` and plans the arena: the graph input (step 0 .. its
 // last reader), each step's output (step i .. last reader; the returned tensor lives to the
 // end), in-place where the kernel allows it, and each step's workspace ("<step>.workspace",
-// step i only).  Tensor bytes come from each tensor's own type.  Allocates nothing.
-PreparedContext prepare_context(const EngineImpl& engine, int batch);
+// step i only).  With keep_all_tensors every tensor lives to the end and none is in place.
+// Tensor bytes come from each tensor's own type.  Allocates nothing.
+PreparedContext prepare_context(const EngineImpl& engine, int batch,
+                                bool keep_all_tensors = false);
 
 // Per-step FLOPs and minimum bytes at `batch` for profile rows (a conversion does no FLOPs).
 double step_flops(const Step& step, int batch);

@@ -159,6 +159,7 @@ int run_build(const BuildArgs& args) {
          " inputs; errors are measured on the other " + std::to_string(set.inputs.samples - half));
     CalibrationSettings calibrate_settings;
     calibrate_settings.method = parse_calibration_method("entropy");
+    calibrate_settings.device = device.device;  // on the GPU: ~0.1 s instead of ~20 for AlexNet
     bool computed = true;
     auto calibration = std::make_shared<Calibration>(*cached_calibration(
         graph, slice(set.inputs, 0, half), calibrate_settings, cache.get(), &computed));

@@ -1,6 +1,7 @@
 // `cnnrt calibrate MODEL (--weights W | --random-weights[=SEED]) (--images DIR | --input X.npy)
-// --method minmax|percentile[:P]|entropy [--batches N] [--batch B] -o CALIB.json`: runs the
-// model in fp32 on the CPU over a calibration set and writes the scale of every tensor an int8
+// --method minmax|percentile[:P]|entropy [--batches N] [--batch B] [--device auto|cpu|cuda]
+// -o CALIB.json`: runs the model in fp32 (on the GPU when there is one, else the CPU: --device)
+// over a calibration set and writes the scale of every tensor an int8
 // layer may read or write (docs/QUANTIZATION.md).  Images are preprocessed as `cnnrt run` does;
 // each is decoded when its batch runs (once per pass), so a large set is never held in memory.
 // Progress goes to stderr when it is a terminal; the file is written through a temporary file
@@ -24,7 +25,7 @@ namespace cnnrt::apps {
 namespace {
 
 struct CalibrateArgs {
-  std::string model, images, input, method, output;
+  std::string model, images, input, method, output, device = "auto";
   int64_t batch = 16, batches = 0;
   WeightArgs weights;
 };
@@ -38,6 +39,7 @@ int run_calibrate(const CalibrateArgs& args) {
   settings.method = parse_calibration_method(args.method);
   settings.batch = static_cast<int>(args.batch);
   settings.max_batches = static_cast<int>(args.batches);
+  settings.device = resolve_device(args.device).device;
 
   const std::string& model_path = args.model;
   const Graph graph = load_graph_with_weights(model_path, args.weights);
@@ -103,6 +105,9 @@ RunCommand add_calibrate(CLI::App& command) {
   command.add_option("--batches", args->batches, "use at most N batches (0: the whole set)")
       ->type_name("N")
       ->check(int_range(0, std::numeric_limits<int>::max()))
+      ->capture_default_str();
+  command.add_option("--device", args->device, "where the fp32 passes run: cpu, cuda or auto")
+      ->check(one_of({"auto", "cpu", "cuda"}))
       ->capture_default_str();
   command.add_option("-o,--output", args->output, "calibration JSON to write ('-': stdout)")
       ->type_name("CALIB.json")

@@ -132,8 +132,8 @@ class CudaBackend final : public Backend {
   }
 
   std::unique_ptr<ContextImpl> create_context(std::shared_ptr<const EngineImpl> engine,
-                                              int batch) const override {
-    return std::make_unique<CudaContext>(std::move(engine), batch);
+                                              int batch, bool keep_all_tensors) const override {
+    return std::make_unique<CudaContext>(std::move(engine), batch, keep_all_tensors);
   }
 };
 

@@ -17,6 +17,7 @@
 #include <nvtx3/nvToolsExt.h>
 #endif
 
+#include "kernels/cpu/convert_ref.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/layout.h"
 
@@ -109,14 +110,15 @@ DeviceBuffer device_alloc(size_t bytes, const std::string& what) {
   return DeviceBuffer(pointer);
 }
 
-CudaContext::CudaContext(std::shared_ptr<const EngineImpl> engine, int batch)
+CudaContext::CudaContext(std::shared_ptr<const EngineImpl> engine, int batch,
+                         bool keep_all_tensors)
     : engine_(std::move(engine)), batch_(batch) {
   if (batch < 1) throw Error("batch must be at least 1, got " + std::to_string(batch));
   const EngineImpl& e = *engine_;
   if (e.steps.empty()) throw Error("CUDA backend: the engine has no layers to run");
   input_elements_ = batch_ * shape_elements(e.graph->input.shape);
   output_elements_ = batch_ * shape_elements(e.tensors.at(e.output_tensor).shape);
-  prepared_ = prepare_context(e, batch_);
+  prepared_ = prepare_context(e, batch_, keep_all_tensors);
 
   // Weights were uploaded at build on other streams (pageable copies may still be in flight)
   // and our stream is non-blocking, so it would not wait for them: settle everything once here.
@@ -161,6 +163,17 @@ void* CudaContext::tensor_pointer(const std::string& name) const {
   const PlannedTensor* tensor = prepared_.memory.find(name);
   if (tensor == nullptr) throw Error("CUDA backend: the memory plan has no tensor '" + name + "'");
   return static_cast<char*>(arena_.get()) + tensor->offset;
+}
+
+std::vector<float> CudaContext::read_tensor(const std::string& name) const {
+  const EngineTensor& t = engine_->tensors.at(name);
+  std::vector<uint8_t> bytes(tensor_bytes(t.shape, t.type, batch_));
+  // run() has synchronised the stream; the copy waits for nothing else of ours.
+  CNNRT_CUDA_CHECK(cudaMemcpy(bytes.data(), tensor_pointer(name), bytes.size(),
+                              cudaMemcpyDeviceToHost));
+  std::vector<float> values(static_cast<size_t>(batch_ * shape_elements(t.shape)));
+  ref::convert_tensor(bytes.data(), t.type, values.data(), fp32_nchw(), t.shape, batch_);
+  return values;
 }
 
 void CudaContext::bind_arguments() {

@@ -55,7 +55,7 @@ DeviceBuffer device_alloc(size_t bytes, const std::string& what);  // throws wit
 
 class CudaContext final : public ContextImpl {
  public:
-  CudaContext(std::shared_ptr<const EngineImpl> engine, int batch);
+  CudaContext(std::shared_ptr<const EngineImpl> engine, int batch, bool keep_all_tensors = false);
   ~CudaContext() override;
 
   int batch() const override { return batch_; }
@@ -70,6 +70,7 @@ class CudaContext final : public ContextImpl {
   std::vector<LayerProfile> compare_kernels(int iterations) override;
   std::vector<double> benchmark(int warmup, int iterations) override;
   const MemoryPlan& memory_plan() const override { return prepared_.memory; }
+  std::vector<float> read_tensor(const std::string& name) const override;
 
  private:
   void* tensor_pointer(const std::string& name) const;  // throws when the plan lacks it
