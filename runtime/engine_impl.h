@@ -58,7 +58,9 @@ class ContextImpl {
   virtual size_t input_count() const = 0;   // floats run() reads
   virtual size_t output_count() const = 0;  // floats run() writes
   // After run(), the values of a tensor the context kept (every one, in a context created with
-  // keep_all_tensors) as fp32 NCHW, padding lanes dropped: what calibration observes.
+  // keep_all_tensors) as fp32 NCHW, padding lanes dropped: what calibration observes.  The order
+  // is the tensor's own: a CUDA flatten is a view that keeps its input's (h, w, c) order, which
+  // statistics over all values do not see.
   virtual std::vector<float> read_tensor(const std::string& name) const = 0;
 };
 
