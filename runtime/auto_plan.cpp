@@ -300,9 +300,13 @@ std::vector<int> uniform_assignment(const std::vector<LayerCandidates>& layers, 
 int pick_fastest_met(std::vector<WholeAssignment>& wholes) {
   int best = -1;
   for (int i = 0; i < static_cast<int>(wholes.size()); ++i)
-    if (wholes[i].met && (best < 0 || wholes[i].ms < wholes[best].ms)) best = i;
+    if (wholes[i].met && !wholes[i].bounded && (best < 0 || wholes[i].ms < wholes[best].ms))
+      best = i;
   for (int i = 0; i < static_cast<int>(wholes.size()); ++i)
-    wholes[i].verdict = i == best ? "chosen" : !wholes[i].met ? "over budget" : "slower";
+    wholes[i].verdict = i == best           ? "chosen"
+                        : wholes[i].bounded ? "slower: its kernels alone take longer, not built"
+                        : !wholes[i].met    ? "over budget"
+                                            : "slower";
   return best;
 }
 
@@ -337,8 +341,9 @@ std::string AutoPlan::explain() const {
   }
   for (const WholeAssignment& whole : wholes) {
     std::snprintf(line, sizeof line, "whole %-26s %10s ms  %-24s %s\n", whole.name.c_str(),
-                  fixed(whole.ms, 4).c_str(),
-                  has_error ? budget.describe(whole.error).c_str() : "-", whole.verdict.c_str());
+                  ((whole.bounded ? ">= " : "") + fixed(whole.ms, 4)).c_str(),
+                  has_error && !whole.bounded ? budget.describe(whole.error).c_str() : "-",
+                  whole.verdict.c_str());
     out += line;
   }
   const double speedup = chosen_ms > 0 ? baseline_ms / chosen_ms : 0;
@@ -362,8 +367,8 @@ std::string AutoPlan::explain() const {
          std::to_string(reference_runs) + " fp32 reference runs; " + fixed(seconds, 2) +
          " s in all: " + std::to_string(engines_built) + " engines built (" +
          std::to_string(kernels_created) + " layer kernels created) " + fixed(build_seconds, 2) +
-         " s, profiling " + fixed(timing_seconds, 2) + " s, held-out runs " +
-         fixed(error_seconds, 2) + " s, the rest " +
+         " s, profiling " + fixed(timing_seconds, 2) + " s, " + std::to_string(held_out_runs) +
+         " held-out runs " + fixed(error_seconds, 2) + " s, the rest " +
          fixed(seconds - build_seconds - timing_seconds - error_seconds, 2) + " s\n";
   return out;
 }
@@ -414,6 +419,7 @@ std::string AutoPlan::to_json() const {
                        ? nlohmann::ordered_json(whole.agreement.top1)
                        : nlohmann::ordered_json();
     item["met"] = whole.met;
+    item["bounded"] = whole.bounded;
     item["verdict"] = whole.verdict;
     whole_rows.push_back(item);
   }
@@ -436,6 +442,7 @@ std::string AutoPlan::to_json() const {
   totals["seconds"] = seconds;
   totals["engines_built"] = engines_built;
   totals["kernels_created"] = kernels_created;
+  totals["held_out_runs"] = held_out_runs;
   totals["build_seconds"] = build_seconds;
   totals["timing_seconds"] = timing_seconds;
   totals["error_seconds"] = error_seconds;

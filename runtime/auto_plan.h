@@ -65,6 +65,9 @@ struct Candidate {
   bool applicable = true;  // false: could not be built (why_not says why)
   std::string why_not;
   double ms = 0;              // the layer's step plus the conversions it forces, median
+  // The layer's step alone: what the kernel costs in any engine, conversions or not (the lower
+  // bound a whole assignment's time is checked against before it is built; 0: unknown).
+  double step_ms = 0;
   bool has_error = false;     // false when no held-out set was given (budget none)
   OutputAgreement agreement;  // this layer alone changed, the rest at the baseline
   double error = 0;           // budget.error_of(agreement)
@@ -108,7 +111,11 @@ struct WholeAssignment {
   OutputAgreement agreement;
   double error = 0;
   bool met = false;
-  std::string verdict;  // chosen / slower / over budget
+  // Not built: its kernels alone (their step_ms summed) already take longer than a measured
+  // assignment within budget, so it can only be slower; `ms` is that lower bound.  (A uniform
+  // fp32 seed on CUDA runs the reference kernels: ~0.6 s a forward at AlexNet's batch 256.)
+  bool bounded = false;
+  std::string verdict;  // chosen / slower / over budget / slower: kernels alone ...
 };
 
 // A uniform seed: per layer the fastest applicable candidate of `precision` (same-precision
@@ -117,7 +124,8 @@ struct WholeAssignment {
 // a seed keeps the model's own weights (pruning is the greedy's per-layer trade, error by error).
 std::vector<int> uniform_assignment(const std::vector<LayerCandidates>& layers, Precision precision,
                                     const std::vector<int>& fallback);
-// The fastest assignment within budget (ties: the first listed), or -1; sets every verdict.
+// The fastest assignment within budget (ties: the first listed; a bounded one is never
+// picked), or -1; sets every verdict.
 int pick_fastest_met(std::vector<WholeAssignment>& wholes);
 
 // Sets every candidate's verdict from each layer's `chosen` (what choose_assignment ends with;
@@ -201,6 +209,7 @@ struct AutoPlan {
   // reference's included) and of everything else (candidate lists, pruning, the choice).
   int engines_built = 0;
   int kernels_created = 0;
+  int held_out_runs = 0;  // engines run over the held-out set (the reference's included)
   double build_seconds = 0, timing_seconds = 0, error_seconds = 0;
   // The pruned weight of every layer in pruned_layers(), exactly the tensors its candidate was
   // measured with (pruned once per build); planned_model() puts them in.

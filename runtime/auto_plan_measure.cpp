@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -27,29 +28,44 @@
 namespace cnnrt {
 namespace {
 
-// Timed runs per engine: as many as fit in kRunBudgetMs, at least one, at most the asked
-// iterations.  A candidate whose forward takes ~100 ms (a CUDA fp32 reference layer at batch 256,
-// any AlexNet on the CPU) loses or wins by far more than one run's noise, and five more runs of
-// it would cost a second per candidate; an fp16 engine at ~1.6 ms gets every asked run.
+// Timed runs per engine.  An engine whose first forward (the one its context ran when it was
+// created: ContextImpl::first_run) takes kSingleRunMs or more is timed by that run alone: a
+// candidate that slow (a CUDA fp32 reference layer at batch 256 takes 0.1-0.2 s, the int8
+// direct conv ~0.1 s) loses or wins by far more than one run's noise or its one-time costs,
+// and more runs of it would cost a second per candidate.  Others get as many runs as fit in
+// kRunBudgetMs after a warm-up, at least one, at most the asked iterations (an fp16 AlexNet at
+// ~1.6 ms gets every one).  A single-run engine's step times are not put in the timing cache
+// (Measurer::times): its fast steps carry one-time costs another engine's would not.
+constexpr double kSingleRunMs = 50;
 constexpr double kRunBudgetMs = 100;
+
+double summed(const std::vector<double>& times) {
+  double total = 0;
+  for (double ms : times) total += ms;
+  return total;
+}
 
 class ProfileTiming : public TimingSource {
  public:
   explicit ProfileTiming(int iterations) : iterations_(iterations) {}
   std::vector<double> step_times(const Engine& engine, int batch) override {
-    const auto context = engine.create_context(batch);
-    std::vector<LayerProfile> rows = context->profile(1);  // a warm-up, then one timed run
-    double forward_ms = 0;
-    for (const LayerProfile& row : rows) forward_ms += row.median_ms;
-    const int runs = std::max(1, std::min(iterations_, static_cast<int>(kRunBudgetMs /
-                                                                        std::max(forward_ms, 1e-3))));
-    if (runs > 1) rows = context->profile(runs);
+    const std::unique_ptr<ContextImpl> context =
+        engine.impl().backend->create_context(engine.shared_impl(), batch, false);
+    const std::vector<double> first = medians(context->first_run());
+    const double forward_ms = summed(first);
+    if (forward_ms >= kSingleRunMs) return first;
+    const int runs = std::clamp(static_cast<int>(kRunBudgetMs / std::max(forward_ms, 1e-3)), 1,
+                                std::max(1, iterations_));
+    return medians(context->profile(runs));
+  }
+
+ private:
+  static std::vector<double> medians(const std::vector<LayerProfile>& rows) {
     std::vector<double> times;
     for (const LayerProfile& row : rows) times.push_back(row.median_ms);
     return times;
   }
 
- private:
   int iterations_;
 };
 
@@ -108,6 +124,14 @@ std::string step_key(const std::string& device, int batch, const EngineImpl& eng
     for (const Param& param : step.node->params) key += " " + shape_to_string(param.value.shape);
   }
   return key;
+}
+
+// The layer's own step alone.
+double own_ms(const EngineImpl& engine, const std::vector<double>& times,
+              const std::string& layer) {
+  for (size_t i = 0; i < engine.steps.size(); ++i)
+    if (engine.steps[i].name == layer) return times[i];
+  throw Error("auto plan: layer '" + layer + "' vanished from its engine");
 }
 
 // The steps a layer's time counts: its own and the conversions into it and out of it.
@@ -177,14 +201,16 @@ std::string reference_key(const std::string& fingerprint, const AutoPlanSettings
 
 class Measurer {
  public:
-  Measurer(const Graph& plain, const CalibrationInputs& inputs, const AutoPlanSettings& settings,
+  // `graph`: the model as given (its own precision and kernel requests are dropped for the
+  // family and the pruned engines alike: plain_graph).
+  Measurer(const Graph& graph, const CalibrationInputs& inputs, const AutoPlanSettings& settings,
            AutoPlan& plan)
-      : plain_(plain),
+      : graph_(graph),
         inputs_(inputs),
         settings_(settings),
         plan_(plan),
         device_(device_key(settings.device)),
-        family_(plain, family_options(settings)) {}
+        family_(plain_graph(graph), family_options(settings)) {}
 
   // A candidate's or an assignment's engine.  One with pruned layers has other weights than the
   // family's graph: it is built whole (`--allow-prune` builds pay that).
@@ -201,7 +227,7 @@ class Measurer {
     BuildOptions options = family_options(settings_);
     options.layer_choices = choices;
     std::shared_ptr<Engine> engine =
-        Engine::build(with_pruned_weights(plain_, pruned_, choices), options);
+        Engine::build(with_pruned_weights(plain_graph(graph_), pruned_, choices), options);
     for (const Step& step : engine->impl().steps) plan_.kernels_created += !step.is_conversion();
     return engine;
   }
@@ -249,7 +275,7 @@ class Measurer {
       throw Error("auto plan: the timing source returned " + std::to_string(times.size()) +
                   " step times for " + std::to_string(impl.steps.size()) + " steps");
     ++plan_.engines_timed;
-    if (settings_.cache != nullptr)
+    if (settings_.cache != nullptr && summed(times) < kSingleRunMs)
       // The first time of a step stays: every candidate is then compared with the same figure
       // for the steps they share, instead of with a later, differently noisy run.
       for (size_t i = 0; i < keys.size(); ++i) {
@@ -330,7 +356,7 @@ class Measurer {
 
  private:
   void reference() {
-    const Node* output = plain_.find(plain_.output);
+    const Node* output = graph_.find(graph_.output);
     probabilities_ = output != nullptr && output->op == OpKind::Softmax;
     std::vector<double> values;
     std::string text;
@@ -353,7 +379,8 @@ class Measurer {
   // The held-out set is loaded (images decoded) once and kept: every candidate runs over it.
   std::vector<float> run_all(const Engine& engine) {
     Stopwatch watch(plan_.error_seconds);
-    const int64_t sample_size = shape_elements(plain_.input.shape);
+    ++plan_.held_out_runs;
+    const int64_t sample_size = shape_elements(graph_.input.shape);
     if (held_out_.empty()) {
       held_out_.resize(static_cast<size_t>(inputs_.samples * sample_size));
       inputs_.load(0, inputs_.samples, held_out_.data());
@@ -367,7 +394,7 @@ class Measurer {
                            std::min(settings_.eval_batch, inputs_.samples));
   }
 
-  const Graph& plain_;
+  const Graph& graph_;
   const CalibrationInputs& inputs_;
   const AutoPlanSettings& settings_;
   AutoPlan& plan_;
@@ -414,12 +441,13 @@ struct BaselineFigures {
   OutputAgreement agreement;
 };
 
-// A candidate's figures as a cached result: [applicable, ms, has_error, agreement...], and its
-// variant (or why it is not applicable) as the text.
+// A candidate's figures as a cached result: [applicable, ms, has_error, agreement (8 values),
+// step_ms], and its variant (or why it is not applicable) as the text.
 std::vector<double> candidate_values(const Candidate& c) {
   std::vector<double> values = {double(c.applicable), c.ms, double(c.has_error)};
   const std::vector<double> agreement = agreement_values(c.agreement);
   values.insert(values.end(), agreement.begin(), agreement.end());
+  values.push_back(c.step_ms);
   return values;
 }
 
@@ -436,11 +464,20 @@ void restore_candidate(Candidate& c, const std::vector<double>& values, const st
   c.has_error = values[2] != 0;
   c.agreement = agreement_from(values, 3);
   c.error = c.has_error ? budget.error_of(c.agreement) : 0;
+  c.step_ms = values.size() > 11 ? values[11] : 0;  // a cache written before step_ms: no bound
 }
 
 void measure_candidates(LayerCandidates& layer, const Step& step, Measurer& measure,
                         const BaselineFigures& base, const AutoPlanSettings& settings,
                         bool has_error, const std::function<void(const std::string&)>& progress) {
+  // Every int8 kernel computes the integer reference's values bit for bit (docs/QUANTIZATION.md,
+  // held by the kernel harness), so the int8 candidates of a layer give one output: the first
+  // one measured stands for the rest (its held-out run is the cost of a candidate on
+  // EfficientNet, 9 of 16 s).  Pruned candidates change weights and are measured apiece.
+  const Candidate* int8_measured = nullptr;
+  auto same_integers = [](const Candidate& c) {
+    return c.precision == Precision::INT8 && !c.pruned && c.has_error;
+  };
   for (Candidate& c : layer.candidates) {
     if (!c.applicable) continue;
     progress(step.name + " " + c.label());
@@ -451,6 +488,7 @@ void measure_candidates(LayerCandidates& layer, const Step& step, Measurer& meas
     std::string text;
     if (!is_baseline && measure.cached("candidate", what, &values, &text)) {
       restore_candidate(c, values, text, settings.budget);
+      if (int8_measured == nullptr && same_integers(c)) int8_measured = &c;
       continue;
     }
     std::shared_ptr<Engine> built;
@@ -464,11 +502,17 @@ void measure_candidates(LayerCandidates& layer, const Step& step, Measurer& meas
     }
     const Engine& engine = is_baseline ? *base.engine : *built;
     c.variant = measure.variant_of(engine, step.name);
-    c.ms = layer_ms(engine.impl(), is_baseline ? base.times : measure.times(engine), step.name);
+    const std::vector<double> times = is_baseline ? base.times : measure.times(engine);
+    c.ms = layer_ms(engine.impl(), times, step.name);
+    c.step_ms = own_ms(engine.impl(), times, step.name);
     if (has_error) {
       c.has_error = true;
-      c.agreement = is_baseline ? base.agreement : measure.error(engine);
+      const bool shared = int8_measured != nullptr && same_integers(c);
+      c.agreement = is_baseline ? base.agreement
+                    : shared    ? int8_measured->agreement
+                                : measure.error(engine);
       c.error = settings.budget.error_of(c.agreement);
+      if (int8_measured == nullptr && same_integers(c)) int8_measured = &c;
     }
     if (!is_baseline) measure.remember("candidate", what, candidate_values(c), c.variant);
   }
@@ -541,9 +585,27 @@ void measure_wholes(
     if (seed.empty() || std::any_of(wholes.begin(), wholes.end(),
                                     [&](const WholeAssignment& w) { return w.chosen == seed; }))
       continue;  // no kernel of this precision, or an assignment already measured
-    progress(std::string("whole uniform ") + to_string(precision));
-    wholes.push_back(
-        measure.whole(std::string("uniform ") + to_string(precision), seed, choices_of(seed)));
+    const std::string name = std::string("uniform ") + to_string(precision);
+    // Its kernels alone, before any engine: a seed that cannot beat an assignment already
+    // measured within budget is not built (conversions only add to it).
+    double lower = 0, best_met = std::numeric_limits<double>::infinity();
+    for (size_t l = 0; l < plan.layers.size(); ++l) {
+      const double step = plan.layers[l].candidates[seed[l]].step_ms;
+      lower = step > 0 && lower >= 0 ? lower + step : -1;  // -1: some step unknown, no bound
+    }
+    for (const WholeAssignment& w : wholes)
+      if (w.met && !w.bounded) best_met = std::min(best_met, w.ms);
+    if (lower > 0 && lower >= best_met) {
+      WholeAssignment bounded;
+      bounded.name = name;
+      bounded.chosen = seed;
+      bounded.ms = lower;
+      bounded.bounded = true;
+      wholes.push_back(bounded);
+      continue;
+    }
+    progress("whole " + name);
+    wholes.push_back(measure.whole(name, seed, choices_of(seed)));
   }
   const int pick = pick_fastest_met(wholes);
   if (pick >= 0)
@@ -573,8 +635,7 @@ AutoPlan auto_plan(const Graph& graph, const CalibrationInputs& inputs,
   plan.batch = settings.batch;
   plan.budget = settings.budget;
   plan.has_error = inputs.samples > 0 && inputs.load;
-  const Graph plain = plain_graph(graph);
-  Measurer measure(plain, inputs, settings, plan);
+  Measurer measure(graph, inputs, settings, plan);
   if (settings.cache != nullptr) {
     const std::string inputs_key = input_set_key(graph, inputs);
     measure.set_context(result_context(plan.fingerprint, settings, inputs_key));
@@ -600,14 +661,14 @@ AutoPlan auto_plan(const Graph& graph, const CalibrationInputs& inputs,
     layer.sources = step.sources;
     layer.candidates = candidate_list(step, settings);
     if (settings.allow_prune_2_4) {
-      const std::vector<Candidate> pruned = pruned_candidates(step, plain, settings);
+      const std::vector<Candidate> pruned = pruned_candidates(step, graph, settings);
       if (!pruned.empty()) prunable.push_back(step.name);
       layer.candidates.insert(layer.candidates.end(), pruned.begin(), pruned.end());
     }
     plan.layers.push_back(std::move(layer));
     layer_steps.push_back(&step);
   }
-  if (!prunable.empty()) measure.set_pruned(pruned_weights(plain, prunable));
+  if (!prunable.empty()) measure.set_pruned(pruned_weights(graph, prunable));
   for (size_t l = 0; l < plan.layers.size(); ++l)
     measure_candidates(plan.layers[l], *layer_steps[l], measure, base, settings, plan.has_error,
                        progress);

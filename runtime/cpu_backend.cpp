@@ -101,16 +101,21 @@ class CpuContext final : public ContextImpl {
   std::vector<float> read_tensor(const std::string& name) const override {
     const EngineTensor& t = engine_->tensors.at(name);
     const PlannedTensor* planned = prepared_.memory.find(name);
-    if (planned == nullptr) throw Error("internal: tensor '" + name + "' is not in the memory plan");
+    if (planned == nullptr)
+      throw Error("internal: tensor '" + name + "' is not in the memory plan");
     std::vector<float> values(static_cast<size_t>(batch_ * shape_elements(t.shape)));
     ref::convert_tensor(reinterpret_cast<const uint8_t*>(arena_.data()) + planned->offset, t.type,
                         values.data(), fp32_nchw(), t.shape, batch_);
     return values;
   }
 
-  std::vector<LayerProfile> profile(int iterations) override {
+  std::vector<LayerProfile> profile(int iterations) override { return timed(iterations, true); }
+  std::vector<LayerProfile> first_run() override { return timed(1, false); }
+
+  // Median per-step times of `iterations` forwards, after one untimed forward when warm_up.
+  std::vector<LayerProfile> timed(int iterations, bool warm_up) {
     const std::vector<Step>& steps = engine_->steps;
-    forward();  // warm-up
+    if (warm_up) forward();
     std::vector<std::vector<double>> times(steps.size());
     for (int it = 0; it < iterations; ++it)
       for (size_t i = 0; i < steps.size(); ++i) {
@@ -245,8 +250,8 @@ class CpuBackend final : public Backend {
                                                const TensorType& to) const override {
     return std::make_unique<CpuConversion>(shape, from, to);
   }
-  std::unique_ptr<ContextImpl> create_context(std::shared_ptr<const EngineImpl> engine,
-                                              int batch, bool keep_all_tensors) const override {
+  std::unique_ptr<ContextImpl> create_context(std::shared_ptr<const EngineImpl> engine, int batch,
+                                              bool keep_all_tensors) const override {
     return std::make_unique<CpuContext>(std::move(engine), batch, keep_all_tensors);
   }
 };

@@ -52,6 +52,11 @@ class ContextImpl {
   virtual void run(const float* input, float* output) = 0;
   virtual void run_async(const float* device_input, float* device_output, void* stream) = 0;
   virtual std::vector<LayerProfile> profile(int iterations) = 0;
+  // Per-step times of one forward with no warm-up: on CUDA the eager forward the context ran
+  // when it was created (recorded then, so this costs nothing), on the CPU one forward now.
+  // One-time costs (module loading) are included: for timing a kernel that takes tens of
+  // milliseconds once (the automatic plan's slow candidates), not for fast steps.
+  virtual std::vector<LayerProfile> first_run() = 0;
   virtual std::vector<LayerProfile> compare_kernels(int iterations) = 0;
   virtual std::vector<double> benchmark(int warmup, int iterations) = 0;
   virtual const MemoryPlan& memory_plan() const = 0;

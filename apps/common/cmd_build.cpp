@@ -21,6 +21,9 @@
 // without the option.
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <limits>
@@ -118,7 +121,27 @@ bool any_pruned_candidate(const AutoPlan& plan) {
   return false;
 }
 
+// CNNRT_TRACE_BUILD=1 (as the builder's trace): the host time of each phase of `cnnrt build`
+// on stderr, the outer part of the build-time breakdown in docs/PERFORMANCE.md.
+class PhaseTrace {
+ public:
+  PhaseTrace() : on_(std::getenv("CNNRT_TRACE_BUILD") != nullptr), last_(Clock::now()) {}
+  void mark(const char* what) {
+    if (!on_) return;
+    const Clock::time_point now = Clock::now();
+    std::fprintf(stderr, "build: %9.2f ms  [cnnrt build] %s\n",
+                 std::chrono::duration<double, std::milli>(now - last_).count(), what);
+    last_ = now;
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  bool on_;
+  Clock::time_point last_;
+};
+
 int run_build(const BuildArgs& args) {
+  PhaseTrace trace;
   const Budget budget = parse_budget(args.budget);  // a bad SPEC fails before any work
   const std::vector<Precision> precisions = parse_precisions(args.precisions);
   check_output_path(args.output);
@@ -126,9 +149,12 @@ int run_build(const BuildArgs& args) {
   json.path = args.json;
   json.prepare();
   const Graph graph = load_graph_with_weights(args.model, args.weights);
+  trace.mark("model and weights loaded");
   const DeviceChoice device = resolve_device(args.device);
+  trace.mark("device");
   SampleSet set;
   read_sample_source(set, args.input, args.images, graph, "input set");
+  trace.mark("input set read");
   if (args.samples > 0 && set.inputs.samples > args.samples) set.inputs.samples = args.samples;
 
   AutoPlanSettings settings;
@@ -173,6 +199,7 @@ int run_build(const BuildArgs& args) {
   } else if (allows(precisions, Precision::INT8)) {
     note("no --calib and no input set: int8 candidates are not applicable");
   }
+  trace.mark("calibration");
   settings.eval_batch = std::max(1, std::min(args.batch, 64));
   const auto timing = profile_timing(args.timing_runs);
   settings.timing = timing.get();
@@ -182,6 +209,7 @@ int run_build(const BuildArgs& args) {
     };
   const AutoPlan plan = auto_plan(graph, held_out, settings);
   if (settings.progress) std::cerr << "\r\033[K" << std::flush;
+  trace.mark("auto plan");
 
   if (settings.allow_prune_2_4 && !any_pruned_candidate(plan))
     note("--allow-prune 2:4: no layer has a sparse kernel on " + plan.device +
@@ -239,6 +267,7 @@ int run_build(const BuildArgs& args) {
     if (!weights_path.empty()) std::filesystem::remove(weights_path, ignored);  // no plan names it
     throw;
   }
+  trace.mark("plan written");
   if (verbosity() != Verbosity::Quiet) {
     int int8_layers = 0;
     for (const auto& [layer, choice] : file.layers)

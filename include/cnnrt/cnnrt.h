@@ -203,6 +203,7 @@ class Engine {
 
   explicit Engine(std::unique_ptr<EngineImpl> impl);
   EngineImpl& impl() const { return *impl_; }
+  std::shared_ptr<const EngineImpl> shared_impl() const { return impl_; }
 
  private:
   // Shared with every context it creates, so a context outlives the Engine object safely.

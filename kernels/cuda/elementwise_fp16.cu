@@ -15,7 +15,7 @@
 #include "cnnrt/error.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/elementwise_fp16.h"
-#include "kernels/cuda/host_parallel.h"
+#include "kernels/cpu/host_parallel.h"
 
 namespace cnnrt::cuda {
 

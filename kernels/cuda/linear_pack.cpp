@@ -4,6 +4,7 @@
 #include <string>
 
 #include "cnnrt/error.h"
+#include "kernels/cpu/host_parallel.h"
 
 namespace cnnrt::cuda {
 
@@ -25,11 +26,19 @@ HostGemmWeights pack_linear_weights(const float* weight, const float* bias, int 
                 " does not match the flattened shape " + shape_to_string(flattened_source));
   const int64_t channels = permute ? flattened_source[0] : 0;
   const int64_t hw = permute ? flattened_source[1] * flattened_source[2] : 0;
-  for (int64_t o = 0; o < out_features; ++o) {
-    const float* src = weight + o * in_features;
-    float* dst = packed.weight.data() + o * packed.cols_pad;
-    for (int64_t j = 0; j < in_features; ++j) dst[j] = src[linear_source_column(j, channels, hw)];
-  }
+  // Rows on the host's cores: fc6's 38 M gathered values took ~0.2 s on one (the fp32 and int8
+  // linears pack here at every engine build).
+  parallel_for(static_cast<size_t>(out_features), 16, [&](size_t begin, size_t end) {
+    for (size_t o = begin; o < end; ++o) {
+      const float* src = weight + o * in_features;
+      float* dst = packed.weight.data() + o * packed.cols_pad;
+      if (!permute) {
+        std::copy(src, src + in_features, dst);
+        continue;
+      }
+      for (int64_t j = 0; j < in_features; ++j) dst[j] = src[linear_source_column(j, channels, hw)];
+    }
+  });
   return packed;
 }
 

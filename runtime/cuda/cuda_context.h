@@ -67,6 +67,7 @@ class CudaContext final : public ContextImpl {
   size_t input_count() const override { return static_cast<size_t>(input_elements_); }
   size_t output_count() const override { return static_cast<size_t>(output_elements_); }
   std::vector<LayerProfile> profile(int iterations) override;
+  std::vector<LayerProfile> first_run() override;
   std::vector<LayerProfile> compare_kernels(int iterations) override;
   std::vector<double> benchmark(int warmup, int iterations) override;
   const MemoryPlan& memory_plan() const override { return prepared_.memory; }
@@ -78,8 +79,12 @@ class CudaContext final : public ContextImpl {
   void fill_random_input();
   // Launches step i with `args`, naming its layer in any error.
   void run_step(size_t i, const KernelArgs& args);
-  // The whole forward on stream_.  annotate adds NVTX ranges (eager runs only, never captured).
-  void enqueue_forward(const std::vector<KernelArgs>& args, bool annotate);
+  // The whole forward on stream_.  annotate adds NVTX ranges (eager runs only, never captured);
+  // `events` (2 per step) brackets each step.
+  void enqueue_forward(const std::vector<KernelArgs>& args, bool annotate,
+                       std::vector<EventHandle>* events = nullptr);
+  // Profile rows of `times` (one per step).
+  std::vector<LayerProfile> rows_of(const std::vector<double>& times) const;
   struct CapturedGraph {
     GraphHandle graph;
     GraphExecHandle exec;
@@ -108,6 +113,10 @@ class CudaContext final : public ContextImpl {
   GraphHandle graph_;
   GraphExecHandle graph_exec_;
 
+  // True from the constructor's eager forward until the first profile(): that forward is
+  // profile()'s warm-up.
+  bool fresh_ = true;
+  std::vector<double> first_run_ms_;  // per step, the constructor's eager forward
   float* input_ = nullptr;             // fp32 NCHW graph input: what run() copies in
   const float* output_ = nullptr;      // fp32 returned tensor: what run() copies out
   std::vector<KernelArgs> step_args_;  // one per engine step, pointers into the arena

@@ -342,13 +342,19 @@ class LinearInt8Kernel final : public LayerKernel {
     const float* bias_data =
         bias != nullptr && !bias->value.data.empty() ? bias->value.data.data() : nullptr;
     // Per-channel scales do not depend on the column order: quantise the packed (permuted)
-    // rows, so the kernel's integers are the reference's, column for column.
-    std::vector<float> permuted(static_cast<size_t>(out) * in);
-    for (int o = 0; o < out; ++o)
-      std::memcpy(&permuted[static_cast<size_t>(o) * in],
-                  &checked.weight[static_cast<size_t>(o) * checked.cols_pad], in * sizeof(float));
-    const ref::Int8Layer layer = prepare_layer(context, permuted.data(), bias_data, out, in,
-                                               activation_bounds(node), device_);
+    // rows, so the kernel's integers are the reference's, column for column.  (Rows already
+    // contiguous, in % 8 == 0 as in AlexNet's linears, need no copy.)
+    std::vector<float> permuted;
+    const float* rows = checked.weight.data();
+    if (checked.cols_pad != in) {
+      permuted.resize(static_cast<size_t>(out) * in);
+      for (int o = 0; o < out; ++o)
+        std::memcpy(&permuted[static_cast<size_t>(o) * in],
+                    &checked.weight[static_cast<size_t>(o) * checked.cols_pad], in * sizeof(float));
+      rows = permuted.data();
+    }
+    ref::Int8Layer layer =
+        prepare_layer(context, rows, bias_data, out, in, activation_bounds(node), device_);
     linear_.in_c = in;
     linear_.in_h = linear_.in_w = 1;
     linear_.in_stride = padded16(in);
@@ -356,10 +362,15 @@ class LinearInt8Kernel final : public LayerKernel {
     linear_.out_h = linear_.out_w = 1;
     linear_.k_total = linear_.in_stride;
     linear_.k_pad = round_up(linear_.k_total, 64);
-    std::vector<int8_t> packed(static_cast<size_t>(out) * linear_.k_pad, 0);
-    for (int o = 0; o < out; ++o)
-      std::memcpy(&packed[static_cast<size_t>(o) * linear_.k_pad],
-                  &layer.weight[static_cast<size_t>(o) * in], static_cast<size_t>(in));
+    std::vector<int8_t> packed;
+    if (linear_.k_pad == in) {
+      packed = std::move(layer.weight);  // already the kernel's row layout
+    } else {
+      packed.assign(static_cast<size_t>(out) * linear_.k_pad, 0);
+      for (int o = 0; o < out; ++o)
+        std::memcpy(&packed[static_cast<size_t>(o) * linear_.k_pad],
+                    &layer.weight[static_cast<size_t>(o) * in], static_cast<size_t>(in));
+    }
     upload_layer(layer, packed, device_, linear_);
     if (path_ == LinearPath::Auto || path_ == LinearPath::Cublaslt)
       lt_ = std::make_unique<LtGemmS8>(linear_);

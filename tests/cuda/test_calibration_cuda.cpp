@@ -51,8 +51,8 @@ class CudaCalibration : public ::testing::Test {
     data_ = test::random_vector(size_t(kSamples) * kInputElements, rng, -1.0f, 1.0f);
     inputs_.samples = kSamples;
     inputs_.load = [this](int first, int count, float* out) {
-      std::copy_n(data_.begin() + int64_t(first) * kInputElements,
-                  int64_t(count) * kInputElements, out);
+      std::copy_n(data_.begin() + int64_t(first) * kInputElements, int64_t(count) * kInputElements,
+                  out);
     };
   }
   Graph graph_;

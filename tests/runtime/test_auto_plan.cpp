@@ -283,6 +283,46 @@ TEST_F(AutoPlanPipeline, AUniformSeedWinsWhereNoSingleLayerDoes) {
   EXPECT_EQ(again.choice.error, tight.choice.error);
 }
 
+// int8 steps 10 ms, everything else 1 ms: no int8 layer pays, and the all-int8 seed's kernels
+// alone take longer than the all-fp32 engine.
+class SlowInt8Timing : public TimingSource {
+ public:
+  std::vector<double> step_times(const Engine& engine, int /*batch*/) override {
+    std::vector<double> times;
+    for (const Step& step : engine.impl().steps)
+      times.push_back(!step.is_conversion() && step.precision == Precision::INT8 ? 10.0 : 1.0);
+    return times;
+  }
+};
+
+TEST_F(AutoPlanPipeline, ASeedWhoseKernelsAloneAreSlowerIsNotBuilt) {
+  SlowInt8Timing timing;
+  const AutoPlan p = plan("none", timing);
+  double int8_steps = 0;
+  for (const LayerCandidates& l : p.layers)
+    for (const Candidate& c : l.candidates)
+      if (c.applicable) {
+        EXPECT_GT(c.step_ms, 0) << l.layer << " " << c.kernel;
+        EXPECT_LE(c.step_ms, c.ms) << l.layer << " " << c.kernel;  // conversions only add
+      }
+  const auto seed = std::find_if(p.wholes.begin(), p.wholes.end(),
+                                 [](const WholeAssignment& w) { return w.name == "uniform int8"; });
+  ASSERT_NE(seed, p.wholes.end()) << p.explain();
+  for (size_t l = 0; l < p.layers.size(); ++l)
+    int8_steps += p.layers[l].candidates[seed->chosen[l]].step_ms;
+  EXPECT_TRUE(seed->bounded) << p.explain();
+  // Its kernels' own times summed — not an engine's, which would add conversion steps.
+  EXPECT_DOUBLE_EQ(seed->ms, int8_steps);
+  EXPECT_GE(seed->ms, p.chosen_ms);
+  EXPECT_NE(seed->verdict.find("not built"), std::string::npos);
+  EXPECT_NE(p.explain().find(">= "), std::string::npos) << p.explain();
+  // With int8 steps as fast as the rest, the same seed is built and measured.
+  ChainTiming fast;
+  const AutoPlan q = plan("none", fast);
+  for (const WholeAssignment& w : q.wholes)
+    if (w.name == "uniform int8") EXPECT_FALSE(w.bounded) << q.explain();
+}
+
 TEST_F(AutoPlanPipeline, TheReferenceAndTheCalibrationComeFromTheCache) {
   const std::string path = (dir_ / "timing.json").string();
   StubTiming timing;

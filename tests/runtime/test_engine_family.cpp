@@ -41,8 +41,8 @@ class EngineFamilyTest : public ::testing::Test {
     CalibrationInputs in;
     in.samples = kBatch;
     in.load = [this](int first, int count, float* out) {
-      std::copy_n(input_.begin() + int64_t(first) * kInputElements,
-                  int64_t(count) * kInputElements, out);
+      std::copy_n(input_.begin() + int64_t(first) * kInputElements, int64_t(count) * kInputElements,
+                  out);
     };
     CalibrationSettings settings;
     settings.method = parse_calibration_method("minmax");

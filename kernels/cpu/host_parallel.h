@@ -1,5 +1,8 @@
-// parallel_for over [0, n) on the host's cores, for build-time loops over weights (packing and
-// fp32 → fp16 conversion of up to ~60 M values, which took most of the engine build serially).
+// parallel_for over [0, n) on the host's cores, for build-time loops over weights (packing,
+// fp32 → fp16 conversion and int8 quantisation of up to ~60 M values, which took most of the
+// engine build serially).  Used by the CUDA families' packing and by the int8 reference's
+// per-channel quantisation (kernels/cpu/int8_ref.cpp), whose channels are independent, so the
+// result does not depend on the thread count.
 //
 // Why host threads and not the GPU: converting on the GPU needs a staging buffer, and with one
 // AlexNet at batch 1 ran 1.4-1.7% slower (H100, bit-identical weights: the only change was where
@@ -16,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-namespace cnnrt::cuda {
+namespace cnnrt {
 
 template <typename Fn>
 void parallel_for(size_t n, size_t min_per_thread, Fn fn) {
@@ -46,4 +49,4 @@ void parallel_for(size_t n, size_t min_per_thread, Fn fn) {
   if (error) std::rethrow_exception(error);
 }
 
-}  // namespace cnnrt::cuda
+}  // namespace cnnrt
