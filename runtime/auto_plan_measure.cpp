@@ -518,16 +518,18 @@ void measure_candidates(LayerCandidates& layer, const Step& step, Measurer& meas
   }
 }
 
-// The candidate of each layer that the baseline engine runs; empty when some layer's baseline
-// kernel is not a candidate (a --precisions list without the native precision).
-std::vector<int> baseline_choice(const AutoPlan& plan, const Engine& baseline) {
+// The candidate of each layer that `engine` runs (the baseline, or the builder's default engine
+// of a precision); empty when some layer's kernel is not a candidate (a --precisions list
+// without the precision it falls back to).
+std::vector<int> assignment_of(const AutoPlan& plan, const Engine& engine) {
   std::vector<int> chosen;
   for (const LayerCandidates& layer : plan.layers) {
     int found = -1;
-    for (const Step& step : baseline.impl().steps)
+    for (const Step& step : engine.impl().steps)
       if (step.name == layer.layer)
         for (size_t i = 0; i < layer.candidates.size(); ++i)
-          if (layer.candidates[i].applicable && layer.candidates[i].kernel == step.kernel_name)
+          if (layer.candidates[i].applicable && !layer.candidates[i].pruned &&
+              layer.candidates[i].kernel == step.kernel_name)
             found = static_cast<int>(i);
     if (found < 0) return {};
     chosen.push_back(found);
@@ -580,12 +582,28 @@ void measure_wholes(
     for (const LayerCandidates& layer : plan.layers) fallback.push_back(layer.reference);
   std::vector<Precision> precisions = settings.precisions;
   if (precisions.empty()) precisions = {Precision::FP16, Precision::INT8, Precision::FP32};
+  // Per precision two seeds: the builder's default engine at that precision (`--precision p`,
+  // its priority heuristic), so the plan is never slower than a single-precision engine within
+  // budget, as measured; and the uniform one (per layer the fastest kernel of p by its own
+  // measurement), which can beat it.
+  std::vector<std::pair<std::string, std::vector<int>>> seeds;
   for (Precision precision : precisions) {
-    const std::vector<int> seed = uniform_assignment(plan.layers, precision, fallback);
+    std::vector<int> default_seed;
+    if (precision != Precision::INT8 || settings.calibration != nullptr) {
+      try {
+        default_seed = assignment_of(plan, *measure.build({}, precision));
+      } catch (const Error&) {
+        // No engine of that precision builds for this model: no default seed.
+      }
+    }
+    seeds.emplace_back(std::string("default ") + to_string(precision), default_seed);
+    seeds.emplace_back(std::string("uniform ") + to_string(precision),
+                       uniform_assignment(plan.layers, precision, fallback));
+  }
+  for (const auto& [name, seed] : seeds) {
     if (seed.empty() || std::any_of(wholes.begin(), wholes.end(),
                                     [&](const WholeAssignment& w) { return w.chosen == seed; }))
       continue;  // no kernel of this precision, or an assignment already measured
-    const std::string name = std::string("uniform ") + to_string(precision);
     // Its kernels alone, before any engine: a seed that cannot beat an assignment already
     // measured within budget is not built (conversions only add to it).
     double lower = 0, best_met = std::numeric_limits<double>::infinity();
@@ -684,7 +702,7 @@ AutoPlan auto_plan(const Graph& graph, const CalibrationInputs& inputs,
         progress("verify");
         return plan.has_error ? measure.verified(choices_of(chosen)) : OutputAgreement{};
       });
-  measure_wholes(plan, measure, baseline_choice(plan, *baseline), settings, choices_of, progress);
+  measure_wholes(plan, measure, assignment_of(plan, *baseline), settings, choices_of, progress);
   // The plan's hash is that of what it runs: with pruned layers, the pruned weights.
   for (const std::string& layer : plan.pruned_layers())
     plan.pruned_weights[layer] = measure.pruned().at(layer);
