@@ -347,9 +347,8 @@ std::string AutoPlan::explain() const {
     out += line;
   }
   const double speedup = chosen_ms > 0 ? baseline_ms / chosen_ms : 0;
-  out += "total: " + fixed(chosen_ms, 4) +
-         " ms (sum of per-step medians, conversions included) vs " + baseline_name + " " +
-         fixed(baseline_ms, 4) + " ms: " + fixed(speedup, 2) + "x\n";
+  out += "total: " + fixed(chosen_ms, 4) + " ms (a whole forward, as cnnrt bench times it) vs " +
+         baseline_name + " " + fixed(baseline_ms, 4) + " ms: " + fixed(speedup, 2) + "x\n";
   if (has_error)
     out += "error: " + budget.describe(choice.error) +
            " (measured, every choice applied) vs budget " + budget.to_string() +

@@ -107,7 +107,7 @@ ChoiceResult choose_assignment(
 struct WholeAssignment {
   std::string name;  // "greedy", "all-fp16 (native)", "uniform int8", ...
   std::vector<int> chosen;
-  double ms = 0;  // summed per-step medians of its engine
+  double ms = 0;  // its engine's forward, TimingSource::replay_ms
   OutputAgreement agreement;
   double error = 0;
   bool met = false;
@@ -139,8 +139,15 @@ class TimingSource {
   virtual ~TimingSource() = default;
   // Median milliseconds of every step of `engine` (engine.impl().steps order) at `batch`.
   virtual std::vector<double> step_times(const Engine& engine, int batch) = 0;
+  // Median milliseconds of a whole forward as `cnnrt bench` times it (CUDA-graph replay): how
+  // whole assignments are compared, since summed per-step medians miss launch gaps and event
+  // overheads that decide between plans a few microseconds apart (EfficientNet-Lite0 at batch
+  // 1: 61 steps).  Stubs: the sum of step_times.
+  virtual double replay_ms(const Engine& engine, int batch);
 };
-// ExecutionContext::profile: one warm-up forward, then `iterations` timed runs per step.
+// Per-step times: ContextImpl::first_run alone for an engine whose first forward takes >= 50 ms,
+// else profile() with up to `iterations` runs (auto_plan_measure.cpp); whole forwards:
+// ContextImpl::benchmark, up to 100 replays.
 std::unique_ptr<TimingSource> profile_timing(int iterations);
 
 // Step times keyed by device, batch, kernel, variant, precision, input/output types and shapes
@@ -193,7 +200,7 @@ struct AutoPlan {
   Budget budget;
   std::vector<LayerCandidates> layers;
   ChoiceResult choice;
-  double chosen_ms = 0;       // every step of the chosen engine, summed per-step medians
+  double chosen_ms = 0;       // the chosen engine's forward (TimingSource::replay_ms)
   double baseline_ms = 0;     // the same for the all-native engine (fp32 CPU, fp16 CUDA)
   std::string baseline_name;  // "all-fp32" / "all-fp16"
   OutputAgreement baseline_agreement;

@@ -38,6 +38,12 @@ namespace {
 // (Measurer::times): its fast steps carry one-time costs another engine's would not.
 constexpr double kSingleRunMs = 50;
 constexpr double kRunBudgetMs = 100;
+// Replays of a whole forward: as many as fit in kRunBudgetMs, 5 to 100.
+constexpr int kMinReplays = 5, kMaxReplays = 100;
+// A seed is left unbuilt when its kernels' own times summed exceed the best measured plan within
+// budget by this factor: per-step times carry event overheads a replay does not, so the sum is
+// a lower bound only up to them (the seeds it is for are 10-400x slower: CUDA fp32 references).
+constexpr double kBoundMargin = 1.25;
 
 double summed(const std::vector<double>& times) {
   double total = 0;
@@ -57,6 +63,15 @@ class ProfileTiming : public TimingSource {
     const int runs = std::clamp(static_cast<int>(kRunBudgetMs / std::max(forward_ms, 1e-3)), 1,
                                 std::max(1, iterations_));
     return medians(context->profile(runs));
+  }
+  double replay_ms(const Engine& engine, int batch) override {
+    const std::unique_ptr<ContextImpl> context =
+        engine.impl().backend->create_context(engine.shared_impl(), batch, false);
+    const double forward_ms = summed(medians(context->first_run()));
+    if (forward_ms >= kSingleRunMs) return forward_ms;
+    const int runs = std::clamp(static_cast<int>(kRunBudgetMs / std::max(forward_ms, 1e-3)),
+                                kMinReplays, kMaxReplays);
+    return median(context->benchmark(2, runs));
   }
 
  private:
@@ -190,6 +205,14 @@ std::string result_context(const std::string& fingerprint, const AutoPlanSetting
          std::to_string(settings.eval_batch);
 }
 
+// A whole forward's time depends on less: not on the held-out set (another set re-times nothing).
+std::string timing_context(const std::string& fingerprint, const AutoPlanSettings& settings) {
+  const std::string calibration =
+      settings.calibration ? calibration_to_json(*settings.calibration) : "";
+  return device_key(settings.device) + "|b" + std::to_string(settings.batch) + "|" + fingerprint +
+         "|" + text_hash(calibration);
+}
+
 // The fp32 reference outputs depend on less than a result: not on the plan's batch nor on the
 // calibration's values (only on whether there is one, which decides the fusion), so a build at
 // another batch reuses them.
@@ -238,18 +261,31 @@ class Measurer {
   const std::map<std::string, HostTensor>& pruned() const { return pruned_; }
 
   // What every whole result of this build depends on besides the choices: set once the
-  // fingerprint, calibration and held-out set are known (result_context below).
-  void set_context(std::string context) { context_ = std::move(context); }
+  // fingerprint, calibration and held-out set are known (result_context, timing_context above;
+  // a "replay" — a whole forward's time — has the second, without the held-out set).
+  void set_context(std::string context, std::string timing) {
+    context_ = std::move(context);
+    timing_context_ = std::move(timing);
+  }
 
   bool cached(const std::string& kind, const std::string& what, std::vector<double>* values,
               std::string* text) const {
     return settings_.cache != nullptr &&
-           settings_.cache->lookup_result(kind + "|" + context_ + "|" + what, values, text);
+           settings_.cache->lookup_result(key(kind, what), values, text);
   }
   void remember(const std::string& kind, const std::string& what, const std::vector<double>& values,
                 const std::string& text = "") const {
-    if (settings_.cache != nullptr)
-      settings_.cache->store_result(kind + "|" + context_ + "|" + what, values, text);
+    if (settings_.cache != nullptr) settings_.cache->store_result(key(kind, what), values, text);
+  }
+  std::string key(const std::string& kind, const std::string& what) const {
+    return kind + "|" + (kind == "replay" ? timing_context_ : context_) + "|" + what;
+  }
+
+  // A whole engine's forward (TimingSource::replay_ms).
+  double replay(const Engine& engine) {
+    Stopwatch watch(plan_.timing_seconds);
+    ++plan_.engines_timed;
+    return settings_.timing->replay_ms(engine, settings_.batch);
   }
 
   // Per-step medians, from the cache when every step is in it.
@@ -316,12 +352,12 @@ class Measurer {
     std::string text;
     const std::string what = choices_text(choices);
     std::shared_ptr<Engine> engine;
-    if (cached("total", what, &values, &text) && values.size() == 1) {
+    if (cached("replay", what, &values, &text) && values.size() == 1) {
       out.ms = values[0];
     } else {
       engine = build(choices);
-      for (double step : times(*engine)) out.ms += step;
-      remember("total", what, {out.ms});
+      out.ms = replay(*engine);
+      remember("replay", what, {out.ms});
     }
     if (known != nullptr)
       out.agreement = *known;
@@ -399,7 +435,7 @@ class Measurer {
   const AutoPlanSettings& settings_;
   AutoPlan& plan_;
   std::string device_;
-  std::string context_, reference_key_;
+  std::string context_, timing_context_, reference_key_;
   EngineFamily family_;
   std::map<std::string, HostTensor> pruned_;
   std::vector<float> held_out_;
@@ -568,14 +604,10 @@ void measure_wholes(
   wholes.push_back(measure.whole("greedy", plan.choice.chosen, choices_of(plan.choice.chosen),
                                  plan.has_error ? &plan.choice.agreement : nullptr));
   if (!native.empty()) {
-    WholeAssignment whole;
-    whole.name = plan.baseline_name + " (native)";
-    whole.chosen = native;
-    whole.ms = plan.baseline_ms;
-    whole.agreement = plan.baseline_agreement;
-    whole.error = settings.budget.error_of(whole.agreement);
-    whole.met = !plan.has_error || settings.budget.met(whole.agreement);
-    wholes.push_back(whole);
+    progress("whole native");
+    wholes.push_back(measure.whole(plan.baseline_name + " (native)", native, choices_of(native),
+                                   plan.has_error ? &plan.baseline_agreement : nullptr));
+    plan.baseline_ms = wholes.back().ms;  // replayed like every whole, not summed
   }
   std::vector<int> fallback = native;
   if (fallback.empty())
@@ -613,7 +645,7 @@ void measure_wholes(
     }
     for (const WholeAssignment& w : wholes)
       if (w.met && !w.bounded) best_met = std::min(best_met, w.ms);
-    if (lower > 0 && lower >= best_met) {
+    if (lower > 0 && lower >= kBoundMargin * best_met) {
       WholeAssignment bounded;
       bounded.name = name;
       bounded.chosen = seed;
@@ -633,6 +665,10 @@ void measure_wholes(
 }
 
 }  // namespace
+
+double TimingSource::replay_ms(const Engine& engine, int batch) {
+  return summed(step_times(engine, batch));
+}
 
 std::unique_ptr<TimingSource> profile_timing(int iterations) {
   return std::make_unique<ProfileTiming>(iterations);
@@ -656,7 +692,8 @@ AutoPlan auto_plan(const Graph& graph, const CalibrationInputs& inputs,
   Measurer measure(graph, inputs, settings, plan);
   if (settings.cache != nullptr) {
     const std::string inputs_key = input_set_key(graph, inputs);
-    measure.set_context(result_context(plan.fingerprint, settings, inputs_key));
+    measure.set_context(result_context(plan.fingerprint, settings, inputs_key),
+                        timing_context(plan.fingerprint, settings));
     measure.set_reference_key(reference_key(plan.fingerprint, settings, inputs_key));
   }
   auto progress = [&](const std::string& what) {

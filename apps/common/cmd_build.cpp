@@ -101,7 +101,8 @@ std::string plan_header(const AutoPlan& plan, const std::string& calibration_not
   std::string text = "made by cnnrt build --precision auto --budget " + plan.budget.to_string() +
                      " (batch " + std::to_string(plan.batch) + ", " + plan.device + ")\n";
   char line[256];
-  std::snprintf(line, sizeof line, "time %.4f ms (sum of per-step medians) vs %s %.4f ms\n",
+  std::snprintf(line, sizeof line,
+                "time %.4f ms (a whole forward, as cnnrt bench times it) vs %s %.4f ms\n",
                 plan.chosen_ms, plan.baseline_name.c_str(), plan.baseline_ms);
   text += line;
   if (plan.has_error)
