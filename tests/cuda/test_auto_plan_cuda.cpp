@@ -16,6 +16,7 @@
 #include "runtime/auto_plan.h"
 #include "runtime/cuda/device_info.h"
 #include "runtime/engine_impl.h"
+#include "sample_inputs.h"
 
 namespace cnnrt {
 namespace {
@@ -45,13 +46,7 @@ class AutoPlanCuda : public ::testing::Test {
     data_ = test::random_vector(size_t(24) * kInputElements, rng, -1.0f, 1.0f);
   }
   CalibrationInputs inputs(int first, int count) const {
-    CalibrationInputs in;
-    in.samples = count;
-    in.load = [this, first](int at, int n, float* out) {
-      std::copy_n(data_.begin() + int64_t(first + at) * kInputElements, int64_t(n) * kInputElements,
-                  out);
-    };
-    return in;
+    return test::inputs_over(data_, kInputElements, first, count);
   }
   Graph graph_;
   std::vector<float> data_;

@@ -20,6 +20,7 @@
 #include "runtime/calibration.h"
 #include "runtime/cuda/device_info.h"
 #include "runtime/engine_impl.h"
+#include "sample_inputs.h"
 
 namespace cnnrt {
 namespace {
@@ -49,11 +50,7 @@ class CudaCalibration : public ::testing::Test {
     bind_random_weights(graph_, 31);
     std::mt19937 rng(32);
     data_ = test::random_vector(size_t(kSamples) * kInputElements, rng, -1.0f, 1.0f);
-    inputs_.samples = kSamples;
-    inputs_.load = [this](int first, int count, float* out) {
-      std::copy_n(data_.begin() + int64_t(first) * kInputElements, int64_t(count) * kInputElements,
-                  out);
-    };
+    inputs_ = test::inputs_over(data_, kInputElements);
   }
   Graph graph_;
   std::vector<float> data_;

@@ -15,6 +15,7 @@
 #include "random_test_util.h"
 #include "runtime/calibration.h"
 #include "runtime/engine_family.h"
+#include "sample_inputs.h"
 
 namespace cnnrt {
 namespace {
@@ -38,15 +39,10 @@ class EngineFamilyTest : public ::testing::Test {
     bind_random_weights(graph_, 21);
     std::mt19937 rng(22);
     input_ = test::random_vector(size_t(kBatch) * kInputElements, rng, -1.0f, 1.0f);
-    CalibrationInputs in;
-    in.samples = kBatch;
-    in.load = [this](int first, int count, float* out) {
-      std::copy_n(input_.begin() + int64_t(first) * kInputElements, int64_t(count) * kInputElements,
-                  out);
-    };
     CalibrationSettings settings;
     settings.method = parse_calibration_method("minmax");
-    calibration_ = std::make_shared<const Calibration>(calibrate(graph_, in, settings));
+    calibration_ = std::make_shared<const Calibration>(
+        calibrate(graph_, test::inputs_over(input_, kInputElements), settings));
     options_.device = Device::CPU;
     options_.calibration = calibration_;
   }
