@@ -153,6 +153,51 @@ TEST(EngineCpu, AlexNetPlanIsWithinFivePercentOfTheLowerBound) {
   }
 }
 
+// The calibration collector's contexts (prepare_context keep_all_tensors): every tensor lives to
+// the last step in a region of its own (none in place, none sharing), so each can be read after
+// the forward; and the CPU context reads each back exactly as an ordinary one computes it.
+TEST(EngineCpu, KeepAllTensorsPlansNoSharingAndReadsEveryTensor) {
+  Graph graph = parse_model(
+      "name: k\ninput: {shape: [3, 11, 9]}\nlayers:\n"
+      "  - {name: c1, op: conv, out_channels: 8, kernel: 3, padding: 1, weight: a, bias: b}\n"
+      "  - {name: r1, op: relu, impl: cpu_ref_relu}\n"
+      "  - {name: p1, op: maxpool, kernel: 2}\n"
+      "  - {name: f, op: flatten}\n  - {name: fc, op: linear, out_features: 5, weight: d}\n",
+      "k.yaml");
+  bind_random_weights(graph, 5);
+  BuildOptions options;
+  options.device = Device::CPU;
+  const auto engine = Engine::build(graph, options);
+  const EngineImpl& impl = engine->impl();
+  const int batch = 3;
+  const MemoryPlan shared = prepare_context(impl, batch).memory;
+  const MemoryPlan kept = prepare_context(impl, batch, true).memory;
+  EXPECT_GT(kept.arena_bytes, shared.arena_bytes);  // the ordinary plan reuses memory here
+  const int last = static_cast<int>(impl.steps.size()) - 1;
+  for (const PlannedTensor& a : kept.tensors) {
+    if (a.name.find(".workspace") != std::string::npos) continue;
+    EXPECT_EQ(a.last_step, last) << a.name;
+    EXPECT_TRUE(a.aliases.empty()) << a.name;
+    for (const PlannedTensor& b : kept.tensors)
+      if (&a != &b && b.name.find(".workspace") == std::string::npos)
+        EXPECT_TRUE(a.offset + a.bytes <= b.offset || b.offset + b.bytes <= a.offset)
+            << a.name << " overlaps " << b.name;
+  }
+
+  std::mt19937 rng(9);
+  const auto input = test::random_vector(size_t(batch) * 3 * 11 * 9, rng, -1.0f, 1.0f);
+  const auto context = impl.backend->create_context(engine->shared_impl(), batch, true);
+  std::vector<float> out(context->output_count());
+  context->run(input.data(), out.data());
+  EXPECT_EQ(context->read_tensor("fc"), out);  // the graph output, read back
+  // relu's own output equals max(0, conv's): both still there after the whole forward.
+  const std::vector<float> conv = context->read_tensor("c1");
+  const std::vector<float> relu = context->read_tensor("r1");
+  ASSERT_EQ(conv.size(), relu.size());
+  ASSERT_EQ(conv.size(), size_t(batch) * 8 * 11 * 9);
+  for (size_t i = 0; i < conv.size(); ++i) ASSERT_EQ(relu[i], std::max(0.0f, conv[i])) << i;
+}
+
 TEST(EngineCpu, RunAllocatesNothingAndRepeats) {
   Graph graph = parse_model(
       "name: t\ninput: {shape: [3, 17, 13]}\nlayers:\n"
