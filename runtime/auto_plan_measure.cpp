@@ -632,7 +632,10 @@ void measure_wholes(
     seeds.emplace_back(std::string("uniform ") + to_string(precision),
                        uniform_assignment(plan.layers, precision, fallback));
   }
-  for (const auto& [name, seed] : seeds) {
+  for (const auto& named_seed : seeds) {
+    // (Not a structured binding: C++17 lambdas cannot capture one.)
+    const std::string& name = named_seed.first;
+    const std::vector<int>& seed = named_seed.second;
     if (seed.empty() || std::any_of(wholes.begin(), wholes.end(),
                                     [&](const WholeAssignment& w) { return w.chosen == seed; }))
       continue;  // no kernel of this precision, or an assignment already measured
