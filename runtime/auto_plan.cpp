@@ -401,6 +401,7 @@ std::string AutoPlan::to_json() const {
       entry["top1"] = c.has_error && c.agreement.has_top1 ? nlohmann::ordered_json(c.agreement.top1)
                                                           : nlohmann::ordered_json();
       entry["verdict"] = c.verdict;
+      entry["error_shared"] = c.error_shared;
       candidates.push_back(entry);
     }
     item["candidates"] = candidates;

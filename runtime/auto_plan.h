@@ -71,6 +71,9 @@ struct Candidate {
   bool has_error = false;     // false when no held-out set was given (budget none)
   OutputAgreement agreement;  // this layer alone changed, the rest at the baseline
   double error = 0;           // budget.error_of(agreement)
+  // The agreement is the layer's first int8 candidate's: every int8 kernel computes the same
+  // integers (auto_plan_measure.cpp), so one held-out run serves them all.
+  bool error_shared = false;
   std::string verdict;        // chosen / slower / over budget / backed off / not applicable
 
   std::string label() const;   // "KERNEL", or "KERNEL (pruned 2:4)": reports and logs
@@ -132,8 +135,8 @@ int pick_fastest_met(std::vector<WholeAssignment>& wholes);
 // also after the caller changes the choice).
 void mark_verdicts(std::vector<LayerCandidates>& layers, const Budget& budget);
 
-// Where step times come from.  The real source profiles a context (median per step after
-// warm-up); tests inject stubs.
+// Where times come from: per step (candidates) and per whole forward (assignments).  The real
+// source (profile_timing) profiles and replays a context; tests inject stubs.
 class TimingSource {
  public:
   virtual ~TimingSource() = default;
@@ -144,10 +147,13 @@ class TimingSource {
   // overheads that decide between plans a few microseconds apart (EfficientNet-Lite0 at batch
   // 1: 61 steps).  Stubs: the sum of step_times.
   virtual double replay_ms(const Engine& engine, int batch);
+  // Whether the last call timed its engine by one cold run (a candidate far slower than the
+  // baseline): such times are used but not put in the timing cache.
+  virtual bool single_run() const { return false; }
 };
-// Per-step times: ContextImpl::first_run alone for an engine whose first forward takes >= 50 ms,
-// else profile() with up to `iterations` runs (auto_plan_measure.cpp); whole forwards:
-// ContextImpl::benchmark, up to 100 replays.
+// Per-step times: ContextImpl::first_run alone for an engine whose first forward takes >= 50 ms
+// and >= 4x the baseline's, else profile() with up to `iterations` runs after a warm-up
+// (auto_plan_measure.cpp); whole forwards: ContextImpl::benchmark, 5 to 100 replays.
 std::unique_ptr<TimingSource> profile_timing(int iterations);
 
 // Step times keyed by device, batch, kernel, variant, precision, input/output types and shapes

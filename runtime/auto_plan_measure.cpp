@@ -12,6 +12,7 @@
 #include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -28,22 +29,26 @@
 namespace cnnrt {
 namespace {
 
-// Timed runs per engine.  An engine whose first forward (the one its context ran when it was
-// created: ContextImpl::first_run) takes kSingleRunMs or more is timed by that run alone: a
-// candidate that slow (a CUDA fp32 reference layer at batch 256 takes 0.1-0.2 s, the int8
-// direct conv ~0.1 s) loses or wins by far more than one run's noise or its one-time costs,
-// and more runs of it would cost a second per candidate.  Others get as many runs as fit in
-// kRunBudgetMs after a warm-up, at least one, at most the asked iterations (an fp16 AlexNet at
-// ~1.6 ms gets every one).  A single-run engine's step times are not put in the timing cache
-// (Measurer::times): its fast steps carry one-time costs another engine's would not.
+// Timed runs per engine.  The first engine a source times is the plan's baseline.  An engine
+// whose first forward (ContextImpl::first_run: the one its context ran at creation) takes at
+// least kSlowFactor times the baseline's and at least kSingleRunMs is timed by that run alone: a
+// candidate that slow (a CUDA fp32 reference layer at batch 256 takes 0.1-0.2 s against the
+// fp16 engine's 1.6 ms; the int8 direct conv ~0.1 s) loses by far more than one run's noise or
+// its one-time costs, and more runs of it would cost a second per candidate.  The rule is
+// relative so that a model that is slow everywhere (AlexNet on the CPU reference kernels, ~2 s
+// a forward) is still timed properly.  Others get as many runs as fit in kRunBudgetMs after a
+// warm-up: 1 to the asked iterations for per-step times, kMinReplays to kMaxReplays for whole
+// forwards.  A single run's times are not cached (single_run()): they carry one-time costs.
 constexpr double kSingleRunMs = 50;
+constexpr double kSlowFactor = 4;
 constexpr double kRunBudgetMs = 100;
-// Replays of a whole forward: as many as fit in kRunBudgetMs, 5 to 100.
 constexpr int kMinReplays = 5, kMaxReplays = 100;
 // A seed is left unbuilt when its kernels' own times summed exceed the best measured plan within
 // budget by this factor: per-step times carry event overheads a replay does not, so the sum is
 // a lower bound only up to them (the seeds it is for are 10-400x slower: CUDA fp32 references).
 constexpr double kBoundMargin = 1.25;
+// The held-out set is kept in memory up to this size (~1,700 ImageNet-sized samples).
+constexpr double kMaxHeldOutBytes = 1 << 30;
 
 double summed(const std::vector<double>& times) {
   double total = 0;
@@ -53,28 +58,38 @@ double summed(const std::vector<double>& times) {
 
 class ProfileTiming : public TimingSource {
  public:
-  explicit ProfileTiming(int iterations) : iterations_(iterations) {}
+  explicit ProfileTiming(int iterations) : iterations_(std::max(1, iterations)) {}
   std::vector<double> step_times(const Engine& engine, int batch) override {
-    const std::unique_ptr<ContextImpl> context =
-        engine.impl().backend->create_context(engine.shared_impl(), batch, false);
-    const std::vector<double> first = medians(context->first_run());
-    const double forward_ms = summed(first);
-    if (forward_ms >= kSingleRunMs) return first;
-    const int runs = std::clamp(static_cast<int>(kRunBudgetMs / std::max(forward_ms, 1e-3)), 1,
-                                std::max(1, iterations_));
-    return medians(context->profile(runs));
+    Started started = start(engine, batch);
+    if (single_run_) return started.first;
+    return medians(started.context->profile(runs(started.forward_ms, 1, iterations_)));
   }
   double replay_ms(const Engine& engine, int batch) override {
-    const std::unique_ptr<ContextImpl> context =
-        engine.impl().backend->create_context(engine.shared_impl(), batch, false);
-    const double forward_ms = summed(medians(context->first_run()));
-    if (forward_ms >= kSingleRunMs) return forward_ms;
-    const int runs = std::clamp(static_cast<int>(kRunBudgetMs / std::max(forward_ms, 1e-3)),
-                                kMinReplays, kMaxReplays);
-    return median(context->benchmark(2, runs));
+    Started started = start(engine, batch);
+    if (single_run_) return started.forward_ms;
+    const int replays = runs(started.forward_ms, kMinReplays, kMaxReplays);
+    return median(started.context->benchmark(2, replays));
   }
+  bool single_run() const override { return single_run_; }
 
  private:
+  struct Started {
+    std::unique_ptr<ContextImpl> context;
+    std::vector<double> first;  // per step, the creation forward
+    double forward_ms = 0;
+  };
+  Started start(const Engine& engine, int batch) {
+    Started started;
+    started.context = engine.impl().backend->create_context(engine.shared_impl(), batch, false);
+    started.first = medians(started.context->first_run());
+    started.forward_ms = summed(started.first);
+    if (baseline_ms_ < 0) baseline_ms_ = started.forward_ms;
+    single_run_ = started.forward_ms >= std::max(kSingleRunMs, kSlowFactor * baseline_ms_);
+    return started;
+  }
+  static int runs(double forward_ms, int least, int most) {
+    return std::clamp(static_cast<int>(kRunBudgetMs / std::max(forward_ms, 1e-3)), least, most);
+  }
   static std::vector<double> medians(const std::vector<LayerProfile>& rows) {
     std::vector<double> times;
     for (const LayerProfile& row : rows) times.push_back(row.median_ms);
@@ -82,6 +97,8 @@ class ProfileTiming : public TimingSource {
   }
 
   int iterations_;
+  double baseline_ms_ = -1;  // the first engine's first forward
+  bool single_run_ = false;  // of the last engine timed
 };
 
 // Adds the wall time of its scope to a total (AutoPlan's breakdown of the build time).
@@ -196,21 +213,18 @@ std::string choices_text(const std::map<std::string, LayerChoice>& choices) {
 
 // The part of a result key that is not the choice: device, batch, model (structure and
 // weights), calibration (its JSON) and held-out set (its values), and the evaluation batch.
-std::string result_context(const std::string& fingerprint, const AutoPlanSettings& settings,
-                           const std::string& inputs_key) {
-  const std::string calibration =
-      settings.calibration ? calibration_to_json(*settings.calibration) : "";
-  return device_key(settings.device) + "|b" + std::to_string(settings.batch) + "|" + fingerprint +
-         "|" + text_hash(calibration) + "/" + inputs_key + "/e" +
-         std::to_string(settings.eval_batch);
-}
-
 // A whole forward's time depends on less: not on the held-out set (another set re-times nothing).
 std::string timing_context(const std::string& fingerprint, const AutoPlanSettings& settings) {
   const std::string calibration =
       settings.calibration ? calibration_to_json(*settings.calibration) : "";
   return device_key(settings.device) + "|b" + std::to_string(settings.batch) + "|" + fingerprint +
          "|" + text_hash(calibration);
+}
+
+std::string result_context(const std::string& fingerprint, const AutoPlanSettings& settings,
+                           const std::string& inputs_key) {
+  return timing_context(fingerprint, settings) + "/" + inputs_key + "/e" +
+         std::to_string(settings.eval_batch);
 }
 
 // The fp32 reference outputs depend on less than a result: not on the plan's batch nor on the
@@ -220,6 +234,32 @@ std::string reference_key(const std::string& fingerprint, const AutoPlanSettings
                           const std::string& inputs_key) {
   return "reference|" + device_key(settings.device) + "|" + fingerprint + "|" + inputs_key + "/e" +
          std::to_string(settings.eval_batch) + (settings.calibration ? "/calibrated" : "");
+}
+
+// The candidate of each layer running `kernels[l]` (unpruned, applicable); empty when a layer
+// has no such candidate or the list is short.
+std::vector<int> assignment_of(const AutoPlan& plan, const std::vector<std::string>& kernels) {
+  std::vector<int> chosen;
+  for (size_t l = 0; l < plan.layers.size(); ++l) {
+    if (l >= kernels.size()) return {};
+    const std::vector<Candidate>& candidates = plan.layers[l].candidates;
+    int found = -1;
+    for (size_t i = 0; i < candidates.size(); ++i)
+      if (candidates[i].applicable && !candidates[i].pruned && candidates[i].kernel == kernels[l])
+        found = static_cast<int>(i);
+    if (found < 0) return {};
+    chosen.push_back(found);
+  }
+  return chosen;
+}
+
+// The kernel `engine` runs for each of the plan's layers, in layer order.
+std::vector<std::string> kernels_of(const AutoPlan& plan, const Engine& engine) {
+  std::vector<std::string> kernels;
+  for (const LayerCandidates& layer : plan.layers)
+    for (const Step& step : engine.impl().steps)
+      if (step.name == layer.layer) kernels.push_back(step.kernel_name);
+  return kernels;
 }
 
 class Measurer {
@@ -250,7 +290,7 @@ class Measurer {
     BuildOptions options = family_options(settings_);
     options.layer_choices = choices;
     std::shared_ptr<Engine> engine =
-        Engine::build(with_pruned_weights(plain_graph(graph_), pruned_, choices), options);
+        Engine::build(with_pruned_weights(plain(), pruned_, choices), options);
     for (const Step& step : engine->impl().steps) plan_.kernels_created += !step.is_conversion();
     return engine;
   }
@@ -278,7 +318,31 @@ class Measurer {
     if (settings_.cache != nullptr) settings_.cache->store_result(key(kind, what), values, text);
   }
   std::string key(const std::string& kind, const std::string& what) const {
-    return kind + "|" + (kind == "replay" ? timing_context_ : context_) + "|" + what;
+    const bool timing = kind == "replay" || kind == "default";  // not on the held-out set
+    return kind + "|" + (timing ? timing_context_ : context_) + "|" + what;
+  }
+
+  // The candidate of each layer that the builder's default engine at `precision` runs (empty
+  // when none builds, or some layer's kernel is not a candidate).  Cached as the kernel names
+  // per layer (candidate lists differ between builds with other --precisions), so a warm build
+  // builds no such engine.
+  std::vector<int> default_assignment(const AutoPlan& plan, Precision precision) {
+    const std::string what = to_string(precision);
+    std::vector<double> values;
+    std::string text;  // "kernel;kernel;..." in layer order, "" when none builds
+    if (!cached("default", what, &values, &text)) {
+      try {
+        for (const std::string& kernel : kernels_of(plan, *build({}, precision)))
+          text += kernel + ";";
+      } catch (const Error&) {
+        // No engine of that precision builds for this model: no default seed.
+      }
+      remember("default", what, {}, text);
+    }
+    std::vector<std::string> kernels;
+    std::istringstream names(text);
+    for (std::string kernel; std::getline(names, kernel, ';');) kernels.push_back(kernel);
+    return assignment_of(plan, kernels);
   }
 
   // A whole engine's forward (TimingSource::replay_ms).
@@ -311,7 +375,7 @@ class Measurer {
       throw Error("auto plan: the timing source returned " + std::to_string(times.size()) +
                   " step times for " + std::to_string(impl.steps.size()) + " steps");
     ++plan_.engines_timed;
-    if (settings_.cache != nullptr && summed(times) < kSingleRunMs)
+    if (settings_.cache != nullptr && !settings_.timing->single_run())
       // The first time of a step stays: every candidate is then compared with the same figure
       // for the steps they share, instead of with a later, differently noisy run.
       for (size_t i = 0; i < keys.size(); ++i) {
@@ -339,7 +403,7 @@ class Measurer {
     return agreement;
   }
 
-  // An assignment measured as a whole: its summed step times and (with a held-out set) its
+  // An assignment measured as a whole: its replayed forward and (with a held-out set) its
   // agreement, building its engine at most once and not at all when both are cached.
   // `known`: its agreement when already verified (the greedy's result).
   WholeAssignment whole(const std::string& name, const std::vector<int>& chosen,
@@ -357,7 +421,7 @@ class Measurer {
     } else {
       engine = build(choices);
       out.ms = replay(*engine);
-      remember("replay", what, {out.ms});
+      if (!settings_.timing->single_run()) remember("replay", what, {out.ms});
     }
     if (known != nullptr)
       out.agreement = *known;
@@ -412,11 +476,15 @@ class Measurer {
       settings_.cache->store_result(reference_key_, {reference_.begin(), reference_.end()}, "");
   }
 
-  // The held-out set is loaded (images decoded) once and kept: every candidate runs over it.
+  // The held-out set is loaded (images decoded) once and kept, up to kMaxHeldOutBytes: every
+  // candidate runs over it.  A larger set is read from its source at every run, as before.
   std::vector<float> run_all(const Engine& engine) {
     Stopwatch watch(plan_.error_seconds);
     ++plan_.held_out_runs;
     const int64_t sample_size = shape_elements(graph_.input.shape);
+    const int batch = std::min(settings_.eval_batch, inputs_.samples);
+    if (static_cast<double>(inputs_.samples) * sample_size * sizeof(float) > kMaxHeldOutBytes)
+      return run_over_inputs(engine, inputs_, inputs_.samples, batch);
     if (held_out_.empty()) {
       held_out_.resize(static_cast<size_t>(inputs_.samples * sample_size));
       inputs_.load(0, inputs_.samples, held_out_.data());
@@ -426,8 +494,7 @@ class Measurer {
     loaded.load = [&](int first, int count, float* out) {
       std::copy_n(held_out_.data() + first * sample_size, count * sample_size, out);
     };
-    return run_over_inputs(engine, loaded, inputs_.samples,
-                           std::min(settings_.eval_batch, inputs_.samples));
+    return run_over_inputs(engine, loaded, inputs_.samples, batch);
   }
 
   const Graph& graph_;
@@ -436,7 +503,14 @@ class Measurer {
   AutoPlan& plan_;
   std::string device_;
   std::string context_, timing_context_, reference_key_;
+  // The model without its requests, for the pruned engines (made on the first one).
+  const Graph& plain() {
+    if (!plain_) plain_ = plain_graph(graph_);
+    return *plain_;
+  }
+
   EngineFamily family_;
+  std::optional<Graph> plain_;
   std::map<std::string, HostTensor> pruned_;
   std::vector<float> held_out_;
   std::vector<float> reference_;
@@ -478,12 +552,13 @@ struct BaselineFigures {
 };
 
 // A candidate's figures as a cached result: [applicable, ms, has_error, agreement (8 values),
-// step_ms], and its variant (or why it is not applicable) as the text.
+// step_ms, error_shared], and its variant (or why it is not applicable) as the text.
 std::vector<double> candidate_values(const Candidate& c) {
   std::vector<double> values = {double(c.applicable), c.ms, double(c.has_error)};
   const std::vector<double> agreement = agreement_values(c.agreement);
   values.insert(values.end(), agreement.begin(), agreement.end());
   values.push_back(c.step_ms);
+  values.push_back(c.error_shared ? 1.0 : 0.0);
   return values;
 }
 
@@ -501,6 +576,7 @@ void restore_candidate(Candidate& c, const std::vector<double>& values, const st
   c.agreement = agreement_from(values, 3);
   c.error = c.has_error ? budget.error_of(c.agreement) : 0;
   c.step_ms = values.size() > 11 ? values[11] : 0;  // a cache written before step_ms: no bound
+  c.error_shared = values.size() > 12 && values[12] != 0;
 }
 
 void measure_candidates(LayerCandidates& layer, const Step& step, Measurer& measure,
@@ -543,34 +619,15 @@ void measure_candidates(LayerCandidates& layer, const Step& step, Measurer& meas
     c.step_ms = own_ms(engine.impl(), times, step.name);
     if (has_error) {
       c.has_error = true;
-      const bool shared = int8_measured != nullptr && same_integers(c);
-      c.agreement = is_baseline ? base.agreement
-                    : shared    ? int8_measured->agreement
-                                : measure.error(engine);
+      c.error_shared = !is_baseline && int8_measured != nullptr && same_integers(c);
+      c.agreement = is_baseline      ? base.agreement
+                    : c.error_shared ? int8_measured->agreement
+                                     : measure.error(engine);
       c.error = settings.budget.error_of(c.agreement);
       if (int8_measured == nullptr && same_integers(c)) int8_measured = &c;
     }
     if (!is_baseline) measure.remember("candidate", what, candidate_values(c), c.variant);
   }
-}
-
-// The candidate of each layer that `engine` runs (the baseline, or the builder's default engine
-// of a precision); empty when some layer's kernel is not a candidate (a --precisions list
-// without the precision it falls back to).
-std::vector<int> assignment_of(const AutoPlan& plan, const Engine& engine) {
-  std::vector<int> chosen;
-  for (const LayerCandidates& layer : plan.layers) {
-    int found = -1;
-    for (const Step& step : engine.impl().steps)
-      if (step.name == layer.layer)
-        for (size_t i = 0; i < layer.candidates.size(); ++i)
-          if (layer.candidates[i].applicable && !layer.candidates[i].pruned &&
-              layer.candidates[i].kernel == step.kernel_name)
-            found = static_cast<int>(i);
-    if (found < 0) return {};
-    chosen.push_back(found);
-  }
-  return chosen;
 }
 
 // Applies wholes[pick] as the plan's choice (when it is not the greedy's own result).
@@ -591,11 +648,12 @@ void apply_whole(AutoPlan& plan, const std::vector<WholeAssignment>& wholes, int
   mark_verdicts(plan.layers, budget);
 }
 
-// The greedy's result, the native baseline and the uniform seeds, each measured as a whole:
-// per-layer gains are estimates (conversions between two changed layers vanish, others appear),
-// and a run of int8 layers only pays off together.  The fastest within budget becomes the plan.
+// The greedy's result, the native baseline and per precision two seeds (the builder's default
+// engine and the uniform assignment), each measured as a whole: per-layer gains are estimates
+// (conversions between two changed layers vanish, others appear), and a run of int8 layers only
+// pays off together.  The fastest within budget becomes the plan.
 void measure_wholes(
-    AutoPlan& plan, Measurer& measure, const std::vector<int>& native,
+    AutoPlan& plan, Measurer& measure, const Engine& baseline, const std::vector<int>& native,
     const AutoPlanSettings& settings,
     const std::function<std::map<std::string, LayerChoice>(const std::vector<int>&)>& choices_of,
     const std::function<void(const std::string&)>& progress) {
@@ -603,11 +661,15 @@ void measure_wholes(
   progress("whole greedy");
   wholes.push_back(measure.whole("greedy", plan.choice.chosen, choices_of(plan.choice.chosen),
                                  plan.has_error ? &plan.choice.agreement : nullptr));
+  progress("whole native");
   if (!native.empty()) {
-    progress("whole native");
     wholes.push_back(measure.whole(plan.baseline_name + " (native)", native, choices_of(native),
                                    plan.has_error ? &plan.baseline_agreement : nullptr));
     plan.baseline_ms = wholes.back().ms;  // replayed like every whole, not summed
+  } else {
+    // Not among the candidates (a --precisions list without the native precision): timed as
+    // a whole all the same, so that the report compares replay with replay.
+    plan.baseline_ms = measure.replay(baseline);
   }
   std::vector<int> fallback = native;
   if (fallback.empty())
@@ -620,14 +682,10 @@ void measure_wholes(
   // measurement), which can beat it.
   std::vector<std::pair<std::string, std::vector<int>>> seeds;
   for (Precision precision : precisions) {
-    std::vector<int> default_seed;
-    if (precision != Precision::INT8 || settings.calibration != nullptr) {
-      try {
-        default_seed = assignment_of(plan, *measure.build({}, precision));
-      } catch (const Error&) {
-        // No engine of that precision builds for this model: no default seed.
-      }
-    }
+    const std::vector<int> default_seed =
+        precision != Precision::INT8 || settings.calibration != nullptr
+            ? measure.default_assignment(plan, precision)
+            : std::vector<int>{};
     seeds.emplace_back(std::string("default ") + to_string(precision), default_seed);
     seeds.emplace_back(std::string("uniform ") + to_string(precision),
                        uniform_assignment(plan.layers, precision, fallback));
@@ -709,7 +767,6 @@ AutoPlan auto_plan(const Graph& graph, const CalibrationInputs& inputs,
   if (plan.has_error) plan.baseline_agreement = measure.verified({}, baseline.get());
 
   const BaselineFigures base{baseline.get(), measure.times(*baseline), plan.baseline_agreement};
-  for (double ms : base.times) plan.baseline_ms += ms;
   std::vector<const Step*> layer_steps;
   std::vector<std::string> prunable;
   for (const Step& step : baseline->impl().steps) {
@@ -742,7 +799,8 @@ AutoPlan auto_plan(const Graph& graph, const CalibrationInputs& inputs,
         progress("verify");
         return plan.has_error ? measure.verified(choices_of(chosen)) : OutputAgreement{};
       });
-  measure_wholes(plan, measure, assignment_of(plan, *baseline), settings, choices_of, progress);
+  measure_wholes(plan, measure, *baseline, assignment_of(plan, kernels_of(plan, *baseline)),
+                 settings, choices_of, progress);
   // The plan's hash is that of what it runs: with pruned layers, the pruned weights.
   for (const std::string& layer : plan.pruned_layers())
     plan.pruned_weights[layer] = measure.pruned().at(layer);

@@ -451,6 +451,12 @@ PreparedContext prepare_context(const EngineImpl& engine, int batch, bool keep_a
   return prepared;
 }
 
+void check_readable(const std::string& name, bool keep_all_tensors, const std::string& output) {
+  if (!keep_all_tensors && name != output)
+    throw Error("internal: tensor '" + name +
+                "' is not kept by this context (create it with keep_all_tensors to read it)");
+}
+
 double median(std::vector<double> values) {
   if (values.empty()) return 0.0;
   std::sort(values.begin(), values.end());

@@ -298,16 +298,33 @@ float entropy_threshold(const std::vector<uint64_t>& histogram, double bin_width
 
 namespace {
 
-// The fp32 registry entry of an op on `device`: a layer that names its own kernel (`impl:`)
+// The fp32 engine the collector runs on `device`.  A layer that names its own kernel (`impl:`)
 // keeps a request — it stays unfused, so the tensors are those of the engine the calibration is
-// for — but one the device can run in fp32.  "" when the device has none: the builder then picks
-// the layer's kernel, and its tensor is read in whatever type that kernel writes.
-std::string fp32_kernel(OpKind op, Device device) {
-  for (const KernelEntry& entry : KernelRegistry::instance().entries())
-    if (entry.op == op && entry.device == device && entry.precision == Precision::FP32 &&
-        !entry.baseline)
-      return entry.name;
-  return "";
+// for — but for the device's fp32 entry of its op; Error when the device has none or the build
+// refuses it (the caller then calibrates on the CPU, whose reference kernels take every node).
+// A layer with no fp32 kernel on the device and no request runs the builder's fallback kernel
+// and is read in the type it writes.
+std::shared_ptr<Engine> fp32_engine(const Graph& graph, Device device) {
+  Graph fp32_graph = graph;
+  for (Node& node : fp32_graph.nodes) {
+    node.precision_request.clear();
+    if (node.kernel_request.empty()) continue;
+    node.kernel_request.clear();
+    for (const KernelEntry& entry : KernelRegistry::instance().entries())
+      if (entry.op == node.op && entry.device == device && entry.precision == Precision::FP32 &&
+          !entry.baseline) {
+        node.kernel_request = entry.name;
+        break;
+      }
+    if (node.kernel_request.empty())
+      throw Error(std::string("calibration: no ") + to_string(device) + " fp32 kernel for layer '" +
+                  node.name + "'");
+  }
+  BuildOptions options;
+  options.device = device;
+  options.precision = Precision::FP32;
+  options.fuse_residual = false;  // the int8 engine keeps its adds: measure their tensors
+  return Engine::build(std::move(fp32_graph), options);
 }
 
 }  // namespace
@@ -323,19 +340,18 @@ Calibration calibrate(const Graph& graph, const CalibrationInputs& inputs,
         std::min<int64_t>(samples, static_cast<int64_t>(settings.max_batches) * settings.batch));
   const int batch = std::min(settings.batch, samples);
 
-  Graph fp32_graph = graph;
-  for (Node& node : fp32_graph.nodes) {
-    node.precision_request.clear();
-    if (!node.kernel_request.empty()) node.kernel_request = fp32_kernel(node.op, settings.device);
+  std::shared_ptr<Engine> engine;
+  if (settings.device != Device::CPU) {
+    try {
+      engine = fp32_engine(graph, settings.device);
+    } catch (const Error&) {
+      // A layer the device cannot run in fp32 as the model asks: the CPU reference can.
+    }
   }
-  BuildOptions options;
-  options.device = settings.device;
-  options.precision = Precision::FP32;
-  options.fuse_residual = false;  // the int8 engine keeps its adds: measure their tensors
-  const std::shared_ptr<Engine> engine = Engine::build(std::move(fp32_graph), options);
+  if (!engine) engine = fp32_engine(graph, Device::CPU);
   const EngineImpl& impl = engine->impl();
   // Contexts that keep every tensor (no arena sharing), so each can be read after the forward.
-  const std::shared_ptr<const EngineImpl> shared(engine, &impl);
+  const std::shared_ptr<const EngineImpl> shared = engine->shared_impl();
 
   std::vector<std::string> names = {"input"};
   for (const Step& step : impl.steps)

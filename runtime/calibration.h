@@ -9,8 +9,9 @@
 //    and runs it in a context that keeps every tensor (no arena sharing), so after each forward
 //    every tensor of the fused graph — the names the int8 kernels look up — is read back
 //    (ContextImpl::read_tensor, as fp32) and observed.  On CUDA a layer with no fp32 kernel runs
-//    its engine's fallback kernel and is read in its type; the statistics do not depend on the
-//    layout.
+//    its engine's fallback kernel and is read in its type (the statistics do not depend on the
+//    layout); a layer that names its own kernel (`impl:`) where CUDA has no fp32 kernel serving
+//    it makes the whole calibration run on the CPU.
 // And the one lookup int8 kernel factories use: `int8_tensor_scale`.
 #pragma once
 

@@ -52,7 +52,7 @@ std::vector<uint64_t> host_buffer(size_t bytes, const std::string& what) {
 class CpuContext final : public ContextImpl {
  public:
   CpuContext(std::shared_ptr<const EngineImpl> engine, int batch, bool keep_all_tensors)
-      : engine_(std::move(engine)), batch_(batch) {
+      : engine_(std::move(engine)), batch_(batch), keep_all_(keep_all_tensors) {
     const EngineImpl& e = *engine_;
     prepared_ = prepare_context(e, batch, keep_all_tensors);
     // The one allocation of this context.
@@ -99,6 +99,7 @@ class CpuContext final : public ContextImpl {
   size_t input_count() const override { return input_bytes_ / sizeof(float); }
   size_t output_count() const override { return output_bytes_ / sizeof(float); }
   std::vector<float> read_tensor(const std::string& name) const override {
+    check_readable(name, keep_all_, engine_->output_tensor);
     const EngineTensor& t = engine_->tensors.at(name);
     const PlannedTensor* planned = prepared_.memory.find(name);
     if (planned == nullptr)
@@ -235,6 +236,7 @@ class CpuContext final : public ContextImpl {
 
   std::shared_ptr<const EngineImpl> engine_;  // kept alive by every context
   int batch_;
+  bool keep_all_;  // every tensor has memory of its own (read_tensor)
   PreparedContext prepared_;
   std::vector<uint64_t> arena_;
   std::vector<KernelArgs> args_;

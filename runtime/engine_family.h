@@ -8,10 +8,12 @@
 // a candidate engine then packs only the weights of the layer it changes.  The engines are
 // ordinary: contexts, plans and profiles see nothing different.
 //
-// Preconditions, checked: every engine of a family asks for the same graph passes
-// (pass_options: int8 possible or not) as the family was made with, and the same device,
-// calibration and plan target.  Not thread-safe: one thread builds (contexts of the built
-// engines follow the usual rules).
+// Every engine of a family has the family's device, calibration and plan target (only the layer
+// choices and the default precision vary), and must ask for the same graph passes
+// (pass_options: int8 possible or not) as the family was made with — checked.  Every kernel a
+// family creates stays alive with it (AlexNet's candidates: ~0.5 GB of device memory during an
+// automatic build).  Not thread-safe: one thread builds (contexts of the built engines follow
+// the usual rules).
 #pragma once
 
 #include <map>

@@ -62,8 +62,9 @@ class ContextImpl {
   virtual const MemoryPlan& memory_plan() const = 0;
   virtual size_t input_count() const = 0;   // floats run() reads
   virtual size_t output_count() const = 0;  // floats run() writes
-  // After run(), the values of a tensor the context kept (every one, in a context created with
-  // keep_all_tensors) as fp32 NCHW, padding lanes dropped: what calibration observes.  The order
+  // After run(), the values of a tensor the context kept as fp32 NCHW, padding lanes dropped:
+  // what calibration observes.  Every tensor in a context created with keep_all_tensors; else
+  // only the returned one (Error for another: its memory may hold a later tensor).  The order
   // is the tensor's own: a CUDA flatten is a view that keeps its input's (h, w, c) order, which
   // statistics over all values do not see.
   virtual std::vector<float> read_tensor(const std::string& name) const = 0;
@@ -159,6 +160,10 @@ struct PreparedContext {
 // Tensor bytes come from each tensor's own type.  Allocates nothing.
 PreparedContext prepare_context(const EngineImpl& engine, int batch,
                                 bool keep_all_tensors = false);
+
+// read_tensor's precondition: Error unless the context keeps every tensor or `name` is the one
+// it returns (`output`).
+void check_readable(const std::string& name, bool keep_all_tensors, const std::string& output);
 
 // Per-step FLOPs and minimum bytes at `batch` for profile rows (a conversion does no FLOPs).
 double step_flops(const Step& step, int batch);

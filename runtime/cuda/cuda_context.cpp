@@ -111,7 +111,7 @@ DeviceBuffer device_alloc(size_t bytes, const std::string& what) {
 }
 
 CudaContext::CudaContext(std::shared_ptr<const EngineImpl> engine, int batch, bool keep_all_tensors)
-    : engine_(std::move(engine)), batch_(batch) {
+    : engine_(std::move(engine)), batch_(batch), keep_all_(keep_all_tensors) {
   if (batch < 1) throw Error("batch must be at least 1, got " + std::to_string(batch));
   const EngineImpl& e = *engine_;
   if (e.steps.empty()) throw Error("CUDA backend: the engine has no layers to run");
@@ -169,6 +169,7 @@ void* CudaContext::tensor_pointer(const std::string& name) const {
 }
 
 std::vector<float> CudaContext::read_tensor(const std::string& name) const {
+  check_readable(name, keep_all_, engine_->output_tensor);
   const EngineTensor& t = engine_->tensors.at(name);
   std::vector<uint8_t> bytes(tensor_bytes(t.shape, t.type, batch_));
   // run() has synchronised the stream; the copy waits for nothing else of ours.

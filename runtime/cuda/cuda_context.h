@@ -116,6 +116,7 @@ class CudaContext final : public ContextImpl {
   // True from the constructor's eager forward until the first profile(): that forward is
   // profile()'s warm-up.
   bool fresh_ = true;
+  bool keep_all_ = false;  // every tensor has memory of its own (read_tensor)
   std::vector<double> first_run_ms_;  // per step, the constructor's eager forward
   float* input_ = nullptr;             // fp32 NCHW graph input: what run() copies in
   const float* output_ = nullptr;      // fp32 returned tensor: what run() copies out

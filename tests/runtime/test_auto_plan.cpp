@@ -81,11 +81,13 @@ class AutoPlanPipeline : public ::testing::Test {
     return in;
   }
 
-  AutoPlan plan(const std::string& budget, TimingSource& timing, TimingCache* cache = nullptr) {
+  AutoPlan plan(const std::string& budget, TimingSource& timing, TimingCache* cache = nullptr,
+                std::vector<Precision> precisions = {}) {
     AutoPlanSettings settings;
     settings.device = Device::CPU;
     settings.batch = 4;
     settings.budget = parse_budget(budget);
+    settings.precisions = std::move(precisions);
     settings.calibration = calibration_;
     settings.timing = &timing;
     settings.cache = cache;
@@ -337,8 +339,35 @@ TEST_F(AutoPlanPipeline, ASeedWhoseKernelsAloneAreSlowerIsNotBuilt) {
   // With int8 steps as fast as the rest, the same seed is built and measured.
   ChainTiming fast;
   const AutoPlan q = plan("none", fast);
-  for (const WholeAssignment& w : q.wholes)
-    if (is_int8_seed(w)) EXPECT_FALSE(w.bounded) << q.explain();
+  const auto built = std::find_if(q.wholes.begin(), q.wholes.end(), is_int8_seed);
+  ASSERT_NE(built, q.wholes.end()) << q.explain();
+  EXPECT_FALSE(built->bounded) << q.explain();
+}
+
+// One timing cache serves builds with other candidate lists (--precisions): what it keeps of a
+// seed is kernel names, never indices into one build's lists (an int8-only build after an
+// all-precision one read another list's indices and crashed).
+TEST_F(AutoPlanPipeline, ACacheServesBuildsWithOtherPrecisionLists) {
+  const std::string path = (dir_ / "shared_timing.json").string();
+  StubTiming timing;
+  {
+    TimingCache cache(path);
+    plan("rel_l2=0.05", timing, &cache);
+  }
+  TimingCache cache(path);
+  const AutoPlan int8_only = plan("rel_l2=0.5", timing, &cache, {Precision::INT8});
+  ASSERT_TRUE(int8_only.choice.met) << int8_only.explain();
+  for (const LayerCandidates& l : int8_only.layers)
+    for (const Candidate& c : l.candidates)
+      EXPECT_EQ(c.precision, Precision::INT8) << l.layer << " " << c.kernel;
+  ASSERT_GE(int8_only.wholes.size(), 1u);
+  for (const WholeAssignment& w : int8_only.wholes) {
+    ASSERT_EQ(w.chosen.size(), int8_only.layers.size()) << w.name;
+    for (size_t l = 0; l < int8_only.layers.size(); ++l) {
+      ASSERT_GE(w.chosen[l], 0) << w.name;
+      ASSERT_LT(w.chosen[l], static_cast<int>(int8_only.layers[l].candidates.size())) << w.name;
+    }
+  }
 }
 
 TEST_F(AutoPlanPipeline, TheReferenceAndTheCalibrationComeFromTheCache) {
