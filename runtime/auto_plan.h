@@ -153,7 +153,8 @@ class TimingSource {
 };
 // Per-step times: ContextImpl::first_run alone for an engine whose first forward takes >= 50 ms
 // and >= 4x the baseline's, else profile() with up to `iterations` runs after a warm-up
-// (auto_plan_measure.cpp); whole forwards: ContextImpl::benchmark, 5 to 100 replays.
+// (auto_plan_measure.cpp); whole forwards: ContextImpl::benchmark, as many replays as fit in
+// 100 ms (1 to 100).
 std::unique_ptr<TimingSource> profile_timing(int iterations);
 
 // Step times keyed by device, batch, kernel, variant, precision, input/output types and shapes

@@ -37,12 +37,14 @@ namespace {
 // its one-time costs, and more runs of it would cost a second per candidate.  The rule is
 // relative so that a model that is slow everywhere (AlexNet on the CPU reference kernels, ~2 s
 // a forward) is still timed properly.  Others get as many runs as fit in kRunBudgetMs after a
-// warm-up: 1 to the asked iterations for per-step times, kMinReplays to kMaxReplays for whole
-// forwards.  A single run's times are not cached (single_run()): they carry one-time costs.
+// warm-up: 1 to the asked iterations for per-step times, 1 to kMaxReplays for whole forwards
+// (an fp16 AlexNet gets 60-100; AlexNet on the CPU, ~2 s a forward, one).  Whole forwards
+// measured once per distinct assignment (the native one is the greedy's when they agree).  A single
+// run's times are not cached (single_run()): they carry one-time costs.
 constexpr double kSingleRunMs = 50;
 constexpr double kSlowFactor = 4;
 constexpr double kRunBudgetMs = 100;
-constexpr int kMinReplays = 5, kMaxReplays = 100;
+constexpr int kMaxReplays = 100;
 // A seed is left unbuilt when its kernels' own times summed exceed the best measured plan within
 // budget by this factor: per-step times carry event overheads a replay does not, so the sum is
 // a lower bound only up to them (the seeds it is for are 10-400x slower: CUDA fp32 references).
@@ -67,8 +69,10 @@ class ProfileTiming : public TimingSource {
   double replay_ms(const Engine& engine, int batch) override {
     Started started = start(engine, batch);
     if (single_run_) return started.forward_ms;
-    const int replays = runs(started.forward_ms, kMinReplays, kMaxReplays);
-    return median(started.context->benchmark(2, replays));
+    // As many replays as fit in the run budget (the first run was the warm-up); two more warm-up
+    // replays only for a fast forward, whose first one may still run at idle clocks.
+    const int replays = runs(started.forward_ms, 1, kMaxReplays);
+    return median(started.context->benchmark(started.forward_ms < kRunBudgetMs ? 2 : 0, replays));
   }
   bool single_run() const override { return single_run_; }
 
@@ -662,7 +666,14 @@ void measure_wholes(
   wholes.push_back(measure.whole("greedy", plan.choice.chosen, choices_of(plan.choice.chosen),
                                  plan.has_error ? &plan.choice.agreement : nullptr));
   progress("whole native");
-  if (!native.empty()) {
+  if (!native.empty() && native == wholes.front().chosen) {
+    // The greedy kept every layer native: one engine, one measurement (two replays of one
+    // engine would differ by noise and report a speed-up of nothing).
+    WholeAssignment same = wholes.front();
+    same.name = plan.baseline_name + " (native)";
+    wholes.push_back(same);
+    plan.baseline_ms = same.ms;
+  } else if (!native.empty()) {
     wholes.push_back(measure.whole(plan.baseline_name + " (native)", native, choices_of(native),
                                    plan.has_error ? &plan.baseline_agreement : nullptr));
     plan.baseline_ms = wholes.back().ms;  // replayed like every whole, not summed
