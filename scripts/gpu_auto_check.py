@@ -60,10 +60,10 @@ def limit(seconds):
     return min(seconds, left)
 
 
-def run(argv, timeout):
+def run(argv, timeout, env=None):
     started = time.time()
     result = subprocess.run([str(a) for a in argv], capture_output=True, text=True,
-                            timeout=timeout)
+                            timeout=timeout, env=env)
     if result.returncode != 0:
         raise RuntimeError(f"{' '.join(map(str, argv[:3]))}: exit {result.returncode}: "
                            f"{result.stderr.strip()[-600:]}")
@@ -92,6 +92,24 @@ def effnet_inputs(args):
         return (None, ["--images", folder],
                 f"make_eval_images unavailable ({str(error)[:120]}): 2 sample photos only, "
                 "calibrated and judged on the same photos; top-1 on 2 inputs means little")
+
+
+def trace_summary(stderr):
+    """The CNNRT_TRACE_BUILD lines of a build: its phases, and the slowest kernel creations
+    (summed per layer and kernel)."""
+    import re
+    phases, kernels = [], {}
+    for line in stderr.splitlines():
+        m = re.match(r"build:\s+([\d.]+) ms\s+(.*)", line)
+        if not m:
+            continue
+        ms, what = float(m.group(1)), m.group(2)
+        if what.startswith("[cnnrt build]"):
+            phases.append(f"{what[14:]} {ms / 1000:.2f} s")
+        elif " (" in what:
+            kernels[what] = kernels.get(what, 0.0) + ms
+    slowest = sorted(kernels.items(), key=lambda kv: -kv[1])[:5]
+    return "; ".join(phases), ", ".join(f"{k} {v:.0f} ms" for k, v in slowest)
 
 
 def layer_summary(plan_path):
@@ -191,9 +209,12 @@ def main():
             first = batch == model_batches[0]
             try:
                 result, cold = run(argv + ["-o", plan, "--explain"],
-                                   timeout=limit(cold_s if first else later_s))
+                                   timeout=limit(cold_s if first else later_s),
+                                   env=dict(os.environ, CNNRT_TRACE_BUILD="1"))
+                phases, slowest_kernels = trace_summary(result.stderr)
                 with open(os.path.join(args.out, f"{model}_b{batch}_explain.txt"), "w") as f:
-                    f.write(result.stdout + result.stderr)
+                    f.write(result.stdout + "\n".join(l for l in result.stderr.splitlines()
+                                                      if not l.startswith("build:")))
                 # The warm-cache build once per model (the first batch), to keep within time.
                 warm = float("nan")
                 if first:
@@ -215,6 +236,7 @@ def main():
                 breakdown = next((l for l in result.stdout.splitlines()
                                   if l.startswith("timing:")), "")
                 row = dict(model=model, batch=int(batch), build_s=round(cold, 2), breakdown=breakdown,
+                           phases=phases, slowest_kernels=slowest_kernels,
                            warm_build_s=round(warm, 2) if warm == warm else "-",
                            precisions=counts, int8_layers=int8, error=error_line, wholes=wholes,
                            plan_ms=plan_ms, fp16_ms=fp16_ms, int8_ms=int8_ms,
@@ -242,7 +264,8 @@ def main():
     print("\nWhere each cold build's time went (--explain):")
     for r in rows:
         if "failed" not in r:
-            print(f"  {r['model']} b{r['batch']}: {r['breakdown']}")
+            print(f"  {r['model']} b{r['batch']}: {r['breakdown']}\n    phases: {r['phases']}"
+                  f"\n    slowest kernel creations: {r['slowest_kernels']}")
     return 1 if failures else 0
 
 
