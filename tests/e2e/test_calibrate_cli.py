@@ -98,6 +98,22 @@ def main():
                  "--batches", "2", "--batch", "2", "-o", calib)
     if json.load(open(calib))["samples"] != 4:
         util.fail("--batches 2 --batch 2 did not use 4 samples")
+    # --device: the fp32 passes on the CPU give the same file as the default device's run
+    # (on a GPU machine the CUDA passes agree to ~1e-7: test_calibration_cuda.cpp holds that).
+    cpu_calib = j("calib_cpu.json")
+    util.run_cli(cli, "calibrate", tiny, *weights, "--input", j("x.npy"), "--method", "entropy",
+                 "--batches", "2", "--batch", "2", "--device", "cpu", "-o", cpu_calib)
+    cpu_tensors = json.load(open(cpu_calib))["tensors"]
+    auto_tensors = json.load(open(calib))["tensors"]
+    if sorted(cpu_tensors) != sorted(auto_tensors):
+        util.fail("calibrate --device cpu names other tensors than the default device's run")
+    # Equal on a CPU machine; on a GPU one within an entropy bin (the search keeps >= 128 bins,
+    # so one bin is <= 1/128 of amax).
+    for name, entry in cpu_tensors.items():
+        if abs(entry["amax"] - auto_tensors[name]["amax"]) > entry["amax"] / 128 + 1e-30:
+            util.fail(f"tensor {name}: amax {entry['amax']} on the CPU, "
+                      f"{auto_tensors[name]['amax']} on the default device")
+    print("ok   calibrate --device cpu")
     util.run_cli(cli, "run", tiny, *weights, "--input", j("x.npy"), "--output", j("y8.npy"),
                  "--device", "cpu", "--precision", "int8", "--calib", calib)
     util.run_cli(cli, "run", tiny, *weights, "--input", j("x.npy"), "--output", j("y32.npy"),
@@ -112,6 +128,10 @@ def main():
                         "int8", "--calib", calib).stdout
     if "cpu_int8_conv" not in plan or "convert_fp32_nchw_to_int8_nchw" not in plan:
         util.fail(f"plan does not show the int8 steps:\n{plan}")
+
+    expect_error("unknown --device", [cli, "calibrate", tiny, *weights, "--input", j("x.npy"),
+                                      "--method", "minmax", "--device", "tpu", "-o", j("d.json")],
+                 ["--device"], [j("d.json")], code=2)
 
     # Bad calibration sets: nothing written.
     out = j("out", "calib.json")
