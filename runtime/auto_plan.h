@@ -64,7 +64,7 @@ struct Candidate {
   std::string variant;     // what the kernel prepares at the plan's batch
   bool applicable = true;  // false: could not be built (why_not says why)
   std::string why_not;
-  double ms = 0;              // the layer's step plus the conversions it forces, median
+  double ms = 0;  // the layer's step plus the conversions it forces, median
   // The layer's step alone: what the kernel costs in any engine, conversions or not (the lower
   // bound a whole assignment's time is checked against before it is built; 0: unknown).
   double step_ms = 0;
@@ -74,7 +74,7 @@ struct Candidate {
   // The agreement is the layer's first int8 candidate's: every int8 kernel computes the same
   // integers (auto_plan_measure.cpp), so one held-out run serves them all.
   bool error_shared = false;
-  std::string verdict;        // chosen / slower / over budget / backed off / not applicable
+  std::string verdict;  // chosen / slower / over budget / backed off / not applicable
 
   std::string label() const;   // "KERNEL", or "KERNEL (pruned 2:4)": reports and logs
   LayerChoice choice() const;  // what a plan (or a measuring engine) asks of the layer

@@ -54,9 +54,8 @@ std::shared_ptr<const Calibration> cached_calibration(const Graph& graph,
   // and where its fp32 passes ran (CPU and CUDA agree to ~1e-7, not bit for bit): not on the
   // plan's batch, so every build of this model on this set and device shares it.
   const std::string key = "calibration|" + std::string(to_string(settings.device)) + "|" +
-                          model_fingerprint(graph) + "|" +
-                          input_set_key(graph, inputs) + "|" + settings.method.name() + "|b" +
-                          std::to_string(settings.batch) + "|m" +
+                          model_fingerprint(graph) + "|" + input_set_key(graph, inputs) + "|" +
+                          settings.method.name() + "|b" + std::to_string(settings.batch) + "|m" +
                           std::to_string(settings.max_batches);
   std::vector<double> values;
   std::string text;

@@ -113,9 +113,9 @@ struct CalibrationSettings {
   std::function<void(int done, int total)> progress;
 };
 
-// Runs the model (weights bound) in fp32 on settings.device over the inputs and returns the calibration
-// of the graph input and of every tensor a layer of the fused graph writes.  Error for no
-// inputs and for a NaN/infinite value in any tensor (naming it).
+// Runs the model (weights bound) in fp32 on settings.device over the inputs and returns the
+// calibration of the graph input and of every tensor a layer of the fused graph writes.  Error for
+// no inputs and for a NaN/infinite value in any tensor (naming it).
 Calibration calibrate(const Graph& graph, const CalibrationInputs& inputs,
                       const CalibrationSettings& settings);
 

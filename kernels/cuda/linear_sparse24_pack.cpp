@@ -8,8 +8,8 @@
 #include <string>
 
 #include "cnnrt/error.h"
-#include "kernels/cuda/device_traits.h"
 #include "kernels/cpu/host_parallel.h"
+#include "kernels/cuda/device_traits.h"
 #include "kernels/cuda/linear_sparse24.h"
 
 namespace cnnrt::cuda {
