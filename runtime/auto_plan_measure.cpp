@@ -1,11 +1,10 @@
 // The measuring side of runtime/auto_plan.h: candidate engines, their step times (a TimingSource
 // — auto_plan_timing.cpp — through the TimingCache) and their end-to-end error on the held-out
-// set.  Every figure comes
-// from an ordinary engine built with BuildOptions::layer_choices, so what the plan promises is
-// what `cnnrt run --plan` runs.  The engines come from one EngineFamily (runtime/
-// engine_family.h): the passes run once and each (layer, kernel) is packed once, so a candidate
-// engine costs the packing of its own layer, not of the whole model (docs/PERFORMANCE.md,
-// run 27: the build time).
+// set.  Every figure comes from an ordinary engine built with BuildOptions::layer_choices, so
+// what the plan promises is what `cnnrt run --plan` runs.  The engines come from one
+// EngineFamily (runtime/engine_family.h): the passes run once and each (layer, kernel) is packed
+// once, so a candidate engine costs the packing of its own layer, not of the whole model
+// (docs/PERFORMANCE.md, run 27: the build time).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
