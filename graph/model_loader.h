@@ -19,8 +19,9 @@ Graph parse_model(const std::string& yaml_text, const std::string& source_name);
 
 // Fills every param's value from the weight file; a missing tensor or a shape mismatch is an
 // Error naming the layer, the tensor and both shapes.  Extra tensors in the file are ignored
-// (a state_dict may hold training-only buffers such as num_batches_tracked).
-void bind_weights(Graph& graph, const std::map<std::string, HostTensor>& weights,
+// (a state_dict may hold training-only buffers such as num_batches_tracked).  The tensors are
+// moved out of `weights` (pass a temporary, or a copy to keep yours).
+void bind_weights(Graph& graph, std::map<std::string, HostTensor> weights,
                   const std::string& weights_path);
 void load_weights(Graph& graph, const std::string& weights_path);
 

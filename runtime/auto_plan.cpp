@@ -312,6 +312,8 @@ int pick_fastest_met(std::vector<WholeAssignment>& wholes) {
 
 std::map<std::string, LayerChoice> AutoPlan::choices() const {
   std::map<std::string, LayerChoice> out;
+  for (const FusedLayer& fused : fused_layers) out[fused.layer] = fused.choice;
+  if (!fused_layers.empty()) return out;
   for (const LayerCandidates& layer : layers)
     out[layer.layer] = layer.candidates[layer.chosen].choice();
   return out;
@@ -340,7 +342,7 @@ std::string AutoPlan::explain() const {
     }
   }
   for (const WholeAssignment& whole : wholes) {
-    std::snprintf(line, sizeof line, "whole %-26s %10s ms  %-24s %s\n", whole.name.c_str(),
+    std::snprintf(line, sizeof line, "whole %-42s %10s ms  %-24s %s\n", whole.name.c_str(),
                   ((whole.bounded ? ">= " : "") + fixed(whole.ms, 4)).c_str(),
                   has_error && !whole.bounded ? budget.describe(whole.error).c_str() : "-",
                   whole.verdict.c_str());
@@ -354,6 +356,9 @@ std::string AutoPlan::explain() const {
            " (measured, every choice applied) vs budget " + budget.to_string() +
            (choice.met ? ": met" : ": NOT met") + "; " + baseline_name + " " +
            budget.describe(budget.error_of(baseline_agreement)) + "\n";
+  if (!fused_layers.empty())
+    out += "residual adds fused into their convs (no int8 layer): the plan lists the " +
+           std::to_string(fused_layers.size()) + " layers of that graph and names no calibration\n";
   const std::vector<std::string> pruned = pruned_layers();
   if (!pruned.empty()) {
     std::string names;
@@ -420,11 +425,19 @@ std::string AutoPlan::to_json() const {
                        : nlohmann::ordered_json();
     item["met"] = whole.met;
     item["bounded"] = whole.bounded;
+    item["residuals_fused"] = whole.residuals_fused;
     item["verdict"] = whole.verdict;
     whole_rows.push_back(item);
   }
   root["wholes"] = whole_rows;
   root["pruned_layers"] = pruned_layers();
+  nlohmann::ordered_json fused_rows = nlohmann::ordered_json::array();
+  for (const FusedLayer& fused : fused_layers)
+    fused_rows.push_back({{"layer", fused.layer},
+                          {"kernel", fused.choice.kernel},
+                          {"precision", to_string(fused.choice.precision)},
+                          {"variant", fused.variant}});
+  root["fused_layers"] = fused_rows;  // empty: the plan runs `layers`' choices
   nlohmann::ordered_json totals;
   totals["chosen_ms"] = chosen_ms;
   totals["baseline"] = baseline_name;

@@ -118,6 +118,11 @@ struct WholeAssignment {
   // assignment within budget, so it can only be slower; `ms` is that lower bound.  (A uniform
   // fp32 seed on CUDA runs the reference kernels: ~0.6 s a forward at AlexNet's batch 256.)
   bool bounded = false;
+  // Runs on the graph a build without a calibration makes — residual adds fused into their
+  // convs, as `--precision fp16` runs it — with `fused_choices` per layer of that graph (none:
+  // the builder's defaults).  Only assignments without int8 or pruned layers have such a twin.
+  bool residuals_fused = false;
+  std::map<std::string, LayerChoice> fused_choices;
   std::string verdict;  // chosen / slower / over budget / slower: kernels alone ...
 };
 
@@ -225,10 +230,21 @@ struct AutoPlan {
   int kernels_created = 0;
   int held_out_runs = 0;  // engines run over the held-out set (the reference's included)
   double build_seconds = 0, timing_seconds = 0, error_seconds = 0;
+  // When the pick has its residual adds fused (WholeAssignment::residuals_fused): the layers of
+  // that graph in network order with the kernel each runs — what the plan file lists (the adds
+  // absorbed into their convs are not among them, and it names no calibration, so that `--plan`
+  // builds the same graph).  Empty otherwise.  `layers`' `chosen` stay those the pick derives from.
+  struct FusedLayer {
+    std::string layer;
+    LayerChoice choice;
+    std::string variant;
+  };
+  std::vector<FusedLayer> fused_layers;
   // The pruned weight of every layer in pruned_layers(), exactly the tensors its candidate was
   // measured with (pruned once per build); planned_model() puts them in.
   std::map<std::string, HostTensor> pruned_weights;
 
+  // Per layer the choice of the pick (fused_layers' when set: build those without a calibration).
   std::map<std::string, LayerChoice> choices() const;
   // The layers whose chosen candidate is pruned (network order); empty: the plan runs on the
   // weights it was given.

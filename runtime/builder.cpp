@@ -26,31 +26,12 @@
 #include "graph/passes_compact.h"
 #include "graph/passes_sparsity.h"
 #include "runtime/backends.h"
+#include "runtime/build_trace.h"
 #include "runtime/engine_impl.h"
 #include "runtime/plan_file.h"
 
 namespace cnnrt {
 namespace {
-
-// CNNRT_TRACE_BUILD=1 prints the host time of each build phase and of each layer's kernel
-// creation (weight packing and upload) to stderr: the breakdown behind the build times in
-// docs/PERFORMANCE.md.  Read once per build; costs nothing when unset.
-class BuildTrace {
- public:
-  BuildTrace() : on_(std::getenv("CNNRT_TRACE_BUILD") != nullptr), last_(Clock::now()) {}
-  void mark(const std::string& what) {
-    if (!on_) return;
-    const Clock::time_point now = Clock::now();
-    std::fprintf(stderr, "build: %9.2f ms  %s\n",
-                 std::chrono::duration<double, std::milli>(now - last_).count(), what.c_str());
-    last_ = now;
-  }
-
- private:
-  using Clock = std::chrono::steady_clock;
-  bool on_;
-  Clock::time_point last_;
-};
 
 Device resolve_device(Device requested) {
   const BackendInfo* cuda = find_backend(Device::CUDA);
@@ -316,7 +297,9 @@ std::shared_ptr<LayerKernel> KernelCache::get(const std::string& layer, const Ke
                                               const KernelBuildContext& context) {
   std::shared_ptr<LayerKernel>& kernel = kernels_[layer + "|" + entry.name];
   if (!kernel) {
-    kernel = entry.create(context);
+    KernelBuildContext shared = context;
+    shared.shared = &shared_;
+    kernel = entry.create(shared);
     ++created_;
   }
   return kernel;

@@ -9,7 +9,9 @@
 #include <sstream>
 
 #include "graph/bounded_read.h"
+#include "kernels/cpu/host_parallel.h"
 #include "kernels/cpu/int8_ref.h"
+#include "runtime/build_trace.h"
 #include "runtime/engine_impl.h"
 #include "runtime/kernel.h"
 
@@ -340,6 +342,7 @@ Calibration calibrate(const Graph& graph, const CalibrationInputs& inputs,
         std::min<int64_t>(samples, static_cast<int64_t>(settings.max_batches) * settings.batch));
   const int batch = std::min(settings.batch, samples);
 
+  BuildTrace trace("[calibration] ");  // CNNRT_TRACE_BUILD=1: engine, then the passes
   std::shared_ptr<Engine> engine;
   if (settings.device != Device::CPU) {
     try {
@@ -349,6 +352,7 @@ Calibration calibrate(const Graph& graph, const CalibrationInputs& inputs,
     }
   }
   if (!engine) engine = fp32_engine(graph, Device::CPU);
+  trace.mark(std::string("fp32 engine built (") + to_string(engine->device()) + ")");
   const EngineImpl& impl = engine->impl();
   // Contexts that keep every tensor (no arena sharing), so each can be read after the forward.
   const std::shared_ptr<const EngineImpl> shared = engine->shared_impl();
@@ -356,8 +360,7 @@ Calibration calibrate(const Graph& graph, const CalibrationInputs& inputs,
   std::vector<std::string> names = {"input"};
   for (const Step& step : impl.steps)
     if (!step.is_conversion()) names.push_back(step.name);
-  std::map<std::string, TensorStatistics> statistics;
-  for (const std::string& name : names) statistics[name];
+  std::vector<TensorStatistics> statistics(names.size());  // names[i]'s
 
   const int64_t sample_size = shape_elements(impl.model.input_shape);
   std::vector<float> input(static_cast<size_t>(batch * sample_size));
@@ -373,35 +376,52 @@ Calibration calibrate(const Graph& graph, const CalibrationInputs& inputs,
       if (!context) context = impl.backend->create_context(shared, count, /*keep_all=*/true);
       inputs.load(first, count, input.data());
       context->run(input.data(), output.data());
-      for (const std::string& name : names) {
-        // The input as given (the context holds the same values).
-        std::vector<float> read;
-        if (name != "input") read = context->read_tensor(name);
-        const float* values = name == "input" ? input.data() : read.data();
-        const int64_t elements = shape_elements(impl.tensors.at(name).shape) * count;
-        TensorStatistics& stats = statistics[name];
-        if (pass == 0) {
-          if (!stats.observe_range(values, elements))
-            throw Error("calibration: tensor '" + name + "' has a NaN or infinite value for " +
-                        (name == "input" ? "input samples " : "the inputs of samples ") +
-                        std::to_string(first) + ".." + std::to_string(first + count - 1));
-        } else {
-          stats.observe_histogram(values, elements);
+      // Every tensor read back first (one stream), then each tensor's statistics, which are
+      // its own, on the host's cores: one thread took most of AlexNet's ~1.5 s calibration.
+      std::vector<std::vector<float>> reads(names.size());
+      for (size_t i = 1; i < names.size(); ++i) reads[i] = context->read_tensor(names[i]);
+      std::vector<char> not_finite(names.size(), 0);
+      parallel_for(names.size(), 1, [&](size_t begin, size_t end) {
+        for (size_t i = begin; i < end; ++i) {
+          // The input as given (the context holds the same values).
+          const float* values = i == 0 ? input.data() : reads[i].data();
+          const int64_t elements = shape_elements(impl.tensors.at(names[i]).shape) * count;
+          TensorStatistics& stats = statistics[i];
+          if (pass == 0)
+            not_finite[i] = stats.observe_range(values, elements) ? 0 : 1;
+          else
+            stats.observe_histogram(values, elements);
         }
-      }
+      });
+      // The first tensor in network order with a NaN or infinity, as a serial pass would name.
+      for (size_t i = 0; i < names.size(); ++i)
+        if (not_finite[i])
+          throw Error("calibration: tensor '" + names[i] + "' has a NaN or infinite value for " +
+                      (i == 0 ? "input samples " : "the inputs of samples ") +
+                      std::to_string(first) + ".." + std::to_string(first + count - 1));
       if (settings.progress) settings.progress(++done, passes * batches);
     }
 
+  trace.mark(std::to_string(passes) + " passes over " + std::to_string(samples) + " samples (" +
+             std::to_string(batches) + " batches)");
   Calibration calibration;
   calibration.model = graph.name;
   calibration.method = settings.method.name();
   calibration.samples = samples;
-  for (const std::string& name : names) {
+  // Each tensor's threshold is its own: on the host's cores.  The entropy search tries ~1,900
+  // clipping points over 2,048 bins (~60 ms a tensor on one core): serially it was ~0.5 s of
+  // AlexNet's GPU calibration and most of EfficientNet-Lite0's (docs/PERFORMANCE.md run 30).
+  std::vector<float> amax(names.size());
+  parallel_for(names.size(), 1, [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) amax[i] = statistics[i].amax(settings.method);
+  });
+  trace.mark("thresholds (" + calibration.method + ")");
+  for (size_t i = 0; i < names.size(); ++i) {
     TensorCalibration entry;
-    entry.amax = statistics[name].amax(settings.method);
+    entry.amax = amax[i];
     entry.scale = ref::scale_from_amax(entry.amax);
     entry.method = calibration.method;
-    calibration.tensors[name] = entry;
+    calibration.tensors[names[i]] = entry;
   }
   return calibration;
 }

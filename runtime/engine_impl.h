@@ -133,6 +133,7 @@ class KernelCache {
 
  private:
   std::map<std::string, std::shared_ptr<LayerKernel>> kernels_;
+  SharedPreparations shared_;  // weights several kernels of a layer read (kernel.h)
   int created_ = 0;
 };
 
@@ -158,8 +159,7 @@ struct PreparedContext {
 // end), in-place where the kernel allows it, and each step's workspace ("<step>.workspace",
 // step i only).  With keep_all_tensors every tensor lives to the end and none is in place.
 // Tensor bytes come from each tensor's own type.  Allocates nothing.
-PreparedContext prepare_context(const EngineImpl& engine, int batch,
-                                bool keep_all_tensors = false);
+PreparedContext prepare_context(const EngineImpl& engine, int batch, bool keep_all_tensors = false);
 
 // read_tensor's precondition: Error unless the context keeps every tensor or `name` is the one
 // it returns (`output`).

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -67,6 +68,26 @@ class LayerKernel {
   virtual size_t weight_bytes() const { return 0; }
 };
 
+// Weights prepared once and read by several kernels of one layer: the four CUDA int8 linear
+// entries quantise and upload the same integers, the three fp16 ones the same halves.  A
+// family's KernelCache (runtime/engine_family.h) keeps them for all its engines, so an automatic
+// plan packs AlexNet's fc6 once per layout instead of once per kernel (docs/PERFORMANCE.md, run
+// 29: ~200 ms each).  Keys name the layer and what was prepared; one family has one calibration,
+// so scales need not be part of them.  Not thread-safe (one thread builds).
+class SharedPreparations {
+ public:
+  template <class T>
+  std::shared_ptr<const T> get(const std::string& key,
+                               const std::function<std::shared_ptr<const T>()>& make) {
+    std::shared_ptr<const void>& item = items_[key];
+    if (!item) item = make();
+    return std::static_pointer_cast<const T>(item);
+  }
+
+ private:
+  std::map<std::string, std::shared_ptr<const void>> items_;
+};
+
 // Context the factory gets: the node (with bound weights and shapes) and the whole graph (for
 // layout decisions such as permuting a linear weight that follows an NHWC flatten).
 struct KernelBuildContext {
@@ -74,7 +95,18 @@ struct KernelBuildContext {
   const Graph& graph;
   // The tensor scales of int8 kernels (runtime/calibration.h); nullptr when the build has none.
   const Calibration* calibration = nullptr;
+  // Where kernels of one family share prepared weights; nullptr outside a family.
+  SharedPreparations* shared = nullptr;
 };
+
+// `make()` once per layer and `what` within a family, else every time.  `what` names the
+// preparation and its type (two kinds must never share a key).
+template <class T>
+std::shared_ptr<const T> prepared_once(const KernelBuildContext& context, const std::string& what,
+                                       const std::function<std::shared_ptr<const T>()>& make) {
+  if (context.shared == nullptr) return make();
+  return context.shared->get<T>(context.node.name + "|" + what, make);
+}
 
 // Where a factory's error points: the model file, the layer's YAML position and name.
 inline ErrorSite node_site(const KernelBuildContext& context) {

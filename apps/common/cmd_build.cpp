@@ -36,6 +36,7 @@
 #include "graph/atomic_write.h"
 #include "graph/safetensors.h"
 #include "runtime/auto_plan.h"
+#include "runtime/build_trace.h"
 #include "runtime/plan_file.h"
 
 namespace cnnrt::apps {
@@ -122,27 +123,8 @@ bool any_pruned_candidate(const AutoPlan& plan) {
   return false;
 }
 
-// CNNRT_TRACE_BUILD=1 (as the builder's trace): the host time of each phase of `cnnrt build`
-// on stderr, the outer part of the build-time breakdown in docs/PERFORMANCE.md.
-class PhaseTrace {
- public:
-  PhaseTrace() : on_(std::getenv("CNNRT_TRACE_BUILD") != nullptr), last_(Clock::now()) {}
-  void mark(const char* what) {
-    if (!on_) return;
-    const Clock::time_point now = Clock::now();
-    std::fprintf(stderr, "build: %9.2f ms  [cnnrt build] %s\n",
-                 std::chrono::duration<double, std::milli>(now - last_).count(), what);
-    last_ = now;
-  }
-
- private:
-  using Clock = std::chrono::steady_clock;
-  bool on_;
-  Clock::time_point last_;
-};
-
 int run_build(const BuildArgs& args) {
-  PhaseTrace trace;
+  BuildTrace trace("[cnnrt build] ");  // CNNRT_TRACE_BUILD=1: the phases of this command
   const Budget budget = parse_budget(args.budget);  // a bad SPEC fails before any work
   const std::vector<Precision> precisions = parse_precisions(args.precisions);
   check_output_path(args.output);
@@ -237,17 +219,29 @@ int run_build(const BuildArgs& args) {
   file.device = plan.device;
   file.batch = plan.batch;
   file.budget = budget.to_string();
-  for (const LayerCandidates& layer : plan.layers) {
-    const Candidate& c = layer.candidates[layer.chosen];
-    file.layers[layer.layer] = c.choice();  // a pruned layer: sparsity "2:4"
-    file.layers[layer.layer].origin.clear();
-    file.order.push_back(layer.layer);
-    if (!c.variant.empty()) file.variants[layer.layer] = c.variant;
+  // A pick that runs on the graph with residual adds fused (no int8 layer) lists that graph's
+  // layers and names no calibration, so that `--plan` builds that graph again
+  // (runtime/builder.cpp, pass_options).
+  const bool residuals_fused = !plan.fused_layers.empty();
+  if (residuals_fused) {
+    for (const AutoPlan::FusedLayer& layer : plan.fused_layers) {
+      file.layers[layer.layer] = layer.choice;
+      file.order.push_back(layer.layer);
+      if (!layer.variant.empty()) file.variants[layer.layer] = layer.variant;
+    }
+  } else {
+    for (const LayerCandidates& layer : plan.layers) {
+      const Candidate& c = layer.candidates[layer.chosen];
+      file.layers[layer.layer] = c.choice();  // a pruned layer: sparsity "2:4"
+      file.layers[layer.layer].origin.clear();
+      file.order.push_back(layer.layer);
+      if (!c.variant.empty()) file.variants[layer.layer] = c.variant;
+    }
   }
-  // The calibration is named even when no layer took int8: a build with one keeps residual adds
-  // unfused (runtime/builder.cpp, pass_options), so the plan's layers are those of that graph,
-  // and an engine built from the plan must be the one that was measured.
-  if (settings.calibration != nullptr) {
+  // Otherwise the calibration is named even when no layer took int8: a build with one keeps
+  // residual adds unfused (runtime/builder.cpp, pass_options), so the plan's layers are those of
+  // that graph, and an engine built from the plan must be the one that was measured.
+  if (settings.calibration != nullptr && !residuals_fused) {
     file.calibration = calib_file;
     if (!calib_json.empty())
       write_text_file((std::filesystem::path(args.output).parent_path() / calib_file).string(),

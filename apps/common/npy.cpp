@@ -267,8 +267,17 @@ NpyArray read_npy(const std::string& path) {
     npy_error(path, "is not a regular file");
   std::ifstream in(path, std::ios::binary);
   if (!in) npy_error(path, std::string("cannot open .npy file: ") + std::strerror(errno));
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // One read of the size stat gave (a byte-wise istreambuf_iterator took ~0.1 s for a 38 MB
+  // set of 64 ImageNet-sized inputs, on every `cnnrt build`); one byte more is asked for, so a
+  // file that grew since is noticed as well as one that shrank.
+  const size_t size = static_cast<size_t>(info.st_size);
+  std::string bytes(size + 1, '\0');
+  in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   if (in.bad()) npy_error(path, std::string("cannot read .npy file: ") + std::strerror(errno));
+  if (static_cast<size_t>(in.gcount()) != size)
+    npy_error(path, "changed while it was being read (" + std::to_string(in.gcount()) +
+                        " bytes instead of " + std::to_string(size) + ")");
+  bytes.resize(size);
   return parse_npy(bytes, path);
 }
 

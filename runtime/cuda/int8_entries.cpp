@@ -329,49 +329,68 @@ class ConvInt8Kernel final : public LayerKernel {
 
 enum class LinearPath { Auto, Gemm, Gemv, Cublaslt };
 
+// A linear layer's int8 weights on the device, with the S8Conv that describes them: the same
+// for every int8 linear entry (they differ in the kernel they launch), so prepared once per
+// layer within a family (prepared_once).
+struct Int8LinearWeights {
+  S8Conv linear;
+  Int8Device device;
+};
+
+std::shared_ptr<const Int8LinearWeights> prepare_int8_linear(const KernelBuildContext& context) {
+  const Node& node = context.node;
+  // The one packing of every CUDA linear (bias separate below): checks, and the permutation
+  // of the columns to the (h, w, c) order of an NHWC flatten.
+  const HostGemmWeights checked = linear_weights_of(context, "linear_int8");
+  const int out = node.get<LinearAttrs>().out_features;
+  const int in = static_cast<int>(node.input_shapes[0][0]);
+  const Param* bias = node.find_param("bias");
+  const float* bias_data =
+      bias != nullptr && !bias->value.data.empty() ? bias->value.data.data() : nullptr;
+  // Per-channel scales do not depend on the column order: quantise the packed (permuted)
+  // rows, so the kernel's integers are the reference's, column for column.  (Rows already
+  // contiguous, in % 8 == 0 as in AlexNet's linears, need no copy.)
+  std::vector<float> permuted;
+  const float* rows = checked.weight.data();
+  if (checked.cols_pad != in) {
+    permuted.resize(static_cast<size_t>(out) * in);
+    for (int o = 0; o < out; ++o)
+      std::memcpy(&permuted[static_cast<size_t>(o) * in],
+                  &checked.weight[static_cast<size_t>(o) * checked.cols_pad], in * sizeof(float));
+    rows = permuted.data();
+  }
+  auto prepared = std::make_shared<Int8LinearWeights>();
+  S8Conv& linear = prepared->linear;
+  ref::Int8Layer layer =
+      prepare_layer(context, rows, bias_data, out, in, activation_bounds(node), prepared->device);
+  linear.in_c = in;
+  linear.in_h = linear.in_w = 1;
+  linear.in_stride = padded16(in);
+  linear.out_c = out;
+  linear.out_h = linear.out_w = 1;
+  linear.k_total = linear.in_stride;
+  linear.k_pad = round_up(linear.k_total, 64);
+  std::vector<int8_t> packed;
+  if (linear.k_pad == in) {
+    packed = std::move(layer.weight);  // already the kernel's row layout
+  } else {
+    packed.assign(static_cast<size_t>(out) * linear.k_pad, 0);
+    for (int o = 0; o < out; ++o)
+      std::memcpy(&packed[static_cast<size_t>(o) * linear.k_pad],
+                  &layer.weight[static_cast<size_t>(o) * in], static_cast<size_t>(in));
+  }
+  upload_layer(layer, packed, prepared->device, linear);
+  return prepared;
+}
+
 class LinearInt8Kernel final : public LayerKernel {
  public:
-  LinearInt8Kernel(const KernelBuildContext& context, LinearPath path) : path_(path) {
-    const Node& node = context.node;
-    // The one packing of every CUDA linear (bias separate below): checks, and the permutation
-    // of the columns to the (h, w, c) order of an NHWC flatten.
-    const HostGemmWeights checked = linear_weights_of(context, "linear_int8");
-    const int out = node.get<LinearAttrs>().out_features;
-    const int in = static_cast<int>(node.input_shapes[0][0]);
-    const Param* bias = node.find_param("bias");
-    const float* bias_data =
-        bias != nullptr && !bias->value.data.empty() ? bias->value.data.data() : nullptr;
-    // Per-channel scales do not depend on the column order: quantise the packed (permuted)
-    // rows, so the kernel's integers are the reference's, column for column.  (Rows already
-    // contiguous, in % 8 == 0 as in AlexNet's linears, need no copy.)
-    std::vector<float> permuted;
-    const float* rows = checked.weight.data();
-    if (checked.cols_pad != in) {
-      permuted.resize(static_cast<size_t>(out) * in);
-      for (int o = 0; o < out; ++o)
-        std::memcpy(&permuted[static_cast<size_t>(o) * in],
-                    &checked.weight[static_cast<size_t>(o) * checked.cols_pad], in * sizeof(float));
-      rows = permuted.data();
-    }
-    ref::Int8Layer layer =
-        prepare_layer(context, rows, bias_data, out, in, activation_bounds(node), device_);
-    linear_.in_c = in;
-    linear_.in_h = linear_.in_w = 1;
-    linear_.in_stride = padded16(in);
-    linear_.out_c = out;
-    linear_.out_h = linear_.out_w = 1;
-    linear_.k_total = linear_.in_stride;
-    linear_.k_pad = round_up(linear_.k_total, 64);
-    std::vector<int8_t> packed;
-    if (linear_.k_pad == in) {
-      packed = std::move(layer.weight);  // already the kernel's row layout
-    } else {
-      packed.assign(static_cast<size_t>(out) * linear_.k_pad, 0);
-      for (int o = 0; o < out; ++o)
-        std::memcpy(&packed[static_cast<size_t>(o) * linear_.k_pad],
-                    &layer.weight[static_cast<size_t>(o) * in], static_cast<size_t>(in));
-    }
-    upload_layer(layer, packed, device_, linear_);
+  LinearInt8Kernel(const KernelBuildContext& context, LinearPath path)
+      : path_(path),
+        weights_(prepared_once<Int8LinearWeights>(context, "linear_int8 weights",
+                                                  [&] { return prepare_int8_linear(context); })),
+        linear_(weights_->linear),
+        device_(weights_->device) {
     if (path_ == LinearPath::Auto || path_ == LinearPath::Cublaslt)
       lt_ = std::make_unique<LtGemmS8>(linear_);
   }
@@ -435,10 +454,11 @@ class LinearInt8Kernel final : public LayerKernel {
  private:
   static constexpr int kGemv = 0, kCublaslt = -1;  // else the GEMM's split-K count (>= 1)
   LinearPath path_;
-  std::unique_ptr<LtGemmS8> lt_;  // Auto and Cublaslt paths
+  std::shared_ptr<const Int8LinearWeights> weights_;  // shared with the layer's other entries
+  const S8Conv& linear_;                              // weights_->linear
+  const Int8Device& device_;                          // weights_->device
+  std::unique_ptr<LtGemmS8> lt_;                      // Auto and Cublaslt paths
   int sms_ = current_sm_count();
-  S8Conv linear_;
-  Int8Device device_;
 };
 
 bool conv_s2d_supported(const Node& node) {

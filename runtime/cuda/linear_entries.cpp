@@ -21,9 +21,10 @@ enum class LinearMode { Auto, Gemm, Gemv };
 
 class LinearFp16Kernel final : public Fp16Kernel {
  public:
-  LinearFp16Kernel(const LinearWeightRefs& refs, bool relu, LinearMode mode)
-      : weights_(refs), relu_(relu), mode_(mode) {
-    if (mode_ != LinearMode::Gemv) gemm_ = std::make_unique<LtGemm>(weights_, relu_);
+  // `weights`: packed once per layer for the three entries within a family (prepared_once).
+  LinearFp16Kernel(std::shared_ptr<const GemmWeights> weights, bool relu, LinearMode mode)
+      : weights_(std::move(weights)), relu_(relu), mode_(mode) {
+    if (mode_ != LinearMode::Gemv) gemm_ = std::make_unique<LtGemm>(*weights_, relu_);
   }
 
   // The batch decides GEMV (weights streamed once, batch <= kGemvMaxBatch) or cuBLASLt.
@@ -42,18 +43,18 @@ class LinearFp16Kernel final : public Fp16Kernel {
   void run(const KernelArgs& args) override {
     auto stream = static_cast<cudaStream_t>(args.stream);
     if (args.variant == kGemv) {
-      gemv_fp16(weights_, relu_, args.inputs.at(0), args.output, args.batch, stream);
+      gemv_fp16(*weights_, relu_, args.inputs.at(0), args.output, args.batch, stream);
     } else {
       if (args.state == nullptr) throw Error("linear_fp16: cuBLASLt run without a prepared plan");
       gemm_->run(*static_cast<const LtGemm::Plan*>(args.state), args.inputs.at(0), args.output,
                  args.workspace, stream);
     }
   }
-  size_t weight_bytes() const override { return weights_.bytes(); }
+  size_t weight_bytes() const override { return weights_->bytes(); }
 
  private:
   static constexpr int kGemm = 0, kGemv = 1;
-  GemmWeights weights_;
+  std::shared_ptr<const GemmWeights> weights_;  // shared with the layer's other fp16 entries
   bool relu_;
   LinearMode mode_;
   std::unique_ptr<LtGemm> gemm_;
@@ -69,8 +70,10 @@ std::unique_ptr<LayerKernel> create_linear(const KernelBuildContext& context, Li
     throw_error(node_site(context), "linear_fp16 cannot run this node");
   const LinearWeightRefs refs = linear_weight_refs_of(context, "linear_fp16");
   try {
-    return std::make_unique<LinearFp16Kernel>(refs, context.node.activation == Activation::Relu,
-                                              mode);
+    std::shared_ptr<const GemmWeights> weights = prepared_once<GemmWeights>(
+        context, "linear_fp16 weights", [&] { return std::make_shared<const GemmWeights>(refs); });
+    return std::make_unique<LinearFp16Kernel>(std::move(weights),
+                                              context.node.activation == Activation::Relu, mode);
   } catch (const Error& error) {
     throw_error(node_site(context), error.what());
   }

@@ -5,7 +5,10 @@
 //  * the int8 candidates of a layer share one held-out measurement (every int8 kernel equals
 //    the integer reference bit for bit): here each one's error is recomputed from an engine of
 //    its own and must equal the shared figure exactly;
-//  * the plan meets its budget and its engine builds from the choices.
+//  * the plan meets its budget and its engine builds from the choices;
+//  * a family's linear kernels share their prepared weights (the int8 entries one quantised
+//    upload, the fp16 ones one packing: kernel.h, prepared_once) and each still computes what an
+//    engine of its own computes, bit for bit, whichever entry prepared them.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -15,6 +18,7 @@
 #include "runtime/accuracy.h"
 #include "runtime/auto_plan.h"
 #include "runtime/cuda/device_info.h"
+#include "runtime/engine_family.h"
 #include "runtime/engine_impl.h"
 #include "sample_inputs.h"
 
@@ -123,6 +127,36 @@ TEST_F(AutoPlanCuda, Int8CandidatesShareOneHeldOutRunAndAgreeExactly) {
   }
   ASSERT_GT(int8_beyond_first, 0) << plan.explain();  // the model has several int8 kernels a layer
   EXPECT_NEAR(rel_l2_of(plan.choices()), plan.choice.agreement.rel_l2, 1e-12);
+}
+
+TEST_F(AutoPlanCuda, FamilyLinearKernelsSharePreparedWeightsAndEqualTheirOwnEngines) {
+  SKIP_WITHOUT_GPU();
+  CalibrationSettings calibrate_settings;
+  calibrate_settings.method = parse_calibration_method("minmax");
+  calibrate_settings.device = Device::CUDA;
+  BuildOptions options;
+  options.device = Device::CUDA;
+  options.calibration =
+      std::make_shared<const Calibration>(calibrate(graph_, inputs(0, 12), calibrate_settings));
+  EngineFamily family(graph_, options);
+  const CalibrationInputs batch = inputs(12, 8);
+  // The GEMV entries first, then the others: each later one reuses what the first prepared.
+  for (const char* kernel :
+       {"linear_int8_gemv", "linear_int8", "linear_int8_gemm", "linear_int8_cublaslt",
+        "linear_fp16_gemv", "linear_fp16", "linear_fp16_cublaslt"}) {
+    const Precision precision =
+        std::string(kernel).find("int8") != std::string::npos ? Precision::INT8 : Precision::FP16;
+    std::map<std::string, LayerChoice> choices;
+    choices["fc"] = LayerChoice{precision, kernel, "", ""};
+    BuildOptions own = options;
+    own.layer_choices = choices;
+    const std::shared_ptr<Engine> in_family = family.build(choices);
+    const std::vector<float> shared = run_over_inputs(*in_family, batch, 8, 8);
+    const std::vector<float> alone = run_over_inputs(*Engine::build(graph_, own), batch, 8, 8);
+    EXPECT_EQ(shared, alone) << kernel;
+    for (const Step& step : in_family->impl().steps)
+      if (step.name == "fc") EXPECT_EQ(step.kernel_name, kernel);
+  }
 }
 
 }  // namespace

@@ -379,5 +379,23 @@ TEST(BindWeights, ShapeMismatchNamesBothShapes) {
   EXPECT_EQ(graph.nodes[0].params[0].value.data[134], 0.25f);
 }
 
+// Tensors are moved into the params; one key several layers name (tied weights) reaches each.
+TEST(BindWeights, ATensorTwoLayersNameBindsBoth) {
+  Graph graph = parse_model(
+      model_text("  - {name: c1, op: conv, out_channels: 3, kernel: 1, weight: w, bias: b}\n"
+                 "  - {name: c2, op: conv, out_channels: 3, kernel: 1, weight: w, bias: b}\n"),
+      "m.yaml");
+  std::map<std::string, HostTensor> weights;
+  weights["w"] = HostTensor{{3, 3, 1, 1}, {1, 2, 3, 4, 5, 6, 7, 8, 9}};
+  weights["b"] = HostTensor{{3}, {0.5f, -0.5f, 2}};
+  bind_weights(graph, weights, "w.safetensors");  // a copy: `weights` stays whole
+  for (const Node& node : graph.nodes) {
+    ASSERT_EQ(node.params.size(), 2u) << node.name;
+    EXPECT_EQ(node.params[0].value.data, weights["w"].data) << node.name;
+    EXPECT_EQ(node.params[0].value.shape, weights["w"].shape) << node.name;
+    EXPECT_EQ(node.params[1].value.data, weights["b"].data) << node.name;
+  }
+}
+
 }  // namespace
 }  // namespace cnnrt

@@ -18,6 +18,7 @@
 #include <fstream>
 #include <random>
 
+#include "auto_plan_stub_timing.h"
 #include "graph/model_loader.h"
 #include "random_test_util.h"
 #include "runtime/auto_plan.h"
@@ -39,18 +40,7 @@ const char* kModel =
     "  - {name: fc, op: linear, out_features: 5, weight: f, bias: g}\n";
 constexpr int kInputElements = 3 * 11 * 9;
 
-// int8 steps 1 ms, fp32 steps 3 ms, conversions 0.25 ms; counts its calls.
-class StubTiming : public TimingSource {
- public:
-  int calls = 0;
-  std::vector<double> step_times(const Engine& engine, int /*batch*/) override {
-    ++calls;
-    std::vector<double> times;
-    for (const Step& step : engine.impl().steps)
-      times.push_back(step.is_conversion() ? 0.25 : step.precision == Precision::INT8 ? 1.0 : 3.0);
-    return times;
-  }
-};
+using StubTiming = test::Int8StepsFaster;  // int8 steps 1 ms, others 3, conversions 0.25
 
 class AutoPlanPipeline : public ::testing::Test {
  protected:

@@ -6,7 +6,9 @@
 //    one layer creates exactly one more, an engine already built creates none, and the layers
 //    two engines choose alike run the same kernel object;
 //  * a family made without a calibration refuses an int8 choice (other graph passes) with an
-//    Error instead of building an engine on the wrong graph.
+//    Error instead of building an engine on the wrong graph;
+//  * prepared_once (kernel.h): within a family one preparation per layer and kind, shared by the
+//    kernels that ask; outside a family every kernel prepares its own.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -125,6 +127,27 @@ TEST_F(EngineFamilyTest, AFamilyWithoutCalibrationRefusesInt8Choices) {
   } catch (const Error& error) {
     EXPECT_NE(std::string(error.what()).find("engine family"), std::string::npos) << error.what();
   }
+}
+
+TEST(PreparedOnce, OncePerLayerAndKindWithinAFamilyEveryTimeOutside) {
+  Graph graph = parse_model(kModel, "family_ops.yaml");
+  int made = 0;
+  const std::function<std::shared_ptr<const int>()> make = [&made] {
+    return std::make_shared<const int>(++made);
+  };
+  const KernelBuildContext alone{graph.nodes[0], graph, nullptr};
+  EXPECT_EQ(*prepared_once<int>(alone, "weights", make), 1);
+  EXPECT_EQ(*prepared_once<int>(alone, "weights", make), 2);
+  SharedPreparations shared;
+  const KernelBuildContext first{graph.nodes[0], graph, nullptr, &shared};
+  const std::shared_ptr<const int> a = prepared_once<int>(first, "weights", make);
+  const std::shared_ptr<const int> b = prepared_once<int>(first, "weights", make);
+  EXPECT_EQ(a.get(), b.get());
+  EXPECT_EQ(made, 3);
+  EXPECT_EQ(*prepared_once<int>(first, "other", make), 4);  // another kind
+  const KernelBuildContext second{graph.nodes[2], graph, nullptr, &shared};
+  EXPECT_EQ(*prepared_once<int>(second, "weights", make), 5);  // another layer
+  EXPECT_EQ(*prepared_once<int>(first, "weights", make), 3);   // still the first one's
 }
 
 }  // namespace
