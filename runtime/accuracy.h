@@ -89,10 +89,11 @@ struct AccuracySettings {
 };
 
 // Runs `engine` over the first `samples` inputs, `batch` at a time (a last, smaller batch gets a
-// context of its own); returns samples × output elements.  Shared by this report and the
+// context of its own; the full ones go through ContextImpl::run_many, a submission per
+// `chunk_bytes` of inputs); returns samples × output elements.  Shared by this report and the
 // automatic plan (runtime/auto_plan_measure.cpp).
 std::vector<float> run_over_inputs(const Engine& engine, const CalibrationInputs& inputs,
-                                   int samples, int batch);
+                                   int samples, int batch, int64_t chunk_bytes = int64_t{64} << 20);
 
 // Builds the fp32 reference and one engine per configuration on the CPU, runs them over the
 // inputs, and returns the report.  `calibration` may be null only for FP32.  Errors: an empty

@@ -201,6 +201,11 @@ struct AutoPlanSettings {
   bool allow_prune_2_4 = false;
   TimingSource* timing = nullptr;  // required
   TimingCache* cache = nullptr;    // optional
+  // Optional: an fp32 engine of the model that the held-out reference runs on instead of one
+  // built here — the calibration's (cached_calibration), whose fp32 packing of every layer
+  // (AlexNet: ~0.3 s on an H100's host) a cold build would otherwise pay twice.  Its outputs
+  // are the fp32 model's, as the family's fp32 engine's are (same graph, adds unfused).
+  std::shared_ptr<const Engine> reference_engine;
   std::function<void(const std::string& what)> progress;
 };
 
@@ -272,9 +277,11 @@ std::string input_set_key(const Graph& graph, const CalibrationInputs& inputs);
 // calibrate() through the timing cache: keyed by the model fingerprint (structure and weights),
 // the input set's values, the method and the batching, so a warm build does not calibrate again
 // and another input set does.  `computed` (optional) says whether it ran.
+// `engine` (optional) receives calibrate()'s fp32 engine when it ran, else nullptr.
 std::shared_ptr<const Calibration> cached_calibration(const Graph& graph,
                                                       const CalibrationInputs& inputs,
                                                       const CalibrationSettings& settings,
-                                                      TimingCache* cache, bool* computed);
+                                                      TimingCache* cache, bool* computed,
+                                                      std::shared_ptr<Engine>* engine = nullptr);
 
 }  // namespace cnnrt

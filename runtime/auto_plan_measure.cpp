@@ -145,6 +145,27 @@ std::vector<int> assignment_of(const AutoPlan& plan, const std::vector<std::stri
   return chosen;
 }
 
+std::string choices_to_json(const std::map<std::string, LayerChoice>& choices) {
+  nlohmann::json items = nlohmann::json::object();
+  for (const auto& [layer, choice] : choices)
+    items[layer] = {to_string(choice.precision), choice.kernel, choice.sparsity};
+  return items.dump();
+}
+
+std::map<std::string, LayerChoice> choices_from_json(const std::string& text) {
+  try {
+    std::map<std::string, LayerChoice> choices;
+    const nlohmann::json root = nlohmann::json::parse(text);  // (items() does not keep it alive)
+    for (const auto& [layer, item] : root.items())
+      choices[layer] =
+          LayerChoice{parse_precision(item.at(0).get<std::string>()), item.at(1).get<std::string>(),
+                      "auto plan", item.at(2).get<std::string>()};
+    return choices;
+  } catch (const nlohmann::json::exception&) {
+    throw Error("auto plan: a malformed result in the timing cache (layer choices)");
+  }
+}
+
 // The kernel `engine` runs for each of the plan's layers, in layer order.
 std::vector<std::string> kernels_of(const AutoPlan& plan, const Engine& engine) {
   std::vector<std::string> kernels;
@@ -186,12 +207,84 @@ std::vector<Candidate> candidate_list(const Step& step, const AutoPlanSettings& 
 }
 
 // The baseline engine's own figures, reused for the candidate of each layer it already runs (on
-// a layer with one kernel, that is every candidate: nothing is built for it).
+// a layer with one kernel, that is every candidate: nothing is built for it).  The engine and
+// its times are made on first use: a warm build has every candidate in the cache.
 struct BaselineFigures {
-  const Engine* engine;
-  std::vector<double> times;
+  std::function<const Engine&()> engine;
+  std::function<const std::vector<double>&()> times;
   OutputAgreement agreement;
 };
+
+// What a build knows before it measures anything: the baseline engine's layers, each with its
+// candidates (listed, not measured) and the kernel the baseline runs there.  Kept in the cache
+// (kind "structure"), so that a warm build builds no engine at all.
+struct Skeleton {
+  std::string baseline_precision;
+  std::vector<LayerCandidates> layers;
+  std::vector<std::string> kernels;  // the baseline's kernel per layer
+};
+
+std::string skeleton_to_json(const Skeleton& skeleton) {
+  nlohmann::json layers = nlohmann::json::array();
+  for (size_t l = 0; l < skeleton.layers.size(); ++l) {
+    const LayerCandidates& layer = skeleton.layers[l];
+    nlohmann::json candidates = nlohmann::json::array();
+    for (const Candidate& c : layer.candidates)
+      candidates.push_back({c.kernel, to_string(c.precision), c.pruned, c.applicable, c.why_not});
+    layers.push_back({{"layer", layer.layer},
+                      {"sources", layer.sources},
+                      {"kernel", skeleton.kernels[l]},
+                      {"candidates", candidates}});
+  }
+  return nlohmann::json{{"baseline", skeleton.baseline_precision}, {"layers", layers}}.dump();
+}
+
+Skeleton skeleton_from_json(const std::string& text) {
+  try {
+    const nlohmann::json root = nlohmann::json::parse(text);
+    Skeleton skeleton;
+    skeleton.baseline_precision = root.at("baseline").get<std::string>();
+    for (const nlohmann::json& item : root.at("layers")) {
+      LayerCandidates layer;
+      layer.layer = item.at("layer").get<std::string>();
+      layer.sources = item.at("sources").get<std::vector<std::string>>();
+      for (const nlohmann::json& entry : item.at("candidates")) {
+        Candidate c;
+        c.kernel = entry.at(0).get<std::string>();
+        c.precision = parse_precision(entry.at(1).get<std::string>());
+        c.pruned = entry.at(2).get<bool>();
+        c.applicable = entry.at(3).get<bool>();
+        c.why_not = entry.at(4).get<std::string>();
+        layer.candidates.push_back(c);
+      }
+      skeleton.kernels.push_back(item.at("kernel").get<std::string>());
+      // As a build makes them: every layer has candidates.  (A cache edited by hand fails
+      // here, not later.)
+      if (layer.candidates.empty())
+        throw Error("auto plan: a malformed result in the timing cache (layer '" + layer.layer +
+                    "' has no candidates)");
+      skeleton.layers.push_back(std::move(layer));
+    }
+    if (skeleton.layers.empty()) throw Error("auto plan: a malformed result in the timing cache");
+    return skeleton;
+  } catch (const nlohmann::json::exception&) {
+    throw Error("auto plan: a malformed result in the timing cache (the layers)");
+  }
+}
+
+// What the candidate lists depend on besides the cache's context (device, batch, model,
+// calibration): the precisions allowed, pruning, and the kernels this build of cnnrt has (a
+// newer one with another kernel lists it).
+std::string skeleton_key(const AutoPlanSettings& settings) {
+  std::string key = "layers|";
+  for (Precision p : settings.precisions) key += std::string(to_string(p)) + ",";
+  key += settings.allow_prune_2_4 ? "|prune 2:4|" : "|no pruning|";
+  std::string kernels;
+  for (const KernelEntry& entry : KernelRegistry::instance().entries())
+    kernels += entry.name + "@" + to_string(entry.device) + "/" + to_string(entry.precision) +
+               (entry.baseline ? "/baseline" : "") + ";";
+  return key + text_hash(kernels);
+}
 
 // A candidate's figures as a cached result: [applicable, ms, has_error, agreement (8 values),
 // step_ms, error_shared], and its variant (or why it is not applicable) as the text.
@@ -221,9 +314,13 @@ void restore_candidate(Candidate& c, const std::vector<double>& values, const st
   c.error_shared = values.size() > 12 && values[12] != 0;
 }
 
-void measure_candidates(LayerCandidates& layer, const Step& step, Measurer& measure,
-                        const BaselineFigures& base, const AutoPlanSettings& settings,
-                        bool has_error, const std::function<void(const std::string&)>& progress) {
+// `baseline_kernel`: the kernel the baseline engine runs for the layer; its candidate is
+// measured on that engine.
+void measure_candidates(LayerCandidates& layer, const std::string& baseline_kernel,
+                        Measurer& measure, const BaselineFigures& base,
+                        const AutoPlanSettings& settings, bool has_error,
+                        const std::function<void(const std::string&)>& progress) {
+  const std::string& name = layer.layer;
   // Every int8 kernel computes the integer reference's values bit for bit (docs/QUANTIZATION.md,
   // held by the kernel harness), so the int8 candidates of a layer give one output: the first
   // one measured stands for the rest (its held-out run is the cost of a candidate on
@@ -234,31 +331,31 @@ void measure_candidates(LayerCandidates& layer, const Step& step, Measurer& meas
   };
   for (Candidate& c : layer.candidates) {
     if (!c.applicable) continue;
-    progress(step.name + " " + c.label());
-    const bool is_baseline = !c.pruned && c.kernel == step.kernel_name;
+    progress(name + " " + c.label());
+    const bool is_baseline = !c.pruned && c.kernel == baseline_kernel;
     const std::string what =
-        step.name + "|" + c.kernel + "@" + to_string(c.precision) + (c.pruned ? "|pruned 2:4" : "");
+        name + "|" + c.kernel + "@" + to_string(c.precision) + (c.pruned ? "|pruned 2:4" : "");
     std::vector<double> values;
     std::string text;
-    if (!is_baseline && measure.cached("candidate", what, &values, &text)) {
+    if (measure.cached("candidate", what, &values, &text)) {
       restore_candidate(c, values, text, settings.budget);
       if (int8_measured == nullptr && same_integers(c)) int8_measured = &c;
       continue;
     }
     std::shared_ptr<Engine> built;
     try {
-      if (!is_baseline) built = measure.build({{step.name, c.choice()}});
+      if (!is_baseline) built = measure.build({{name, c.choice()}});
     } catch (const Error& error) {
       c.applicable = false;
       c.why_not = error.what();
       measure.remember("candidate", what, {0.0}, c.why_not);
       continue;
     }
-    const Engine& engine = is_baseline ? *base.engine : *built;
-    c.variant = measure.variant_of(engine, step.name);
-    const std::vector<double> times = is_baseline ? base.times : measure.times(engine);
-    c.ms = layer_ms(engine.impl(), times, step.name);
-    c.step_ms = own_ms(engine.impl(), times, step.name);
+    const Engine& engine = is_baseline ? base.engine() : *built;
+    c.variant = measure.variant_of(engine, name);
+    const std::vector<double> times = is_baseline ? base.times() : measure.times(engine);
+    c.ms = layer_ms(engine.impl(), times, name);
+    c.step_ms = own_ms(engine.impl(), times, name);
     if (has_error) {
       c.has_error = true;
       c.error_shared = !is_baseline && int8_measured != nullptr && same_integers(c);
@@ -268,7 +365,7 @@ void measure_candidates(LayerCandidates& layer, const Step& step, Measurer& meas
       c.error = settings.budget.error_of(c.agreement);
       if (int8_measured == nullptr && same_integers(c)) int8_measured = &c;
     }
-    if (!is_baseline) measure.remember("candidate", what, candidate_values(c), c.variant);
+    measure.remember("candidate", what, candidate_values(c), c.variant);
   }
 }
 
@@ -300,31 +397,65 @@ AutoPlan auto_plan(const Graph& graph, const CalibrationInputs& inputs,
     if (settings.progress) settings.progress(what);
   };
 
-  progress("baseline");
-  const auto baseline = measure.build({});
-  plan.baseline_name = std::string("all-") + to_string(baseline->precision());
-  if (plan.has_error) plan.baseline_agreement = measure.verified({}, baseline.get());
-
-  const BaselineFigures base{baseline.get(), measure.times(*baseline), plan.baseline_agreement};
-  std::vector<const Step*> layer_steps;
-  std::vector<std::string> prunable;
-  for (const Step& step : baseline->impl().steps) {
-    if (step.is_conversion()) continue;
-    LayerCandidates layer;
-    layer.layer = step.name;
-    layer.sources = step.sources;
-    layer.candidates = candidate_list(step, settings);
-    if (settings.allow_prune_2_4) {
-      const std::vector<Candidate> pruned = pruned_candidates(step, graph, settings);
-      if (!pruned.empty()) prunable.push_back(step.name);
-      layer.candidates.insert(layer.candidates.end(), pruned.begin(), pruned.end());
+  // The builder's default engine: built first on a cold build (its layers are the plan's), not
+  // at all on a warm one unless something it measures is missing from the cache.
+  std::shared_ptr<Engine> baseline_engine;
+  auto baseline = [&]() -> const Engine& {
+    if (!baseline_engine) {
+      progress("baseline");
+      baseline_engine = measure.build({});
     }
-    plan.layers.push_back(std::move(layer));
-    layer_steps.push_back(&step);
+    return *baseline_engine;
+  };
+  std::vector<double> baseline_times;
+  bool baseline_timed = false;
+  Skeleton skeleton;
+  {
+    std::vector<double> values;
+    std::string text;
+    if (measure.cached("structure", skeleton_key(settings), &values, &text)) {
+      skeleton = skeleton_from_json(text);
+    } else {
+      skeleton.baseline_precision = to_string(baseline().precision());
+      for (const Step& step : baseline().impl().steps) {
+        if (step.is_conversion()) continue;
+        LayerCandidates layer;
+        layer.layer = step.name;
+        layer.sources = step.sources;
+        layer.candidates = candidate_list(step, settings);
+        if (settings.allow_prune_2_4) {
+          const std::vector<Candidate> pruned = pruned_candidates(step, graph, settings);
+          layer.candidates.insert(layer.candidates.end(), pruned.begin(), pruned.end());
+        }
+        skeleton.layers.push_back(std::move(layer));
+        skeleton.kernels.push_back(step.kernel_name);
+      }
+      measure.remember("structure", skeleton_key(settings), {}, skeleton_to_json(skeleton));
+    }
   }
+  plan.baseline_name = "all-" + skeleton.baseline_precision;
+  if (plan.has_error) {
+    std::vector<double> values;
+    std::string text;
+    const bool known = measure.cached("verify", choices_text({}), &values, &text);
+    plan.baseline_agreement = measure.verified({}, known ? nullptr : &baseline());
+  }
+  const BaselineFigures base{baseline,
+                             [&]() -> const std::vector<double>& {
+                               if (!baseline_timed) baseline_times = measure.times(baseline());
+                               baseline_timed = true;
+                               return baseline_times;
+                             },
+                             plan.baseline_agreement};
+  plan.layers = skeleton.layers;
+  std::vector<std::string> prunable;
+  for (const LayerCandidates& layer : plan.layers)
+    if (std::any_of(layer.candidates.begin(), layer.candidates.end(),
+                    [](const Candidate& c) { return c.pruned; }))
+      prunable.push_back(layer.layer);
   if (!prunable.empty()) measure.set_pruned(pruned_weights(graph, prunable));
   for (size_t l = 0; l < plan.layers.size(); ++l)
-    measure_candidates(plan.layers[l], *layer_steps[l], measure, base, settings, plan.has_error,
+    measure_candidates(plan.layers[l], skeleton.kernels[l], measure, base, settings, plan.has_error,
                        progress);
 
   auto choices_of = [&](const std::vector<int>& chosen) {
@@ -338,8 +469,8 @@ AutoPlan auto_plan(const Graph& graph, const CalibrationInputs& inputs,
         progress("verify");
         return plan.has_error ? measure.verified(choices_of(chosen)) : OutputAgreement{};
       });
-  measure_wholes(plan, measure, *baseline, assignment_of(plan, kernels_of(plan, *baseline)),
-                 settings, choices_of, progress);
+  measure_wholes(plan, measure, baseline, assignment_of(plan, skeleton.kernels), settings,
+                 choices_of, progress);
   // The plan's hash is that of what it runs: with pruned layers, the pruned weights.
   for (const std::string& layer : plan.pruned_layers())
     plan.pruned_weights[layer] = measure.pruned().at(layer);

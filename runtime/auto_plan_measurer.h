@@ -84,14 +84,13 @@ class Measurer {
         inputs_(inputs),
         settings_(settings),
         plan_(plan),
-        device_(device_key(settings.device)),
-        family_(plain_graph(graph), family_options(settings)) {}
+        device_(device_key(settings.device)) {}
 
   // A candidate's or an assignment's engine.  One with pruned layers has other weights than the
   // family's graph: it is built whole (`--allow-prune` builds pay that).
   std::shared_ptr<Engine> build(const std::map<std::string, LayerChoice>& choices,
                                 Precision precision = Precision::Auto) {
-    if (!prunes_any(pruned_, choices)) return build_in(family_, choices, precision);
+    if (!prunes_any(pruned_, choices)) return build_in(family(), choices, precision);
     Stopwatch watch(plan_.build_seconds);
     ++plan_.engines_built;
     BuildOptions options = family_options(settings_);
@@ -124,8 +123,11 @@ class Measurer {
                 const std::string& text = "") const {
     if (settings_.cache != nullptr) settings_.cache->store_result(key(kind, what), values, text);
   }
+  // Kinds "replay" (a whole forward's time), "default" (the kernels of a default engine) and
+  // "structure" (the layers, their candidates and the fused graph's choices) do not depend on
+  // the held-out set; "candidate" and "verify" do.
   std::string key(const std::string& kind, const std::string& what) const {
-    const bool timing = kind == "replay" || kind == "default";  // not on the held-out set
+    const bool timing = kind == "replay" || kind == "default" || kind == "structure";
     return kind + "|" + (timing ? timing_context_ : context_) + "|" + what;
   }
 
@@ -236,17 +238,32 @@ class Measurer {
                                        [](const Node& node) { return node.op == OpKind::Add; });
       if (has_add && !pass_options(family_options(settings_)).fuse_residual &&
           pass_options(options).fuse_residual) {
+        const size_t unfused_nodes = family().graph().nodes.size();
         Stopwatch watch(plan_.build_seconds);
         fused_.emplace(plain_graph(graph_), options);
-        if (fused_->graph().nodes.size() == family_.graph().nodes.size()) fused_.reset();
+        if (fused_->graph().nodes.size() == unfused_nodes) fused_.reset();
       }
     }
     return fused_ ? &*fused_ : nullptr;
   }
 
+  // Whether fused_family() is not nullptr, from the cache when a build of this model, device
+  // and calibration answered it (a warm build then makes neither family).
+  bool has_fused_family() {
+    std::vector<double> values;
+    std::string text;
+    if (cached("structure", "fused family", &values, &text) && values.size() == 1)
+      return values[0] != 0;
+    const bool has = fused_family() != nullptr;
+    remember("structure", "fused family", {has ? 1.0 : 0.0});
+    return has;
+  }
+
   // An engine of the fused family (fused_family() must not be nullptr).
   std::shared_ptr<Engine> build_fused(const std::map<std::string, LayerChoice>& choices) {
-    return build_in(*fused_, choices, Precision::Auto);
+    EngineFamily* fused = fused_family();
+    if (fused == nullptr) throw Error("internal: no fused family to build an engine in");
+    return build_in(*fused, choices, Precision::Auto);
   }
 
   // As whole(), on the fused family: `choices` are per layer of the fused graph (none: the
@@ -286,6 +303,16 @@ class Measurer {
   void set_reference_key(std::string key) { reference_key_ = std::move(key); }
 
  private:
+  // The family of every unpruned engine, made on the first build: the passes over a copy of
+  // the model (AlexNet: its 244 MB of weights) are not paid by a build the cache answers.
+  EngineFamily& family() {
+    if (!family_) {
+      Stopwatch watch(plan_.build_seconds);
+      family_.emplace(plain_graph(graph_), family_options(settings_));
+    }
+    return *family_;
+  }
+
   // An engine of `family`, its build time and new kernels counted in the plan's breakdown.
   std::shared_ptr<Engine> build_in(EngineFamily& family,
                                    const std::map<std::string, LayerChoice>& choices,
@@ -344,8 +371,10 @@ class Measurer {
       outputs_ = static_cast<int64_t>(values.size()) / inputs_.samples;
       return;
     }
-    // The family's graph: the same fusion as every candidate (the calibration decides it).
-    const auto engine = build({}, Precision::FP32);
+    // The family's graph: the same fusion as every candidate (the calibration decides it);
+    // or the caller's fp32 engine of the model (the calibration's), which computes the same.
+    const std::shared_ptr<const Engine> engine =
+        settings_.reference_engine ? settings_.reference_engine : build({}, Precision::FP32);
     reference_ = run_all(*engine);
     outputs_ = shape_elements(engine->model().output_shape);
     ++plan_.reference_runs;
@@ -386,8 +415,8 @@ class Measurer {
     return *plain_;
   }
 
-  EngineFamily family_;
-  std::optional<EngineFamily> fused_;  // fused_family()
+  std::optional<EngineFamily> family_;  // family()
+  std::optional<EngineFamily> fused_;   // fused_family()
   bool fused_checked_ = false;
   std::optional<Graph> plain_;
   std::map<std::string, HostTensor> pruned_;
@@ -397,11 +426,17 @@ class Measurer {
   int64_t outputs_ = 0;
 };
 
+// Per-layer choices as JSON text and back (cached structure results; Error on a malformed one).
+std::string choices_to_json(const std::map<std::string, LayerChoice>& choices);
+std::map<std::string, LayerChoice> choices_from_json(const std::string& text);
+
 // The greedy's result, the native baseline and per precision two seeds, each measured as a
 // whole; the fastest within budget becomes the plan (runtime/auto_plan_wholes.cpp).
+// `baseline`: the builder's default engine, built on the first call (only a build whose
+// candidates lack the native kernels needs it here).
 void measure_wholes(
-    AutoPlan& plan, Measurer& measure, const Engine& baseline, const std::vector<int>& native,
-    const AutoPlanSettings& settings,
+    AutoPlan& plan, Measurer& measure, const std::function<const Engine&()>& baseline,
+    const std::vector<int>& native, const AutoPlanSettings& settings,
     const std::function<std::map<std::string, LayerChoice>(const std::vector<int>&)>& choices_of,
     const std::function<void(const std::string&)>& progress);
 

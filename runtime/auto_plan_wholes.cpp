@@ -50,6 +50,55 @@ std::vector<AutoPlan::FusedLayer> fused_layers_of(const Engine& engine, int batc
   return layers;
 }
 
+// on_fused_graph through the cache: a warm build answers it without making the fused family.
+std::map<std::string, LayerChoice> fused_choices(Measurer& measure,
+                                                 const std::map<std::string, LayerChoice>& choices,
+                                                 Device device) {
+  const std::string what = "fused choices|" + choices_text(choices);
+  std::vector<double> values;
+  std::string text;
+  if (measure.cached("structure", what, &values, &text)) return choices_from_json(text);
+  std::map<std::string, LayerChoice> out =
+      on_fused_graph(measure.fused_family()->graph(), choices, device);
+  measure.remember("structure", what, {}, choices_to_json(out));
+  return out;
+}
+
+// fused_layers_of the fused family's engine of `choices`, through the cache.
+std::vector<AutoPlan::FusedLayer> fused_layers(Measurer& measure,
+                                               const std::map<std::string, LayerChoice>& choices,
+                                               int batch) {
+  const std::string what = "fused layers|" + choices_text(choices);
+  std::vector<double> values;
+  std::string text;
+  if (measure.cached("structure", what, &values, &text)) {
+    try {
+      std::vector<AutoPlan::FusedLayer> layers;
+      for (const nlohmann::json& item : nlohmann::json::parse(text)) {
+        AutoPlan::FusedLayer layer;
+        layer.layer = item.at("layer").get<std::string>();
+        layer.choice.kernel = item.at("kernel").get<std::string>();
+        layer.choice.precision = parse_precision(item.at("precision").get<std::string>());
+        layer.variant = item.at("variant").get<std::string>();
+        layers.push_back(layer);
+      }
+      return layers;
+    } catch (const nlohmann::json::exception&) {
+      throw Error("auto plan: a malformed result in the timing cache (fused layers)");
+    }
+  }
+  const std::vector<AutoPlan::FusedLayer> layers =
+      fused_layers_of(*measure.build_fused(choices), batch);
+  nlohmann::json items = nlohmann::json::array();
+  for (const AutoPlan::FusedLayer& layer : layers)
+    items.push_back({{"layer", layer.layer},
+                     {"kernel", layer.choice.kernel},
+                     {"precision", to_string(layer.choice.precision)},
+                     {"variant", layer.variant}});
+  measure.remember("structure", what, {}, items.dump());
+  return layers;
+}
+
 // Applies wholes[pick] as the plan's choice (when it is not the greedy's own result).
 void apply_whole(AutoPlan& plan, Measurer& measure, const std::vector<WholeAssignment>& wholes,
                  int pick, const AutoPlanSettings& settings) {
@@ -61,7 +110,7 @@ void apply_whole(AutoPlan& plan, Measurer& measure, const std::vector<WholeAssig
   plan.chosen_ms = whole.ms;
   if (pick == 0) return;  // the greedy's result: its verdicts stand
   if (whole.residuals_fused)
-    plan.fused_layers = fused_layers_of(*measure.build_fused(whole.fused_choices), settings.batch);
+    plan.fused_layers = fused_layers(measure, whole.fused_choices, settings.batch);
   if (whole.chosen.size() == plan.layers.size()) {
     for (size_t l = 0; l < plan.layers.size(); ++l) plan.layers[l].chosen = whole.chosen[l];
     plan.choice.chosen = whole.chosen;
@@ -81,8 +130,7 @@ void measure_fused_wholes(
     const AutoPlanSettings& settings,
     const std::function<std::map<std::string, LayerChoice>(const std::vector<int>&)>& choices_of,
     const std::function<void(const std::string&)>& progress) {
-  EngineFamily* fused = measure.fused_family();
-  if (fused == nullptr) return;
+  if (!measure.has_fused_family()) return;
   std::vector<WholeAssignment>& wholes = plan.wholes;
   const size_t unfused = wholes.size();
   // "all-fp16 (--precision fp16)": the engine that flag builds, residual adds fused.
@@ -95,7 +143,7 @@ void measure_fused_wholes(
   for (size_t w = 0; w < unfused; ++w) {
     if (wholes[w].bounded || wholes[w].chosen.size() != plan.layers.size()) continue;
     const std::map<std::string, LayerChoice> choices =
-        on_fused_graph(fused->graph(), choices_of(wholes[w].chosen), settings.device);
+        fused_choices(measure, choices_of(wholes[w].chosen), settings.device);
     const std::string text = choices_text(choices);
     if (choices.empty() || std::find(measured.begin(), measured.end(), text) != measured.end())
       continue;
@@ -115,8 +163,8 @@ void measure_fused_wholes(
 // (conversions between two changed layers vanish, others appear), and a run of int8 layers only
 // pays off together.  The fastest within budget becomes the plan.
 void measure_wholes(
-    AutoPlan& plan, Measurer& measure, const Engine& baseline, const std::vector<int>& native,
-    const AutoPlanSettings& settings,
+    AutoPlan& plan, Measurer& measure, const std::function<const Engine&()>& baseline,
+    const std::vector<int>& native, const AutoPlanSettings& settings,
     const std::function<std::map<std::string, LayerChoice>(const std::vector<int>&)>& choices_of,
     const std::function<void(const std::string&)>& progress) {
   std::vector<WholeAssignment>& wholes = plan.wholes;
@@ -138,7 +186,7 @@ void measure_wholes(
   } else {
     // Not among the candidates (a --precisions list without the native precision): timed as
     // a whole all the same, so that the report compares replay with replay.
-    plan.baseline_ms = measure.replay(baseline);
+    plan.baseline_ms = measure.replay(baseline());
   }
   std::vector<int> fallback = native;
   if (fallback.empty())

@@ -332,7 +332,7 @@ std::shared_ptr<Engine> fp32_engine(const Graph& graph, Device device) {
 }  // namespace
 
 Calibration calibrate(const Graph& graph, const CalibrationInputs& inputs,
-                      const CalibrationSettings& settings) {
+                      const CalibrationSettings& settings, std::shared_ptr<Engine>* engine_used) {
   if (inputs.samples < 1 || !inputs.load) throw Error("calibration: the input set is empty");
   if (settings.batch < 1) throw Error("calibration: the batch must be at least 1");
   if (settings.max_batches < 0) throw Error("calibration: the batch count must be at least 1");
@@ -423,6 +423,7 @@ Calibration calibrate(const Graph& graph, const CalibrationInputs& inputs,
     entry.method = calibration.method;
     calibration.tensors[names[i]] = entry;
   }
+  if (engine_used != nullptr) *engine_used = engine;
   return calibration;
 }
 

@@ -115,9 +115,12 @@ struct CalibrationSettings {
 
 // Runs the model (weights bound) in fp32 on settings.device over the inputs and returns the
 // calibration of the graph input and of every tensor a layer of the fused graph writes.  Error for
-// no inputs and for a NaN/infinite value in any tensor (naming it).
+// no inputs and for a NaN/infinite value in any tensor (naming it).  `engine` (optional) receives
+// the fp32 engine the passes ran on: `cnnrt build` takes its held-out reference from it rather
+// than packing every layer in fp32 a second time.
 Calibration calibrate(const Graph& graph, const CalibrationInputs& inputs,
-                      const CalibrationSettings& settings);
+                      const CalibrationSettings& settings,
+                      std::shared_ptr<Engine>* engine = nullptr);
 
 // The scale an int8 kernel of context.node must use for `tensor` (one of its inputs, or its
 // own output): the calibration's entry, following views (flatten, dropout) back to the tensor

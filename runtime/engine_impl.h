@@ -51,6 +51,15 @@ class ContextImpl {
   virtual int batch() const = 0;
   virtual void run(const float* input, float* output) = 0;
   virtual void run_async(const float* device_input, float* device_output, void* stream) = 0;
+  // `runs` forwards of batch() samples each, host inputs back to back into host outputs back to
+  // back: what as many run() calls compute, in one submission where the device allows it (CUDA:
+  // one upload, the forwards queued, one download, one wait).  The automatic plan's held-out
+  // runs at batch 1 were a round trip per sample, 32 per candidate engine.
+  virtual void run_many(const float* inputs, float* outputs, int runs) {
+    for (int r = 0; r < runs; ++r)
+      run(inputs + static_cast<size_t>(r) * input_count(),
+          outputs + static_cast<size_t>(r) * output_count());
+  }
   virtual std::vector<LayerProfile> profile(int iterations) = 0;
   // Per-step times of one forward with no warm-up: on CUDA the eager forward the context ran
   // when it was created (recorded then, so this costs nothing), on the CPU one forward now.

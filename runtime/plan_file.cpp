@@ -28,6 +28,7 @@
 
 #include "graph/bounded_read.h"
 #include "graph/yaml_read.h"
+#include "runtime/content_hash.h"
 
 namespace cnnrt {
 namespace {
@@ -101,17 +102,9 @@ struct Fnv64 {
     number(static_cast<int64_t>(shape.size()));
     for (int64_t d : shape) number(d);
   }
-  // Weights: 8 bytes at a time, so hashing AlexNet's 61 M floats takes tens of ms, not a second.
+  // Weights: 8 bytes at a time, big tensors in blocks on the host's cores (content_hash.h).
   void floats(const std::vector<float>& values) {
-    const size_t words = values.size() * sizeof(float) / 8;
-    const auto* base = reinterpret_cast<const unsigned char*>(values.data());
-    for (size_t i = 0; i < words; ++i) {
-      uint64_t word;
-      std::memcpy(&word, base + 8 * i, 8);
-      hash = (hash ^ word) * 0x100000001B3ull;
-      hash ^= hash >> 29;
-    }
-    bytes(base + 8 * words, values.size() * sizeof(float) - 8 * words);
+    hash = hash_bytes_blocked(values.data(), values.size() * sizeof(float), hash);
   }
 };
 
@@ -217,10 +210,17 @@ std::string plan_file_text(const PlanFile& plan, const std::string& header) {
     const auto found = plan.layers.find(layer);
     if (found == plan.layers.end()) continue;
     const LayerChoice& choice = found->second;
-    out << YAML::Key << layer << YAML::Value << YAML::Flow << YAML::BeginMap;
+    // Quoted: a plain key keeps brackets and quotes as text, which the reader's text-level
+    // nesting guard would count (a layer named `a[[[...` written plain was refused on reading).
+    // A long name is an explicit key ("? name"): an implicit one may not pass 1,024 characters
+    // once escaped (YAML 1.2), and a control character escapes to up to 10.
+    out << YAML::Key;
+    if (layer.size() > 100) out << YAML::LongKey;
+    out << YAML::DoubleQuoted << layer << YAML::Value << YAML::Flow << YAML::BeginMap;
     if (choice.precision != Precision::Auto)
       out << YAML::Key << "precision" << YAML::Value << to_string(choice.precision);
-    if (!choice.kernel.empty()) out << YAML::Key << "kernel" << YAML::Value << choice.kernel;
+    if (!choice.kernel.empty())
+      out << YAML::Key << "kernel" << YAML::Value << YAML::DoubleQuoted << choice.kernel;
     if (!choice.sparsity.empty())
       out << YAML::Key << "sparsity" << YAML::Value << YAML::DoubleQuoted << choice.sparsity;
     auto variant = plan.variants.find(layer);

@@ -170,8 +170,13 @@ int run_build(const BuildArgs& args) {
     calibrate_settings.method = parse_calibration_method("entropy");
     calibrate_settings.device = device.device;  // on the GPU: ~0.1 s instead of ~20 for AlexNet
     bool computed = true;
-    auto calibration = std::make_shared<Calibration>(*cached_calibration(
-        graph, slice(set.inputs, 0, half), calibrate_settings, cache.get(), &computed));
+    std::shared_ptr<Engine> fp32_engine;  // the calibration's: the held-out reference runs on it
+    auto calibration = std::make_shared<Calibration>(
+        *cached_calibration(graph, slice(set.inputs, 0, half), calibrate_settings, cache.get(),
+                            &computed, &fp32_engine));
+    // (Not one the calibration fell back to the CPU for: the reference runs on the build's device.)
+    if (fp32_engine && fp32_engine->device() == device.device)
+      settings.reference_engine = fp32_engine;
     if (!computed) note("calibration: from the timing cache (same model, inputs and method)");
     calib_file = std::filesystem::path(args.output).filename().string() + ".calib.json";
     calibration->source = calib_file;

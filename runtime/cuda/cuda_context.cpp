@@ -346,6 +346,24 @@ void CudaContext::run(const float* input, float* output) {
   synchronize();
 }
 
+void CudaContext::run_many(const float* inputs, float* outputs, int runs) {
+  if (runs < 1) return;
+  const size_t in = static_cast<size_t>(input_elements_),
+               out = static_cast<size_t>(output_elements_);
+  const size_t count = static_cast<size_t>(runs);
+  DeviceBuffer staging = device_alloc((in + out) * count * sizeof(float), "run_many buffers");
+  float* device_in = static_cast<float*>(staging.get());
+  float* device_out = device_in + in * count;
+  cudaStream_t stream = stream_.get();
+  CNNRT_CUDA_CHECK(cudaMemcpyAsync(device_in, inputs, in * count * sizeof(float),
+                                   cudaMemcpyHostToDevice, stream));
+  for (size_t r = 0; r < count; ++r)
+    enqueue_run(device_in + r * in, device_out + r * out, /*device_buffers=*/true, stream);
+  CNNRT_CUDA_CHECK(cudaMemcpyAsync(outputs, device_out, out * count * sizeof(float),
+                                   cudaMemcpyDeviceToHost, stream));
+  synchronize();  // before `staging` is freed
+}
+
 void CudaContext::run_async(const float* device_input, float* device_output, void* stream) {
   // Everything on the caller's stream, nothing waited for: one launch of the graph bound to
   // these buffers, else the copy path.  (The graphs were captured on the context's stream; an

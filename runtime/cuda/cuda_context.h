@@ -64,6 +64,9 @@ class CudaContext final : public ContextImpl {
   // (the API takes raw pointers).
   void run(const float* input, float* output) override;
   void run_async(const float* device_input, float* device_output, void* stream) override;
+  // One upload of every input, the runs queued (each as run(): copy in, graph, copy out, but
+  // device to device), one download, one wait; device memory for all of them for the call.
+  void run_many(const float* inputs, float* outputs, int runs) override;
   size_t input_count() const override { return static_cast<size_t>(input_elements_); }
   size_t output_count() const override { return static_cast<size_t>(output_elements_); }
   std::vector<LayerProfile> profile(int iterations) override;
@@ -116,8 +119,8 @@ class CudaContext final : public ContextImpl {
   // True from the constructor's eager forward until the first profile(): that forward is
   // profile()'s warm-up.
   bool fresh_ = true;
-  bool keep_all_ = false;  // every tensor has memory of its own (read_tensor)
-  std::vector<double> first_run_ms_;  // per step, the constructor's eager forward
+  bool keep_all_ = false;              // every tensor has memory of its own (read_tensor)
+  std::vector<double> first_run_ms_;   // per step, the constructor's eager forward
   float* input_ = nullptr;             // fp32 NCHW graph input: what run() copies in
   const float* output_ = nullptr;      // fp32 returned tensor: what run() copies out
   std::vector<KernelArgs> step_args_;  // one per engine step, pointers into the arena

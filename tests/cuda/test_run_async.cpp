@@ -19,6 +19,7 @@
 #include "cnnrt/cnnrt.h"
 #include "graph/model_loader.h"
 #include "runtime/cuda/cuda_backend.h"
+#include "runtime/engine_impl.h"
 
 namespace cnnrt {
 namespace {
@@ -178,6 +179,29 @@ TEST_P(RunAsyncTest, MisalignedBuffersTakeTheCopyPath) {
   const Buffers buffers = make_buffers(1);  // 4 bytes past a 256-byte boundary
   context_->run_async(buffers.input, buffers.output, stream_);
   expect_run_bits(buffers, "misaligned pair");
+}
+
+// ContextImpl::run_many (the automatic plan's held-out runs): one upload, the forwards queued,
+// one download — each batch's output must be the bits run() gives for it alone, and nothing is
+// written past the last output.
+TEST_P(RunAsyncTest, RunManyGivesEachBatchRunsBits) {
+  constexpr int kRuns = 5;
+  const size_t in = context_->input_count(), out = context_->output_count();
+  std::vector<float> inputs(kRuns * in);
+  std::mt19937 generator(29);
+  std::uniform_real_distribution<float> distribution(-2.0f, 2.0f);
+  for (float& value : inputs) value = distribution(generator);
+  std::vector<float> expected(kRuns * out, std::nanf(""));
+  for (int r = 0; r < kRuns; ++r) context_->run(inputs.data() + r * in, expected.data() + r * out);
+  std::vector<float> outputs(kRuns * out + kGuard, kSentinel);
+  context_->impl().run_many(inputs.data(), outputs.data(), kRuns);
+  EXPECT_EQ(std::memcmp(outputs.data(), expected.data(), expected.size() * sizeof(float)), 0);
+  for (size_t i = expected.size(); i < outputs.size(); ++i)
+    ASSERT_EQ(outputs[i], kSentinel) << "written past the last output at " << i;
+  // The context's own run() afterwards is unaffected.
+  std::vector<float> again(out, std::nanf(""));
+  context_->run(input_.data(), again.data());
+  EXPECT_EQ(std::memcmp(again.data(), expected_.data(), out * sizeof(float)), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, RunAsyncTest, ::testing::ValuesIn(kCases),

@@ -143,6 +143,8 @@ def main():
     totals = json.loads(again.stdout)["totals"]
     expect("second build: 0 engines profiled", totals["engines_timed"] == 0, totals)
     expect("second build: no fp32 reference run", totals["reference_runs"] == 0, totals)
+    expect("second build: no engine built (layers, candidates and wholes from the cache)",
+           totals["engines_built"] == 0, totals)
     expect("second build: the calibration comes from the timing cache",
            "calibration: from the timing cache" in again.stderr, again.stderr)
 

@@ -244,6 +244,29 @@ TEST_F(ReportFixture, EachRowIsThatLayerAloneInAPlanFileAndTheWholeRowIsAllInt8)
   EXPECT_EQ(worst->rank, 1);
 }
 
+// run_over_inputs: full batches in chunks through run_many, the short last batch alone — the
+// same values as one run() per sample, whatever the chunking.
+TEST_F(ReportFixture, RunOverInputsMatchesOneRunPerSampleInAnyChunking) {
+  SCOPED_TRACE(test::seed_trace(seed));
+  BuildOptions options;
+  options.device = Device::CPU;
+  const std::shared_ptr<Engine> engine = Engine::build(graph, options);
+  const int samples = 7;
+  std::vector<float> expected(samples * kClasses, std::nanf(""));
+  auto one = engine->create_context(1);
+  for (int s = 0; s < samples; ++s)
+    one->run(held_out.data() + s * kInputElements, expected.data() + s * kClasses);
+  const std::vector<float> whole = run_over_inputs(*engine, inputs_of(held_out), samples, 2);
+  ASSERT_EQ(whole.size(), expected.size());
+  for (size_t i = 0; i < whole.size(); ++i)  // batch 2 against batch 1: fp32 reassociation only
+    ASSERT_NEAR(whole[i], expected[i], 1e-5f * (1 + std::fabs(expected[i]))) << "value " << i;
+  const int64_t batch_bytes = 2 * kInputElements * int64_t{sizeof(float)};
+  for (int64_t chunk : {int64_t{1}, batch_bytes, 2 * batch_bytes + 1})
+    EXPECT_EQ(run_over_inputs(*engine, inputs_of(held_out), samples, 2, chunk), whole)
+        << "chunk " << chunk;
+  EXPECT_THROW(run_over_inputs(*engine, inputs_of(held_out), samples, 0), Error);
+}
+
 TEST_F(ReportFixture, DoesNotDependOnTheBatchOrTheLayerSelection) {
   SCOPED_TRACE(test::seed_trace(seed));
   AccuracySettings one_batch;

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "auto_plan_stub_timing.h"
@@ -72,8 +73,10 @@ class AutoPlanPipeline : public ::testing::Test {
   }
 
   AutoPlan plan(const std::string& budget, TimingSource& timing, TimingCache* cache = nullptr,
-                std::vector<Precision> precisions = {}) {
+                std::vector<Precision> precisions = {},
+                std::shared_ptr<const Engine> reference_engine = nullptr) {
     AutoPlanSettings settings;
+    settings.reference_engine = std::move(reference_engine);
     settings.device = Device::CPU;
     settings.batch = 4;
     settings.budget = parse_budget(budget);
@@ -146,6 +149,61 @@ TEST_F(AutoPlanPipeline, ChoosesInt8WhereItIsFasterAndStaysWithinBudget) {
   EXPECT_NE(tight.explain().find("chosen"), std::string::npos);
 }
 
+// `cnnrt build` hands the calibration's fp32 engine over as the held-out reference: the plan is
+// the one a build that makes its own reference chooses, with one engine fewer built.
+TEST_F(AutoPlanPipeline, TheCalibrationsEngineServesAsTheReference) {
+  CalibrationSettings settings;
+  settings.method = parse_calibration_method("minmax");
+  std::shared_ptr<Engine> collector;
+  const Calibration again = calibrate(graph_, inputs(calib_data_), settings, &collector);
+  ASSERT_NE(collector, nullptr);
+  EXPECT_EQ(calibration_to_json(again), calibration_to_json(*calibration_));
+  StubTiming own_timing, shared_timing;
+  const AutoPlan own = plan("rel_l2=0.05", own_timing);
+  const AutoPlan shared = plan("rel_l2=0.05", shared_timing, nullptr, {}, collector);
+  EXPECT_EQ(shared.choice.chosen, own.choice.chosen);
+  EXPECT_EQ(shared.choice.error, own.choice.error);
+  EXPECT_EQ(shared.baseline_agreement.rel_l2, own.baseline_agreement.rel_l2);
+  EXPECT_EQ(shared.reference_runs, 1);
+  EXPECT_EQ(shared.engines_built, own.engines_built - 1);
+}
+
+// The layers and candidate lists a warm build takes from the cache are checked: a damaged entry
+// is an Error naming the cache's result, not a crash or a plan with a layer missing.
+TEST_F(AutoPlanPipeline, DamagedLayerListsInTheCacheAreErrors) {
+  const std::string path = (dir_ / "timing.json").string();
+  {
+    StubTiming timing;
+    TimingCache cache(path);
+    plan("rel_l2=0.05", timing, &cache);
+  }
+  std::ifstream in(path);
+  const nlohmann::json original = nlohmann::json::parse(in);
+  int damaged = 0;
+  for (const char* text : {"[", "{\"baseline\": \"fp32\", \"layers\": []}",
+                           "{\"baseline\": \"fp32\", \"layers\": [{\"layer\": \"c1\", "
+                           "\"sources\": [], \"kernel\": \"x\", \"candidates\": []}]}"}) {
+    nlohmann::json edited = original;
+    for (auto& [key, value] : edited["results"].items())
+      if (key.rfind("structure|", 0) == 0 && key.find("|layers|") != std::string::npos) {
+        value["text"] = text;
+        ++damaged;
+      }
+    std::ofstream(path) << edited.dump();
+    StubTiming timing;
+    TimingCache cache(path);
+    try {
+      plan("rel_l2=0.05", timing, &cache);
+      ADD_FAILURE() << "a damaged layer list was accepted: " << text;
+    } catch (const Error& error) {
+      EXPECT_NE(std::string(error.what()).find("malformed result in the timing cache"),
+                std::string::npos)
+          << error.what();
+    }
+  }
+  EXPECT_EQ(damaged, 3);
+}
+
 TEST_F(AutoPlanPipeline, ASecondBuildWithTheTimingCacheTimesNothing) {
   const std::string path = (dir_ / "timing.json").string();
   StubTiming first_timing;
@@ -161,7 +219,11 @@ TEST_F(AutoPlanPipeline, ASecondBuildWithTheTimingCacheTimesNothing) {
   const AutoPlan second = plan("rel_l2=0.05", second_timing, &second_cache);
   EXPECT_EQ(second_timing.calls, 0);
   EXPECT_EQ(second.engines_timed, 0);
-  EXPECT_GT(second.steps_cached, 0);
+  // Not even the baseline engine: the layers and their candidates come from the cache too.
+  EXPECT_EQ(second.engines_built, 0);
+  EXPECT_EQ(second.kernels_created, 0);
+  EXPECT_EQ(second.baseline_name, first.baseline_name);
+  EXPECT_DOUBLE_EQ(second.baseline_ms, first.baseline_ms);
   EXPECT_EQ(second.choice.chosen, first.choice.chosen);
   EXPECT_DOUBLE_EQ(second.chosen_ms, first.chosen_ms);
   // The whole results come back too (no candidate engine is built): the same table.

@@ -147,8 +147,25 @@ TEST_F(AutoPlanResidual, SecondBuildOverTheSameCacheMakesTheSamePlan) {
   for (size_t i = 0; i < first.fused_layers.size(); ++i) {
     EXPECT_EQ(first.fused_layers[i].layer, second.fused_layers[i].layer);
     EXPECT_EQ(first.fused_layers[i].choice.kernel, second.fused_layers[i].choice.kernel);
+    EXPECT_EQ(first.fused_layers[i].choice.precision, second.fused_layers[i].choice.precision);
+    EXPECT_EQ(first.fused_layers[i].variant, second.fused_layers[i].variant);
   }
   EXPECT_EQ(second.engines_timed, 0);
+  // Neither family is made: the fused graph's layers and choices come from the cache too.
+  EXPECT_EQ(second.engines_built, 0);
+  ASSERT_EQ(first.wholes.size(), second.wholes.size());
+  for (size_t w = 0; w < first.wholes.size(); ++w) {
+    EXPECT_EQ(first.wholes[w].name, second.wholes[w].name);
+    EXPECT_EQ(first.wholes[w].chosen, second.wholes[w].chosen);
+    EXPECT_EQ(first.wholes[w].residuals_fused, second.wholes[w].residuals_fused);
+    ASSERT_EQ(first.wholes[w].fused_choices.size(), second.wholes[w].fused_choices.size());
+    for (const auto& [layer, choice] : first.wholes[w].fused_choices) {
+      const LayerChoice& again = second.wholes[w].fused_choices.at(layer);
+      EXPECT_EQ(choice.kernel, again.kernel) << layer;
+      EXPECT_EQ(choice.precision, again.precision) << layer;
+      EXPECT_EQ(choice.sparsity, again.sparsity) << layer;
+    }
+  }
   EXPECT_DOUBLE_EQ(first.chosen_ms, second.chosen_ms);
 }
 

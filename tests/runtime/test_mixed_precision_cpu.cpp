@@ -24,6 +24,7 @@
 #include "random_test_util.h"
 #include "runtime/calibration.h"
 #include "runtime/engine_impl.h"
+#include "runtime/plan_file.h"
 
 namespace cnnrt {
 namespace {
@@ -373,6 +374,46 @@ TEST_F(MixedPrecisionCpu, BadPlanFilesNameFileLineLayerAndTheValidChoices) {
   std::string model;
   EXPECT_EQ(load_plan_file(path, &model).size(), 1u);
   EXPECT_EQ(model, "\xc3\xa9t\xc3\xa9");
+}
+
+// A tensor past the fingerprint's block size (2^20 floats) is hashed block by block on the
+// host's cores: a change in any block, or in the short last one, still changes the fingerprint,
+// and the same weights hash the same every time.
+TEST_F(MixedPrecisionCpu, FingerprintOfBigTensorsSeesEveryValue) {
+  Graph big = graph_;
+  Param& weight = big.nodes.back().params.front();
+  weight.value.shape = {static_cast<int64_t>(weight.value.data.size())};
+  std::mt19937 rng(5);
+  weight.value.data = test::random_vector((3 << 20) + 5, rng);
+  const std::string base = model_fingerprint(big);
+  EXPECT_EQ(model_fingerprint(big), base);
+  for (size_t at : {size_t{0}, size_t{(1 << 20) + 17}, weight.value.data.size() - 1}) {
+    Graph changed = big;
+    float& value = changed.nodes.back().params.front().value.data[at];
+    value = std::nextafter(value, 10.0f);
+    EXPECT_NE(model_fingerprint(changed), base) << "value " << at;
+  }
+}
+
+// Found by fuzz_plan_file (CI): a layer named `a[[[...` (quoted in the plan it read) was written
+// back as a plain key, and the reader's text-level nesting guard counted its brackets, so a plan
+// plan_file_text wrote was refused.  Names and kernels are written quoted.
+TEST_F(MixedPrecisionCpu, PlanNamesWithBracketsAndQuotesRoundTrip) {
+  PlanFile plan;
+  const std::string layer = "a" + std::string(70, '[') + "\"'#";
+  const std::string kernel = "k" + std::string(70, '{') + "]";
+  // And a long one with control characters, each escaped to 4 (fuzz_plan_file again: past
+  // 1,024 characters an implicit key is not YAML).
+  const std::string long_layer = "b" + std::string(300, '\0') + std::string(10, '\a') + "[";
+  plan.layers[layer] = LayerChoice{Precision::FP16, kernel, "", ""};
+  plan.layers[long_layer] = LayerChoice{Precision::INT8, "k", "", ""};
+  plan.order = {layer, long_layer};
+  const std::string path = write_plan("brackets", plan_file_text(plan));
+  const PlanFile back = read_plan_file(path);
+  ASSERT_EQ(back.order, plan.order);
+  EXPECT_EQ(back.layers.at(layer).kernel, kernel);
+  EXPECT_EQ(back.layers.at(layer).precision, Precision::FP16);
+  EXPECT_EQ(back.layers.at(long_layer).precision, Precision::INT8);
 }
 
 }  // namespace
