@@ -103,14 +103,26 @@ std::string choices_text(const std::map<std::string, LayerChoice>& choices) {
   return text;
 }
 
+// The kernels this build of cnnrt has, and their priorities: a build with another kernel lists
+// other candidates, picks other defaults and fuses for other kernels, so nothing a build with
+// other kernels measured is reused.
+std::string registry_key() {
+  std::string kernels;
+  for (const KernelEntry& entry : KernelRegistry::instance().entries())
+    kernels += entry.name + "@" + to_string(entry.device) + "/" + to_string(entry.precision) + "/" +
+               std::to_string(entry.priority) + (entry.baseline ? "/baseline" : "") + ";";
+  return text_hash(kernels);
+}
+
 // The part of a result key that is not the choice: device, batch, model (structure and
-// weights), calibration (its JSON) and held-out set (its values), and the evaluation batch.
+// weights), calibration (its JSON), the registry's kernels, held-out set (its values), and the
+// evaluation batch.
 // A whole forward's time depends on less: not on the held-out set (another set re-times nothing).
 std::string timing_context(const std::string& fingerprint, const AutoPlanSettings& settings) {
   const std::string calibration =
       settings.calibration ? calibration_to_json(*settings.calibration) : "";
   return device_key(settings.device) + "|b" + std::to_string(settings.batch) + "|" + fingerprint +
-         "|" + text_hash(calibration);
+         "|" + text_hash(calibration) + "|k" + registry_key();
 }
 
 std::string result_context(const std::string& fingerprint, const AutoPlanSettings& settings,
@@ -273,17 +285,11 @@ Skeleton skeleton_from_json(const std::string& text) {
 }
 
 // What the candidate lists depend on besides the cache's context (device, batch, model,
-// calibration): the precisions allowed, pruning, and the kernels this build of cnnrt has (a
-// newer one with another kernel lists it).
+// calibration, the registry's kernels): the precisions allowed and pruning.
 std::string skeleton_key(const AutoPlanSettings& settings) {
   std::string key = "layers|";
   for (Precision p : settings.precisions) key += std::string(to_string(p)) + ",";
-  key += settings.allow_prune_2_4 ? "|prune 2:4|" : "|no pruning|";
-  std::string kernels;
-  for (const KernelEntry& entry : KernelRegistry::instance().entries())
-    kernels += entry.name + "@" + to_string(entry.device) + "/" + to_string(entry.precision) +
-               (entry.baseline ? "/baseline" : "") + ";";
-  return key + text_hash(kernels);
+  return key + (settings.allow_prune_2_4 ? "|prune 2:4" : "|no pruning");
 }
 
 // A candidate's figures as a cached result: [applicable, ms, has_error, agreement (8 values),

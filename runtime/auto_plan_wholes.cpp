@@ -58,8 +58,10 @@ std::map<std::string, LayerChoice> fused_choices(Measurer& measure,
   std::vector<double> values;
   std::string text;
   if (measure.cached("structure", what, &values, &text)) return choices_from_json(text);
-  std::map<std::string, LayerChoice> out =
-      on_fused_graph(measure.fused_family()->graph(), choices, device);
+  const EngineFamily* fused = measure.fused_family();
+  if (fused == nullptr)  // the cache said there is one: it was edited, or made otherwise
+    throw Error("auto plan: a malformed result in the timing cache (fused family)");
+  std::map<std::string, LayerChoice> out = on_fused_graph(fused->graph(), choices, device);
   measure.remember("structure", what, {}, choices_to_json(out));
   return out;
 }
@@ -186,7 +188,15 @@ void measure_wholes(
   } else {
     // Not among the candidates (a --precisions list without the native precision): timed as
     // a whole all the same, so that the report compares replay with replay.
-    plan.baseline_ms = measure.replay(baseline());
+    std::vector<double> values;
+    std::string text;
+    if (measure.cached("replay", "baseline engine", &values, &text) && values.size() == 1) {
+      plan.baseline_ms = values[0];
+    } else {
+      plan.baseline_ms = measure.replay(baseline());
+      if (!settings.timing->single_run())
+        measure.remember("replay", "baseline engine", {plan.baseline_ms});
+    }
   }
   std::vector<int> fallback = native;
   if (fallback.empty())

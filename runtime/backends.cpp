@@ -32,13 +32,14 @@ const std::vector<BackendInfo>& backend_table() {
          register_cpu_int8_kernels(registry);
          register_cpu_sparse_kernels(registry);
        },
-       make_cpu_backend, nullptr},
+       make_cpu_backend, nullptr, nullptr},
 #ifdef CNNRT_WITH_CUDA
       {Device::CUDA, cuda::cuda_device_present, cuda::cuda_device_info, cuda::register_cuda_kernels,
        cuda::make_cuda_backend,
        [](const std::string& target) -> std::shared_ptr<void> {
          return std::make_shared<cuda::PlanTargetScope>(cuda::target_traits(target));
-       }},
+       },
+       cuda::cuda_warm_up},
 #endif
   };
   return table;

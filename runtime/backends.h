@@ -23,6 +23,9 @@ struct BackendInfo {
   // object's lifetime, so a build or plan decides for it without touching a device; nullptr
   // when the backend has no such targets.  Throws Error on an unknown target.
   std::shared_ptr<void> (*enter_plan_target)(const std::string& target);
+  // Creates the device's context (warm_up_device runs it on a thread); nullptr: nothing to do.
+  // Never throws.
+  void (*warm_up)();
 };
 
 // Every backend compiled into this build, CPU first.

@@ -249,7 +249,9 @@ void check_fingerprint(const Graph& graph, const BuildOptions& options) {
   throw Error(where + "stale plan: it was made for model_hash " + options.choices_fingerprint +
               ", but " + graph.source_file + " (model '" + graph.name +
               "') with these weights hashes to " + actual +
-              " (the model or its weights changed): make it again with cnnrt build" + hint);
+              " (the model or its weights changed, or the plan was made before 2026-11-23, when "
+              "the hash of weights past 4 MB changed): make it again with cnnrt build" +
+              hint);
 }
 
 }  // namespace

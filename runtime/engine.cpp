@@ -3,7 +3,10 @@
 // layer's internals.
 #include <algorithm>
 #include <fstream>
+#include <future>
+#include <mutex>
 #include <sstream>
+#include <system_error>
 #include <thread>
 
 #include "cnnrt/cnnrt.h"
@@ -67,6 +70,35 @@ DeviceInfo device_info(Device device) {
   return backend->info();
 }
 
+namespace {
+
+// warm_up_device's one background start: the future's destructor waits for it at exit.
+std::mutex warm_up_mutex;
+std::future<void>& warm_up_future() {
+  static std::future<void> future;
+  return future;
+}
+
+void wait_for_warm_up() {
+  std::lock_guard<std::mutex> lock(warm_up_mutex);
+  if (warm_up_future().valid()) warm_up_future().wait();
+}
+
+}  // namespace
+
+void warm_up_device(Device device) {
+  if (device == Device::Auto) device = cuda_available() ? Device::CUDA : Device::CPU;
+  const BackendInfo* backend = find_backend(device);
+  if (backend == nullptr || backend->warm_up == nullptr || !backend->available()) return;
+  std::lock_guard<std::mutex> lock(warm_up_mutex);
+  if (warm_up_future().valid()) return;
+  try {
+    warm_up_future() = std::async(std::launch::async, backend->warm_up);
+  } catch (const std::system_error&) {
+    // No thread to be had: the first build creates the context, as without a warm-up.
+  }
+}
+
 // --- Engine ---------------------------------------------------------------------------------
 
 Engine::Engine(std::unique_ptr<EngineImpl> impl) : impl_(std::move(impl)) {}
@@ -83,10 +115,12 @@ std::shared_ptr<Engine> Engine::load(const std::string& model_path, const std::s
 }
 
 std::shared_ptr<Engine> Engine::build(const Graph& graph, const BuildOptions& options) {
+  wait_for_warm_up();
   return std::make_shared<Engine>(build_engine(graph, options));
 }
 
 std::shared_ptr<Engine> Engine::build(Graph&& graph, const BuildOptions& options) {
+  wait_for_warm_up();
   return std::make_shared<Engine>(build_engine(std::move(graph), options));
 }
 

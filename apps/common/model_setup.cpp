@@ -120,6 +120,8 @@ DeviceChoice resolve_device(const std::string& text) {
   if (requested == Device::Auto && !have_cuda) described = "no CUDA device found";
   choice.summary = described.empty() || described == kind ? kind : kind + " (" + described + ")";
   detail("device: " + choice.summary);
+  // The CUDA context is created while the caller reads its model, weights and inputs.
+  warm_up_device(choice.device);
   return choice;
 }
 

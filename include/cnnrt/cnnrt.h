@@ -53,6 +53,11 @@ struct DeviceInfo {
   double peak_bandwidth_gbs = 0;  // DRAM, GB/s
 };
 DeviceInfo device_info(Device device);
+// Starts creating the device's context on a background thread and returns at once: CUDA's
+// context takes ~0.1-0.2 s to create, which a caller can overlap with reading its model and
+// weights (the CLIs do).  Engine::build waits for it.  A no-op for the CPU, without a device,
+// or once started; never throws (a device that fails here fails again, with its error, later).
+void warm_up_device(Device device);
 
 // One layer's choice of precision and/or kernel (docs/FORMAT.md, "Per-layer choices").
 struct LayerChoice {

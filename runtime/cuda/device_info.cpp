@@ -57,6 +57,10 @@ bool cuda_device_present() {
   return count > 0;
 }
 
+void cuda_warm_up() {
+  if (cudaFree(nullptr) != cudaSuccess) cudaGetLastError();
+}
+
 DeviceInfo cuda_device_info() {
   if (!cuda_device_present()) throw Error("no CUDA device");
   int device = 0;

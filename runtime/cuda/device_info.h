@@ -16,4 +16,8 @@ bool cuda_device_present();
 // Throws Error when no device is usable.
 DeviceInfo cuda_device_info();
 
+// Creates the current device's primary context (the first CUDA call that needs one does; this
+// one on warm_up_device's thread).  Never throws; errors are cleared and left to later calls.
+void cuda_warm_up();
+
 }  // namespace cnnrt::cuda

@@ -101,7 +101,7 @@ bool conv_fits_int32(const ConvShape& shape) {
          ref::kMaxInt8Reduction;
 }
 
-enum class ConvPath { Gemm, Direct, SpaceToDepth };
+enum class ConvPath { Gemm, Direct, SpaceToDepth, Depthwise };
 // Whether the GEMM may run on the Hopper wgmma kernel: never, when its grid fills the SMs, always.
 enum class Wgmma { Off, Auto, Always };
 
@@ -152,12 +152,11 @@ class ConvInt8Kernel final : public LayerKernel {
     conv_.groups = a.groups;
     if (path == ConvPath::SpaceToDepth) rearrange_for_s2d(*shape);
     // The wgmma kernel's k-tile is 128 bytes; the mma.sync GEMM takes that padding too.
-    const bool wgmma_candidate = path != ConvPath::Direct && wgmma != Wgmma::Off &&
-                                 wgmma_s8_device_supported() &&
+    const bool wgmma_candidate = (path == ConvPath::Gemm || path == ConvPath::SpaceToDepth) &&
+                                 wgmma != Wgmma::Off && wgmma_s8_device_supported() &&
                                  (path == ConvPath::SpaceToDepth || wgmma_shape_ok(*shape));
     k_align_ = wgmma_candidate ? 128 : 64;
-    upload_layer(layer, path == ConvPath::Direct ? pack_direct(layer) : pack_gemm(layer), device_,
-                 conv_);
+    upload_layer(layer, packed_weights(layer), device_, conv_);
     if (wgmma_candidate && wgmma_s8_serves(conv_)) {
       use_wgmma_ = true;
       wgmma_max_fallback_ = wgmma == Wgmma::Always ? 0 : fallback_max_batch([this](int b) {
@@ -185,12 +184,14 @@ class ConvInt8Kernel final : public LayerKernel {
     KernelPlan plan;
     const bool on_wgmma = use_wgmma_ && info.batch > wgmma_max_fallback_;
     const std::string gemm = on_wgmma ? wgmma_s8_name(conv_) : "igemm_s8";
-    plan.variant_name = path_ == ConvPath::Direct ? "direct_s8" : gemm;
+    plan.variant_name = path_ == ConvPath::Direct      ? "direct_s8"
+                        : path_ == ConvPath::Depthwise ? "depthwise_s8"
+                                                       : gemm;
     const bool fp32_source = path_ == ConvPath::SpaceToDepth && !info.input_types.empty() &&
                              info.input_types[0].dtype == DType::F32;
-    const int splits = path_ == ConvPath::Direct ? 1
-                       : on_wgmma                ? 0
-                                                 : igemm_s8_splits(conv_, info.batch, sms_);
+    const int splits = path_ == ConvPath::Direct || path_ == ConvPath::Depthwise ? 1
+                       : on_wgmma                                                ? 0
+                                  : igemm_s8_splits(conv_, info.batch, sms_);
     plan.variant = splits * 2 + (fp32_source ? 1 : 0);
     if (path_ == ConvPath::SpaceToDepth)
       plan.variant_name = std::string(fp32_source ? "quantise+" : "") + "s2d+" + gemm;
@@ -215,6 +216,8 @@ class ConvInt8Kernel final : public LayerKernel {
     void* conv_out = pool_ ? static_cast<void*>(workspace + parts.pre_pool) : args.output;
     if (path_ == ConvPath::Direct) {
       conv_s8_direct(conv_, x, conv_out, args.batch, stream);
+    } else if (path_ == ConvPath::Depthwise) {
+      conv_s8_depthwise(conv_, x, conv_out, args.batch, stream);
     } else if (splits == 0) {
       conv_s8_wgmma(conv_, x, conv_out, args.batch, stream);
     } else {
@@ -279,6 +282,16 @@ class ConvInt8Kernel final : public LayerKernel {
     conv_.pad_h = conv_.pad_w = 0;
   }
 
+  std::vector<int8_t> packed_weights(const ref::Int8Layer& layer) {
+    switch (path_) {
+      case ConvPath::Direct:
+        return pack_direct(layer);
+      case ConvPath::Depthwise:
+        return depthwise_s8_weights(layer.weight.data(), conv_.out_c, conv_.kh, conv_.kw);
+      default:
+        return pack_gemm(layer);
+    }
+  }
   // [out_c][k_pad], k = (r·kw + s)·in_stride + c: the NHWC/16 input's own order, zeros elsewhere.
   // Space-to-depth: tap (r, s) of the original kernel is block tap (r / st, s / st), channel
   // ((r % st)·st + s % st)·C + c of the rearranged map.
@@ -473,6 +486,13 @@ bool conv_wgmma_supported(const Node& node) {
   const std::optional<ConvShape> shape = conv_shape_of(node);
   return shape && wgmma_shape_ok(*shape) && conv_fits_int32(*shape) && wgmma_s8_device_supported();
 }
+bool conv_depthwise_supported(const Node& node) {
+  const std::optional<ConvShape> shape = conv_shape_of(node);
+  // No fused residual: int8 kernels have no residual epilogue (the builder never fuses one
+  // where int8 layers are possible).
+  return shape && shape->conv.groups == shape->in_c && shape->in_c == shape->out_c &&
+         !shape->residual && conv_fits_int32(*shape);
+}
 bool conv_direct_supported(const Node& node) {
   const std::optional<ConvShape> shape = conv_shape_of(node);
   return shape && conv_fits_int32(*shape);
@@ -505,8 +525,14 @@ void register_int8_kernels(KernelRegistry& registry) {
                   return std::make_unique<ConvInt8Kernel>(context, "conv_int8_wgmma",
                                                           ConvPath::Gemm, Wgmma::Auto);
                 }}});
+  // Depthwise layers only (igemm and wgmma take groups == 1): above the direct kernel.
   add_entries(registry, Device::CUDA, Precision::INT8, 10,
-              {{"conv_int8_igemm", OpKind::Conv, conv_igemm_supported,
+              {{"conv_int8_depthwise", OpKind::Conv, conv_depthwise_supported,
+                [](const KernelBuildContext& context) -> std::unique_ptr<LayerKernel> {
+                  return std::make_unique<ConvInt8Kernel>(context, "conv_int8_depthwise",
+                                                          ConvPath::Depthwise);
+                }},
+               {"conv_int8_igemm", OpKind::Conv, conv_igemm_supported,
                 [](const KernelBuildContext& context) -> std::unique_ptr<LayerKernel> {
                   return std::make_unique<ConvInt8Kernel>(context, "conv_int8_igemm",
                                                           ConvPath::Gemm);

@@ -114,15 +114,21 @@ def main():
             util.fail(f"tensor {name}: amax {entry['amax']} on the CPU, "
                       f"{auto_tensors[name]['amax']} on the default device")
     print("ok   calibrate --device cpu")
+    # The int8 run reads a minmax calibration of all six inputs: the entropy one above saw four
+    # and clips, and its error on the other two varied with the drawn inputs (rel L2 up to 0.094
+    # over 120 seeds: this check failed about once in a hundred runs).  minmax over the set:
+    # median 0.008, at most 0.013 over 150 seeds.
+    all_calib = j("calib_all.json")
+    util.run_cli(cli, "calibrate", tiny, *weights, "--input", j("x.npy"), "--method", "minmax",
+                 "-o", all_calib)
     util.run_cli(cli, "run", tiny, *weights, "--input", j("x.npy"), "--output", j("y8.npy"),
-                 "--device", "cpu", "--precision", "int8", "--calib", calib)
+                 "--device", "cpu", "--precision", "int8", "--calib", all_calib)
     util.run_cli(cli, "run", tiny, *weights, "--input", j("x.npy"), "--output", j("y32.npy"),
                  "--device", "cpu")
     error = util.rel_l2(np.load(j("y8.npy")), np.load(j("y32.npy")))
     print(f"ok   int8 run with the calibration: rel L2 to fp32 {error:.4f}")
-    # 0.05 failed once under ASan with --seed 241385 (0.056: a tiny random model whose int8
-    # error varies with the drawn weights); 0.08 still catches a broken scale (errors ~1).
-    if not error < 0.08:
+    # 0.04: three times the largest error measured, and a broken scale gives errors ~1.
+    if not error < 0.04:
         util.fail(f"int8 output rel L2 {error} to fp32 is too large")
     plan = util.run_cli(cli, "plan", tiny, "--batch", "2", "--device", "cpu", "--precision",
                         "int8", "--calib", calib).stdout

@@ -52,6 +52,24 @@ TEST(EngineApi, RunWithSizesChecksThemAgainstTheModel) {
   EXPECT_THROW(context->run(input.data(), input.size(), sized.data(), 11), Error);
 }
 
+// warm_up_device never throws, runs once, and an engine built after it (on the device the
+// warm-up chose: CUDA where there is one) computes what one built without it does.
+TEST(EngineApi, WarmUpThenBuildGivesTheSameEngine) {
+  Graph graph = parse_model(kTinyYaml, "tiny.yaml");
+  bind_random_weights(graph, 4);
+  BuildOptions options;  // Device::Auto
+  std::mt19937 rng(3);
+  const auto input = test::random_vector(2 * 3 * 9 * 9, rng);
+  std::vector<float> before(2 * 5), after(2 * 5);
+  Engine::build(graph, options)->create_context(2)->run(input.data(), before.data());
+  for (Device device : {Device::CPU, Device::Auto, Device::CUDA}) {
+    EXPECT_NO_THROW(warm_up_device(device));
+    EXPECT_NO_THROW(warm_up_device(device));  // once started, a no-op
+  }
+  Engine::build(graph, options)->create_context(2)->run(input.data(), after.data());
+  EXPECT_EQ(before, after);
+}
+
 TEST(EngineApi, RunAsyncOnTheCpuIsTheSynchronousRun) {
   auto engine = tiny_engine();
   auto context = engine->create_context(3);

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace cnnrt::cuda {
 
@@ -34,7 +35,7 @@ struct S8Conv {
   int kh = 1, kw = 1, stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dil_h = 1, dil_w = 1;
   int groups = 1;
   // GEMM path: K = kh*kw*in_stride in (r, s, c) order, weight rows of k_pad = round_up(K, 64)
-  // bytes; direct path: weight [out_c][kh][kw][in_c / groups].
+  // bytes; direct path: weight [out_c][kh][kw][in_c / groups]; depthwise path: [kh][kw][pad16].
   int k_total = 0, k_pad = 0;
   const int8_t* weight = nullptr;     // device
   const int32_t* bias = nullptr;      // device, out_c (bias_q; zeros without a bias)
@@ -62,6 +63,12 @@ void finish_s8(const S8Conv& conv, const int32_t* acc, int rows, void* y, cudaSt
 // The split count that gives `sms` multiprocessors two waves of CTAs (1: no split).
 int igemm_s8_splits(const S8Conv& conv, int batch, int sms);
 size_t igemm_s8_split_bytes(const S8Conv& conv, int batch, int splits);
+// Depthwise layers (groups == in_c == out_c; depthwise_s8.cu): 16 channels of one output pixel
+// per thread with 16-byte loads, weights repacked by depthwise_s8_weights as [kh][kw][pad16(C)]
+// (conv.weight points at that layout).  int8 NHWC/16 or fp32 NHWC/8 output.
+bool depthwise_s8_serves(const S8Conv& conv);
+std::vector<int8_t> depthwise_s8_weights(const int8_t* weight, int channels, int kh, int kw);
+void conv_s8_depthwise(const S8Conv& conv, const void* x, void* y, int batch, cudaStream_t stream);
 // Hopper (sm_90a) wgmma form of conv_s8_igemm (wgmma_s8.cu): the fp16 wgmma kernel's mainloop
 // on int8 (wgmma m64nNk32 s8).  Serves wgmma_s8_serves(conv): groups 1, dilation 1, out_c % 64
 // == 0 with out_stride == out_c, k_pad % 128 == 0; on a device where
