@@ -134,12 +134,11 @@ std::vector<float> run_over_inputs(const Engine& engine, const CalibrationInputs
   std::vector<float> outputs(static_cast<size_t>(samples * output_size));
   // Full batches go through run_many in chunks of up to `chunk_bytes` of inputs (one submission
   // each on CUDA instead of a round trip per batch); a short last batch has a context of its own.
+  const int full_batches = samples / batch;
   const int64_t batch_bytes = std::max<int64_t>(1, batch * input_size * int64_t{sizeof(float)});
   const int per_chunk = static_cast<int>(
-      std::min<int64_t>(std::max<int64_t>(1, chunk_bytes / batch_bytes), samples / batch + 1));
-  const int full_batches = samples / batch;
-  std::vector<float> input(static_cast<size_t>(std::min(per_chunk, std::max(full_batches, 1))) *
-                           static_cast<size_t>(batch * input_size));
+      std::clamp<int64_t>(chunk_bytes / batch_bytes, 1, std::max(full_batches, 1)));
+  std::vector<float> input(static_cast<size_t>(per_chunk) * batch * input_size);
   if (full_batches > 0) {
     std::unique_ptr<ExecutionContext> full = engine.create_context(batch);
     for (int done = 0; done < full_batches;) {

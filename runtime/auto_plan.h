@@ -204,7 +204,10 @@ struct AutoPlanSettings {
   // Optional: an fp32 engine of the model that the held-out reference runs on instead of one
   // built here — the calibration's (cached_calibration), whose fp32 packing of every layer
   // (AlexNet: ~0.3 s on an H100's host) a cold build would otherwise pay twice.  Its outputs
-  // are the fp32 model's, as the family's fp32 engine's are (same graph, adds unfused).
+  // are the fp32 model's, as the family's fp32 engine's are (same graph, adds unfused).  Not
+  // used when it is on another device (a calibration that fell back to the CPU) or the model
+  // has `impl:` requests (the calibration keeps those layers unfused; the plan's engines drop
+  // the requests and fuse them).
   std::shared_ptr<const Engine> reference_engine;
   std::function<void(const std::string& what)> progress;
 };

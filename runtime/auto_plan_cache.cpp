@@ -14,38 +14,24 @@
 #include "runtime/plan_file.h"
 
 namespace cnnrt {
-namespace {
-
-uint64_t fnv(const void* data, size_t size, uint64_t hash = 0xCBF29CE484222325ull) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < size; ++i) hash = (hash ^ p[i]) * 0x100000001B3ull;
-  return hash;
+std::string text_hash(const std::string& text) {
+  return hash_hex(hash_bytes(text.data(), text.size()));
 }
-
-std::string hex(uint64_t value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(value));
-  return text;
-}
-
-}  // namespace
-
-std::string text_hash(const std::string& text) { return hex(fnv(text.data(), text.size())); }
 
 std::string input_set_key(const Graph& graph, const CalibrationInputs& inputs) {
-  uint64_t hash = fnv("", 0);
+  uint64_t hash = kHashSeed;
   if (inputs.samples > 0 && inputs.load) {
     const size_t per_sample = static_cast<size_t>(shape_elements(graph.input.shape));
     std::vector<float> chunk;
     // 64 samples a chunk: ImageNet-sized ones make 38 MB, hashed in blocks on the host's cores.
     for (int first = 0; first < inputs.samples; first += 64) {
       const int count = std::min(64, inputs.samples - first);
-      chunk.assign(per_sample * static_cast<size_t>(count), 0.0f);
+      chunk.resize(per_sample * static_cast<size_t>(count));  // load() writes every value
       inputs.load(first, count, chunk.data());
       hash = hash_bytes_blocked(chunk.data(), chunk.size() * sizeof(float), hash);
     }
   }
-  return hex(hash) + "/n" + std::to_string(inputs.samples);
+  return hash_hex(hash) + "/n" + std::to_string(inputs.samples);
 }
 
 std::shared_ptr<const Calibration> cached_calibration(const Graph& graph,

@@ -218,15 +218,6 @@ std::vector<Candidate> candidate_list(const Step& step, const AutoPlanSettings& 
   return out;
 }
 
-// The baseline engine's own figures, reused for the candidate of each layer it already runs (on
-// a layer with one kernel, that is every candidate: nothing is built for it).  The engine and
-// its times are made on first use: a warm build has every candidate in the cache.
-struct BaselineFigures {
-  std::function<const Engine&()> engine;
-  std::function<const std::vector<double>&()> times;
-  OutputAgreement agreement;
-};
-
 // What a build knows before it measures anything: the baseline engine's layers, each with its
 // candidates (listed, not measured) and the kernel the baseline runs there.  Kept in the cache
 // (kind "structure"), so that a warm build builds no engine at all.
@@ -292,6 +283,27 @@ std::string skeleton_key(const AutoPlanSettings& settings) {
   return key + (settings.allow_prune_2_4 ? "|prune 2:4" : "|no pruning");
 }
 
+// The skeleton of `baseline` (the builder's default engine): its non-conversion steps, each with
+// its candidates (and, with --allow-prune 2:4, the pruned ones) and the kernel it runs.
+Skeleton skeleton_of(const Engine& baseline, const Graph& graph, const AutoPlanSettings& settings) {
+  Skeleton skeleton;
+  skeleton.baseline_precision = to_string(baseline.precision());
+  for (const Step& step : baseline.impl().steps) {
+    if (step.is_conversion()) continue;
+    LayerCandidates layer;
+    layer.layer = step.name;
+    layer.sources = step.sources;
+    layer.candidates = candidate_list(step, settings);
+    if (settings.allow_prune_2_4) {
+      const std::vector<Candidate> pruned = pruned_candidates(step, graph, settings);
+      layer.candidates.insert(layer.candidates.end(), pruned.begin(), pruned.end());
+    }
+    skeleton.layers.push_back(std::move(layer));
+    skeleton.kernels.push_back(step.kernel_name);
+  }
+  return skeleton;
+}
+
 // A candidate's figures as a cached result: [applicable, ms, has_error, agreement (8 values),
 // step_ms, error_shared], and its variant (or why it is not applicable) as the text.
 std::vector<double> candidate_values(const Candidate& c) {
@@ -320,10 +332,10 @@ void restore_candidate(Candidate& c, const std::vector<double>& values, const st
   c.error_shared = values.size() > 12 && values[12] != 0;
 }
 
-// `baseline_kernel`: the kernel the baseline engine runs for the layer; its candidate is
-// measured on that engine.
+// `baseline_kernel`: the kernel the baseline engine runs for the layer; its candidate takes the
+// baseline's own figures (on a layer with one kernel, every candidate: nothing is built for it).
 void measure_candidates(LayerCandidates& layer, const std::string& baseline_kernel,
-                        Measurer& measure, const BaselineFigures& base,
+                        Measurer& measure, const OutputAgreement& baseline_agreement,
                         const AutoPlanSettings& settings, bool has_error,
                         const std::function<void(const std::string&)>& progress) {
   const std::string& name = layer.layer;
@@ -357,15 +369,16 @@ void measure_candidates(LayerCandidates& layer, const std::string& baseline_kern
       measure.remember("candidate", what, {0.0}, c.why_not);
       continue;
     }
-    const Engine& engine = is_baseline ? base.engine() : *built;
+    const Engine& engine = is_baseline ? measure.baseline() : *built;
     c.variant = measure.variant_of(engine, name);
-    const std::vector<double> times = is_baseline ? base.times() : measure.times(engine);
+    const std::vector<double> times =
+        is_baseline ? measure.baseline_times() : measure.times(engine);
     c.ms = layer_ms(engine.impl(), times, name);
     c.step_ms = own_ms(engine.impl(), times, name);
     if (has_error) {
       c.has_error = true;
       c.error_shared = !is_baseline && int8_measured != nullptr && same_integers(c);
-      c.agreement = is_baseline      ? base.agreement
+      c.agreement = is_baseline      ? baseline_agreement
                     : c.error_shared ? int8_measured->agreement
                                      : measure.error(engine);
       c.error = settings.budget.error_of(c.agreement);
@@ -403,56 +416,20 @@ AutoPlan auto_plan(const Graph& graph, const CalibrationInputs& inputs,
     if (settings.progress) settings.progress(what);
   };
 
-  // The builder's default engine: built first on a cold build (its layers are the plan's), not
-  // at all on a warm one unless something it measures is missing from the cache.
-  std::shared_ptr<Engine> baseline_engine;
-  auto baseline = [&]() -> const Engine& {
-    if (!baseline_engine) {
-      progress("baseline");
-      baseline_engine = measure.build({});
-    }
-    return *baseline_engine;
-  };
-  std::vector<double> baseline_times;
-  bool baseline_timed = false;
+  // The layers and their candidates: from the baseline engine on a cold build, from the cache on
+  // a warm one (which then builds no engine unless some figure is missing).
   Skeleton skeleton;
-  {
-    std::vector<double> values;
-    std::string text;
-    if (measure.cached("structure", skeleton_key(settings), &values, &text)) {
-      skeleton = skeleton_from_json(text);
-    } else {
-      skeleton.baseline_precision = to_string(baseline().precision());
-      for (const Step& step : baseline().impl().steps) {
-        if (step.is_conversion()) continue;
-        LayerCandidates layer;
-        layer.layer = step.name;
-        layer.sources = step.sources;
-        layer.candidates = candidate_list(step, settings);
-        if (settings.allow_prune_2_4) {
-          const std::vector<Candidate> pruned = pruned_candidates(step, graph, settings);
-          layer.candidates.insert(layer.candidates.end(), pruned.begin(), pruned.end());
-        }
-        skeleton.layers.push_back(std::move(layer));
-        skeleton.kernels.push_back(step.kernel_name);
-      }
-      measure.remember("structure", skeleton_key(settings), {}, skeleton_to_json(skeleton));
-    }
+  std::vector<double> values;
+  std::string text;
+  if (measure.cached("structure", skeleton_key(settings), &values, &text)) {
+    skeleton = skeleton_from_json(text);
+  } else {
+    progress("baseline");
+    skeleton = skeleton_of(measure.baseline(), graph, settings);
+    measure.remember("structure", skeleton_key(settings), {}, skeleton_to_json(skeleton));
   }
   plan.baseline_name = "all-" + skeleton.baseline_precision;
-  if (plan.has_error) {
-    std::vector<double> values;
-    std::string text;
-    const bool known = measure.cached("verify", choices_text({}), &values, &text);
-    plan.baseline_agreement = measure.verified({}, known ? nullptr : &baseline());
-  }
-  const BaselineFigures base{baseline,
-                             [&]() -> const std::vector<double>& {
-                               if (!baseline_timed) baseline_times = measure.times(baseline());
-                               baseline_timed = true;
-                               return baseline_times;
-                             },
-                             plan.baseline_agreement};
+  if (plan.has_error) plan.baseline_agreement = measure.verified({});
   plan.layers = skeleton.layers;
   std::vector<std::string> prunable;
   for (const LayerCandidates& layer : plan.layers)
@@ -461,8 +438,8 @@ AutoPlan auto_plan(const Graph& graph, const CalibrationInputs& inputs,
       prunable.push_back(layer.layer);
   if (!prunable.empty()) measure.set_pruned(pruned_weights(graph, prunable));
   for (size_t l = 0; l < plan.layers.size(); ++l)
-    measure_candidates(plan.layers[l], skeleton.kernels[l], measure, base, settings, plan.has_error,
-                       progress);
+    measure_candidates(plan.layers[l], skeleton.kernels[l], measure, plan.baseline_agreement,
+                       settings, plan.has_error, progress);
 
   auto choices_of = [&](const std::vector<int>& chosen) {
     std::map<std::string, LayerChoice> choices;
@@ -475,8 +452,8 @@ AutoPlan auto_plan(const Graph& graph, const CalibrationInputs& inputs,
         progress("verify");
         return plan.has_error ? measure.verified(choices_of(chosen)) : OutputAgreement{};
       });
-  measure_wholes(plan, measure, baseline, assignment_of(plan, skeleton.kernels), settings,
-                 choices_of, progress);
+  measure_wholes(plan, measure, assignment_of(plan, skeleton.kernels), settings, choices_of,
+                 progress);
   // The plan's hash is that of what it runs: with pruned layers, the pruned weights.
   for (const std::string& layer : plan.pruned_layers())
     plan.pruned_weights[layer] = measure.pruned().at(layer);

@@ -197,8 +197,19 @@ class Measurer {
     return times;
   }
 
+  // The builder's default engine (no choices) and its per-step times, made on first use: a cold
+  // build's layers are its steps; a warm one has every figure it gives in the cache.
+  const Engine& baseline() {
+    if (!baseline_) baseline_ = build({});
+    return *baseline_;
+  }
+  const std::vector<double>& baseline_times() {
+    if (!baseline_times_) baseline_times_ = times(baseline());
+    return *baseline_times_;
+  }
+
   // An assignment's end-to-end agreement with fp32, from the cache or measured (on `built`
-  // when given, else on an engine built for it).
+  // when given, else on an engine built for it; no choices: the baseline).
   OutputAgreement verified(const std::map<std::string, LayerChoice>& choices,
                            const Engine* built = nullptr) {
     std::vector<double> values;
@@ -206,7 +217,7 @@ class Measurer {
     const std::string what = choices_text(choices);
     if (cached("verify", what, &values, &text)) return agreement_from(values, 0);
     std::shared_ptr<Engine> engine;
-    if (built == nullptr) built = (engine = build(choices)).get();
+    if (built == nullptr) built = choices.empty() ? &baseline() : (engine = build(choices)).get();
     const OutputAgreement agreement = error(*built);
     remember("verify", what, agreement_values(agreement));
     return agreement;
@@ -372,9 +383,14 @@ class Measurer {
       return;
     }
     // The family's graph: the same fusion as every candidate (the calibration decides it);
-    // or the caller's fp32 engine of the model (the calibration's), which computes the same.
+    // or the caller's fp32 engine of the model (the calibration's), where it computes the same.
+    const bool requests =
+        std::any_of(graph_.nodes.begin(), graph_.nodes.end(),
+                    [](const Node& node) { return !node.kernel_request.empty(); });
+    const std::shared_ptr<const Engine>& given = settings_.reference_engine;
     const std::shared_ptr<const Engine> engine =
-        settings_.reference_engine ? settings_.reference_engine : build({}, Precision::FP32);
+        given && given->device() == settings_.device && !requests ? given
+                                                                  : build({}, Precision::FP32);
     reference_ = run_all(*engine);
     outputs_ = shape_elements(engine->model().output_shape);
     ++plan_.reference_runs;
@@ -417,6 +433,8 @@ class Measurer {
 
   std::optional<EngineFamily> family_;  // family()
   std::optional<EngineFamily> fused_;   // fused_family()
+  std::shared_ptr<Engine> baseline_;    // baseline()
+  std::optional<std::vector<double>> baseline_times_;
   bool fused_checked_ = false;
   std::optional<Graph> plain_;
   std::map<std::string, HostTensor> pruned_;
@@ -432,11 +450,9 @@ std::map<std::string, LayerChoice> choices_from_json(const std::string& text);
 
 // The greedy's result, the native baseline and per precision two seeds, each measured as a
 // whole; the fastest within budget becomes the plan (runtime/auto_plan_wholes.cpp).
-// `baseline`: the builder's default engine, built on the first call (only a build whose
-// candidates lack the native kernels needs it here).
 void measure_wholes(
-    AutoPlan& plan, Measurer& measure, const std::function<const Engine&()>& baseline,
-    const std::vector<int>& native, const AutoPlanSettings& settings,
+    AutoPlan& plan, Measurer& measure, const std::vector<int>& native,
+    const AutoPlanSettings& settings,
     const std::function<std::map<std::string, LayerChoice>(const std::vector<int>&)>& choices_of,
     const std::function<void(const std::string&)>& progress);
 

@@ -165,8 +165,8 @@ void measure_fused_wholes(
 // (conversions between two changed layers vanish, others appear), and a run of int8 layers only
 // pays off together.  The fastest within budget becomes the plan.
 void measure_wholes(
-    AutoPlan& plan, Measurer& measure, const std::function<const Engine&()>& baseline,
-    const std::vector<int>& native, const AutoPlanSettings& settings,
+    AutoPlan& plan, Measurer& measure, const std::vector<int>& native,
+    const AutoPlanSettings& settings,
     const std::function<std::map<std::string, LayerChoice>(const std::vector<int>&)>& choices_of,
     const std::function<void(const std::string&)>& progress) {
   std::vector<WholeAssignment>& wholes = plan.wholes;
@@ -193,7 +193,7 @@ void measure_wholes(
     if (measure.cached("replay", "baseline engine", &values, &text) && values.size() == 1) {
       plan.baseline_ms = values[0];
     } else {
-      plan.baseline_ms = measure.replay(baseline());
+      plan.baseline_ms = measure.replay(measure.baseline());
       if (!settings.timing->single_run())
         measure.remember("replay", "baseline engine", {plan.baseline_ms});
     }

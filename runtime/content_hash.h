@@ -1,5 +1,6 @@
 // 64-bit content hashes for what keys a build's reuse: plan fingerprints (model_fingerprint,
-// runtime/plan_file.cpp) and the timing cache's input-set keys (runtime/auto_plan_cache.cpp).
+// runtime/plan_file.cpp) and the timing cache's keys (text_hash, input_set_key:
+// runtime/auto_plan_cache.cpp).
 //
 // Not cryptographic: they tell one model or input set from another (a changed weight, another
 // image), not a forgery from the real thing.  Eight bytes per step (FNV-1a's multiply plus a
@@ -12,7 +13,9 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/host_parallel.h"
@@ -27,7 +30,14 @@ inline uint64_t hash_word(uint64_t hash, uint64_t word) {
   return hash ^ (hash >> 29);
 }
 
-// Serial: whole 8-byte words, then the tail byte by byte (plain FNV-1a).
+// Plain FNV-1a, byte by byte: short texts and numbers (a plan fingerprint's names and shapes).
+inline uint64_t hash_fnv1a(const void* data, size_t size, uint64_t hash = kHashSeed) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < size; ++i) hash = (hash ^ p[i]) * 0x100000001B3ull;
+  return hash;
+}
+
+// Serial: whole 8-byte words, then the tail byte by byte.
 inline uint64_t hash_bytes(const void* data, size_t size, uint64_t hash = kHashSeed) {
   const auto* base = static_cast<const unsigned char*>(data);
   const size_t words = size / 8;
@@ -36,8 +46,7 @@ inline uint64_t hash_bytes(const void* data, size_t size, uint64_t hash = kHashS
     std::memcpy(&word, base + 8 * i, 8);
     hash = hash_word(hash, word);
   }
-  for (size_t i = 8 * words; i < size; ++i) hash = (hash ^ base[i]) * 0x100000001B3ull;
-  return hash;
+  return hash_fnv1a(base + 8 * words, size - 8 * words, hash);
 }
 
 // hash_bytes up to kHashBlock bytes; above, the block count and each block's own hash.
@@ -54,6 +63,13 @@ inline uint64_t hash_bytes_blocked(const void* data, size_t size, uint64_t hash 
   hash = hash_word(hash, blocks.size());
   for (uint64_t block : blocks) hash = hash_word(hash, block);
   return hash;
+}
+
+// 16 lowercase hex digits: how fingerprints and cache keys print a hash.
+inline std::string hash_hex(uint64_t hash) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(hash));
+  return text;
 }
 
 }  // namespace cnnrt

@@ -85,17 +85,11 @@ void read_layer(const YAML::Node& spec, YamlContext& context, LayerChoice& choic
   }
 }
 
-// FNV-1a over bytes, 64-bit: stable across platforms of one endianness, which is all a plan
-// file needs (it is rebuilt, not shipped between machines of different byte order).
+// content_hash.h's hashes, 64-bit: stable across platforms of one endianness, which is all a
+// plan file needs (it is rebuilt, not shipped between machines of different byte order).
 struct Fnv64 {
-  uint64_t hash = 0xCBF29CE484222325ull;
-  void bytes(const void* data, size_t size) {
-    const auto* p = static_cast<const unsigned char*>(data);
-    for (size_t i = 0; i < size; ++i) {
-      hash ^= p[i];
-      hash *= 0x100000001B3ull;
-    }
-  }
+  uint64_t hash = kHashSeed;
+  void bytes(const void* data, size_t size) { hash = hash_fnv1a(data, size, hash); }
   void text(const std::string& value) { bytes(value.c_str(), value.size() + 1); }
   void number(int64_t value) { bytes(&value, sizeof value); }
   void shape(const Shape& shape) {
@@ -252,9 +246,7 @@ std::string model_fingerprint(const Graph& graph) {
       h.floats(param.value.data);
     }
   }
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(h.hash));
-  return text;
+  return hash_hex(h.hash);
 }
 
 }  // namespace cnnrt

@@ -174,14 +174,7 @@ int run_build(const BuildArgs& args) {
     auto calibration = std::make_shared<Calibration>(
         *cached_calibration(graph, slice(set.inputs, 0, half), calibrate_settings, cache.get(),
                             &computed, &fp32_engine));
-    // Not one the calibration fell back to the CPU for (the reference runs on the build's
-    // device), nor one of a model with `impl:` requests: the calibration keeps those layers
-    // unfused, the automatic plan's engines do not, and the reference must be theirs.
-    const bool requests = std::any_of(graph.nodes.begin(), graph.nodes.end(), [](const Node& node) {
-      return !node.kernel_request.empty();
-    });
-    if (fp32_engine && fp32_engine->device() == device.device && !requests)
-      settings.reference_engine = fp32_engine;
+    settings.reference_engine = fp32_engine;  // null when the cache answered
     if (!computed) note("calibration: from the timing cache (same model, inputs and method)");
     calib_file = std::filesystem::path(args.output).filename().string() + ".calib.json";
     calibration->source = calib_file;

@@ -63,15 +63,14 @@ layers:
 )";
 
 const AsyncCase kCases[] = {
-    {"softmax_fused", kSoftmaxModel, true},
-    {"softmax_unfused", kSoftmaxModel, false},
-    {"relu_first_unfused", kReluFirstModel, false},
-    {"relu_first_fused", kReluFirstModel, true},
+    {"softmax_fused", kSoftmaxModel, true},         {"softmax_unfused", kSoftmaxModel, false},
+    {"relu_first_unfused", kReluFirstModel, false}, {"relu_first_fused", kReluFirstModel, true},
     {"residual_input", kResidualModel, true},
 };
 
 constexpr int kBatch = 3;
-constexpr size_t kGuard = 64;  // floats past each buffer: NaN after inputs, a sentinel after outputs
+constexpr size_t kGuard =
+    64;  // floats past each buffer: NaN after inputs, a sentinel after outputs
 constexpr float kSentinel = 12345.678f;
 
 class RunAsyncTest : public ::testing::TestWithParam<AsyncCase> {
@@ -115,9 +114,9 @@ class RunAsyncTest : public ::testing::TestWithParam<AsyncCase> {
     void* pointer = nullptr;
     EXPECT_EQ(cudaMalloc(&pointer, values.size() * sizeof(float)), cudaSuccess);
     allocations_.push_back(pointer);
-    EXPECT_EQ(cudaMemcpy(pointer, values.data(), values.size() * sizeof(float),
-                         cudaMemcpyHostToDevice),
-              cudaSuccess);
+    EXPECT_EQ(
+        cudaMemcpy(pointer, values.data(), values.size() * sizeof(float), cudaMemcpyHostToDevice),
+        cudaSuccess);
     return static_cast<float*>(pointer);
   }
   std::vector<float> download(const float* pointer, size_t count) {
