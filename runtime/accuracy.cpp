@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "kernels/cpu/host_parallel.h"
 #include "runtime/engine_impl.h"
 
 namespace cnnrt {
@@ -126,8 +127,13 @@ std::string row_text(const std::string& rank, const std::string& layer, const st
 
 }  // namespace
 
-std::vector<float> run_over_inputs(const Engine& engine, const CalibrationInputs& inputs,
-                                   int samples, int batch, int64_t chunk_bytes) {
+namespace {
+
+// run_over_inputs' one loop; `chunk(first, count)` gives the address of inputs first ..
+// first + count - 1, contiguous (loaded into a buffer, or where they already are).
+template <typename Chunk>
+std::vector<float> run_in_chunks(const Engine& engine, int samples, int batch, int64_t chunk_bytes,
+                                 Chunk chunk) {
   const int64_t input_size = shape_elements(engine.model().input_shape);
   const int64_t output_size = shape_elements(engine.model().output_shape);
   if (batch < 1) throw Error("run_over_inputs: the batch must be at least 1");
@@ -138,23 +144,40 @@ std::vector<float> run_over_inputs(const Engine& engine, const CalibrationInputs
   const int64_t batch_bytes = std::max<int64_t>(1, batch * input_size * int64_t{sizeof(float)});
   const int per_chunk = static_cast<int>(
       std::clamp<int64_t>(chunk_bytes / batch_bytes, 1, std::max(full_batches, 1)));
-  std::vector<float> input(static_cast<size_t>(per_chunk) * batch * input_size);
   if (full_batches > 0) {
     std::unique_ptr<ExecutionContext> full = engine.create_context(batch);
     for (int done = 0; done < full_batches;) {
       const int runs = std::min(per_chunk, full_batches - done);
       const int first = done * batch;
-      inputs.load(first, runs * batch, input.data());
-      full->impl().run_many(input.data(), outputs.data() + first * output_size, runs);
+      full->impl().run_many(chunk(first, runs * batch), outputs.data() + first * output_size, runs);
       done += runs;
     }
   }
   if (const int rest = samples - full_batches * batch; rest > 0) {
     const int first = full_batches * batch;
-    inputs.load(first, rest, input.data());
-    engine.create_context(rest)->run(input.data(), outputs.data() + first * output_size);
+    engine.create_context(rest)->run(chunk(first, rest), outputs.data() + first * output_size);
   }
   return outputs;
+}
+
+}  // namespace
+
+std::vector<float> run_over_inputs(const Engine& engine, const CalibrationInputs& inputs,
+                                   int samples, int batch, int64_t chunk_bytes) {
+  const int64_t input_size = shape_elements(engine.model().input_shape);
+  HostVector<float> buffer;  // each chunk's inputs; load() writes every value
+  return run_in_chunks(engine, samples, batch, chunk_bytes, [&](int first, int count) {
+    buffer.resize(static_cast<size_t>(count * input_size));
+    inputs.load(first, count, buffer.data());
+    return static_cast<const float*>(buffer.data());
+  });
+}
+
+std::vector<float> run_over_inputs(const Engine& engine, const float* inputs, int samples,
+                                   int batch, int64_t chunk_bytes) {
+  const int64_t input_size = shape_elements(engine.model().input_shape);
+  return run_in_chunks(engine, samples, batch, chunk_bytes,
+                       [&](int first, int) { return inputs + first * input_size; });
 }
 
 AgreementAccumulator::AgreementAccumulator(int64_t outputs, bool probabilities)

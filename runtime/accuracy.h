@@ -94,6 +94,11 @@ struct AccuracySettings {
 // automatic plan (runtime/auto_plan_measure.cpp).
 std::vector<float> run_over_inputs(const Engine& engine, const CalibrationInputs& inputs,
                                    int samples, int batch, int64_t chunk_bytes = int64_t{64} << 20);
+// The same over inputs already in memory (samples × input elements, contiguous): each chunk is
+// submitted from `inputs` itself, with no host copy (the automatic plan's held-out set, run by
+// every candidate: a fresh copy of it per run cost ~20 ms of page faults and copying).
+std::vector<float> run_over_inputs(const Engine& engine, const float* inputs, int samples,
+                                   int batch, int64_t chunk_bytes = int64_t{64} << 20);
 
 // Builds the fp32 reference and one engine per configuration on the CPU, runs them over the
 // inputs, and returns the report.  `calibration` may be null only for FP32.  Errors: an empty

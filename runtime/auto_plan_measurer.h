@@ -411,12 +411,7 @@ class Measurer {
       held_out_.resize(static_cast<size_t>(inputs_.samples * sample_size));
       inputs_.load(0, inputs_.samples, held_out_.data());
     }
-    CalibrationInputs loaded;
-    loaded.samples = inputs_.samples;
-    loaded.load = [&](int first, int count, float* out) {
-      std::copy_n(held_out_.data() + first * sample_size, count * sample_size, out);
-    };
-    return run_over_inputs(engine, loaded, inputs_.samples, batch);
+    return run_over_inputs(engine, held_out_.data(), inputs_.samples, batch);
   }
 
   const Graph& graph_;

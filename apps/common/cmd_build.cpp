@@ -131,6 +131,7 @@ int run_build(const BuildArgs& args) {
   JsonOutput json;
   json.path = args.json;
   json.prepare();
+  start_device(args.device);  // CUDA starts while the files are read
   const Graph graph = load_graph_with_weights(args.model, args.weights);
   trace.mark("model and weights loaded");
   const DeviceChoice device = resolve_device(args.device);

@@ -10,6 +10,7 @@
 #include "apps/common/npy.h"
 #include "graph/atomic_write.h"
 #include "graph/model_loader.h"
+#include "runtime/build_trace.h"
 
 namespace cnnrt::apps {
 namespace {
@@ -27,12 +28,18 @@ int run_run(const RunArgs& args) {
   else
     check_output_path(args.output);
   args.json.prepare();
-  const DeviceChoice device = resolve_device(args.device.device);
-  const BuildOptions options = build_options(args.device, device);
+  BuildTrace trace("[cnnrt run] ");  // CNNRT_TRACE_BUILD=1: the phases of this command
+  start_device(args.device.device);  // CUDA starts while the files are read
+  BuildOptions options = build_options(args.device);
 
   const NpyArray input =
       is_std_stream(args.input) ? parse_npy(read_input("-"), "<stdin>") : read_npy(args.input);
+  trace.mark("input read");
   const Graph graph = load_graph_with_weights(args.model, weights_for(args.weights, options));
+  trace.mark("model and weights loaded");
+  const DeviceChoice device = resolve_device(args.device.device);
+  options.device = device.device;
+  trace.mark("device resolved");
   std::vector<int64_t> expected = {-1};
   expected.insert(expected.end(), graph.input.shape.begin(), graph.input.shape.end());
   bool matches = input.shape.size() == expected.size() && !input.shape.empty() &&
@@ -51,7 +58,9 @@ int run_run(const RunArgs& args) {
   using Clock = std::chrono::steady_clock;
   const auto build_start = Clock::now();
   const auto engine = Engine::build(graph, options);
+  trace.mark("engine built");
   const auto context = engine->create_context(batch);
+  trace.mark("context created");
   const auto run_start = Clock::now();
   const ModelInfo& model = engine->model();
   std::vector<int64_t> output_shape = {batch};
@@ -60,7 +69,9 @@ int run_run(const RunArgs& args) {
   context->run(input.data.data(), output.data());
   const auto run_end = Clock::now();
   detail(engine->describe());
+  trace.mark("forward");
   write_output(args.output, serialize_npy(output_shape, output));
+  trace.mark("output written");
   const std::string precision = to_string(engine->precision());
   note("device " + device.summary + ", precision " + precision);
   if (verbosity() != Verbosity::Quiet)

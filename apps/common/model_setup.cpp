@@ -125,9 +125,17 @@ DeviceChoice resolve_device(const std::string& text) {
   return choice;
 }
 
+void start_device(const std::string& text) { warm_up_device(parse_device(text)); }
+
 BuildOptions build_options(const DeviceArgs& args, const DeviceChoice& device) {
-  BuildOptions options;
+  BuildOptions options = build_options(args);
   options.device = device.device;
+  return options;
+}
+
+BuildOptions build_options(const DeviceArgs& args) {
+  BuildOptions options;
+  options.device = parse_device(args.device);
   options.precision = parse_precision(args.precision);
   // --calib overrides the scales a plan names.
   if (!args.calib.empty()) options.calibration = load_calibration(args.calib);

@@ -53,9 +53,16 @@ struct DeviceChoice {
 // Resolves auto to CUDA when a device is present, else CPU; an explicit cuda without a device
 // is an Error.
 DeviceChoice resolve_device(const std::string& text);
+// Starts the --device's start-up (driver, context) on a thread (warm_up_device), for a command
+// to call before it reads its files and resolve_device after: the ~0.3 s of CUDA's start then
+// overlaps the reading instead of preceding it.
+void start_device(const std::string& text);
 
 // Build options from --device/--precision/--plan/--calib (device already resolved).
 BuildOptions build_options(const DeviceArgs& args, const DeviceChoice& device);
+// The same before the device is resolved: options.device is the --device as given (auto
+// included), for the caller to set from resolve_device.
+BuildOptions build_options(const DeviceArgs& args);
 
 // The weights to bind with those options: --weights / --random-weights when given, else the
 // weight file a --plan names (BuildOptions::choices_weights: a plan that pruned layers runs on

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "graph/ir.h"
+#include "kernels/cpu/host_parallel.h"
 
 namespace cnnrt::ref {
 
@@ -50,7 +51,7 @@ int8_t requantize(int32_t value, float multiplier, Int8Bounds bounds = {});
 struct Int8Layer {
   int out_channels = 0;
   int64_t per_channel = 0;          // K: weights per output channel
-  std::vector<int8_t> weight;       // the fp32 weight's layout, quantised per output channel
+  HostVector<int8_t> weight;        // the fp32 weight's layout, quantised per output channel
   std::vector<float> weight_scale;  // s_w[c]
   std::vector<int32_t> bias;        // bias_q[c] = RNE(b[c] / (s_x·s_w[c])), 0 without a bias
   // int8 output: M[c] = fp32(s_x·s_w[c] / s_y); fp32 output: D[c] = fp32(s_x·s_w[c]).

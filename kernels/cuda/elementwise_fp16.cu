@@ -82,10 +82,14 @@ DeviceArray upload_as_fp16(const std::vector<float>& values) {
   return upload_as_fp16(values.data(), values.size());
 }
 
-DeviceArray upload_fp32(const std::vector<float>& values) {
-  DeviceArray buffer(values.size() * sizeof(float));
-  buffer.upload(values.data(), buffer.bytes());
+DeviceArray upload_fp32(const float* values, size_t count) {
+  DeviceArray buffer(count * sizeof(float));
+  buffer.upload(values, buffer.bytes());
   return buffer;
+}
+
+DeviceArray upload_fp32(const std::vector<float>& values) {
+  return upload_fp32(values.data(), values.size());
 }
 
 namespace {

@@ -61,6 +61,7 @@ class DeviceArray {
 // the host's cores; build time only: synchronous).
 DeviceArray upload_as_fp16(const float* values, size_t count);
 DeviceArray upload_as_fp16(const std::vector<float>& values);
+DeviceArray upload_fp32(const float* values, size_t count);
 DeviceArray upload_fp32(const std::vector<float>& values);
 
 // y = max(x, 0) over `count` halves (count a multiple of 8; x == y allowed; NaN stays NaN as in

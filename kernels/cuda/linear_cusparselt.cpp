@@ -321,7 +321,7 @@ LinearCusparseLt::LinearCusparseLt(const float* weight, const float* bias, int o
       CUSPARSE_ORDER_ROW, CUSPARSELT_SPARSITY_50_PERCENT));
   lib.weight_desc_ready = true;
 
-  DeviceArray dense = upload_as_fp16(host.weight);
+  DeviceArray dense = upload_as_fp16(host.weight.data(), host.weight.size());
   // A second opinion in cuSPARSELt's own grouping: a wrong operand order here would compress a
   // weight that is not 2:4 for the library into silently wrong results.
   s.check_structure(dense.get());

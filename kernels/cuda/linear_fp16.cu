@@ -55,7 +55,7 @@ namespace cnnrt::cuda {
 GemmWeights::GemmWeights(const HostGemmWeights& host)
     : rows_pad_(host.rows_pad),
       cols_pad_(host.cols_pad),
-      weight_(upload_as_fp16(host.weight)),
+      weight_(upload_as_fp16(host.weight.data(), host.weight.size())),
       bias_fp32_(upload_fp32(host.bias)),
       bias_fp16_(upload_as_fp16(host.bias)) {
   if (host.weight.size() != static_cast<size_t>(rows_pad_) * cols_pad_ ||

@@ -16,7 +16,9 @@ HostGemmWeights pack_linear_weights(const float* weight, const float* bias, int 
   HostGemmWeights packed;
   packed.rows_pad = round_up8(out_features);
   packed.cols_pad = round_up8(in_features);
-  packed.weight.assign(static_cast<size_t>(packed.rows_pad) * packed.cols_pad, 0.0f);
+  // Not zeroed here: the parallel loop writes every element (padding included), so the pages are
+  // first touched on all cores (host_parallel.h, HostVector).
+  packed.weight.resize(static_cast<size_t>(packed.rows_pad) * packed.cols_pad);
   packed.bias.assign(packed.rows_pad, 0.0f);
   if (bias != nullptr) std::copy(bias, bias + out_features, packed.bias.begin());
 
@@ -28,15 +30,21 @@ HostGemmWeights pack_linear_weights(const float* weight, const float* bias, int 
   const int64_t hw = permute ? flattened_source[1] * flattened_source[2] : 0;
   // Rows on the host's cores: fc6's 38 M gathered values took ~0.2 s on one (the fp32 and int8
   // linears pack here at every engine build).
-  parallel_for(static_cast<size_t>(out_features), 16, [&](size_t begin, size_t end) {
+  const size_t cols = static_cast<size_t>(packed.cols_pad);
+  parallel_for(static_cast<size_t>(packed.rows_pad), 16, [&](size_t begin, size_t end) {
     for (size_t o = begin; o < end; ++o) {
-      const float* src = weight + o * in_features;
-      float* dst = packed.weight.data() + o * packed.cols_pad;
-      if (!permute) {
-        std::copy(src, src + in_features, dst);
+      float* dst = packed.weight.data() + o * cols;
+      if (o >= static_cast<size_t>(out_features)) {
+        std::fill(dst, dst + cols, 0.0f);
         continue;
       }
-      for (int64_t j = 0; j < in_features; ++j) dst[j] = src[linear_source_column(j, channels, hw)];
+      const float* src = weight + o * in_features;
+      if (!permute)
+        std::copy(src, src + in_features, dst);
+      else
+        for (int64_t j = 0; j < in_features; ++j)
+          dst[j] = src[linear_source_column(j, channels, hw)];
+      std::fill(dst + in_features, dst + cols, 0.0f);
     }
   });
   return packed;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "graph/ir.h"
+#include "kernels/cpu/host_parallel.h"
 
 namespace cnnrt::cuda {
 
@@ -20,7 +21,7 @@ namespace cnnrt::cuda {
 // and in the padding).  Each family converts them to its own device type.
 struct HostGemmWeights {
   int rows_pad = 0, cols_pad = 0;
-  std::vector<float> weight;
+  HostVector<float> weight;  // filled on the host's cores, padding included
   std::vector<float> bias;
 };
 

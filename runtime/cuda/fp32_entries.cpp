@@ -174,7 +174,7 @@ std::unique_ptr<LayerKernel> create_conv(const KernelBuildContext& context) {
 std::unique_ptr<LayerKernel> create_linear(const KernelBuildContext& context) {
   const HostGemmWeights packed = linear_weights_of(context, "linear_fp32");
   std::vector<DeviceArray> buffers;
-  buffers.push_back(upload_fp32(packed.weight));
+  buffers.push_back(upload_fp32(packed.weight.data(), packed.weight.size()));
   buffers.push_back(upload_fp32(packed.bias));
   const float* weight_d = device_floats(buffers[0]);
   const float* bias_d = device_floats(buffers[1]);

@@ -69,10 +69,10 @@ ref::Int8Layer prepare_layer(const KernelBuildContext& context, const float* wei
 }
 
 // Uploads the packed weight, the int32 bias and the multipliers; fills the S8Conv's epilogue.
-void upload_layer(const ref::Int8Layer& layer, const std::vector<int8_t>& packed,
+void upload_layer(const ref::Int8Layer& layer, const int8_t* packed, size_t packed_bytes,
                   Int8Device& device, S8Conv& conv) {
-  device.weight = DeviceArray(packed.size());
-  device.weight.upload(packed.data(), packed.size());
+  device.weight = DeviceArray(packed_bytes);
+  device.weight.upload(packed, packed_bytes);
   device.bias = DeviceArray(layer.bias.size() * sizeof(int32_t));
   device.bias.upload(layer.bias.data(), device.bias.bytes());
   device.multiplier = DeviceArray(layer.multiplier.size() * sizeof(float));
@@ -156,7 +156,8 @@ class ConvInt8Kernel final : public LayerKernel {
                                  wgmma != Wgmma::Off && wgmma_s8_device_supported() &&
                                  (path == ConvPath::SpaceToDepth || wgmma_shape_ok(*shape));
     k_align_ = wgmma_candidate ? 128 : 64;
-    upload_layer(layer, packed_weights(layer), device_, conv_);
+    const std::vector<int8_t> packed = packed_weights(layer);
+    upload_layer(layer, packed.data(), packed.size(), device_, conv_);
     if (wgmma_candidate && wgmma_s8_serves(conv_)) {
       use_wgmma_ = true;
       wgmma_max_fallback_ = wgmma == Wgmma::Always ? 0 : fallback_max_batch([this](int b) {
@@ -383,7 +384,7 @@ std::shared_ptr<const Int8LinearWeights> prepare_int8_linear(const KernelBuildCo
   linear.out_h = linear.out_w = 1;
   linear.k_total = linear.in_stride;
   linear.k_pad = round_up(linear.k_total, 64);
-  std::vector<int8_t> packed;
+  HostVector<int8_t> packed;
   if (linear.k_pad == in) {
     packed = std::move(layer.weight);  // already the kernel's row layout
   } else {
@@ -392,7 +393,7 @@ std::shared_ptr<const Int8LinearWeights> prepare_int8_linear(const KernelBuildCo
       std::memcpy(&packed[static_cast<size_t>(o) * linear.k_pad],
                   &layer.weight[static_cast<size_t>(o) * in], static_cast<size_t>(in));
   }
-  upload_layer(layer, packed, prepared->device, linear);
+  upload_layer(layer, packed.data(), packed.size(), prepared->device, linear);
   return prepared;
 }
 

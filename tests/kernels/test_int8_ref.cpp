@@ -154,6 +154,24 @@ TEST(Int8Helpers, PerChannelWeightsAllZeroChannelsAndPrunedBiases) {
                Error);
 }
 
+TEST(Int8Helpers, NonFiniteWeightsAreNamedByTheirFirstIndex) {
+  // Checked inside the parallel per-channel pass: the error names the first non-finite value of
+  // the tensor, whichever thread saw its channel, for any count of channels.
+  for (const int channels : {3, 64, 1000}) {
+    std::vector<float> weight(static_cast<size_t>(channels) * 5, 0.25f);
+    const int64_t first = (channels / 2) * 5 + 3;
+    weight[first] = std::numeric_limits<float>::quiet_NaN();
+    weight[weight.size() - 1] = kInf;  // a later one too
+    try {
+      ref::prepare_int8_layer(weight.data(), nullptr, channels, 5, 0.1f, 0.0f, {-kInf, kInf});
+      ADD_FAILURE() << "no error for a NaN weight (" << channels << " channels)";
+    } catch (const Error& error) {
+      EXPECT_EQ(std::string(error.what()),
+                "int8: weight value " + std::to_string(first) + " is not finite");
+    }
+  }
+}
+
 TEST(Int8Helpers, LayoutConversionAtOneScaleIsExact) {
   // What the GPU int8 kernels' NHWC/16 tensors are compared through: NCHW → NHWC/16 → NCHW at
   // one scale gives back every int8 value, and the padding lanes are zeros.
