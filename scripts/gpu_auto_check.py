@@ -213,19 +213,24 @@ def main():
                     f.write(result.stdout + "\n".join(l for l in result.stderr.splitlines()
                                                       if not l.startswith("build:")))
                 # The warm-cache build once per model (the first batch), to keep within time.
-                warm = float("nan")
+                warm, warm_phases = float("nan"), ""
+                traced = dict(os.environ, CNNRT_TRACE_BUILD="1")
                 if first:
-                    _, warm = run(argv + ["-o", plan + ".warm.yaml"], timeout=limit(warm_s))
+                    warm_result, warm = run(argv + ["-o", plan + ".warm.yaml"],
+                                            timeout=limit(warm_s), env=traced)
+                    warm_phases = trace_summary(warm_result.stderr)[0]
                 # From the plan file: `cnnrt run --plan` on one input, the whole process's wall
                 # (CUDA start, weights, the engine as the plan names it, one forward; no timing).
-                from_plan = float("nan")
+                from_plan, plan_phases = float("nan"), ""
                 if first and inputs[0] == "--input":
                     one = os.path.join(args.out, f"{model}_one.npy")
                     np.save(one, np.load(inputs[1], mmap_mode="r")[:int(batch)])
-                    _, from_plan = run([args.cli, "run", *model_args, "--device", args.device,
-                                        "--plan", plan, "--input", one, "--output",
-                                        os.path.join(args.out, f"{model}_one_out.npy")],
-                                       timeout=limit(warm_s))
+                    plan_result, from_plan = run(
+                        [args.cli, "run", *model_args, "--device", args.device, "--plan", plan,
+                         "--input", one, "--output", os.path.join(args.out, f"{model}_one_out.npy")],
+                        timeout=limit(warm_s), env=traced)
+                    plan_phases, plan_kernels = trace_summary(plan_result.stderr)
+                    plan_phases += f"; slowest kernel creations: {plan_kernels}"
                 counts, int8 = layer_summary(plan)
                 plan_ms = bench(args, model_args, batch, ["--plan", plan], bench_s)
                 native = "fp16" if args.device == "cuda" else "fp32"
@@ -244,6 +249,7 @@ def main():
                                   if l.startswith("timing:")), "")
                 row = dict(model=model, batch=int(batch), build_s=round(cold, 2), breakdown=breakdown,
                            phases=phases, slowest_kernels=slowest_kernels,
+                           warm_phases=warm_phases, from_plan_phases=plan_phases,
                            warm_build_s=round(warm, 2) if warm == warm else "-",
                            from_plan_s=round(from_plan, 2) if from_plan == from_plan else "-",
                            precisions=counts, int8_layers=int8, error=error_line, wholes=wholes,
@@ -274,6 +280,10 @@ def main():
         if "failed" not in r:
             print(f"  {r['model']} b{r['batch']}: {r['breakdown']}\n    phases: {r['phases']}"
                   f"\n    slowest kernel creations: {r['slowest_kernels']}")
+            if r.get("warm_phases"):
+                print(f"    warm build phases: {r['warm_phases']}")
+            if r.get("from_plan_phases"):
+                print(f"    run --plan phases: {r['from_plan_phases']}")
     return 1 if failures else 0
 
 

@@ -4,6 +4,7 @@
 // file + rename.  Either may be "-" (stdin / stdout), for pipes.
 #include <chrono>
 #include <iostream>
+#include <utility>
 
 #include "apps/common/cmd_util.h"
 #include "apps/common/model_setup.h"
@@ -35,7 +36,7 @@ int run_run(const RunArgs& args) {
   const NpyArray input =
       is_std_stream(args.input) ? parse_npy(read_input("-"), "<stdin>") : read_npy(args.input);
   trace.mark("input read");
-  const Graph graph = load_graph_with_weights(args.model, weights_for(args.weights, options));
+  Graph graph = load_graph_with_weights(args.model, weights_for(args.weights, options));
   trace.mark("model and weights loaded");
   const DeviceChoice device = resolve_device(args.device.device);
   options.device = device.device;
@@ -57,7 +58,7 @@ int run_run(const RunArgs& args) {
 
   using Clock = std::chrono::steady_clock;
   const auto build_start = Clock::now();
-  const auto engine = Engine::build(graph, options);
+  const auto engine = Engine::build(std::move(graph), options);  // no copy of the weights
   trace.mark("engine built");
   const auto context = engine->create_context(batch);
   trace.mark("context created");
