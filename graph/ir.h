@@ -15,6 +15,8 @@
 #include <variant>
 #include <vector>
 
+#include "graph/host_vector.h"
+
 namespace cnnrt {
 
 using Shape = std::vector<int64_t>;
@@ -25,7 +27,8 @@ std::string shape_to_string(const Shape& shape);  // "[3, 224, 224]"
 // A host tensor of fp32 values (weights are converted from fp16 on load).
 struct HostTensor {
   Shape shape;
-  std::vector<float> data;
+  // Not zeroed by resize(): a reader fills it whole (the weight loader on the host's cores).
+  HostVector<float> data;
   int64_t elements() const { return shape_elements(shape); }
 };
 

@@ -183,16 +183,16 @@ void rewrite_conv_bn(Graph& graph, const Chain& chain, PassStats& stats) {
   const Node& bn = graph.nodes[chain[1]];
   const int channels = conv.get<ConvAttrs>().out_channels;
   const float eps = bn.get<BatchNormAttrs>().eps;
-  const std::vector<float>& gamma = bn.find_param("weight")->value.data;
-  const std::vector<float>& beta = bn.find_param("bias")->value.data;
-  const std::vector<float>& mean = bn.find_param("running_mean")->value.data;
-  const std::vector<float>& var = bn.find_param("running_var")->value.data;
+  const HostVector<float>& gamma = bn.find_param("weight")->value.data;
+  const HostVector<float>& beta = bn.find_param("bias")->value.data;
+  const HostVector<float>& mean = bn.find_param("running_mean")->value.data;
+  const HostVector<float>& var = bn.find_param("running_var")->value.data;
 
   if (conv.find_param("bias") == nullptr)
     conv.params.push_back(Param{"bias", bn.name + ".folded_bias",
-                                HostTensor{{channels}, std::vector<float>(channels)}});
-  std::vector<float>& weight = conv.find_param("weight")->value.data;
-  std::vector<float>& bias = conv.find_param("bias")->value.data;
+                                HostTensor{{channels}, HostVector<float>(channels, 0.0f)}});
+  HostVector<float>& weight = conv.find_param("weight")->value.data;
+  HostVector<float>& bias = conv.find_param("bias")->value.data;
   const size_t per_channel = weight.size() / static_cast<size_t>(channels);
   for (int c = 0; c < channels; ++c) {
     const double scale = gamma[c] / std::sqrt(static_cast<double>(var[c]) + eps);

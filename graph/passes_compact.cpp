@@ -145,7 +145,7 @@ void rewrite_consumer(Node& node, const Edit& edit, const std::vector<int>& remo
         folded[o] += static_cast<double>(weight->value.data[o * columns + k]) * edit.values[r];
     }
   }
-  std::vector<float> kept;
+  HostVector<float> kept;
   for (int64_t o = 0; o < rows; ++o)
     for (int64_t k = 0; k < columns; ++k)
       if (!drop[static_cast<size_t>(k)]) kept.push_back(weight->value.data[o * columns + k]);
@@ -167,7 +167,7 @@ void remove_rows(Node& node, const std::vector<int>& removed) {
   for (Param& param : node.params) {
     const int64_t rows = param.value.shape[0];
     const int64_t per_row = param.value.elements() / rows;
-    std::vector<float> kept;
+    HostVector<float> kept;
     for (int64_t o = 0; o < rows; ++o)
       if (!std::binary_search(removed.begin(), removed.end(), static_cast<int>(o)))
         kept.insert(kept.end(), param.value.data.begin() + o * per_row,

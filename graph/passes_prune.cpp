@@ -14,7 +14,7 @@
 namespace cnnrt {
 namespace {
 
-int64_t nonzeros(const std::vector<float>& values) {
+int64_t nonzeros(const HostVector<float>& values) {
   return std::count_if(values.begin(), values.end(), [](float v) { return v != 0.0f; });
 }
 
@@ -62,7 +62,7 @@ std::vector<PrunedLayer> prune_2_4(Graph& graph, const std::vector<std::string>&
   std::vector<PrunedLayer> pruned;
   for (const std::string& name : layers) {
     Node& node = *graph.find(name);
-    std::vector<float>& weight = node.find_param("weight")->value.data;
+    HostVector<float>& weight = node.find_param("weight")->value.data;
     PrunedLayer row{name, nonzeros(weight), 0, 0, 0};
     sparsity::prune_magnitude(weight.data(), sparsity::weight_shape_of(node));
     row.kept_weights = nonzeros(weight);

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "kernels/cpu/host_parallel.h"
+#include "graph/host_parallel.h"
 #include "runtime/engine_impl.h"
 
 namespace cnnrt {

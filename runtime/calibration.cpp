@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "graph/bounded_read.h"
-#include "kernels/cpu/host_parallel.h"
+#include "graph/host_parallel.h"
 #include "kernels/cpu/int8_ref.h"
 #include "runtime/build_trace.h"
 #include "runtime/engine_impl.h"

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/host_parallel.h"
+#include "graph/host_parallel.h"
 
 namespace cnnrt {
 

@@ -53,7 +53,7 @@ std::vector<float> copy_param(const Node& node, const char* role, int64_t expect
     node_error(node, std::string("cpu kernel: weight '") + role + "' has " +
                          std::to_string(param->value.data.size()) + " values, expected " +
                          std::to_string(expected_elements));
-  return param->value.data;
+  return {param->value.data.begin(), param->value.data.end()};
 }
 
 const float* in_ptr(const KernelArgs& args, size_t index = 0) {

@@ -64,7 +64,7 @@ std::vector<float> param_values(const KernelBuildContext& context, const char* r
     layer_error(context, std::string("weight '") + role + "' has " +
                              std::to_string(param->value.data.size()) + " values, expected " +
                              std::to_string(expected));
-  return param->value.data;
+  return {param->value.data.begin(), param->value.data.end()};
 }
 
 // Conv and linear share the host-side preparation: scales, quantised weights, epilogue.

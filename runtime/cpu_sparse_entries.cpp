@@ -38,7 +38,7 @@ std::vector<float> bias_of(const Node& node, int rows) {
   if (bias == nullptr || bias->value.data.empty()) return {};
   if (static_cast<int>(bias->value.data.size()) != rows)
     throw Error(node.name + ": sparse kernel: bias has the wrong size");
-  return bias->value.data;
+  return {bias->value.data.begin(), bias->value.data.end()};
 }
 
 void apply_activation(const Node& node, float* values, int64_t count) {

@@ -97,7 +97,7 @@ struct Fnv64 {
     for (int64_t d : shape) number(d);
   }
   // Weights: 8 bytes at a time, big tensors in blocks on the host's cores (content_hash.h).
-  void floats(const std::vector<float>& values) {
+  void floats(const HostVector<float>& values) {
     hash = hash_bytes_blocked(values.data(), values.size() * sizeof(float), hash);
   }
 };

@@ -14,7 +14,7 @@
 #include "cnnrt/error.h"
 #include "graph/ops.h"
 #include "kernels/cpu/convert_ref.h"
-#include "kernels/cpu/host_parallel.h"
+#include "graph/host_parallel.h"
 #include "kernels/cpu/pool_window.h"
 
 namespace cnnrt::ref {

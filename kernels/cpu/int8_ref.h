@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "graph/ir.h"
-#include "kernels/cpu/host_parallel.h"
+#include "graph/host_parallel.h"
 
 namespace cnnrt::ref {
 

@@ -13,7 +13,7 @@
 #include <memory>
 
 #include "cnnrt/error.h"
-#include "kernels/cpu/host_parallel.h"
+#include "graph/host_parallel.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/elementwise_fp16.h"
 

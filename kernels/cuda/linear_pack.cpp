@@ -4,7 +4,7 @@
 #include <string>
 
 #include "cnnrt/error.h"
-#include "kernels/cpu/host_parallel.h"
+#include "graph/host_parallel.h"
 
 namespace cnnrt::cuda {
 

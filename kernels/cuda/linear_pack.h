@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "graph/ir.h"
-#include "kernels/cpu/host_parallel.h"
+#include "graph/host_parallel.h"
 
 namespace cnnrt::cuda {
 

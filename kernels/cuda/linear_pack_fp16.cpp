@@ -14,7 +14,7 @@
 #include <string>
 
 #include "cnnrt/error.h"
-#include "kernels/cpu/host_parallel.h"
+#include "graph/host_parallel.h"
 #include "kernels/cuda/linear_fp16.h"
 
 namespace cnnrt::cuda {

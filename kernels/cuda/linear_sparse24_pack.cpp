@@ -8,7 +8,7 @@
 #include <string>
 
 #include "cnnrt/error.h"
-#include "kernels/cpu/host_parallel.h"
+#include "graph/host_parallel.h"
 #include "kernels/cuda/device_traits.h"
 #include "kernels/cuda/linear_sparse24.h"
 

@@ -109,7 +109,7 @@ std::unique_ptr<LayerKernel> create_batchnorm(const KernelBuildContext& context)
   const NhwcView view = nhwc_view(node.input_shapes[0]);
   const float eps = node.get<BatchNormAttrs>().eps;
   const char* roles[] = {"weight", "bias", "running_mean", "running_var"};
-  const std::vector<float>* values[4];
+  const HostVector<float>* values[4];
   for (int i = 0; i < 4; ++i) {
     const Param* param = node.find_param(roles[i]);
     if (param == nullptr || static_cast<int>(param->value.data.size()) != view.channels) {

@@ -140,8 +140,9 @@ std::unique_ptr<LayerKernel> create_conv(const KernelBuildContext& context) {
                           " values, expected " + std::to_string(attrs.out_channels));
   }
   std::vector<DeviceArray> buffers;
-  buffers.push_back(upload_fp32(weight->value.data));  // OIHW, as the kernel reads it
-  if (has_bias) buffers.push_back(upload_fp32(bias->value.data));
+  buffers.push_back(upload_fp32(weight->value.data.data(),
+                                weight->value.data.size()));  // OIHW, as the kernel reads it
+  if (has_bias) buffers.push_back(upload_fp32(bias->value.data.data(), bias->value.data.size()));
   const float* weight_d = device_floats(buffers[0]);
   const float* bias_d = has_bias ? device_floats(buffers[1]) : nullptr;
   const Fp32Clamp clamp = clamp_of(node);
@@ -283,8 +284,10 @@ std::unique_ptr<LayerKernel> create_batchnorm(const KernelBuildContext& context)
       throw_error(site, std::string("batchnorm ") + roles[i] + " must have " +
                             std::to_string(channels) + " values");
     }
-    buffers.push_back(
-        upload_fp32(present ? param->value.data : std::vector<float>(channels, defaults[i])));
+    const std::vector<float> values =
+        present ? std::vector<float>(param->value.data.begin(), param->value.data.end())
+                : std::vector<float>(channels, defaults[i]);
+    buffers.push_back(upload_fp32(values));
   }
   const float* gamma = device_floats(buffers[0]);
   const float* beta = device_floats(buffers[1]);

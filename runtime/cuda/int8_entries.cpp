@@ -353,30 +353,17 @@ struct Int8LinearWeights {
 
 std::shared_ptr<const Int8LinearWeights> prepare_int8_linear(const KernelBuildContext& context) {
   const Node& node = context.node;
-  // The one packing of every CUDA linear (bias separate below): checks, and the permutation
-  // of the columns to the (h, w, c) order of an NHWC flatten.
-  const HostGemmWeights checked = linear_weights_of(context, "linear_int8");
-  const int out = node.get<LinearAttrs>().out_features;
-  const int in = static_cast<int>(node.input_shapes[0][0]);
-  const Param* bias = node.find_param("bias");
-  const float* bias_data =
-      bias != nullptr && !bias->value.data.empty() ? bias->value.data.data() : nullptr;
-  // Per-channel scales do not depend on the column order: quantise the packed (permuted)
-  // rows, so the kernel's integers are the reference's, column for column.  (Rows already
-  // contiguous, in % 8 == 0 as in AlexNet's linears, need no copy.)
-  std::vector<float> permuted;
-  const float* rows = checked.weight.data();
-  if (checked.cols_pad != in) {
-    permuted.resize(static_cast<size_t>(out) * in);
-    for (int o = 0; o < out; ++o)
-      std::memcpy(&permuted[static_cast<size_t>(o) * in],
-                  &checked.weight[static_cast<size_t>(o) * checked.cols_pad], in * sizeof(float));
-    rows = permuted.data();
-  }
+  // The checks every CUDA linear makes, and the (h, w, c) column order of an NHWC flatten.
+  const LinearWeightRefs refs = linear_weight_refs_of(context, "linear_int8");
+  const int out = refs.out_features, in = refs.in_features;
+  // Quantised in the graph's own column order, straight from its weights (per-channel scales do
+  // not depend on the order of a row), then the int8 rows permuted into the kernel's layout:
+  // the same integers as quantising permuted fp32 rows, without packing those first (151 MB
+  // for fc6, most of this layer's build time).
   auto prepared = std::make_shared<Int8LinearWeights>();
   S8Conv& linear = prepared->linear;
-  ref::Int8Layer layer =
-      prepare_layer(context, rows, bias_data, out, in, activation_bounds(node), prepared->device);
+  ref::Int8Layer layer = prepare_layer(context, refs.weight, refs.bias, out, in,
+                                       activation_bounds(node), prepared->device);
   linear.in_c = in;
   linear.in_h = linear.in_w = 1;
   linear.in_stride = padded16(in);
@@ -384,14 +371,28 @@ std::shared_ptr<const Int8LinearWeights> prepare_int8_linear(const KernelBuildCo
   linear.out_h = linear.out_w = 1;
   linear.k_total = linear.in_stride;
   linear.k_pad = round_up(linear.k_total, 64);
+  const Shape& source = refs.flattened_source;
+  const bool permute = source.size() == 3;
+  if (permute && shape_elements(source) != in)
+    throw_error(node_site(context), "linear_int8: in_features " + std::to_string(in) +
+                                        " does not match the flattened shape " +
+                                        shape_to_string(source));
   HostVector<int8_t> packed;
-  if (linear.k_pad == in) {
+  if (!permute && linear.k_pad == in) {
     packed = std::move(layer.weight);  // already the kernel's row layout
   } else {
-    packed.assign(static_cast<size_t>(out) * linear.k_pad, 0);
-    for (int o = 0; o < out; ++o)
-      std::memcpy(&packed[static_cast<size_t>(o) * linear.k_pad],
-                  &layer.weight[static_cast<size_t>(o) * in], static_cast<size_t>(in));
+    const int64_t channels = permute ? source[0] : 0;
+    const int64_t hw = permute ? source[1] * source[2] : 0;
+    const size_t k_pad = static_cast<size_t>(linear.k_pad);
+    packed.resize(static_cast<size_t>(out) * k_pad);  // every byte written below
+    parallel_for(static_cast<size_t>(out), 16, [&](size_t begin, size_t end) {
+      for (size_t o = begin; o < end; ++o) {
+        const int8_t* src = layer.weight.data() + o * static_cast<size_t>(in);
+        int8_t* dst = packed.data() + o * k_pad;
+        for (int64_t j = 0; j < in; ++j) dst[j] = src[linear_source_column(j, channels, hw)];
+        std::fill(dst + in, dst + k_pad, int8_t{0});
+      }
+    });
   }
   upload_layer(layer, packed.data(), packed.size(), prepared->device, linear);
   return prepared;

@@ -171,9 +171,9 @@ TEST_F(BuildAllowPrune, ALooseBudgetWritesThePrunedWeightsThePlanRunsOn) {
     for (const Param& param : node.params) {
       ++tensors;
       ASSERT_EQ(written.count(param.key), 1u) << param.key;
-      const std::vector<float>& now = written.at(param.key).data;
+      const HostVector<float>& now = written.at(param.key).data;
       if ((node.name == "c1" || node.name == "c2") && param.role == "weight") {
-        std::vector<float> expected = param.value.data;
+        HostVector<float> expected = param.value.data;
         sparsity::prune_magnitude(expected.data(), sparsity::weight_shape_of(node));
         EXPECT_EQ(now, expected) << node.name;
         EXPECT_NE(now, param.value.data) << node.name;

@@ -121,7 +121,7 @@ inline Param make_param(const std::string& role, Shape shape, std::vector<float>
   param.role = role;
   param.key = "test." + role;
   param.value.shape = std::move(shape);
-  param.value.data = std::move(data);
+  param.value.data.assign(data.begin(), data.end());
   return param;
 }
 

@@ -38,7 +38,7 @@ std::vector<std::string> leftovers(const fs::path& folder) {
 
 std::map<std::string, HostTensor> filled_tensors(size_t count, float value) {
   std::map<std::string, HostTensor> tensors;
-  tensors["w"] = HostTensor{{static_cast<int64_t>(count)}, std::vector<float>(count, value)};
+  tensors["w"] = HostTensor{{static_cast<int64_t>(count)}, HostVector<float>(count, value)};
   return tensors;
 }
 
@@ -66,7 +66,7 @@ TEST(AtomicWrite, PlantedSymlinkAtTheOldTemporaryNameIsNotFollowed) {
   write_safetensors(target.string(), filled_tensors(16, 1.0f));
   EXPECT_EQ(read_file(victim), "precious");
   EXPECT_TRUE(fs::is_symlink(dir.path / "w.safetensors.tmp"));
-  EXPECT_EQ(read_safetensors(target.string()).at("w").data, std::vector<float>(16, 1.0f));
+  EXPECT_EQ(read_safetensors(target.string()).at("w").data, HostVector<float>(16, 1.0f));
 }
 
 TEST(AtomicWrite, SymlinkAtTheTargetIsReplacedNotWrittenThrough) {
@@ -93,7 +93,7 @@ TEST(AtomicWrite, ConcurrentWritersNeverProduceAMixedFile) {
     a.join();
     b.join();
     const auto read = read_safetensors(target);
-    const std::vector<float>& values = read.at("w").data;
+    const HostVector<float>& values = read.at("w").data;
     EXPECT_TRUE(values == small.at("w").data || values == large.at("w").data) << round;
   }
   EXPECT_TRUE(leftovers(dir.path).empty());

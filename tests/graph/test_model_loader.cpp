@@ -355,7 +355,7 @@ TEST(BindWeights, MissingTensorNamesLayerAndKey) {
       model_text("  - {name: c, op: conv, out_channels: 5, kernel: 3, weight: w, bias: b}\n"),
       "m.yaml");
   std::map<std::string, HostTensor> weights;
-  weights["w"] = HostTensor{{5, 3, 3, 3}, std::vector<float>(135, 0.5f)};
+  weights["w"] = HostTensor{{5, 3, 3, 3}, HostVector<float>(135, 0.5f)};
   const std::string msg = error_of([&] { bind_weights(graph, weights, "w.safetensors"); });
   EXPECT_CONTAINS(msg, "w.safetensors: layer 'c': tensor 'b': missing from the weight file");
   EXPECT_CONTAINS(msg, "[5]");
@@ -367,13 +367,13 @@ TEST(BindWeights, ShapeMismatchNamesBothShapes) {
       model_text("  - {name: c, op: conv, out_channels: 5, kernel: 3, weight: w, bias: b}\n"),
       "m.yaml");
   std::map<std::string, HostTensor> weights;
-  weights["w"] = HostTensor{{5, 3, 3, 2}, std::vector<float>(90, 0.5f)};
-  weights["b"] = HostTensor{{5}, std::vector<float>(5, 0.5f)};
+  weights["w"] = HostTensor{{5, 3, 3, 2}, HostVector<float>(90, 0.5f)};
+  weights["b"] = HostTensor{{5}, HostVector<float>(5, 0.5f)};
   const std::string msg = error_of([&] { bind_weights(graph, weights, "w.safetensors"); });
   EXPECT_CONTAINS(msg, "layer 'c': tensor 'w': shape mismatch");
   EXPECT_CONTAINS(msg, "expected [5, 3, 3, 3], the file has [5, 3, 3, 2]");
 
-  weights["w"] = HostTensor{{5, 3, 3, 3}, std::vector<float>(135, 0.25f)};
+  weights["w"] = HostTensor{{5, 3, 3, 3}, HostVector<float>(135, 0.25f)};
   weights["extra.num_batches_tracked"] = HostTensor{{}, {1.0f}};  // extra tensors are fine
   bind_weights(graph, weights, "w.safetensors");
   EXPECT_EQ(graph.nodes[0].params[0].value.data[134], 0.25f);

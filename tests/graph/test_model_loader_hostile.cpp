@@ -124,7 +124,7 @@ TEST(HostileModels, NonFiniteWeightsAreErrorsNamingTheTensor) {
   for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
                     -std::numeric_limits<float>::infinity()}) {
     std::map<std::string, HostTensor> weights;
-    weights["w"] = HostTensor{{2, 3, 1, 1}, std::vector<float>(6, 0.5f)};
+    weights["w"] = HostTensor{{2, 3, 1, 1}, HostVector<float>(6, 0.5f)};
     weights["b"] = HostTensor{{2}, {0.0f, bad}};
     const std::string msg = error_of([&] { bind_weights(graph, weights, "w.safetensors"); });
     EXPECT_CONTAINS(msg, "w.safetensors: layer 'c': tensor 'b': value ");

@@ -154,7 +154,7 @@ TEST(Passes, LinearReluAndNoDoubleFusion) {
 std::vector<double> conv_chw(const std::vector<float>& x, const Shape& in, const Node& conv) {
   const ConvAttrs& a = conv.get<ConvAttrs>();
   const Shape& out = conv.pre_pool_shape;
-  const std::vector<float>& w = conv.find_param("weight")->value.data;
+  const HostVector<float>& w = conv.find_param("weight")->value.data;
   const Param* bias = conv.find_param("bias");
   const int64_t cin_g = in[0] / a.groups, cout_g = a.out_channels / a.groups;
   std::vector<double> y(static_cast<size_t>(shape_elements(out)));

@@ -92,6 +92,35 @@ TEST(Safetensors, RoundTripF16WithinHalfPrecision) {
   EXPECT_EQ(bytes.size() - 8 - header, (5 * 3 * 7 * 3 + 5 + 1 + 13) * 2u);
 }
 
+TEST(Safetensors, TensorsLargerThanOneReadPieceRoundTripInBothDtypes) {
+  // The reader splits the data section into 8 MB pieces read on several threads: tensors that
+  // span pieces (and a small one between them, so pieces start mid-file) must come back whole.
+  test::ScratchDir dir;
+  std::map<std::string, HostTensor> tensors;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> value(-4.0f, 4.0f);
+  for (const auto& [name, count] : std::vector<std::pair<std::string, size_t>>{
+           {"a", (size_t{5} << 20) + 3}, {"b", 7}, {"c", (size_t{3} << 20) + 1}}) {
+    HostTensor& t = tensors[name];
+    t.shape = {static_cast<int64_t>(count)};
+    t.data.resize(count);
+    for (float& v : t.data) v = value(rng);
+  }
+  write_safetensors(dir.file("f.safetensors"), tensors, StoredDType::F32);
+  write_safetensors(dir.file("h.safetensors"), tensors, StoredDType::F16);
+  const auto f32 = read_safetensors(dir.file("f.safetensors"));
+  const auto f16 = read_safetensors(dir.file("h.safetensors"));
+  for (const auto& [name, tensor] : tensors) {
+    EXPECT_EQ(f32.at(name).data, tensor.data) << name;
+    const HostVector<float>& halves = f16.at(name).data;
+    ASSERT_EQ(halves.size(), tensor.data.size()) << name;
+    size_t wrong = 0;
+    for (size_t i = 0; i < halves.size(); ++i)
+      wrong += halves[i] != half_to_float(float_to_half(tensor.data[i]));
+    EXPECT_EQ(wrong, 0u) << name;
+  }
+}
+
 TEST(Safetensors, LayoutIsWhatPythonSafetensorsReads) {
   test::ScratchDir dir;
   std::map<std::string, HostTensor> tensors;

@@ -132,7 +132,7 @@ TEST(InitWeights, DeterministicKeyedAndInPyTorchRanges) {
     EXPECT_NE(tensor.data, c.at(key).data) << key;
   }
   auto check_range = [&](const std::string& key, double low, double high) {
-    const std::vector<float>& values = a.at(key).data;
+    const HostVector<float>& values = a.at(key).data;
     float lowest = values[0], highest = values[0];
     for (float v : values) {
       lowest = std::min(lowest, v);

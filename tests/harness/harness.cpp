@@ -95,6 +95,10 @@ std::vector<float> nonzero_values(size_t count, std::mt19937& rng, float scale) 
   return values;
 }
 
+void assign(HostVector<float>& to, const std::vector<float>& values) {
+  to.assign(values.begin(), values.end());
+}
+
 // 2^-round(log2(sqrt(fan_in))): keeps sums of fan_in products O(1) and stays on the fp16 grid.
 float weight_scale(int64_t fan_in) {
   const int exponent = static_cast<int>(std::lround(0.5 * std::log2(std::max<double>(1, fan_in))));
@@ -114,13 +118,13 @@ void bind_weights(Node& node, std::mt19937& rng) {
     param.value.shape = expected_param_shape(node, param.role);
     const auto count = static_cast<size_t>(shape_elements(param.value.shape));
     if (param.role == "weight" && node.op != OpKind::BatchNorm)
-      param.value.data = nonzero_values(count, rng, weight_scale(fan_in));
+      assign(param.value.data, nonzero_values(count, rng, weight_scale(fan_in)));
     else if (param.role == "running_var")
-      param.value.data = uniform_values(count, rng, 0.25f, 2.0f);
+      assign(param.value.data, uniform_values(count, rng, 0.25f, 2.0f));
     else if (param.role == "weight")  // batchnorm gamma
-      param.value.data = uniform_values(count, rng, 0.5f, 1.5f);
+      assign(param.value.data, uniform_values(count, rng, 0.5f, 1.5f));
     else
-      param.value.data = nonzero_values(count, rng, 1.0f);
+      assign(param.value.data, nonzero_values(count, rng, 1.0f));
   }
 }
 

@@ -94,7 +94,7 @@ class AutoPlanPrune : public ::testing::Test {
     return std::sqrt(err / ref);
   }
 
-  static const std::vector<float>& weight_of(const Graph& graph, const std::string& layer) {
+  static const HostVector<float>& weight_of(const Graph& graph, const std::string& layer) {
     return graph.find(layer)->find_param("weight")->value.data;
   }
 
@@ -178,9 +178,9 @@ TEST_F(AutoPlanPrune, ALooseBudgetPrunesTheFasterLayersAndTheirWeightsAreThePlan
   EXPECT_NE(loose.fingerprint, model_fingerprint(graph_));
   for (const Node& node : graph_.nodes)
     for (const Param& param : node.params) {
-      const std::vector<float>& now = planned.find(node.name)->find_param(param.role)->value.data;
+      const HostVector<float>& now = planned.find(node.name)->find_param(param.role)->value.data;
       if ((node.name == "c1" || node.name == "c2") && param.role == "weight") {
-        std::vector<float> expected = param.value.data;
+        HostVector<float> expected = param.value.data;
         sparsity::prune_magnitude(expected.data(), sparsity::weight_shape_of(node));
         EXPECT_EQ(now, expected) << node.name;
         EXPECT_NE(now, param.value.data) << node.name << ": pruning changed nothing";

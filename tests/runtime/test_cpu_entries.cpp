@@ -21,7 +21,8 @@ Param make_param(const std::string& role, Shape shape, std::mt19937& rng) {
   p.role = role;
   p.key = "test." + role;
   p.value.shape = shape;
-  p.value.data = test::random_vector(shape_elements(shape), rng);
+  const std::vector<float> values = test::random_vector(shape_elements(shape), rng);
+  p.value.data.assign(values.begin(), values.end());
   return p;
 }
 
@@ -132,7 +133,7 @@ TEST(CpuKernels, FusedConvReluMaxPoolUsesWorkspaceAndMatchesUnfusedReference) {
   const auto x = test::random_vector(batch * c * h * w, rng);
 
   // Weights were copied at creation: changing the node afterwards must not matter.
-  const std::vector<float> weight = node.params[0].value.data, bias = node.params[1].value.data;
+  const HostVector<float> weight = node.params[0].value.data, bias = node.params[1].value.data;
   node.params[0].value.data.assign(weight.size(), 0.0f);
   const auto y = run_kernel(*kernel, {&x}, batch * 6 * 6 * 5, batch);
 

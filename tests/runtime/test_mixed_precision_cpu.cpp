@@ -384,7 +384,8 @@ TEST_F(MixedPrecisionCpu, FingerprintOfBigTensorsSeesEveryValue) {
   Param& weight = big.nodes.back().params.front();
   weight.value.shape = {static_cast<int64_t>(weight.value.data.size())};
   std::mt19937 rng(5);
-  weight.value.data = test::random_vector((3 << 20) + 5, rng);
+  const std::vector<float> values = test::random_vector((3 << 20) + 5, rng);
+  weight.value.data.assign(values.begin(), values.end());
   const std::string base = model_fingerprint(big);
   EXPECT_EQ(model_fingerprint(big), base);
   for (size_t at : {size_t{0}, size_t{(1 << 20) + 17}, weight.value.data.size() - 1}) {
