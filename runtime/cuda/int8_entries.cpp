@@ -288,7 +288,7 @@ class ConvInt8Kernel final : public LayerKernel {
       case ConvPath::Direct:
         return pack_direct(layer);
       case ConvPath::Depthwise:
-        return depthwise_s8_weights(layer.weight.data(), conv_.out_c, conv_.kh, conv_.kw);
+        return depthwise_s8_weights(conv_, layer.weight.data());
       default:
         return pack_gemm(layer);
     }

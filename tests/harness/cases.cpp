@@ -247,6 +247,15 @@ std::vector<OpCase> conv_cases() {
       {3});
   add(ConvSpec(36, 56, 56, 36, 5).stride(2).pad(1).pad_extra(1, 1).groups(36), {1});
   add(ConvSpec(24, 15, 13, 24, 3).pad(1).groups(24).residual(), {3});
+  // The staged int8 depthwise kernel (int8 entries take no residual, so none here): 3x3 and
+  // 5x5 at stride 1 and 2, C = 40 (a group of 32 whose half past pad16 = 48 is zero-filled and
+  // whose quads 40..47 are padding lanes) and 24, widths that leave a partial tile of 8 (19, 21,
+  // 13, 27), asymmetric padding, several row blocks (57 rows), batch > 1.
+  add(ConvSpec(40, 15, 19, 40, 3).pad(1).groups(40).act(kRelu6), {3});
+  add(ConvSpec(24, 17, 21, 24, 3).stride(2).pad(0, 1).pad_extra(1, 0).groups(24), {2});
+  add(ConvSpec(40, 23, 13, 40, 5).pad(2, 1).pad_extra(0, 2).groups(40).act(kClip), {3});
+  add(ConvSpec(40, 29, 27, 40, 5).stride(2).pad(2).pad_extra(1, 1).groups(40).act(kRelu6), {2});
+  add(ConvSpec(24, 57, 59, 24, 3).pad(1).groups(24).act(kRelu), {2});
   // AlexNet (torchvision), fused as the passes fuse it.
   add(ConvSpec(3, 224, 224, 64, 11).stride(4).pad(2).act(kRelu).pool(3, 2).tag("alexnet1"), {1});
   add(ConvSpec(64, 27, 27, 192, 5).pad(2).act(kRelu).pool(3, 2).tag("alexnet2"), {1});

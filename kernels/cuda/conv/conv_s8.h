@@ -63,11 +63,13 @@ void finish_s8(const S8Conv& conv, const int32_t* acc, int rows, void* y, cudaSt
 // The split count that gives `sms` multiprocessors two waves of CTAs (1: no split).
 int igemm_s8_splits(const S8Conv& conv, int batch, int sms);
 size_t igemm_s8_split_bytes(const S8Conv& conv, int batch, int splits);
-// Depthwise layers (groups == in_c == out_c; depthwise_s8.cu): 16 channels of one output pixel
-// per thread with 16-byte loads, weights repacked by depthwise_s8_weights as [kh][kw][pad16(C)]
-// (conv.weight points at that layout).  int8 NHWC/16 or fp32 NHWC/8 output.
+// Depthwise layers (groups == in_c == out_c; depthwise_s8.cu): 3x3 and 5x5 at stride 1 or 2
+// on a kernel that stages its input tile in shared memory (dp4a over taps, 4 channels x 8
+// outputs per thread), every other shape on a generic one.  depthwise_s8_weights packs the
+// weights ([C][kh][kw], the reference's) in the layout the kernel chosen for `conv` (kernel,
+// stride, dilation) reads; conv.weight points at that.  int8 NHWC/16 or fp32 NHWC/8 output.
 bool depthwise_s8_serves(const S8Conv& conv);
-std::vector<int8_t> depthwise_s8_weights(const int8_t* weight, int channels, int kh, int kw);
+std::vector<int8_t> depthwise_s8_weights(const S8Conv& conv, const int8_t* weight);
 void conv_s8_depthwise(const S8Conv& conv, const void* x, void* y, int batch, cudaStream_t stream);
 // Hopper (sm_90a) wgmma form of conv_s8_igemm (wgmma_s8.cu): the fp16 wgmma kernel's mainloop
 // on int8 (wgmma m64nNk32 s8).  Serves wgmma_s8_serves(conv): groups 1, dilation 1, out_c % 64
