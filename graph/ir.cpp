@@ -2,8 +2,10 @@
 // the only place that knows about individual ops' semantics.
 #include "graph/ir.h"
 
+#include <algorithm>
 #include <limits>
 
+#include "graph/host_parallel.h"
 #include "graph/ops.h"
 
 namespace cnnrt {
@@ -12,6 +14,23 @@ int64_t shape_elements(const Shape& shape) {
   int64_t count = 1;
   for (int64_t dim : shape) count *= dim;
   return count;
+}
+
+HostTensor::HostTensor(const HostTensor& other) : shape(other.shape) { *this = other; }
+
+HostTensor& HostTensor::operator=(const HostTensor& other) {
+  if (this == &other) return *this;
+  shape = other.shape;
+  // 1 MB (256 Ki values) a piece: small tensors stay on the calling thread.
+  constexpr size_t kPiece = size_t{1} << 18;
+  const size_t count = other.data.size();
+  data.resize(count);  // not zeroed: every value is written below
+  parallel_for((count + kPiece - 1) / kPiece, 4, [&](size_t begin, size_t end) {
+    const float* from = other.data.data();
+    std::copy(from + begin * kPiece, from + std::min(count, end * kPiece),
+              data.data() + begin * kPiece);
+  });
+  return *this;
 }
 
 std::string shape_to_string(const Shape& shape) {
