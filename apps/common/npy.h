@@ -12,18 +12,21 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "graph/host_vector.h"
 
 namespace cnnrt::apps {
 
 struct NpyArray {
   std::vector<int64_t> shape;  // empty = a scalar (one element)
-  std::vector<float> data;     // C order
+  HostVector<float> data;      // C order; filled whole by the reader
 };
 
 NpyArray read_npy(const std::string& path);
 // Parses bytes already in memory; `name` is used in messages.
-NpyArray parse_npy(const std::string& bytes, const std::string& name);
+NpyArray parse_npy(std::string_view bytes, const std::string& name);
 
 // Throws Error when data.size() does not match the shape.
 void write_npy(const std::string& path, const std::vector<int64_t>& shape,

@@ -37,7 +37,7 @@ std::string read_text(const fs::path& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-double rel_l2(const std::vector<float>& y, const std::vector<float>& reference) {
+double rel_l2(const HostVector<float>& y, const HostVector<float>& reference) {
   double err = 0, ref = 0;
   for (size_t i = 0; i < y.size(); ++i) {
     err += (double(y[i]) - reference[i]) * (double(y[i]) - reference[i]);
