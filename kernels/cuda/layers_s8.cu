@@ -86,6 +86,32 @@ __global__ void requantize_s8_kernel(const int8_t* x, int8_t* y, int64_t count, 
     y[i] = s8::requantize(x[i], multiplier, lo, hi);
 }
 
+// One thread per 4 bytes (a 16-byte row stride keeps them in one row): one 32-bit load of each
+// input, one store.  The arithmetic, per byte, is ref::add_int8's and activation_int8's with
+// multiplier 1: the product a·M_a rounded once, the fma rounded once, RNE to an integer,
+// clamped to [-127, 127], then to the activation's [lo, hi].
+__global__ void add_s8_kernel(const uint32_t* a, float multiplier_a, const uint32_t* b,
+                              float multiplier_b, uint32_t* y, int64_t words, int c, int stride,
+                              int lo, int hi) {
+  for (int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; index < words;
+       index += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const uint32_t wa = a[index], wb = b[index];
+    const int first = static_cast<int>((index * 4) % stride);  // channel of the first byte
+    uint32_t out = 0;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int qa = static_cast<int8_t>(wa >> (8 * k)), qb = static_cast<int8_t>(wb >> (8 * k));
+      const float a_part = __fmul_rn(__int2float_rn(qa), multiplier_a);
+      int q = __float2int_rn(__fmaf_rn(__int2float_rn(qb), multiplier_b, a_part));
+      q = q < -127 ? -127 : (q > 127 ? 127 : q);
+      q = q < lo ? lo : (q > hi ? hi : q);
+      if (first + k >= c) q = 0;  // padding lanes
+      out |= static_cast<uint32_t>(static_cast<uint8_t>(q)) << (8 * k);
+    }
+    y[index] = out;
+  }
+}
+
 __global__ void flatten_s8_kernel(const int8_t* __restrict__ x, int8_t* __restrict__ y,
                                   int64_t total, int c, int pixels, int in_stride, int out_stride) {
   for (int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; index < total;
@@ -114,6 +140,17 @@ void requantize_s8(const void* x, void* y, int64_t count, float multiplier, int 
   if (count <= 0) return;
   requantize_s8_kernel<<<blocks_for(count), kThreads, 0, stream>>>(
       static_cast<const int8_t*>(x), static_cast<int8_t*>(y), count, multiplier, lo, hi);
+  CNNRT_CUDA_CHECK_LAUNCH();
+}
+
+void add_s8(const void* a, float multiplier_a, const void* b, float multiplier_b, void* y,
+            int64_t rows, int c, int lo, int hi, cudaStream_t stream) {
+  const int stride = padded16(c);
+  const int64_t words = rows * stride / 4;
+  if (words <= 0) return;
+  add_s8_kernel<<<blocks_for(words), kThreads, 0, stream>>>(
+      static_cast<const uint32_t*>(a), multiplier_a, static_cast<const uint32_t*>(b), multiplier_b,
+      static_cast<uint32_t*>(y), words, c, stride, lo, hi);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 

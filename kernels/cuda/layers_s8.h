@@ -33,6 +33,12 @@ void pool_s8(const S8Pool& pool, const void* x, void* y, int batch, cudaStream_t
 void requantize_s8(const void* x, void* y, int64_t count, float multiplier, int lo, int hi,
                    cudaStream_t stream);
 
+// Elementwise add of two int8 NHWC/16 tensors of `rows` rows of `c` channels (row stride
+// pad16(c)), ref::add_int8's arithmetic: q = clamp(RNE(fma(b, M_b, a·M_a)), -127, 127), then the
+// fused activation's integer clamp [lo, hi]; padding lanes written 0.  y may alias a or b.
+void add_s8(const void* a, float multiplier_a, const void* b, float multiplier_b, void* y,
+            int64_t rows, int c, int lo, int hi, cudaStream_t stream);
+
 // Flatten of [C, H, W] NHWC/16 into [pad16(C·H·W)] vectors in (h, w, c) order (the CUDA
 // backend's rule), dropping the channel padding and zero-filling the tail.  x, y must not alias.
 void flatten_nhwc_s8(const void* x, void* y, int64_t batch, int c, int h, int w,

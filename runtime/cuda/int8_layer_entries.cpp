@@ -1,6 +1,7 @@
 // Registry entries of the CUDA int8 layers without weights (kernels/cuda/layers_s8.h),
 // precision int8, on int8 NHWC/16 at each tensor's calibrated scale: maxpool_int8,
-// avgpool_int8, adaptive_avgpool_int8, relu_int8, and the views flatten_int8 / dropout_int8.
+// avgpool_int8, adaptive_avgpool_int8, relu_int8, add_int8 (the residual add of two int8
+// tensors at their own scales), and the views flatten_int8 / dropout_int8.
 // Like the CPU int8 entries (runtime/cpu_int8_entries.cpp), the factory reads the scales once
 // (int8_tensor_scale: errors name the calibration file, layer and tensor) and computes every
 // multiplier on the host with the reference's own function (ref::requant_multiplier); run() only
@@ -156,6 +157,46 @@ std::unique_ptr<LayerKernel> make_view(const KernelBuildContext& context) {
       true);
 }
 
+// The residual add of two int8 tensors of one shape ([C, H, W] maps or [F] vectors), each at its
+// own scale, to the add's scale: one pass instead of converting both inputs to fp32, adding
+// and quantising (four launches per EfficientNet-Lite0 block end).
+class Int8AddKernel final : public LayerKernel {
+ public:
+  explicit Int8AddKernel(const KernelBuildContext& context)
+      : scale_a_(int8_tensor_scale(context, context.node.inputs.at(0))),
+        scale_b_(int8_tensor_scale(context, context.node.inputs.at(1))),
+        scale_y_(int8_tensor_scale(context, context.node.name)),
+        multiplier_a_(ref::requant_multiplier(scale_a_, scale_y_)),
+        multiplier_b_(ref::requant_multiplier(scale_b_, scale_y_)),
+        bounds_(ref::int8_bounds(activation_bounds(context.node), scale_y_)) {
+    const Shape& shape = context.node.input_shapes.at(0);
+    channels_ = static_cast<int>(shape[0]);
+    rows_ = shape.size() == 3 ? shape[1] * shape[2] : 1;  // pixels per sample, or one vector
+  }
+  std::vector<TensorType> input_types(size_t index) const override {
+    return {int8_nhwc16(index == 0 ? scale_a_ : scale_b_)};
+  }
+  TensorType output_type() const override { return int8_nhwc16(scale_y_); }
+  void run(const KernelArgs& args) override {
+    add_s8(args.inputs.at(0), multiplier_a_, args.inputs.at(1), multiplier_b_, args.output,
+           rows_ * args.batch, channels_, bounds_.lo, bounds_.hi,
+           static_cast<cudaStream_t>(args.stream));
+  }
+
+ private:
+  float scale_a_, scale_b_, scale_y_, multiplier_a_, multiplier_b_;
+  ref::Int8Bounds bounds_;
+  int channels_ = 0;
+  int64_t rows_ = 0;
+};
+
+bool add_supported(const Node& node) {
+  return node.op == OpKind::Add && node.input_shapes.size() == 2 &&
+         node.input_shapes[0] == node.input_shapes[1] &&
+         node.input_shapes[0] == node.output_shape &&
+         (node.input_shapes[0].size() == 3 || node.input_shapes[0].size() == 1);
+}
+
 bool has_chw_input(const Node& node) {
   return node.input_shapes.size() == 1 && node.input_shapes[0].size() == 3 &&
          node.output_shape.size() == 3;
@@ -181,7 +222,11 @@ void register_int8_layer_kernels(KernelRegistry& registry) {
                 [](const KernelBuildContext& c) { return make_pool(c, S8Pool::Kind::Adaptive); }},
                {"relu_int8", OpKind::Relu, has_one_input, make_relu},
                {"flatten_int8", OpKind::Flatten, flatten_supported, make_view},
-               {"dropout_int8", OpKind::Dropout, has_one_input, make_view}});
+               {"dropout_int8", OpKind::Dropout, has_one_input, make_view},
+               {"add_int8", OpKind::Add, add_supported,
+                [](const KernelBuildContext& context) -> std::unique_ptr<LayerKernel> {
+                  return std::make_unique<Int8AddKernel>(context);
+                }}});
 }
 
 }  // namespace cnnrt::cuda
