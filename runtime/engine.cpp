@@ -12,6 +12,7 @@
 #include "cnnrt/cnnrt.h"
 #include "graph/model_loader.h"
 #include "runtime/backends.h"
+#include "runtime/build_trace.h"
 #include "runtime/engine_impl.h"
 
 namespace cnnrt {
@@ -119,12 +120,16 @@ std::shared_ptr<Engine> Engine::load(const std::string& model_path, const std::s
 }
 
 std::shared_ptr<Engine> Engine::build(const Graph& graph, const BuildOptions& options) {
+  BuildTrace trace("[engine] ");  // CNNRT_TRACE_BUILD=1: the wait, apart from the build
   wait_for_warm_up();
+  trace.mark("waited for the device's start");
   return std::make_shared<Engine>(build_engine(graph, options));
 }
 
 std::shared_ptr<Engine> Engine::build(Graph&& graph, const BuildOptions& options) {
+  BuildTrace trace("[engine] ");
   wait_for_warm_up();
+  trace.mark("waited for the device's start");
   return std::make_shared<Engine>(build_engine(std::move(graph), options));
 }
 
