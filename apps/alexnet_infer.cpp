@@ -11,6 +11,7 @@
 #include <cmath>
 #include <iostream>
 #include <numeric>
+#include <utility>
 
 #include "apps/common/cli.h"
 #include "apps/common/cmd_util.h"
@@ -61,7 +62,7 @@ int infer(const InferArgs& args) {
   Graph graph = load_model(model_path);
   const std::vector<float> input = load_image_tensor(image_path, model_info_from_graph(graph));
   bind_weights_from_args(graph, model_path, weights_for(args.weights, options));
-  const auto engine = Engine::build(graph, options);
+  const auto engine = Engine::build(std::move(graph), options);  // no copy of the weights
   const std::vector<std::string>& labels = engine->model().labels;
   const auto context = engine->create_context(1);
   const size_t classes = static_cast<size_t>(shape_elements(engine->model().output_shape));
@@ -133,5 +134,5 @@ int main(int argc, char** argv) {
   add_weight_options(*program, args.weights);
   add_device_options(*program, args.device);
   args.json.add_option(*program);
-  return run_program(*program, argc, argv, [&] { return infer(args); });
+  return end_process(run_program(*program, argc, argv, [&] { return infer(args); }));
 }

@@ -261,6 +261,17 @@ int run_main(const std::function<int()>& body, const std::string& help_hint) {
   return kExitFailure;
 }
 
+int end_process(int code) {
+  for (const char* name : {"CUDA_INJECTION64_PATH", "LD_PRELOAD"}) {
+    const char* value = std::getenv(name);
+    if (value != nullptr && *value != '\0') return code;
+  }
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  std::_Exit(code);
+}
+
 int run_program(CLI::App& program, int argc, char** argv, const std::function<int()>& body) {
   g_stdout_owner.clear();
   set_verbosity(Verbosity::Normal);

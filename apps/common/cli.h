@@ -81,4 +81,11 @@ int run_program(CLI::App& program, int argc, char** argv, const std::function<in
 // The same error boundary around any body (no parsing); used by run_program and tests.
 int run_main(const std::function<int()>& body, const std::string& help_hint = "");
 
+// The end of a CLI's main(): flushes the streams and ends the process with `code` at once,
+// without its teardown (the CUDA context's destruction, the libraries' exit handlers: ~0.1 s
+// after a command that used the GPU) — the command has written and closed its files by then.
+// Returns `code` instead when a tool hooks the process's exit (CUDA_INJECTION64_PATH: Nsight
+// Systems / Compute, compute-sanitizer; LD_PRELOAD), whose reports exit handlers write.
+int end_process(int code);
+
 }  // namespace cnnrt::apps
