@@ -250,13 +250,14 @@ NpyArray parse_npy(std::string_view bytes, const std::string& name) {
   array.data.resize(static_cast<size_t>(elements));
   const char* src = bytes.data() + data_offset;
   if (item_size == 4) {
-    // A zero-element array has no buffer: memcpy(nullptr, ..., 0) is undefined behaviour.
-    // On the host's cores (the buffer is not zeroed: every value is copied here).
+    // On the host's cores (the buffer is not zeroed: every value is copied here).  A
+    // zero-element array has no buffer: memcpy(nullptr, ..., 0) is undefined behaviour.
     constexpr size_t kPiece = size_t{1} << 20;
     const size_t count = array.data.size();
     parallel_for((count + kPiece - 1) / kPiece, 4, [&](size_t begin, size_t end) {
       const size_t first = begin * kPiece, last = std::min(count, end * kPiece);
-      std::memcpy(array.data.data() + first, src + first * 4, (last - first) * 4);
+      if (last > first)  // never memcpy a zero-element array's null buffer
+        std::memcpy(array.data.data() + first, src + first * 4, (last - first) * 4);
     });
   } else {
     for (size_t i = 0; i < array.data.size(); ++i) {
