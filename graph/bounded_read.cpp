@@ -1,6 +1,8 @@
 // See bounded_read.h.
 #include "graph/bounded_read.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -69,6 +71,19 @@ std::string json_shape_problem(const std::string& text, int max_depth, uint64_t 
     }
   }
   return "";
+}
+
+int64_t pread_fully(int fd, char* destination, uint64_t bytes, uint64_t offset) {
+  uint64_t done = 0;
+  while (done < bytes) {
+    const ssize_t got =
+        ::pread(fd, destination + done, bytes - done, static_cast<off_t>(offset + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) return -1;
+    if (got == 0) break;  // the end of the file
+    done += static_cast<uint64_t>(got);
+  }
+  return static_cast<int64_t>(done);
 }
 
 }  // namespace cnnrt

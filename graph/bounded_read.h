@@ -23,6 +23,11 @@ std::string read_bounded_text_file(const std::string& path, const std::string& w
 // what is wrong and at which byte, as a predicate for the caller's subject ("nests deeper than
 // 64 levels (at byte 76)", "has more than N JSON values (at byte B)"); `base` is added to the
 // byte (e.g. the 8-byte safetensors prefix).
+// pread until `bytes` bytes at `offset` are in `destination` (retrying interrupted and short
+// reads): the count read, less than `bytes` where the file ends first, or -1 on a read error
+// (errno set).  Thread-safe on one descriptor: the parallel readers of weights and .npy files.
+int64_t pread_fully(int fd, char* destination, uint64_t bytes, uint64_t offset);
+
 std::string json_shape_problem(const std::string& text, int max_depth, uint64_t max_values,
                                uint64_t base = 0);
 

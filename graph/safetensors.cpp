@@ -154,15 +154,8 @@ void read_entries(const std::string& path, uint64_t data_start, const std::vecto
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw_error(ErrorSite{path, 0, 0, "", ""}, "cannot open weight file");
   auto read_exactly = [&](const Entry& entry, char* destination, uint64_t at, uint64_t bytes) {
-    while (bytes > 0) {
-      const ssize_t got = ::pread(fd, destination, bytes, static_cast<off_t>(at));
-      if (got < 0 && errno == EINTR) continue;
-      if (got <= 0)
-        throw_error(ErrorSite{path, 0, 0, "", entry.name}, "read failed (file truncated?)");
-      destination += got;
-      at += static_cast<uint64_t>(got);
-      bytes -= static_cast<uint64_t>(got);
-    }
+    if (pread_fully(fd, destination, bytes, at) != static_cast<int64_t>(bytes))
+      throw_error(ErrorSite{path, 0, 0, "", entry.name}, "read failed (file truncated?)");
   };
   try {
     parallel_for(pieces.size(), 1, [&](size_t begin, size_t end) {

@@ -24,6 +24,7 @@
 
 #include "cnnrt/error.h"
 #include "graph/atomic_write.h"
+#include "graph/bounded_read.h"
 #include "graph/host_parallel.h"
 
 namespace cnnrt::apps {
@@ -289,21 +290,15 @@ NpyArray read_npy(const std::string& path) {
   std::mutex failure_mutex;
   parallel_for((size + kPiece - 1) / kPiece, 1, [&](size_t begin, size_t end) {
     for (size_t piece = begin; piece < end; ++piece) {
-      size_t at = piece * kPiece;
-      const size_t stop = std::min(size, at + kPiece);
-      while (at < stop) {
-        const ssize_t got = ::pread(fd, bytes.data() + at, stop - at, static_cast<off_t>(at));
-        if (got < 0 && errno == EINTR) continue;
-        if (got <= 0) {
-          std::lock_guard<std::mutex> lock(failure_mutex);
-          if (failure.empty())
-            failure = got < 0 ? std::string("cannot read .npy file: ") + std::strerror(errno)
-                              : "changed while it was being read (it ended at byte " +
-                                    std::to_string(at) + " of " + std::to_string(size) + ")";
-          return;
-        }
-        at += static_cast<size_t>(got);
-      }
+      const size_t at = piece * kPiece, want = std::min(size, at + kPiece) - at;
+      const int64_t got = pread_fully(fd, bytes.data() + at, want, at);
+      if (got == static_cast<int64_t>(want)) continue;
+      std::lock_guard<std::mutex> lock(failure_mutex);
+      if (failure.empty())
+        failure = got < 0 ? std::string("cannot read .npy file: ") + std::strerror(errno)
+                          : "changed while it was being read (it ended at byte " +
+                                std::to_string(at + got) + " of " + std::to_string(size) + ")";
+      return;
     }
   });
   char extra = 0;

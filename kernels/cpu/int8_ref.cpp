@@ -12,9 +12,9 @@
 #include <string>
 
 #include "cnnrt/error.h"
+#include "graph/host_parallel.h"
 #include "graph/ops.h"
 #include "kernels/cpu/convert_ref.h"
-#include "graph/host_parallel.h"
 #include "kernels/cpu/pool_window.h"
 
 namespace cnnrt::ref {

@@ -12,8 +12,8 @@
 #include <limits>
 #include <vector>
 
-#include "graph/ir.h"
 #include "graph/host_parallel.h"
+#include "graph/ir.h"
 
 namespace cnnrt::ref {
 

@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "graph/ir.h"
 #include "graph/host_parallel.h"
+#include "graph/ir.h"
 
 namespace cnnrt::cuda {
 
