@@ -1,9 +1,8 @@
-// Checked CUDA / cuBLAS calls: every return code becomes a cnnrt::Error carrying the statement,
+// Checked CUDA / cuBLASLt calls: every return code becomes a cnnrt::Error carrying the statement,
 // file and line.  Library code never aborts on a failed call.
 #pragma once
 
 #include <cublasLt.h>
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <string>
@@ -36,7 +35,7 @@ namespace cnnrt::cuda {
   do {                                                                                       \
     cublasStatus_t cnnrt_status_ = (call);                                                   \
     if (cnnrt_status_ != CUBLAS_STATUS_SUCCESS)                                              \
-      ::cnnrt::cuda::throw_cuda_error(#call, cublasGetStatusString(cnnrt_status_), __FILE__, \
+      ::cnnrt::cuda::throw_cuda_error(#call, cublasLtGetStatusString(cnnrt_status_), __FILE__, \
                                       __LINE__);                                             \
   } while (0)
 
