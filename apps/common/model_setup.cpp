@@ -101,7 +101,7 @@ void bind_weights_from_args(Graph& graph, const std::string& model_path, const W
   load_weights(graph, graph.weights_file);
 }
 
-DeviceChoice resolve_device(const std::string& text) {
+DeviceChoice resolve_device(const std::string& text, bool warm_up) {
   const Device requested = parse_device(text);
   DeviceChoice choice;
   const bool have_cuda = cuda_available();
@@ -121,7 +121,7 @@ DeviceChoice resolve_device(const std::string& text) {
   choice.summary = described.empty() || described == kind ? kind : kind + " (" + described + ")";
   detail("device: " + choice.summary);
   // The CUDA context is created while the caller reads its model, weights and inputs.
-  warm_up_device(choice.device);
+  if (warm_up) warm_up_device(choice.device);
   return choice;
 }
 

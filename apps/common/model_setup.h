@@ -51,8 +51,10 @@ struct DeviceChoice {
   std::string summary;  // "cuda (NVIDIA H200)", "cpu (no CUDA device found)"
 };
 // Resolves auto to CUDA when a device is present, else CPU; an explicit cuda without a device
-// is an Error.
-DeviceChoice resolve_device(const std::string& text);
+// is an Error.  With `warm_up`, the chosen device's context is then created on a thread
+// (warm_up_device) while the caller reads its inputs; a command that may build no engine at all
+// (a `cnnrt build` answered by its timing cache) passes false and creates none.
+DeviceChoice resolve_device(const std::string& text, bool warm_up = true);
 // Starts the --device's start-up (driver, context) on a thread (warm_up_device), for a command
 // to call before it reads its files and resolve_device after: the ~0.3 s of CUDA's start then
 // overlaps the reading instead of preceding it.
