@@ -4,6 +4,9 @@
 //                     the tensor-core GEMM; reads the fp32 graph input directly (quantising it)
 //   conv_int8_wgmma   dense convs (groups 1, dilation 1, out_c % 64 == 0) on Hopper's wgmma
 //                     m64nNk32 s8 (sm_90a), conv_int8_igemm's split-K plan at small batches
+//   conv_int8_narrow  dense convs with K = kh·kw·pad16(in_c) <= 160 bytes and out_c <= 256 (the
+//                     narrow early layers of MBConv nets) on a persistent small-K mma.sync kernel;
+//                     above the wgmma and igemm entries, below conv_int8_s2d
 //   conv_int8_igemm   dense convs (groups 1) on the int8 tensor cores (mma.sync m16n8k32, sm_80+)
 //   conv_int8_wgmma_always  the wgmma kernel at every batch (tests, profiles; lower priority)
 //   conv_int8_direct  any conv, grouped and depthwise included (lower priority)
@@ -101,7 +104,7 @@ bool conv_fits_int32(const ConvShape& shape) {
          ref::kMaxInt8Reduction;
 }
 
-enum class ConvPath { Gemm, Direct, SpaceToDepth, Depthwise };
+enum class ConvPath { Gemm, Direct, SpaceToDepth, Depthwise, Narrow };
 // Whether the GEMM may run on the Hopper wgmma kernel: never, when its grid fills the SMs, always.
 enum class Wgmma { Off, Auto, Always };
 
@@ -158,6 +161,12 @@ class ConvInt8Kernel final : public LayerKernel {
     k_align_ = wgmma_candidate ? 128 : 64;
     const std::vector<int8_t> packed = packed_weights(layer);
     upload_layer(layer, packed.data(), packed.size(), device_, conv_);
+    if (path == ConvPath::Narrow) {
+      if (!narrow_s8_serves(conv_))
+        throw_error(node_site(context), std::string(name) + ": shape not served");
+      narrow_small_sums_ = narrow_s8_small_sums(layer.weight.data(), layer.bias.data(), conv_.out_c,
+                                                layer.per_channel);
+    }
     if (wgmma_candidate && wgmma_s8_serves(conv_)) {
       use_wgmma_ = true;
       wgmma_max_fallback_ = wgmma == Wgmma::Always ? 0 : fallback_max_batch([this](int b) {
@@ -187,12 +196,13 @@ class ConvInt8Kernel final : public LayerKernel {
     const std::string gemm = on_wgmma ? wgmma_s8_name(conv_) : "igemm_s8";
     plan.variant_name = path_ == ConvPath::Direct      ? "direct_s8"
                         : path_ == ConvPath::Depthwise ? "depthwise_s8"
+                        : path_ == ConvPath::Narrow    ? "narrow_s8"
                                                        : gemm;
     const bool fp32_source = path_ == ConvPath::SpaceToDepth && !info.input_types.empty() &&
                              info.input_types[0].dtype == DType::F32;
-    const int splits = path_ == ConvPath::Direct || path_ == ConvPath::Depthwise ? 1
-                       : on_wgmma                                                ? 0
-                                  : igemm_s8_splits(conv_, info.batch, sms_);
+    const bool no_gemm =
+        path_ == ConvPath::Direct || path_ == ConvPath::Depthwise || path_ == ConvPath::Narrow;
+    const int splits = no_gemm ? 1 : on_wgmma ? 0 : igemm_s8_splits(conv_, info.batch, sms_);
     plan.variant = splits * 2 + (fp32_source ? 1 : 0);
     if (path_ == ConvPath::SpaceToDepth)
       plan.variant_name = std::string(fp32_source ? "quantise+" : "") + "s2d+" + gemm;
@@ -219,6 +229,8 @@ class ConvInt8Kernel final : public LayerKernel {
       conv_s8_direct(conv_, x, conv_out, args.batch, stream);
     } else if (path_ == ConvPath::Depthwise) {
       conv_s8_depthwise(conv_, x, conv_out, args.batch, stream);
+    } else if (path_ == ConvPath::Narrow) {
+      conv_s8_narrow(conv_, x, conv_out, args.batch, sms_, narrow_small_sums_, stream);
     } else if (splits == 0) {
       conv_s8_wgmma(conv_, x, conv_out, args.batch, stream);
     } else {
@@ -329,9 +341,10 @@ class ConvInt8Kernel final : public LayerKernel {
 
   ConvPath path_;
   int sms_ = current_sm_count();
-  int k_align_ = 64;            // the GEMM weight rows' K padding
-  bool use_wgmma_ = false;      // the wgmma kernel serves this conv on this device
-  int wgmma_max_fallback_ = 0;  // ... above this batch
+  int k_align_ = 64;                // the GEMM weight rows' K padding
+  bool use_wgmma_ = false;          // the wgmma kernel serves this conv on this device
+  int wgmma_max_fallback_ = 0;      // ... above this batch
+  bool narrow_small_sums_ = false;  // narrow path: every |acc| < 2^22 (conv_s8_narrow)
   S8Conv conv_;
   S8SpaceToDepth s2d_;
   int taps_h_ = 0, taps_w_ = 0, tap_stride_ = 1;  // space-to-depth: the original kernel
@@ -484,6 +497,14 @@ bool conv_igemm_supported(const Node& node) {
   const std::optional<ConvShape> shape = conv_shape_of(node);
   return shape && shape->conv.groups == 1 && conv_fits_int32(*shape);
 }
+// The node-level form of narrow_s8_serves: K = kh·kw·pad16(in_c) bytes and the int8 output's
+// channel stride within the narrow kernel's limits.
+bool conv_narrow_supported(const Node& node) {
+  const std::optional<ConvShape> shape = conv_shape_of(node);
+  return shape && shape->conv.groups == 1 && conv_fits_int32(*shape) &&
+         shape->conv.kernel_h * shape->conv.kernel_w * padded16(shape->in_c) <= kNarrowS8MaxK &&
+         padded16(shape->out_c) <= kNarrowS8MaxN;
+}
 bool conv_wgmma_supported(const Node& node) {
   const std::optional<ConvShape> shape = conv_shape_of(node);
   return shape && wgmma_shape_ok(*shape) && conv_fits_int32(*shape) && wgmma_s8_device_supported();
@@ -526,6 +547,15 @@ void register_int8_kernels(KernelRegistry& registry) {
                 [](const KernelBuildContext& context) -> std::unique_ptr<LayerKernel> {
                   return std::make_unique<ConvInt8Kernel>(context, "conv_int8_wgmma",
                                                           ConvPath::Gemm, Wgmma::Auto);
+                }}});
+  // Small K (<= 160 bytes) and out_c <= 256: memory-bound layers where the GEMMs' 64/128-byte
+  // K-tiles are mostly padding (docs/PERFORMANCE.md, run 33); above wgmma and igemm, which the
+  // automatic plan still times against it.  Below conv_int8_s2d, which reads the fp32 input.
+  add_entries(registry, Device::CUDA, Precision::INT8, 16,
+              {{"conv_int8_narrow", OpKind::Conv, conv_narrow_supported,
+                [](const KernelBuildContext& context) -> std::unique_ptr<LayerKernel> {
+                  return std::make_unique<ConvInt8Kernel>(context, "conv_int8_narrow",
+                                                          ConvPath::Narrow);
                 }}});
   // Depthwise layers only (igemm and wgmma take groups == 1): above the direct kernel.
   add_entries(registry, Device::CUDA, Precision::INT8, 10,

@@ -53,6 +53,8 @@ const Act kNone{};
 const Act kRelu{Activation::Relu};
 const Act kRelu6{Activation::Relu6};
 const Act kClip{Activation::Clip, -0.25f, 0.5f};  // both bounds bite on inputs in [-1, 1]
+// A clamp whose lower bound is above zero: padding lanes must still be written as zeros.
+const Act kClipPositive{Activation::Clip, 0.125f, 0.5f};
 
 // A finished case: shapes inferred by the graph's rule, the name checked by the caller.
 OpCase make_case(std::string name, Node node, int batch, float lo = -1.0f, float hi = 1.0f) {
@@ -256,6 +258,25 @@ std::vector<OpCase> conv_cases() {
   add(ConvSpec(40, 23, 13, 40, 5).pad(2, 1).pad_extra(0, 2).groups(40).act(kClip), {3});
   add(ConvSpec(40, 29, 27, 40, 5).stride(2).pad(2).pad_extra(1, 1).groups(40).act(kRelu6), {2});
   add(ConvSpec(24, 57, 59, 24, 3).pad(1).groups(24).act(kRelu), {2});
+  // The small-K int8 kernel (conv_int8_narrow: K = kh·kw·pad16(C) <= 160) on EfficientNet-Lite0's
+  // narrow layers at small batches, M never a multiple of its 256-row tile: b1_expand (16 -> 96,
+  // K = 16), the TF-SAME stem (3 -> 32, 3x3 stride 2, bottom/right padding 1: K = 144, 27 real),
+  // b2/b3_expand (24 -> 144, K = 32), b0_project (32 -> 16), b1_project (96 -> 24, K = 96: an
+  // fp32 output stride of 24 = three n8 tiles), b4_expand (40 -> 240, K = 48); then a 1x7 over 7
+  // channels (K = 112), dilation with an odd channel count, and a positive lower clamp bound
+  // with 12 padding lanes.  (Grids where each persistent CTA walks enough tiles to wrap its A
+  // ring are in tests/cuda/conv/test_narrow_s8.cpp: too slow for the CPU entries here.)
+  add(ConvSpec(16, 37, 29, 96, 1).act(kRelu6).tag("effnet_b1_expand"), {3});
+  add(ConvSpec(16, 37, 29, 96, 1).tag("effnet_b1_expand"), {1});
+  add(ConvSpec(3, 30, 34, 32, 3).stride(2).pad_extra(1, 1).act(kRelu6).tag("effnet_stem"), {2});
+  add(ConvSpec(3, 31, 33, 32, 3).stride(2).pad(1).tag("effnet_stem"), {1});
+  add(ConvSpec(24, 23, 19, 144, 1).act(kRelu6).tag("effnet_b2_expand"), {3});
+  add(ConvSpec(32, 21, 17, 16, 1).tag("effnet_b0_project"), {3});
+  add(ConvSpec(96, 13, 11, 24, 1).tag("effnet_b1_project"), {2});
+  add(ConvSpec(40, 9, 7, 240, 1).act(kRelu6).tag("effnet_b4_expand"), {2});
+  add(ConvSpec(7, 13, 17, 21, 1).kernel(1, 7).pad(0, 3).act(kRelu6), {2});
+  add(ConvSpec(9, 19, 17, 24, 3).dilation(2).pad(1, 2).pad_extra(1, 0), {3});
+  add(ConvSpec(16, 11, 13, 20, 1).act(kClipPositive), {3});
   // AlexNet (torchvision), fused as the passes fuse it.
   add(ConvSpec(3, 224, 224, 64, 11).stride(4).pad(2).act(kRelu).pool(3, 2).tag("alexnet1"), {1});
   add(ConvSpec(64, 27, 27, 192, 5).pad(2).act(kRelu).pool(3, 2).tag("alexnet2"), {1});

@@ -1,9 +1,10 @@
 // The int8 members of the CUDA conv family (docs/QUANTIZATION.md is their contract): an
 // implicit-GEMM conv on the int8 tensor cores (mma.sync m16n8k32 s8, sm_80+, igemm_s8.cu), its
-// Hopper form on wgmma m64nNk32 s8 (sm_90a, wgmma_s8.cu), a direct conv for grouped and
-// depthwise layers (direct_s8.cu), and the NHWC max-pool that finishes a conv with a fused pool
-// (direct_s8.cu).  The linear layer runs through the same GEMM
-// as a 1x1 conv on a 1x1 map (runtime/cuda/int8_entries.cpp).
+// persistent small-K form for narrow layers (igemm_s8_narrow.cu), its Hopper form on wgmma
+// m64nNk32 s8 (sm_90a, wgmma_s8.cu), a direct conv for grouped and depthwise layers
+// (direct_s8.cu), and the NHWC max-pool that finishes a conv with a fused pool (direct_s8.cu).
+// The linear layer runs through the same GEMM as a 1x1 conv on a 1x1 map
+// (runtime/cuda/int8_entries.cpp).
 //
 // Layout: activations int8 NHWC, channel stride pad16(C) (graph/tensor_type.h: int8_nhwc16),
 // padding lanes zero; an fp32 output (the graph output, dequantised in the epilogue) is NHWC with
@@ -80,6 +81,19 @@ bool wgmma_s8_device_supported();
 long long wgmma_s8_ctas(const S8Conv& conv, int batch);
 std::string wgmma_s8_name(const S8Conv& conv);
 void conv_s8_wgmma(const S8Conv& conv, const void* x, void* y, int batch, cudaStream_t stream);
+// Small-K GEMM convs (igemm_s8_narrow.cu): the narrow early layers of MBConv networks (K =
+// kh·kw·in_stride <= kNarrowS8MaxK bytes, out_stride <= kNarrowS8MaxN) on a persistent
+// mma.sync kernel that reads each input row once, keeps the weights in shared memory and
+// overlaps the next tiles' loads with this one's epilogue.  Weights as conv_s8_igemm's (rows of
+// k_pad >= round_up(K, 32) bytes, zeros past K).  `sms`: the device's multiprocessors (the grid
+// is persistent).  `small_sums`: narrow_s8_small_sums held for the layer's integer weights and
+// biases, so the epilogue may requantise without conversion instructions (same bits).
+constexpr int kNarrowS8MaxK = 160, kNarrowS8MaxN = 256;
+bool narrow_s8_serves(const S8Conv& conv);
+// Every |bias_q[c]| + 128·Σ|w[c][k]| (weight [out_c][k], bias may be nullptr) below 2^22.
+bool narrow_s8_small_sums(const int8_t* weight, const int32_t* bias, int out_c, int64_t k);
+void conv_s8_narrow(const S8Conv& conv, const void* x, void* y, int batch, int sms, bool small_sums,
+                    cudaStream_t stream);
 // Any groups (depthwise included): one thread per output element.
 void conv_s8_direct(const S8Conv& conv, const void* x, void* y, int batch, cudaStream_t stream);
 

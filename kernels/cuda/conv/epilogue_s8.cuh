@@ -17,6 +17,28 @@ __device__ __forceinline__ int8_t requantize(int acc, float multiplier, int lo, 
   return static_cast<int8_t>(q < lo ? lo : (q > hi ? hi : q));
 }
 
+// requantize() without the int<->float conversion instructions (they issue at a quarter of the
+// FP32 rate on sm_80-90, which bounds an epilogue-heavy narrow conv), for layers whose every
+// |acc + bias| is below kSmallSumLimit = 2^22 (the host proves it from the weights and biases:
+// narrow_s8_small_sums).  Bit for bit requantize(): with m = 1.5·2^23 (0x4B400000),
+//   fp32(v)    = float_bits(v + 0x4B400000) − m: exact, the mantissa holds v (|v| < 2^22);
+//   × M        = the same __fmul_rn;
+//   clamp      first, in float, to the integer bounds: RNE is monotonic and lo, hi are
+//              integers, so clamp(RNE(x)) == RNE(clamp(x));
+//   RNE        = x + m, whose ulp is 1 (2^23 <= x + m < 2^24) and whose parity is x's (m is
+//              even): ties go to even as cvt.rni does.  The int8 result is the low byte of the
+//              sum's bits (m's low mantissa bits are zero).
+// `biased_acc` is acc + small_sum_bias(bias_q[c]); the result's low byte is the int8 output.
+constexpr int64_t kSmallSumLimit = int64_t{1} << 22;
+constexpr float kMagic = 12582912.0f;  // 1.5·2^23
+__host__ __device__ constexpr int small_sum_bias(int bias) { return bias + 0x4B400000; }
+__device__ __forceinline__ uint32_t requantize_small(int biased_acc, float multiplier, float lo,
+                                                     float hi) {
+  const float v = __fsub_rn(__int_as_float(biased_acc), kMagic);
+  const float x = fminf(fmaxf(__fmul_rn(v, multiplier), lo), hi);
+  return __float_as_uint(__fadd_rn(x, kMagic));
+}
+
 // fp32(acc) × D, then std::min(std::max(v, lo), hi) exactly as the reference writes it.
 __device__ __forceinline__ float dequantize(int acc, float multiplier, float lo, float hi) {
   float v = __fmul_rn(__int2float_rn(acc), multiplier);
