@@ -32,6 +32,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -419,8 +420,7 @@ class LinearInt8Kernel final : public LayerKernel {
                                                   [&] { return prepare_int8_linear(context); })),
         linear_(weights_->linear),
         device_(weights_->device) {
-    if (path_ == LinearPath::Auto || path_ == LinearPath::Cublaslt)
-      lt_ = std::make_unique<LtGemmS8>(linear_);
+    if (path_ == LinearPath::Cublaslt) lt();
   }
   std::vector<TensorType> input_types(size_t) const override {
     return {int8_nhwc16(device_.input_scale)};
@@ -438,12 +438,12 @@ class LinearInt8Kernel final : public LayerKernel {
       plan.variant_name = "gemv_s8";
       return plan;
     }
-    if (lt_) {
-      std::shared_ptr<const LtGemmS8::Plan> lt_plan = lt_->plan(info.batch);
+    if (path_ == LinearPath::Auto || path_ == LinearPath::Cublaslt) {
+      std::shared_ptr<const LtGemmS8::Plan> lt_plan = lt().plan(info.batch);
       if (lt_plan) {
         plan.variant = kCublaslt;
         plan.variant_name = "cublaslt_s8";
-        plan.workspace_bytes = lt_->workspace_bytes(info.batch);
+        plan.workspace_bytes = lt().workspace_bytes(info.batch);
         plan.state = std::move(lt_plan);
         return plan;
       }
@@ -485,7 +485,15 @@ class LinearInt8Kernel final : public LayerKernel {
   std::shared_ptr<const Int8LinearWeights> weights_;  // shared with the layer's other entries
   const S8Conv& linear_;                              // weights_->linear
   const Int8Device& device_;                          // weights_->device
-  std::unique_ptr<LtGemmS8> lt_;                      // Auto and Cublaslt paths
+  // cuBLASLt's GEMM (Auto and Cublaslt paths), made by the first prepare() of a batch that may
+  // use it (the forced path: at creation): an engine only ever run at GEMV batches never loads
+  // cuBLASLt (kernels/cuda/cublaslt_loader.cpp: ~0.1 s of a process's start).
+  const LtGemmS8& lt() const {
+    std::call_once(lt_once_, [this] { lt_ = std::make_unique<LtGemmS8>(linear_); });
+    return *lt_;
+  }
+  mutable std::once_flag lt_once_;
+  mutable std::unique_ptr<LtGemmS8> lt_;
   int sms_ = current_sm_count();
 };
 

@@ -9,6 +9,7 @@
 // when the input is an NHWC flatten of [C, H, W] — with its columns permuted to the flatten's
 // (h, w, c) order (cuda_registry.h).  They implement a ReLU epilogue or none, and refuse others.
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "kernels/cuda/linear_fp16.h"
@@ -24,7 +25,7 @@ class LinearFp16Kernel final : public Fp16Kernel {
   // `weights`: packed once per layer for the three entries within a family (prepared_once).
   LinearFp16Kernel(std::shared_ptr<const GemmWeights> weights, bool relu, LinearMode mode)
       : weights_(std::move(weights)), relu_(relu), mode_(mode) {
-    if (mode_ != LinearMode::Gemv) gemm_ = std::make_unique<LtGemm>(*weights_, relu_);
+    if (mode_ == LinearMode::Gemm) gemm();
   }
 
   // The batch decides GEMV (weights streamed once, batch <= kGemvMaxBatch) or cuBLASLt.
@@ -37,7 +38,7 @@ class LinearFp16Kernel final : public Fp16Kernel {
     plan.workspace_bytes = gemv ? 0 : LtGemm::kWorkspaceBytes;
     // cuBLASLt's layouts and algorithm for this batch, once per context; arena tensors are
     // 256-byte aligned.
-    if (!gemv) plan.state = gemm_->plan(info.batch, 256);
+    if (!gemv) plan.state = gemm().plan(info.batch, 256);
     return plan;
   }
   void run(const KernelArgs& args) override {
@@ -57,7 +58,15 @@ class LinearFp16Kernel final : public Fp16Kernel {
   std::shared_ptr<const GemmWeights> weights_;  // shared with the layer's other fp16 entries
   bool relu_;
   LinearMode mode_;
-  std::unique_ptr<LtGemm> gemm_;
+  // cuBLASLt's GEMM, made by the first prepare() of a GEMM batch (the Gemm mode: at creation): an
+  // engine only ever run at GEMV batches never loads cuBLASLt (kernels/cuda/cublaslt_loader.cpp:
+  // ~0.1 s of a process's start).
+  const LtGemm& gemm() const {
+    std::call_once(gemm_once_, [this] { gemm_ = std::make_unique<LtGemm>(*weights_, relu_); });
+    return *gemm_;
+  }
+  mutable std::once_flag gemm_once_;
+  mutable std::unique_ptr<LtGemm> gemm_;
 };
 
 // The fp16 kernels implement a ReLU epilogue or none (relu6 / clip: the fp32 family).
