@@ -310,6 +310,52 @@ int pick_fastest_met(std::vector<WholeAssignment>& wholes) {
   return best;
 }
 
+void back_off_fastest_seed(
+    const std::vector<LayerCandidates>& layers, std::vector<WholeAssignment>& wholes,
+    size_t first_seed, const std::vector<int>& fallback,
+    const std::function<WholeAssignment(const std::string&, const std::vector<int>&)>& measure) {
+  // (The order and the search: runtime/auto_plan.h.)
+  double best_met = std::numeric_limits<double>::infinity();
+  for (const WholeAssignment& w : wholes)
+    if (w.met && !w.bounded) best_met = std::min(best_met, w.ms);
+  int seed_index = -1;
+  for (size_t w = first_seed; w < wholes.size(); ++w)
+    if (!wholes[w].met && !wholes[w].bounded && wholes[w].ms < best_met &&
+        (seed_index < 0 || wholes[w].ms < wholes[seed_index].ms))
+      seed_index = static_cast<int>(w);
+  if (seed_index < 0) return;
+  const std::string seed_name = wholes[seed_index].name;
+  const std::vector<int> seed = wholes[seed_index].chosen;
+  std::vector<size_t> order;
+  for (size_t l = 0; l < seed.size(); ++l) {
+    if (seed[l] == fallback[l]) continue;
+    if (!layers[l].candidates[seed[l]].has_error) return;  // no per-layer errors to order by
+    order.push_back(l);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const Candidate& x = layers[a].candidates[seed[a]];
+    const Candidate& y = layers[b].candidates[seed[b]];
+    return x.error != y.error ? x.error > y.error : x.agreement.rel_l2 > y.agreement.rel_l2;
+  });
+  // lo: a count known over budget (0: the seed); hi: one assumed within (all back: the fallback).
+  size_t lo = 0, hi = order.size();
+  while (hi - lo > 1) {
+    const size_t mid = (lo + hi) / 2;
+    std::vector<int> chosen = seed;
+    for (size_t i = 0; i < mid; ++i) chosen[order[i]] = fallback[order[i]];
+    wholes.push_back(measure(seed_name + ", " + std::to_string(mid) + " most sensitive of " +
+                                 std::to_string(order.size()) + " layers backed off",
+                             chosen));
+    const WholeAssignment& probe = wholes.back();
+    if (probe.met)
+      hi = mid;
+    else if (probe.ms >= best_met)
+      break;
+    else
+      lo = mid;
+  }
+}
+
 std::map<std::string, LayerChoice> AutoPlan::choices() const {
   std::map<std::string, LayerChoice> out;
   for (const FusedLayer& fused : fused_layers) out[fused.layer] = fused.choice;

@@ -135,6 +135,20 @@ std::vector<int> uniform_assignment(const std::vector<LayerCandidates>& layers, 
 // The fastest assignment within budget (ties: the first listed; a bounded one is never
 // picked), or -1; sets every verdict.
 int pick_fastest_met(std::vector<WholeAssignment>& wholes);
+// The fastest seed whole (wholes[first_seed..]) that is over budget but faster than every whole
+// within budget, with its most sensitive layers backed off to `fallback`'s choice: the fewest
+// that meet the budget.  A layer that only pays off in a run of its precision (an int8 conv
+// between int8 neighbours) is never taken by the greedy, which changes one layer at a time; so
+// the seed's run is kept and only the layers whose own error (that layer alone changed) is
+// largest go back, ordered by that error, then rel L2.  The count is found by bisection, each
+// probe one `measure(name, assignment)` appended to `wholes` (the whole's error falls as layers
+// go back, its time rises); a probe over budget already slower than the best within budget ends
+// the search, since more layers back only slow it further.  Nothing happens without such a seed
+// or without per-layer errors.
+void back_off_fastest_seed(
+    const std::vector<LayerCandidates>& layers, std::vector<WholeAssignment>& wholes,
+    size_t first_seed, const std::vector<int>& fallback,
+    const std::function<WholeAssignment(const std::string&, const std::vector<int>&)>& measure);
 
 // Sets every candidate's verdict from each layer's `chosen` (what choose_assignment ends with;
 // also after the caller changes the choice).

@@ -217,6 +217,7 @@ void measure_wholes(
     seeds.emplace_back(std::string("uniform ") + to_string(precision),
                        uniform_assignment(plan.layers, precision, fallback));
   }
+  const size_t first_seed = wholes.size();
   for (const auto& named_seed : seeds) {
     // (Not a structured binding: C++17 lambdas cannot capture one.)
     const std::string& name = named_seed.first;
@@ -245,6 +246,12 @@ void measure_wholes(
     progress("whole " + name);
     wholes.push_back(measure.whole(name, seed, choices_of(seed)));
   }
+  if (plan.has_error)
+    back_off_fastest_seed(plan.layers, wholes, first_seed, fallback,
+                          [&](const std::string& name, const std::vector<int>& chosen) {
+                            progress("whole " + name);
+                            return measure.whole(name, chosen, choices_of(chosen));
+                          });
   measure_fused_wholes(plan, measure, native, settings, choices_of, progress);
   const int pick = pick_fastest_met(wholes);
   if (pick >= 0)

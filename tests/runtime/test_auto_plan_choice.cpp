@@ -222,5 +222,52 @@ TEST(AutoPlanChoice, UniformSeedsAndTheFastestWithinBudget) {
   EXPECT_EQ(pick_fastest_met(wholes), -1);
 }
 
+// A uniform int8 seed faster than every whole within budget but over it: its most sensitive
+// layers go back to the fallback, the fewest that meet the budget, found with few probes.
+TEST(AutoPlanChoice, BacksOffAFastSeedsMostSensitiveLayers) {
+  // Eight layers; int8 (candidate 2) errors 0.001 except layers 5 and 2 (0.05 and 0.03).
+  std::vector<LayerCandidates> layers;
+  for (int l = 0; l < 8; ++l)
+    layers.push_back(layer("l" + std::to_string(l), 1, l == 5 ? 0.05 : l == 2 ? 0.03 : 0.001, 2));
+  const std::vector<int> fallback(8, 1);  // fp16
+  const std::vector<int> seed(8, 2);      // uniform int8
+  auto whole_of = [&](const std::string& name, const std::vector<int>& chosen) {
+    WholeAssignment w;
+    w.name = name;
+    w.chosen = chosen;
+    for (size_t l = 0; l < chosen.size(); ++l) {
+      w.ms += layers[l].candidates[chosen[l]].ms;
+      w.error += layers[l].candidates[chosen[l]].error;
+    }
+    w.met = w.error <= 0.02;  // the budget
+    return w;
+  };
+  std::vector<WholeAssignment> wholes = {whole_of("native", fallback), whole_of("uniform", seed)};
+  int probes = 0;
+  back_off_fastest_seed(layers, wholes, 1, fallback,
+                        [&](const std::string& name, const std::vector<int>& chosen) {
+                          ++probes;
+                          return whole_of(name, chosen);
+                        });
+  const int pick = pick_fastest_met(wholes);
+  ASSERT_GE(pick, 2) << "a back-off probe is chosen";
+  std::vector<int> expected = seed;
+  expected[5] = expected[2] = 1;  // exactly the two sensitive layers back
+  EXPECT_EQ(wholes[pick].chosen, expected);
+  EXPECT_EQ(wholes[pick].name, "uniform, 2 most sensitive of 8 layers backed off");
+  EXPECT_LE(probes, 3);  // bisection over 8 layers
+
+  // No seed over budget that beats the native one: nothing measured.
+  std::vector<WholeAssignment> none = {whole_of("native", fallback)};
+  none.push_back(whole_of("slow", fallback));
+  none[1].met = false, none[1].ms = 100;
+  back_off_fastest_seed(layers, none, 1, fallback,
+                        [&](const std::string&, const std::vector<int>&) -> WholeAssignment {
+                          ADD_FAILURE() << "measured a probe of a seed slower than the native";
+                          return {};
+                        });
+  EXPECT_EQ(none.size(), 2u);
+}
+
 }  // namespace
 }  // namespace cnnrt
