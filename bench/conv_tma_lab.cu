@@ -1,8 +1,10 @@
 // conv_tma_lab: a Hopper conv mainloop at the hardware's pace (issue 9, step 1), standalone.
 //
-// Build (sm_90a only; no cnnrt library, only the header of PTX wrappers kernels/cuda/conv/ptx.cuh):
-//   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a bench/conv_tma_lab.cu \
-//        -o conv_tma_lab -lcublas            [-DLAB_DEBUG: mbarrier waits trap after 2^30 polls]
+// Build (sm_90a only; no cnnrt library, only headers: the kernel is the library's
+// kernels/cuda/conv/tma_kernel.cuh, conv_fp16_tma; the half2-store variants of the first runs are
+// gone with the move, the 16-byte epilogue won by 1.15-1.4x):
+//   nvcc -std=c++17 -O3 -I. -Iinclude -gencode=arch=compute_90a,code=sm_90a \
+//        bench/conv_tma_lab.cu -o conv_tma_lab -lcublas            [-DLAB_DEBUG: mbarrier waits trap after 2^30 polls]
 // Run: conv_tma_lab [check] [bench] [cfg=NAME] [layer=convN] [batch=B]  (default: check, bench)
 //
 // DESIGN NOTE
@@ -174,7 +176,7 @@ struct Variant {
   int ctas;  // resident CTAs of the persistent grid (set up once)
 };
 
-template <int BM, int BN, int STAGES, int CL, int EPI>
+template <int BM, int BN, int STAGES, int CL>
 static Launch prepare_variant(const Variant& v, Geom g, const __half* x, const __half* w,
                               const float* bias, __half* y) {
   g.m_tiles = (g.m + BM - 1) / BM;
@@ -183,13 +185,13 @@ static Launch prepare_variant(const Variant& v, Geom g, const __half* x, const _
   return Launch{map_x(g, x), map_w(g, w, BN / CL), g, std::min(v.ctas / CL, g.units) * CL, bias, y};
 }
 
-template <int BM, int BN, int STAGES, int CL, int EPI>
+template <int BM, int BN, int STAGES, int CL>
 static void run_variant(const Launch& l, cudaStream_t st) {
   cudaLaunchConfig_t cfg{};
   cudaLaunchAttribute attr[1];
   cfg.gridDim = dim3(l.grid);
-  cfg.blockDim = dim3(384);
-  cfg.dynamicSmemBytes = lab::Cfg<BM, BN, STAGES, CL, EPI>::kSmem;
+  cfg.blockDim = dim3(cnnrt::cuda::tma_detail::kThreads);
+  cfg.dynamicSmemBytes = cnnrt::cuda::tma_detail::TmaTile<BM, BN, STAGES, CL>::kSmem;
   cfg.stream = st;
   attr[0].id = cudaLaunchAttributeClusterDimension;
   attr[0].val.clusterDim.x = CL;
@@ -197,14 +199,29 @@ static void run_variant(const Launch& l, cudaStream_t st) {
   attr[0].val.clusterDim.z = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  CK(cudaLaunchKernelEx(&cfg, lab::conv_tma_kernel<BM, BN, STAGES, CL, EPI>, l.tx, l.tw, l.bias, l.y,
-                        l.g));
+  cnnrt::cuda::tma_detail::TmaConvParams p;
+  p.bias = l.bias;
+  p.y = l.y;
+  p.m = l.g.m;
+  p.out_c = l.g.oc;
+  p.conv_h = l.g.oh;
+  p.conv_w = l.g.ow;
+  p.sh = p.sw = l.g.stride;
+  p.pad_top = p.pad_left = l.g.pad;
+  p.kw = l.g.kw;
+  p.c_blocks = l.g.c_blocks;
+  p.k_tiles = l.g.k_tiles;
+  p.n_tiles = l.g.n_tiles;
+  p.units = l.g.units;
+  p.act = cnnrt::cuda::EpilogueClamp{1, 0.f, INFINITY};  // ReLU
+  CK(cudaLaunchKernelEx(&cfg, cnnrt::cuda::tma_detail::conv_tma_kernel<BM, BN, STAGES, CL, false>,
+                        l.tx, l.tw, p));
 }
 
-template <int BM, int BN, int STAGES, int CL, int EPI>
+template <int BM, int BN, int STAGES, int CL>
 static Variant make_variant(const char* name, int sms) {
-  auto kern = lab::conv_tma_kernel<BM, BN, STAGES, CL, EPI>;
-  const size_t smem = lab::Cfg<BM, BN, STAGES, CL, EPI>::kSmem;
+  auto kern = cnnrt::cuda::tma_detail::conv_tma_kernel<BM, BN, STAGES, CL, false>;
+  const size_t smem = cnnrt::cuda::tma_detail::TmaTile<BM, BN, STAGES, CL>::kSmem;
   CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   cudaFuncAttributes fa;
   CK(cudaFuncGetAttributes(&fa, kern));
@@ -229,23 +246,19 @@ static Variant make_variant(const char* name, int sms) {
     CK(cudaOccupancyMaxActiveClusters(&clusters, kern, &cfg));
     ctas = clusters > 0 ? clusters * CL : sms / CL * CL;
   }
-  return Variant{name, BM, BN, CL, prepare_variant<BM, BN, STAGES, CL, EPI>,
-                 run_variant<BM, BN, STAGES, CL, EPI>, ctas};
+  return Variant{name, BM, BN, CL, prepare_variant<BM, BN, STAGES, CL>,
+                 run_variant<BM, BN, STAGES, CL>, ctas};
 }
 
 static std::vector<Variant> all_variants(int sms) {
   return {
-      make_variant<128, 128, 7, 1, 0>("128x128s7", sms),
-      make_variant<128, 192, 5, 1, 0>("128x192s5", sms),
-      make_variant<128, 256, 4, 1, 0>("128x256s4", sms),
-      make_variant<256, 128, 4, 1, 0>("256x128s4", sms),
-      make_variant<128, 128, 7, 1, 1>("128x128s7v", sms),
-      make_variant<128, 192, 5, 1, 1>("128x192s5v", sms),
-      make_variant<128, 256, 4, 1, 1>("128x256s4v", sms),
-      make_variant<256, 128, 4, 1, 1>("256x128s4v", sms),
-      make_variant<128, 192, 5, 2, 1>("128x192s5c2v", sms),
-      make_variant<128, 256, 4, 2, 1>("128x256s4c2v", sms),
-      make_variant<256, 128, 4, 2, 1>("256x128s4c2v", sms),
+      make_variant<128, 128, 7, 1>("128x128s7v", sms),
+      make_variant<128, 192, 5, 1>("128x192s5v", sms),
+      make_variant<128, 256, 4, 1>("128x256s4v", sms),
+      make_variant<256, 128, 4, 1>("256x128s4v", sms),
+      make_variant<128, 192, 5, 2>("128x192s5c2v", sms),
+      make_variant<128, 256, 4, 2>("128x256s4c2v", sms),
+      make_variant<256, 128, 4, 2>("256x128s4c2v", sms),
   };
 }
 

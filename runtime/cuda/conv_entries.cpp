@@ -336,6 +336,7 @@ void register_conv_kernels(KernelRegistry& registry) {
   add_residual_epilogue(s2d);
   registry.add(std::move(s2d));
   register_wgmma_conv_kernels(registry);
+  register_tma_conv_kernels(registry);
   register_depthwise_conv_kernels(registry);
 }
 

@@ -36,6 +36,8 @@ class Fp16Kernel : public LayerKernel {
 // family so that `cnnrt profile --compare` lists them last.
 void register_conv_kernels(KernelRegistry& registry);
 void register_wgmma_conv_kernels(KernelRegistry& registry);  // called by register_conv_kernels
+// conv_fp16_tma and its pinned tiles (conv_tma_entries.cpp), called by register_conv_kernels.
+void register_tma_conv_kernels(KernelRegistry& registry);
 // conv_fp16_depthwise (conv_residual_entries.cpp), called by register_conv_kernels.
 void register_depthwise_conv_kernels(KernelRegistry& registry);
 // Lets a conv entry without a native residual epilogue (s2d, wgmma_ws) serve fused-residual nodes

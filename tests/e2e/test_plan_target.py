@@ -56,16 +56,18 @@ def main():
             util.fail(f"{model} batch 1: h100 and sm90:132 plan differently")
         # Batch 64 is where sm_90 takes wgmma, so that is where sm_80 must not.
         a100 = plan(cli, path[model], "--target", "a100", "--batch", "64")
-        if "wgmma" in a100:
-            util.fail(f"{model} batch 64: an sm_80 target planned a wgmma kernel:\n{a100}")
+        if "wgmma" in a100 or "conv_fp16_tma" in a100:
+            util.fail(f"{model} batch 64: an sm_80 target planned a Hopper kernel:\n{a100}")
         print(f"ok   {model}: h100 = sm90:132 (batch 1), a100 without wgmma (batch 64)")
 
-    # sm_90 takes the wgmma convs where they serve: AlexNet conv2-5, ResNet-50's 3x3/1x1 convs.
+    # sm_90 takes the Hopper convs where they serve: AlexNet conv2-5 (conv3/conv4 on the TMA
+    # conv, the pooled conv2/conv5 on wgmma), ResNet-50's 3x3/1x1 convs.
+    hopper = ("conv_fp16_wgmma", "conv_fp16_tma")
     alex = steps(h100["alexnet", "64"])
     for conv in ("conv2", "conv3", "conv4", "conv5"):
-        if alex[conv][0] != "conv_fp16_wgmma":
-            util.fail(f"alexnet batch 64 on h100: {conv} runs {alex[conv][0]}, not wgmma")
-    if h100["resnet50", "64"].count("conv_fp16_wgmma") < 20:
+        if alex[conv][0] not in hopper:
+            util.fail(f"alexnet batch 64 on h100: {conv} runs {alex[conv][0]}, not wgmma/tma")
+    if sum(h100["resnet50", "64"].count(name) for name in hopper) < 20:
         util.fail(f"resnet50 batch 64 on h100: too few wgmma convs:\n{h100['resnet50', '64']}")
     print("ok   h100: AlexNet conv2-5 and ResNet-50's convs on wgmma at batch 64")
 

@@ -221,6 +221,18 @@ std::vector<OpCase> conv_cases() {
   add(ConvSpec(48, 31, 31, 32, 3).act(kRelu).pool(3, 2).tag("fill"), {33});
   add(ConvSpec(16, 23, 23, 96, 5).pad(2).act(kRelu).pool(3, 2).tag("fill"), {33});
   add(ConvSpec(64, 14, 14, 160, 1).residual().act(kRelu6).tag("fill"), {90});
+  // conv_fp16_tma (in_c % 64, out_c % 8; its pinned-tile entries run every tile at any batch,
+  // the default one at batches that fill the GPU — the "fill" rows above): out_c far below the
+  // tile (8, 24), not a multiple of it (72, 200), 1x1 / 3x3 / 5x5 / 3x5, stride 2 with padding 0
+  // and TF-SAME (bottom/right only) padding, M never a multiple of 128, every epilogue form.
+  add(ConvSpec(64, 7, 9, 8, 3).pad(1).act(kRelu6).tag("tma"), {1, 3});
+  add(ConvSpec(128, 13, 13, 24, 1).tag("tma"), {3});
+  add(ConvSpec(64, 27, 27, 72, 5).stride(2).pad(2).act(kRelu).tag("tma"), {1});
+  add(ConvSpec(192, 13, 13, 200, 3).pad(1).residual().act(kRelu).tag("tma"), {3});
+  add(ConvSpec(64, 7, 9, 192, 3).kernel(3, 5).pad(1, 2).tag("tma"), {3});
+  add(ConvSpec(128, 13, 13, 72, 3).stride(2).pad_extra(1, 1).act(kRelu6).tag("tma"), {3});
+  add(ConvSpec(64, 13, 13, 64, 1).stride(2).residual().tag("tma"), {1});
+  add(ConvSpec(128, 7, 9, 24, 3).pad(1).residual().act(kClip).tag("tma"), {3});
   // int8 wgmma (conv_int8_wgmma*): a channel stride with padding lanes (13 -> 16), and the
   // space-to-depth stem at a batch whose 64-channel grid fills the GPU (conv_int8_s2d on wgmma).
   add(ConvSpec(13, 21, 19, 64, 3).stride(2).pad(1).act(kRelu), {3});

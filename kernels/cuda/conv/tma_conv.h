@@ -1,0 +1,83 @@
+// Hopper (sm_90a) TMA-fed warp-specialised fp16 convolution (conv_fp16_tma) — interface.
+//
+// Serves convolutions with groups 1, dilation 1, in_c % 64 == 0 (the 64-channel TMA im2col box),
+// out_c % 8 == 0, any kernel up to 64 x 64, stride 1-8, padding (asymmetric too) that the im2col
+// bounding box can express, bias, any clamp activation (identity, ReLU, ReLU6, Clip) and the
+// fused residual; no fused pool (those layers stay with conv_fp16_wgmma).  NHWC fp16 in and out,
+// channel stride = the channel count (in_c % 64 and out_c % 8 leave no padding channels).  The
+// design note is atop tma_conv.cu; the device code (tma_kernel.cuh) exists only in the sm_90a
+// image.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/conv/conv_shape.h"
+
+namespace cnnrt::cuda {
+
+class ConvFp16TmaImpl;
+
+// One launch: which tile runs (a stable index into ConvFp16Tma::tile_names()) and its grid.
+struct ConvFp16TmaPlan {
+  int variant = 0;      // tile index: a stable launch id
+  std::string name;     // e.g. "tma_128x256_s4"
+  long long units = 0;  // output tiles at the planned batch
+  int ctas = 0;         // persistent CTAs (<= SMs)
+};
+
+// The im2col tensor map of one input buffer at one batch (host data, ~1 us to encode).
+struct ConvFp16TmaInput {
+  CUtensorMap map;
+  const void* x = nullptr;
+  int batch = 0;
+};
+
+class ConvFp16Tma {
+ public:
+  // Shape rule only (no device query): see the header comment.
+  static bool supports(const ConvShape& shape);
+  // Compute capability 9.0 with the sm_90a image loaded (ConvFp16Wgmma's probe), or a described
+  // sm_90a target when planning without a device.
+  static bool device_supported();
+  // The tiles ("128x128", "128x192", "128x256", "256x128"), indexed by ConvFp16TmaPlan::variant.
+  static const std::vector<std::string>& tile_names();
+
+  // Uploads weight [out_c, in_c, kh, kw] fp32 as fp16 KRSC and bias (nullable), encodes the
+  // weight's tiled tensor map of every tile, checks the kernel images' register count.  Throws
+  // cnnrt::Error when the shape is not supported or the device cannot run the kernel.
+  ConvFp16Tma(const ConvShape& shape, const float* weight, const float* bias);
+  ~ConvFp16Tma();
+  ConvFp16Tma(const ConvFp16Tma&) = delete;
+  ConvFp16Tma& operator=(const ConvFp16Tma&) = delete;
+
+  // The default tile for `batch`: the fewest (waves x tile area / tile speed), see tma_conv.cu.
+  ConvFp16TmaPlan plan(int batch) const;
+  // A pinned tile (index into tile_names()).
+  ConvFp16TmaPlan plan(int batch, int variant) const;
+
+  // The input's im2col map; encode once per (x, batch) and keep it (the entry caches it per
+  // context).  Host only; checked.
+  ConvFp16TmaInput encode_input(const void* x, int batch) const;
+
+  // y = clamp(conv(x) + b (+ residual)): launches tile `variant` on `stream` (no workspace).
+  // input.x is the x read; residual must be non-null exactly when the shape has one.
+  void forward(int variant, const ConvFp16TmaInput& input, const void* residual, void* y,
+               cudaStream_t stream) const;
+  // Tests: encodes the map and launches.
+  void forward(int variant, const void* x, const void* residual, void* y, int batch,
+               cudaStream_t stream) const {
+    forward(variant, encode_input(x, batch), residual, y, stream);
+  }
+  size_t weight_bytes() const;
+
+ private:
+  std::unique_ptr<ConvFp16TmaImpl> impl_;
+};
+
+}  // namespace cnnrt::cuda

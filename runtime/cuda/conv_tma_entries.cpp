@@ -1,0 +1,141 @@
+// Registry entries of the TMA-fed Hopper conv (kernels/cuda/conv/tma_conv.h): "conv_fp16_tma"
+// (priority 16, above conv_fp16_wgmma's 15: 2.1-3x its speed on AlexNet conv3/conv4 in the lab,
+// docs/kernels/conv_fp16_tma.md) and one entry per tile, "conv_fp16_tma_<BM>x<BN>" (priority 13,
+// never a default), so `cnnrt profile --compare` and the automatic plan time every tile.
+//
+// conv_fp16_tma takes its tile from the kernel's wave model (ConvFp16Tma::plan(batch)) and keeps
+// a ConvFp16 of the same shape for the batches where even 128x128 tiles leave SMs idle (the rule
+// and the threshold conv_fp16_wgmma uses: fallback_max_batch); the pinned entries always run their
+// tile.  variant = 2 * tile (TMA) or 2 * ConvFp16 launch id + 1 (fallback).
+//
+// The input's im2col tensor map holds its address and the batch: prepare() gives the context a
+// small cache (KernelPlan::state), run() encodes the map the first time it sees an input pointer
+// and reuses it afterwards (a context's pointers are fixed; a graph bound to the caller's buffers
+// adds one more), so steady-state runs and graph replays only launch.
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/conv/igemm.h"
+#include "kernels/cuda/conv/tma_conv.h"
+#include "runtime/cuda/cuda_registry.h"
+
+namespace cnnrt::cuda {
+namespace {
+
+// The encoded input maps of one context (KernelPlan::state), newest first.
+struct InputMaps {
+  static constexpr size_t kMax = 8;
+  mutable std::mutex mutex;
+  mutable std::vector<ConvFp16TmaInput> maps;
+};
+
+class TmaConvKernel final : public Fp16Kernel {
+ public:
+  // pinned < 0: the default tile and the small-batch fallback; else that tile, always.
+  TmaConvKernel(const ConvShape& shape, const float* weight, const float* bias, int pinned)
+      : conv_(shape, weight, bias), pinned_(pinned) {
+    if (pinned_ < 0) {
+      fallback_.emplace(shape, weight, bias);
+      fallback_max_batch_ = fallback_max_batch([this](int b) { return conv_.plan(b, 0).units; });
+    }
+  }
+  KernelPlan prepare(const PrepareInfo& info) const override {
+    KernelPlan plan;
+    if (fallback_ && info.batch <= fallback_max_batch_) {
+      const ConvFp16Plan p = fallback_->plan(info.batch);
+      plan.variant = 2 * p.variant + 1;
+      plan.variant_name = p.name;
+      plan.workspace_bytes = p.workspace_bytes;
+      return plan;
+    }
+    const ConvFp16TmaPlan p =
+        pinned_ < 0 ? conv_.plan(info.batch) : conv_.plan(info.batch, pinned_);
+    plan.variant = 2 * p.variant;
+    plan.variant_name = p.name;
+    plan.state = std::make_shared<const InputMaps>();
+    return plan;
+  }
+  void run(const KernelArgs& args) override {
+    const auto stream = static_cast<cudaStream_t>(args.stream);
+    const void* x = args.inputs.at(0);
+    const void* residual = args.inputs.size() > 1 ? args.inputs[1] : nullptr;
+    if (args.variant % 2 == 1) {
+      fallback_.value().forward(args.variant / 2, x, residual, args.output, args.batch, stream,
+                                args.workspace);
+      return;
+    }
+    if (args.state == nullptr) throw Error("conv_fp16_tma: run() without its prepared state");
+    const auto& cache = *static_cast<const InputMaps*>(args.state);
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    auto& maps = cache.maps;
+    size_t i = 0;
+    while (i < maps.size() && (maps[i].x != x || maps[i].batch != args.batch)) ++i;
+    if (i == maps.size()) {
+      if (maps.size() == InputMaps::kMax) maps.pop_back();
+      maps.insert(maps.begin(), conv_.encode_input(x, args.batch));
+      i = 0;
+    }
+    conv_.forward(args.variant / 2, maps[i], residual, args.output, stream);
+  }
+  size_t weight_bytes() const override {
+    return conv_.weight_bytes() + (fallback_ ? fallback_->weight_bytes() : 0);
+  }
+
+ private:
+  ConvFp16Tma conv_;
+  int pinned_ = -1;
+  std::optional<ConvFp16> fallback_;
+  int fallback_max_batch_ = 0;
+};
+
+std::optional<ConvShape> served_shape(const Node& node) {
+  std::optional<ConvShape> shape = conv_shape_of(node);
+  if (!shape || !ConvFp16Tma::supports(*shape) || !ConvFp16::supports(*shape)) return std::nullopt;
+  return shape;
+}
+
+constexpr const char* kNeeds =
+    "groups 1, dilation 1, in_c % 64 == 0, out_c % 8 == 0, kernel <= 64, stride <= 8, padding "
+    "within the im2col box, no fused pool";
+
+void add_tma_entry(KernelRegistry& registry, const std::string& name, int pinned, int priority) {
+  KernelEntry entry;
+  entry.name = name;
+  entry.op = OpKind::Conv;
+  entry.device = Device::CUDA;
+  entry.precision = Precision::FP16;
+  entry.priority = priority;
+  entry.residual = true;  // native: added in the register epilogue
+  // Any clamp, asymmetric padding (the im2col box's corners), the fused residual.
+  entry.supports = [](const Node& node) {
+    return served_shape(node).has_value() && ConvFp16Tma::device_supported();
+  };
+  entry.create = [name, pinned](const KernelBuildContext& context) -> std::unique_ptr<LayerKernel> {
+    const ErrorSite site = node_site(context);
+    const std::optional<ConvShape> shape = served_shape(context.node);
+    if (!shape) throw_error(site, name + " does not serve this conv (needs " + kNeeds + ")");
+    if (!ConvFp16Tma::device_supported())
+      throw_error(site, name + " needs a compute capability 9.0 GPU and the sm_90a build");
+    const ConvWeights weights = conv_weights_of(context, name, shape);
+    try {
+      return std::make_unique<TmaConvKernel>(*shape, weights.weight, weights.bias, pinned);
+    } catch (const Error& error) {
+      throw_error(site, error.what());
+    }
+  };
+  registry.add(std::move(entry));
+}
+
+}  // namespace
+
+void register_tma_conv_kernels(KernelRegistry& registry) {
+  add_tma_entry(registry, "conv_fp16_tma", -1, 16);
+  const std::vector<std::string>& tiles = ConvFp16Tma::tile_names();
+  for (size_t t = 0; t < tiles.size(); ++t)
+    add_tma_entry(registry, "conv_fp16_tma_" + tiles[t], int(t), 13);
+}
+
+}  // namespace cnnrt::cuda

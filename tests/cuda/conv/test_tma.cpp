@@ -1,0 +1,134 @@
+// conv_fp16_tma (kernels/cuda/conv/tma_conv.h): its registry rules, its shape rule, and the
+// default tile choice, which needs no GPU (a described H100: PlanTargetScope, plan_only) and so
+// runs on every CUDA build.  The kernel's numbers are checked by the kernel harness
+// (tests/harness: every pinned tile entry runs every conv row it serves, batch 1 and 3 included,
+// and conv_fp16_tma itself the rows whose grid fills the GPU) and bench/conv_tma_lab.cu.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "cnnrt/cnnrt.h"
+#include "graph/model_loader.h"
+#include "kernels/cuda/conv/tma_conv.h"
+#include "kernels/cuda/device_traits.h"
+#include "runtime/kernel.h"
+
+namespace cnnrt::cuda {
+namespace {
+
+ConvShape conv(int in_c, int hw, int out_c, int k, int pad, int stride = 1) {
+  ConvShape s;
+  s.in_c = in_c;
+  s.in_h = s.in_w = hw;
+  s.out_c = out_c;
+  s.conv.out_channels = out_c;
+  s.conv.kernel_h = s.conv.kernel_w = k;
+  s.conv.stride_h = s.conv.stride_w = stride;
+  s.conv.pad_h = s.conv.pad_w = pad;
+  s.activation = kReluActivation;
+  s.derive();
+  return s;
+}
+
+TEST(ConvTma, RegistryEntryIsPreferredOverWgmmaAndItsTilesAreCandidates) {
+  const KernelRegistry& registry = KernelRegistry::instance();
+  const KernelEntry* tma = registry.find("conv_fp16_tma");
+  const KernelEntry* wgmma = registry.find("conv_fp16_wgmma");
+  ASSERT_NE(tma, nullptr);
+  ASSERT_NE(wgmma, nullptr);
+  EXPECT_GT(tma->priority, wgmma->priority);
+  EXPECT_TRUE(tma->residual);
+  EXPECT_FALSE(tma->baseline);
+  for (const std::string& tile : ConvFp16Tma::tile_names()) {
+    const KernelEntry* pinned = registry.find("conv_fp16_tma_" + tile);
+    ASSERT_NE(pinned, nullptr) << tile;
+    // Timed by profile --compare and the automatic plan, never the builder's default.
+    EXPECT_LT(pinned->priority, wgmma->priority) << tile;
+    EXPECT_FALSE(pinned->baseline) << tile;
+    EXPECT_TRUE(pinned->residual) << tile;
+  }
+}
+
+TEST(ConvTma, ShapeRule) {
+  EXPECT_TRUE(ConvFp16Tma::supports(conv(64, 27, 192, 5, 2)));   // AlexNet conv2 without pool
+  EXPECT_TRUE(ConvFp16Tma::supports(conv(192, 13, 200, 3, 1)));  // out_c % 8, not % 64
+  EXPECT_TRUE(ConvFp16Tma::supports(conv(128, 13, 8, 1, 0, 2)));
+  ConvShape same = conv(128, 14, 72, 3, 0, 2);  // TF-SAME: bottom/right padding only
+  same.conv.pad_h_extra = same.conv.pad_w_extra = 1;
+  same.derive();
+  EXPECT_TRUE(ConvFp16Tma::supports(same));
+  ConvShape residual = conv(64, 13, 64, 1, 0);
+  residual.residual = true;
+  EXPECT_TRUE(ConvFp16Tma::supports(residual));
+
+  EXPECT_FALSE(ConvFp16Tma::supports(conv(48, 27, 64, 3, 1)));     // in_c % 64 (conv1's s2d form)
+  EXPECT_FALSE(ConvFp16Tma::supports(conv(64, 27, 12, 3, 1)));     // out_c % 8
+  EXPECT_FALSE(ConvFp16Tma::supports(conv(64, 27, 64, 3, 1, 9)));  // traversal stride <= 8
+  ConvShape pooled = conv(256, 13, 256, 3, 1);  // a fused pool stays with conv_fp16_wgmma
+  pooled.pool = PoolAttrs{3, 3, 2, 2, 0, 0, false, true};
+  pooled.derive();
+  EXPECT_FALSE(ConvFp16Tma::supports(pooled));
+  ConvShape dilated = conv(64, 27, 64, 3, 2);
+  dilated.conv.dilation_h = dilated.conv.dilation_w = 2;
+  dilated.derive();
+  EXPECT_FALSE(ConvFp16Tma::supports(dilated));
+  ConvShape grouped = conv(128, 13, 128, 3, 1);
+  grouped.conv.groups = 2;
+  EXPECT_FALSE(ConvFp16Tma::supports(grouped));
+}
+
+// The wave model picks the lab's fastest tile for each AlexNet layer at batch 64 and 256 (H100,
+// docs/kernels/conv_fp16_tma.md): BN 192 where out_c is 192, 256x128 for out_c 384, 128x256 for
+// out_c 256.
+TEST(ConvTma, DefaultTileIsTheLabsWinnerOnAlexNet) {
+  PlanTargetScope h100(target_traits("h100"));
+  if (!ConvFp16Tma::device_supported()) GTEST_SKIP() << "a build without the sm_90a image";
+  struct Layer {
+    ConvShape shape;
+    const char* tile;
+  };
+  const std::vector<Layer> layers = {{conv(64, 27, 192, 5, 2), "128x192"},
+                                     {conv(192, 13, 384, 3, 1), "256x128"},
+                                     {conv(384, 13, 256, 3, 1), "128x256"},
+                                     {conv(256, 13, 256, 3, 1), "128x256"}};
+  for (const Layer& layer : layers) {
+    const ConvShape& s = layer.shape;
+    const std::vector<float> weight(size_t(s.out_c) * s.in_c * s.conv.kernel_h * s.conv.kernel_w,
+                                    0.01f);
+    const ConvFp16Tma kernel(s, weight.data(), nullptr);
+    for (int batch : {64, 256}) {
+      const ConvFp16TmaPlan plan = kernel.plan(batch);
+      EXPECT_NE(plan.name.find(layer.tile), std::string::npos)
+          << "in_c " << s.in_c << " out_c " << s.out_c << " batch " << batch << ": " << plan.name;
+      EXPECT_LE(plan.ctas, 132);
+    }
+  }
+}
+
+// The builder's default on a described H100: AlexNet's unpooled convs (conv3, conv4) take
+// conv_fp16_tma at batch 64, the pooled conv2 / conv5 keep conv_fp16_wgmma.
+TEST(ConvTma, IsTheH100DefaultForAlexNetsUnpooledConvs) {
+  {
+    PlanTargetScope h100(target_traits("h100"));
+    if (!ConvFp16Tma::device_supported()) GTEST_SKIP() << "a build without the sm_90a image";
+  }
+  Graph graph = load_model(std::string(CNNRT_SOURCE_DIR) + "/models/alexnet.yaml");
+  bind_random_weights(graph, 7);
+  BuildOptions options;
+  options.device = Device::CUDA;
+  options.plan_target = "h100";
+  const ExecutionPlan plan = Engine::build(std::move(graph), options)->plan(64);
+  std::string kernels;
+  for (const PlannedStep& step : plan.steps) kernels += step.name + " " + step.kernel + "\n";
+  for (const PlannedStep& step : plan.steps) {
+    if (step.name == "conv3" || step.name == "conv4")
+      EXPECT_EQ(step.kernel, "conv_fp16_tma") << kernels;
+    if (step.name == "conv2" || step.name == "conv5")
+      EXPECT_EQ(step.kernel, "conv_fp16_wgmma") << kernels;
+  }
+  EXPECT_NE(kernels.find("conv_fp16_tma"), std::string::npos) << kernels;
+}
+
+}  // namespace
+}  // namespace cnnrt::cuda
