@@ -2,6 +2,10 @@
 // kernels/cuda/linear_s8.h), precision int8:
 //   conv_int8_s2d     strided convs with few input channels (AlexNet conv1) as space-to-depth +
 //                     the tensor-core GEMM; reads the fp32 graph input directly (quantising it)
+//   conv_int8_tma     dense convs with a channel stride % 64 == 0 on Hopper's TMA-fed,
+//                     warp-specialised wgmma kernel (kernels/cuda/conv/tma_s8.h), conv_int8_igemm's
+//                     split-K plan at batches its tiles leave SMs idle; conv_int8_tma_<BM>x<BN>
+//                     pin one tile at every batch (profiles, tests; lowest priority)
 //   conv_int8_wgmma   dense convs (groups 1, dilation 1, out_c % 64 == 0) on Hopper's wgmma
 //                     m64nNk32 s8 (sm_90a), conv_int8_igemm's split-K plan at small batches
 //   conv_int8_narrow  dense convs with K = kh·kw·pad16(in_c) <= 160 bytes and out_c <= 256 (the
@@ -39,6 +43,7 @@
 
 #include "kernels/cpu/int8_ref.h"
 #include "kernels/cuda/conv/conv_s8.h"
+#include "kernels/cuda/conv/tma_s8.h"
 #include "kernels/cuda/elementwise_fp16.h"
 #include "kernels/cuda/linear_s8.h"
 #include "kernels/cuda/linear_s8_lt.h"
@@ -105,7 +110,7 @@ bool conv_fits_int32(const ConvShape& shape) {
          ref::kMaxInt8Reduction;
 }
 
-enum class ConvPath { Gemm, Direct, SpaceToDepth, Depthwise, Narrow };
+enum class ConvPath { Gemm, Direct, SpaceToDepth, Depthwise, Narrow, Tma };
 // Whether the GEMM may run on the Hopper wgmma kernel: never, when its grid fills the SMs, always.
 enum class Wgmma { Off, Auto, Always };
 
@@ -128,9 +133,11 @@ int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
 class ConvInt8Kernel final : public LayerKernel {
  public:
+  // tma_tile (ConvPath::Tma): the pinned tile, or -1 for the wave model's and the small-batch
+  // fallback to the mma.sync GEMM.
   ConvInt8Kernel(const KernelBuildContext& context, const char* name, ConvPath path,
-                 Wgmma wgmma = Wgmma::Off)
-      : path_(path) {
+                 Wgmma wgmma = Wgmma::Off, int tma_tile = -1)
+      : path_(path), tma_tile_(tma_tile) {
     const std::optional<ConvShape> shape = conv_shape_of(context.node);
     const ConvWeights weights = conv_weights_of(context, name, shape);
     const ConvAttrs& a = shape->conv;
@@ -168,6 +175,17 @@ class ConvInt8Kernel final : public LayerKernel {
       narrow_small_sums_ = narrow_s8_small_sums(layer.weight.data(), layer.bias.data(), conv_.out_c,
                                                 layer.per_channel);
     }
+    if (path == ConvPath::Tma) {
+      if (!tma_s8_serves(conv_))
+        throw_error(node_site(context), std::string(name) + ": shape not served");
+      try {
+        tma_.emplace(conv_);
+      } catch (const Error& error) {
+        throw_error(node_site(context), error.what());
+      }
+      tma_max_fallback_ =
+          tma_tile_ >= 0 ? 0 : fallback_max_batch([this](int b) { return tma_->plan(b, 0).units; });
+    }
     if (wgmma_candidate && wgmma_s8_serves(conv_)) {
       use_wgmma_ = true;
       wgmma_max_fallback_ = wgmma == Wgmma::Always ? 0 : fallback_max_batch([this](int b) {
@@ -191,8 +209,20 @@ class ConvInt8Kernel final : public LayerKernel {
   // is 0 for the wgmma kernel, else the mma.sync GEMM's split-K count (more than 1 when its
   // tiles alone would leave SMs idle, small batches).
   // Workspace: [space-to-depth map][pre-pool tensor][split-K partial sums], each 256-aligned.
+  // ConvPath::Tma on its own kernel: variant = -1 - tile, the state caches the input's im2col
+  // maps (encoded on a context's first run per input pointer, as conv_fp16_tma does).
   KernelPlan prepare(const PrepareInfo& info) const override {
     KernelPlan plan;
+    if (tma_ && info.batch > tma_max_fallback_) {
+      const ConvS8TmaPlan p =
+          tma_tile_ < 0 ? tma_->plan(info.batch) : tma_->plan(info.batch, tma_tile_);
+      plan.variant = -1 - p.variant;
+      plan.variant_name = p.name + (pool_ ? "+pool" : "");
+      plan.state = std::make_shared<const TmaInputMaps>();
+      const Workspace parts = workspace_parts(info.batch, 1);
+      plan.workspace_bytes = parts.partial + parts.partial_bytes;
+      return plan;
+    }
     const bool on_wgmma = use_wgmma_ && info.batch > wgmma_max_fallback_;
     const std::string gemm = on_wgmma ? wgmma_s8_name(conv_) : "igemm_s8";
     plan.variant_name = path_ == ConvPath::Direct      ? "direct_s8"
@@ -215,7 +245,8 @@ class ConvInt8Kernel final : public LayerKernel {
   }
   void run(const KernelArgs& args) override {
     const auto stream = static_cast<cudaStream_t>(args.stream);
-    const int splits = args.variant / 2;
+    const bool on_tma = args.variant < 0;
+    const int splits = on_tma ? 1 : args.variant / 2;
     const Workspace parts = workspace_parts(args.batch, splits);
     char* workspace = static_cast<char*>(args.workspace);
     if (workspace == nullptr && parts.partial + parts.partial_bytes > 0)
@@ -232,6 +263,8 @@ class ConvInt8Kernel final : public LayerKernel {
       conv_s8_depthwise(conv_, x, conv_out, args.batch, stream);
     } else if (path_ == ConvPath::Narrow) {
       conv_s8_narrow(conv_, x, conv_out, args.batch, sms_, narrow_small_sums_, stream);
+    } else if (on_tma) {
+      run_tma(-1 - args.variant, args.state, x, conv_out, args.batch, stream);
     } else if (splits == 0) {
       conv_s8_wgmma(conv_, x, conv_out, args.batch, stream);
     } else {
@@ -340,7 +373,32 @@ class ConvInt8Kernel final : public LayerKernel {
     return packed;
   }
 
+  // The encoded input maps of one context (KernelPlan::state), newest first.
+  struct TmaInputMaps {
+    static constexpr size_t kMax = 8;
+    mutable std::mutex mutex;
+    mutable std::vector<ConvS8TmaInput> maps;
+  };
+  void run_tma(int tile, const void* state, const void* x, void* y, int batch,
+               cudaStream_t stream) const {
+    if (state == nullptr || !tma_) throw Error("conv_int8_tma: run() without its prepared state");
+    const auto& cache = *static_cast<const TmaInputMaps*>(state);
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    auto& maps = cache.maps;
+    size_t i = 0;
+    while (i < maps.size() && (maps[i].x != x || maps[i].batch != batch)) ++i;
+    if (i == maps.size()) {
+      if (maps.size() == TmaInputMaps::kMax) maps.pop_back();
+      maps.insert(maps.begin(), tma_->encode_input(x, batch));
+      i = 0;
+    }
+    tma_->forward(tile, maps[i], y, stream);
+  }
+
   ConvPath path_;
+  int tma_tile_ = -1;             // ConvPath::Tma: pinned tile, or -1
+  std::optional<ConvS8Tma> tma_;  // ConvPath::Tma's kernel (its weights are device_'s)
+  int tma_max_fallback_ = 0;      // ... runs above this batch, else the mma.sync GEMM
   int sms_ = current_sm_count();
   int k_align_ = 64;                // the GEMM weight rows' K padding
   bool use_wgmma_ = false;          // the wgmma kernel serves this conv on this device
@@ -517,6 +575,40 @@ bool conv_wgmma_supported(const Node& node) {
   const std::optional<ConvShape> shape = conv_shape_of(node);
   return shape && wgmma_shape_ok(*shape) && conv_fits_int32(*shape) && wgmma_s8_device_supported();
 }
+// The node-level form of tma_s8_serves: the S8Conv the entry would build (int8 output; an fp32
+// output's stride is the kernel's too).
+bool conv_tma_supported(const Node& node) {
+  const std::optional<ConvShape> shape = conv_shape_of(node);
+  if (!shape || shape->residual || !conv_fits_int32(*shape) || !ConvS8Tma::device_supported())
+    return false;
+  const ConvAttrs& a = shape->conv;
+  S8Conv conv;
+  conv.in_c = shape->in_c;
+  conv.in_h = shape->in_h;
+  conv.in_w = shape->in_w;
+  conv.in_stride = padded16(shape->in_c);
+  conv.out_c = shape->out_c;
+  conv.out_h = shape->conv_h;
+  conv.out_w = shape->conv_w;
+  conv.out_stride = padded16(shape->out_c);
+  conv.kh = a.kernel_h;
+  conv.kw = a.kernel_w;
+  conv.stride_h = a.stride_h;
+  conv.stride_w = a.stride_w;
+  conv.pad_h = a.pad_h;
+  conv.pad_w = a.pad_w;
+  conv.dil_h = a.dilation_h;
+  conv.dil_w = a.dilation_w;
+  conv.groups = a.groups;
+  conv.k_total = conv.kh * conv.kw * conv.in_stride;
+  conv.k_pad = round_up(conv.k_total, 64);
+  return tma_s8_serves(conv);
+}
+// The default entry leaves the small-K layers to conv_int8_narrow (one or two k-tiles: the
+// narrow kernel's memory-bound loop is built for them).
+bool conv_tma_default_supported(const Node& node) {
+  return conv_tma_supported(node) && !conv_narrow_supported(node);
+}
 bool conv_depthwise_supported(const Node& node) {
   const std::optional<ConvShape> shape = conv_shape_of(node);
   // No fused residual: int8 kernels have no residual epilogue (the builder never fuses one
@@ -541,6 +633,10 @@ EntryRow linear_row(const char* name, LinearPath path) {
 
 }  // namespace
 
+// conv_int8_tma's priority: above conv_int8_wgmma (15) and conv_int8_narrow (16, which the
+// default entry leaves the small-K layers to).
+constexpr int kTmaPriority = 17;
+
 void register_int8_kernels(KernelRegistry& registry) {
   add_entries(registry, Device::CUDA, Precision::INT8, 20,
               {{"conv_int8_s2d", OpKind::Conv, conv_s2d_supported,
@@ -548,6 +644,23 @@ void register_int8_kernels(KernelRegistry& registry) {
                   return std::make_unique<ConvInt8Kernel>(context, "conv_int8_s2d",
                                                           ConvPath::SpaceToDepth, Wgmma::Auto);
                 }}});
+  // conv_int8_tma: the TMA mainloop, above conv_int8_wgmma (docs/kernels/conv_int8_tma.md); its
+  // pinned tiles below every other int8 conv, never a default.
+  add_entries(registry, Device::CUDA, Precision::INT8, kTmaPriority,
+              {{"conv_int8_tma", OpKind::Conv, conv_tma_default_supported,
+                [](const KernelBuildContext& context) -> std::unique_ptr<LayerKernel> {
+                  return std::make_unique<ConvInt8Kernel>(context, "conv_int8_tma", ConvPath::Tma);
+                }}});
+  const std::vector<std::string>& tiles = ConvS8Tma::tile_names();
+  for (size_t t = 0; t < tiles.size(); ++t) {
+    const std::string name = "conv_int8_tma_" + tiles[t];
+    add_entries(registry, Device::CUDA, Precision::INT8, 4,
+                {{name, OpKind::Conv, conv_tma_supported,
+                  [name, t](const KernelBuildContext& context) -> std::unique_ptr<LayerKernel> {
+                    return std::make_unique<ConvInt8Kernel>(context, name.c_str(), ConvPath::Tma,
+                                                            Wgmma::Off, int(t));
+                  }}});
+  }
   // Above conv_int8_igemm: measured faster wherever its grid fills the SMs (docs/PERFORMANCE.md,
   // run 17), and it falls back to that GEMM's split-K plan below.
   add_entries(registry, Device::CUDA, Precision::INT8, 15,

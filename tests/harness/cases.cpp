@@ -237,6 +237,14 @@ std::vector<OpCase> conv_cases() {
   // space-to-depth stem at a batch whose 64-channel grid fills the GPU (conv_int8_s2d on wgmma).
   add(ConvSpec(13, 21, 19, 64, 3).stride(2).pad(1).act(kRelu), {3});
   add(ConvSpec(3, 63, 63, 64, 11).stride(4).pad(2).act(kRelu).pool(3, 2).tag("s2d_fill"), {76});
+  // int8 TMA (conv_int8_tma*, bit for bit; with the "tma" and AlexNet rows above): 192 channels
+  // (three 64-byte k-tiles per tap) into 200 (padding lanes, two N tiles of 192), 128 channels
+  // (128-byte k-tiles) 5x5 stride 2, 256 channels into 16 under Clip, 320 channels (five 64-byte
+  // k-tiles) 1x1 with no padding into 48.
+  add(ConvSpec(192, 13, 13, 200, 3).pad(1).act(kRelu).tag("tma_s8"), {3});
+  add(ConvSpec(128, 9, 7, 48, 5).stride(2).pad(2).act(kRelu6).tag("tma_s8"), {1, 3});
+  add(ConvSpec(256, 13, 13, 16, 3).pad(1).act(kClip).tag("tma_s8"), {1});
+  add(ConvSpec(320, 7, 9, 48, 1).tag("tma_s8"), {3});
   // Fused residual (fuse_conv_residual): a block's last conv + add (+ activation); odd channels
   // (padding lanes of the residual), the 1x1 project conv of an MBConv block, a grid that fills
   // the GPU, depthwise rows for the depthwise kernel.
