@@ -39,7 +39,10 @@ class TmaConvKernel final : public Fp16Kernel {
       : conv_(shape, weight, bias), pinned_(pinned) {
     if (pinned_ < 0) {
       fallback_.emplace(shape, weight, bias);
-      fallback_max_batch_ = fallback_max_batch([this](int b) { return conv_.plan(b, 0).units; });
+      // Fused pool: the default tile's units (128x128 has no pooled instance).
+      const bool pooled = shape.pool.has_value();
+      fallback_max_batch_ = fallback_max_batch(
+          [this, pooled](int b) { return pooled ? conv_.plan(b).units : conv_.plan(b, 0).units; });
     }
   }
   KernelPlan prepare(const PrepareInfo& info) const override {
@@ -91,15 +94,18 @@ class TmaConvKernel final : public Fp16Kernel {
   int fallback_max_batch_ = 0;
 };
 
-std::optional<ConvShape> served_shape(const Node& node) {
+// pinned >= 0: that tile must serve the shape too (a fused pool: the tiles with a pooled instance).
+std::optional<ConvShape> served_shape(const Node& node, int pinned) {
   std::optional<ConvShape> shape = conv_shape_of(node);
   if (!shape || !ConvFp16Tma::supports(*shape) || !ConvFp16::supports(*shape)) return std::nullopt;
+  if (pinned >= 0 && !ConvFp16Tma::supports(*shape, pinned)) return std::nullopt;
   return shape;
 }
 
 constexpr const char* kNeeds =
     "groups 1, dilation 1, in_c % 64 == 0, out_c % 8 == 0, kernel <= 64, stride <= 8, padding "
-    "within the im2col box, no fused pool";
+    "within the im2col box, a fused pool's windows within a tile (the pinned tile: one with a "
+    "pooled instance)";
 
 void add_tma_entry(KernelRegistry& registry, const std::string& name, int pinned, int priority) {
   KernelEntry entry;
@@ -109,13 +115,13 @@ void add_tma_entry(KernelRegistry& registry, const std::string& name, int pinned
   entry.precision = Precision::FP16;
   entry.priority = priority;
   entry.residual = true;  // native: added in the register epilogue
-  // Any clamp, asymmetric padding (the im2col box's corners), the fused residual.
-  entry.supports = [](const Node& node) {
-    return served_shape(node).has_value() && ConvFp16Tma::device_supported();
+  // Any clamp, asymmetric padding (the im2col box's corners), the fused residual or MaxPool.
+  entry.supports = [pinned](const Node& node) {
+    return served_shape(node, pinned).has_value() && ConvFp16Tma::device_supported();
   };
   entry.create = [name, pinned](const KernelBuildContext& context) -> std::unique_ptr<LayerKernel> {
     const ErrorSite site = node_site(context);
-    const std::optional<ConvShape> shape = served_shape(context.node);
+    const std::optional<ConvShape> shape = served_shape(context.node, pinned);
     if (!shape) throw_error(site, name + " does not serve this conv (needs " + kNeeds + ")");
     if (!ConvFp16Tma::device_supported())
       throw_error(site, name + " needs a compute capability 9.0 GPU and the sm_90a build");

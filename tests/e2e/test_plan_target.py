@@ -60,8 +60,8 @@ def main():
             util.fail(f"{model} batch 64: an sm_80 target planned a Hopper kernel:\n{a100}")
         print(f"ok   {model}: h100 = sm90:132 (batch 1), a100 without wgmma (batch 64)")
 
-    # sm_90 takes the Hopper convs where they serve: AlexNet conv2-5 (conv3/conv4 on the TMA
-    # conv, the pooled conv2/conv5 on wgmma), ResNet-50's 3x3/1x1 convs.
+    # sm_90 takes the Hopper convs where they serve: AlexNet conv2-5 (all on the TMA conv, the
+    # pooled conv2/conv5 too), ResNet-50's 3x3/1x1 convs.
     hopper = ("conv_fp16_wgmma", "conv_fp16_tma")
     alex = steps(h100["alexnet", "64"])
     for conv in ("conv2", "conv3", "conv4", "conv5"):

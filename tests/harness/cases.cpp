@@ -127,10 +127,11 @@ class ConvSpec {
     act_ = act;
     return *this;
   }
-  ConvSpec& pool(int k, int s, bool ceil = false) {
+  ConvSpec& pool(int k, int s, bool ceil = false, int pad = 0) {
     PoolAttrs p;
     p.kernel_h = p.kernel_w = k;
     p.stride_h = p.stride_w = s;
+    p.pad_h = p.pad_w = pad;
     p.ceil_mode = ceil;
     pool_ = p;
     return *this;
@@ -175,6 +176,7 @@ class ConvSpec {
     name += act_.suffix();
     if (pool_)
       name += "_pool" + std::to_string(pool_->kernel_h) + "s" + std::to_string(pool_->stride_h) +
+              (pool_->pad_h != 0 ? "p" + std::to_string(pool_->pad_h) : "") +
               (pool_->ceil_mode ? "ceil" : "");
     return make_case(name, node, batch);
   }
@@ -233,6 +235,17 @@ std::vector<OpCase> conv_cases() {
   add(ConvSpec(128, 13, 13, 72, 3).stride(2).pad_extra(1, 1).act(kRelu6).tag("tma"), {3});
   add(ConvSpec(64, 13, 13, 64, 1).stride(2).residual().tag("tma"), {1});
   add(ConvSpec(128, 7, 9, 24, 3).pad(1).residual().act(kClip).tag("tma"), {3});
+  // conv_fp16_tma's fused MaxPool (tiles of whole pooled rows, crossing images): AlexNet conv5
+  // and conv2 shapes at small width (13x13 pool 3/2; 27x27 5x5 pool 3/2), pool 2/2 on 9x11 (a
+  // conv row past the last window), a padded pool (pad 1: windows clipped at every edge), a
+  // ceil-mode pool, identity activation (negative values pooled) and out_c not a multiple of
+  // the tile.
+  add(ConvSpec(256, 13, 13, 64, 3).pad(1).act(kRelu).pool(3, 2).tag("tma"), {1, 3});
+  add(ConvSpec(64, 27, 27, 192, 5).pad(2).act(kRelu).pool(3, 2).tag("tma"), {1, 3});
+  add(ConvSpec(64, 9, 11, 40, 3).pad(1).pool(2, 2).tag("tma"), {1, 3});
+  add(ConvSpec(128, 13, 13, 200, 3).pad(1).act(kRelu6).pool(3, 2, false, 1).tag("tma"), {3});
+  add(ConvSpec(64, 27, 27, 96, 3).pad(1).act(kClip).pool(3, 2, false, 1).tag("tma"), {1});
+  add(ConvSpec(64, 9, 10, 24, 1).pool(3, 2, true).tag("tma"), {3});
   // int8 wgmma (conv_int8_wgmma*): a channel stride with padding lanes (13 -> 16), and the
   // space-to-depth stem at a batch whose 64-channel grid fills the GPU (conv_int8_s2d on wgmma).
   add(ConvSpec(13, 21, 19, 64, 3).stride(2).pad(1).act(kRelu), {3});

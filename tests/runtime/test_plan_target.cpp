@@ -46,8 +46,8 @@ TEST(PlanTarget, H100PlansWgmmaAndSizesTheWeights) {
   EXPECT_GT(engine->weight_bytes(), size_t{61'000'000} * 2);
   const ExecutionPlan plan = engine->plan(64);
   ASSERT_EQ(plan.steps.size(), 10u);
-  // conv2 (fused pool) on wgmma, conv3 on the TMA conv (conv_fp16_tma: no pool, above wgmma).
-  EXPECT_EQ(plan.steps[1].kernel, "conv_fp16_wgmma") << kernels_of(plan);
+  // conv2 (fused pool) and conv3 on the TMA conv (conv_fp16_tma: above wgmma).
+  EXPECT_EQ(plan.steps[1].kernel, "conv_fp16_tma") << kernels_of(plan);
   EXPECT_EQ(plan.steps[2].kernel, "conv_fp16_tma") << kernels_of(plan);
   EXPECT_GT(plan.arena_bytes, 0u);
   EXPECT_THROW(engine->create_context(1), Error);

@@ -33,9 +33,21 @@
 //   counted as work (BN 192 on out_c 256 computes 384 columns: measured 2x slower).
 // * Epilogue from the accumulator registers: bias and the clamp in fp32 -> fp16, quad transpose,
 //   16-byte stores; a residual is added to the rounded pair by epilogue::add_residual and the
-//   clamp follows the add (the family's convention, conv_family.md).  No fused MaxPool: the ring
-//   is busy with the next tile when the epilogue runs, and a pool needs a staging tile of whole
-//   conv rows; such layers keep conv_fp16_wgmma.
+//   clamp follows the add (the family's convention, conv_family.md).
+// * Fused MaxPool (POOL instances, tiles 128x192, 128x256, 256x128 and 256x96): a tile owns
+//   whole pooled rows and computes the BM consecutive conv pixels from the first conv row under
+//   its first pooled row — still one im2col box per 128 rows, the mainloop unchanged.  The host
+//   packs pooled rows greedily into tiles (as many as the BM pixels cover, across image
+//   boundaries, since the box runs on into the next image) until a tile ends with an image: a
+//   period of whole images, its tile table in TmaPoolTiling; windows that overlap two tiles
+//   (pool 3 / stride 2 shares a conv row) are recomputed, never combined across CTAs, so the
+//   result is exact and deterministic.  The epilogue stages kPoolChunk columns of the tile
+//   (bias + clamp -> fp16, after the ring: the ring already holds the next tile) and both
+//   consumer warpgroups reduce the windows from it (named barrier).  AlexNet conv5 (13x13,
+//   pool 3/2): 8 pooled rows per 256-row tile (18 of 19 conv rows used); conv2 (27x27): 9
+//   conv rows per 256-row tile, hence the 256x96 tile (out_c 192 = two exact n tiles of 96;
+//   a 128-row tile holds only one pooled row's 3 x 27 pixels).  The ring is busy when the
+//   epilogue runs, so the staging is extra shared memory: 128x128 s7 has none left.
 // * setmaxnreg: 128 x 40 + 256 x 232 registers fit the 64 K register file only if the kernel
 //   starts at exactly 168 per thread (launch bounds 384, 1); the constructor checks the loaded
 //   image's count, since an inc that cannot be satisfied would hang.
@@ -45,6 +57,7 @@
 #include <climits>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "cnnrt/error.h"
@@ -59,46 +72,121 @@ namespace cnnrt::cuda {
 namespace {
 
 using tma_detail::TmaConvParams;
+using tma_detail::TmaPoolTiling;
 using tma_detail::TmaTile;
 
 struct TileInfo {
   int bm, bn, stages;
   double speed;  // lab throughput at batch 256 relative to the best tile (design note)
   const char* name;
+  bool unpooled_default;  // a candidate of plan(batch) for convs without a pool
+  bool pool;              // has a fused-pool instance (staging fits beside the ring)
 };
+// 256x96 (two n tiles of 96 on out_c 192, 100 % useful columns) serves AlexNet conv2's pooled
+// tiling: 9 conv rows of 27 per tile against 4 for BM 128; its speed is a guess, so it is not a
+// candidate of unpooled convs (those keep the lab's measured winners).
 constexpr TileInfo kTiles[] = {
-    {128, 128, 7, 0.78, "128x128"},
-    {128, 192, 5, 1.0, "128x192"},
-    {128, 256, 4, 1.0, "128x256"},
-    {256, 128, 4, 0.95, "256x128"},
+    {128, 128, 7, 0.78, "128x128", true, false}, {128, 192, 5, 1.0, "128x192", true, true},
+    {128, 256, 4, 1.0, "128x256", true, true},   {256, 128, 4, 0.95, "256x128", true, true},
+    {256, 96, 4, 0.9, "256x96", false, true},
 };
 constexpr int kTileCount = sizeof(kTiles) / sizeof(kTiles[0]);
-constexpr int kBnWidths[] = {128, 192, 256};  // weight map box heights
+constexpr int kBnWidths[] = {128, 192, 256, 96};  // weight map box heights
 
 using KernelFn = void (*)(CUtensorMap, CUtensorMap, TmaConvParams);
 
-template <int T, bool RES>
+template <int T, bool RES, bool POOL>
 KernelFn kernel_instance() {
   constexpr TileInfo t = kTiles[T];
-  return tma_detail::conv_tma_kernel<t.bm, t.bn, t.stages, 1, RES>;
+  constexpr bool kPool = POOL && t.pool;
+  return tma_detail::conv_tma_kernel<t.bm, t.bn, t.stages, 1, RES, kPool>;
 }
-KernelFn kernel_of(int tile, bool residual) {
+// kind: 0 plain, 1 residual, 2 fused pool (tiles with TileInfo::pool only).
+template <int T>
+KernelFn kernel_kind(int kind) {
+  return kind == 1   ? kernel_instance<T, true, false>()
+         : kind == 2 ? kernel_instance<T, false, true>()
+                     : kernel_instance<T, false, false>();
+}
+KernelFn kernel_of(int tile, int kind) {
   switch (tile) {
     case 0:
-      return residual ? kernel_instance<0, true>() : kernel_instance<0, false>();
+      return kernel_kind<0>(kind);
     case 1:
-      return residual ? kernel_instance<1, true>() : kernel_instance<1, false>();
+      return kernel_kind<1>(kind);
     case 2:
-      return residual ? kernel_instance<2, true>() : kernel_instance<2, false>();
+      return kernel_kind<2>(kind);
+    case 3:
+      return kernel_kind<3>(kind);
     default:
-      return residual ? kernel_instance<3, true>() : kernel_instance<3, false>();
+      return kernel_kind<4>(kind);
   }
 }
-size_t smem_of(int tile) {
+size_t pool_staging_of(int bm) { return size_t(bm) * ((bm == 256 ? 32 : 64) + 8) * 2; }
+size_t smem_of(int tile, int kind) {
   const TileInfo& t = kTiles[tile];
-  return 1024 + size_t(t.stages) * size_t(t.bm + t.bn) * 128;
+  return 1024 + size_t(t.stages) * size_t(t.bm + t.bn) * 128 +
+         (kind == 2 ? pool_staging_of(t.bm) : 0);
 }
 static_assert(TmaTile<128, 128, 7, 1>::kSmem == 1024 + 7 * 256 * 128, "smem_of mirrors TmaTile");
+static_assert(TmaTile<256, 128, 4, 1>::kStaging == 256 * 40 * 2 &&
+                  TmaTile<128, 192, 5, 1>::kStaging == 128 * 72 * 2,
+              "pool_staging_of mirrors TmaTile");
+int bn_map_index(int bn) { return bn == 128 ? 0 : bn == 192 ? 1 : bn == 256 ? 2 : 3; }
+
+// The fused pool's tiling for tiles of bm rows (tma_kernel.cuh's TmaPoolTiling): greedy, each
+// tile takes as many consecutive pooled rows as the bm conv pixels from its first pooled row's
+// first conv row cover, crossing image boundaries, until a tile ends with an image (the period);
+// if that takes more than kMaxPoolTiles tiles, tiles stop at every image's end (period 1 image).
+// Nothing when one pooled row's windows span more than bm pixels.
+std::optional<TmaPoolTiling> pool_tiling_of(const ConvShape& s, int bm) {
+  if (!s.pool) return std::nullopt;
+  TmaConvParams p;
+  p.conv_h = s.conv_h;
+  p.conv_w = s.conv_w;
+  TmaPoolTiling& t = p.pool;
+  t.out_h = s.out_h;
+  t.out_w = s.out_w;
+  t.pk_h = s.pool->kernel_h;
+  t.pk_w = s.pool->kernel_w;
+  t.ps_h = s.pool->stride_h;
+  t.ps_w = s.pool->stride_w;
+  t.pp_h = s.pool->pad_h;
+  t.pp_w = s.pool->pad_w;
+  for (bool cross : {true, false}) {
+    int g = 0, tiles = 0;
+    bool closed = false;
+    while (tiles < tma_detail::kMaxPoolTiles) {
+      const int lo = tma_detail::pool_conv_lo(p, g), image_end = (g / t.out_h + 1) * t.out_h;
+      int count = 0;
+      while ((cross || g + count < image_end) && tma_detail::pool_conv_hi(p, g + count) - lo <= bm)
+        ++count;
+      if (count == 0) return std::nullopt;
+      t.first[tiles] = g;
+      t.count[tiles] = count;
+      ++tiles;
+      g += count;
+      if (g % t.out_h == 0) {
+        closed = true;
+        break;
+      }
+    }
+    if (closed) {
+      t.period_rows = g;
+      t.period_tiles = tiles;
+      return t;
+    }
+  }
+  return std::nullopt;
+}
+// M tiles of a pooled tiling at `batch`.
+long long pool_m_tiles(const TmaPoolTiling& t, int batch) {
+  const long long rows = (long long)std::max(batch, 1) * t.out_h;
+  long long tiles = rows / t.period_rows * t.period_tiles;
+  const long long rest = rows % t.period_rows;
+  for (int j = 0; j < t.period_tiles; ++j) tiles += t.first[j] < rest ? 1 : 0;
+  return tiles;
+}
 
 // ---- driver entry points (no -lcuda: through the runtime) -------------------------------------
 using EncodeIm2col = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
@@ -144,9 +232,9 @@ void check_register_counts() {
   static std::string problem;
   std::call_once(once, [] {
     for (int t = 0; t < kTileCount; ++t)
-      for (bool res : {false, true}) {
+      for (int kind = 0; kind < (kTiles[t].pool ? 3 : 2); ++kind) {
         cudaFuncAttributes attr;
-        CNNRT_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel_of(t, res)));
+        CNNRT_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel_of(t, kind)));
         if (attr.numRegs != tma_detail::kEntryRegs)
           problem = std::string("tile ") + kTiles[t].name + " starts at " +
                     std::to_string(attr.numRegs) + " registers, setmaxnreg needs " +
@@ -166,17 +254,34 @@ class ConvFp16TmaImpl {
   __half* w = nullptr;
   float* bias = nullptr;
   size_t bytes = 0;
-  CUtensorMap w_maps[3];  // per kBnWidths
+  CUtensorMap w_maps[4];                        // per kBnWidths
+  std::optional<TmaPoolTiling> pool_tiling[2];  // fused pool: tiles of 128 / 256 rows
   ~ConvFp16TmaImpl() {
     cudaFree(w);  // destructors never throw; a failed free leaks at worst
     cudaFree(bias);
   }
-  const CUtensorMap& w_map(int bn) const { return w_maps[bn == 128 ? 0 : bn == 192 ? 1 : 2]; }
+  const CUtensorMap& w_map(int bn) const { return w_maps[bn_map_index(bn)]; }
+  const std::optional<TmaPoolTiling>& tiling(int bm) const { return pool_tiling[bm == 256]; }
 };
+
+// Whether tile `t` serves shape `s`'s fused pool (always true without one).
+bool tile_serves(const ConvShape& s, int t) {
+  return !s.pool || (kTiles[t].pool && pool_tiling_of(s, kTiles[t].bm).has_value());
+}
 
 bool ConvFp16Tma::supports(const ConvShape& s) {
   const ConvAttrs& a = s.conv;
-  if (s.pool || !conv_shape_problem(s).empty()) return false;
+  if (!conv_shape_problem(s).empty()) return false;
+  // A fused pool: no residual with it, and a tile whose pooled tiling exists.
+  if (s.pool) {
+    if (s.residual || s.pool->pad_h * 2 > s.pool->kernel_h || s.pool->pad_w * 2 > s.pool->kernel_w)
+      return false;
+    ConvShape derived = s;
+    derived.derive();
+    bool any = false;
+    for (int t = 0; t < kTileCount; ++t) any = any || tile_serves(derived, t);
+    if (!any) return false;
+  }
   if (a.groups != 1 || a.dilation_h != 1 || a.dilation_w != 1) return false;
   if (s.in_c % 64 != 0 || s.out_c % 8 != 0 || a.out_channels != s.out_c) return false;
   if (a.stride_h < 1 || a.stride_h > 8 || a.stride_w < 1 || a.stride_w > 8) return false;
@@ -191,6 +296,13 @@ bool ConvFp16Tma::supports(const ConvShape& s) {
   // M and the element offsets stay within int.
   const long long pixels = (long long)s.conv_h * s.conv_w, in_pixels = (long long)s.in_h * s.in_w;
   return pixels > 0 && pixels * s.out_c < INT_MAX / 64 && in_pixels * s.in_c < INT_MAX / 64;
+}
+
+bool ConvFp16Tma::supports(const ConvShape& shape, int tile) {
+  if (tile < 0 || tile >= kTileCount || !supports(shape)) return false;
+  ConvShape s = shape;
+  s.derive();
+  return tile_serves(s, tile);
 }
 
 bool ConvFp16Tma::device_supported() { return ConvFp16Wgmma::device_supported(); }
@@ -213,7 +325,8 @@ ConvFp16Tma::ConvFp16Tma(const ConvShape& shape_in, const float* weight, const f
   if (!supports(s))
     throw Error(
         "conv_fp16_tma: unsupported shape (needs groups 1, dilation 1, in_c % 64 == 0, out_c % 8 "
-        "== 0, kernel <= 64, stride <= 8, padding within the im2col box, no fused pool)");
+        "== 0, kernel <= 64, stride <= 8, padding within the im2col box, a fused pool's windows "
+        "within a tile)");
   if (!device_supported())
     throw Error("conv_fp16_tma: needs a compute capability 9.0 device and the sm_90a build");
   if (weight == nullptr) throw Error("conv_fp16_tma: no weight");
@@ -230,10 +343,14 @@ ConvFp16Tma::ConvFp16Tma(const ConvShape& shape_in, const float* weight, const f
   p.c_blocks = s.in_c / tma_detail::kBK;
   p.k_tiles = a.kernel_h * a.kernel_w * p.c_blocks;
   p.act = epilogue_clamp_of(s);
+  if (s.pool) {
+    m.pool_tiling[0] = pool_tiling_of(s, 128);
+    m.pool_tiling[1] = pool_tiling_of(s, 256);
+  }
   const DeviceTraits& device = device_traits();
   m.sms = std::max(device.sms, 1);
   for (int t = 0; t < kTileCount; ++t)
-    if (device.smem_optin < smem_of(t))
+    if (device.smem_optin < smem_of(t, kTiles[t].pool ? 2 : 0))
       throw Error("conv_fp16_tma: the device offers too little shared memory per block");
 
   // KRSC = the K-major [out_c][K] matrix the weight map tiles (K % 64 == 0: no padding).
@@ -244,11 +361,11 @@ ConvFp16Tma::ConvFp16Tma(const ConvShape& shape_in, const float* weight, const f
 
   check_register_counts();
   for (int t = 0; t < kTileCount; ++t)
-    for (bool res : {false, true})
-      CNNRT_CUDA_CHECK(cudaFuncSetAttribute(kernel_of(t, res),
+    for (int kind = 0; kind < (kTiles[t].pool ? 3 : 2); ++kind)
+      CNNRT_CUDA_CHECK(cudaFuncSetAttribute(kernel_of(t, kind),
                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(smem_of(t))));
-  for (int i = 0; i < 3; ++i) {
+                                            static_cast<int>(smem_of(t, kind))));
+  for (int i = 0; i < 4; ++i) {
     const cuuint64_t dims[2] = {cuuint64_t(k), cuuint64_t(s.out_c)};
     const cuuint64_t strides[1] = {cuuint64_t(k) * sizeof(__half)};
     const cuuint32_t box[2] = {cuuint32_t(tma_detail::kBK), cuuint32_t(kBnWidths[i])};
@@ -272,7 +389,15 @@ ConvFp16TmaPlan ConvFp16Tma::plan(int batch, int variant) const {
   ConvFp16TmaPlan plan;
   plan.variant = variant;
   plan.name = std::string("tma_") + t.name + "_s" + std::to_string(t.stages);
-  plan.units = (rows + t.bm - 1) / t.bm * ((m.shape.out_c + t.bn - 1) / t.bn);
+  const long long n_tiles = (m.shape.out_c + t.bn - 1) / t.bn;
+  if (m.shape.pool) {
+    // Tiles without a pooled instance still report their tiling's size (the entry's fallback
+    // threshold counts 128-row tiles); forward() refuses them.
+    const std::optional<TmaPoolTiling>& tiling = m.tiling(t.bm);
+    plan.units = tiling ? pool_m_tiles(*tiling, batch) * n_tiles : 0;
+  } else {
+    plan.units = (rows + t.bm - 1) / t.bm * n_tiles;
+  }
   plan.ctas = int(std::min<long long>(plan.units, m.sms));
   return plan;
 }
@@ -282,10 +407,12 @@ ConvFp16TmaPlan ConvFp16Tma::plan(int batch) const {
   int best = 0;
   double best_cost = 0;
   for (int t = 0; t < kTileCount; ++t) {
+    if (m.shape.pool ? !(kTiles[t].pool && m.tiling(kTiles[t].bm)) : !kTiles[t].unpooled_default)
+      continue;
     const long long units = plan(batch, t).units;
     const double waves = double((units + m.sms - 1) / m.sms);
     const double cost = waves * kTiles[t].bm * kTiles[t].bn / kTiles[t].speed;
-    if (t == 0 || cost < best_cost) {
+    if (best_cost == 0 || cost < best_cost) {
       best = t;
       best_cost = cost;
     }
@@ -324,16 +451,23 @@ void ConvFp16Tma::forward(int variant, const ConvFp16TmaInput& input, const void
   if ((residual != nullptr) != m.shape.residual)
     throw Error("conv_fp16_tma: a residual must be given exactly when the layer fuses one");
   const ConvFp16TmaPlan plan = this->plan(input.batch, variant);
-  if (plan.units == 0) return;
   const TileInfo& t = kTiles[variant];
+  const bool pooled = m.shape.pool.has_value();
+  if (pooled && !(t.pool && m.tiling(t.bm)))
+    throw Error(std::string("conv_fp16_tma: tile ") + t.name + " does not serve this fused pool");
+  if (plan.units == 0) return;
   TmaConvParams p = m.base;
+  if (pooled) {
+    p.pool = *m.tiling(t.bm);
+    p.pool.rows_total = std::max(input.batch, 1) * m.shape.out_h;
+  }
   p.y = static_cast<__half*>(y);
   p.residual = static_cast<const __half*>(residual);
   p.m = int((long long)std::max(input.batch, 1) * m.shape.conv_h * m.shape.conv_w);
   p.n_tiles = (m.shape.out_c + t.bn - 1) / t.bn;
   p.units = int(plan.units);
-  kernel_of(variant,
-            residual != nullptr)<<<plan.ctas, tma_detail::kThreads, smem_of(variant), stream>>>(
+  const int kind = pooled ? 2 : residual != nullptr ? 1 : 0;
+  kernel_of(variant, kind)<<<plan.ctas, tma_detail::kThreads, smem_of(variant, kind), stream>>>(
       input.map, m.w_map(t.bn), p);
   CNNRT_CUDA_CHECK_LAUNCH();
 }

@@ -3,7 +3,8 @@
 // Serves convolutions with groups 1, dilation 1, in_c % 64 == 0 (the 64-channel TMA im2col box),
 // out_c % 8 == 0, any kernel up to 64 x 64, stride 1-8, padding (asymmetric too) that the im2col
 // bounding box can express, bias, any clamp activation (identity, ReLU, ReLU6, Clip) and the
-// fused residual; no fused pool (those layers stay with conv_fp16_wgmma).  NHWC fp16 in and out,
+// fused residual or a fused MaxPool (no residual with it; tiles of whole pooled rows, the design
+// note atop tma_conv.cu).  NHWC fp16 in and out,
 // channel stride = the channel count (in_c % 64 and out_c % 8 leave no padding channels).  The
 // design note is atop tma_conv.cu; the device code (tma_kernel.cuh) exists only in the sm_90a
 // image.
@@ -42,10 +43,14 @@ class ConvFp16Tma {
  public:
   // Shape rule only (no device query): see the header comment.
   static bool supports(const ConvShape& shape);
+  // ... and tile `tile` (index into tile_names()) serves it: a fused pool needs a tile with a
+  // pooled instance whose tiling covers every window (tma_conv.cu's design note).
+  static bool supports(const ConvShape& shape, int tile);
   // Compute capability 9.0 with the sm_90a image loaded (ConvFp16Wgmma's probe), or a described
   // sm_90a target when planning without a device.
   static bool device_supported();
-  // The tiles ("128x128", "128x192", "128x256", "256x128"), indexed by ConvFp16TmaPlan::variant.
+  // The tiles ("128x128", "128x192", "128x256", "256x128", "256x96"), indexed by
+  // ConvFp16TmaPlan::variant.
   static const std::vector<std::string>& tile_names();
 
   // Uploads weight [out_c, in_c, kh, kw] fp32 as fp16 KRSC and bias (nullable), encodes the

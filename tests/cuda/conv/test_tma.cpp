@@ -65,10 +65,20 @@ TEST(ConvTma, ShapeRule) {
   EXPECT_FALSE(ConvFp16Tma::supports(conv(48, 27, 64, 3, 1)));     // in_c % 64 (conv1's s2d form)
   EXPECT_FALSE(ConvFp16Tma::supports(conv(64, 27, 12, 3, 1)));     // out_c % 8
   EXPECT_FALSE(ConvFp16Tma::supports(conv(64, 27, 64, 3, 1, 9)));  // traversal stride <= 8
-  ConvShape pooled = conv(256, 13, 256, 3, 1);  // a fused pool stays with conv_fp16_wgmma
+  ConvShape pooled = conv(256, 13, 256, 3, 1);                     // AlexNet conv5 + MaxPool 3/2
   pooled.pool = PoolAttrs{3, 3, 2, 2, 0, 0, false, true};
   pooled.derive();
-  EXPECT_FALSE(ConvFp16Tma::supports(pooled));
+  EXPECT_TRUE(ConvFp16Tma::supports(pooled));
+  const std::vector<std::string>& tiles = ConvFp16Tma::tile_names();
+  for (size_t t = 0; t < tiles.size(); ++t)  // 128x128 has no pooled instance (shared memory)
+    EXPECT_EQ(ConvFp16Tma::supports(pooled, int(t)), tiles[t] != "128x128") << tiles[t];
+  ConvShape pooled_residual = pooled;  // the family never combines the two
+  pooled_residual.residual = true;
+  EXPECT_FALSE(ConvFp16Tma::supports(pooled_residual));
+  ConvShape wide_pool = conv(64, 120, 64, 3, 1);  // one pooled row's windows: 3 x 120 > 256 pixels
+  wide_pool.pool = PoolAttrs{3, 3, 2, 2, 0, 0, false, true};
+  wide_pool.derive();
+  EXPECT_FALSE(ConvFp16Tma::supports(wide_pool));
   ConvShape dilated = conv(64, 27, 64, 3, 2);
   dilated.conv.dilation_h = dilated.conv.dilation_w = 2;
   dilated.derive();
@@ -92,6 +102,24 @@ TEST(ConvTma, DefaultTileIsTheLabsWinnerOnAlexNet) {
                                      {conv(192, 13, 384, 3, 1), "256x128"},
                                      {conv(384, 13, 256, 3, 1), "128x256"},
                                      {conv(256, 13, 256, 3, 1), "128x256"}};
+  // ... and the pooled forms: conv2 + pool 3/2 takes 256x96 (9 conv rows of 27 per tile, two
+  // exact n tiles), conv5 + pool 3/2 256x128 at batch 256 (8 pooled rows per tile, 384 units:
+  // 3 waves) and 128x256 at batch 64 (one wave either way, the larger tile area loses).
+  ConvShape conv2 = conv(64, 27, 192, 5, 2), conv5 = conv(256, 13, 256, 3, 1);
+  for (ConvShape* s : {&conv2, &conv5}) {
+    s->pool = PoolAttrs{3, 3, 2, 2, 0, 0, false, true};
+    s->derive();
+  }
+  {
+    const std::vector<float> w2(size_t(192) * 64 * 25, 0.01f), w5(size_t(256) * 256 * 9, 0.01f);
+    const ConvFp16Tma k2(conv2, w2.data(), nullptr), k5(conv5, w5.data(), nullptr);
+    EXPECT_NE(k2.plan(256).name.find("256x96"), std::string::npos) << k2.plan(256).name;
+    EXPECT_NE(k2.plan(64).name.find("256x96"), std::string::npos) << k2.plan(64).name;
+    EXPECT_EQ(k2.plan(256).units, 256 / 2 * 7 * 2);  // 7 tiles per 2 images, 2 n tiles
+    EXPECT_NE(k5.plan(256).name.find("256x128"), std::string::npos) << k5.plan(256).name;
+    EXPECT_EQ(k5.plan(256).units, 256 / 4 * 3 * 2);  // 3 tiles per 4 images, 2 n tiles
+    EXPECT_NE(k5.plan(64).name.find("128x256"), std::string::npos) << k5.plan(64).name;
+  }
   for (const Layer& layer : layers) {
     const ConvShape& s = layer.shape;
     const std::vector<float> weight(size_t(s.out_c) * s.in_c * s.conv.kernel_h * s.conv.kernel_w,
@@ -106,9 +134,9 @@ TEST(ConvTma, DefaultTileIsTheLabsWinnerOnAlexNet) {
   }
 }
 
-// The builder's default on a described H100: AlexNet's unpooled convs (conv3, conv4) take
-// conv_fp16_tma at batch 64, the pooled conv2 / conv5 keep conv_fp16_wgmma.
-TEST(ConvTma, IsTheH100DefaultForAlexNetsUnpooledConvs) {
+// The builder's default on a described H100: AlexNet's conv2-conv5 take conv_fp16_tma at batch
+// 64, the pooled conv2 / conv5 included (the fused MaxPool).
+TEST(ConvTma, IsTheH100DefaultForAlexNetsConv2ToConv5) {
   {
     PlanTargetScope h100(target_traits("h100"));
     if (!ConvFp16Tma::device_supported()) GTEST_SKIP() << "a build without the sm_90a image";
@@ -122,10 +150,9 @@ TEST(ConvTma, IsTheH100DefaultForAlexNetsUnpooledConvs) {
   std::string kernels;
   for (const PlannedStep& step : plan.steps) kernels += step.name + " " + step.kernel + "\n";
   for (const PlannedStep& step : plan.steps) {
-    if (step.name == "conv3" || step.name == "conv4")
+    if (step.name == "conv2" || step.name == "conv3" || step.name == "conv4" ||
+        step.name == "conv5")
       EXPECT_EQ(step.kernel, "conv_fp16_tma") << kernels;
-    if (step.name == "conv2" || step.name == "conv5")
-      EXPECT_EQ(step.kernel, "conv_fp16_wgmma") << kernels;
   }
   EXPECT_NE(kernels.find("conv_fp16_tma"), std::string::npos) << kernels;
 }
