@@ -1,12 +1,17 @@
 // Registry entries of the TMA-fed Hopper conv (kernels/cuda/conv/tma_conv.h): "conv_fp16_tma"
 // (priority 16, above conv_fp16_wgmma's 15: 2.1-3x its speed on AlexNet conv3/conv4 in the lab,
 // docs/kernels/conv_fp16_tma.md) and one entry per tile, "conv_fp16_tma_<BM>x<BN>" (priority 13,
-// never a default), so `cnnrt profile --compare` and the automatic plan time every tile.
+// never a default), so `cnnrt profile --compare` and the automatic plan time every tile, and
+// "conv_fp16_tma_staged" (priority 13, convs with a fused MaxPool only): always the staged pool
+// form — the unpooled conv on its best tile into the step's workspace, then maxpool_fp16.
+// conv_fp16_tma itself chooses fused or staged per context by the kernel's cost model
+// (ConvFp16Tma::plan(batch); tma_conv.cu's design note).
 //
 // conv_fp16_tma takes its tile from the kernel's wave model (ConvFp16Tma::plan(batch)) and keeps
 // a ConvFp16 of the same shape for the batches where even 128x128 tiles leave SMs idle (the rule
 // and the threshold conv_fp16_wgmma uses: fallback_max_batch); the pinned entries always run their
-// tile.  variant = 2 * tile (TMA) or 2 * ConvFp16 launch id + 1 (fallback).
+// tile.  variant = 2 * ConvFp16Tma launch id (TMA: a tile, or a staged id) or 2 * ConvFp16 launch
+// id + 1 (fallback).
 //
 // The input's im2col tensor map holds its address and the batch: prepare() gives the context a
 // small cache (KernelPlan::state), run() encodes the map the first time it sees an input pointer
@@ -32,9 +37,13 @@ struct InputMaps {
   mutable std::vector<ConvFp16TmaInput> maps;
 };
 
+// The pinned value of conv_fp16_tma_staged (tiles are 0 .. tile count - 1).
+constexpr int kPinStaged = 1000;
+
 class TmaConvKernel final : public Fp16Kernel {
  public:
-  // pinned < 0: the default tile and the small-batch fallback; else that tile, always.
+  // pinned < 0: the default tile and the small-batch fallback; kPinStaged: the staged pool form;
+  // else that tile, always.
   TmaConvKernel(const ConvShape& shape, const float* weight, const float* bias, int pinned)
       : conv_(shape, weight, bias), pinned_(pinned) {
     if (pinned_ < 0) {
@@ -54,10 +63,12 @@ class TmaConvKernel final : public Fp16Kernel {
       plan.workspace_bytes = p.workspace_bytes;
       return plan;
     }
-    const ConvFp16TmaPlan p =
-        pinned_ < 0 ? conv_.plan(info.batch) : conv_.plan(info.batch, pinned_);
+    const ConvFp16TmaPlan p = pinned_ < 0             ? conv_.plan(info.batch)
+                              : pinned_ == kPinStaged ? conv_.plan_staged(info.batch)
+                                                      : conv_.plan(info.batch, pinned_);
     plan.variant = 2 * p.variant;
     plan.variant_name = p.name;
+    plan.workspace_bytes = p.workspace_bytes;
     plan.state = std::make_shared<const InputMaps>();
     return plan;
   }
@@ -81,7 +92,7 @@ class TmaConvKernel final : public Fp16Kernel {
       maps.insert(maps.begin(), conv_.encode_input(x, args.batch));
       i = 0;
     }
-    conv_.forward(args.variant / 2, maps[i], residual, args.output, stream);
+    conv_.forward(args.variant / 2, maps[i], residual, args.output, stream, args.workspace);
   }
   size_t weight_bytes() const override {
     return conv_.weight_bytes() + (fallback_ ? fallback_->weight_bytes() : 0);
@@ -94,10 +105,12 @@ class TmaConvKernel final : public Fp16Kernel {
   int fallback_max_batch_ = 0;
 };
 
-// pinned >= 0: that tile must serve the shape too (a fused pool: the tiles with a pooled instance).
+// pinned >= 0: that tile must serve the shape too (a fused pool: the tiles with a pooled instance);
+// kPinStaged: only convs with a fused pool.
 std::optional<ConvShape> served_shape(const Node& node, int pinned) {
   std::optional<ConvShape> shape = conv_shape_of(node);
   if (!shape || !ConvFp16Tma::supports(*shape) || !ConvFp16::supports(*shape)) return std::nullopt;
+  if (pinned == kPinStaged) return shape->pool ? shape : std::nullopt;
   if (pinned >= 0 && !ConvFp16Tma::supports(*shape, pinned)) return std::nullopt;
   return shape;
 }
@@ -142,6 +155,7 @@ void register_tma_conv_kernels(KernelRegistry& registry) {
   const std::vector<std::string>& tiles = ConvFp16Tma::tile_names();
   for (size_t t = 0; t < tiles.size(); ++t)
     add_tma_entry(registry, "conv_fp16_tma_" + tiles[t], int(t), 13);
+  add_tma_entry(registry, "conv_fp16_tma_staged", kPinStaged, 13);
 }
 
 }  // namespace cnnrt::cuda

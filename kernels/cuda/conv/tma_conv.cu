@@ -48,6 +48,19 @@
 //   conv rows per 256-row tile, hence the 256x96 tile (out_c 192 = two exact n tiles of 96;
 //   a 128-row tile holds only one pooled row's 3 x 27 pixels).  The ring is busy when the
 //   epilogue runs, so the staging is extra shared memory: 128x128 s7 has none left.
+// * Fused or staged (a fused MaxPool; plan(batch) chooses once per context): the fused tiling
+//   recomputes halo rows (conv2 at BM 256: 19 % of the rows) and needs tiles whose height holds
+//   whole pooled rows (256x96 for conv2: a slow tile), so the alternative runs the unpooled
+//   instance of the best unpooled tile into a workspace (the pre-pool tensor) and then the
+//   family's maxpool_fp16 (max is exact: the same fp16 values as the fused epilogue's __hmax2).
+//   Cost model, in time: a tile takes 2 * BM * BN * K / (speed * kSmFlops) (kSmFlops = 5.4e12
+//   FLOP/s per SM: the lab's conv2 on 128x192, 12 waves in 0.174 ms), a kernel ceil(units / SMs)
+//   tiles; staged adds (pre-pool bytes read + pooled bytes written) / kPoolBandwidth (2.8e12 B/s)
+//   + kPoolLaunch (2 us).  H100, batch 256: conv2 fused 256x96 0.226 ms (measured 0.251) against
+//   staged 128x192 0.175 + 0.034 = 0.208 (measured 0.227-0.231); conv5 fused 256x128 0.088
+//   (0.089) against staged 0.084 + 0.012 = 0.096 (0.096), so conv2 runs staged and conv5 fused
+//   (batch 64 too; docs/kernels/conv_fp16_tma.md).  The staged workspace is the pre-pool tensor
+//   (conv2 at batch 256: 72 MB of arena).
 // * setmaxnreg: 128 x 40 + 256 x 232 registers fit the 64 K register file only if the kernel
 //   starts at exactly 168 per thread (launch bounds 384, 1); the constructor checks the loaded
 //   image's count, since an inc that cannot be satisfied would hang.
@@ -66,6 +79,7 @@
 #include "kernels/cuda/conv/wgmma.h"
 #include "kernels/cuda/conv/wgmma_common.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/pool_fp16.h"
 
 namespace cnnrt::cuda {
 
@@ -132,6 +146,11 @@ static_assert(TmaTile<128, 128, 7, 1>::kSmem == 1024 + 7 * 256 * 128, "smem_of m
 static_assert(TmaTile<256, 128, 4, 1>::kStaging == 256 * 40 * 2 &&
                   TmaTile<128, 192, 5, 1>::kStaging == 128 * 72 * 2,
               "pool_staging_of mirrors TmaTile");
+// The fused-or-staged cost model (design note): per-SM throughput of a speed-1.0 tile, the pool
+// pass's bandwidth and its launch.
+constexpr double kSmFlops = 5.4e12;
+constexpr double kPoolBandwidth = 2.8e12;
+constexpr double kPoolLaunchSeconds = 2e-6;
 int bn_map_index(int bn) { return bn == 128 ? 0 : bn == 192 ? 1 : bn == 256 ? 2 : 3; }
 
 // The fused pool's tiling for tiles of bm rows (tma_kernel.cuh's TmaPoolTiling): greedy, each
@@ -402,22 +421,66 @@ ConvFp16TmaPlan ConvFp16Tma::plan(int batch, int variant) const {
   return plan;
 }
 
-ConvFp16TmaPlan ConvFp16Tma::plan(int batch) const {
-  const ConvFp16TmaImpl& m = *impl_;
-  int best = 0;
-  double best_cost = 0;
+namespace {
+// Modelled seconds of `plan` (units of tile `t`) for shape `s`: waves x tile time.
+double modelled_seconds(const ConvShape& s, const TileInfo& t, long long units, int sms) {
+  const double k = double(s.conv.kernel_h) * s.conv.kernel_w * s.in_c;
+  const double waves = double((units + sms - 1) / sms);
+  return waves * 2.0 * t.bm * t.bn * k / (t.speed * kSmFlops);
+}
+}  // namespace
+
+// The fastest modelled tile: pooled = with its fused-pool instance, else among the unpooled
+// candidates (for a pooled shape: the staged form's conv into the pre-pool tensor).
+static ConvFp16TmaPlan best_tile(const ConvFp16Tma& conv, const ConvFp16TmaImpl& m, int batch,
+                                 bool pooled) {
+  ConvFp16TmaPlan best;
+  bool found = false;
+  ConvShape unpooled = m.shape;
+  unpooled.pool.reset();
   for (int t = 0; t < kTileCount; ++t) {
-    if (m.shape.pool ? !(kTiles[t].pool && m.tiling(kTiles[t].bm)) : !kTiles[t].unpooled_default)
+    if (pooled ? !(kTiles[t].pool && m.tiling(kTiles[t].bm)) : !kTiles[t].unpooled_default)
       continue;
-    const long long units = plan(batch, t).units;
-    const double waves = double((units + m.sms - 1) / m.sms);
-    const double cost = waves * kTiles[t].bm * kTiles[t].bn / kTiles[t].speed;
-    if (best_cost == 0 || cost < best_cost) {
-      best = t;
-      best_cost = cost;
+    ConvFp16TmaPlan p = conv.plan(batch, t);
+    if (!pooled && m.shape.pool) {  // the staged conv: unpooled tiles over every conv pixel
+      const long long rows = (long long)std::max(batch, 1) * m.shape.conv_h * m.shape.conv_w;
+      p.units = (rows + kTiles[t].bm - 1) / kTiles[t].bm *
+                ((m.shape.out_c + kTiles[t].bn - 1) / kTiles[t].bn);
+      p.ctas = int(std::min<long long>(p.units, m.sms));
+    }
+    p.estimated_us = 1e6 * modelled_seconds(pooled ? m.shape : unpooled, kTiles[t], p.units, m.sms);
+    if (!found || p.estimated_us < best.estimated_us) {
+      best = p;
+      found = true;
     }
   }
-  return plan(batch, best);
+  return best;
+}
+
+ConvFp16TmaPlan ConvFp16Tma::plan_fused(int batch) const {
+  if (!impl_->shape.pool) throw Error("conv_fp16_tma: plan_fused() of a conv without a pool");
+  return best_tile(*this, *impl_, batch, true);
+}
+
+ConvFp16TmaPlan ConvFp16Tma::plan_staged(int batch) const {
+  const ConvFp16TmaImpl& m = *impl_;
+  if (!m.shape.pool) throw Error("conv_fp16_tma: plan_staged() of a conv without a pool");
+  ConvFp16TmaPlan p = best_tile(*this, m, batch, false);
+  const size_t b = size_t(std::max(batch, 1)), c = size_t(m.shape.out_c);
+  p.workspace_bytes = b * m.shape.conv_h * m.shape.conv_w * c * sizeof(__half);
+  const size_t pooled_bytes = b * m.shape.out_h * m.shape.out_w * c * sizeof(__half);
+  p.estimated_us +=
+      1e6 * (double(p.workspace_bytes + pooled_bytes) / kPoolBandwidth + kPoolLaunchSeconds);
+  p.variant += kStagedVariant;
+  p.name += "+maxpool";
+  p.staged = true;
+  return p;
+}
+
+ConvFp16TmaPlan ConvFp16Tma::plan(int batch) const {
+  if (!impl_->shape.pool) return best_tile(*this, *impl_, batch, false);
+  const ConvFp16TmaPlan fused = plan_fused(batch), staged = plan_staged(batch);
+  return staged.estimated_us < fused.estimated_us ? staged : fused;
 }
 
 ConvFp16TmaInput ConvFp16Tma::encode_input(const void* x, int batch) const {
@@ -446,30 +509,45 @@ ConvFp16TmaInput ConvFp16Tma::encode_input(const void* x, int batch) const {
 }
 
 void ConvFp16Tma::forward(int variant, const ConvFp16TmaInput& input, const void* residual, void* y,
-                          cudaStream_t stream) const {
+                          cudaStream_t stream, void* workspace) const {
   const ConvFp16TmaImpl& m = *impl_;
   if ((residual != nullptr) != m.shape.residual)
     throw Error("conv_fp16_tma: a residual must be given exactly when the layer fuses one");
-  const ConvFp16TmaPlan plan = this->plan(input.batch, variant);
-  const TileInfo& t = kTiles[variant];
-  const bool pooled = m.shape.pool.has_value();
+  const bool staged = variant >= kStagedVariant;
+  const int tile = staged ? variant - kStagedVariant : variant;
+  if (tile < 0 || tile >= kTileCount)
+    throw Error("conv_fp16_tma: no variant " + std::to_string(variant));
+  const TileInfo& t = kTiles[tile];
+  const bool pooled = m.shape.pool.has_value() && !staged;
+  if (staged && !m.shape.pool) throw Error("conv_fp16_tma: a staged variant needs a fused pool");
+  if (staged && workspace == nullptr)
+    throw Error("conv_fp16_tma: the staged pool variant needs its workspace");
   if (pooled && !(t.pool && m.tiling(t.bm)))
     throw Error(std::string("conv_fp16_tma: tile ") + t.name + " does not serve this fused pool");
-  if (plan.units == 0) return;
+  const int batch = std::max(input.batch, 1);
   TmaConvParams p = m.base;
-  if (pooled) {
-    p.pool = *m.tiling(t.bm);
-    p.pool.rows_total = std::max(input.batch, 1) * m.shape.out_h;
-  }
-  p.y = static_cast<__half*>(y);
-  p.residual = static_cast<const __half*>(residual);
-  p.m = int((long long)std::max(input.batch, 1) * m.shape.conv_h * m.shape.conv_w);
+  p.m = int((long long)batch * m.shape.conv_h * m.shape.conv_w);
   p.n_tiles = (m.shape.out_c + t.bn - 1) / t.bn;
-  p.units = int(plan.units);
+  long long units = 0;
+  if (pooled) {
+    units = this->plan(input.batch, tile).units;
+    p.pool = *m.tiling(t.bm);
+    p.pool.rows_total = batch * m.shape.out_h;
+  } else {
+    units = (p.m + t.bm - 1) / t.bm * (long long)p.n_tiles;
+  }
+  if (units == 0) return;
+  p.y = static_cast<__half*>(staged ? workspace : y);
+  p.residual = static_cast<const __half*>(residual);
+  p.units = int(units);
+  const int ctas = int(std::min<long long>(units, m.sms));
   const int kind = pooled ? 2 : residual != nullptr ? 1 : 0;
-  kernel_of(variant, kind)<<<plan.ctas, tma_detail::kThreads, smem_of(variant, kind), stream>>>(
+  kernel_of(tile, kind)<<<ctas, tma_detail::kThreads, smem_of(tile, kind), stream>>>(
       input.map, m.w_map(t.bn), p);
   CNNRT_CUDA_CHECK_LAUNCH();
+  if (staged)
+    maxpool_fp16(workspace, y, batch, m.shape.out_c, m.shape.conv_h, m.shape.conv_w, *m.shape.pool,
+                 m.shape.out_h, m.shape.out_w, stream);
 }
 
 size_t ConvFp16Tma::weight_bytes() const { return impl_->bytes; }

@@ -25,11 +25,17 @@ namespace cnnrt::cuda {
 class ConvFp16TmaImpl;
 
 // One launch: which tile runs (a stable index into ConvFp16Tma::tile_names()) and its grid.
+// A fused MaxPool runs either "fused" (the pooled instance of a tile) or "staged": the unpooled
+// instance of the best unpooled tile writes the pre-pool tensor into a workspace and the family's
+// maxpool_fp16 pools it (variant = kStagedVariant + tile; workspace_bytes > 0).
 struct ConvFp16TmaPlan {
-  int variant = 0;      // tile index: a stable launch id
-  std::string name;     // e.g. "tma_128x256_s4"
-  long long units = 0;  // output tiles at the planned batch
-  int ctas = 0;         // persistent CTAs (<= SMs)
+  int variant = 0;             // tile index, or kStagedVariant + tile: a stable launch id
+  std::string name;            // e.g. "tma_128x256_s4", "tma_128x192_s5+maxpool"
+  long long units = 0;         // output tiles at the planned batch
+  int ctas = 0;                // persistent CTAs (<= SMs)
+  bool staged = false;         // conv into the workspace, then maxpool_fp16
+  size_t workspace_bytes = 0;  // staged: the pre-pool tensor (batch x conv_h x conv_w x out_c)
+  double estimated_us = 0;     // the cost model's time (tma_conv.cu: "Fused or staged")
 };
 
 // The im2col tensor map of one input buffer at one batch (host data, ~1 us to encode).
@@ -61,23 +67,32 @@ class ConvFp16Tma {
   ConvFp16Tma(const ConvFp16Tma&) = delete;
   ConvFp16Tma& operator=(const ConvFp16Tma&) = delete;
 
-  // The default tile for `batch`: the fewest (waves x tile area / tile speed), see tma_conv.cu.
+  // Launch ids at and above this are the staged form of tile (id - kStagedVariant).
+  static constexpr int kStagedVariant = 16;
+
+  // The default for `batch`: the tile with the least modelled time (waves x tile time, see
+  // tma_conv.cu); with a fused pool, the cheaper of plan_fused(batch) and plan_staged(batch).
   ConvFp16TmaPlan plan(int batch) const;
-  // A pinned tile (index into tile_names()).
+  // A pinned tile (index into tile_names()), fused with the pool when the shape has one.
   ConvFp16TmaPlan plan(int batch, int variant) const;
+  // Fused pool only (throws otherwise): the best fused tile / the staged form on the best
+  // unpooled tile for the pre-pool shape.
+  ConvFp16TmaPlan plan_fused(int batch) const;
+  ConvFp16TmaPlan plan_staged(int batch) const;
 
   // The input's im2col map; encode once per (x, batch) and keep it (the entry caches it per
   // context).  Host only; checked.
   ConvFp16TmaInput encode_input(const void* x, int batch) const;
 
-  // y = clamp(conv(x) + b (+ residual)): launches tile `variant` on `stream` (no workspace).
-  // input.x is the x read; residual must be non-null exactly when the shape has one.
+  // y = clamp(conv(x) + b (+ residual)) (then pooled): launches `variant` (a plan's) on
+  // `stream`.  input.x is the x read; residual must be non-null exactly when the shape has one;
+  // workspace: the plan's workspace_bytes (staged variants only).
   void forward(int variant, const ConvFp16TmaInput& input, const void* residual, void* y,
-               cudaStream_t stream) const;
+               cudaStream_t stream, void* workspace = nullptr) const;
   // Tests: encodes the map and launches.
   void forward(int variant, const void* x, const void* residual, void* y, int batch,
-               cudaStream_t stream) const {
-    forward(variant, encode_input(x, batch), residual, y, stream);
+               cudaStream_t stream, void* workspace = nullptr) const {
+    forward(variant, encode_input(x, batch), residual, y, stream, workspace);
   }
   size_t weight_bytes() const;
 
