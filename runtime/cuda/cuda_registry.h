@@ -57,6 +57,7 @@ void register_fp32_kernels(KernelRegistry& registry);        // fp32 reference, 
 // int8: conv (tensor-core implicit GEMM, direct for groups), linear (GEMM / GEMV) in
 // int8_entries.cpp; pools, relu, flatten, dropout in int8_layer_entries.cpp.
 void register_int8_kernels(KernelRegistry& registry);
+void register_int8_linear_kernels(KernelRegistry& registry);  // int8_linear_entries.cpp
 void register_int8_layer_kernels(KernelRegistry& registry);
 // linear_fp16_cusparselt, the cuSPARSELt 2:4 baseline (cusparselt_entries.cpp): registers nothing
 // in a build without cuSPARSELt (CNNRT_WITH_CUSPARSELT).

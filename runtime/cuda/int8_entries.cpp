@@ -1,5 +1,5 @@
-// Registry entries of the CUDA int8 conv and linear kernels (kernels/cuda/conv/conv_s8.h,
-// kernels/cuda/linear_s8.h), precision int8:
+// Registry entries of the CUDA int8 conv kernels (kernels/cuda/conv/conv_s8.h), precision int8
+// (the linears: int8_linear_entries.cpp):
 //   conv_int8_s2d     strided convs with few input channels (AlexNet conv1) as space-to-depth +
 //                     the tensor-core GEMM; reads the fp32 graph input directly (quantising it)
 //   conv_int8_tma     dense convs with a channel stride % 64 == 0 on Hopper's TMA-fed,
@@ -14,25 +14,20 @@
 //   conv_int8_igemm   dense convs (groups 1) on the int8 tensor cores (mma.sync m16n8k32, sm_80+)
 //   conv_int8_wgmma_always  the wgmma kernel at every batch (tests, profiles; lower priority)
 //   conv_int8_direct  any conv, grouped and depthwise included (lower priority)
-//   linear_int8       GEMV at batch <= 8, else cuBLASLt's int8 GEMM (int32 out, our epilogue)
-//                     where it has a kernel for the shape, else the tensor-core GEMM;
-//                     linear_int8_gemm, linear_int8_gemv and linear_int8_cublaslt force one
-//                     path (profiles, tests; the cuBLASLt one falls back to the GEMM where
-//                     cuBLASLt has no kernel, and its plan says so)
 //
 // The factory does what docs/QUANTIZATION.md puts on the host, once, with the CPU reference's own
 // function (ref::prepare_int8_layer): the scales of the tensors it reads and writes from the
 // calibration (int8_tensor_scale: errors name the file, layer and tensor), weights quantised per
 // output channel, int32 biases, fp32 multipliers; then packs the weights for its kernel and
 // uploads them.  So the GPU's integers are the reference's by construction and only the
-// per-element arithmetic runs on the device.  A conv or linear that writes the graph output
+// per-element arithmetic runs on the device.  A conv that writes the graph output
 // dequantises in its epilogue (fp32 NHWC/8 out).  A fused max-pool runs after the conv on the
 // pre-pool tensor (in the workspace), exact because max commutes with the requantisation.
 // The GEMM of conv_int8_wgmma and conv_int8_s2d is chosen once per context (prepare()): the
 // wgmma kernel where it serves the (rearranged) conv on this device and its 128-row tiles fill
 // the SMs at the context's batch, else the mma.sync GEMM with split-K — the fp16 wgmma entries'
 // rule (fallback_max_batch).
-// K (in_c / groups × kh × kw, or in features) above ref::kMaxInt8Reduction is refused.
+// K (in_c / groups × kh × kw) above ref::kMaxInt8Reduction is refused.
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -45,61 +40,12 @@
 #include "kernels/cuda/conv/conv_s8.h"
 #include "kernels/cuda/conv/tma_s8.h"
 #include "kernels/cuda/elementwise_fp16.h"
-#include "kernels/cuda/linear_s8.h"
-#include "kernels/cuda/linear_s8_lt.h"
 #include "runtime/calibration.h"
 #include "runtime/cuda/cuda_registry.h"
+#include "runtime/cuda/int8_layer_prep.h"
 
 namespace cnnrt::cuda {
 namespace {
-
-int round_up(int value, int multiple) { return (value + multiple - 1) / multiple * multiple; }
-
-// The int8 layer's device arrays and the scales it was prepared for.
-struct Int8Device {
-  DeviceArray weight, bias, multiplier;
-  float input_scale = 0, output_scale = 0;  // output 0: fp32 output
-};
-
-// Scales from the calibration, then ref::prepare_int8_layer — the reference's integers.
-ref::Int8Layer prepare_layer(const KernelBuildContext& context, const float* weight,
-                             const float* bias, int out_channels, int64_t per_channel,
-                             ActivationBounds activation, Int8Device& device) {
-  const Node& node = context.node;
-  device.input_scale = int8_tensor_scale(context, node.inputs.at(0));
-  const bool float_output = node.name == context.graph.output;
-  device.output_scale = float_output ? 0.0f : int8_tensor_scale(context, node.name);
-  try {
-    return ref::prepare_int8_layer(weight, bias, out_channels, per_channel, device.input_scale,
-                                   device.output_scale, activation);
-  } catch (const Error& error) {
-    throw_error(node_site(context), error.what());
-  }
-}
-
-// Uploads the packed weight, the int32 bias and the multipliers; fills the S8Conv's epilogue.
-void upload_layer(const ref::Int8Layer& layer, const int8_t* packed, size_t packed_bytes,
-                  Int8Device& device, S8Conv& conv) {
-  device.weight = DeviceArray(packed_bytes);
-  device.weight.upload(packed, packed_bytes);
-  device.bias = DeviceArray(layer.bias.size() * sizeof(int32_t));
-  device.bias.upload(layer.bias.data(), device.bias.bytes());
-  device.multiplier = DeviceArray(layer.multiplier.size() * sizeof(float));
-  device.multiplier.upload(layer.multiplier.data(), device.multiplier.bytes());
-  conv.weight = static_cast<const int8_t*>(device.weight.get());
-  conv.bias = static_cast<const int32_t*>(device.bias.get());
-  conv.multiplier = static_cast<const float*>(device.multiplier.get());
-  conv.float_output = layer.float_output;
-  conv.lo = layer.int_bounds.lo;
-  conv.hi = layer.int_bounds.hi;
-  conv.float_lo = layer.float_bounds.lo;
-  conv.float_hi = layer.float_bounds.hi;
-  conv.out_stride = layer.float_output ? round_up(conv.out_c, 8) : padded16(conv.out_c);
-}
-
-TensorType output_type_of(const Int8Device& device) {
-  return device.output_scale == 0 ? fp32_nhwc8() : int8_nhwc16(device.output_scale);
-}
 
 // --- conv ----------------------------------------------------------------------------------------
 
@@ -411,150 +357,6 @@ class ConvInt8Kernel final : public LayerKernel {
   Int8Device device_;
 };
 
-// --- linear --------------------------------------------------------------------------------------
-
-enum class LinearPath { Auto, Gemm, Gemv, Cublaslt };
-
-// A linear layer's int8 weights on the device, with the S8Conv that describes them: the same
-// for every int8 linear entry (they differ in the kernel they launch), so prepared once per
-// layer within a family (prepared_once).
-struct Int8LinearWeights {
-  S8Conv linear;
-  Int8Device device;
-};
-
-std::shared_ptr<const Int8LinearWeights> prepare_int8_linear(const KernelBuildContext& context) {
-  const Node& node = context.node;
-  // The checks every CUDA linear makes, and the (h, w, c) column order of an NHWC flatten.
-  const LinearWeightRefs refs = linear_weight_refs_of(context, "linear_int8");
-  const int out = refs.out_features, in = refs.in_features;
-  // Quantised in the graph's own column order, straight from its weights (per-channel scales do
-  // not depend on the order of a row), then the int8 rows permuted into the kernel's layout:
-  // the same integers as quantising permuted fp32 rows, without packing those first (151 MB
-  // for fc6, most of this layer's build time).
-  auto prepared = std::make_shared<Int8LinearWeights>();
-  S8Conv& linear = prepared->linear;
-  ref::Int8Layer layer = prepare_layer(context, refs.weight, refs.bias, out, in,
-                                       activation_bounds(node), prepared->device);
-  linear.in_c = in;
-  linear.in_h = linear.in_w = 1;
-  linear.in_stride = padded16(in);
-  linear.out_c = out;
-  linear.out_h = linear.out_w = 1;
-  linear.k_total = linear.in_stride;
-  linear.k_pad = round_up(linear.k_total, 64);
-  const Shape& source = refs.flattened_source;
-  const bool permute = source.size() == 3;
-  if (permute && shape_elements(source) != in)
-    throw_error(node_site(context), "linear_int8: in_features " + std::to_string(in) +
-                                        " does not match the flattened shape " +
-                                        shape_to_string(source));
-  HostVector<int8_t> packed;
-  if (!permute && linear.k_pad == in) {
-    packed = std::move(layer.weight);  // already the kernel's row layout
-  } else {
-    const int64_t channels = permute ? source[0] : 0;
-    const int64_t hw = permute ? source[1] * source[2] : 0;
-    const size_t k_pad = static_cast<size_t>(linear.k_pad);
-    packed.resize(static_cast<size_t>(out) * k_pad);  // every byte written below
-    parallel_for(static_cast<size_t>(out), 16, [&](size_t begin, size_t end) {
-      for (size_t o = begin; o < end; ++o) {
-        const int8_t* src = layer.weight.data() + o * static_cast<size_t>(in);
-        int8_t* dst = packed.data() + o * k_pad;
-        for (int64_t j = 0; j < in; ++j) dst[j] = src[linear_source_column(j, channels, hw)];
-        std::fill(dst + in, dst + k_pad, int8_t{0});
-      }
-    });
-  }
-  upload_layer(layer, packed.data(), packed.size(), prepared->device, linear);
-  return prepared;
-}
-
-class LinearInt8Kernel final : public LayerKernel {
- public:
-  LinearInt8Kernel(const KernelBuildContext& context, LinearPath path)
-      : path_(path),
-        weights_(prepared_once<Int8LinearWeights>(context, "linear_int8 weights",
-                                                  [&] { return prepare_int8_linear(context); })),
-        linear_(weights_->linear),
-        device_(weights_->device) {
-    if (path_ == LinearPath::Cublaslt) lt();
-  }
-  std::vector<TensorType> input_types(size_t) const override {
-    return {int8_nhwc16(device_.input_scale)};
-  }
-  TensorType output_type() const override { return output_type_of(device_); }
-  // GEMV at small batches; else cuBLASLt's int8 GEMM where it has a kernel for the shape, else
-  // the tensor-core GEMM, split over K when its tiles alone would leave SMs idle (the variant is
-  // then the split count).
-  KernelPlan prepare(const PrepareInfo& info) const override {
-    const bool gemv =
-        path_ == LinearPath::Gemv || (path_ == LinearPath::Auto && info.batch <= kGemvS8MaxBatch);
-    KernelPlan plan;
-    if (gemv) {
-      plan.variant = kGemv;
-      plan.variant_name = "gemv_s8";
-      return plan;
-    }
-    if (path_ == LinearPath::Auto || path_ == LinearPath::Cublaslt) {
-      std::shared_ptr<const LtGemmS8::Plan> lt_plan = lt().plan(info.batch);
-      if (lt_plan) {
-        plan.variant = kCublaslt;
-        plan.variant_name = "cublaslt_s8";
-        plan.workspace_bytes = lt().workspace_bytes(info.batch);
-        plan.state = std::move(lt_plan);
-        return plan;
-      }
-    }
-    plan.variant = igemm_s8_splits(linear_, info.batch, sms_);
-    plan.variant_name = "igemm_s8";
-    if (plan.variant > 1) {
-      plan.variant_name += " split-k " + std::to_string(plan.variant);
-      plan.workspace_bytes = igemm_s8_split_bytes(linear_, info.batch, plan.variant);
-    }
-    return plan;
-  }
-  void run(const KernelArgs& args) override {
-    const auto stream = static_cast<cudaStream_t>(args.stream);
-    // A forced GEMV at a batch above its limit runs in slices of kGemvS8MaxBatch samples.
-    if (args.variant == kCublaslt) {
-      if (args.state == nullptr) throw Error("linear_int8: cuBLASLt run without a prepared plan");
-      lt_->run(*static_cast<const LtGemmS8::Plan*>(args.state), args.inputs.at(0), args.output,
-               args.workspace, args.batch, stream);
-    } else if (args.variant == kGemv) {
-      const size_t in_bytes = linear_.in_stride;
-      const size_t out_bytes = linear_.out_stride * (linear_.float_output ? sizeof(float) : 1);
-      for (int first = 0; first < args.batch; first += kGemvS8MaxBatch)
-        gemv_s8(linear_, static_cast<const int8_t*>(args.inputs.at(0)) + first * in_bytes,
-                static_cast<char*>(args.output) + first * out_bytes,
-                std::min(kGemvS8MaxBatch, args.batch - first), stream);
-    } else {
-      const S8SplitK split{args.variant, static_cast<int*>(args.workspace)};
-      conv_s8_igemm(linear_, args.inputs.at(0), args.output, args.batch, stream, &split);
-    }
-  }
-  size_t weight_bytes() const override {
-    return device_.weight.bytes() + device_.bias.bytes() + device_.multiplier.bytes();
-  }
-
- private:
-  static constexpr int kGemv = 0, kCublaslt = -1;  // else the GEMM's split-K count (>= 1)
-  LinearPath path_;
-  std::shared_ptr<const Int8LinearWeights> weights_;  // shared with the layer's other entries
-  const S8Conv& linear_;                              // weights_->linear
-  const Int8Device& device_;                          // weights_->device
-  // cuBLASLt's GEMM (Auto and Cublaslt paths), made by the first prepare() of a batch that may
-  // use it (the forced path: at creation): an engine only ever run at GEMV batches never loads
-  // cuBLASLt (kernels/cuda/cublaslt_loader.cpp: ~0.1 s of a process's start).
-  const LtGemmS8& lt() const {
-    std::call_once(lt_once_, [this] { lt_ = std::make_unique<LtGemmS8>(linear_); });
-    return *lt_;
-  }
-  mutable std::once_flag lt_once_;
-  mutable std::unique_ptr<LtGemmS8> lt_;
-  int sms_ = current_sm_count();
-};
-
 bool conv_s2d_supported(const Node& node) {
   const std::optional<ConvShape> shape = conv_shape_of(node);
   return shape && s2d_eligible(*shape) && conv_fits_int32(*shape);
@@ -620,17 +422,6 @@ bool conv_direct_supported(const Node& node) {
   const std::optional<ConvShape> shape = conv_shape_of(node);
   return shape && conv_fits_int32(*shape);
 }
-bool linear_supported(const Node& node) {
-  return linear_shape_supported(node) && node.input_shapes[0][0] <= ref::kMaxInt8Reduction;
-}
-
-EntryRow linear_row(const char* name, LinearPath path) {
-  return {name, OpKind::Linear, linear_supported,
-          [path](const KernelBuildContext& context) -> std::unique_ptr<LayerKernel> {
-            return std::make_unique<LinearInt8Kernel>(context, path);
-          }};
-}
-
 }  // namespace
 
 // conv_int8_tma's priority: above conv_int8_wgmma (15) and conv_int8_narrow (16, which the
@@ -689,8 +480,7 @@ void register_int8_kernels(KernelRegistry& registry) {
                 [](const KernelBuildContext& context) -> std::unique_ptr<LayerKernel> {
                   return std::make_unique<ConvInt8Kernel>(context, "conv_int8_igemm",
                                                           ConvPath::Gemm);
-                }},
-               linear_row("linear_int8", LinearPath::Auto)});
+                }}});
   add_entries(registry, Device::CUDA, Precision::INT8, 5,
               {{"conv_int8_wgmma_always", OpKind::Conv, conv_wgmma_supported,
                 [](const KernelBuildContext& context) -> std::unique_ptr<LayerKernel> {
@@ -701,10 +491,7 @@ void register_int8_kernels(KernelRegistry& registry) {
                 [](const KernelBuildContext& context) -> std::unique_ptr<LayerKernel> {
                   return std::make_unique<ConvInt8Kernel>(context, "conv_int8_direct",
                                                           ConvPath::Direct);
-                }},
-               linear_row("linear_int8_gemm", LinearPath::Gemm),
-               linear_row("linear_int8_cublaslt", LinearPath::Cublaslt),
-               linear_row("linear_int8_gemv", LinearPath::Gemv)});
+                }}});
 }
 
 }  // namespace cnnrt::cuda

@@ -16,6 +16,7 @@ void register_cuda_kernels(KernelRegistry& registry) {
   register_sparse_linear_kernels(registry);
   register_fp16_layer_kernels(registry);
   register_int8_kernels(registry);
+  register_int8_linear_kernels(registry);
   register_int8_layer_kernels(registry);
   register_conv_baseline_kernels(registry);
   register_fp32_kernels(registry);

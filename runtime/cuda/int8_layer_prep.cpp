@@ -1,0 +1,48 @@
+// runtime/cuda/int8_layer_prep.h: the int8 layers' shared preparation.
+#include "runtime/cuda/int8_layer_prep.h"
+
+#include "runtime/calibration.h"
+
+namespace cnnrt::cuda {
+
+// Scales from the calibration, then ref::prepare_int8_layer — the reference's integers.
+ref::Int8Layer prepare_layer(const KernelBuildContext& context, const float* weight,
+                             const float* bias, int out_channels, int64_t per_channel,
+                             ActivationBounds activation, Int8Device& device) {
+  const Node& node = context.node;
+  device.input_scale = int8_tensor_scale(context, node.inputs.at(0));
+  const bool float_output = node.name == context.graph.output;
+  device.output_scale = float_output ? 0.0f : int8_tensor_scale(context, node.name);
+  try {
+    return ref::prepare_int8_layer(weight, bias, out_channels, per_channel, device.input_scale,
+                                   device.output_scale, activation);
+  } catch (const Error& error) {
+    throw_error(node_site(context), error.what());
+  }
+}
+
+// Uploads the packed weight, the int32 bias and the multipliers; fills the S8Conv's epilogue.
+void upload_layer(const ref::Int8Layer& layer, const int8_t* packed, size_t packed_bytes,
+                  Int8Device& device, S8Conv& conv) {
+  device.weight = DeviceArray(packed_bytes);
+  device.weight.upload(packed, packed_bytes);
+  device.bias = DeviceArray(layer.bias.size() * sizeof(int32_t));
+  device.bias.upload(layer.bias.data(), device.bias.bytes());
+  device.multiplier = DeviceArray(layer.multiplier.size() * sizeof(float));
+  device.multiplier.upload(layer.multiplier.data(), device.multiplier.bytes());
+  conv.weight = static_cast<const int8_t*>(device.weight.get());
+  conv.bias = static_cast<const int32_t*>(device.bias.get());
+  conv.multiplier = static_cast<const float*>(device.multiplier.get());
+  conv.float_output = layer.float_output;
+  conv.lo = layer.int_bounds.lo;
+  conv.hi = layer.int_bounds.hi;
+  conv.float_lo = layer.float_bounds.lo;
+  conv.float_hi = layer.float_bounds.hi;
+  conv.out_stride = layer.float_output ? round_up(conv.out_c, 8) : padded16(conv.out_c);
+}
+
+TensorType output_type_of(const Int8Device& device) {
+  return device.output_scale == 0 ? fp32_nhwc8() : int8_nhwc16(device.output_scale);
+}
+
+}  // namespace cnnrt::cuda

@@ -1,0 +1,40 @@
+// What the CUDA int8 conv and linear entries share (runtime/cuda/int8_entries.cpp,
+// int8_linear_entries.cpp): a layer's device arrays and scales, and its preparation with the CPU
+// reference's own function (ref::prepare_int8_layer), so the GPU's integers are the reference's
+// by construction (docs/QUANTIZATION.md).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cpu/int8_ref.h"
+#include "kernels/cuda/conv/conv_s8.h"
+#include "kernels/cuda/elementwise_fp16.h"  // DeviceArray
+#include "runtime/cuda/cuda_registry.h"
+
+namespace cnnrt::cuda {
+
+inline int round_up(int value, int multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+
+// The int8 layer's device arrays and the scales it was prepared for.
+struct Int8Device {
+  DeviceArray weight, bias, multiplier;
+  float input_scale = 0, output_scale = 0;  // output 0: fp32 output
+};
+
+// Scales from the calibration (errors name the file, layer and tensor), then
+// ref::prepare_int8_layer — the reference's integers.
+ref::Int8Layer prepare_layer(const KernelBuildContext& context, const float* weight,
+                             const float* bias, int out_channels, int64_t per_channel,
+                             ActivationBounds activation, Int8Device& device);
+
+// Uploads the packed weight, the int32 bias and the multipliers; fills the S8Conv's epilogue.
+void upload_layer(const ref::Int8Layer& layer, const int8_t* packed, size_t packed_bytes,
+                  Int8Device& device, S8Conv& conv);
+
+// int8 NHWC/16 at the layer's output scale, or fp32 NHWC/8 for the graph output.
+TensorType output_type_of(const Int8Device& device);
+
+}  // namespace cnnrt::cuda

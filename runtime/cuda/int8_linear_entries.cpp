@@ -1,0 +1,190 @@
+// Registry entries of the CUDA int8 linear kernels (kernels/cuda/linear_s8.h, linear_s8_lt.h),
+// precision int8:
+//   linear_int8       GEMV at batch <= 8, else cuBLASLt's int8 GEMM (int32 out, our epilogue)
+//                     where it has a kernel for the shape, else the tensor-core GEMM;
+//                     linear_int8_gemm, linear_int8_gemv and linear_int8_cublaslt force one
+//                     path (profiles, tests; the cuBLASLt one falls back to the GEMM where
+//                     cuBLASLt has no kernel, and its plan says so)
+// The weights are prepared once per layer within a family with the CPU reference's own function
+// (int8_layer_prep.h), as the int8 convs' are (int8_entries.cpp).  A linear that writes the graph
+// output dequantises in its epilogue (fp32 out).  K (in features) above ref::kMaxInt8Reduction
+// is refused.
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "graph/host_parallel.h"
+#include "graph/host_vector.h"
+#include "kernels/cuda/linear_s8.h"
+#include "kernels/cuda/linear_s8_lt.h"
+#include "runtime/cuda/int8_layer_prep.h"
+
+namespace cnnrt::cuda {
+namespace {
+
+enum class LinearPath { Auto, Gemm, Gemv, Cublaslt };
+
+// A linear layer's int8 weights on the device, with the S8Conv that describes them: the same
+// for every int8 linear entry (they differ in the kernel they launch), so prepared once per
+// layer within a family (prepared_once).
+struct Int8LinearWeights {
+  S8Conv linear;
+  Int8Device device;
+};
+
+std::shared_ptr<const Int8LinearWeights> prepare_int8_linear(const KernelBuildContext& context) {
+  const Node& node = context.node;
+  // The checks every CUDA linear makes, and the (h, w, c) column order of an NHWC flatten.
+  const LinearWeightRefs refs = linear_weight_refs_of(context, "linear_int8");
+  const int out = refs.out_features, in = refs.in_features;
+  // Quantised in the graph's own column order, straight from its weights (per-channel scales do
+  // not depend on the order of a row), then the int8 rows permuted into the kernel's layout:
+  // the same integers as quantising permuted fp32 rows, without packing those first (151 MB
+  // for fc6, most of this layer's build time).
+  auto prepared = std::make_shared<Int8LinearWeights>();
+  S8Conv& linear = prepared->linear;
+  ref::Int8Layer layer = prepare_layer(context, refs.weight, refs.bias, out, in,
+                                       activation_bounds(node), prepared->device);
+  linear.in_c = in;
+  linear.in_h = linear.in_w = 1;
+  linear.in_stride = padded16(in);
+  linear.out_c = out;
+  linear.out_h = linear.out_w = 1;
+  linear.k_total = linear.in_stride;
+  linear.k_pad = round_up(linear.k_total, 64);
+  const Shape& source = refs.flattened_source;
+  const bool permute = source.size() == 3;
+  if (permute && shape_elements(source) != in)
+    throw_error(node_site(context), "linear_int8: in_features " + std::to_string(in) +
+                                        " does not match the flattened shape " +
+                                        shape_to_string(source));
+  HostVector<int8_t> packed;
+  if (!permute && linear.k_pad == in) {
+    packed = std::move(layer.weight);  // already the kernel's row layout
+  } else {
+    const int64_t channels = permute ? source[0] : 0;
+    const int64_t hw = permute ? source[1] * source[2] : 0;
+    const size_t k_pad = static_cast<size_t>(linear.k_pad);
+    packed.resize(static_cast<size_t>(out) * k_pad);  // every byte written below
+    parallel_for(static_cast<size_t>(out), 16, [&](size_t begin, size_t end) {
+      for (size_t o = begin; o < end; ++o) {
+        const int8_t* src = layer.weight.data() + o * static_cast<size_t>(in);
+        int8_t* dst = packed.data() + o * k_pad;
+        for (int64_t j = 0; j < in; ++j) dst[j] = src[linear_source_column(j, channels, hw)];
+        std::fill(dst + in, dst + k_pad, int8_t{0});
+      }
+    });
+  }
+  upload_layer(layer, packed.data(), packed.size(), prepared->device, linear);
+  return prepared;
+}
+
+class LinearInt8Kernel final : public LayerKernel {
+ public:
+  LinearInt8Kernel(const KernelBuildContext& context, LinearPath path)
+      : path_(path),
+        weights_(prepared_once<Int8LinearWeights>(context, "linear_int8 weights",
+                                                  [&] { return prepare_int8_linear(context); })),
+        linear_(weights_->linear),
+        device_(weights_->device) {
+    if (path_ == LinearPath::Cublaslt) lt();
+  }
+  std::vector<TensorType> input_types(size_t) const override {
+    return {int8_nhwc16(device_.input_scale)};
+  }
+  TensorType output_type() const override { return output_type_of(device_); }
+  // GEMV at small batches; else cuBLASLt's int8 GEMM where it has a kernel for the shape, else
+  // the tensor-core GEMM, split over K when its tiles alone would leave SMs idle (the variant is
+  // then the split count).
+  KernelPlan prepare(const PrepareInfo& info) const override {
+    const bool gemv =
+        path_ == LinearPath::Gemv || (path_ == LinearPath::Auto && info.batch <= kGemvS8MaxBatch);
+    KernelPlan plan;
+    if (gemv) {
+      plan.variant = kGemv;
+      plan.variant_name = "gemv_s8";
+      return plan;
+    }
+    if (path_ == LinearPath::Auto || path_ == LinearPath::Cublaslt) {
+      std::shared_ptr<const LtGemmS8::Plan> lt_plan = lt().plan(info.batch);
+      if (lt_plan) {
+        plan.variant = kCublaslt;
+        plan.variant_name = "cublaslt_s8";
+        plan.workspace_bytes = lt().workspace_bytes(info.batch);
+        plan.state = std::move(lt_plan);
+        return plan;
+      }
+    }
+    plan.variant = igemm_s8_splits(linear_, info.batch, sms_);
+    plan.variant_name = "igemm_s8";
+    if (plan.variant > 1) {
+      plan.variant_name += " split-k " + std::to_string(plan.variant);
+      plan.workspace_bytes = igemm_s8_split_bytes(linear_, info.batch, plan.variant);
+    }
+    return plan;
+  }
+  void run(const KernelArgs& args) override {
+    const auto stream = static_cast<cudaStream_t>(args.stream);
+    // A forced GEMV at a batch above its limit runs in slices of kGemvS8MaxBatch samples.
+    if (args.variant == kCublaslt) {
+      if (args.state == nullptr) throw Error("linear_int8: cuBLASLt run without a prepared plan");
+      lt_->run(*static_cast<const LtGemmS8::Plan*>(args.state), args.inputs.at(0), args.output,
+               args.workspace, args.batch, stream);
+    } else if (args.variant == kGemv) {
+      const size_t in_bytes = linear_.in_stride;
+      const size_t out_bytes = linear_.out_stride * (linear_.float_output ? sizeof(float) : 1);
+      for (int first = 0; first < args.batch; first += kGemvS8MaxBatch)
+        gemv_s8(linear_, static_cast<const int8_t*>(args.inputs.at(0)) + first * in_bytes,
+                static_cast<char*>(args.output) + first * out_bytes,
+                std::min(kGemvS8MaxBatch, args.batch - first), stream);
+    } else {
+      const S8SplitK split{args.variant, static_cast<int*>(args.workspace)};
+      conv_s8_igemm(linear_, args.inputs.at(0), args.output, args.batch, stream, &split);
+    }
+  }
+  size_t weight_bytes() const override {
+    return device_.weight.bytes() + device_.bias.bytes() + device_.multiplier.bytes();
+  }
+
+ private:
+  static constexpr int kGemv = 0, kCublaslt = -1;  // else the GEMM's split-K count (>= 1)
+  LinearPath path_;
+  std::shared_ptr<const Int8LinearWeights> weights_;  // shared with the layer's other entries
+  const S8Conv& linear_;                              // weights_->linear
+  const Int8Device& device_;                          // weights_->device
+  // cuBLASLt's GEMM (Auto and Cublaslt paths), made by the first prepare() of a batch that may
+  // use it (the forced path: at creation): an engine only ever run at GEMV batches never loads
+  // cuBLASLt (kernels/cuda/cublaslt_loader.cpp: ~0.1 s of a process's start).
+  const LtGemmS8& lt() const {
+    std::call_once(lt_once_, [this] { lt_ = std::make_unique<LtGemmS8>(linear_); });
+    return *lt_;
+  }
+  mutable std::once_flag lt_once_;
+  mutable std::unique_ptr<LtGemmS8> lt_;
+  int sms_ = current_sm_count();
+};
+
+bool linear_supported(const Node& node) {
+  return linear_shape_supported(node) && node.input_shapes[0][0] <= ref::kMaxInt8Reduction;
+}
+
+EntryRow linear_row(const char* name, LinearPath path) {
+  return {name, OpKind::Linear, linear_supported,
+          [path](const KernelBuildContext& context) -> std::unique_ptr<LayerKernel> {
+            return std::make_unique<LinearInt8Kernel>(context, path);
+          }};
+}
+
+}  // namespace
+
+void register_int8_linear_kernels(KernelRegistry& registry) {
+  add_entries(registry, Device::CUDA, Precision::INT8, 10,
+              {linear_row("linear_int8", LinearPath::Auto)});
+  add_entries(registry, Device::CUDA, Precision::INT8, 5,
+              {linear_row("linear_int8_gemm", LinearPath::Gemm),
+               linear_row("linear_int8_cublaslt", LinearPath::Cublaslt),
+               linear_row("linear_int8_gemv", LinearPath::Gemv)});
+}
+
+}  // namespace cnnrt::cuda
