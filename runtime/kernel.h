@@ -118,8 +118,10 @@ struct KernelEntry {
   OpKind op;
   Device device;
   Precision precision;
-  bool baseline = false;  // comparison-only (cuDNN, im2col+cuBLAS): never chosen by default
-  int priority = 0;       // default heuristic: highest supported non-baseline wins
+  // Comparison-only (cuDNN, im2col+cuBLAS; a kernel's pinned tiles): never chosen by default or
+  // by the automatic plan; `profile --compare`, the test harness and a named choice run it.
+  bool baseline = false;
+  int priority = 0;  // default heuristic: highest supported non-baseline wins
   std::function<bool(const Node&)> supports;
   std::function<std::unique_ptr<LayerKernel>(const KernelBuildContext&)> create;
   // The kernel reads a conv's fused residual (Node::fused_residual, inputs[1]).  Entries that
@@ -141,6 +143,7 @@ struct EntryRow {
   std::function<std::unique_ptr<LayerKernel>(const KernelBuildContext&)> create;
   bool residual = false;    // as KernelEntry::residual
   bool sparse_2_4 = false;  // as KernelEntry::sparse_2_4
+  bool baseline = false;    // as KernelEntry::baseline
 };
 
 class KernelRegistry;

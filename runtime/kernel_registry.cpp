@@ -60,6 +60,7 @@ void add_entries(KernelRegistry& registry, Device device, Precision precision, i
     entry.create = row.create;
     entry.residual = row.residual;
     entry.sparse_2_4 = row.sparse_2_4;
+    entry.baseline = row.baseline;
     registry.add(std::move(entry));
   }
 }

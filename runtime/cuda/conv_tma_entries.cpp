@@ -1,7 +1,8 @@
 // Registry entries of the TMA-fed Hopper conv (kernels/cuda/conv/tma_conv.h): "conv_fp16_tma"
 // (priority 16, above conv_fp16_wgmma's 15: 2.1-3x its speed on AlexNet conv3/conv4 in the lab,
 // docs/kernels/conv_fp16_tma.md) and one entry per tile, "conv_fp16_tma_<BM>x<BN>" (priority 13,
-// never a default), so `cnnrt profile --compare` and the automatic plan time every tile, and
+// comparison entries like the baselines: `cnnrt profile --compare` times every tile, the
+// automatic plan does not), and
 // "conv_fp16_tma_staged" (priority 13, convs with a fused MaxPool only): always the staged pool
 // form — the unpooled conv on its best tile into the step's workspace, then maxpool_fp16.
 // conv_fp16_tma itself chooses fused or staged per context by the kernel's cost model
@@ -128,6 +129,10 @@ void add_tma_entry(KernelRegistry& registry, const std::string& name, int pinned
   entry.precision = Precision::FP16;
   entry.priority = priority;
   entry.residual = true;  // native: added in the register epilogue
+  // The pinned forms compare (profile --compare, the harness): the automatic plan takes
+  // conv_fp16_tma's own choice instead of building and judging an engine per tile (at batch 1
+  // they doubled AlexNet's cold build: 60 -> 104 engines, 2.4 -> 3.0 s, run 34f).
+  entry.baseline = pinned != -1;
   // Any clamp, asymmetric padding (the im2col box's corners), the fused residual or MaxPool.
   entry.supports = [pinned](const Node& node) {
     return served_shape(node, pinned).has_value() && ConvFp16Tma::device_supported();

@@ -5,7 +5,7 @@
 //   conv_int8_tma     dense convs with a channel stride % 64 == 0 on Hopper's TMA-fed,
 //                     warp-specialised wgmma kernel (kernels/cuda/conv/tma_s8.h), conv_int8_igemm's
 //                     split-K plan at batches its tiles leave SMs idle; conv_int8_tma_<BM>x<BN>
-//                     pin one tile at every batch (profiles, tests; lowest priority)
+//                     pin one tile at every batch (comparison entries: profiles, tests)
 //   conv_int8_wgmma   dense convs (groups 1, dilation 1, out_c % 64 == 0) on Hopper's wgmma
 //                     m64nNk32 s8 (sm_90a), conv_int8_igemm's split-K plan at small batches
 //   conv_int8_narrow  dense convs with K = kh·kw·pad16(in_c) <= 160 bytes and out_c <= 256 (the
@@ -450,7 +450,8 @@ void register_int8_kernels(KernelRegistry& registry) {
                   [name, t](const KernelBuildContext& context) -> std::unique_ptr<LayerKernel> {
                     return std::make_unique<ConvInt8Kernel>(context, name.c_str(), ConvPath::Tma,
                                                             Wgmma::Off, int(t));
-                  }}});
+                  },
+                  false, false, /*baseline=*/true}});
   }
   // Above conv_int8_igemm: measured faster wherever its grid fills the SMs (docs/PERFORMANCE.md,
   // run 17), and it falls back to that GEMM's split-K plan below.

@@ -47,6 +47,7 @@ TEST(ConvTmaS8, RegistryEntryIsPreferredOverWgmmaAndNarrowAndItsTilesAreCandidat
     const KernelEntry* pinned = registry.find("conv_int8_tma_" + tile);
     ASSERT_NE(pinned, nullptr) << tile;
     EXPECT_LT(pinned->priority, igemm->priority) << tile << ": never a default";
+    EXPECT_TRUE(pinned->baseline) << tile << ": nor the automatic plan's choice";
   }
 }
 
