@@ -4,7 +4,8 @@
 // kernels/cuda/conv/tma_kernel.cuh, conv_fp16_tma; the half2-store variants of the first runs are
 // gone with the move, the 16-byte epilogue won by 1.15-1.4x):
 //   nvcc -std=c++17 -O3 -I. -Iinclude -gencode=arch=compute_90a,code=sm_90a \
-//        bench/conv_tma_lab.cu -o conv_tma_lab -lcublas            [-DLAB_DEBUG: mbarrier waits trap after 2^30 polls]
+//        bench/conv_tma_lab.cu -o conv_tma_lab -lcublas            [-DLAB_DEBUG: mbarrier waits
+//        trap after 2^30 polls]
 // Run: conv_tma_lab [check] [bench] [cfg=NAME] [layer=convN] [batch=B]  (default: check, bench)
 //
 // DESIGN NOTE
@@ -33,9 +34,9 @@
 // * Consumer per k-tile: wait full -> wgmma.fence -> 4 (or 8) wgmma -> commit -> wait_group 1 ->
 //   release the PREVIOUS stage (its group has now retired). One group in flight, no CTA barrier.
 // * Persistent grid (= resident CTAs, 1/SM) with a static scheduler: unit u = cluster id, += the
-//   number of clusters; unit -> (m block pair, n block), n fastest so the CTAs running at once share
-//   their A rows in L2 and the whole weight (<= 1.8 MB) stays in L2. The producer runs ahead into
-//   the next tile while the consumers do the epilogue (bias + ReLU in fp32 straight from the
+//   number of clusters; unit -> (m block pair, n block), n fastest so the CTAs running at once
+//   share their A rows in L2 and the whole weight (<= 1.8 MB) stays in L2. The producer runs ahead
+//   into the next tile while the consumers do the epilogue (bias + ReLU in fp32 straight from the
 //   accumulator registers; rows >= M, cols >= out_c skipped). EPI 0: one half2 store per column
 //   pair (a quad writes 16 B of a row); EPI 1 (suffix "v"): a 4x4 word transpose across the quad
 //   (4 shuffles per 16 B) and one 16-byte store per lane, a quarter of the store instructions and
@@ -87,13 +88,13 @@
 
 #include "conv_tma_lab.cuh"
 
-#define CK(x)                                                                          \
-  do {                                                                                 \
-    cudaError_t e_ = (x);                                                              \
-    if (e_ != cudaSuccess) {                                                           \
+#define CK(x)                                                                                 \
+  do {                                                                                        \
+    cudaError_t e_ = (x);                                                                     \
+    if (e_ != cudaSuccess) {                                                                  \
       std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(2);                                                                    \
-    }                                                                                  \
+      std::exit(2);                                                                           \
+    }                                                                                         \
   } while (0)
 
 // ------------------------------------------------------------------------------ host side
@@ -115,12 +116,23 @@ static void load_driver_entry_points() {
                                       cudaEnableDefault, &q));
   CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", (void**)&g_enc_tiled, 12000,
                                       cudaEnableDefault, &q));
-  if (!g_enc_im2col || !g_enc_tiled) { std::fprintf(stderr, "no tensor-map entry points\n"); std::exit(2); }
+  if (!g_enc_im2col || !g_enc_tiled) {
+    std::fprintf(stderr, "no tensor-map entry points\n");
+    std::exit(2);
+  }
 }
 
 static Geom make_geom(int n, int h, int w, int c, int oc, int kh, int kw, int stride, int pad) {
   Geom g{};
-  g.n = n; g.h = h; g.w = w; g.c = c; g.oc = oc; g.kh = kh; g.kw = kw; g.stride = stride; g.pad = pad;
+  g.n = n;
+  g.h = h;
+  g.w = w;
+  g.c = c;
+  g.oc = oc;
+  g.kh = kh;
+  g.kw = kw;
+  g.stride = stride;
+  g.pad = pad;
   g.oh = (h + 2 * pad - kh) / stride + 1;
   g.ow = (w + 2 * pad - kw) / stride + 1;
   g.m = n * g.oh * g.ow;
@@ -139,11 +151,14 @@ static CUtensorMap map_x(const Geom& g, const __half* x) {
   int lower[2] = {-g.pad, -g.pad};
   int upper[2] = {g.pad - (g.kw - 1), g.pad - (g.kh - 1)};
   cuuint32_t estr[4] = {1, cuuint32_t(g.stride), cuuint32_t(g.stride), 1};
-  CUresult r = g_enc_im2col(&m, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4, (void*)x, dims, strides, lower,
-                            upper, 64, 128, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) { std::fprintf(stderr, "cuTensorMapEncodeIm2col failed: %d\n", int(r)); std::exit(2); }
+  CUresult r =
+      g_enc_im2col(&m, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4, (void*)x, dims, strides, lower, upper,
+                   64, 128, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                   CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    std::fprintf(stderr, "cuTensorMapEncodeIm2col failed: %d\n", int(r));
+    std::exit(2);
+  }
   return m;
 }
 static CUtensorMap map_w(const Geom& g, const __half* w, int box_rows) {
@@ -152,10 +167,13 @@ static CUtensorMap map_w(const Geom& g, const __half* w, int box_rows) {
   cuuint64_t strides[1] = {cuuint64_t(g.k) * 2};
   cuuint32_t box[2] = {64, cuuint32_t(box_rows)};
   cuuint32_t estr[2] = {1, 1};
-  CUresult r = g_enc_tiled(&m, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, (void*)w, dims, strides, box, estr,
-                           CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+  CUresult r = g_enc_tiled(&m, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, (void*)w, dims, strides, box,
+                           estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) { std::fprintf(stderr, "cuTensorMapEncodeTiled failed: %d\n", int(r)); std::exit(2); }
+  if (r != CUDA_SUCCESS) {
+    std::fprintf(stderr, "cuTensorMapEncodeTiled failed: %d\n", int(r));
+    std::exit(2);
+  }
   return m;
 }
 
@@ -246,8 +264,8 @@ static Variant make_variant(const char* name, int sms) {
     CK(cudaOccupancyMaxActiveClusters(&clusters, kern, &cfg));
     ctas = clusters > 0 ? clusters * CL : sms / CL * CL;
   }
-  return Variant{name, BM, BN, CL, prepare_variant<BM, BN, STAGES, CL>,
-                 run_variant<BM, BN, STAGES, CL>, ctas};
+  return Variant{
+      name, BM, BN, CL, prepare_variant<BM, BN, STAGES, CL>, run_variant<BM, BN, STAGES, CL>, ctas};
 }
 
 static std::vector<Variant> all_variants(int sms) {
@@ -302,7 +320,10 @@ static Problem make_problem(const Geom& g, uint32_t seed) {
   return p;
 }
 static void free_problem(Problem& p) {
-  cudaFree(p.dx); cudaFree(p.dw); cudaFree(p.db); cudaFree(p.dy);
+  cudaFree(p.dx);
+  cudaFree(p.dw);
+  cudaFree(p.db);
+  cudaFree(p.dy);
 }
 static float ref_at(const Problem& p, int m, int n) {  // fp32 on the fp16-rounded inputs
   const Geom& g = p.g;
@@ -361,13 +382,15 @@ static void poison(const Problem& p) { CK(cudaMemset(p.dy, 0xFF, size_t(p.g.m) *
 
 // ------------------------------------------------------------------------------ check
 static int run_check(const std::vector<Variant>& vars, const char* only) {
-  struct Case { int n, h, w, c, oc, kh, kw, stride, pad; };
+  struct Case {
+    int n, h, w, c, oc, kh, kw, stride, pad;
+  };
   const Case cases[] = {
-      {1, 13, 13, 64, 64, 3, 3, 1, 1},    {3, 27, 27, 64, 192, 5, 5, 1, 2},
-      {3, 7, 9, 128, 384, 3, 3, 2, 1},    {1, 13, 13, 192, 384, 1, 1, 1, 0},
-      {3, 9, 7, 64, 64, 5, 5, 2, 2},      {2, 13, 13, 256, 256, 3, 3, 1, 1},
-      {3, 11, 10, 64, 128, 3, 5, 1, 1},   {2, 13, 13, 64, 128, 1, 1, 2, 0},
-      {1, 27, 27, 128, 192, 3, 3, 2, 0},  {5, 13, 13, 384, 256, 3, 3, 1, 1},
+      {1, 13, 13, 64, 64, 3, 3, 1, 1},   {3, 27, 27, 64, 192, 5, 5, 1, 2},
+      {3, 7, 9, 128, 384, 3, 3, 2, 1},   {1, 13, 13, 192, 384, 1, 1, 1, 0},
+      {3, 9, 7, 64, 64, 5, 5, 2, 2},     {2, 13, 13, 256, 256, 3, 3, 1, 1},
+      {3, 11, 10, 64, 128, 3, 5, 1, 1},  {2, 13, 13, 64, 128, 1, 1, 2, 0},
+      {1, 27, 27, 128, 192, 3, 3, 2, 0}, {5, 13, 13, 384, 256, 3, 3, 1, 1},
   };
   int failures = 0;
   uint32_t seed = 1;
@@ -423,11 +446,19 @@ static const char* g_only_layer = nullptr;
 static int g_only_batch = 0;
 
 static int run_bench(const std::vector<Variant>& vars, const char* only) {
-  struct Layer { const char* name; int c, oc, k, pad, hw; };
-  const Layer layers[] = {{"conv2", 64, 192, 5, 2, 27}, {"conv3", 192, 384, 3, 1, 13},
-                          {"conv4", 384, 256, 3, 1, 13}, {"conv5", 256, 256, 3, 1, 13}};
+  struct Layer {
+    const char* name;
+    int c, oc, k, pad, hw;
+  };
+  const Layer layers[] = {{"conv2", 64, 192, 5, 2, 27},
+                          {"conv3", 192, 384, 3, 1, 13},
+                          {"conv4", 384, 256, 3, 1, 13},
+                          {"conv5", 256, 256, 3, 1, 13}};
   cublasHandle_t hb;
-  if (cublasCreate(&hb) != CUBLAS_STATUS_SUCCESS) { std::fprintf(stderr, "cublasCreate failed\n"); return 2; }
+  if (cublasCreate(&hb) != CUBLAS_STATUS_SUCCESS) {
+    std::fprintf(stderr, "cublasCreate failed\n");
+    return 2;
+  }
   int failures = 0;
   std::printf("\n%-6s %5s %-12s %9s %9s\n", "layer", "batch", "kernel", "ms", "TFLOP/s");
   for (int batch : {64, 256}) {
@@ -455,7 +486,10 @@ static int run_bench(const std::vector<Variant>& vars, const char* only) {
         failures += !ok;
         const float ms = median_ms([&] { v.run(l, 0); });
         CK(cudaGetLastError());
-        if (ms < best) { best = ms; best_name = v.name; }
+        if (ms < best) {
+          best = ms;
+          best_name = v.name;
+        }
         std::printf("%-6s %5d %-12s %9.4f %9.1f %s (rel %.1e)\n", L.name, batch, v.name, ms,
                     flop / ms * 1e-9, ok ? "" : "WRONG", rel);
       }
@@ -474,9 +508,11 @@ static int run_bench(const std::vector<Variant>& vars, const char* only) {
       CK(cudaGetLastError());
       std::printf("%-6s %5d %-12s %9.4f %9.1f\n", L.name, batch, "cublas_gemm", ms_cublas,
                   flop / ms_cublas * 1e-9);
-      std::printf("SUMMARY %-6s b%-4d M=%-6d N=%-4d K=%-5d best %-12s %.4f ms %.1f TFLOP/s | cublas %.4f ms %.1f TFLOP/s | %.2fx\n",
-                  L.name, batch, g.m, g.oc, g.k, best_name, best, flop / best * 1e-9, ms_cublas,
-                  flop / ms_cublas * 1e-9, ms_cublas / best);
+      std::printf(
+          "SUMMARY %-6s b%-4d M=%-6d N=%-4d K=%-5d best %-12s %.4f ms %.1f TFLOP/s | cublas %.4f "
+          "ms %.1f TFLOP/s | %.2fx\n",
+          L.name, batch, g.m, g.oc, g.k, best_name, best, flop / best * 1e-9, ms_cublas,
+          flop / ms_cublas * 1e-9, ms_cublas / best);
       cudaFree(da);
       cudaFree(dc);
       free_problem(p);
@@ -490,17 +526,29 @@ int main(int argc, char** argv) {
   bool check = false, bench = false;
   const char* only = nullptr;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "check")) check = true;
-    else if (!std::strcmp(argv[i], "bench")) bench = true;
-    else if (!std::strncmp(argv[i], "cfg=", 4)) only = argv[i] + 4;
-    else if (!std::strncmp(argv[i], "layer=", 6)) g_only_layer = argv[i] + 6;
-    else if (!std::strncmp(argv[i], "batch=", 6)) g_only_batch = std::atoi(argv[i] + 6);
-    else { std::fprintf(stderr, "usage: %s [check] [bench] [cfg=NAME] [layer=convN] [batch=B]\n", argv[0]); return 2; }
+    if (!std::strcmp(argv[i], "check"))
+      check = true;
+    else if (!std::strcmp(argv[i], "bench"))
+      bench = true;
+    else if (!std::strncmp(argv[i], "cfg=", 4))
+      only = argv[i] + 4;
+    else if (!std::strncmp(argv[i], "layer=", 6))
+      g_only_layer = argv[i] + 6;
+    else if (!std::strncmp(argv[i], "batch=", 6))
+      g_only_batch = std::atoi(argv[i] + 6);
+    else {
+      std::fprintf(stderr, "usage: %s [check] [bench] [cfg=NAME] [layer=convN] [batch=B]\n",
+                   argv[0]);
+      return 2;
+    }
   }
   if (!check && !bench) check = bench = true;
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
-  if (prop.major != 9) { std::fprintf(stderr, "needs an sm_90 device, found %s\n", prop.name); return 2; }
+  if (prop.major != 9) {
+    std::fprintf(stderr, "needs an sm_90 device, found %s\n", prop.name);
+    return 2;
+  }
   std::printf("device %s, %d SMs\n", prop.name, prop.multiProcessorCount);
   load_driver_entry_points();
   const std::vector<Variant> vars = all_variants(prop.multiProcessorCount);

@@ -142,8 +142,8 @@ int run_build(const BuildArgs& args) {
   if (args.timing_cache.empty() || !std::filesystem::exists(args.timing_cache))
     start_device(args.device);
   else
-    device_query = std::async(std::launch::async,
-                              [&args] { return resolve_device(args.device, false); });
+    device_query =
+        std::async(std::launch::async, [&args] { return resolve_device(args.device, false); });
   const Graph graph = load_graph_with_weights(args.model, args.weights);
   trace.mark("model and weights loaded");
   const DeviceChoice device =

@@ -31,12 +31,12 @@ namespace cnnrt::cuda {
 // After a kernel launch: reports launch-configuration errors immediately.
 #define CNNRT_CUDA_CHECK_LAUNCH() CNNRT_CUDA_CHECK(cudaGetLastError())
 
-#define CNNRT_CUBLAS_CHECK(call)                                                             \
-  do {                                                                                       \
-    cublasStatus_t cnnrt_status_ = (call);                                                   \
-    if (cnnrt_status_ != CUBLAS_STATUS_SUCCESS)                                              \
+#define CNNRT_CUBLAS_CHECK(call)                                                               \
+  do {                                                                                         \
+    cublasStatus_t cnnrt_status_ = (call);                                                     \
+    if (cnnrt_status_ != CUBLAS_STATUS_SUCCESS)                                                \
       ::cnnrt::cuda::throw_cuda_error(#call, cublasLtGetStatusString(cnnrt_status_), __FILE__, \
-                                      __LINE__);                                             \
+                                      __LINE__);                                               \
   } while (0)
 
 namespace cnnrt::cuda {

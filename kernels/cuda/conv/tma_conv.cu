@@ -75,6 +75,7 @@
 
 #include "cnnrt/error.h"
 #include "kernels/cuda/conv/tma_conv.h"
+#include "kernels/cuda/conv/tma_encode.h"
 #include "kernels/cuda/conv/tma_kernel.cuh"
 #include "kernels/cuda/conv/wgmma.h"
 #include "kernels/cuda/conv/wgmma_common.h"
@@ -205,44 +206,6 @@ long long pool_m_tiles(const TmaPoolTiling& t, int batch) {
   const long long rest = rows % t.period_rows;
   for (int j = 0; j < t.period_tiles; ++j) tiles += t.first[j] < rest ? 1 : 0;
   return tiles;
-}
-
-// ---- driver entry points (no -lcuda: through the runtime) -------------------------------------
-using EncodeIm2col = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
-                                  const cuuint64_t*, const cuuint64_t*, const int*, const int*,
-                                  cuuint32_t, cuuint32_t, const cuuint32_t*, CUtensorMapInterleave,
-                                  CUtensorMapSwizzle, CUtensorMapL2promotion,
-                                  CUtensorMapFloatOOBfill);
-using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
-                                 const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
-                                 const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
-                                 CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-struct Encoders {
-  EncodeIm2col im2col = nullptr;
-  EncodeTiled tiled = nullptr;
-};
-
-void* driver_entry(const char* symbol) {
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-  CNNRT_CUDA_CHECK(cudaGetDriverEntryPointByVersion(symbol, &fn, 12000, cudaEnableDefault, &found));
-  if (found != cudaDriverEntryPointSuccess || fn == nullptr)
-    throw Error(std::string("conv_fp16_tma: the CUDA driver has no ") + symbol);
-  return fn;
-}
-const Encoders& encoders() {
-  static const Encoders e = [] {
-    Encoders r;
-    r.im2col = reinterpret_cast<EncodeIm2col>(driver_entry("cuTensorMapEncodeIm2col"));
-    r.tiled = reinterpret_cast<EncodeTiled>(driver_entry("cuTensorMapEncodeTiled"));
-    return r;
-  }();
-  return e;
-}
-void check_encode(CUresult status, const char* what) {
-  if (status != CUDA_SUCCESS)
-    throw Error(std::string("conv_fp16_tma: ") + what + " failed (CUresult " +
-                std::to_string(int(status)) + ")");
 }
 
 // Every instance starts at exactly kEntryRegs registers (design note); checked once.
@@ -389,10 +352,12 @@ ConvFp16Tma::ConvFp16Tma(const ConvShape& shape_in, const float* weight, const f
     const cuuint64_t strides[1] = {cuuint64_t(k) * sizeof(__half)};
     const cuuint32_t box[2] = {cuuint32_t(tma_detail::kBK), cuuint32_t(kBnWidths[i])};
     const cuuint32_t element_strides[2] = {1, 1};
-    check_encode(
-        encoders().tiled(&m.w_maps[i], CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, m.w, dims, strides, box,
-                         element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+    tma::check_encode(
+        "conv_fp16_tma",
+        tma::encode_tiled()(&m.w_maps[i], CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, m.w, dims, strides,
+                            box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
         "cuTensorMapEncodeTiled (weight)");
   }
 }
@@ -499,11 +464,12 @@ ConvFp16TmaInput ConvFp16Tma::encode_input(const void* x, int batch) const {
   const int lower[2] = {-a.pad_w, -a.pad_h};
   const int upper[2] = {a.pad_right() - (a.kernel_w - 1), a.pad_bottom() - (a.kernel_h - 1)};
   const cuuint32_t element_strides[4] = {1, cuuint32_t(a.stride_w), cuuint32_t(a.stride_h), 1};
-  check_encode(
-      encoders().im2col(&input.map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4, const_cast<void*>(x), dims,
-                        strides, lower, upper, tma_detail::kBK, 128, element_strides,
-                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+  tma::check_encode(
+      "conv_fp16_tma",
+      tma::encode_im2col()(&input.map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4, const_cast<void*>(x),
+                           dims, strides, lower, upper, tma_detail::kBK, 128, element_strides,
+                           CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                           CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
       "cuTensorMapEncodeIm2col (input)");
   return input;
 }

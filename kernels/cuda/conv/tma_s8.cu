@@ -36,6 +36,7 @@
 #include <string>
 
 #include "cnnrt/error.h"
+#include "kernels/cuda/conv/tma_encode.h"
 #include "kernels/cuda/conv/tma_s8.h"
 #include "kernels/cuda/conv/tma_s8_kernel.cuh"
 #include "kernels/cuda/cuda_check.h"
@@ -95,38 +96,6 @@ size_t smem_of(int tile, int kb) {
   return 1024 + size_t(stages_of(tile, kb)) * size_t(t.bm + t.bn) * kb;
 }
 static_assert(TmaS8Tile<128, 128, 12, 64>::kSmem == 1024 + 12 * 256 * 64, "smem_of mirrors it");
-
-using EncodeIm2col = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
-                                  const cuuint64_t*, const cuuint64_t*, const int*, const int*,
-                                  cuuint32_t, cuuint32_t, const cuuint32_t*, CUtensorMapInterleave,
-                                  CUtensorMapSwizzle, CUtensorMapL2promotion,
-                                  CUtensorMapFloatOOBfill);
-using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
-                                 const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
-                                 const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
-                                 CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-void* driver_entry(const char* symbol) {
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-  CNNRT_CUDA_CHECK(cudaGetDriverEntryPointByVersion(symbol, &fn, 12000, cudaEnableDefault, &found));
-  if (found != cudaDriverEntryPointSuccess || fn == nullptr)
-    throw Error(std::string("conv_int8_tma: the CUDA driver has no ") + symbol);
-  return fn;
-}
-EncodeIm2col encode_im2col() {
-  static const auto fn = reinterpret_cast<EncodeIm2col>(driver_entry("cuTensorMapEncodeIm2col"));
-  return fn;
-}
-EncodeTiled encode_tiled() {
-  static const auto fn = reinterpret_cast<EncodeTiled>(driver_entry("cuTensorMapEncodeTiled"));
-  return fn;
-}
-void check_encode(CUresult status, const char* what) {
-  if (status != CUDA_SUCCESS)
-    throw Error(std::string("conv_int8_tma: ") + what + " failed (CUresult " +
-                std::to_string(int(status)) + ")");
-}
 
 // setmaxnreg's budget holds only when every instance starts at exactly kEntryRegs registers.
 void check_register_counts() {
@@ -244,11 +213,12 @@ ConvS8Tma::ConvS8Tma(const S8Conv& conv) : impl_(std::make_unique<ConvS8TmaImpl>
     const cuuint64_t strides[1] = {cuuint64_t(conv.k_pad)};
     const cuuint32_t box[2] = {cuuint32_t(m.kb), cuuint32_t(heights[i])};
     const cuuint32_t element_strides[2] = {1, 1};
-    check_encode(
-        encode_tiled()(&m.w_maps[i], CU_TENSOR_MAP_DATA_TYPE_UINT8, 2,
-                       const_cast<int8_t*>(conv.weight), dims, strides, box, element_strides,
-                       CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+    tma::check_encode(
+        "conv_int8_tma",
+        tma::encode_tiled()(&m.w_maps[i], CU_TENSOR_MAP_DATA_TYPE_UINT8, 2,
+                            const_cast<int8_t*>(conv.weight), dims, strides, box, element_strides,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
         "cuTensorMapEncodeTiled (weight)");
   }
 }
@@ -300,12 +270,13 @@ ConvS8TmaInput ConvS8Tma::encode_input(const void* x, int batch) const {
   const int upper[2] = {upper_corner(c.in_w, c.out_w, c.stride_w, c.pad_w),
                         upper_corner(c.in_h, c.out_h, c.stride_h, c.pad_h)};
   const cuuint32_t element_strides[4] = {1, cuuint32_t(c.stride_w), cuuint32_t(c.stride_h), 1};
-  check_encode(
-      encode_im2col()(&input.map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 4, const_cast<void*>(x), dims,
-                      strides, lower, upper, cuuint32_t(m.kb), 128, element_strides,
-                      CU_TENSOR_MAP_INTERLEAVE_NONE,
-                      m.kb == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B,
-                      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+  tma::check_encode(
+      "conv_int8_tma",
+      tma::encode_im2col()(&input.map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 4, const_cast<void*>(x), dims,
+                           strides, lower, upper, cuuint32_t(m.kb), 128, element_strides,
+                           CU_TENSOR_MAP_INTERLEAVE_NONE,
+                           m.kb == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B,
+                           CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
       "cuTensorMapEncodeIm2col (input)");
   return input;
 }
