@@ -19,24 +19,20 @@
 // and reuses it afterwards (a context's pointers are fixed; a graph bound to the caller's buffers
 // adds one more), so steady-state runs and graph replays only launch.
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "kernels/cuda/conv/igemm.h"
 #include "kernels/cuda/conv/tma_conv.h"
+#include "kernels/cuda/conv/tma_encode.h"
 #include "runtime/cuda/cuda_registry.h"
 
 namespace cnnrt::cuda {
 namespace {
 
-// The encoded input maps of one context (KernelPlan::state), newest first.
-struct InputMaps {
-  static constexpr size_t kMax = 8;
-  mutable std::mutex mutex;
-  mutable std::vector<ConvFp16TmaInput> maps;
-};
+// The encoded input maps of one context (KernelPlan::state).
+using InputMaps = tma::InputMaps<ConvFp16TmaInput>;
 
 // The pinned value of conv_fp16_tma_staged (tiles are 0 .. tile count - 1).
 constexpr int kPinStaged = 1000;
@@ -83,17 +79,11 @@ class TmaConvKernel final : public Fp16Kernel {
       return;
     }
     if (args.state == nullptr) throw Error("conv_fp16_tma: run() without its prepared state");
-    const auto& cache = *static_cast<const InputMaps*>(args.state);
-    std::lock_guard<std::mutex> lock(cache.mutex);
-    auto& maps = cache.maps;
-    size_t i = 0;
-    while (i < maps.size() && (maps[i].x != x || maps[i].batch != args.batch)) ++i;
-    if (i == maps.size()) {
-      if (maps.size() == InputMaps::kMax) maps.pop_back();
-      maps.insert(maps.begin(), conv_.encode_input(x, args.batch));
-      i = 0;
-    }
-    conv_.forward(args.variant / 2, maps[i], residual, args.output, stream, args.workspace);
+    const ConvFp16TmaInput input =
+        static_cast<const InputMaps*>(args.state)
+            ->find_or_encode(x, args.batch,
+                             [this](const void* p, int b) { return conv_.encode_input(p, b); });
+    conv_.forward(args.variant / 2, input, residual, args.output, stream, args.workspace);
   }
   size_t weight_bytes() const override {
     return conv_.weight_bytes() + (fallback_ ? fallback_->weight_bytes() : 0);

@@ -31,13 +31,13 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "kernels/cpu/int8_ref.h"
 #include "kernels/cuda/conv/conv_s8.h"
+#include "kernels/cuda/conv/tma_encode.h"
 #include "kernels/cuda/conv/tma_s8.h"
 #include "kernels/cuda/elementwise_fp16.h"
 #include "runtime/calibration.h"
@@ -319,26 +319,14 @@ class ConvInt8Kernel final : public LayerKernel {
     return packed;
   }
 
-  // The encoded input maps of one context (KernelPlan::state), newest first.
-  struct TmaInputMaps {
-    static constexpr size_t kMax = 8;
-    mutable std::mutex mutex;
-    mutable std::vector<ConvS8TmaInput> maps;
-  };
+  // The encoded input maps of one context (KernelPlan::state).
+  using TmaInputMaps = tma::InputMaps<ConvS8TmaInput>;
   void run_tma(int tile, const void* state, const void* x, void* y, int batch,
                cudaStream_t stream) const {
     if (state == nullptr || !tma_) throw Error("conv_int8_tma: run() without its prepared state");
-    const auto& cache = *static_cast<const TmaInputMaps*>(state);
-    std::lock_guard<std::mutex> lock(cache.mutex);
-    auto& maps = cache.maps;
-    size_t i = 0;
-    while (i < maps.size() && (maps[i].x != x || maps[i].batch != batch)) ++i;
-    if (i == maps.size()) {
-      if (maps.size() == TmaInputMaps::kMax) maps.pop_back();
-      maps.insert(maps.begin(), tma_->encode_input(x, batch));
-      i = 0;
-    }
-    tma_->forward(tile, maps[i], y, stream);
+    const ConvS8TmaInput input = static_cast<const TmaInputMaps*>(state)->find_or_encode(
+        x, batch, [this](const void* p, int b) { return tma_->encode_input(p, b); });
+    tma_->forward(tile, input, y, stream);
   }
 
   ConvPath path_;
