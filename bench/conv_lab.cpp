@@ -17,7 +17,16 @@
 // the warp-specialised conv_fp16_wgmma_ws on AlexNet's plain convolutions (conv3, conv4) at
 // batch 64 and 256 ("*" = the ws plan's pick).
 //
-// Usage: conv_lab [--iters N] [--direct | --wgmma]   (--direct also times the slow fallback)
+// --tma times conv_fp16_tma (the default where in_c % 64 == 0: AlexNet conv2-conv5): every tile
+// it serves (fused with the pool where the layer has one) and the staged pool form, at batch 1,
+// 64 and 256, each row with the cost model's time next to the measured one (tma_conv.cu's
+// model), "*" on the model's pick, and per layer and batch a line saying whether the pick was
+// the fastest measured and what picking by the model cost.
+//
+// Every igemm row carries its model time too (igemm_plan.cpp; the direct fallback has none):
+// issue 9 asks that tile choice be "checked against measurements", which these columns are.
+//
+// Usage: conv_lab [--iters N] [--direct | --wgmma | --tma]   (--direct also times the fallback)
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -34,6 +43,7 @@
 
 #include "bench/event_timing.h"
 #include "kernels/cuda/conv/igemm.h"
+#include "kernels/cuda/conv/tma_conv.h"
 #include "kernels/cuda/conv/wgmma.h"
 #include "kernels/cuda/conv/wgmma_ws.h"
 #include "kernels/cuda/cuda_check.h"
@@ -97,10 +107,15 @@ ConvShape make_shape(const Layer& l) {
 using cnnrt::bench::median_event_ms;
 
 // mark: "*" = plan(batch, false)'s pick (fused only), "w" = plan(batch)'s pick, "*w" both.
+// model_us: the variant's cost-model time (<= 0: the variant has none).
 void print_row(const char* layer, int batch, const std::string& variant, double ms, double flops,
-               const char* mark) {
-  std::printf("%-16s %5d  %-58s %9.4f ms %8.1f TFLOP/s %s\n", layer, batch, variant.c_str(), ms,
-              flops / (ms * 1e-3) / 1e12, mark);
+               const char* mark, double model_us = 0) {
+  char model[64] = "";
+  if (model_us > 0)
+    std::snprintf(model, sizeof(model), "  model %8.1f us (%.2fx measured)", model_us,
+                  model_us / (ms * 1e3));
+  std::printf("%-16s %5d  %-58s %9.4f ms %8.1f TFLOP/s%s %s\n", layer, batch, variant.c_str(), ms,
+              flops / (ms * 1e-3) / 1e12, model, mark);
   std::fflush(stdout);
 }
 
@@ -222,9 +237,84 @@ void run_wgmma_lab(int iters, cudaStream_t stream) {
   }
 }
 
+// The --tma table (see the header comment).
+void run_tma_lab(int iters, cudaStream_t stream) {
+  using cnnrt::cuda::ConvFp16Tma;
+  using cnnrt::cuda::ConvFp16TmaPlan;
+  if (!ConvFp16Tma::device_supported()) {
+    std::printf("conv_fp16_tma: not available on this device/build\n");
+    return;
+  }
+  std::mt19937 rng(24680);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  const std::vector<std::string>& tiles = ConvFp16Tma::tile_names();
+  for (const Layer& l : kLayers) {
+    const ConvShape s = make_shape(l);
+    if (!ConvFp16Tma::supports(s)) continue;
+    const int fan_in = l.c * l.k * l.k;
+    std::vector<float> w(size_t(l.oc) * fan_in), b(l.oc);
+    for (float& v : w) v = dist(rng) / std::sqrt(float(fan_in));
+    for (float& v : b) v = dist(rng) * 0.1f;
+    const ConvFp16Tma conv(s, w.data(), b.data());
+    for (const int batch : {1, 64, 256}) {
+      // in_c % 64 == 0 and out_c % 8 == 0: no padding channels on either side.
+      const size_t in_count = size_t(batch) * l.h * l.w * l.c;
+      const size_t out_count = size_t(batch) * s.out_h * s.out_w * l.oc;
+      std::vector<__half> host(in_count);
+      void* x[2];
+      void* y;
+      for (void*& p : x) {
+        for (__half& v : host) v = __float2half(dist(rng));
+        CNNRT_CUDA_CHECK(cudaMalloc(&p, in_count * 2));
+        CNNRT_CUDA_CHECK(cudaMemcpy(p, host.data(), in_count * 2, cudaMemcpyHostToDevice));
+      }
+      CNNRT_CUDA_CHECK(cudaMalloc(&y, out_count * 2));
+      const double flops = 2.0 * batch * s.conv_h * s.conv_w * double(l.oc) * fan_in;
+      std::vector<ConvFp16TmaPlan> plans;
+      for (int t = 0; t < int(tiles.size()); ++t)
+        if (ConvFp16Tma::supports(s, t)) plans.push_back(conv.plan(batch, t));
+      if (s.pool) plans.push_back(conv.plan_staged(batch));
+      const ConvFp16TmaPlan pick = conv.plan(batch);
+      size_t ws_bytes = 256;
+      for (const ConvFp16TmaPlan& p : plans) ws_bytes = std::max(ws_bytes, p.workspace_bytes);
+      void* ws = nullptr;
+      CNNRT_CUDA_CHECK(cudaMalloc(&ws, ws_bytes));
+      double best_ms = 0, pick_ms = 0;
+      std::string best_name;
+      const cnnrt::cuda::ConvFp16TmaInput input0 = conv.encode_input(x[0], batch);
+      const cnnrt::cuda::ConvFp16TmaInput input1 = conv.encode_input(x[1], batch);
+      for (const ConvFp16TmaPlan& p : plans) {
+        const double ms = median_event_ms(
+            [&](int i) {
+              conv.forward(p.variant, i % 2 ? input1 : input0, nullptr, y, stream, ws);
+            },
+            iters, stream);
+        const bool picked = p.variant == pick.variant;
+        print_row(l.name, batch, "conv_fp16_tma " + p.name, ms, flops, picked ? "*" : "",
+                  p.estimated_us);
+        if (best_name.empty() || ms < best_ms) best_ms = ms, best_name = p.name;
+        if (picked) pick_ms = ms;
+      }
+      if (pick_ms > 0) {
+        const bool fastest = pick_ms <= best_ms * 1.02;
+        std::printf("%-16s %5d  model's pick %s (%.4f ms): %s; fastest measured %s (%.4f ms)",
+                    l.name, batch, pick.name.c_str(), pick_ms,
+                    fastest ? "within 2% of the fastest" : "NOT the fastest", best_name.c_str(),
+                    best_ms);
+        if (!fastest)
+          std::printf(", picking by the model costs %.0f%%", 100 * (pick_ms / best_ms - 1));
+        std::printf("\n");
+      }
+      CNNRT_CUDA_CHECK(cudaFree(ws));
+      for (void* p : x) CNNRT_CUDA_CHECK(cudaFree(p));
+      CNNRT_CUDA_CHECK(cudaFree(y));
+    }
+  }
+}
+
 int run(int argc, char** argv) {
   int iters = 50;
-  bool with_direct = false, wgmma_only = false;
+  bool with_direct = false, wgmma_only = false, tma_only = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--iters") && i + 1 < argc)
       iters = std::max(50, std::atoi(argv[++i]));
@@ -232,8 +322,10 @@ int run(int argc, char** argv) {
       with_direct = true;
     else if (!std::strcmp(argv[i], "--wgmma"))
       wgmma_only = true;
+    else if (!std::strcmp(argv[i], "--tma"))
+      tma_only = true;
     else {
-      std::fprintf(stderr, "usage: conv_lab [--iters N>=50] [--direct | --wgmma]\n");
+      std::fprintf(stderr, "usage: conv_lab [--iters N>=50] [--direct | --wgmma | --tma]\n");
       return 2;
     }
   }
@@ -248,8 +340,9 @@ int run(int argc, char** argv) {
               prop.multiProcessorCount, iters);
   cudaStream_t stream;
   CNNRT_CUDA_CHECK(cudaStreamCreate(&stream));
-  if (wgmma_only) {
-    run_wgmma_lab(iters, stream);
+  if (wgmma_only || tma_only) {
+    if (wgmma_only) run_wgmma_lab(iters, stream);
+    if (tma_only) run_tma_lab(iters, stream);
     CNNRT_CUDA_CHECK(cudaStreamDestroy(stream));
     return 0;
   }
@@ -298,7 +391,7 @@ int run(int argc, char** argv) {
             [&](int i) { conv.forward(run, x[i % 2], y, batch, stream, ws); }, iters, stream);
         const bool fused_pick = run.variant == chosen, ws_pick = run.variant == chosen_ws;
         const char* mark = fused_pick ? (ws_pick ? "*w" : "*") : (ws_pick ? "w" : "");
-        print_row(l.name, batch, run.name, ms, flops, mark);
+        print_row(l.name, batch, run.name, ms, flops, mark, run.estimated_us);
       }
       CNNRT_CUDA_CHECK(cudaFree(ws));
 #ifdef CNNRT_WITH_CUDNN

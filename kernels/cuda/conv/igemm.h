@@ -26,6 +26,8 @@ struct ConvFp16Plan {
   int variant = 0;
   std::string name;            // e.g. "igemm 128x96 pool-tile 13x13 (conv 27x27, 7 passes ...)"
   size_t workspace_bytes = 0;  // at the planned batch; serves every smaller batch too
+  double estimated_us = 0;     // the cost model's time at the planned batch (0: not modelled,
+                               // the direct fallback); what plan() compares (igemm_plan.cpp)
   bool uses_workspace() const { return workspace_bytes > 0; }
 };
 

@@ -306,6 +306,7 @@ ConvFp16Plan ConvFp16Impl::plan_of(const Variant& v, int batch) const {
   plan.variant = v.launch;
   plan.name = name(launches[v.launch]);
   plan.workspace_bytes = workspace_of(launches[v.launch], batch);
+  plan.estimated_us = v.us;
   return plan;
 }
 
