@@ -1,7 +1,9 @@
 // conv_fp16_tma: the TMA-fed, warp-specialised, persistent Hopper conv — host side (shape rule,
-// weight upload, tensor maps, tile choice, launch).  The kernel is tma_kernel.cuh; the lab it
-// came from (and that still runs it: bench/conv_tma_lab.cu) and every measurement are in
-// docs/kernels/conv_fp16_tma.md.
+// weight upload, tensor maps, tile choice, launch).  The kernel is tma_kernel.cuh: the fp16
+// instance of tma_mainloop.cuh's mainloop (conv_int8_tma is the int8 one) with fp16's epilogues;
+// the host code the two share (limits, tile shapes, wave model, maps, image checks) is
+// tma_encode.h.  The lab it came from (and that still runs the kernel: bench/conv_tma_lab.cu) and
+// every measurement are in docs/kernels/conv_fp16_tma.md.
 //
 // DESIGN NOTE
 // * Why: conv_fp16_wgmma gathers A with one 16-byte cp.async per (row, tap, 8-channel chunk) from
@@ -63,15 +65,15 @@
 //   (conv2 at batch 256: 72 MB of arena).
 // * setmaxnreg: 128 x 40 + 256 x 232 registers fit the 64 K register file only if the kernel
 //   starts at exactly 168 per thread (launch bounds 384, 1); the constructor checks the loaded
-//   image's count, since an inc that cannot be satisfied would hang.
+//   images' counts (tma::register_problem), since an inc that cannot be satisfied would hang.
 #include <cuda_fp16.h>
 
 #include <algorithm>
 #include <climits>
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "cnnrt/error.h"
 #include "kernels/cuda/conv/tma_conv.h"
@@ -90,10 +92,9 @@ using tma_detail::TmaConvParams;
 using tma_detail::TmaPoolTiling;
 using tma_detail::TmaTile;
 
-struct TileInfo {
-  int bm, bn, stages;
-  double speed;  // lab throughput at batch 256 relative to the best tile (design note)
-  const char* name;
+// The shared tile shapes (tma_encode.h: bm, bn, the lab's speed, name) with fp16's stages.
+struct TileInfo : tma::TileShape {
+  int stages;
   bool unpooled_default;  // a candidate of plan(batch) for convs without a pool
   bool pool;              // has a fused-pool instance (staging fits beside the ring)
 };
@@ -101,9 +102,9 @@ struct TileInfo {
 // tiling: 9 conv rows of 27 per tile against 4 for BM 128; its speed is a guess, so it is not a
 // candidate of unpooled convs (those keep the lab's measured winners).
 constexpr TileInfo kTiles[] = {
-    {128, 128, 7, 0.78, "128x128", true, false}, {128, 192, 5, 1.0, "128x192", true, true},
-    {128, 256, 4, 1.0, "128x256", true, true},   {256, 128, 4, 0.95, "256x128", true, true},
-    {256, 96, 4, 0.9, "256x96", false, true},
+    {tma::kTileShapes[0], 7, true, false}, {tma::kTileShapes[1], 5, true, true},
+    {tma::kTileShapes[2], 4, true, true},  {tma::kTileShapes[3], 4, true, true},
+    {tma::kTileShapes[4], 4, false, true},
 };
 constexpr int kTileCount = sizeof(kTiles) / sizeof(kTiles[0]);
 constexpr int kBnWidths[] = {128, 192, 256, 96};  // weight map box heights
@@ -140,10 +141,9 @@ KernelFn kernel_of(int tile, int kind) {
 size_t pool_staging_of(int bm) { return size_t(bm) * ((bm == 256 ? 32 : 64) + 8) * 2; }
 size_t smem_of(int tile, int kind) {
   const TileInfo& t = kTiles[tile];
-  return 1024 + size_t(t.stages) * size_t(t.bm + t.bn) * 128 +
+  return tma::ring_smem_bytes(t.bm, t.bn, t.stages, tma_detail::TmaF16::kRowBytes) +
          (kind == 2 ? pool_staging_of(t.bm) : 0);
 }
-static_assert(TmaTile<128, 128, 7, 1>::kSmem == 1024 + 7 * 256 * 128, "smem_of mirrors TmaTile");
 static_assert(TmaTile<256, 128, 4, 1>::kStaging == 256 * 40 * 2 &&
                   TmaTile<128, 192, 5, 1>::kStaging == 128 * 72 * 2,
               "pool_staging_of mirrors TmaTile");
@@ -208,21 +208,18 @@ long long pool_m_tiles(const TmaPoolTiling& t, int batch) {
   return tiles;
 }
 
+// Every instance: each tile plain and with a residual, and pooled where it has a pooled instance.
+std::vector<tma::KernelImage> kernel_images() {
+  std::vector<tma::KernelImage> images;
+  for (int t = 0; t < kTileCount; ++t)
+    for (int kind = 0; kind < (kTiles[t].pool ? 3 : 2); ++kind)
+      images.push_back(
+          {reinterpret_cast<const void*>(kernel_of(t, kind)), kTiles[t].name, smem_of(t, kind)});
+  return images;
+}
 // Every instance starts at exactly kEntryRegs registers (design note); checked once.
 void check_register_counts() {
-  static std::once_flag once;
-  static std::string problem;
-  std::call_once(once, [] {
-    for (int t = 0; t < kTileCount; ++t)
-      for (int kind = 0; kind < (kTiles[t].pool ? 3 : 2); ++kind) {
-        cudaFuncAttributes attr;
-        CNNRT_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel_of(t, kind)));
-        if (attr.numRegs != tma_detail::kEntryRegs)
-          problem = std::string("tile ") + kTiles[t].name + " starts at " +
-                    std::to_string(attr.numRegs) + " registers, setmaxnreg needs " +
-                    std::to_string(tma_detail::kEntryRegs);
-      }
-  });
+  static const std::string problem = tma::register_problem(kernel_images(), tma_detail::kEntryRegs);
   if (!problem.empty()) throw Error("conv_fp16_tma: " + problem);
 }
 
@@ -264,12 +261,12 @@ bool ConvFp16Tma::supports(const ConvShape& s) {
     for (int t = 0; t < kTileCount; ++t) any = any || tile_serves(derived, t);
     if (!any) return false;
   }
-  if (a.groups != 1 || a.dilation_h != 1 || a.dilation_w != 1) return false;
+  if (!tma::conv_limits_ok(a.groups, a.dilation_h, a.dilation_w, a.kernel_h, a.kernel_w, a.stride_h,
+                           a.stride_w))
+    return false;
   if (s.in_c % 64 != 0 || s.out_c % 8 != 0 || a.out_channels != s.out_c) return false;
-  if (a.stride_h < 1 || a.stride_h > 8 || a.stride_w < 1 || a.stride_w > 8) return false;
-  if (a.kernel_h < 1 || a.kernel_h > 64 || a.kernel_w < 1 || a.kernel_w > 64) return false;
   // The im2col bounding box's corners lie in [-128, 127] for a 4-D map.
-  auto corner_ok = [](int v) { return v >= -128 && v <= 127; };
+  using tma::corner_ok;
   if (a.pad_h < 0 || a.pad_w < 0 || a.pad_h_extra < -a.pad_h || a.pad_w_extra < -a.pad_w)
     return false;
   if (!corner_ok(-a.pad_h) || !corner_ok(-a.pad_w) ||
@@ -290,11 +287,7 @@ bool ConvFp16Tma::supports(const ConvShape& shape, int tile) {
 bool ConvFp16Tma::device_supported() { return ConvFp16Wgmma::device_supported(); }
 
 const std::vector<std::string>& ConvFp16Tma::tile_names() {
-  static const std::vector<std::string> names = [] {
-    std::vector<std::string> n;
-    for (const TileInfo& t : kTiles) n.push_back(t.name);
-    return n;
-  }();
+  static const std::vector<std::string> names = tma::tile_names_of(kTiles);
   return names;
 }
 
@@ -342,32 +335,18 @@ ConvFp16Tma::ConvFp16Tma(const ConvShape& shape_in, const float* weight, const f
   if (plan_only()) return;  // a described target: sizes only, no maps, no attributes
 
   check_register_counts();
-  for (int t = 0; t < kTileCount; ++t)
-    for (int kind = 0; kind < (kTiles[t].pool ? 3 : 2); ++kind)
-      CNNRT_CUDA_CHECK(cudaFuncSetAttribute(kernel_of(t, kind),
-                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(smem_of(t, kind))));
-  for (int i = 0; i < 4; ++i) {
-    const cuuint64_t dims[2] = {cuuint64_t(k), cuuint64_t(s.out_c)};
-    const cuuint64_t strides[1] = {cuuint64_t(k) * sizeof(__half)};
-    const cuuint32_t box[2] = {cuuint32_t(tma_detail::kBK), cuuint32_t(kBnWidths[i])};
-    const cuuint32_t element_strides[2] = {1, 1};
-    tma::check_encode(
-        "conv_fp16_tma",
-        tma::encode_tiled()(&m.w_maps[i], CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, m.w, dims, strides,
-                            box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
-        "cuTensorMapEncodeTiled (weight)");
-  }
+  tma::opt_in_smem(kernel_images());
+  for (int i = 0; i < 4; ++i)
+    tma::encode_weight_map("conv_fp16_tma", &m.w_maps[i], CU_TENSOR_MAP_DATA_TYPE_FLOAT16, m.w,
+                           size_t(k), size_t(s.out_c), size_t(k) * sizeof(__half), tma_detail::kBK,
+                           kBnWidths[i], tma_detail::TmaF16::kRowBytes);
 }
 
 ConvFp16Tma::~ConvFp16Tma() = default;
 
 ConvFp16TmaPlan ConvFp16Tma::plan(int batch, int variant) const {
   const ConvFp16TmaImpl& m = *impl_;
-  if (variant < 0 || variant >= kTileCount)
-    throw Error("conv_fp16_tma: no tile " + std::to_string(variant));
+  tma::check_tile("conv_fp16_tma", variant, kTileCount);
   const TileInfo& t = kTiles[variant];
   const long long rows = (long long)std::max(batch, 1) * m.shape.conv_h * m.shape.conv_w;
   ConvFp16TmaPlan plan;
@@ -380,9 +359,9 @@ ConvFp16TmaPlan ConvFp16Tma::plan(int batch, int variant) const {
     const std::optional<TmaPoolTiling>& tiling = m.tiling(t.bm);
     plan.units = tiling ? pool_m_tiles(*tiling, batch) * n_tiles : 0;
   } else {
-    plan.units = (rows + t.bm - 1) / t.bm * n_tiles;
+    plan.units = tma::tile_units(rows, t.bm, m.shape.out_c, t.bn);
   }
-  plan.ctas = int(std::min<long long>(plan.units, m.sms));
+  plan.ctas = tma::persistent_ctas(plan.units, m.sms);
   return plan;
 }
 
@@ -390,8 +369,7 @@ namespace {
 // Modelled seconds of `plan` (units of tile `t`) for shape `s`: waves x tile time.
 double modelled_seconds(const ConvShape& s, const TileInfo& t, long long units, int sms) {
   const double k = double(s.conv.kernel_h) * s.conv.kernel_w * s.in_c;
-  const double waves = double((units + sms - 1) / sms);
-  return waves * 2.0 * t.bm * t.bn * k / (t.speed * kSmFlops);
+  return tma::waves(units, sms) * 2.0 * t.bm * t.bn * k / (t.speed * kSmFlops);
 }
 }  // namespace
 
@@ -409,9 +387,8 @@ static ConvFp16TmaPlan best_tile(const ConvFp16Tma& conv, const ConvFp16TmaImpl&
     ConvFp16TmaPlan p = conv.plan(batch, t);
     if (!pooled && m.shape.pool) {  // the staged conv: unpooled tiles over every conv pixel
       const long long rows = (long long)std::max(batch, 1) * m.shape.conv_h * m.shape.conv_w;
-      p.units = (rows + kTiles[t].bm - 1) / kTiles[t].bm *
-                ((m.shape.out_c + kTiles[t].bn - 1) / kTiles[t].bn);
-      p.ctas = int(std::min<long long>(p.units, m.sms));
+      p.units = tma::tile_units(rows, kTiles[t].bm, m.shape.out_c, kTiles[t].bn);
+      p.ctas = tma::persistent_ctas(p.units, m.sms);
     }
     p.estimated_us = 1e6 * modelled_seconds(pooled ? m.shape : unpooled, kTiles[t], p.units, m.sms);
     if (!found || p.estimated_us < best.estimated_us) {
@@ -455,22 +432,21 @@ ConvFp16TmaInput ConvFp16Tma::encode_input(const void* x, int batch) const {
   ConvFp16TmaInput input;
   input.x = x;
   input.batch = batch;
-  const cuuint64_t dims[4] = {cuuint64_t(s.in_c), cuuint64_t(s.in_w), cuuint64_t(s.in_h),
-                              cuuint64_t(std::max(batch, 1))};
-  const cuuint64_t strides[3] = {cuuint64_t(s.in_c) * sizeof(__half),
-                                 cuuint64_t(s.in_w) * s.in_c * sizeof(__half),
-                                 cuuint64_t(s.in_h) * s.in_w * s.in_c * sizeof(__half)};
   // Corners in tensor-dimension order (W, H): the box of tap-(0,0) positions.
-  const int lower[2] = {-a.pad_w, -a.pad_h};
-  const int upper[2] = {a.pad_right() - (a.kernel_w - 1), a.pad_bottom() - (a.kernel_h - 1)};
-  const cuuint32_t element_strides[4] = {1, cuuint32_t(a.stride_w), cuuint32_t(a.stride_h), 1};
-  tma::check_encode(
-      "conv_fp16_tma",
-      tma::encode_im2col()(&input.map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4, const_cast<void*>(x),
-                           dims, strides, lower, upper, tma_detail::kBK, 128, element_strides,
-                           CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                           CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
-      "cuTensorMapEncodeIm2col (input)");
+  const tma::Im2colGeometry g = {
+      CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+      int(sizeof(__half)),
+      s.in_c,
+      s.in_w,
+      s.in_h,
+      std::max(batch, 1),
+      {-a.pad_w, -a.pad_h},
+      {a.pad_right() - (a.kernel_w - 1), a.pad_bottom() - (a.kernel_h - 1)},
+      a.stride_w,
+      a.stride_h,
+      tma_detail::kBK,
+      tma_detail::TmaF16::kRowBytes};
+  input.map = tma::encode_im2col_map("conv_fp16_tma", x, g);
   return input;
 }
 
@@ -500,13 +476,13 @@ void ConvFp16Tma::forward(int variant, const ConvFp16TmaInput& input, const void
     p.pool = *m.tiling(t.bm);
     p.pool.rows_total = batch * m.shape.out_h;
   } else {
-    units = (p.m + t.bm - 1) / t.bm * (long long)p.n_tiles;
+    units = tma::tile_units(p.m, t.bm, m.shape.out_c, t.bn);
   }
   if (units == 0) return;
   p.y = static_cast<__half*>(staged ? workspace : y);
   p.residual = static_cast<const __half*>(residual);
   p.units = int(units);
-  const int ctas = int(std::min<long long>(units, m.sms));
+  const int ctas = tma::persistent_ctas(units, m.sms);
   const int kind = pooled ? 2 : residual != nullptr ? 1 : 0;
   kernel_of(tile, kind)<<<ctas, tma_detail::kThreads, smem_of(tile, kind), stream>>>(
       input.map, m.w_map(t.bn), p);

@@ -1,13 +1,16 @@
 // conv_int8_tma: the TMA-fed, warp-specialised, persistent Hopper int8 conv — host side (shape
-// rule, tensor maps, tile choice, launch).  The kernel is tma_s8_kernel.cuh; measurements in
+// rule, tensor maps, tile choice, launch).  The kernel is tma_s8_kernel.cuh: the int8 instance of
+// tma_mainloop.cuh's mainloop, which conv_fp16_tma instantiates too; the host code the two share
+// (limits, tile shapes, wave model, maps, image checks) is tma_encode.h.  Measurements in
 // docs/kernels/conv_int8_tma.md.
 //
 // DESIGN NOTE
 // * Why: conv_int8_wgmma runs the old cp.async mainloop (all 256 threads gather 16-byte chunks)
 //   at ~25 % of the int8 peak on AlexNet, and fp16 moved to the TMA mainloop (conv_fp16_tma,
 //   ~670 TFLOP/s): int8, whose peak is twice fp16's, must have the same mainloop to stay ahead.
-//   So this is conv_fp16_tma's kernel with int8 elements: one producer thread, an im2col box of
-//   128 pixels x KB channels and a KB x BN weight box per k-tile, 2 consumer warpgroups of wgmma.
+//   So this is conv_fp16_tma's mainloop with int8 elements (tma_mainloop.cuh's TmaS8<KB>): one
+//   producer thread, an im2col box of 128 pixels x KB channels and a KB x BN weight box per
+//   k-tile, 2 consumer warpgroups of wgmma.
 // * K layout is the int8 GEMM family's (r, s, c) with c over the NHWC/16 channel stride, the
 //   weight rows the entry already packs for conv_s8_igemm / conv_s8_wgmma ([out_c][k_pad], zeros
 //   in padding channels), so no repacking.  KB (bytes = channels per k-tile row): 128 with the
@@ -26,14 +29,15 @@
 //   byte permutes per word give every lane 16 consecutive bytes (one 16-byte store, a quad
 //   writes 64 contiguous bytes); fp32 out (the graph output only): float2 pairs.  Channels
 //   out_c..out_stride-1 are written as zeros.
-// * Tiles and the default choice are conv_fp16_tma's (fewest waves x tile area / speed).
-// * The driver's tensor-map encoders are reached through cudaGetDriverEntryPointByVersion (no
-//   -lcuda), as tma_conv.cu does.
+// * Tiles and the default choice are conv_fp16_tma's (tma::kTileShapes' first four: fewest waves
+//   x tile area / speed), with twice the stages at KB 64.
+// * The tensor maps and the kernel images' checks are tma_encode.h's, as for conv_fp16_tma.
 #include <algorithm>
 #include <climits>
 #include <cstdint>
-#include <mutex>
+#include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "cnnrt/error.h"
 #include "kernels/cuda/conv/tma_encode.h"
@@ -49,16 +53,16 @@ namespace {
 using tma_s8_detail::TmaS8Params;
 using tma_s8_detail::TmaS8Tile;
 
-struct TileInfo {
-  int bm, bn, stages128, stages64;
-  double speed;  // conv_fp16_tma's lab throughput at batch 256 relative to the best tile
-  const char* name;
+// The shared tile shapes (tma_encode.h) with the stages of each k-tile row: KB 64 halves the
+// bytes of a stage, so twice the stages fill the same ring.
+struct TileInfo : tma::TileShape {
+  int stages128, stages64;
 };
 constexpr TileInfo kTiles[] = {
-    {128, 128, 7, 12, 0.78, "128x128"},
-    {128, 192, 5, 10, 1.0, "128x192"},
-    {128, 256, 4, 8, 1.0, "128x256"},
-    {256, 128, 4, 8, 0.95, "256x128"},
+    {tma::kTileShapes[0], 7, 12},
+    {tma::kTileShapes[1], 5, 10},
+    {tma::kTileShapes[2], 4, 8},
+    {tma::kTileShapes[3], 4, 8},
 };
 constexpr int kTileCount = sizeof(kTiles) / sizeof(kTiles[0]);
 
@@ -93,41 +97,38 @@ int stages_of(int tile, int kb) {
 }
 size_t smem_of(int tile, int kb) {
   const TileInfo& t = kTiles[tile];
-  return 1024 + size_t(stages_of(tile, kb)) * size_t(t.bm + t.bn) * kb;
+  return tma::ring_smem_bytes(t.bm, t.bn, stages_of(tile, kb), kb);
 }
 static_assert(TmaS8Tile<128, 128, 12, 64>::kSmem == 1024 + 12 * 256 * 64, "smem_of mirrors it");
 
+// The instances whose k-tile rows are one of `kbs` bytes, each with int8 and fp32 output.
+std::vector<tma::KernelImage> kernel_images(std::initializer_list<int> kbs) {
+  std::vector<tma::KernelImage> images;
+  for (int t = 0; t < kTileCount; ++t)
+    for (int kb : kbs)
+      for (bool f : {false, true})
+        images.push_back(
+            {reinterpret_cast<const void*>(kernel_of(t, kb, f)), kTiles[t].name, smem_of(t, kb)});
+  return images;
+}
 // setmaxnreg's budget holds only when every instance starts at exactly kEntryRegs registers.
 void check_register_counts() {
-  static std::once_flag once;
-  static std::string problem;
-  std::call_once(once, [] {
-    for (int t = 0; t < kTileCount; ++t)
-      for (int kb : {64, 128})
-        for (bool f : {false, true}) {
-          cudaFuncAttributes attr;
-          CNNRT_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel_of(t, kb, f)));
-          if (attr.numRegs != tma_detail::kEntryRegs)
-            problem = std::string("tile ") + kTiles[t].name + " starts at " +
-                      std::to_string(attr.numRegs) + " registers, setmaxnreg needs " +
-                      std::to_string(tma_detail::kEntryRegs);
-        }
-  });
+  static const std::string problem =
+      tma::register_problem(kernel_images({64, 128}), tma_detail::kEntryRegs);
   if (!problem.empty()) throw Error("conv_int8_tma: " + problem);
 }
 
 // The im2col box's upper corner along one axis: out positions exactly (design note).
 int upper_corner(int in, int out, int stride, int pad) { return (out - 1) * stride - in - pad + 1; }
-bool corner_ok(int v) { return v >= -128 && v <= 127; }
+using tma::corner_ok;
 int k_bytes_of(const S8Conv& conv) { return conv.in_stride % 128 == 0 ? 128 : 64; }
 
 }  // namespace
 
 bool tma_s8_serves(const S8Conv& c) {
-  if (c.groups != 1 || c.dil_h != 1 || c.dil_w != 1) return false;
+  if (!tma::conv_limits_ok(c.groups, c.dil_h, c.dil_w, c.kh, c.kw, c.stride_h, c.stride_w))
+    return false;
   if (c.in_stride <= 0 || c.in_stride % 64 != 0 || c.in_c > c.in_stride) return false;
-  if (c.kh < 1 || c.kh > 64 || c.kw < 1 || c.kw > 64) return false;
-  if (c.stride_h < 1 || c.stride_h > 8 || c.stride_w < 1 || c.stride_w > 8) return false;
   if (c.pad_h < 0 || c.pad_w < 0 || c.in_h < 1 || c.in_w < 1 || c.out_h < 1 || c.out_w < 1)
     return false;
   if (c.k_total != c.kh * c.kw * c.in_stride || c.k_pad < c.k_total || c.k_pad % 64 != 0)
@@ -156,11 +157,7 @@ class ConvS8TmaImpl {
 bool ConvS8Tma::device_supported() { return wgmma_s8_device_supported(); }
 
 const std::vector<std::string>& ConvS8Tma::tile_names() {
-  static const std::vector<std::string> names = [] {
-    std::vector<std::string> n;
-    for (const TileInfo& t : kTiles) n.push_back(t.name);
-    return n;
-  }();
+  static const std::vector<std::string> names = tma::tile_names_of(kTiles);
   return names;
 }
 
@@ -200,43 +197,27 @@ ConvS8Tma::ConvS8Tma(const S8Conv& conv) : impl_(std::make_unique<ConvS8TmaImpl>
   if (plan_only()) return;  // a described target: no maps, no attributes
 
   check_register_counts();
-  for (int t = 0; t < kTileCount; ++t)
-    for (bool f : {false, true})
-      CNNRT_CUDA_CHECK(cudaFuncSetAttribute(kernel_of(t, m.kb, f),
-                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(smem_of(t, m.kb))));
-  const CUtensorMapSwizzle swizzle =
-      m.kb == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
+  tma::opt_in_smem(kernel_images({m.kb}));
   const int heights[3] = {128, 192, 256};
-  for (int i = 0; i < 3; ++i) {
-    const cuuint64_t dims[2] = {cuuint64_t(conv.k_total), cuuint64_t(conv.out_c)};
-    const cuuint64_t strides[1] = {cuuint64_t(conv.k_pad)};
-    const cuuint32_t box[2] = {cuuint32_t(m.kb), cuuint32_t(heights[i])};
-    const cuuint32_t element_strides[2] = {1, 1};
-    tma::check_encode(
-        "conv_int8_tma",
-        tma::encode_tiled()(&m.w_maps[i], CU_TENSOR_MAP_DATA_TYPE_UINT8, 2,
-                            const_cast<int8_t*>(conv.weight), dims, strides, box, element_strides,
-                            CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
-                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
-        "cuTensorMapEncodeTiled (weight)");
-  }
+  for (int i = 0; i < 3; ++i)
+    tma::encode_weight_map("conv_int8_tma", &m.w_maps[i], CU_TENSOR_MAP_DATA_TYPE_UINT8,
+                           conv.weight, size_t(conv.k_total), size_t(conv.out_c),
+                           size_t(conv.k_pad), m.kb, heights[i], m.kb);
 }
 
 ConvS8Tma::~ConvS8Tma() = default;
 
 ConvS8TmaPlan ConvS8Tma::plan(int batch, int variant) const {
   const ConvS8TmaImpl& m = *impl_;
-  if (variant < 0 || variant >= kTileCount)
-    throw Error("conv_int8_tma: no tile " + std::to_string(variant));
+  tma::check_tile("conv_int8_tma", variant, kTileCount);
   const TileInfo& t = kTiles[variant];
   const long long rows = (long long)std::max(batch, 1) * m.conv.out_h * m.conv.out_w;
   ConvS8TmaPlan plan;
   plan.variant = variant;
   plan.name = std::string("tma_s8_") + t.name + "_k" + std::to_string(m.kb) + "_s" +
               std::to_string(stages_of(variant, m.kb));
-  plan.units = (rows + t.bm - 1) / t.bm * ((m.conv.out_c + t.bn - 1) / t.bn);
-  plan.ctas = int(std::min<long long>(plan.units, m.sms));
+  plan.units = tma::tile_units(rows, t.bm, m.conv.out_c, t.bn);
+  plan.ctas = tma::persistent_ctas(plan.units, m.sms);
   return plan;
 }
 
@@ -246,8 +227,7 @@ ConvS8TmaPlan ConvS8Tma::plan(int batch) const {
   double best_cost = 0;
   for (int t = 0; t < kTileCount; ++t) {
     const long long units = plan(batch, t).units;
-    const double waves = double((units + m.sms - 1) / m.sms);
-    const double cost = waves * kTiles[t].bm * kTiles[t].bn / kTiles[t].speed;
+    const double cost = tma::waves(units, m.sms) * kTiles[t].bm * kTiles[t].bn / kTiles[t].speed;
     if (t == 0 || cost < best_cost) {
       best = t;
       best_cost = cost;
@@ -262,22 +242,21 @@ ConvS8TmaInput ConvS8Tma::encode_input(const void* x, int batch) const {
   ConvS8TmaInput input;
   input.x = x;
   input.batch = batch;
-  const cuuint64_t dims[4] = {cuuint64_t(c.in_stride), cuuint64_t(c.in_w), cuuint64_t(c.in_h),
-                              cuuint64_t(std::max(batch, 1))};
-  const cuuint64_t strides[3] = {cuuint64_t(c.in_stride), cuuint64_t(c.in_w) * c.in_stride,
-                                 cuuint64_t(c.in_h) * c.in_w * c.in_stride};
-  const int lower[2] = {-c.pad_w, -c.pad_h};  // tensor-dimension order (W, H)
-  const int upper[2] = {upper_corner(c.in_w, c.out_w, c.stride_w, c.pad_w),
-                        upper_corner(c.in_h, c.out_h, c.stride_h, c.pad_h)};
-  const cuuint32_t element_strides[4] = {1, cuuint32_t(c.stride_w), cuuint32_t(c.stride_h), 1};
-  tma::check_encode(
-      "conv_int8_tma",
-      tma::encode_im2col()(&input.map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 4, const_cast<void*>(x), dims,
-                           strides, lower, upper, cuuint32_t(m.kb), 128, element_strides,
-                           CU_TENSOR_MAP_INTERLEAVE_NONE,
-                           m.kb == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B,
-                           CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
-      "cuTensorMapEncodeIm2col (input)");
+  // Corners in tensor-dimension order (W, H).
+  const tma::Im2colGeometry g = {CU_TENSOR_MAP_DATA_TYPE_UINT8,
+                                 1,
+                                 c.in_stride,
+                                 c.in_w,
+                                 c.in_h,
+                                 std::max(batch, 1),
+                                 {-c.pad_w, -c.pad_h},
+                                 {upper_corner(c.in_w, c.out_w, c.stride_w, c.pad_w),
+                                  upper_corner(c.in_h, c.out_h, c.stride_h, c.pad_h)},
+                                 c.stride_w,
+                                 c.stride_h,
+                                 m.kb,
+                                 m.kb};
+  input.map = tma::encode_im2col_map("conv_int8_tma", x, g);
   return input;
 }
 

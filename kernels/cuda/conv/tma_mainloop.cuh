@@ -1,0 +1,347 @@
+// The TMA-fed, warp-specialised, persistent implicit-GEMM conv mainloop of Hopper (sm_90a),
+// written once for every element type: conv_fp16_tma (tma_kernel.cuh) and conv_int8_tma
+// (tma_s8_kernel.cuh) are instances of tma_conv_mainloop with their own element traits and
+// epilogue; docs/kernels/conv_fp16_tma.md and conv_int8_tma.md have the measurements.
+//
+// DESIGN NOTE
+// * Why one template: the int8 kernel began as a copy of the fp16 loop (issue 9 item 2), and the
+//   two must not drift: the ring / mbarrier protocol, the register split and the scheduler are
+//   where a slip hangs the GPU, so they exist once.  What varies is what an element is, which the
+//   traits say, and what happens to the accumulators, which the epilogue type does.
+// * The loop: A (activations) arrive by TMA im2col loads (one box of 128 output pixels x one
+//   k-tile row per 128 rows of the tile; the filter tap (r, s) is the box's im2col offset {s, r}),
+//   B (the K-major [out_c][K] weight) by a TMA tiled load, both swizzled into a ring of STAGES
+//   stages guarded by full (1 arrival + the stage's tx bytes) and empty (one arrival per consumer
+//   warpgroup, of every CTA of a cluster) mbarriers.  384 threads: warpgroup 0 is the producer
+//   (setmaxnreg 40, one thread issues every TMA), warpgroups 1-2 the consumers (setmaxnreg 232:
+//   the accumulators of a 128 x 256 tile), each BM / 2 rows x BN, which only issue wgmma, keep one
+//   wgmma group in flight (wait_group 1, then release the previous stage) and run the epilogue
+//   from registers.  Persistent grid, static scheduler (unit += number of clusters), units
+//   ordered n fastest, so the producer loads the next tile while the consumers store this one.
+// * Element traits E (TmaDense<T, Acc, RowBytes> below: TmaF16, TmaS8<KB>): Acc, the accumulator
+//   type (float / int32); kRowBytes, the bytes of a k-tile row = the swizzle span (128, or 64 for
+//   int8 channel strides of 64 mod 128); kTileElems, the elements of that row (the TMA coordinate
+//   step along K: 64 halves, KB int8); mma_k_tile<BN, MI>(acc, a, b), the wgmma of one k-tile
+//   from the stage's A and B addresses (fp16 m64nNk16, int8 m64nNk32 .s32.s8.s8: both 32 bytes
+//   of K per instruction, so kRowBytes / 32 of them per m64 block, +32 bytes of descriptor each).
+// * Epilogue type Epi: first_row(p, m_blk), the first output pixel of M block m_blk (what the
+//   producer's im2col boxes start at: m_blk * BM, or a fused pool's tile table), and
+//   store<MI>(acc, p, unit), run by both consumer warpgroups once the unit's last wgmma has
+//   retired and its last stage is released (TmaUnit: the tile, this thread's place in it and the
+//   shared memory after the ring, which only a fused pool's staging uses).
+// * Parameters P: any struct with the GEMM geometry below (duck-typed, as wg_mainloop's): conv_h,
+//   conv_w, sh, sw, pad_top, pad_left, kw, c_blocks (channel stride / kTileElems), k_tiles
+//   (kh * kw * c_blocks), n_tiles, units.  The two families keep their own structs (their field
+//   order is the kernels' parameter layout, and the lab fills TmaConvParams by name).
+// * Register budget: 128 x 40 + 256 x 232 = 64512 <= 65536 only when the kernel starts at exactly
+//   168 registers per thread (launch bounds 384, 1); an inc that cannot be satisfied would hang,
+//   so each family's host code checks every image's count (tma::register_problem).
+// * A 2:4 sparse instance (wgmma.mma_async.sp; wgmma_sparse.cu does it with cp.async) would plug
+//   in through the traits, not a copy of this loop.  Only operand A of a sparse MMA may be 2:4, so
+//   the weights become A (M = out_c) and the im2col boxes B (N = pixels); it would need:
+//   - a role flag (kWeightsAreA): the producer issues the weight's tiled box into the A slot and
+//     the im2col boxes into B, and the stage sizes come from the traits (A rows hold the kept
+//     halves: 64 bytes, the 64-byte swizzle, per 128 bytes of dense K) instead of BM / BN x
+//     kRowBytes for both;
+//   - kMetaBytes: the 2-bit indices of the kept elements, packed at build time in the order the
+//     consumer threads read them (wgmma_sparse.cu's layout), brought by a third tiled TMA box into
+//     the stage and counted in the stage's expect_tx bytes;
+//   - mma_k_tile reading this thread's metadata words from the stage and issuing wgmma.sp with
+//     them; wgmma.sp reads the metadata register asynchronously, so with one group in flight the
+//     even and odd k-tiles need two register sets kept alive until their group retires;
+//   - the unit's pixel block on the N side: the producer's im2col coordinates (first_row and the
+//     per-128-row boxes) come from n0 instead of m_blk, the weight box from the channel block;
+//   - an epilogue that takes [channel][pixel] accumulators and transposes them through a staging
+//     tile (as wgmma_sparse.cu's does) before the family's write-out or fused pool.
+//   The ring, barriers, register split, persistent scheduler and tap walk stay as they are.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_fp16.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cuda/conv/ptx.cuh"
+#include "kernels/cuda/conv/tma_encode.h"
+
+namespace cnnrt::cuda::tma_detail {
+
+constexpr int kThreads = 384;  // producer warpgroup + 2 consumer warpgroups
+// setmaxnreg's split (design note); kEntryRegs is what the host checks every image against.
+constexpr int kProducerRegs = 40, kConsumerRegs = 232, kEntryRegs = 168;
+
+// The ring of element traits E: per stage BM A rows then BN B rows of kRowBytes each, 1024-byte
+// aligned (the swizzle atoms'), so the dynamic shared memory is 1024 bytes of slack + the ring.
+template <class E, int BM, int BN, int STAGES>
+struct TmaRing {
+  static constexpr uint32_t kA = BM * E::kRowBytes, kB = BN * E::kRowBytes, kStage = kA + kB;
+  static constexpr size_t kSmem = tma::ring_smem_bytes(BM, BN, STAGES, E::kRowBytes);
+  static constexpr int kMI = BM / 128;  // m64 blocks per consumer warpgroup
+};
+
+// One output tile as the consumer hands it to the epilogue.
+struct TmaUnit {
+  int m_blk, n0;        // M block (of BM rows, or a pooled tiling's tile) and first column
+  int cw, warp, lane;   // consumer warpgroup (0, 1: rows cw * BM / 2 ..), warp in it, lane
+  uint8_t* after_ring;  // dynamic shared memory past the ring (a fused pool's staging)
+};
+
+#ifdef CNNRT_WGMMA_DEVICE
+using namespace cnnrt::cuda::ptx;
+
+// K-major shared-memory descriptor of a swizzled row layout of RowBytes: 128 B (ptx::make_desc,
+// 8-row groups 1024 B apart) or 64 B (layout type 2, 8-row groups 512 B apart).
+template <int RowBytes>
+__device__ __forceinline__ uint64_t desc_of(uint32_t smem_addr) {
+  if constexpr (RowBytes == 128) {
+    return make_desc(smem_addr);
+  } else {
+    static_assert(RowBytes == 64, "k-tile rows of 64 or 128 bytes");
+    return uint64_t((smem_addr & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(512 >> 4) << 32) |
+           (uint64_t(2) << 62);
+  }
+}
+
+// The wgmma of element type T (one per output width BN, run(acc, desc_a, desc_b)): fp16
+// m64nNk16 .f32.f16.f16, int8 m64nNk32 .s32.s8.s8; both take 32 bytes of K per instruction.
+template <class T, int BN>
+struct DenseMma;
+template <int BN>
+struct DenseMma<__half, BN> : Mma<BN> {};
+template <int BN>
+struct DenseMma<int8_t, BN> : MmaS8<BN> {};
+
+// The wgmma of one dense k-tile: per 32 bytes of K, one instruction per m64 block (block i's A
+// rows start 64 * RowBytes further); the blocks inside so consecutive instructions share B.
+template <class MMA, int RowBytes, int MI, class Acc, int N>
+__device__ __forceinline__ void dense_k_tile(Acc (&acc)[MI][N], uint32_t a, uint32_t b) {
+#pragma unroll
+  for (int k = 0; k < RowBytes / 32; ++k)
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+      MMA::run(acc[i], desc_of<RowBytes>(a + i * 64 * RowBytes + k * 32),
+               desc_of<RowBytes>(b + k * 32));
+}
+#endif  // CNNRT_WGMMA_DEVICE
+
+// Dense element traits: elements of T, accumulators of AccT, k-tile rows of RowBytes (the swizzle
+// span), both operands K-major from the stage.
+template <class T, class AccT, int RowBytes>
+struct TmaDense {
+  using Acc = AccT;
+  static constexpr int kRowBytes = RowBytes, kTileElems = RowBytes / int(sizeof(T));
+#ifdef CNNRT_WGMMA_DEVICE
+  template <int BN, int MI>
+  static __device__ __forceinline__ void mma_k_tile(Acc (&acc)[MI][BN / 2], uint32_t a,
+                                                    uint32_t b) {
+    dense_k_tile<DenseMma<T, BN>, RowBytes>(acc, a, b);
+  }
+#endif
+};
+// fp16: 64 halves per 128-byte row, fp32 accumulators.
+using TmaF16 = TmaDense<__half, float, 128>;
+// int8: KB int8 per KB-byte row (KB 128 or 64: tma_s8.cu), int32 accumulators (exact and
+// order-free).
+template <int KB>
+using TmaS8 = TmaDense<int8_t, int, KB>;
+
+#ifdef CNNRT_WGMMA_DEVICE
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+// Arrive on the barrier at the same shared offset in CTA `cta` of the cluster.  CTA-scope
+// release (the default): with .release.cluster the multicast variants ran at half speed (a
+// cluster-scope fence per k-tile; docs/kernels/conv_fp16_tma.md).
+__device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar, uint32_t cta) {
+  asm volatile(
+      "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\n"
+      "mbarrier.arrive.shared::cluster.b64 _, [ra];\n}\n" ::"r"(bar),
+      "r"(cta)
+      : "memory");
+}
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, int c0, int c1,
+                                            uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
+__device__ __forceinline__ void tma_load_2d_mc(uint32_t dst, const CUtensorMap* map, int c0, int c1,
+                                               uint32_t bar, uint16_t mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
+      : "memory");
+}
+// 128 pixels x one k-tile row of channels starting at the output pixel whose tap-(0,0) input is
+// (w, h) of image n, shifted by the tap (off_w, off_h); zeros outside the bounding box / tensor.
+__device__ __forceinline__ void tma_load_im2col(uint32_t dst, const CUtensorMap* map, int c, int w,
+                                                int h, int n, uint16_t off_w, uint16_t off_h,
+                                                uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4, %5}], [%6], {%7, %8};\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c), "r"(w), "r"(h), "r"(n), "r"(bar), "h"(off_w),
+      "h"(off_h)
+      : "memory");
+}
+// 4x4 transpose of 32-bit words across the 4 lanes of a quad (two butterfly stages): lane q's
+// w[t] becomes lane t's former w[q].  Both epilogues use it so every lane stores 16 contiguous
+// bytes of a row (8 fp16 columns, or 16 int8 after two byte permutes).
+__device__ __forceinline__ void quad_transpose(uint32_t (&w)[4], int q) {
+#pragma unroll
+  for (int bit = 2; bit >= 1; bit >>= 1) {
+    const bool hi = (q & bit) != 0;
+#pragma unroll
+    for (int t = 0; t < 4; ++t) {
+      if (t & bit) continue;
+      const uint32_t recv = __shfl_xor_sync(0xffffffffu, hi ? w[t] : w[t | bit], bit);
+      if (hi)
+        w[t] = recv;
+      else
+        w[t | bit] = recv;
+    }
+  }
+}
+__device__ __forceinline__ void cluster_sync_all() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+
+// The whole kernel body: BM x BN tiles of element traits E, a ring of STAGES, clusters of CL CTAs
+// along M (each loads 1 / CL of the weight tile and multicasts it; the lab's variants, the
+// library runs CL 1), the epilogue Epi (design note).  Called by a __global__ function with
+// __launch_bounds__(kThreads, 1) and TmaRing::kSmem (+ the epilogue's staging) dynamic shared
+// memory.
+template <class E, int BM, int BN, int STAGES, int CL, class Epi, class P>
+__device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
+                                                  const CUtensorMap& tmap_w, const P& p) {
+  using C = TmaRing<E, BM, BN, STAGES>;
+  using Acc = typename E::Acc;
+  extern __shared__ __align__(1024) uint8_t smem_raw[];
+  __shared__ __align__(8) uint64_t full_bar[STAGES], empty_bar[STAGES];
+  const uint32_t ring = (smem_u32(smem_raw) + 1023u) & ~1023u;
+  const int wg = threadIdx.x / 128;
+  const uint32_t rank = CL > 1 ? cluster_rank() : 0;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbarrier_init(smem_u32(&full_bar[s]), 1);
+      mbarrier_init(smem_u32(&empty_bar[s]), 2 * CL);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  if (CL > 1)
+    cluster_sync_all();
+  else
+    __syncthreads();
+  const int first = blockIdx.x / CL, step = gridDim.x / CL;
+
+  if (wg == 0) {  // ---------------- producer warpgroup: one thread issues every TMA
+    setmaxnreg_dec<kProducerRegs>();
+    if (threadIdx.x == 0) {
+      int stage = 0;
+      uint32_t phase = 0;
+      const int pix = p.conv_h * p.conv_w;
+      for (int u = first; u < p.units; u += step) {
+        const int m_blk = (u / p.n_tiles) * CL + int(rank), n0 = (u % p.n_tiles) * BN;
+        const int m_first = Epi::first_row(p, m_blk);
+        int aw[C::kMI], ah[C::kMI], an[C::kMI];
+#pragma unroll
+        for (int i = 0; i < C::kMI; ++i) {
+          const int m = m_first + 128 * i, img = m / pix, rem = m - img * pix;
+          const int oy = rem / p.conv_w, ox = rem - oy * p.conv_w;
+          aw[i] = ox * p.sw - p.pad_left;
+          ah[i] = oy * p.sh - p.pad_top;
+          an[i] = img;
+        }
+        int cb = 0, r = 0, s = 0;  // the k-tile's channel block and tap, advanced incrementally
+        for (int kt = 0; kt < p.k_tiles; ++kt) {
+          mbarrier_wait_parity(smem_u32(&empty_bar[stage]), phase ^ 1);
+          const uint32_t fb = smem_u32(&full_bar[stage]);
+          mbar_expect_tx(fb, C::kStage);
+          const uint32_t a_dst = ring + stage * C::kStage, b_dst = a_dst + C::kA;
+#pragma unroll
+          for (int i = 0; i < C::kMI; ++i)
+            tma_load_im2col(a_dst + i * 128 * E::kRowBytes, &tmap_x, cb * E::kTileElems, aw[i],
+                            ah[i], an[i], uint16_t(s), uint16_t(r), fb);
+          if (CL == 1)
+            tma_load_2d(b_dst, &tmap_w, kt * E::kTileElems, n0, fb);
+          else
+            tma_load_2d_mc(b_dst + rank * (C::kB / CL), &tmap_w, kt * E::kTileElems,
+                           n0 + int(rank) * (BN / CL), fb, uint16_t((1u << CL) - 1));
+          if (++cb == p.c_blocks) {
+            cb = 0;
+            if (++s == p.kw) {
+              s = 0;
+              ++r;
+            }
+          }
+          if (++stage == STAGES) {
+            stage = 0;
+            phase ^= 1;
+          }
+        }
+      }
+    }
+  } else {  // ---------------- consumer warpgroups: wgmma, then the epilogue from registers
+    setmaxnreg_inc<kConsumerRegs>();
+    const int cw = wg - 1, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+    Acc acc[C::kMI][BN / 2];
+    int stage = 0;
+    uint32_t phase = 0;
+    auto release = [&](int st) {
+      if (threadIdx.x % 128 == 0) {
+        if (CL == 1)
+          mbarrier_arrive(smem_u32(&empty_bar[st]));
+        else
+          for (int c = 0; c < CL; ++c) mbar_arrive_cluster(smem_u32(&empty_bar[st]), uint32_t(c));
+      }
+    };
+    for (int u = first; u < p.units; u += step) {
+      const int m_blk = (u / p.n_tiles) * CL + int(rank), n0 = (u % p.n_tiles) * BN;
+#pragma unroll
+      for (int i = 0; i < C::kMI; ++i)
+#pragma unroll
+        for (int j = 0; j < BN / 2; ++j) acc[i][j] = Acc(0);
+      int prev = -1;
+      for (int kt = 0; kt < p.k_tiles; ++kt) {
+        mbarrier_wait_parity(smem_u32(&full_bar[stage]), phase);
+        const uint32_t a = ring + stage * C::kStage + cw * (BM / 2) * E::kRowBytes;
+        const uint32_t b = ring + stage * C::kStage + C::kA;
+#pragma unroll
+        for (int i = 0; i < C::kMI; ++i) fence_operands(acc[i]);
+        wgmma_fence();
+        E::template mma_k_tile<BN, C::kMI>(acc, a, b);
+        wgmma_commit();
+#pragma unroll
+        for (int i = 0; i < C::kMI; ++i) fence_operands(acc[i]);
+        wgmma_wait<1>();
+        if (prev >= 0) release(prev);
+        prev = stage;
+        if (++stage == STAGES) {
+          stage = 0;
+          phase ^= 1;
+        }
+      }
+      wgmma_wait<0>();
+#pragma unroll
+      for (int i = 0; i < C::kMI; ++i) fence_operands(acc[i]);
+      release(prev);
+      const TmaUnit unit{m_blk, n0,   cw,
+                         warp,  lane, smem_raw + (ring - smem_u32(smem_raw)) + STAGES * C::kStage};
+      Epi::store(acc, p, unit);
+    }
+  }
+  if (CL > 1) cluster_sync_all();  // no CTA leaves while its peer may still arrive on its barriers
+}
+#endif  // CNNRT_WGMMA_DEVICE
+
+}  // namespace cnnrt::cuda::tma_detail
