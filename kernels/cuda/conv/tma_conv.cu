@@ -344,6 +344,14 @@ ConvFp16Tma::ConvFp16Tma(const ConvShape& shape_in, const float* weight, const f
 
 ConvFp16Tma::~ConvFp16Tma() = default;
 
+namespace {
+// Modelled seconds of `plan` (units of tile `t`) for shape `s`: waves x tile time.
+double modelled_seconds(const ConvShape& s, const TileInfo& t, long long units, int sms) {
+  const double k = double(s.conv.kernel_h) * s.conv.kernel_w * s.in_c;
+  return tma::waves(units, sms) * 2.0 * t.bm * t.bn * k / (t.speed * kSmFlops);
+}
+}  // namespace
+
 ConvFp16TmaPlan ConvFp16Tma::plan(int batch, int variant) const {
   const ConvFp16TmaImpl& m = *impl_;
   tma::check_tile("conv_fp16_tma", variant, kTileCount);
@@ -362,16 +370,11 @@ ConvFp16TmaPlan ConvFp16Tma::plan(int batch, int variant) const {
     plan.units = tma::tile_units(rows, t.bm, m.shape.out_c, t.bn);
   }
   plan.ctas = tma::persistent_ctas(plan.units, m.sms);
+  // The model's time of this tile as pinned (a fused pool: its pooled instance), so the lab can
+  // set it beside the measured one; best_tile() re-derives it for the staged form's conv.
+  plan.estimated_us = 1e6 * modelled_seconds(m.shape, t, plan.units, m.sms);
   return plan;
 }
-
-namespace {
-// Modelled seconds of `plan` (units of tile `t`) for shape `s`: waves x tile time.
-double modelled_seconds(const ConvShape& s, const TileInfo& t, long long units, int sms) {
-  const double k = double(s.conv.kernel_h) * s.conv.kernel_w * s.in_c;
-  return tma::waves(units, sms) * 2.0 * t.bm * t.bn * k / (t.speed * kSmFlops);
-}
-}  // namespace
 
 // The fastest modelled tile: pooled = with its fused-pool instance, else among the unpooled
 // candidates (for a pooled shape: the staged form's conv into the pre-pool tensor).
