@@ -25,6 +25,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/conv/s2d_tile.h"
+
 namespace cnnrt::cuda {
 
 __host__ __device__ inline int padded16(int c) { return (c + 15) / 16 * 16; }
@@ -120,7 +122,11 @@ namespace cnnrt::cuda {
 // ceil(kh/s) x ceil(kw/s) over the blocks (weights rearranged alike on the host, zeros where
 // r >= kh), run by conv_s8_igemm.  The source is either the int8 NHWC/16 tensor or the fp32 NCHW
 // graph input, quantised here exactly as the conversion step would (`__fdiv_rn`, RNE, ±127):
-// the quantising first layer.
+// the quantising first layer.  From fp32 the tiled kernel of s2d_tile.cuh runs where it serves
+// the shape (`kernel` Auto; every shape conv_int8_s2d takes), a warp per run of blocks of one
+// block row with coalesced row loads and each value quantised once; the generic one (a thread
+// per 16-byte group, any shape, and the int8 source) otherwise or when `kernel` is Generic.
+// Same bits either way.  x: fp32 NCHW dense, or int8 NHWC/16; y: 16-byte aligned.
 struct S8SpaceToDepth {
   int c = 0, h = 0, w = 0;  // the source map
   int s = 1, pad_h = 0, pad_w = 0;
@@ -129,6 +135,6 @@ struct S8SpaceToDepth {
   float input_scale = 0;           // fp32 source: the quantisation scale
 };
 void space_to_depth_s8(const S8SpaceToDepth& s2d, const void* x, bool fp32_nchw_source, void* y,
-                       int batch, cudaStream_t stream);
+                       int batch, cudaStream_t stream, S2dKernel kernel = S2dKernel::Auto);
 
 }  // namespace cnnrt::cuda

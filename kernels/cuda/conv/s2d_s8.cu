@@ -1,15 +1,25 @@
 // The int8 space-to-depth rearrangement (design note in conv_s8.h, S8SpaceToDepth).
 //
-// One thread per 16-byte channel group of a block, blocks fastest: each thread writes one uint4,
-// and a warp's reads of one channel and tap are neighbouring pixels (coalesced); the gathers of
-// stride x stride pixels per block are absorbed by the L1/L2 —
-// the rearranged tensor is small (AlexNet at batch 256: 40 MB) next to the conv that reads it
-// kh/s · kw/s times.  From fp32 NCHW the value is quantised with the conversion step's exact
-// formula (convert.cu: __float2int_rn(__fdiv_rn(x, s)) clamped to ±127), so a conv that reads
-// the graph input directly gives the bits it would give behind a conversion step.
+// From fp32 NCHW (the graph input: the quantising first layer, AlexNet conv1) the tiled kernel of
+// s2d_tile.cuh runs wherever s2d_tile_plan serves the shape (block <= 32, a warp tile <= 8 KB:
+// every shape conv_int8_s2d accepts, s·s·C <= 64): coalesced row loads, each input value
+// quantised exactly once into a shared-memory image of the warp's tile, 16-byte contiguous
+// stores.  Values are quantised to the conversion step's exact bits (convert.cu:
+// __float2int_rn(__fdiv_rn(x, s)) clamped to ±127; the generic kernel with that formula, the
+// tiled one with a reciprocal multiply that falls back to it wherever it could differ:
+// s2d_quantise.cuh has the proof), so a conv that reads the graph input directly gives the bits
+// it would give behind a conversion step.
+//
+// The generic kernel below serves the int8 NHWC/16 source and the shapes the tiled kernel does
+// not: one thread per 16-byte channel group of a block, blocks fastest, each byte with its own
+// (tap, channel) index math and a scattered load; a warp's reads of one channel and tap are
+// neighbouring pixels, merged by L1/L2.  Instruction-bound on the fp32 source (hence the tiled
+// kernel there), and with 16 bytes per thread a batch-1 AlexNet launch gets only 39 CTAs.
 #include <algorithm>
 
 #include "kernels/cuda/conv/conv_s8.h"
+#include "kernels/cuda/conv/s2d_quantise.cuh"
+#include "kernels/cuda/conv/s2d_tile.cuh"
 #include "kernels/cuda/cuda_check.h"
 
 namespace cnnrt::cuda {
@@ -29,8 +39,7 @@ __device__ __forceinline__ int8_t s2d_value(const S8SpaceToDepth& p, const void*
   if constexpr (kFp32Source) {
     const float v =
         static_cast<const float*>(x)[((n * p.c + c) * p.h + iy) * static_cast<int64_t>(p.w) + ix];
-    const int q = __float2int_rn(__fdiv_rn(v, p.input_scale));
-    return static_cast<int8_t>(q < -127 ? -127 : (q > 127 ? 127 : q));
+    return s2d_quantise::quantise_exact(v, p.input_scale);
   } else {
     return static_cast<const int8_t*>(
         x)[((n * p.h + iy) * static_cast<int64_t>(p.w) + ix) * in_stride + c];
@@ -69,10 +78,30 @@ __global__ void space_to_depth_kernel(const S8SpaceToDepth p, const void* __rest
 }  // namespace
 
 void space_to_depth_s8(const S8SpaceToDepth& s2d, const void* x, bool fp32_nchw_source, void* y,
-                       int batch, cudaStream_t stream) {
+                       int batch, cudaStream_t stream, S2dKernel kernel) {
   const int64_t total =
       static_cast<int64_t>(batch) * s2d.blocks_h * s2d.blocks_w * (s2d.out_stride / 16);
   if (total <= 0) return;
+  if (fp32_nchw_source && kernel == S2dKernel::Auto) {
+    S2dTileShape shape;
+    shape.c = s2d.c;
+    shape.h = s2d.h;
+    shape.w = s2d.w;
+    shape.block = s2d.s;
+    shape.pad_h = s2d.pad_h;
+    shape.pad_w = s2d.pad_w;
+    shape.out_h = s2d.blocks_h;
+    shape.out_w = s2d.blocks_w;
+    shape.out_stride = s2d.out_stride;
+    shape.out_bytes = 1;
+    const S2dTilePlan plan = s2d_tile_plan(shape, batch, reinterpret_cast<uintptr_t>(x));
+    if (plan.tiled) {
+      const s2d_quantise::QuantiseByReciprocal quantise{
+          s2d.input_scale, s2d_quantise::filter_reciprocal(s2d.input_scale)};
+      s2d_tile::launch(static_cast<const float*>(x), y, shape, plan, quantise, stream);
+      return;
+    }
+  }
   const int blocks =
       static_cast<int>(std::min<int64_t>((total + kThreads - 1) / kThreads, kMaxBlocks));
   auto* out = static_cast<uint4*>(y);

@@ -2,23 +2,26 @@
 // the host-side conv rewrite; see space_to_depth.h for the math and
 // docs/kernels/space_to_depth.md for why and how fast.
 //
-// Kernel shape: one thread per 8-channel chunk of one output pixel, chunks of a pixel on
-// adjacent threads, so a warp writes 512 contiguous bytes with 16-byte stores (the write side is
-// the larger stream: conv1's x' has 48 channels per 4×4 block vs 3 real of 8 per input pixel).
-// The 8 source values come from up to 8 pixels of one s×s block, read with 2-byte loads; a warp's
-// loads fall into the same few 32-byte sectors (neighbouring blocks are neighbouring pixels), so
-// L1/L2 serve the repeats and DRAM sees each input sector about once.  The (tap, channel)
-// decomposition of the chunk's first channel costs two divisions per thread; the 8 lanes then
-// advance it by increments.  Pure bandwidth: no shared memory, grid-stride loop over all chunks.
-// The NCHW fp32 form (graph input read directly, no separate layout pass) is the same kernel
-// with another load: 4-byte loads from C planes; a warp's sources are a few short row segments
-// per plane, again merged by L1/L2, and every input byte is read from DRAM about once.
+// From NCHW fp32 (the graph input, AlexNet conv1's case) the tiled kernel of s2d_tile.cuh runs
+// wherever s2d_tile_plan serves the shape (block <= 32, a warp tile <= 8 KB: every conv the entry
+// accepts): a warp per run of consecutive blocks of one block row, coalesced row loads, each
+// value rounded once into a shared-memory image of the tile, 16-byte contiguous stores.
+//
+// The generic kernel below serves the NHWC fp16 source and the shapes the tiled one does not:
+// one thread per 8-channel chunk of one output pixel, chunks of a pixel on adjacent threads, so a
+// warp writes 512 contiguous bytes with 16-byte stores.  The 8 source values come from up to 8
+// pixels of one s×s block, read with 2-byte (NHWC fp16) or 4-byte (NCHW fp32) loads that L1/L2
+// merge (a warp's sources are a few neighbouring pixels); the (tap, channel) decomposition of the
+// chunk's first channel costs two divisions per thread, the 8 lanes then advance it by
+// increments.  It is instruction-bound on the fp32 source (8 loads, bounds checks and
+// conversions per 16 bytes written), hence the tiled kernel there.
 #include <cuda_fp16.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <string>
 
+#include "kernels/cuda/conv/s2d_tile.cuh"
 #include "kernels/cuda/conv/space_to_depth.h"
 #include "kernels/cuda/cuda_check.h"
 
@@ -97,6 +100,30 @@ __global__ void space_to_depth_kernel(Source source, uint4* __restrict__ y, Spac
   }
 }
 
+// The tiled kernel's conversion: the same rounding as NchwFp32Source's.
+struct RoundToHalf {
+  using Bits = uint16_t;
+  static constexpr bool kMayDefer = false;
+  __device__ __forceinline__ Bits operator()(float v, uint32_t&, uint32_t) const {
+    return __half_as_ushort(__float2half_rn(v));
+  }
+};
+
+S2dTileShape tile_shape(const SpaceToDepthShape& shape) {
+  S2dTileShape t;
+  t.c = shape.in_c;
+  t.h = shape.in_h;
+  t.w = shape.in_w;
+  t.block = shape.block;
+  t.pad_h = shape.pad_h;
+  t.pad_w = shape.pad_w;
+  t.out_h = shape.out_h;
+  t.out_w = shape.out_w;
+  t.out_stride = shape.out_c_stride();
+  t.out_bytes = sizeof(__half);
+  return t;
+}
+
 int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
 }  // namespace
@@ -154,9 +181,16 @@ void space_to_depth_fp16(const void* x, void* y, const SpaceToDepthShape& shape,
 }
 
 void space_to_depth_nchw_fp32(const float* x, void* y, const SpaceToDepthShape& shape, int batch,
-                              cudaStream_t stream) {
+                              cudaStream_t stream, S2dKernel kernel) {
   if (!check_launch(x, y, shape, batch)) return;
-  launch(NchwFp32Source{x}, y, shape, batch, stream);
+  const S2dTileShape tiled = tile_shape(shape);
+  const S2dTilePlan plan = kernel == S2dKernel::Auto
+                               ? s2d_tile_plan(tiled, batch, reinterpret_cast<uintptr_t>(x))
+                               : S2dTilePlan{};
+  if (plan.tiled)
+    s2d_tile::launch(x, y, tiled, plan, RoundToHalf{}, stream);
+  else
+    launch(NchwFp32Source{x}, y, shape, batch, stream);
 }
 
 std::optional<SpaceToDepthConv> space_to_depth_conv(const ConvShape& shape) {

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "kernels/cuda/conv/igemm.h"
+#include "kernels/cuda/conv/s2d_tile.h"
 
 namespace cnnrt::cuda {
 
@@ -55,9 +56,12 @@ void space_to_depth_fp16(const void* x, void* y, const SpaceToDepthShape& shape,
 // fp32 (NCHW, dense), each value rounded to fp16 to nearest-even as nchw_fp32_to_nhwc_fp16
 // rounds, so the result is bit-identical to that conversion followed by space_to_depth_fp16 —
 // minus one launch and the padded fp16 copy of the input written and read back.  Same checks,
-// same single capturable launch.
+// same single capturable launch.  `kernel`: Auto runs the tiled kernel (s2d_tile.h) where it
+// serves the shape (block <= 32 and a warp tile of at most 8 KB: with in_c <= 4, as
+// conv_fp16_s2d accepts, every block <= 32) and the generic one elsewhere; Generic forces the
+// latter.  Both give the same bits.
 void space_to_depth_nchw_fp32(const float* x, void* y, const SpaceToDepthShape& shape, int batch,
-                              cudaStream_t stream);
+                              cudaStream_t stream, S2dKernel kernel = S2dKernel::Auto);
 
 // A conv expressed as rearrangement + stride-1 conv.
 struct SpaceToDepthConv {
