@@ -42,6 +42,7 @@
 #include <map>
 #include <string>
 #include <tuple>
+#include <type_traits>
 
 #include "cnnrt/error.h"
 #include "kernels/cuda/cuda_check.h"
@@ -128,11 +129,14 @@ __device__ __forceinline__ void gemv_round(const uint4* w_rows, const uint4* x, 
 // Block: kGemvBlockWarps warps = (kGemvBlockWarps / split) row groups × split K slices; group g
 // owns rows [row0, row0 + kRows).  rows (a multiple of 8) is a multiple of kRows ∈ {1, 2, 4},
 // so a row group is wholly inside or wholly past the matrix.  Every warp reaches the barrier.
-template <int kBatch>
+// Out: __half (a padded fp16 vector of rows values per sample, y_stride == rows) or float (the
+// graph output as fp32 [batch, y_stride], y_stride = the real out features: the rows past it,
+// padding, are not written).
+template <int kBatch, typename Out>
 __global__ void __launch_bounds__(kGemvBlockWarps * 32)
     gemv_kernel(const uint4* __restrict__ weight, const float* __restrict__ bias,
-                const uint4* __restrict__ x, __half* __restrict__ y, int rows, int k_vectors,
-                int split, bool relu) {
+                const uint4* __restrict__ x, Out* __restrict__ y, int rows, int y_stride,
+                int k_vectors, int split, bool relu) {
   constexpr int kRows = gemv_rows_per_warp(kBatch);
   constexpr int kUnroll = gemv_unroll(kRows);
   constexpr int kOutputs = kRows * kBatch;  // ≤ 32: one lane per (row, sample) below
@@ -169,23 +173,27 @@ __global__ void __launch_bounds__(kGemvBlockWarps * 32)
   if (t >= groups * kOutputs) return;
   const int group = t / kOutputs, i = t % kOutputs;
   const int row = (blockIdx.x * groups + group) * kRows + i / kBatch;
-  if (row >= rows) return;
+  if (row >= rows || row >= y_stride) return;
   float out = bias[row];
   for (int s = 0; s < split; ++s) out += partial[group * split + s][i];
   if (relu) out = (out > 0.0f || out != out) ? out : 0.0f;  // keeps NaN (a NaN input must show)
-  y[static_cast<int64_t>(i % kBatch) * rows + row] = __float2half_rn(out);
+  Out* const at = y + static_cast<int64_t>(i % kBatch) * y_stride + row;
+  if constexpr (std::is_same_v<Out, float>)
+    *at = out;
+  else
+    *at = __float2half_rn(out);
 }
 
-template <int kBatch>
-void launch_gemv(const GemmWeights& wts, bool relu, const void* x, void* y, int split,
+template <int kBatch, typename Out>
+void launch_gemv(const GemmWeights& wts, bool relu, const void* x, void* y, int y_stride, int split,
                  cudaStream_t stream) {
   constexpr int kRows = gemv_rows_per_warp(kBatch);
   const int rows = wts.rows_pad();
   const int rows_per_block = kGemvBlockWarps / split * kRows;
   const int blocks = (rows + rows_per_block - 1) / rows_per_block;
-  gemv_kernel<kBatch><<<blocks, kGemvBlockWarps * 32, 0, stream>>>(
+  gemv_kernel<kBatch, Out><<<blocks, kGemvBlockWarps * 32, 0, stream>>>(
       static_cast<const uint4*>(wts.weight()), wts.bias_fp32(), static_cast<const uint4*>(x),
-      static_cast<__half*>(y), rows, wts.cols_pad() / 8, split, relu);
+      static_cast<Out*>(y), rows, y_stride, wts.cols_pad() / 8, split, relu);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 
@@ -203,17 +211,25 @@ int gemv_choose_split(int rows_pad, int cols_pad, int batch, int sm_count) {
   return split;
 }
 
-void gemv_fp16(const GemmWeights& weights, bool relu, const void* x, void* y, int64_t batch,
-               cudaStream_t stream, int split) {
-  if (x == y) throw Error("gemv_fp16: input and output must not alias");
+namespace {
+
+// Both output forms: y_stride values per sample of type Out (see gemv_kernel).
+template <typename Out>
+void gemv_passes(const GemmWeights& weights, bool relu, const void* x, void* y, int64_t batch,
+                 int y_stride, cudaStream_t stream, int split, const char* what) {
+  if (x == y) throw Error(std::string(what) + ": input and output must not alias");
   if (split != 0 && split != 1 && split != 2 && split != 4 && split != 8)
-    throw Error("gemv_fp16: split must be 0 (auto), 1, 2, 4 or 8, got " + std::to_string(split));
+    throw Error(std::string(what) + ": split must be 0 (auto), 1, 2, 4 or 8, got " +
+                std::to_string(split));
+  if (y_stride < 1 || y_stride > weights.rows_pad())
+    throw Error(std::string(what) + ": " + std::to_string(y_stride) +
+                " outputs per sample, the weight has " + std::to_string(weights.rows_pad()));
   if (batch <= 0) return;
   const int sm_count = split == 0 ? current_sm_count() : 0;
   const auto* x_bytes = static_cast<const char*>(x);
   auto* y_bytes = static_cast<char*>(y);
   const size_t x_row = static_cast<size_t>(weights.cols_pad()) * sizeof(__half);
-  const size_t y_row = static_cast<size_t>(weights.rows_pad()) * sizeof(__half);
+  const size_t y_row = static_cast<size_t>(y_stride) * sizeof(Out);
   for (int64_t done = 0; done < batch; done += kGemvMaxBatch) {
     const int chunk = static_cast<int>(std::min<int64_t>(kGemvMaxBatch, batch - done));
     const int s = split != 0
@@ -223,31 +239,43 @@ void gemv_fp16(const GemmWeights& weights, bool relu, const void* x, void* y, in
     void* yc = y_bytes + done * y_row;
     switch (chunk) {
       case 1:
-        launch_gemv<1>(weights, relu, xc, yc, s, stream);
+        launch_gemv<1, Out>(weights, relu, xc, yc, y_stride, s, stream);
         break;
       case 2:
-        launch_gemv<2>(weights, relu, xc, yc, s, stream);
+        launch_gemv<2, Out>(weights, relu, xc, yc, y_stride, s, stream);
         break;
       case 3:
-        launch_gemv<3>(weights, relu, xc, yc, s, stream);
+        launch_gemv<3, Out>(weights, relu, xc, yc, y_stride, s, stream);
         break;
       case 4:
-        launch_gemv<4>(weights, relu, xc, yc, s, stream);
+        launch_gemv<4, Out>(weights, relu, xc, yc, y_stride, s, stream);
         break;
       case 5:
-        launch_gemv<5>(weights, relu, xc, yc, s, stream);
+        launch_gemv<5, Out>(weights, relu, xc, yc, y_stride, s, stream);
         break;
       case 6:
-        launch_gemv<6>(weights, relu, xc, yc, s, stream);
+        launch_gemv<6, Out>(weights, relu, xc, yc, y_stride, s, stream);
         break;
       case 7:
-        launch_gemv<7>(weights, relu, xc, yc, s, stream);
+        launch_gemv<7, Out>(weights, relu, xc, yc, y_stride, s, stream);
         break;
       default:
-        launch_gemv<8>(weights, relu, xc, yc, s, stream);
+        launch_gemv<8, Out>(weights, relu, xc, yc, y_stride, s, stream);
         break;
     }
   }
+}
+
+}  // namespace
+
+void gemv_fp16(const GemmWeights& weights, bool relu, const void* x, void* y, int64_t batch,
+               cudaStream_t stream, int split) {
+  gemv_passes<__half>(weights, relu, x, y, batch, weights.rows_pad(), stream, split, "gemv_fp16");
+}
+
+void gemv_fp16_to_fp32(const GemmWeights& weights, bool relu, const void* x, float* y,
+                       int64_t batch, int out_features, cudaStream_t stream, int split) {
+  gemv_passes<float>(weights, relu, x, y, batch, out_features, stream, split, "gemv_fp16_to_fp32");
 }
 
 // --- cuBLASLt ----------------------------------------------------------------------------------

@@ -53,6 +53,12 @@ constexpr int kGemvMaxBatch = 8;
 void gemv_fp16(const GemmWeights& weights, bool relu, const void* x, void* y, int64_t batch,
                cudaStream_t stream, int split = 0);
 
+// The same product written as the graph output: y [batch, out_features] fp32 (dense, the rows of
+// the padded weight past out_features not written), so a network's last linear layer needs no
+// conversion pass after it.  Same split rule and errors; out_features in 1..rows_pad.
+void gemv_fp16_to_fp32(const GemmWeights& weights, bool relu, const void* x, float* y,
+                       int64_t batch, int out_features, cudaStream_t stream, int split = 0);
+
 // The split the GEMV uses for one pass of `batch` (1..kGemvMaxBatch) vectors over a
 // [rows_pad][cols_pad] weight on `sm_count` SMs: the smallest power of two ≤ 8 that gives the
 // grid enough warps to keep DRAM busy, never more than the row has 512-byte chunks.

@@ -8,10 +8,15 @@
 // layout in fp32 with linear_weights_of): fp16, padded to multiples of 8, and —
 // when the input is an NHWC flatten of [C, H, W] — with its columns permuted to the flatten's
 // (h, w, c) order (cuda_registry.h).  They implement a ReLU epilogue or none, and refuse others.
+// The graph's output layer (e.g. AlexNet's fc8) writes the fp32 [batch, features] result itself:
+// the GEMV stores fp32 (gemv_fp16_to_fp32), the GEMM stores fp16 into its workspace and converts
+// from there (the conversion step the builder would otherwise add, moved inside), so the
+// network ends without a separate conversion launch at the batches where latency matters.
 #include <memory>
 #include <mutex>
 #include <string>
 
+#include "kernels/cuda/layout.h"
 #include "kernels/cuda/linear_fp16.h"
 #include "runtime/cuda/cuda_registry.h"
 
@@ -23,9 +28,18 @@ enum class LinearMode { Auto, Gemm, Gemv };
 class LinearFp16Kernel final : public Fp16Kernel {
  public:
   // `weights`: packed once per layer for the three entries within a family (prepared_once).
-  LinearFp16Kernel(std::shared_ptr<const GemmWeights> weights, bool relu, LinearMode mode)
-      : weights_(std::move(weights)), relu_(relu), mode_(mode) {
+  // float_output: the layer is the graph output, written as fp32 [batch, out_features].
+  LinearFp16Kernel(std::shared_ptr<const GemmWeights> weights, bool relu, LinearMode mode,
+                   bool float_output, int out_features)
+      : weights_(std::move(weights)),
+        relu_(relu),
+        mode_(mode),
+        float_output_(float_output),
+        out_features_(out_features) {
     if (mode_ == LinearMode::Gemm) gemm();
+  }
+  TensorType output_type() const override {
+    return float_output_ ? fp32_nchw() : Fp16Kernel::output_type();
   }
 
   // The batch decides GEMV (weights streamed once, batch <= kGemvMaxBatch) or cuBLASLt.
@@ -35,7 +49,7 @@ class LinearFp16Kernel final : public Fp16Kernel {
     KernelPlan plan;
     plan.variant = gemv ? kGemv : kGemm;
     plan.variant_name = gemv ? "gemv" : "cublaslt";
-    plan.workspace_bytes = gemv ? 0 : LtGemm::kWorkspaceBytes;
+    plan.workspace_bytes = gemv ? 0 : LtGemm::kWorkspaceBytes + staged_bytes(info.batch);
     // cuBLASLt's layouts and algorithm for this batch, once per context; arena tensors are
     // 256-byte aligned.
     if (!gemv) plan.state = gemm().plan(info.batch, 256);
@@ -44,20 +58,39 @@ class LinearFp16Kernel final : public Fp16Kernel {
   void run(const KernelArgs& args) override {
     auto stream = static_cast<cudaStream_t>(args.stream);
     if (args.variant == kGemv) {
-      gemv_fp16(*weights_, relu_, args.inputs.at(0), args.output, args.batch, stream);
-    } else {
-      if (args.state == nullptr) throw Error("linear_fp16: cuBLASLt run without a prepared plan");
-      gemm_->run(*static_cast<const LtGemm::Plan*>(args.state), args.inputs.at(0), args.output,
-                 args.workspace, stream);
+      if (float_output_)
+        gemv_fp16_to_fp32(*weights_, relu_, args.inputs.at(0), static_cast<float*>(args.output),
+                          args.batch, out_features_, stream);
+      else
+        gemv_fp16(*weights_, relu_, args.inputs.at(0), args.output, args.batch, stream);
+      return;
     }
+    if (args.state == nullptr) throw Error("linear_fp16: cuBLASLt run without a prepared plan");
+    const auto& plan = *static_cast<const LtGemm::Plan*>(args.state);
+    if (!float_output_) {
+      gemm_->run(plan, args.inputs.at(0), args.output, args.workspace, stream);
+      return;
+    }
+    // [cuBLASLt's workspace | the fp16 result], then fp16 -> fp32 without the padding lanes.
+    char* staged = static_cast<char*>(args.workspace) + LtGemm::kWorkspaceBytes;
+    gemm_->run(plan, args.inputs.at(0), staged, args.workspace, stream);
+    padded_rows_fp16_to_fp32(staged, static_cast<float*>(args.output), args.batch, out_features_,
+                             stream);
   }
   size_t weight_bytes() const override { return weights_->bytes(); }
 
  private:
   static constexpr int kGemm = 0, kGemv = 1;
+  // The GEMM's fp16 result before the fp32 conversion (graph output only; 256-byte aligned).
+  size_t staged_bytes(int batch) const {
+    if (!float_output_) return 0;
+    return (size_t(batch) * weights_->rows_pad() * sizeof(uint16_t) + 255) / 256 * 256;
+  }
   std::shared_ptr<const GemmWeights> weights_;  // shared with the layer's other fp16 entries
   bool relu_;
   LinearMode mode_;
+  bool float_output_;
+  int out_features_;
   // cuBLASLt's GEMM, made by the first prepare() of a GEMM batch (the Gemm mode: at creation): an
   // engine only ever run at GEMV batches never loads cuBLASLt (kernels/cuda/cublaslt_loader.cpp:
   // ~0.1 s of a process's start).
@@ -81,8 +114,9 @@ std::unique_ptr<LayerKernel> create_linear(const KernelBuildContext& context, Li
   try {
     std::shared_ptr<const GemmWeights> weights = prepared_once<GemmWeights>(
         context, "linear_fp16 weights", [&] { return std::make_shared<const GemmWeights>(refs); });
-    return std::make_unique<LinearFp16Kernel>(std::move(weights),
-                                              context.node.activation == Activation::Relu, mode);
+    return std::make_unique<LinearFp16Kernel>(
+        std::move(weights), context.node.activation == Activation::Relu, mode,
+        context.node.name == context.graph.output, refs.out_features);
   } catch (const Error& error) {
     throw_error(node_site(context), error.what());
   }

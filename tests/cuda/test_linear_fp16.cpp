@@ -7,6 +7,7 @@
 // refuse and the column permutation of the packing.  Inputs and weights are rounded to fp16
 // before the reference sees them; tolerance: the fp16 one of harness/tolerance.h (relative L2);
 // outputs start as NaN bytes and padded output features must come out exactly zero.
+#include <cstring>
 #include <random>
 
 #include "fp16_test_util.h"
@@ -151,6 +152,71 @@ TEST(LinearFp16, GemvEverySplitOddShapesAndBatches) {
         EXPECT_EQ(bad_padding, 0);
       }
   }
+}
+
+// gemv_fp16_to_fp32: the graph-output form writes exactly [batch, rows] fp32 (rows not a
+// multiple of 8, so the padded rows of the weight must not be written: the bytes after the last
+// value keep their 0xFF fill), every split, batch 1..8, against the same CPU reference.
+TEST(LinearFp16, GemvToFp32WritesTheDenseOutputOnly) {
+  CNNRT_REQUIRE_CUDA_DEVICE();
+  struct GemvShape {
+    int rows, k;
+  };
+  const GemvShape shapes[] = {{37, 4104}, {1, 72}, {1001, 9216}};
+  uint32_t seed = 650;
+  for (const GemvShape& shape : shapes) {
+    ++seed;
+    const bool relu = seed % 2 == 0;
+    std::mt19937 rng(seed);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(shape.k));
+    const auto weight =
+        test::random_fp16_values(static_cast<size_t>(shape.rows) * shape.k, rng, -scale, scale);
+    const auto bias = test::random_fp16_values(shape.rows, rng);
+    const auto x =
+        test::random_fp16_values(static_cast<size_t>(cuda::kGemvMaxBatch) * shape.k, rng);
+    std::vector<float> expected(static_cast<size_t>(cuda::kGemvMaxBatch) * shape.rows);
+    ref::linear(x.data(), cuda::kGemvMaxBatch, shape.k, weight.data(), bias.data(), shape.rows,
+                expected.data());
+    if (relu) ref::relu(expected.data(), static_cast<int64_t>(expected.size()), expected.data());
+    const cuda::GemmWeights weights(
+        cuda::pack_linear_weights(weight.data(), bias.data(), shape.rows, shape.k, Shape{}));
+    const LinearCase lc{shape.k, shape.rows, true, relu, {}};
+    DeviceMem input(gpu_input(x, cuda::kGemvMaxBatch, lc));
+    constexpr size_t kGuard = 64;  // floats after the output that must stay untouched
+    for (int batch = 1; batch <= cuda::kGemvMaxBatch; ++batch)
+      for (int split : {0, 1, 4, 8}) {
+        const size_t count = static_cast<size_t>(batch) * shape.rows;
+        DeviceMem output((count + kGuard) * sizeof(float));
+        cuda::gemv_fp16_to_fp32(weights, relu, input.get(), static_cast<float*>(output.get()),
+                                batch, shape.rows, nullptr, split);
+        CNNRT_CUDA_CHECK(cudaDeviceSynchronize());
+        std::vector<float> got(count + kGuard);
+        CNNRT_CUDA_CHECK(cudaMemcpy(got.data(), output.get(), got.size() * sizeof(float),
+                                    cudaMemcpyDeviceToHost));
+        SCOPED_TRACE("rows=" + std::to_string(shape.rows) + " k=" + std::to_string(shape.k) +
+                     " batch=" + std::to_string(batch) + " split=" + std::to_string(split));
+        const std::vector<float> want(expected.begin(), expected.begin() + count);
+        EXPECT_LE(test::rel_l2(std::vector<float>(got.begin(), got.begin() + count), want),
+                  kTolerance);
+        int64_t touched = 0;
+        for (size_t i = count; i < got.size(); ++i) {
+          uint32_t bits;
+          std::memcpy(&bits, &got[i], sizeof(bits));
+          touched += bits != 0xFFFFFFFFu;
+        }
+        EXPECT_EQ(touched, 0) << "values written past [batch, rows]";
+      }
+  }
+  // out_features outside 1..rows_pad is refused.
+  std::mt19937 rng(1);
+  const auto small_weight = test::random_fp16_values(16 * 24, rng);
+  const cuda::GemmWeights small(
+      cuda::pack_linear_weights(small_weight.data(), nullptr, 16, 24, Shape{}));
+  DeviceMem in(24 * 2), out(64 * sizeof(float));
+  for (int features : {0, 17})
+    EXPECT_THROW(cuda::gemv_fp16_to_fp32(small, false, in.get(), static_cast<float*>(out.get()), 1,
+                                         features, nullptr),
+                 Error);
 }
 
 TEST(LinearFp16, GemvRejectsInvalidSplitAndAliasing) {

@@ -218,6 +218,23 @@ TEST(MixedPrecisionGpu, BranchesJoinAcrossPrecisions) {
   }
 }
 
+// The network's last layer, an fp16 linear, writes the fp32 output itself: no conversion step
+// after it, at a GEMV batch and at a cuBLASLt one, and the same result as the CPU engine.
+TEST(MixedPrecisionGpu, LastLinearWritesTheFp32OutputItself) {
+  SKIP_WITHOUT_GPU();
+  Graph graph = load_model(std::string(CNNRT_SOURCE_DIR) + "/models/alexnet.yaml");
+  bind_random_weights(graph, 11);
+  const auto engine = build(graph, Device::CUDA);
+  EXPECT_EQ(engine->impl().output_tensor, "fc8");
+  EXPECT_EQ(engine->impl().steps.back().name, "fc8");
+  EXPECT_EQ(engine->impl().steps.back().kernel_name, "linear_fp16");
+  const auto cpu = build(graph, Device::CPU);
+  for (int batch : {1, 9}) {  // the GEMV, then cuBLASLt (batch > kGemvMaxBatch)
+    expect_tensors_sized_from_their_types(*engine, batch);
+    EXPECT_LE(rel_l2(run(*engine, batch), run(*cpu, batch)), 1e-2) << "batch " << batch;
+  }
+}
+
 // `--precision fp32` on CUDA: every layer in the fp32 family, the GPU's own fp32 reference.
 void expect_all_fp32_matches_cpu(const Graph& graph, int batch) {
   const auto engine = build(graph, Device::CUDA, Precision::FP32);
