@@ -21,7 +21,12 @@
 // it serves (fused with the pool where the layer has one) and the staged pool form, at batch 1,
 // 64 and 256, each row with the cost model's time next to the measured one (tma_conv.cu's
 // model), "*" on the model's pick, and per layer and batch a line saying whether the pick was
-// the fastest measured and what picking by the model cost.
+// the fastest measured and what picking by the model cost.  conv1 (3 channels) runs as
+// conv_fp16_s2d's TMA form does: its space-to-depth rewrite at a 64-channel stride (57x57x64,
+// 3x3, K = 576; the rows' TFLOP/s still count conv1's real 3 x 11 x 11 taps), plus one row for
+// the rearrangement from NCHW fp32 into that stride (GB/s of fp32 read + fp16 written) and, since
+// its staged pool form runs the conv unpooled and the BN = 64 tiles' speeds are guesses, the
+// unpooled conv alone on every tile (model vs measured).
 //
 // Every igemm row carries its model time too (igemm_plan.cpp; the direct fallback has none):
 // issue 9 asks that tile choice be "checked against measurements", which these columns are.
@@ -37,12 +42,14 @@
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "bench/event_timing.h"
 #include "kernels/cuda/conv/igemm.h"
+#include "kernels/cuda/conv/space_to_depth.h"
 #include "kernels/cuda/conv/tma_conv.h"
 #include "kernels/cuda/conv/wgmma.h"
 #include "kernels/cuda/conv/wgmma_ws.h"
@@ -237,9 +244,37 @@ void run_wgmma_lab(int iters, cudaStream_t stream) {
   }
 }
 
+// conv1's rearrangement from the NCHW fp32 input into x' (the --tma table's s2d rows): one row
+// with the bandwidth of the fp32 read and the fp16 x' written.  y: x' of the batch.
+void time_s2d_rearrangement(const std::string& name, const cnnrt::cuda::SpaceToDepthShape& shape,
+                            int batch, int iters, void* y, cudaStream_t stream) {
+  const size_t in_count = size_t(batch) * shape.in_c * shape.in_h * shape.in_w;
+  std::vector<float> host(in_count);
+  std::mt19937 rng(777);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  float* x[2];
+  for (float*& p : x) {
+    for (float& v : host) v = dist(rng);
+    CNNRT_CUDA_CHECK(cudaMalloc(&p, in_count * sizeof(float)));
+    CNNRT_CUDA_CHECK(cudaMemcpy(p, host.data(), in_count * sizeof(float), cudaMemcpyHostToDevice));
+  }
+  const double ms = median_event_ms(
+      [&](int i) { cnnrt::cuda::space_to_depth_nchw_fp32(x[i % 2], y, shape, batch, stream); },
+      iters, stream);
+  const double bytes =
+      double(in_count) * sizeof(float) + double(cnnrt::cuda::space_to_depth_bytes(shape, batch));
+  std::printf(
+      "%-16s %5d  %-58s %9.4f ms %8.1f GB/s (fp32 read + x' written)\n", name.c_str(), batch,
+      ("space_to_depth_nchw_fp32 -> " + std::to_string(shape.out_c_stride()) + " ch").c_str(), ms,
+      bytes / (ms * 1e-3) / 1e9);
+  std::fflush(stdout);
+  for (float* p : x) CNNRT_CUDA_CHECK(cudaFree(p));
+}
+
 // The --tma table (see the header comment).
 void run_tma_lab(int iters, cudaStream_t stream) {
   using cnnrt::cuda::ConvFp16Tma;
+  using cnnrt::cuda::ConvFp16TmaInput;
   using cnnrt::cuda::ConvFp16TmaPlan;
   if (!ConvFp16Tma::device_supported()) {
     std::printf("conv_fp16_tma: not available on this device/build\n");
@@ -249,27 +284,47 @@ void run_tma_lab(int iters, cudaStream_t stream) {
   std::uniform_real_distribution<float> dist(-1.f, 1.f);
   const std::vector<std::string>& tiles = ConvFp16Tma::tile_names();
   for (const Layer& l : kLayers) {
-    const ConvShape s = make_shape(l);
-    if (!ConvFp16Tma::supports(s)) continue;
+    const ConvShape original = make_shape(l);
     const int fan_in = l.c * l.k * l.k;
     std::vector<float> w(size_t(l.oc) * fan_in), b(l.oc);
     for (float& v : w) v = dist(rng) / std::sqrt(float(fan_in));
     for (float& v : b) v = dist(rng) * 0.1f;
+    // conv1: conv_fp16_s2d's TMA form, the stride-1 conv over the 64-channel rearrangement.
+    ConvShape s = original;
+    std::optional<cnnrt::cuda::SpaceToDepthConv> s2d;
+    if (!ConvFp16Tma::supports(s)) {
+      s2d = cnnrt::cuda::space_to_depth_conv(original, 64);
+      if (!s2d || !ConvFp16Tma::supports(s2d->transformed)) continue;
+      s = s2d->transformed;
+      w = cnnrt::cuda::space_to_depth_weights(*s2d, w.data());
+    }
+    const std::string name = s2d ? "conv1 s2d64+pool" : std::string(l.name);
     const ConvFp16Tma conv(s, w.data(), b.data());
+    // conv1's staged form runs the unpooled conv on one tile; the BN = 64 tiles' speeds are
+    // guesses, so every tile's unpooled conv gets a row too (model vs measured, conv alone).
+    std::optional<ConvFp16Tma> conv_alone;
+    ConvShape unpooled = s;
+    unpooled.pool.reset();
+    unpooled.derive();
+    if (s2d) conv_alone.emplace(unpooled, w.data(), b.data());
     for (const int batch : {1, 64, 256}) {
-      // in_c % 64 == 0 and out_c % 8 == 0: no padding channels on either side.
-      const size_t in_count = size_t(batch) * l.h * l.w * l.c;
+      // in_c % 64 == 0 and out_c % 8 == 0: no padding channels on either side (the s2d form's
+      // channels past the real ones are zeros, as the rearrangement writes them).
+      const size_t in_count = size_t(batch) * s.in_h * s.in_w * s.in_c;
       const size_t out_count = size_t(batch) * s.out_h * s.out_w * l.oc;
+      const int real_c = s2d ? s2d->rearrange.out_c() : s.in_c;
       std::vector<__half> host(in_count);
       void* x[2];
       void* y;
       for (void*& p : x) {
-        for (__half& v : host) v = __float2half(dist(rng));
+        for (size_t i = 0; i < in_count; ++i)
+          host[i] = __float2half(int(i % s.in_c) < real_c ? dist(rng) : 0.f);
         CNNRT_CUDA_CHECK(cudaMalloc(&p, in_count * 2));
         CNNRT_CUDA_CHECK(cudaMemcpy(p, host.data(), in_count * 2, cudaMemcpyHostToDevice));
       }
       CNNRT_CUDA_CHECK(cudaMalloc(&y, out_count * 2));
       const double flops = 2.0 * batch * s.conv_h * s.conv_w * double(l.oc) * fan_in;
+      if (s2d) time_s2d_rearrangement(name, s2d->rearrange, batch, iters, x[0], stream);
       std::vector<ConvFp16TmaPlan> plans;
       for (int t = 0; t < int(tiles.size()); ++t)
         if (ConvFp16Tma::supports(s, t)) plans.push_back(conv.plan(batch, t));
@@ -281,8 +336,8 @@ void run_tma_lab(int iters, cudaStream_t stream) {
       CNNRT_CUDA_CHECK(cudaMalloc(&ws, ws_bytes));
       double best_ms = 0, pick_ms = 0;
       std::string best_name;
-      const cnnrt::cuda::ConvFp16TmaInput input0 = conv.encode_input(x[0], batch);
-      const cnnrt::cuda::ConvFp16TmaInput input1 = conv.encode_input(x[1], batch);
+      const ConvFp16TmaInput input0 = conv.encode_input(x[0], batch);
+      const ConvFp16TmaInput input1 = conv.encode_input(x[1], batch);
       for (const ConvFp16TmaPlan& p : plans) {
         const double ms = median_event_ms(
             [&](int i) {
@@ -290,15 +345,26 @@ void run_tma_lab(int iters, cudaStream_t stream) {
             },
             iters, stream);
         const bool picked = p.variant == pick.variant;
-        print_row(l.name, batch, "conv_fp16_tma " + p.name, ms, flops, picked ? "*" : "",
+        print_row(name.c_str(), batch, "conv_fp16_tma " + p.name, ms, flops, picked ? "*" : "",
                   p.estimated_us);
         if (best_name.empty() || ms < best_ms) best_ms = ms, best_name = p.name;
         if (picked) pick_ms = ms;
       }
+      for (int t = 0; conv_alone && t < int(tiles.size()); ++t) {
+        if (!ConvFp16Tma::supports(unpooled, t)) continue;
+        const ConvFp16TmaPlan p = conv_alone->plan(batch, t);
+        const ConvFp16TmaInput in0 = conv_alone->encode_input(x[0], batch);
+        const ConvFp16TmaInput in1 = conv_alone->encode_input(x[1], batch);
+        const double ms = median_event_ms(
+            [&](int i) { conv_alone->forward(p.variant, i % 2 ? in1 : in0, nullptr, ws, stream); },
+            iters, stream);
+        print_row(name.c_str(), batch, "conv_fp16_tma " + p.name + " conv alone (staged's)", ms,
+                  flops, "", p.estimated_us);
+      }
       if (pick_ms > 0) {
         const bool fastest = pick_ms <= best_ms * 1.02;
         std::printf("%-16s %5d  model's pick %s (%.4f ms): %s; fastest measured %s (%.4f ms)",
-                    l.name, batch, pick.name.c_str(), pick_ms,
+                    name.c_str(), batch, pick.name.c_str(), pick_ms,
                     fastest ? "within 2% of the fastest" : "NOT the fastest", best_name.c_str(),
                     best_ms);
         if (!fastest)

@@ -31,13 +31,16 @@ class Fp16Kernel : public LayerKernel {
   TensorType output_type() const override { return fp16_nhwc8(); }
 };
 
-// The conv family: igemm, s2d and the wgmma entries (conv_entries.cpp, conv_wgmma_entries.cpp),
-// and its comparison-only baselines (cuDNN, im2col + cuBLAS), registered after every other
-// family so that `cnnrt profile --compare` lists them last.
+// The conv family: igemm, s2d and the wgmma entries (conv_entries.cpp, conv_s2d_entries.cpp,
+// conv_wgmma_entries.cpp), and its comparison-only baselines (cuDNN, im2col + cuBLAS),
+// registered after every other family so that `cnnrt profile --compare` lists them last.
 void register_conv_kernels(KernelRegistry& registry);
 void register_wgmma_conv_kernels(KernelRegistry& registry);  // called by register_conv_kernels
 // conv_fp16_tma and its pinned tiles (conv_tma_entries.cpp), called by register_conv_kernels.
 void register_tma_conv_kernels(KernelRegistry& registry);
+// conv_fp16_s2d and its pinned inner convs (conv_s2d_entries.cpp), called by
+// register_conv_kernels.
+void register_s2d_conv_kernels(KernelRegistry& registry);
 // conv_fp16_depthwise (conv_residual_entries.cpp), called by register_conv_kernels.
 void register_depthwise_conv_kernels(KernelRegistry& registry);
 // Lets a conv entry without a native residual epilogue (s2d, wgmma_ws) serve fused-residual nodes

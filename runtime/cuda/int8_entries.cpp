@@ -1,7 +1,12 @@
 // Registry entries of the CUDA int8 conv kernels (kernels/cuda/conv/conv_s8.h), precision int8
 // (the linears: int8_linear_entries.cpp):
 //   conv_int8_s2d     strided convs with few input channels (AlexNet conv1) as space-to-depth +
-//                     the tensor-core GEMM; reads the fp32 graph input directly (quantising it)
+//                     the tensor-core GEMM; reads the fp32 graph input directly (quantising it).
+//                     On Hopper, where the batch fills the GPU, the GEMM is conv_int8_tma's over
+//                     the blocks at a 64-byte channel stride (conv1: 48 channels + 16 zero ones;
+//                     see "conv_int8_s2d's TMA GEMM" below); conv_int8_s2d_tma and
+//                     conv_int8_s2d_wgmma pin the TMA / wgmma GEMM at every batch (comparison
+//                     entries)
 //   conv_int8_tma     dense convs with a channel stride % 64 == 0 on Hopper's TMA-fed,
 //                     warp-specialised wgmma kernel (kernels/cuda/conv/tma_s8.h), conv_int8_igemm's
 //                     split-K plan at batches its tiles leave SMs idle; conv_int8_tma_<BM>x<BN>
@@ -27,6 +32,13 @@
 // wgmma kernel where it serves the (rearranged) conv on this device and its 128-row tiles fill
 // the SMs at the context's batch, else the mma.sync GEMM with split-K — the fp16 wgmma entries'
 // rule (fallback_max_batch).
+// conv_int8_s2d's TMA GEMM: conv_int8_tma needs a channel stride % 64 (its 64-byte k-tile), the
+// blocks' is pad16(s·s·C) (conv1: 48), so the TMA form rearranges into a second map at s·s·C
+// rounded up to 64 (x' written 4/3 as large, K = 576 instead of 432 — taken only where that
+// wastes at most a quarter of K) with its own weight rows packed at that stride; bias and
+// multipliers are shared.  It runs (BN 64 tiles, tma_s8.cu) above the batch where the TMA
+// kernel's default tiles fill the SMs, the pool after it as before; below that, or on other
+// devices, the wgmma / mma.sync GEMM over the pad16 map.
 // K (in_c / groups × kh × kw) above ref::kMaxInt8Reduction is refused.
 #include <algorithm>
 #include <cstring>
@@ -58,6 +70,7 @@ bool conv_fits_int32(const ConvShape& shape) {
 
 enum class ConvPath { Gemm, Direct, SpaceToDepth, Depthwise, Narrow, Tma };
 // Whether the GEMM may run on the Hopper wgmma kernel: never, when its grid fills the SMs, always.
+// The space-to-depth path's TMA GEMM takes the same three settings.
 enum class Wgmma { Off, Auto, Always };
 
 // The node-level part of wgmma_s8_serves (the rest holds for every int8 GEMM conv's S8Conv).
@@ -77,12 +90,20 @@ bool s2d_eligible(const ConvShape& shape) {
 
 int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
+// The TMA form's channel stride of the blocks (s·s·C channels rounded up to the 64-byte k-tile),
+// or 0 where that would waste more than a quarter of K (fewer than 48 of 64 channels real).
+int s2d_tma_stride(int block_channels) {
+  const int stride = round_up(block_channels, 64);
+  return 3 * stride <= 4 * block_channels ? stride : 0;
+}
+
 class ConvInt8Kernel final : public LayerKernel {
  public:
   // tma_tile (ConvPath::Tma): the pinned tile, or -1 for the wave model's and the small-batch
-  // fallback to the mma.sync GEMM.
+  // fallback to the mma.sync GEMM.  s2d_tma (ConvPath::SpaceToDepth): whether its GEMM may run on
+  // the TMA kernel (header comment), as `wgmma` says for the wgmma kernel.
   ConvInt8Kernel(const KernelBuildContext& context, const char* name, ConvPath path,
-                 Wgmma wgmma = Wgmma::Off, int tma_tile = -1)
+                 Wgmma wgmma = Wgmma::Off, int tma_tile = -1, Wgmma s2d_tma = Wgmma::Off)
       : path_(path), tma_tile_(tma_tile) {
     const std::optional<ConvShape> shape = conv_shape_of(context.node);
     const ConvWeights weights = conv_weights_of(context, name, shape);
@@ -115,6 +136,11 @@ class ConvInt8Kernel final : public LayerKernel {
     k_align_ = wgmma_candidate ? 128 : 64;
     const std::vector<int8_t> packed = packed_weights(layer);
     upload_layer(layer, packed.data(), packed.size(), device_, conv_);
+    if (path == ConvPath::SpaceToDepth && s2d_tma != Wgmma::Off && ConvS8Tma::device_supported())
+      prepare_s2d_tma(layer, s2d_tma == Wgmma::Always);
+    if (s2d_tma == Wgmma::Always && !tma_)
+      throw_error(node_site(context),
+                  std::string(name) + ": the TMA GEMM does not serve this conv");
     if (path == ConvPath::Narrow) {
       if (!narrow_s8_serves(conv_))
         throw_error(node_site(context), std::string(name) + ": shape not served");
@@ -138,6 +164,9 @@ class ConvInt8Kernel final : public LayerKernel {
         return wgmma_s8_ctas(conv_, b);
       });
     }
+    if (path == ConvPath::SpaceToDepth && wgmma == Wgmma::Always && !use_wgmma_)
+      throw_error(node_site(context),
+                  std::string(name) + ": the wgmma GEMM does not serve this conv");
     if (shape->pool) {
       pool_ = NhwcPool{shape->out_c,          shape->conv_h,         shape->conv_w,
                        shape->out_h,          shape->out_w,          shape->pool->kernel_h,
@@ -159,13 +188,18 @@ class ConvInt8Kernel final : public LayerKernel {
   // maps (encoded on a context's first run per input pointer, as conv_fp16_tma does).
   KernelPlan prepare(const PrepareInfo& info) const override {
     KernelPlan plan;
+    const bool fp32_source = path_ == ConvPath::SpaceToDepth && !info.input_types.empty() &&
+                             info.input_types[0].dtype == DType::F32;
     if (tma_ && info.batch > tma_max_fallback_) {
       const ConvS8TmaPlan p =
           tma_tile_ < 0 ? tma_->plan(info.batch) : tma_->plan(info.batch, tma_tile_);
-      plan.variant = -1 - p.variant;
+      plan.variant = -1 - (2 * p.variant + (fp32_source ? 1 : 0));
       plan.variant_name = p.name + (pool_ ? "+pool" : "");
+      if (path_ == ConvPath::SpaceToDepth)
+        plan.variant_name = std::string(fp32_source ? "quantise+" : "") + "s2d" +
+                            std::to_string(s2d_tma_.out_stride) + "+" + plan.variant_name;
       plan.state = std::make_shared<const TmaInputMaps>();
-      const Workspace parts = workspace_parts(info.batch, 1);
+      const Workspace parts = workspace_parts(info.batch, 1, true);
       plan.workspace_bytes = parts.partial + parts.partial_bytes;
       return plan;
     }
@@ -175,8 +209,6 @@ class ConvInt8Kernel final : public LayerKernel {
                         : path_ == ConvPath::Depthwise ? "depthwise_s8"
                         : path_ == ConvPath::Narrow    ? "narrow_s8"
                                                        : gemm;
-    const bool fp32_source = path_ == ConvPath::SpaceToDepth && !info.input_types.empty() &&
-                             info.input_types[0].dtype == DType::F32;
     const bool no_gemm =
         path_ == ConvPath::Direct || path_ == ConvPath::Depthwise || path_ == ConvPath::Narrow;
     const int splits = no_gemm ? 1 : on_wgmma ? 0 : igemm_s8_splits(conv_, info.batch, sms_);
@@ -185,21 +217,24 @@ class ConvInt8Kernel final : public LayerKernel {
       plan.variant_name = std::string(fp32_source ? "quantise+" : "") + "s2d+" + gemm;
     if (splits > 1) plan.variant_name += " split-k " + std::to_string(splits);
     if (pool_) plan.variant_name += "+pool";
-    const Workspace parts = workspace_parts(info.batch, splits);
+    const Workspace parts = workspace_parts(info.batch, splits, false);
     plan.workspace_bytes = parts.partial + parts.partial_bytes;
     return plan;
   }
   void run(const KernelArgs& args) override {
     const auto stream = static_cast<cudaStream_t>(args.stream);
+    // TMA: variant = -1 - (2 * tile + fp32 source); else 2 * splits + fp32 source (prepare()).
     const bool on_tma = args.variant < 0;
-    const int splits = on_tma ? 1 : args.variant / 2;
-    const Workspace parts = workspace_parts(args.batch, splits);
+    const int code = on_tma ? -1 - args.variant : args.variant;
+    const int splits = on_tma ? 1 : code / 2;
+    const Workspace parts = workspace_parts(args.batch, splits, on_tma);
     char* workspace = static_cast<char*>(args.workspace);
     if (workspace == nullptr && parts.partial + parts.partial_bytes > 0)
       throw Error("conv int8: no workspace");
     const void* x = args.inputs.at(0);
     if (path_ == ConvPath::SpaceToDepth) {
-      space_to_depth_s8(s2d_, x, (args.variant & 1) != 0, workspace, args.batch, stream);
+      space_to_depth_s8(on_tma ? s2d_tma_ : s2d_, x, (code & 1) != 0, workspace, args.batch,
+                        stream);
       x = workspace;
     }
     void* conv_out = pool_ ? static_cast<void*>(workspace + parts.pre_pool) : args.output;
@@ -210,7 +245,7 @@ class ConvInt8Kernel final : public LayerKernel {
     } else if (path_ == ConvPath::Narrow) {
       conv_s8_narrow(conv_, x, conv_out, args.batch, sms_, narrow_small_sums_, stream);
     } else if (on_tma) {
-      run_tma(-1 - args.variant, args.state, x, conv_out, args.batch, stream);
+      run_tma(code / 2, args.state, x, conv_out, args.batch, stream);
     } else if (splits == 0) {
       conv_s8_wgmma(conv_, x, conv_out, args.batch, stream);
     } else {
@@ -225,21 +260,24 @@ class ConvInt8Kernel final : public LayerKernel {
       maxpool_nhwc_s8(*pool_, conv_out, args.output, args.batch, stream);
   }
   size_t weight_bytes() const override {
-    return device_.weight.bytes() + device_.bias.bytes() + device_.multiplier.bytes();
+    return device_.weight.bytes() + device_.bias.bytes() + device_.multiplier.bytes() +
+           tma_weight_.bytes();
   }
 
  private:
   static size_t round_up_bytes(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
-  // Byte offsets of the workspace's parts for `batch` (see prepare()).
+  // Byte offsets of the workspace's parts for `batch` (see prepare()); on_tma: the space-to-depth
+  // map is the TMA form's.
   struct Workspace {
     size_t pre_pool = 0, partial = 0, partial_bytes = 0;
   };
-  Workspace workspace_parts(int batch, int splits) const {
+  Workspace workspace_parts(int batch, int splits, bool on_tma) const {
     Workspace parts;
+    const S8SpaceToDepth& s2d = on_tma ? s2d_tma_ : s2d_;
     if (path_ == ConvPath::SpaceToDepth)
-      parts.pre_pool = round_up_bytes(static_cast<size_t>(batch) * s2d_.blocks_h * s2d_.blocks_w *
-                                      s2d_.out_stride);
+      parts.pre_pool =
+          round_up_bytes(static_cast<size_t>(batch) * s2d.blocks_h * s2d.blocks_w * s2d.out_stride);
     parts.partial = parts.pre_pool;
     if (pool_)
       parts.partial += round_up_bytes(static_cast<size_t>(batch) * conv_.out_h * conv_.out_w *
@@ -291,19 +329,46 @@ class ConvInt8Kernel final : public LayerKernel {
   std::vector<int8_t> pack_gemm(const ref::Int8Layer& layer) {
     conv_.k_total = conv_.kh * conv_.kw * conv_.in_stride;
     conv_.k_pad = round_up(conv_.k_total, k_align_);
-    const int st = tap_stride_, channels = conv_.in_c / (st * st);
-    const int kh = taps_h_ > 0 ? taps_h_ : conv_.kh, kw = taps_w_ > 0 ? taps_w_ : conv_.kw;
-    std::vector<int8_t> packed(static_cast<size_t>(conv_.out_c) * conv_.k_pad, 0);
-    for (int o = 0; o < conv_.out_c; ++o)
+    return pack_gemm_for(layer, conv_);
+  }
+  // The same for `conv`'s geometry (k_total, k_pad, in_stride set).
+  std::vector<int8_t> pack_gemm_for(const ref::Int8Layer& layer, const S8Conv& conv) const {
+    const int st = tap_stride_, channels = conv.in_c / (st * st);
+    const int kh = taps_h_ > 0 ? taps_h_ : conv.kh, kw = taps_w_ > 0 ? taps_w_ : conv.kw;
+    std::vector<int8_t> packed(static_cast<size_t>(conv.out_c) * conv.k_pad, 0);
+    for (int o = 0; o < conv.out_c; ++o)
       for (int c = 0; c < channels; ++c)
         for (int r = 0; r < kh; ++r)
           for (int s = 0; s < kw; ++s) {
-            const int tap = (r / st) * conv_.kw + s / st;
+            const int tap = (r / st) * conv.kw + s / st;
             const int channel = ((r % st) * st + s % st) * channels + c;
-            packed[static_cast<size_t>(o) * conv_.k_pad + tap * conv_.in_stride + channel] =
+            packed[static_cast<size_t>(o) * conv.k_pad + tap * conv.in_stride + channel] =
                 layer.weight[((static_cast<size_t>(o) * channels + c) * kh + r) * kw + s];
           }
     return packed;
+  }
+
+  // conv_int8_s2d's TMA GEMM (header comment): the blocks at a 64-aligned channel stride, weight
+  // rows packed for it, conv_int8_tma over them; `always`: at every batch (the pinned entry).
+  void prepare_s2d_tma(const ref::Int8Layer& layer, bool always) {
+    const int stride = s2d_tma_stride(conv_.in_c);
+    if (stride == 0) return;
+    S8Conv wide = conv_;
+    wide.in_stride = stride;
+    wide.k_total = wide.kh * wide.kw * stride;
+    wide.k_pad = wide.k_total;  // a multiple of 64 already
+    if (!tma_s8_serves(wide)) return;
+    const std::vector<int8_t> packed = pack_gemm_for(layer, wide);
+    tma_weight_ = DeviceArray(packed.size());
+    tma_weight_.upload(packed.data(), packed.size());
+    wide.weight = static_cast<const int8_t*>(tma_weight_.get());
+    s2d_tma_ = s2d_;
+    s2d_tma_.out_stride = stride;
+    tma_.emplace(wide);
+    // Above the batch whose default tiles fill the SMs (conv_fp16_s2d's rule; on conv1 the wave
+    // model takes a BN = 64 tile, whose units, not 128x128's, are the grid).
+    tma_max_fallback_ =
+        always ? 0 : fallback_max_batch([this](int b) { return tma_->plan(b).units; });
   }
   // [out_c][kh][kw][in_c / groups].
   std::vector<int8_t> pack_direct(const ref::Int8Layer& layer) {
@@ -331,7 +396,8 @@ class ConvInt8Kernel final : public LayerKernel {
 
   ConvPath path_;
   int tma_tile_ = -1;             // ConvPath::Tma: pinned tile, or -1
-  std::optional<ConvS8Tma> tma_;  // ConvPath::Tma's kernel (its weights are device_'s)
+  std::optional<ConvS8Tma> tma_;  // ConvPath::Tma's kernel (its weights are device_'s), or the
+                                  // space-to-depth path's TMA GEMM (tma_weight_)
   int tma_max_fallback_ = 0;      // ... runs above this batch, else the mma.sync GEMM
   int sms_ = current_sm_count();
   int k_align_ = 64;                // the GEMM weight rows' K padding
@@ -340,6 +406,8 @@ class ConvInt8Kernel final : public LayerKernel {
   bool narrow_small_sums_ = false;  // narrow path: every |acc| < 2^22 (conv_s8_narrow)
   S8Conv conv_;
   S8SpaceToDepth s2d_;
+  S8SpaceToDepth s2d_tma_;  // the TMA GEMM's map: channel stride s2d_tma_stride
+  DeviceArray tma_weight_;  // the TMA GEMM's weight rows at that stride
   int taps_h_ = 0, taps_w_ = 0, tap_stride_ = 1;  // space-to-depth: the original kernel
   std::optional<NhwcPool> pool_;
   Int8Device device_;
@@ -348,6 +416,32 @@ class ConvInt8Kernel final : public LayerKernel {
 bool conv_s2d_supported(const Node& node) {
   const std::optional<ConvShape> shape = conv_shape_of(node);
   return shape && s2d_eligible(*shape) && conv_fits_int32(*shape);
+}
+// ... and its TMA GEMM serves it on this device (prepare_s2d_tma's conv: the blocks at
+// s2d_tma_stride channels, a ceil(k/s) kernel at stride 1 without padding).
+bool conv_s2d_tma_supported(const Node& node) {
+  if (!conv_s2d_supported(node) || !ConvS8Tma::device_supported()) return false;
+  const ConvShape shape = *conv_shape_of(node);
+  const int s = shape.conv.stride_h, channels = s * s * shape.in_c;
+  S8Conv conv;
+  conv.in_c = channels;
+  conv.in_stride = s2d_tma_stride(channels);
+  conv.kh = ceil_div(shape.conv.kernel_h, s);
+  conv.kw = ceil_div(shape.conv.kernel_w, s);
+  conv.out_c = shape.out_c;
+  conv.out_h = shape.conv_h;
+  conv.out_w = shape.conv_w;
+  conv.in_h = conv.out_h + conv.kh - 1;
+  conv.in_w = conv.out_w + conv.kw - 1;
+  conv.out_stride = padded16(shape.out_c);
+  conv.k_total = conv.k_pad = conv.kh * conv.kw * conv.in_stride;
+  return conv.in_stride > 0 && tma_s8_serves(conv);
+}
+// ... and its wgmma GEMM serves it on this device (the rearranged conv keeps out_c:
+// wgmma_s8_serves' out_c % 64 is the only rule the s2d conv can miss).
+bool conv_s2d_wgmma_supported(const Node& node) {
+  return conv_s2d_supported(node) && wgmma_s8_device_supported() &&
+         conv_shape_of(node)->out_c % 64 == 0;
 }
 bool conv_igemm_supported(const Node& node) {
   const std::optional<ConvShape> shape = conv_shape_of(node);
@@ -421,8 +515,24 @@ void register_int8_kernels(KernelRegistry& registry) {
               {{"conv_int8_s2d", OpKind::Conv, conv_s2d_supported,
                 [](const KernelBuildContext& context) -> std::unique_ptr<LayerKernel> {
                   return std::make_unique<ConvInt8Kernel>(context, "conv_int8_s2d",
-                                                          ConvPath::SpaceToDepth, Wgmma::Auto);
+                                                          ConvPath::SpaceToDepth, Wgmma::Auto, -1,
+                                                          Wgmma::Auto);
                 }}});
+  // Its TMA GEMM, or its wgmma GEMM, at every batch (profiles, the harness; never a default).
+  add_entries(registry, Device::CUDA, Precision::INT8, 4,
+              {{"conv_int8_s2d_tma", OpKind::Conv, conv_s2d_tma_supported,
+                [](const KernelBuildContext& context) -> std::unique_ptr<LayerKernel> {
+                  return std::make_unique<ConvInt8Kernel>(context, "conv_int8_s2d_tma",
+                                                          ConvPath::SpaceToDepth, Wgmma::Off, -1,
+                                                          Wgmma::Always);
+                },
+                false, false, /*baseline=*/true},
+               {"conv_int8_s2d_wgmma", OpKind::Conv, conv_s2d_wgmma_supported,
+                [](const KernelBuildContext& context) -> std::unique_ptr<LayerKernel> {
+                  return std::make_unique<ConvInt8Kernel>(context, "conv_int8_s2d_wgmma",
+                                                          ConvPath::SpaceToDepth, Wgmma::Always);
+                },
+                false, false, /*baseline=*/true}});
   // conv_int8_tma: the TMA mainloop, above conv_int8_wgmma (docs/kernels/conv_int8_tma.md); its
   // pinned tiles below every other int8 conv, never a default.
   add_entries(registry, Device::CUDA, Precision::INT8, kTmaPriority,

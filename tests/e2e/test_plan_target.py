@@ -79,7 +79,8 @@ def main():
         util.fail(f"conv3 at batch 1: 132 and 100 SMs give\n{big}\n{small}")
     print("ok   AlexNet conv3 at batch 1: split-K differs between 132 and 100 SMs")
 
-    # int8 with a calibration: the int8 wgmma convs on sm_90, none on sm_80.
+    # int8 with a calibration: the Hopper int8 convs (conv_int8_tma, the s2d stem's TMA GEMM)
+    # on sm_90, none on sm_80.
     calib = os.path.join(workdir, "calib.json")
     rng_input = os.path.join(workdir, "x.npy")
     import numpy as np
@@ -91,9 +92,9 @@ def main():
     int8 = ["--precision", "int8", "--calib", calib, "--batch", "64"]
     h100 = plan(cli, path["alexnet"], "--target", "h100", *int8)
     a100 = plan(cli, path["alexnet"], "--target", "a100", *int8)
-    if "int8" not in h100 or "wgmma" not in h100 or "wgmma" in a100:
+    if "int8" not in h100 or "tma_s8" not in h100 or "tma_s8" in a100 or "wgmma" in a100:
         util.fail(f"int8 plans: h100\n{h100}\na100\n{a100}")
-    print("ok   int8 AlexNet: wgmma_s8 on h100, none on a100")
+    print("ok   int8 AlexNet: tma_s8 on h100, no Hopper kernel on a100")
 
     # Bad input: one error line each, exit 2 (usage).
     for label, flags in [("unknown target", ["--device", "cuda", "--target", "h900"]),

@@ -178,6 +178,12 @@ std::vector<OpCase> conv_cases() {
   // space-to-depth stem at a batch whose 64-channel grid fills the GPU (conv_int8_s2d on wgmma).
   add(ConvSpec(13, 21, 19, 64, 3).stride(2).pad(1).act(kRelu), {3});
   add(ConvSpec(3, 63, 63, 64, 11).stride(4).pad(2).act(kRelu).pool(3, 2).tag("s2d_fill"), {76});
+  // The space-to-depth stem's TMA form (x' at 64 channels, conv_fp16_tma / conv_int8_tma on
+  // their BN = 64 tiles): conv1 of a channel-pruned AlexNet (32 out, half the CPU reference's
+  // work) at the first batch whose TMA tiles fill a 132-SM GPU, so conv_fp16_s2d and
+  // conv_int8_s2d take that form themselves (tests/cuda/conv/test_s2d_tma.cpp checks the batch);
+  // the pinned conv_fp16_s2d_tma / conv_int8_s2d_tma run it on every s2d row.
+  add(ConvSpec(3, 224, 224, 32, 11).stride(4).pad(2).act(kRelu).pool(3, 2).tag("s2d_tma"), {12});
   // int8 TMA (conv_int8_tma*, bit for bit; with the "tma" and AlexNet rows above): 192 channels
   // (three 64-byte k-tiles per tap) into 200 (padding lanes, two N tiles of 192), 128 channels
   // (128-byte k-tiles) 5x5 stride 2, 256 channels into 16 under Clip, 320 channels (five 64-byte

@@ -193,7 +193,7 @@ void space_to_depth_nchw_fp32(const float* x, void* y, const SpaceToDepthShape& 
     launch(NchwFp32Source{x}, y, shape, batch, stream);
 }
 
-std::optional<SpaceToDepthConv> space_to_depth_conv(const ConvShape& shape) {
+std::optional<SpaceToDepthConv> space_to_depth_conv(const ConvShape& shape, int channel_stride) {
   const ConvAttrs& a = shape.conv;
   if (shape.in_c <= 0 || shape.in_h <= 0 || shape.in_w <= 0 || shape.out_c <= 0) return {};
   if (a.groups != 1 || a.dilation_h != 1 || a.dilation_w != 1) return {};
@@ -202,7 +202,10 @@ std::optional<SpaceToDepthConv> space_to_depth_conv(const ConvShape& shape) {
     return {};
   const int s = a.stride_h;
   // Keep every derived size comfortably inside int (C' is a channel count of the new conv).
-  if (static_cast<long long>(s) * s * shape.in_c > (1 << 16)) return {};
+  if (static_cast<long long>(s) * s * shape.in_c > (1 << 16) || channel_stride > (1 << 16))
+    return {};
+  if (channel_stride != 0 && (channel_stride % 8 != 0 || channel_stride < s * s * shape.in_c))
+    return {};
 
   SpaceToDepthConv result;
   result.original = shape;
@@ -221,6 +224,7 @@ std::optional<SpaceToDepthConv> space_to_depth_conv(const ConvShape& shape) {
   r.pad_w = a.pad_w;
   r.out_h = o.conv_h + kh - 1;
   r.out_w = o.conv_w + kw - 1;
+  r.channel_stride = channel_stride;
 
   ConvShape& t = result.transformed;
   t.in_c = r.out_c_stride();  // declared padded: weights are zero there, and C' > 4 → vector path

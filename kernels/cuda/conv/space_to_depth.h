@@ -19,7 +19,10 @@
 // Layout (the CUDA backend's convention): NHWC fp16, channel stride padded_channels(C) with zero
 // padding channels, on input and output.  The transformed ConvShape declares
 // in_c = padded_channels(s·s·C) (its weights are zero on the padding channels), which keeps it on
-// the vector path even when s·s·C <= 4.
+// the vector path even when s·s·C <= 4.  A caller may ask for a wider channel stride of x'
+// (space_to_depth_conv's channel_stride): conv_fp16_s2d's TMA inner conv needs in_c % 64 == 0,
+// so conv1's x' is then 57×57×64 with channels 48..63 zero, and the transformed conv declares
+// in_c = 64 (K = 576, 63% useful).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -39,14 +42,19 @@ struct SpaceToDepthShape {
   int block = 1;                     // s
   int pad_h = 0, pad_w = 0;          // offset of block (0, 0) above/left of the image
   int out_h = 0, out_w = 0;          // blocks produced; those past the image are zeros
-  int out_c() const { return block * block * in_c; }             // real channels of x'
-  int out_c_stride() const { return padded_channels(out_c()); }  // channel stride of x'
+  // x''s channel stride when > 0 (a multiple of 8, at least out_c(); conv_fp16_s2d's TMA form
+  // takes 64 for conv1's 48 channels), else pad8(out_c()).  Channels past out_c() are zeros.
+  int channel_stride = 0;
+  int out_c() const { return block * block * in_c; }  // real channels of x'
+  int out_c_stride() const {                          // channel stride of x'
+    return channel_stride > 0 ? channel_stride : padded_channels(out_c());
+  }
 };
 
 // Bytes of x' for `batch` samples (no rounding).
 size_t space_to_depth_bytes(const SpaceToDepthShape& shape, int batch);
 
-// x: [batch, in_h, in_w, pad8(in_c)] fp16 → y: [batch, out_h, out_w, pad8(s·s·in_c)] fp16,
+// x: [batch, in_h, in_w, pad8(in_c)] fp16 → y: [batch, out_h, out_w, out_c_stride()] fp16,
 // padding channels written as +0.  y must be 16-byte aligned (checked: throws cnnrt::Error).
 // One kernel launch on `stream`; no allocation, no sync (graph-capturable).
 void space_to_depth_fp16(const void* x, void* y, const SpaceToDepthShape& shape, int batch,
@@ -73,7 +81,10 @@ struct SpaceToDepthConv {
 // The rewrite of `shape`, or nothing when it cannot be expressed exactly: needs groups 1,
 // dilation 1, equal strides >= 1, valid extents, and the transformed shape's derived conv and
 // pooled extents equal to the original's.  Says nothing about whether it is faster.
-std::optional<SpaceToDepthConv> space_to_depth_conv(const ConvShape& shape);
+// channel_stride > 0: x' at that channel stride (SpaceToDepthShape::channel_stride; nothing
+// unless it is a multiple of 8 and at least s·s·C), which the transformed shape declares as
+// its in_c (the weights zero there).
+std::optional<SpaceToDepthConv> space_to_depth_conv(const ConvShape& shape, int channel_stride = 0);
 
 // w' (fp32 OIHW, [out_c, transformed.in_c, k'h, k'w]) from w (fp32 OIHW, [out_c, in_c, kh, kw]).
 std::vector<float> space_to_depth_weights(const SpaceToDepthConv& conv, const float* weight);

@@ -24,9 +24,12 @@
 //   context's prepared state (KernelPlan::state), so run() then only launches; the weight maps
 //   (one per tile width) are encoded once at construction.  Maps travel as __grid_constant__
 //   parameters, so CUDA-graph capture records them by value.
-// * Tiles (variant = index): 128x128 (7 stages), 128x192 (5), 128x256 (4), 256x128 (4); 1 CTA per
-//   SM (225 / 201 / 193 / 193 KB of ring).  The lab's 2-CTA multicast variants ran on par or
-//   behind, so the library does not carry them (the kernel still takes CL for the lab).
+// * Tiles (variant = index): 128x128 (7 stages), 128x192 (5), 128x256 (4), 256x128 (4), 256x96
+//   (4), 256x64 (5), 128x64 (8); 1 CTA per SM (225 / 201 / 193 / 193 / 177 / 201 / 193 KB of
+//   ring).  The lab's 2-CTA multicast variants ran on par or behind, so the library does not
+//   carry them (the kernel still takes CL for the lab).  The BN = 64 tiles came for conv1's
+//   space-to-depth form (64 -> 64 channels: every wider tile computes padding columns there;
+//   docs/kernels/conv_fp16_tma.md, "conv1"); their speeds are guesses (tma_encode.h).
 // * Default tile (plan(batch)): units = ceil(M/BM) * ceil(out_c/BN) on a persistent grid of
 //   min(units, SMs) CTAs; cost = ceil(units / SMs) * BM * BN / speed, speed the lab's per-tile
 //   efficiency at batch 256 relative to the best (128x128 0.78, 256x128 0.95, others 1.0).  It
@@ -100,14 +103,21 @@ struct TileInfo : tma::TileShape {
 };
 // 256x96 (two n tiles of 96 on out_c 192, 100 % useful columns) serves AlexNet conv2's pooled
 // tiling: 9 conv rows of 27 per tile against 4 for BM 128; its speed is a guess, so it is not a
-// candidate of unpooled convs (those keep the lab's measured winners).
+// candidate of unpooled convs (those keep the lab's measured winners).  The BN = 64 tiles (speeds
+// guessed too, tma_encode.h) are candidates everywhere: they are the only tiles that do not
+// compute padding columns on out_c <= 64 (conv1's space-to-depth form, ResNet's 64-channel
+// convs), and on wider convs the model prefers the faster wide tiles anyway.  Stages: as many as
+// 227 KB hold with the fused pool's staging (256x64: 5 x 40 KB + 20 KB; 128x64: 8 x 24 KB + 18
+// KB).
 constexpr TileInfo kTiles[] = {
     {tma::kTileShapes[0], 7, true, false}, {tma::kTileShapes[1], 5, true, true},
     {tma::kTileShapes[2], 4, true, true},  {tma::kTileShapes[3], 4, true, true},
-    {tma::kTileShapes[4], 4, false, true},
+    {tma::kTileShapes[4], 4, false, true}, {tma::kTileShapes[5], 5, true, true},
+    {tma::kTileShapes[6], 8, true, true},
 };
 constexpr int kTileCount = sizeof(kTiles) / sizeof(kTiles[0]);
-constexpr int kBnWidths[] = {128, 192, 256, 96};  // weight map box heights
+constexpr int kBnWidths[] = {128, 192, 256, 96, 64};  // weight map box heights
+constexpr int kBnWidthCount = sizeof(kBnWidths) / sizeof(kBnWidths[0]);
 
 using KernelFn = void (*)(CUtensorMap, CUtensorMap, TmaConvParams);
 
@@ -134,8 +144,12 @@ KernelFn kernel_of(int tile, int kind) {
       return kernel_kind<2>(kind);
     case 3:
       return kernel_kind<3>(kind);
-    default:
+    case 4:
       return kernel_kind<4>(kind);
+    case 5:
+      return kernel_kind<5>(kind);
+    default:
+      return kernel_kind<6>(kind);
   }
 }
 size_t pool_staging_of(int bm) { return size_t(bm) * ((bm == 256 ? 32 : 64) + 8) * 2; }
@@ -152,7 +166,11 @@ static_assert(TmaTile<256, 128, 4, 1>::kStaging == 256 * 40 * 2 &&
 constexpr double kSmFlops = 5.4e12;
 constexpr double kPoolBandwidth = 2.8e12;
 constexpr double kPoolLaunchSeconds = 2e-6;
-int bn_map_index(int bn) { return bn == 128 ? 0 : bn == 192 ? 1 : bn == 256 ? 2 : 3; }
+int bn_map_index(int bn) {
+  int i = 0;
+  while (i + 1 < kBnWidthCount && kBnWidths[i] != bn) ++i;
+  return i;
+}
 
 // The fused pool's tiling for tiles of bm rows (tma_kernel.cuh's TmaPoolTiling): greedy, each
 // tile takes as many consecutive pooled rows as the bm conv pixels from its first pooled row's
@@ -233,7 +251,7 @@ class ConvFp16TmaImpl {
   __half* w = nullptr;
   float* bias = nullptr;
   size_t bytes = 0;
-  CUtensorMap w_maps[4];                        // per kBnWidths
+  CUtensorMap w_maps[kBnWidthCount];            // per kBnWidths
   std::optional<TmaPoolTiling> pool_tiling[2];  // fused pool: tiles of 128 / 256 rows
   ~ConvFp16TmaImpl() {
     cudaFree(w);  // destructors never throw; a failed free leaks at worst
@@ -336,7 +354,7 @@ ConvFp16Tma::ConvFp16Tma(const ConvShape& shape_in, const float* weight, const f
 
   check_register_counts();
   tma::opt_in_smem(kernel_images());
-  for (int i = 0; i < 4; ++i)
+  for (int i = 0; i < kBnWidthCount; ++i)
     tma::encode_weight_map("conv_fp16_tma", &m.w_maps[i], CU_TENSOR_MAP_DATA_TYPE_FLOAT16, m.w,
                            size_t(k), size_t(s.out_c), size_t(k) * sizeof(__half), tma_detail::kBK,
                            kBnWidths[i], tma_detail::TmaF16::kRowBytes);

@@ -55,8 +55,8 @@ class ConvFp16Tma {
   // Compute capability 9.0 with the sm_90a image loaded (ConvFp16Wgmma's probe), or a described
   // sm_90a target when planning without a device.
   static bool device_supported();
-  // The tiles ("128x128", "128x192", "128x256", "256x128", "256x96"), indexed by
-  // ConvFp16TmaPlan::variant.
+  // The tiles ("128x128", "128x192", "128x256", "256x128", "256x96", "256x64", "128x64"),
+  // indexed by ConvFp16TmaPlan::variant.
   static const std::vector<std::string>& tile_names();
 
   // Uploads weight [out_c, in_c, kh, kw] fp32 as fp16 KRSC and bias (nullable), encodes the

@@ -31,9 +31,16 @@ constexpr bool conv_limits_ok(int groups, int dilation_h, int dilation_w, int ke
 constexpr bool corner_ok(int v) { return v >= -128 && v <= 127; }
 
 // A tile shape and its per-tile efficiency: conv_fp16_tma's lab throughput at batch 256 relative
-// to the best tile (docs/kernels/conv_fp16_tma.md).  The int8 instance runs the same tiles (its
-// first four) and the same wave model.  256x96 serves fp16's pooled AlexNet conv2 and its speed is
+// to the best tile (docs/kernels/conv_fp16_tma.md).  The int8 instance runs the same tiles (all
+// but 256x96) and the same wave model.  256x96 serves fp16's pooled AlexNet conv2 and its speed is
 // a guess (tma_conv.cu).
+// The BN = 64 tiles serve out_c <= 64 (conv1's space-to-depth form: 64 channels in and out, K =
+// 576) without computing a half-empty 128-wide tile.  Their speeds are guesses, not measured: an
+// m64n64k16 wgmma reads as many shared-memory bytes of A as of B (2 KB each) for half the MACs of
+// an n128 one, so at N = 64 the operand reads alone take the SM's 128 B/clk of shared memory at
+// the tensor pipe's rate and the TMA's writes into the ring come on top (per MAC, 1.6x the shared
+// memory traffic of 128x256): 0.7 for 256x64; 128x64 another 0.82x of that (128x128 against
+// 256x128 in the lab), 0.6.
 struct TileShape {
   int bm, bn;
   double speed;
@@ -41,7 +48,8 @@ struct TileShape {
 };
 inline constexpr TileShape kTileShapes[] = {
     {128, 128, 0.78, "128x128"}, {128, 192, 1.0, "128x192"}, {128, 256, 1.0, "128x256"},
-    {256, 128, 0.95, "256x128"}, {256, 96, 0.9, "256x96"},
+    {256, 128, 0.95, "256x128"}, {256, 96, 0.9, "256x96"},   {256, 64, 0.7, "256x64"},
+    {128, 64, 0.6, "128x64"},
 };
 
 // The names of a family's tile table (entries whose `name` is a TileShape's), in table order:

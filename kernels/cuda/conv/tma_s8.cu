@@ -29,8 +29,11 @@
 //   byte permutes per word give every lane 16 consecutive bytes (one 16-byte store, a quad
 //   writes 64 contiguous bytes); fp32 out (the graph output only): float2 pairs.  Channels
 //   out_c..out_stride-1 are written as zeros.
-// * Tiles and the default choice are conv_fp16_tma's (tma::kTileShapes' first four: fewest waves
-//   x tile area / speed), with twice the stages at KB 64.
+// * Tiles and the default choice are conv_fp16_tma's (tma::kTileShapes but 256x96: fewest waves
+//   x tile area / speed), with twice the stages at KB 64.  The BN = 64 tiles (256x64, 128x64;
+//   speeds guessed, tma_encode.h) serve conv1's space-to-depth form (64-byte channel stride, 64
+//   out: conv_int8_s2d's TMA GEMM, int8_entries.cpp) and any out_c <= 64 without padding
+//   columns.
 // * The tensor maps and the kernel images' checks are tma_encode.h's, as for conv_fp16_tma.
 #include <algorithm>
 #include <climits>
@@ -53,18 +56,24 @@ namespace {
 using tma_s8_detail::TmaS8Params;
 using tma_s8_detail::TmaS8Tile;
 
-// The shared tile shapes (tma_encode.h) with the stages of each k-tile row: KB 64 halves the
-// bytes of a stage, so twice the stages fill the same ring.
+// The shared tile shapes (tma_encode.h; all but fp16's pooled-conv2 tile 256x96) with the stages
+// of each k-tile row: KB 64 halves the bytes of a stage, so twice the stages fill the same ring.
+// The BN = 64 tiles serve out_c <= 64 (conv1's space-to-depth form) without padding columns.
 struct TileInfo : tma::TileShape {
   int stages128, stages64;
 };
 constexpr TileInfo kTiles[] = {
-    {tma::kTileShapes[0], 7, 12},
-    {tma::kTileShapes[1], 5, 10},
-    {tma::kTileShapes[2], 4, 8},
-    {tma::kTileShapes[3], 4, 8},
+    {tma::kTileShapes[0], 7, 12}, {tma::kTileShapes[1], 5, 10}, {tma::kTileShapes[2], 4, 8},
+    {tma::kTileShapes[3], 4, 8},  {tma::kTileShapes[5], 5, 10}, {tma::kTileShapes[6], 8, 16},
 };
 constexpr int kTileCount = sizeof(kTiles) / sizeof(kTiles[0]);
+constexpr int kBnWidths[] = {128, 192, 256, 64};  // weight map box heights
+constexpr int kBnWidthCount = sizeof(kBnWidths) / sizeof(kBnWidths[0]);
+int bn_map_index(int bn) {
+  int i = 0;
+  while (i + 1 < kBnWidthCount && kBnWidths[i] != bn) ++i;
+  return i;
+}
 
 using KernelFn = void (*)(CUtensorMap, CUtensorMap, TmaS8Params);
 
@@ -83,8 +92,12 @@ KernelFn kernel_of_tile(int tile) {
       return instance<1, KB, F>();
     case 2:
       return instance<2, KB, F>();
-    default:
+    case 3:
       return instance<3, KB, F>();
+    case 4:
+      return instance<4, KB, F>();
+    default:
+      return instance<5, KB, F>();
   }
 }
 KernelFn kernel_of(int tile, int kb, bool float_out) {
@@ -150,8 +163,8 @@ class ConvS8TmaImpl {
   TmaS8Params base;
   int kb = 128;
   int sms = 132;
-  CUtensorMap w_maps[3];  // box heights 128, 192, 256
-  const CUtensorMap& w_map(int bn) const { return w_maps[bn == 128 ? 0 : bn == 192 ? 1 : 2]; }
+  CUtensorMap w_maps[kBnWidthCount];  // per kBnWidths
+  const CUtensorMap& w_map(int bn) const { return w_maps[bn_map_index(bn)]; }
 };
 
 bool ConvS8Tma::device_supported() { return wgmma_s8_device_supported(); }
@@ -198,11 +211,10 @@ ConvS8Tma::ConvS8Tma(const S8Conv& conv) : impl_(std::make_unique<ConvS8TmaImpl>
 
   check_register_counts();
   tma::opt_in_smem(kernel_images({m.kb}));
-  const int heights[3] = {128, 192, 256};
-  for (int i = 0; i < 3; ++i)
+  for (int i = 0; i < kBnWidthCount; ++i)
     tma::encode_weight_map("conv_int8_tma", &m.w_maps[i], CU_TENSOR_MAP_DATA_TYPE_UINT8,
                            conv.weight, size_t(conv.k_total), size_t(conv.out_c),
-                           size_t(conv.k_pad), m.kb, heights[i], m.kb);
+                           size_t(conv.k_pad), m.kb, kBnWidths[i], m.kb);
 }
 
 ConvS8Tma::~ConvS8Tma() = default;

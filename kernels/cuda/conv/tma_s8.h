@@ -45,7 +45,7 @@ class ConvS8Tma {
  public:
   // Compute capability 9.0 with the sm_90a image (wgmma_s8_device_supported()).
   static bool device_supported();
-  // "128x128", "128x192", "128x256", "256x128".
+  // "128x128", "128x192", "128x256", "256x128", "256x64", "128x64".
   static const std::vector<std::string>& tile_names();
 
   // `conv` describes the layer with its weight, bias and multipliers already on the device (the

@@ -455,8 +455,11 @@ TEST(ConvWgmma, SmallBatchDispatchMatchesReference) {
 }
 
 // AlexNet conv1 through conv_fp16_s2d: on Hopper its inner conv (48 -> 64, 3x3, pool) takes the
-// wgmma kernel once the batch fills the SMs; both paths must match the reference.
-// At 64 output channels and at the 32 of a channel-pruned conv1 (BN = 32).
+// wgmma kernel once the batch fills the SMs — unless the TMA form (x' at 64 channels,
+// conv_fp16_tma) fills them too, which the default entry then prefers; conv_fp16_s2d_wgmma pins
+// the wgmma inner conv at every batch.  Each path must match the reference: batch 1 (igemm), the
+// wgmma fill batch (pinned wgmma), the first batch whose TMA plan fills the SMs (the default on
+// TMA).  At 64 output channels and at the 32 of a channel-pruned conv1 (BN = 32).
 void check_s2d_entry(int out_c) {
   SCOPED_TRACE("out_c " + std::to_string(out_c));
   const WCase conv1{1, 3, 224, 224, out_c, 11, 4, 2, true, true};
@@ -473,20 +476,39 @@ void check_s2d_entry(int out_c) {
                               nullptr);
     while (inner.plan(fill_batch).ctas < current_sm_count()) ++fill_batch;
   }
-  for (int batch : {1, fill_batch}) {
+  struct Run {
+    const char* entry;
+    int batch;  // 0: the first batch the default entry plans on the TMA conv
+    const char* inner;
+  };
+  for (const Run& run :
+       {Run{"conv_fp16_s2d", 1, "igemm"}, Run{"conv_fp16_s2d_wgmma", fill_batch, "wgmma"},
+        Run{"conv_fp16_s2d", 0, "tma_"}}) {
     WCase t = conv1;
-    t.batch = batch;
-    SCOPED_TRACE("batch " + std::to_string(batch));
-    const CaseData d = make_pool_data(t, shape, 400 + out_c + batch);
     Node node = make_node(t, 1, 1, /*pool=*/true);
+    node.params.push_back(test::make_param("weight", {t.oc, t.c, t.k, t.k}, {}));
+    int batch = run.batch;
+    if (batch == 0) {  // the TMA form's threshold (the entry's own fallback_max_batch + 1)
+      Graph probe_graph;
+      node.params[0].value.data.assign(size_t(t.oc) * t.c * t.k * t.k, 0.01f);
+      const test::EntryRunner probe(KernelRegistry::instance(), run.entry, node, probe_graph);
+      batch = 1;
+      while (batch < 64 && probe.prepare(batch).variant_name.find("tma_") == std::string::npos)
+        ++batch;
+    }
+    t.batch = batch;
+    SCOPED_TRACE(std::string(run.entry) + " batch " + std::to_string(batch));
+    const CaseData d = make_pool_data(t, shape, 400 + out_c + batch);
+    node.params.clear();
     node.params.push_back(test::make_param("weight", {t.oc, t.c, t.k, t.k}, d.weight));
     node.params.push_back(test::make_param("bias", {t.oc}, d.bias));
     Graph graph;
-    test::EntryRunner runner(KernelRegistry::instance(), "conv_fp16_s2d", node, graph);
+    test::EntryRunner runner(KernelRegistry::instance(), run.entry, node, graph);
     const std::string variant = runner.prepare(batch).variant_name;
-    EXPECT_NE(variant.find(batch < fill_batch ? "igemm" : "wgmma"), std::string::npos) << variant;
+    EXPECT_NE(variant.find(run.inner), std::string::npos) << variant;
     // The inner conv's K is 7 k-tiles on a narrow tile: the 3-stage instance (wgmma.cu).
-    if (batch == fill_batch) EXPECT_NE(variant.find("_s3"), std::string::npos) << variant;
+    if (std::string(run.inner) == "wgmma")
+      EXPECT_NE(variant.find("_s3"), std::string::npos) << variant;
     test::DeviceMem d_x(test::to_nhwc(d.x, batch, t.c, t.h, t.w));
     test::DeviceMem d_y(size_t(batch) * shape.out_h * shape.out_w * t.oc * sizeof(__half));
     runner.run({d_x.get()}, d_y.get(), batch);
