@@ -102,9 +102,11 @@ struct TileInfo : tma::TileShape {
   bool pool;              // has a fused-pool instance (staging fits beside the ring)
 };
 // 256x96 (two n tiles of 96 on out_c 192, 100 % useful columns) serves AlexNet conv2's pooled
-// tiling: 9 conv rows of 27 per tile against 4 for BM 128; its speed is a guess, so it is not a
-// candidate of unpooled convs (those keep the lab's measured winners).  The BN = 64 tiles (speeds
-// guessed too, tma_encode.h) are candidates everywhere: they are the only tiles that do not
+// tiling: 9 conv rows of 27 per tile against 4 for BM 128.  Its speed (0.9) was a guess until
+// conv_lab --tma measured it (docs/PERFORMANCE.md run 36d: model / measured 0.94-1.03 on conv3
+// and conv4 at batch 64 and 256, and the fastest tile of conv4 at batch 64, 16 % ahead of the
+// 128x256 the model had to pick without it), so it is an unpooled candidate too.  The BN = 64 tiles
+// (speeds guessed too, tma_encode.h) are candidates everywhere: they are the only tiles that do not
 // compute padding columns on out_c <= 64 (conv1's space-to-depth form, ResNet's 64-channel
 // convs), and on wider convs the model prefers the faster wide tiles anyway.  Stages: as many as
 // 227 KB hold with the fused pool's staging (256x64: 5 x 40 KB + 20 KB; 128x64: 8 x 24 KB + 18
@@ -112,7 +114,7 @@ struct TileInfo : tma::TileShape {
 constexpr TileInfo kTiles[] = {
     {tma::kTileShapes[0], 7, true, false}, {tma::kTileShapes[1], 5, true, true},
     {tma::kTileShapes[2], 4, true, true},  {tma::kTileShapes[3], 4, true, true},
-    {tma::kTileShapes[4], 4, false, true}, {tma::kTileShapes[5], 5, true, true},
+    {tma::kTileShapes[4], 4, true, true},  {tma::kTileShapes[5], 5, true, true},
     {tma::kTileShapes[6], 8, true, true},
 };
 constexpr int kTileCount = sizeof(kTiles) / sizeof(kTiles[0]);
