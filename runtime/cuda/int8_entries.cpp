@@ -216,7 +216,7 @@ class ConvInt8Kernel final : public LayerKernel {
     if (path_ == ConvPath::SpaceToDepth)
       plan.variant_name = std::string(fp32_source ? "quantise+" : "") + "s2d+" + gemm;
     if (splits > 1) plan.variant_name += " split-k " + std::to_string(splits);
-    if (pool_) plan.variant_name += splits > 1 ? "+pool in the finish" : "+pool";
+    if (pool_) plan.variant_name += "+pool";
     const Workspace parts = workspace_parts(info.batch, splits, false);
     plan.workspace_bytes = parts.partial + parts.partial_bytes;
     return plan;
@@ -248,12 +248,6 @@ class ConvInt8Kernel final : public LayerKernel {
       run_tma(code / 2, args.state, x, conv_out, args.batch, stream);
     } else if (splits == 0) {
       conv_s8_wgmma(conv_, x, conv_out, args.batch, stream);
-    } else if (splits > 1 && pool_) {
-      // The split-K finish pools as it finishes (S8SplitK::pool): no pre-pool tensor, no pool
-      // launch (the small batches where split-K runs are the latency-bound ones).
-      const S8SplitK split{splits, reinterpret_cast<int*>(workspace + parts.partial), &*pool_};
-      conv_s8_igemm(conv_, x, args.output, args.batch, stream, &split);
-      return;
     } else {
       const S8SplitK split{splits, reinterpret_cast<int*>(workspace + parts.partial)};
       conv_s8_igemm(conv_, x, conv_out, args.batch, stream, &split);

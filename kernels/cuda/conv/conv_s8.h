@@ -54,11 +54,6 @@ struct S8Conv {
 struct S8SplitK {
   int splits = 1;
   int* partial = nullptr;  // igemm_s8_split_bytes() bytes of device memory
-  // Optional: the conv's max-pool, applied by the finishing pass itself (y is then the pooled
-  // map): each pooled output is the epilogue of its window's largest K-sum, the same bits as
-  // pooling the finished int8/fp32 values (the epilogue is non-decreasing in the sum), without
-  // the pre-pool tensor and the pool's own launch.
-  const struct NhwcPool* pool = nullptr;
 };
 
 // groups == 1 only: the tensor-core implicit GEMM.  x: int8 NHWC/16; y: int8 NHWC/16 or fp32

@@ -28,7 +28,6 @@
 // Exactness: int32 accumulation of int8 products is associative, so the MMA's internal order
 // cannot change the result; the one float step is the reference's (docs/QUANTIZATION.md).
 #include <algorithm>
-#include <climits>
 #include <string>
 
 #include "cnnrt/error.h"
@@ -183,41 +182,6 @@ __global__ void split_k_finish_kernel(const S8Conv p, const int* __restrict__ pa
   }
 }
 
-// The same with the conv's max-pool (S8SplitK::pool): one thread per pooled output element
-// (n, py, px, c) takes the largest K-sum over the window's conv pixels (padding never wins) and
-// applies the epilogue once.  Exact: int8_output / float_output are non-decreasing in the sum
-// (a positive multiplier, monotone rounding and clamp), so max and epilogue commute.
-__global__ void split_k_finish_pool_kernel(const S8Conv p, const int* __restrict__ partial,
-                                           int splits, int64_t split_stride, const NhwcPool pool,
-                                           void* __restrict__ y, int64_t total) {
-  for (int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; index < total;
-       index += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int c = static_cast<int>(index % p.out_stride);
-    int64_t rest = index / p.out_stride;
-    const int px = static_cast<int>(rest % pool.out_w);
-    rest /= pool.out_w;
-    const int py = static_cast<int>(rest % pool.out_h);
-    const int64_t n = rest / pool.out_h;
-    int best = INT_MIN;
-    for (int ky = 0; ky < pool.kh; ++ky) {
-      const int cy = py * pool.stride_h - pool.pad_h + ky;
-      if (cy < 0 || cy >= pool.h) continue;
-      for (int kx = 0; kx < pool.kw; ++kx) {
-        const int cx = px * pool.stride_w - pool.pad_w + kx;
-        if (cx < 0 || cx >= pool.w) continue;
-        const int64_t at = ((n * pool.h + cy) * pool.w + cx) * p.out_stride + c;
-        int acc = 0;
-        for (int z = 0; z < splits; ++z) acc += partial[z * split_stride + at];
-        best = max(best, acc);
-      }
-    }
-    if (p.float_output)
-      static_cast<float*>(y)[index] = s8::float_output(p, c, best);
-    else
-      static_cast<int8_t*>(y)[index] = s8::int8_output(p, c, best);
-  }
-}
-
 // int8 output: requantised into a shared tile, then 16-byte row segments to global memory.
 template <int BN>
 __device__ void store_int8(const S8Conv& p, int8_t* y, int8_t* stage, int m0, int n0, int total_m,
@@ -314,7 +278,7 @@ __global__ void __launch_bounds__(kThreads)
 
 template <int BN>
 void launch(const S8Conv& conv, const int8_t* x, void* y, int total_m, int splits, int* partial,
-            const NhwcPool* pool, cudaStream_t stream) {
+            cudaStream_t stream) {
   // The attribute is per kernel and process: set once (thread-safe static initialisation).
   static const cudaError_t configured = cudaFuncSetAttribute(
       igemm_s8_kernel<BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, Tile<BN>::kSmem);
@@ -328,17 +292,9 @@ void launch(const S8Conv& conv, const int8_t* x, void* y, int total_m, int split
   CNNRT_CUDA_CHECK_LAUNCH();
   if (splits <= 1) return;
   const int64_t total = static_cast<int64_t>(total_m) * conv.out_stride;
-  if (pool != nullptr) {
-    const int64_t pooled =
-        total / (static_cast<int64_t>(pool->h) * pool->w) * pool->out_h * pool->out_w;
-    const int blocks = static_cast<int>(std::min<int64_t>((pooled + 255) / 256, 1 << 20));
-    split_k_finish_pool_kernel<<<blocks, 256, 0, stream>>>(conv, partial, static_cast<int>(grid.z),
-                                                           total, *pool, y, pooled);
-  } else {
-    const int blocks = static_cast<int>(std::min<int64_t>((total + 255) / 256, 1 << 20));
-    split_k_finish_kernel<<<blocks, 256, 0, stream>>>(conv, partial, static_cast<int>(grid.z), y,
-                                                      total);
-  }
+  const int blocks = static_cast<int>(std::min<int64_t>((total + 255) / 256, 1 << 20));
+  split_k_finish_kernel<<<blocks, 256, 0, stream>>>(conv, partial, static_cast<int>(grid.z), y,
+                                                    total);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 
@@ -365,16 +321,11 @@ void conv_s8_igemm(const S8Conv& conv, const void* x, void* y, int batch, cudaSt
   const auto* in = static_cast<const int8_t*>(x);
   const int splits = split ? split->splits : 1;
   int* partial = split ? split->partial : nullptr;
-  const NhwcPool* pool = split ? split->pool : nullptr;
   if (splits > 1 && partial == nullptr) throw Error("conv_s8_igemm: split-K without a workspace");
-  if (pool != nullptr &&
-      (splits <= 1 || static_cast<int64_t>(batch) * pool->h * pool->w != total_m ||
-       pool->out_h < 1 || pool->out_w < 1))
-    throw Error("conv_s8_igemm: a fused pool needs split-K and the conv's own extent");
   if (wide_tiles(conv, total_m))
-    launch<128>(conv, in, y, static_cast<int>(total_m), splits, partial, pool, stream);
+    launch<128>(conv, in, y, static_cast<int>(total_m), splits, partial, stream);
   else
-    launch<64>(conv, in, y, static_cast<int>(total_m), splits, partial, pool, stream);
+    launch<64>(conv, in, y, static_cast<int>(total_m), splits, partial, stream);
 }
 
 void finish_s8(const S8Conv& conv, const int32_t* acc, int rows, void* y, cudaStream_t stream) {
