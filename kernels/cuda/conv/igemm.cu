@@ -301,7 +301,7 @@ void ConvFp16Impl::pack_direct(const float* weight, const float* bias) {
 // fp32 partials into `partial` over grid.z = splits.
 void ConvFp16Impl::launch_igemm(const Candidate& c, bool fused, const void* x, void* y, int batch,
                                 cudaStream_t stream, int splits, int split_k, float* partial,
-                                const void* residual, bool cluster) const {
+                                const void* residual) const {
   const TileConfig& cfg = config(c);
   const bool pool_kernel = fused && pool();
   ConvParams p = base;
@@ -317,32 +317,14 @@ void ConvFp16Impl::launch_igemm(const Candidate& c, bool fused, const void* x, v
   p.tile = c.tile;
   p.split_k = split_k;
   p.partial = partial;
-  p.cluster_reduce = cluster ? 1 : 0;
   const long long grid_x = m_ctas(c, batch, fused);
   const long long grid_y = (long long)p.n_tiles * p.groups;
   if (grid_x >= (1LL << 31) || grid_y > 65535 || splits > 65535)
     throw Error("conv_fp16: batch " + std::to_string(batch) + " exceeds the launch grid");
-  const auto kernel = kernel_of(c.config, gather(), pool_kernel);
-  const dim3 grid{unsigned(grid_x), unsigned(grid_y), unsigned(splits)};
-  if (!cluster) {
-    kernel<<<grid, cfg.threads, c.smem, stream>>>(p);
-    CNNRT_CUDA_CHECK_LAUNCH();
-    return;
-  }
-  // The slices of one tile (grid.z) are one cluster: igemm_cluster_reduce.
-  cudaLaunchConfig_t launch{};
-  launch.gridDim = grid;
-  launch.blockDim = dim3(unsigned(cfg.threads));
-  launch.dynamicSmemBytes = c.smem;
-  launch.stream = stream;
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeClusterDimension;
-  attribute.val.clusterDim.x = 1;
-  attribute.val.clusterDim.y = 1;
-  attribute.val.clusterDim.z = unsigned(splits);
-  launch.attrs = &attribute;
-  launch.numAttrs = 1;
-  CNNRT_CUDA_CHECK(cudaLaunchKernelEx(&launch, kernel, p));
+  kernel_of(c.config, gather(),
+            pool_kernel)<<<dim3(unsigned(grid_x), unsigned(grid_y), unsigned(splits)), cfg.threads,
+                           c.smem, stream>>>(p);
+  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 // Second kernel of the workspace variants: y = pool(finish(workspace)).
@@ -411,10 +393,6 @@ void ConvFp16Impl::run(const Launch& l, const void* x, const void* residual, voi
       launch_igemm(flat[l.cand], false, x, y, batch, stream, l.splits, l.split_k,
                    static_cast<float*>(workspace));
       launch_finish(true, workspace, l.splits, y, batch, stream, residual);
-      return;
-    case Kind::ClusterSplitK:
-      launch_igemm(flat[l.cand], false, x, y, batch, stream, l.splits, l.split_k, nullptr, residual,
-                   /*cluster=*/true);
       return;
     default:
       launch_direct(x, y, batch, stream, residual);

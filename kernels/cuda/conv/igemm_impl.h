@@ -26,9 +26,7 @@ struct TileConfig {
 const TileConfig* tile_configs(int* count);
 
 enum class Path { Igemm, IgemmGather, Direct };
-// ClusterSplitK: split-K whose slices of a tile form one cluster and reduce on chip (sm_90,
-// non-pool layers, at most kMaxClusterSplits slices; igemm_kernel.cuh's igemm_cluster_reduce).
-enum class Kind { Fused, Unfused, SplitK, ClusterSplitK, Direct };
+enum class Kind { Fused, Unfused, SplitK, Direct };
 
 // One launchable igemm configuration whose cost does not depend on the batch: a tile config
 // and, for a pool layer's fused kernel, its pool tiling.
@@ -55,7 +53,6 @@ struct Variant {
 
 constexpr int kSplitKMaxBatch = 16;
 constexpr int kMaxSplits = 32;
-constexpr int kMaxClusterSplits = 8;  // the portable cluster size
 
 inline int ceil_div(long long a, long long b) { return int((a + b - 1) / b); }
 
@@ -100,7 +97,6 @@ class ConvFp16Impl {
   double fused_us(const Candidate& c, int batch) const;
   double unfused_us(const Candidate& f, int batch) const;
   double split_us(const Candidate& f, int batch, int splits, int split_k) const;
-  double cluster_split_us(const Candidate& f, int batch, int splits, int split_k) const;
   std::vector<Variant> variant_list(int batch) const;
   static size_t choose_in(const std::vector<Variant>& list, const std::vector<Launch>& launches,
                           bool with_workspace);
@@ -118,7 +114,7 @@ class ConvFp16Impl {
            cudaStream_t stream, void* workspace) const;
   void launch_igemm(const Candidate& c, bool fused, const void* x, void* y, int batch,
                     cudaStream_t stream, int splits = 1, int split_k = 0, float* partial = nullptr,
-                    const void* residual = nullptr, bool cluster = false) const;
+                    const void* residual = nullptr) const;
   void launch_finish(bool fp32, const void* ws, int splits, void* y, int batch, cudaStream_t stream,
                      const void* residual = nullptr) const;
   void launch_direct(const void* x, void* y, int batch, cudaStream_t stream,

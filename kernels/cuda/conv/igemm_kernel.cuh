@@ -37,12 +37,6 @@
 //    its raw fp32 sums to the workspace; conv_splitk_finish_kernel (igemm_finish.cuh)
 //    reduces them with bias / activation / pool.  conv_finish_kernel pools the fp16 output of an
 //    unfused launch.
-//  * cluster split-K (sm_90, non-pool, p.cluster_reduce): the slices of a tile are one cluster
-//    (1 x 1 x splits); after the main loop slices 1.. park their sums in their idle ring, slice 0
-//    adds them over distributed shared memory and runs the normal epilogue.  Why: at batch 1-16
-//    the split-K finish is a second launch and a workspace round trip per layer (AlexNet b1:
-//    4.3-6.5 us each under ncu, four layers); the DSMEM reduction of a 64x64 tile is ~16 KB per
-//    slice at on-chip bandwidth.
 // A single-pass CTA stages its epilogue tile in the (then idle) pipeline ring, see
 // igemm_smem_bytes (igemm_params.h); the vector A loader walks (tap, channel chunk) incrementally,
 // no divisions.
@@ -315,61 +309,6 @@ __device__ __forceinline__ void igemm_store_partial(const float (&acc)[C::MI][C:
     }
 }
 
-// Cluster split-K (see the file comment): true for the CTA that finishes the tile (cluster rank
-// 0, holding the sum of every slice in acc), false for the others, which must then return.
-// s_red: the CTA's idle pipeline ring, at least BM * BN floats (the host checks).  Every thread
-// of every CTA of the cluster reaches both cluster barriers.
-template <class C>
-__device__ __forceinline__ bool igemm_cluster_reduce(float (&acc)[C::MI][C::NI][4], float* s_red,
-                                                     int tid) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  uint32_t rank, size;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
-  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(size));
-  // Value v of thread t at s_red[v * kThreads + t]: a warp's stores and remote loads are 128
-  // contiguous bytes.
-  if (rank != 0) {
-#pragma unroll
-    for (int mi = 0; mi < C::MI; ++mi)
-#pragma unroll
-      for (int ni = 0; ni < C::NI; ++ni)
-#pragma unroll
-        for (int q = 0; q < 4; ++q)
-          s_red[((mi * C::NI + ni) * 4 + q) * C::kThreads + tid] = acc[mi][ni][q];
-  }
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::
-                   : "memory");
-  if (rank == 0) {
-    const uint32_t local = static_cast<uint32_t>(__cvta_generic_to_shared(s_red + tid));
-    for (uint32_t r = 1; r < size; ++r) {
-      uint32_t remote;
-      asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(r));
-#pragma unroll
-      for (int mi = 0; mi < C::MI; ++mi)
-#pragma unroll
-        for (int ni = 0; ni < C::NI; ++ni)
-#pragma unroll
-          for (int q = 0; q < 4; ++q) {
-            float v;
-            asm volatile("ld.shared::cluster.f32 %0, [%1];"
-                         : "=f"(v)
-                         : "r"(remote + 4u * uint32_t(((mi * C::NI + ni) * 4 + q) * C::kThreads)));
-            acc[mi][ni][q] += v;
-          }
-    }
-  }
-  // The other slices keep their shared memory until slice 0 has read it.
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::
-                   : "memory");
-  return rank == 0;
-#else
-  (void)acc;
-  (void)s_red;
-  (void)tid;
-  return true;  // never launched below sm_90 (the host plans it only there)
-#endif
-}
-
 // Bias + activation clamp -> fp16 staging rows of this pass.  One clamp for every activation:
 // unlike the wgmma epilogue, the igemm one showed no cost from the upper bound (H100 A/B,
 // issue 7), and one path keeps ptxas's allocation as before.
@@ -577,10 +516,7 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32, igemm_min_blocks(BM, BN
     __syncthreads();  // ring and row table are reused by the next pass (or by the staging tile)
 
     if constexpr (!POOL) {
-      if (p.cluster_reduce) {
-        // uniform across the cluster; the ring is idle (waited and synchronised above)
-        if (!igemm_cluster_reduce<C>(acc, reinterpret_cast<float*>(s_a), tid)) return;
-      } else if (p.partial) {
+      if (p.partial) {
         igemm_store_partial<C>(acc, p, t, warp_m, warp_n, lane);
         return;  // uniform across the CTA: no barrier follows for anyone
       }

@@ -46,11 +46,6 @@ struct ConvParams {
   // and writes its raw fp32 sums to partial[z][m][n_limit] (groups == 1) instead of y.
   int split_k = 0;  // 0: no split, the kernel finishes the tile itself
   float* partial = nullptr;
-  // Cluster split-K (sm_90, non-pool instances): the grid.z slices of one tile are one thread-
-  // block cluster; slices 1.. leave their fp32 sums in their own shared memory, slice 0 adds them
-  // through distributed shared memory and finishes the tile itself (no workspace, no second
-  // kernel).  partial is then null.
-  int cluster_reduce = 0;
   // Fused residual (ConvShape::residual): r [m][out_cs] fp16, added to the finished conv value
   // and then clamped with residual_act; `act` is then the identity (the clamp comes after the
   // add).  nullptr: no residual.  No pool layer has one.

@@ -18,7 +18,6 @@
 
 #include "cnnrt/error.h"
 #include "kernels/cuda/conv/igemm_impl.h"
-#include "kernels/cuda/device_traits.h"
 
 namespace cnnrt::cuda {
 
@@ -32,12 +31,7 @@ constexpr int kMaxStreamPasses = 32;  // row-streaming pool: staging does not gr
 constexpr double kSmFlopsPerUs = 1.65e6;  // sustained mma.sync rate of one SM, 128x128 tile
 constexpr double kBytesPerUs = 2.5e6;     // workspace round trip (mostly L2)
 constexpr double kExtraLaunchUs = 2.0;    // second kernel of a workspace variant
-constexpr double kSliceLatencyUs = 0.7;
-// Cluster split-K (estimates, to be checked by conv_lab): two cluster barriers, and one SM's
-// reads of its peers' shared memory at ~100 GB/s.
-constexpr double kClusterBarriersUs = 0.5;
-constexpr double kDsmemBytesPerUs =
-    1.0e5;  // split-K finish: one round of kFinishUnroll slice loads
+constexpr double kSliceLatencyUs = 0.7;   // split-K finish: one round of kFinishUnroll slice loads
 
 size_t round_up_256(size_t v) { return (v + 255) / 256 * 256; }
 
@@ -118,18 +112,6 @@ double ConvFp16Impl::split_us(const Candidate& f, int batch, int splits, int spl
                  sms) +
          kExtraLaunchUs + ((1 + std::max(1.0, overlap)) * partials + out_bytes) / kBytesPerUs +
          rounds * kSliceLatencyUs;
-}
-
-// Cluster split-K: the same conv grid, no workspace and no second launch; the leader of each
-// cluster reads (splits - 1) fp32 tiles over distributed shared memory behind two cluster
-// barriers.
-double ConvFp16Impl::cluster_split_us(const Candidate& f, int batch, int splits,
-                                      int split_k) const {
-  const TileConfig& cfg = config(f);
-  const long long n_ctas = (long long)ceil_div(base.n_limit, cfg.bn) * base.groups;
-  const double remote_bytes = double(splits - 1) * cfg.bm * cfg.bn * sizeof(float);
-  return grid_us(cfg, m_ctas(f, batch, false) * n_ctas * splits, f.occupancy, split_k + 2, sms) +
-         kClusterBarriersUs + remote_bytes / kDsmemBytesPerUs;
 }
 
 // Split-K finish tile: one pooled row (more CTAs at batch 1) and as many pooled columns as keep
@@ -237,19 +219,6 @@ void ConvFp16Impl::build_launches() {
         last_split_k = split_k;
       }
     }
-    // The same slicings as clusters (sm_90 clusters; the leader's ring must hold a BM x BN fp32
-    // tile of each slice; no pool: the finish would need the neighbours' tiles).
-    if (!pool() && device_traits().cc_major >= 9) {
-      const size_t split_launches = launches.size();
-      for (size_t i = 0; i < split_launches; ++i) {
-        const Launch l = launches[i];
-        const TileConfig& cfg = config(flat[l.cand]);
-        const size_t ring = size_t(cfg.stages) * (cfg.bm + cfg.bn) * cfg.bk * sizeof(__half);
-        if (l.kind == Kind::SplitK && l.splits <= kMaxClusterSplits &&
-            size_t(cfg.bm) * cfg.bn * sizeof(float) <= ring)
-          launches.push_back({Kind::ClusterSplitK, l.cand, l.splits, l.split_k});
-      }
-    }
   }
   launches.push_back({Kind::Direct, 0, 1, 0});
 }
@@ -270,7 +239,7 @@ std::vector<Variant> ConvFp16Impl::variant_list(int batch) const {
   }
   for (const int id : best)
     if (id >= 0) out.push_back({id, fused_us(candidates[launches[id].cand], batch)});
-  Variant unfused{-1, 0}, split{-1, 0}, cluster{-1, 0};
+  Variant unfused{-1, 0}, split{-1, 0};
   const bool split_ok = batch <= kSplitKMaxBatch;
   for (size_t id = 0; id < launches.size(); ++id) {
     const Launch& l = launches[id];
@@ -280,14 +249,10 @@ std::vector<Variant> ConvFp16Impl::variant_list(int batch) const {
     } else if (l.kind == Kind::SplitK && split_ok) {
       const double us = split_us(flat[l.cand], batch, l.splits, l.split_k);
       if (split.launch < 0 || us < split.us) split = {int(id), us};
-    } else if (l.kind == Kind::ClusterSplitK && split_ok) {
-      const double us = cluster_split_us(flat[l.cand], batch, l.splits, l.split_k);
-      if (cluster.launch < 0 || us < cluster.us) cluster = {int(id), us};
     }
   }
   if (unfused.launch >= 0) out.push_back(unfused);
   if (split.launch >= 0) out.push_back(split);
-  if (cluster.launch >= 0) out.push_back(cluster);
   out.push_back({int(launches.size()) - 1, 0});  // direct
   return out;
 }
@@ -301,8 +266,7 @@ size_t ConvFp16Impl::choose_in(const std::vector<Variant>& list,
   for (size_t i = 0; i + 1 < list.size(); ++i) {
     const Kind kind = launches[list[i].launch].kind;
     if (kind == Kind::Unfused) continue;
-    // A cluster split-K needs no workspace: one kernel, like a fused launch.
-    if (!with_workspace && kind != Kind::Fused && kind != Kind::ClusterSplitK) continue;
+    if (!with_workspace && kind != Kind::Fused) continue;
     if (chosen == list.size() - 1 || list[i].us < list[chosen].us) chosen = i;
   }
   return chosen;
@@ -334,7 +298,6 @@ std::string ConvFp16Impl::name(const Launch& l) const {
   if (l.kind == Kind::Unfused) s << " unfused + pool pass";
   if (l.kind == Kind::SplitK)
     s << " split-K " << l.splits << "x" << l.split_k << (pool() ? " + pool pass" : "");
-  if (l.kind == Kind::ClusterSplitK) s << " cluster split-K " << l.splits << "x" << l.split_k;
   return s.str();
 }
 

@@ -430,17 +430,6 @@ TEST(ConvFp16, WorkspaceVariantsAreOfferedWhereTheyApply) {
     EXPECT_FALSE(has_variant(plain->variants(batch), "unfused")) << batch;
   }
   EXPECT_FALSE(has_variant(plain->variants(64), "split-K"));
-  // The cluster split-K (one kernel, slices reduced over distributed shared memory) on sm_90
-  // only, for convs without a pool, at the split-K batches; it needs no workspace.
-  int major = 0;
-  CNNRT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
-  for (int batch = 1; batch <= 3; ++batch) {
-    EXPECT_EQ(has_variant(plain->variants(batch), "cluster split-K"), major >= 9) << batch;
-    EXPECT_FALSE(has_variant(pooled->variants(batch), "cluster split-K")) << batch;
-    for (const ConvFp16Plan& v : plain->variants(batch))
-      if (v.name.find("cluster split-K") != std::string::npos) EXPECT_EQ(v.workspace_bytes, 0u);
-  }
-  EXPECT_FALSE(has_variant(plain->variants(64), "cluster split-K"));
   // Round 3: the 128x96 tile, the BK = 64 tile and the row-streaming pool tilings are offered
   // (so the runs above cover them) for conv2 / conv3 at every batch.
   for (int batch : {1, 2, 64}) {
