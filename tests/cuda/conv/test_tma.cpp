@@ -98,12 +98,15 @@ TEST(ConvTma, DefaultTileIsTheLabsWinnerOnAlexNet) {
   if (!ConvFp16Tma::device_supported()) GTEST_SKIP() << "a build without the sm_90a image";
   struct Layer {
     ConvShape shape;
-    const char* tile;
+    const char* tile64;   // batch 64
+    const char* tile256;  // batch 256
   };
-  const std::vector<Layer> layers = {{conv(64, 27, 192, 5, 2), "128x192"},
-                                     {conv(192, 13, 384, 3, 1), "256x128"},
-                                     {conv(384, 13, 256, 3, 1), "128x256"},
-                                     {conv(256, 13, 256, 3, 1), "128x256"}};
+  // conv_lab --tma (docs/PERFORMANCE.md runs 36d-e): the out_c 256 convs take 256x96 at batch 64
+  // (two full waves of 3 n tiles; conv4 0.0350 ms against 128x256's 0.0406) and 128x256 at 256.
+  const std::vector<Layer> layers = {{conv(64, 27, 192, 5, 2), "128x192", "128x192"},
+                                     {conv(192, 13, 384, 3, 1), "256x128", "256x128"},
+                                     {conv(384, 13, 256, 3, 1), "256x96", "128x256"},
+                                     {conv(256, 13, 256, 3, 1), "256x96", "128x256"}};
   // ... and the pooled forms' fused tiles: conv2 + pool 3/2 takes 256x96 (9 conv rows of 27 per
   // tile, two exact n tiles), conv5 + pool 3/2 256x128 at batch 256 (8 pooled rows per tile, 384
   // units: 3 waves) and 128x256 at batch 64 (one wave either way, the larger tile area loses).
@@ -130,7 +133,7 @@ TEST(ConvTma, DefaultTileIsTheLabsWinnerOnAlexNet) {
     const ConvFp16Tma kernel(s, weight.data(), nullptr);
     for (int batch : {64, 256}) {
       const ConvFp16TmaPlan plan = kernel.plan(batch);
-      EXPECT_NE(plan.name.find(layer.tile), std::string::npos)
+      EXPECT_NE(plan.name.find(batch == 64 ? layer.tile64 : layer.tile256), std::string::npos)
           << "in_c " << s.in_c << " out_c " << s.out_c << " batch " << batch << ": " << plan.name;
       EXPECT_LE(plan.ctas, 132);
     }
@@ -140,7 +143,8 @@ TEST(ConvTma, DefaultTileIsTheLabsWinnerOnAlexNet) {
 // Fused or staged MaxPool (tma_conv.cu's cost model) on a described H100: AlexNet conv2 (27x27,
 // 19 % of the fused tiling's rows recomputed, the slower 256x96 tile) runs staged — 128x192 into
 // the pre-pool workspace, then maxpool_fp16 — at batch 64 and 256; conv5 (13x13 -> 6x6: a small
-// pre-pool tensor, but the fused 256x128 / 128x256 tilings lose no wave) stays fused.
+// pre-pool tensor, but the fused 256x128 / 128x256 tilings lose no wave) stays fused at batch 256;
+// at 64 its two forms tie (the staged one on 256x96).
 TEST(ConvTma, StagedPoolIsChosenForAlexNetConv2AndFusedForConv5) {
   PlanTargetScope h100(target_traits("h100"));
   if (!ConvFp16Tma::device_supported()) GTEST_SKIP() << "a build without the sm_90a image";
@@ -165,12 +169,19 @@ TEST(ConvTma, StagedPoolIsChosenForAlexNetConv2AndFusedForConv5) {
     EXPECT_TRUE(chosen2.staged) << chosen2.name;
     EXPECT_EQ(chosen2.variant, staged2.variant);
 
+    // conv5: fused at batch 256; at batch 64 the staged form on 256x96 and the fused one are
+    // within 1 % in the model (27.7 vs 28.0 us) and measured (0.0333 vs 0.0331 ms, run 36e), so
+    // only "the cheaper modelled form is the one chosen" is asserted there.
     const ConvFp16TmaPlan staged5 = k5.plan_staged(batch), fused5 = k5.plan_fused(batch);
-    EXPECT_NE(staged5.name.find("128x256"), std::string::npos) << staged5.name;
-    EXPECT_LT(fused5.estimated_us, staged5.estimated_us) << "batch " << batch;
+    EXPECT_NE(staged5.name.find(batch == 64 ? "256x96" : "128x256"), std::string::npos)
+        << staged5.name;
     const ConvFp16TmaPlan chosen5 = k5.plan(batch);
-    EXPECT_FALSE(chosen5.staged) << chosen5.name;
-    EXPECT_EQ(chosen5.variant, fused5.variant);
+    EXPECT_EQ(chosen5.variant,
+              staged5.estimated_us < fused5.estimated_us ? staged5.variant : fused5.variant);
+    if (batch == 256) {
+      EXPECT_LT(fused5.estimated_us, staged5.estimated_us);
+      EXPECT_FALSE(chosen5.staged) << chosen5.name;
+    }
   }
   // The model against the H100 measurements at batch 256 (docs/kernels/conv_fp16_tma.md, the
   // staged pool variant): fused conv2 0.251 ms, staged conv2 0.227-0.231, fused conv5 0.089,
