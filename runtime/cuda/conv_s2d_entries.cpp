@@ -117,9 +117,14 @@ class ConvFp16S2dKernel final : public Fp16Kernel {
         inner != S2dInner::Wgmma && ConvFp16Tma::device_supported() ? tma_form_of(shape, conv)
                                                                     : std::nullopt;
     if (wide) {
-      rearrange_tma_ = wide->rearrange;
+      // The TMA reads x' as rearranged for the other inner convs (C' channels, conv1: 48) and
+      // fills channels C'..63 with zeros itself (ConvFp16Tma's stored_in_c), whose weights are
+      // zero: no 64-channel copy (run 36e: the 64-channel rearrangement took 119 us at batch 256
+      // against 84 us for 48 channels).
+      rearrange_tma_ = conv.rearrange;
       tma_ = std::make_unique<ConvFp16Tma>(wide->transformed,
-                                           space_to_depth_weights(*wide, weight).data(), bias);
+                                           space_to_depth_weights(*wide, weight).data(), bias,
+                                           conv.rearrange.out_c_stride());
       tma_max_fallback_ = inner == S2dInner::Tma
                               ? -1
                               : fallback_max_batch([this](int b) { return tma_->plan(b).units; });
@@ -199,7 +204,7 @@ class ConvFp16S2dKernel final : public Fp16Kernel {
  private:
   using TmaInputMaps = tma::InputMaps<ConvFp16TmaInput>;
   SpaceToDepthShape rearrange_;      // x' at pad8(C') channels: igemm, wgmma
-  SpaceToDepthShape rearrange_tma_;  // x' at C' rounded up to 64 channels: TMA
+  SpaceToDepthShape rearrange_tma_;  // x' for the TMA: C' channels, read as 64 (zero fill)
   std::optional<ConvFp16> conv_;     // the default entry's: every batch no other conv takes
   std::unique_ptr<ConvFp16Wgmma> wgmma_;
   std::unique_ptr<ConvFp16Tma> tma_;

@@ -248,7 +248,8 @@ void check_register_counts() {
 class ConvFp16TmaImpl {
  public:
   ConvShape shape;
-  TmaConvParams base;  // everything but y, residual, m and the grid
+  int stored_in_c = 0;  // channels per pixel of the input tensor (<= shape.in_c; the rest: zeros)
+  TmaConvParams base;   // everything but y, residual, m and the grid
   int sms = 132;
   __half* w = nullptr;
   float* bias = nullptr;
@@ -311,12 +312,18 @@ const std::vector<std::string>& ConvFp16Tma::tile_names() {
   return names;
 }
 
-ConvFp16Tma::ConvFp16Tma(const ConvShape& shape_in, const float* weight, const float* bias)
+ConvFp16Tma::ConvFp16Tma(const ConvShape& shape_in, const float* weight, const float* bias,
+                         int stored_in_c)
     : impl_(std::make_unique<ConvFp16TmaImpl>()) {
   ConvFp16TmaImpl& m = *impl_;
   m.shape = shape_in;
   m.shape.derive();
   const ConvShape& s = m.shape;
+  m.stored_in_c = stored_in_c == 0 ? s.in_c : stored_in_c;
+  if (m.stored_in_c % 8 != 0 || m.stored_in_c > s.in_c || m.stored_in_c <= s.in_c - 64)
+    throw Error("conv_fp16_tma: " + std::to_string(m.stored_in_c) +
+                " stored input channels for in_c " + std::to_string(s.in_c) +
+                " (needs a multiple of 8 within the last 64-channel block)");
   if (!supports(s))
     throw Error(
         "conv_fp16_tma: unsupported shape (needs groups 1, dilation 1, in_c % 64 == 0, out_c % 8 "
@@ -459,7 +466,7 @@ ConvFp16TmaInput ConvFp16Tma::encode_input(const void* x, int batch) const {
   const tma::Im2colGeometry g = {
       CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
       int(sizeof(__half)),
-      s.in_c,
+      m.stored_in_c,  // the channels past it read as zeros (the map's out-of-bounds fill)
       s.in_w,
       s.in_h,
       std::max(batch, 1),

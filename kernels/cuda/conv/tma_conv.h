@@ -62,7 +62,11 @@ class ConvFp16Tma {
   // Uploads weight [out_c, in_c, kh, kw] fp32 as fp16 KRSC and bias (nullable), encodes the
   // weight's tiled tensor map of every tile, checks the kernel images' register count.  Throws
   // cnnrt::Error when the shape is not supported or the device cannot run the kernel.
-  ConvFp16Tma(const ConvShape& shape, const float* weight, const float* bias);
+  // stored_in_c (0: shape.in_c): the channels the input tensor actually holds per pixel, a
+  // multiple of 8 in (in_c - 64, in_c]; the TMA reads the missing ones of the last 64-channel
+  // block as zeros (out-of-bounds fill), so a 48-channel tensor feeds an in_c = 64 conv whose
+  // extra weights are zero without a 64-channel copy (conv1's space-to-depth form).
+  ConvFp16Tma(const ConvShape& shape, const float* weight, const float* bias, int stored_in_c = 0);
   ~ConvFp16Tma();
   ConvFp16Tma(const ConvFp16Tma&) = delete;
   ConvFp16Tma& operator=(const ConvFp16Tma&) = delete;
