@@ -8,6 +8,7 @@
 // before the reference sees them; tolerance: the fp16 one of harness/tolerance.h (relative L2);
 // outputs start as NaN bytes and padded output features must come out exactly zero.
 #include <cstring>
+#include <memory>
 #include <random>
 
 #include "fp16_test_util.h"
@@ -102,6 +103,30 @@ TEST(LinearFp16, FirstRunCanBeCapturedInACudaGraph) {
   }
 }
 
+// One GEMV test shape's data: a [rows, k] weight scaled by 1/sqrt(k), a bias, kGemvMaxBatch
+// input vectors (batch b uses the first b), the CPU reference of all of them, and the packed
+// device weights.  with_bias false: the kernels get no bias.
+struct GemvData {
+  std::vector<float> weight, bias, x, expected;
+  std::unique_ptr<cuda::GemmWeights> weights;
+};
+GemvData gemv_data(int rows, int k, uint32_t seed, bool with_bias, bool relu) {
+  GemvData d;
+  std::mt19937 rng(seed);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(k));
+  d.weight = test::random_fp16_values(static_cast<size_t>(rows) * k, rng, -scale, scale);
+  d.bias = test::random_fp16_values(rows, rng);
+  d.x = test::random_fp16_values(static_cast<size_t>(cuda::kGemvMaxBatch) * k, rng);
+  d.expected.resize(static_cast<size_t>(cuda::kGemvMaxBatch) * rows);
+  const float* bias = with_bias ? d.bias.data() : nullptr;
+  ref::linear(d.x.data(), cuda::kGemvMaxBatch, k, d.weight.data(), bias, rows, d.expected.data());
+  if (relu)
+    ref::relu(d.expected.data(), static_cast<int64_t>(d.expected.size()), d.expected.data());
+  d.weights = std::make_unique<cuda::GemmWeights>(
+      cuda::pack_linear_weights(d.weight.data(), bias, rows, k, Shape{}));
+  return d;
+}
+
 // gemv_fp16 directly, every split (0 = the host's choice, then each forced 1/2/4/8) on shapes
 // that stress it: a single output row (split 8 leaves 7 warps of a group idle or the row past
 // the matrix), rows not a multiple of a block's row count, k of one 16-byte vector (only lane 0
@@ -120,20 +145,9 @@ TEST(LinearFp16, GemvEverySplitOddShapesAndBatches) {
   for (const GemvShape& shape : shapes) {
     ++seed;
     const bool with_bias = seed % 2 == 0, relu = seed % 3 != 0;
-    std::mt19937 rng(seed);
-    const float scale = 1.0f / std::sqrt(static_cast<float>(shape.k));
-    const auto weight =
-        test::random_fp16_values(static_cast<size_t>(shape.rows) * shape.k, rng, -scale, scale);
-    const auto bias = test::random_fp16_values(shape.rows, rng);
-    const auto x =
-        test::random_fp16_values(static_cast<size_t>(cuda::kGemvMaxBatch) * shape.k, rng);
-    std::vector<float> expected(static_cast<size_t>(cuda::kGemvMaxBatch) * shape.rows);
-    ref::linear(x.data(), cuda::kGemvMaxBatch, shape.k, weight.data(),
-                with_bias ? bias.data() : nullptr, shape.rows, expected.data());
-    if (relu) ref::relu(expected.data(), static_cast<int64_t>(expected.size()), expected.data());
-
-    const cuda::GemmWeights weights(cuda::pack_linear_weights(
-        weight.data(), with_bias ? bias.data() : nullptr, shape.rows, shape.k, Shape{}));
+    const GemvData d = gemv_data(shape.rows, shape.k, seed, with_bias, relu);
+    const cuda::GemmWeights& weights = *d.weights;
+    const std::vector<float>&x = d.x, &expected = d.expected;
     const LinearCase lc{shape.k, shape.rows, with_bias, relu, {}};
     DeviceMem input(gpu_input(x, cuda::kGemvMaxBatch, lc));
     for (int batch = 1; batch <= cuda::kGemvMaxBatch; ++batch)
@@ -167,19 +181,9 @@ TEST(LinearFp16, GemvToFp32WritesTheDenseOutputOnly) {
   for (const GemvShape& shape : shapes) {
     ++seed;
     const bool relu = seed % 2 == 0;
-    std::mt19937 rng(seed);
-    const float scale = 1.0f / std::sqrt(static_cast<float>(shape.k));
-    const auto weight =
-        test::random_fp16_values(static_cast<size_t>(shape.rows) * shape.k, rng, -scale, scale);
-    const auto bias = test::random_fp16_values(shape.rows, rng);
-    const auto x =
-        test::random_fp16_values(static_cast<size_t>(cuda::kGemvMaxBatch) * shape.k, rng);
-    std::vector<float> expected(static_cast<size_t>(cuda::kGemvMaxBatch) * shape.rows);
-    ref::linear(x.data(), cuda::kGemvMaxBatch, shape.k, weight.data(), bias.data(), shape.rows,
-                expected.data());
-    if (relu) ref::relu(expected.data(), static_cast<int64_t>(expected.size()), expected.data());
-    const cuda::GemmWeights weights(
-        cuda::pack_linear_weights(weight.data(), bias.data(), shape.rows, shape.k, Shape{}));
+    const GemvData d = gemv_data(shape.rows, shape.k, seed, /*with_bias=*/true, relu);
+    const cuda::GemmWeights& weights = *d.weights;
+    const std::vector<float>&x = d.x, &expected = d.expected;
     const LinearCase lc{shape.k, shape.rows, true, relu, {}};
     DeviceMem input(gpu_input(x, cuda::kGemvMaxBatch, lc));
     constexpr size_t kGuard = 64;  // floats after the output that must stay untouched
