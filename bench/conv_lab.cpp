@@ -113,6 +113,28 @@ ConvShape make_shape(const Layer& l) {
 
 using cnnrt::bench::median_event_ms;
 
+// Two device buffers of `count` random fp16 values in an NHWC layout of `stride` channels, the
+// ones at or past `real` zero (padding channels); the labs alternate them so that successive
+// launches do not read an input the previous one left in L2.
+struct InputPair {
+  void* x[2] = {nullptr, nullptr};
+  InputPair(size_t count, int stride, int real, std::mt19937& rng) {
+    std::uniform_real_distribution<float> dist(-1.f, 1.f);
+    std::vector<__half> host(count);
+    for (void*& p : x) {
+      for (size_t i = 0; i < count; ++i)
+        host[i] = __float2half(int(i % stride) < real ? dist(rng) : 0.f);
+      CNNRT_CUDA_CHECK(cudaMalloc(&p, count * 2));
+      CNNRT_CUDA_CHECK(cudaMemcpy(p, host.data(), count * 2, cudaMemcpyHostToDevice));
+    }
+  }
+  ~InputPair() {
+    for (void* p : x) cudaFree(p);
+  }
+  InputPair(const InputPair&) = delete;
+  InputPair& operator=(const InputPair&) = delete;
+};
+
 // mark: "*" = plan(batch, false)'s pick (fused only), "w" = plan(batch)'s pick, "*w" both.
 // model_us: the variant's cost-model time (<= 0: the variant has none).
 void print_row(const char* layer, int batch, const std::string& variant, double ms, double flops,
@@ -213,16 +235,10 @@ void run_wgmma_lab(int iters, cudaStream_t stream) {
     const ConvFp16Wgmma plain(s, w.data(), b.data());
     const ConvFp16WgmmaWs ws(s, w.data(), b.data());
     for (const int batch : {64, 256}) {
-      const size_t in_count = size_t(batch) * l.h * l.w * l.c;
       const size_t out_count = size_t(batch) * s.out_h * s.out_w * l.oc;
-      std::vector<__half> host(in_count);
-      void* x[2];
+      const InputPair inputs(size_t(batch) * l.h * l.w * l.c, l.c, l.c, rng);
+      void* const* x = inputs.x;
       void* y;
-      for (void*& p : x) {
-        for (__half& v : host) v = __float2half(dist(rng));
-        CNNRT_CUDA_CHECK(cudaMalloc(&p, in_count * 2));
-        CNNRT_CUDA_CHECK(cudaMemcpy(p, host.data(), in_count * 2, cudaMemcpyHostToDevice));
-      }
       CNNRT_CUDA_CHECK(cudaMalloc(&y, out_count * 2));
       const double flops = 2.0 * batch * s.conv_h * s.conv_w * double(l.oc) * fan_in;
       const auto plain_plan = plain.plan(batch);
@@ -238,7 +254,6 @@ void run_wgmma_lab(int iters, cudaStream_t stream) {
         print_row(l.name, batch, "conv_fp16_wgmma_ws " + plan->name, ms, flops,
                   plan->variant == pick.variant ? "*" : "");
       }
-      for (void* p : x) CNNRT_CUDA_CHECK(cudaFree(p));
       CNNRT_CUDA_CHECK(cudaFree(y));
     }
   }
@@ -289,39 +304,39 @@ void run_tma_lab(int iters, cudaStream_t stream) {
     std::vector<float> w(size_t(l.oc) * fan_in), b(l.oc);
     for (float& v : w) v = dist(rng) / std::sqrt(float(fan_in));
     for (float& v : b) v = dist(rng) * 0.1f;
-    // conv1: conv_fp16_s2d's TMA form, the stride-1 conv over the 64-channel rearrangement.
+    // conv1: conv_fp16_s2d's TMA form, as the entry runs it: the stride-1 conv over 64 channels
+    // reading x' at its 48 (the map's zero fill supplies the rest; stored_in_c).
     ConvShape s = original;
     std::optional<cnnrt::cuda::SpaceToDepthConv> s2d;
+    int stored_c = 0;  // x''s channel stride (0: the conv's in_c)
     if (!ConvFp16Tma::supports(s)) {
       s2d = cnnrt::cuda::space_to_depth_conv(original, 64);
-      if (!s2d || !ConvFp16Tma::supports(s2d->transformed)) continue;
+      const std::optional<cnnrt::cuda::SpaceToDepthConv> narrow =
+          cnnrt::cuda::space_to_depth_conv(original);
+      if (!s2d || !narrow || !ConvFp16Tma::supports(s2d->transformed)) continue;
       s = s2d->transformed;
       w = cnnrt::cuda::space_to_depth_weights(*s2d, w.data());
+      s2d->rearrange = narrow->rearrange;
+      stored_c = narrow->rearrange.out_c_stride();
     }
-    const std::string name = s2d ? "conv1 s2d64+pool" : std::string(l.name);
-    const ConvFp16Tma conv(s, w.data(), b.data());
+    const std::string name = s2d ? "conv1 s2d+pool" : std::string(l.name);
+    const ConvFp16Tma conv(s, w.data(), b.data(), stored_c);
     // conv1's staged form runs the unpooled conv on one tile; the BN = 64 tiles' speeds are
     // guesses, so every tile's unpooled conv gets a row too (model vs measured, conv alone).
     std::optional<ConvFp16Tma> conv_alone;
     ConvShape unpooled = s;
     unpooled.pool.reset();
     unpooled.derive();
-    if (s2d) conv_alone.emplace(unpooled, w.data(), b.data());
+    if (s2d) conv_alone.emplace(unpooled, w.data(), b.data(), stored_c);
     for (const int batch : {1, 64, 256}) {
       // in_c % 64 == 0 and out_c % 8 == 0: no padding channels on either side (the s2d form's
-      // channels past the real ones are zeros, as the rearrangement writes them).
-      const size_t in_count = size_t(batch) * s.in_h * s.in_w * s.in_c;
-      const size_t out_count = size_t(batch) * s.out_h * s.out_w * l.oc;
+      // x' has its own stride, channels past the real ones zero as the rearrangement writes them).
+      const int stride = stored_c > 0 ? stored_c : s.in_c;
       const int real_c = s2d ? s2d->rearrange.out_c() : s.in_c;
-      std::vector<__half> host(in_count);
-      void* x[2];
+      const size_t out_count = size_t(batch) * s.out_h * s.out_w * l.oc;
+      const InputPair inputs(size_t(batch) * s.in_h * s.in_w * stride, stride, real_c, rng);
+      void* const* x = inputs.x;
       void* y;
-      for (void*& p : x) {
-        for (size_t i = 0; i < in_count; ++i)
-          host[i] = __float2half(int(i % s.in_c) < real_c ? dist(rng) : 0.f);
-        CNNRT_CUDA_CHECK(cudaMalloc(&p, in_count * 2));
-        CNNRT_CUDA_CHECK(cudaMemcpy(p, host.data(), in_count * 2, cudaMemcpyHostToDevice));
-      }
       CNNRT_CUDA_CHECK(cudaMalloc(&y, out_count * 2));
       const double flops = 2.0 * batch * s.conv_h * s.conv_w * double(l.oc) * fan_in;
       if (s2d) time_s2d_rearrangement(name, s2d->rearrange, batch, iters, x[0], stream);
@@ -372,7 +387,6 @@ void run_tma_lab(int iters, cudaStream_t stream) {
         std::printf("\n");
       }
       CNNRT_CUDA_CHECK(cudaFree(ws));
-      for (void* p : x) CNNRT_CUDA_CHECK(cudaFree(p));
       CNNRT_CUDA_CHECK(cudaFree(y));
     }
   }
@@ -429,17 +443,10 @@ int run(int argc, char** argv) {
     const ConvFp16 conv(s, w.data(), b.data());
     for (const int batch : batches) {
       const int cs = padded_channels(l.c);
-      const size_t in_count = size_t(batch) * l.h * l.w * cs;
       const size_t out_count = size_t(batch) * s.out_h * s.out_w * padded_channels(l.oc);
-      std::vector<__half> host(in_count);
-      void* x[2];
+      const InputPair inputs(size_t(batch) * l.h * l.w * cs, cs, l.c, rng);
+      void* const* x = inputs.x;
       void* y;
-      for (void*& p : x) {
-        for (size_t i = 0; i < in_count; ++i)
-          host[i] = __float2half(int(i % cs) < l.c ? dist(rng) : 0.f);
-        CNNRT_CUDA_CHECK(cudaMalloc(&p, in_count * 2));
-        CNNRT_CUDA_CHECK(cudaMemcpy(p, host.data(), in_count * 2, cudaMemcpyHostToDevice));
-      }
       CNNRT_CUDA_CHECK(cudaMalloc(&y, out_count * 2));
       const double flops = 2.0 * batch * s.conv_h * s.conv_w * double(l.oc) * l.c * l.k * l.k;
       const std::vector<ConvFp16Plan> variants = conv.variants(batch);
@@ -465,7 +472,6 @@ int run(int argc, char** argv) {
       const double ms = time_cudnn(handle, l, s, batch, iters, stream, &algo);
       if (ms > 0) print_row(l.name, batch, algo, ms, flops, "");
 #endif
-      for (void* p : x) CNNRT_CUDA_CHECK(cudaFree(p));
       CNNRT_CUDA_CHECK(cudaFree(y));
     }
   }

@@ -15,9 +15,10 @@
 // * As the first layer it reads the graph input (NCHW fp32) itself: input_types offers fp32 NCHW,
 //   and when the builder binds it, prepare() picks the rearrangement that converts as it gathers.
 // * Three inner convs, one chosen per context in prepare() (run() only launches it):
-//   - TMA (conv_fp16_tma, kernels/cuda/conv/tma_conv.h): the rearranged input at a channel stride
-//     of C' rounded up to 64 (the TMA's 128-byte k-tile row; conv1: 48 real channels + 16 zero
-//     ones, K = 576 instead of 432), the weights zero on the padding channels, its own plan(batch)
+//   - TMA (conv_fp16_tma, kernels/cuda/conv/tma_conv.h): the same x' read as C' rounded up to 64
+//     channels (the TMA's 128-byte k-tile row; the map's out-of-bounds fill supplies the zeros;
+//     conv1: 48 real channels + 16 zero ones, K = 576 instead of 432), the weights zero on the
+//     padding channels, its own plan(batch)
 //     (tile, fused or staged pool: the staged form's pre-pool tensor follows x' in the
 //     workspace).  Only where that padding wastes at most a quarter of K (C' >= 48 of 64: conv1,
 //     not a stride-2 stem's 12 channels), the device runs it (sm_90a) and its default plan's
@@ -67,11 +68,12 @@ std::optional<SpaceToDepthConv> s2d_conv_of(const ConvShape& shape) {
   return conv;
 }
 
-// The TMA form of the rewrite: x' at C' rounded up to 64 channels, when that is at most a third
-// more than C' (a quarter of K wasted) and conv_fp16_tma serves the transformed conv.
+// The TMA form of the rewrite: the stride-1 conv over C' rounded up to 64 channels (x' itself stays
+// at C'), when that is at most a third more than C' (a quarter of K wasted) and conv_fp16_tma
+// serves it.
 std::optional<SpaceToDepthConv> tma_form_of(const ConvShape& shape, const SpaceToDepthConv& conv) {
-  const int channels = conv.rearrange.out_c(), stride = (channels + 63) / 64 * 64;
-  if (3 * stride > 4 * channels) return std::nullopt;
+  const int stride = tma_block_channels(conv.rearrange.out_c());
+  if (stride == 0) return std::nullopt;
   std::optional<SpaceToDepthConv> wide = space_to_depth_conv(shape, stride);
   if (!wide || !ConvFp16Tma::supports(wide->transformed)) return std::nullopt;
   return wide;
@@ -121,7 +123,6 @@ class ConvFp16S2dKernel final : public Fp16Kernel {
       // fills channels C'..63 with zeros itself (ConvFp16Tma's stored_in_c), whose weights are
       // zero: no 64-channel copy (run 36e: the 64-channel rearrangement took 119 us at batch 256
       // against 84 us for 48 channels).
-      rearrange_tma_ = conv.rearrange;
       tma_ = std::make_unique<ConvFp16Tma>(wide->transformed,
                                            space_to_depth_weights(*wide, weight).data(), bias,
                                            conv.rearrange.out_c_stride());
@@ -144,8 +145,8 @@ class ConvFp16S2dKernel final : public Fp16Kernel {
       const ConvFp16TmaPlan p = tma_->plan(info.batch);
       inner = p.variant;
       kind = kTma;
-      plan.variant_name = "s2d" + std::to_string(rearrange_tma_.out_c_stride()) + "+" + p.name;
-      plan.workspace_bytes = rearranged_bytes(rearrange_tma_, info.batch) + p.workspace_bytes;
+      plan.variant_name = "s2d" + std::to_string(rearrange_.out_c_stride()) + "+" + p.name;
+      plan.workspace_bytes = rearranged_bytes(rearrange_, info.batch) + p.workspace_bytes;
       plan.state = std::make_shared<const TmaInputMaps>();
     } else if (wgmma_ && info.batch > wgmma_max_fallback_) {
       const ConvFp16WgmmaPlan p = wgmma_->plan(info.batch);
@@ -170,7 +171,7 @@ class ConvFp16S2dKernel final : public Fp16Kernel {
     if (args.batch > 0 && args.workspace == nullptr)
       throw Error("conv_fp16_s2d: run without its workspace");
     const int kind = (args.variant / 2) % 4, inner = args.variant / 8;
-    const SpaceToDepthShape& rearrange = kind == kTma ? rearrange_tma_ : rearrange_;
+    const SpaceToDepthShape& rearrange = rearrange_;  // every inner conv reads the same x'
     uint8_t* rearranged = static_cast<uint8_t*>(args.workspace);
     // The graph input straight from NCHW fp32, or the backend layout; same x' either way.
     if (args.variant % 2 == 1)
@@ -203,9 +204,8 @@ class ConvFp16S2dKernel final : public Fp16Kernel {
 
  private:
   using TmaInputMaps = tma::InputMaps<ConvFp16TmaInput>;
-  SpaceToDepthShape rearrange_;      // x' at pad8(C') channels: igemm, wgmma
-  SpaceToDepthShape rearrange_tma_;  // x' for the TMA: C' channels, read as 64 (zero fill)
-  std::optional<ConvFp16> conv_;     // the default entry's: every batch no other conv takes
+  SpaceToDepthShape rearrange_;   // x' at pad8(C') channels (the TMA reads it as 64, zero-filled)
+  std::optional<ConvFp16> conv_;  // the default entry's: every batch no other conv takes
   std::unique_ptr<ConvFp16Wgmma> wgmma_;
   std::unique_ptr<ConvFp16Tma> tma_;
   // Each runs above its batch (pinned: -1, every batch; max: never).

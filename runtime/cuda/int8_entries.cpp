@@ -49,6 +49,7 @@
 
 #include "kernels/cpu/int8_ref.h"
 #include "kernels/cuda/conv/conv_s8.h"
+#include "kernels/cuda/conv/space_to_depth.h"
 #include "kernels/cuda/conv/tma_encode.h"
 #include "kernels/cuda/conv/tma_s8.h"
 #include "kernels/cuda/elementwise_fp16.h"
@@ -89,13 +90,6 @@ bool s2d_eligible(const ConvShape& shape) {
 }
 
 int ceil_div(int a, int b) { return (a + b - 1) / b; }
-
-// The TMA form's channel stride of the blocks (s·s·C channels rounded up to the 64-byte k-tile),
-// or 0 where that would waste more than a quarter of K (fewer than 48 of 64 channels real).
-int s2d_tma_stride(int block_channels) {
-  const int stride = round_up(block_channels, 64);
-  return 3 * stride <= 4 * block_channels ? stride : 0;
-}
 
 class ConvInt8Kernel final : public LayerKernel {
  public:
@@ -351,7 +345,7 @@ class ConvInt8Kernel final : public LayerKernel {
   // conv_int8_s2d's TMA GEMM (header comment): the blocks at a 64-aligned channel stride, weight
   // rows packed for it, conv_int8_tma over them; `always`: at every batch (the pinned entry).
   void prepare_s2d_tma(const ref::Int8Layer& layer, bool always) {
-    const int stride = s2d_tma_stride(conv_.in_c);
+    const int stride = tma_block_channels(conv_.in_c);
     if (stride == 0) return;
     S8Conv wide = conv_;
     wide.in_stride = stride;
@@ -406,7 +400,7 @@ class ConvInt8Kernel final : public LayerKernel {
   bool narrow_small_sums_ = false;  // narrow path: every |acc| < 2^22 (conv_s8_narrow)
   S8Conv conv_;
   S8SpaceToDepth s2d_;
-  S8SpaceToDepth s2d_tma_;  // the TMA GEMM's map: channel stride s2d_tma_stride
+  S8SpaceToDepth s2d_tma_;  // the TMA GEMM's map: channel stride tma_block_channels
   DeviceArray tma_weight_;  // the TMA GEMM's weight rows at that stride
   int taps_h_ = 0, taps_w_ = 0, tap_stride_ = 1;  // space-to-depth: the original kernel
   std::optional<NhwcPool> pool_;
@@ -418,14 +412,14 @@ bool conv_s2d_supported(const Node& node) {
   return shape && s2d_eligible(*shape) && conv_fits_int32(*shape);
 }
 // ... and its TMA GEMM serves it on this device (prepare_s2d_tma's conv: the blocks at
-// s2d_tma_stride channels, a ceil(k/s) kernel at stride 1 without padding).
+// tma_block_channels channels, a ceil(k/s) kernel at stride 1 without padding).
 bool conv_s2d_tma_supported(const Node& node) {
   if (!conv_s2d_supported(node) || !ConvS8Tma::device_supported()) return false;
   const ConvShape shape = *conv_shape_of(node);
   const int s = shape.conv.stride_h, channels = s * s * shape.in_c;
   S8Conv conv;
   conv.in_c = channels;
-  conv.in_stride = s2d_tma_stride(channels);
+  conv.in_stride = tma_block_channels(channels);
   conv.kh = ceil_div(shape.conv.kernel_h, s);
   conv.kw = ceil_div(shape.conv.kernel_w, s);
   conv.out_c = shape.out_c;

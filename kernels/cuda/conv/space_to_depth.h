@@ -78,6 +78,14 @@ struct SpaceToDepthConv {
   ConvShape transformed;  // derived; same conv_h/conv_w/out_h/out_w as original
 };
 
+// The channel count a TMA-fed stride-1 conv over x' runs at (fp16 and int8 alike: a k-tile row is
+// 64 elements): s·s·C rounded up to 64, or 0 where that would waste more than a quarter of K
+// (fewer than 48 of 64 channels real: conv1's 48 qualify, a stride-2 stem's 12 do not).
+inline int tma_block_channels(int block_channels) {
+  const int padded = (block_channels + 63) / 64 * 64;
+  return 3 * padded <= 4 * block_channels ? padded : 0;
+}
+
 // The rewrite of `shape`, or nothing when it cannot be expressed exactly: needs groups 1,
 // dilation 1, equal strides >= 1, valid extents, and the transformed shape's derived conv and
 // pooled extents equal to the original's.  Says nothing about whether it is faster.
