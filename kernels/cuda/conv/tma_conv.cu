@@ -163,11 +163,10 @@ size_t smem_of(int tile, int kind) {
 static_assert(TmaTile<256, 128, 4, 1>::kStaging == 256 * 40 * 2 &&
                   TmaTile<128, 192, 5, 1>::kStaging == 128 * 72 * 2,
               "pool_staging_of mirrors TmaTile");
-// The fused-or-staged cost model (design note): per-SM throughput of a speed-1.0 tile, the pool
-// pass's bandwidth and its launch.
-constexpr double kSmFlops = 5.4e12;
-constexpr double kPoolBandwidth = 2.8e12;
-constexpr double kPoolLaunchSeconds = 2e-6;
+// The fused-or-staged cost model's constants (design note; tma_encode.h).
+using tma::kPoolBandwidth;
+using tma::kPoolLaunchSeconds;
+using tma::kSmFlops;
 int bn_map_index(int bn) {
   int i = 0;
   while (i + 1 < kBnWidthCount && kBnWidths[i] != bn) ++i;

@@ -52,6 +52,13 @@ inline constexpr TileShape kTileShapes[] = {
     {128, 64, 0.6, "128x64"},
 };
 
+// The wave model's constants (conv_fp16_tma's fused-or-staged cost model, tma_conv.cu's design
+// note; the sparse instance's too): per-SM throughput of a speed-1.0 fp16 tile (the lab's conv2 on
+// 128x192, 12 waves in 0.174 ms), the staged pool pass's bandwidth and its launch.
+inline constexpr double kSmFlops = 5.4e12;
+inline constexpr double kPoolBandwidth = 2.8e12;
+inline constexpr double kPoolLaunchSeconds = 2e-6;
+
 // The names of a family's tile table (entries whose `name` is a TileShape's), in table order:
 // the stable index of a pinned tile.
 template <class Tile, size_t N>

@@ -1,7 +1,9 @@
 // The TMA-fed, warp-specialised, persistent implicit-GEMM conv mainloop of Hopper (sm_90a),
-// written once for every element type: conv_fp16_tma (tma_kernel.cuh) and conv_int8_tma
-// (tma_s8_kernel.cuh) are instances of tma_conv_mainloop with their own element traits and
-// epilogue; docs/kernels/conv_fp16_tma.md and conv_int8_tma.md have the measurements.
+// written once for every element type: conv_fp16_tma (tma_kernel.cuh), conv_int8_tma
+// (tma_s8_kernel.cuh) and the 2:4 sparse conv_fp16_sparse24_tma (tma_sparse_kernel.cuh) are
+// instances of tma_conv_mainloop with their own element traits and epilogue;
+// docs/kernels/conv_fp16_tma.md, conv_int8_tma.md and conv_fp16_sparse_tma.md have the
+// measurements.
 //
 // DESIGN NOTE
 // * Why one template: the int8 kernel began as a copy of the fp16 loop (issue 9 item 2), and the
@@ -28,7 +30,8 @@
 //   producer's im2col boxes start at: m_blk * BM, or a fused pool's tile table), and
 //   store<MI>(acc, p, unit), run by both consumer warpgroups once the unit's last wgmma has
 //   retired and its last stage is released (TmaUnit: the tile, this thread's place in it and the
-//   shared memory after the ring, which only a fused pool's staging uses).
+//   shared memory after the ring, which a fused pool's or the sparse transpose's staging uses).
+//   Weights as A, first_row is not asked for: the boxes start at the unit's pixel block.
 // * Parameters P: any struct with the GEMM geometry below (duck-typed, as wg_mainloop's): conv_h,
 //   conv_w, sh, sw, pad_top, pad_left, kw, c_blocks (channel stride / kTileElems), k_tiles
 //   (kh * kw * c_blocks), n_tiles, units.  The two families keep their own structs (their field
@@ -36,24 +39,24 @@
 // * Register budget: 128 x 40 + 256 x 232 = 64512 <= 65536 only when the kernel starts at exactly
 //   168 registers per thread (launch bounds 384, 1); an inc that cannot be satisfied would hang,
 //   so each family's host code checks every image's count (tma::register_problem).
-// * A 2:4 sparse instance (wgmma.mma_async.sp; wgmma_sparse.cu does it with cp.async) would plug
-//   in through the traits, not a copy of this loop.  Only operand A of a sparse MMA may be 2:4, so
-//   the weights become A (M = out_c) and the im2col boxes B (N = pixels); it would need:
-//   - a role flag (kWeightsAreA): the producer issues the weight's tiled box into the A slot and
-//     the im2col boxes into B, and the stage sizes come from the traits (A rows hold the kept
-//     halves: 64 bytes, the 64-byte swizzle, per 128 bytes of dense K) instead of BM / BN x
-//     kRowBytes for both;
-//   - kMetaBytes: the 2-bit indices of the kept elements, packed at build time in the order the
-//     consumer threads read them (wgmma_sparse.cu's layout), brought by a third tiled TMA box into
-//     the stage and counted in the stage's expect_tx bytes;
-//   - mma_k_tile reading this thread's metadata words from the stage and issuing wgmma.sp with
-//     them; wgmma.sp reads the metadata register asynchronously, so with one group in flight the
-//     even and odd k-tiles need two register sets kept alive until their group retires;
-//   - the unit's pixel block on the N side: the producer's im2col coordinates (first_row and the
-//     per-128-row boxes) come from n0 instead of m_blk, the weight box from the channel block;
-//   - an epilogue that takes [channel][pixel] accumulators and transposes them through a staging
-//     tile (as wgmma_sparse.cu's does) before the family's write-out or fused pool.
-//   The ring, barriers, register split, persistent scheduler and tap walk stay as they are.
+// * Weights as A (the 2:4 sparse instance, conv_fp16_sparse24_tma: tma_sparse_kernel.cuh).  Only
+//   operand A of wgmma.mma_async.sp may be 2:4, so the weights become A (M = out_c) and the im2col
+//   boxes B (N = pixels).  Traits with kWeightsAreA = true declare, besides the above:
+//   - kARowBytes (64: the kept halves of a 64-K k-tile row, 64-byte swizzle) and kWeightTileElems
+//     (32: the weight box's K step), kMetaRowBytes (8: a row's 16 nibbles per k-tile); the stage
+//     is BM x kARowBytes + BN x kRowBytes + BM x kMetaRowBytes bytes (TmaRing, also the
+//     expect_tx: the producer's weight box, BN / 128 im2col boxes and one bulk copy of the
+//     metadata, meta_source(p, m_blk, kt), all complete on the stage's full barrier);
+//   - Meta<MI> (a consumer thread's metadata registers of one k-tile), load_meta (from the stage,
+//     before the wgmma fence), mma_k_tile(acc, a, b, meta) and keep_alive(meta, p, addr): wgmma.sp
+//     reads its metadata register asynchronously, so the consumer runs two k-tiles per iteration
+//     with an even and an odd set and keeps the previous set alive (a store ptxas cannot drop)
+//     until the wait that retires its group;
+//   - P::m_tiles (channel tiles): units are ordered m fastest, the unit's pixel block is n0.
+//   The dense traits declare kWeightsAreA = false, kARowBytes = kRowBytes, kMetaRowBytes = 0, and
+//   take the same code as before (the consumer's k-tile is one lambda both call; the dense ones
+//   with an empty NoMeta).  The epilogue of the sparse instance transposes the [channel][pixel]
+//   accumulators through per-warp staging; a pooled layer runs staged (tma_sparse.cu).
 #pragma once
 
 #include <cuda.h>
@@ -71,13 +74,21 @@ constexpr int kThreads = 384;  // producer warpgroup + 2 consumer warpgroups
 // setmaxnreg's split (design note); kEntryRegs is what the host checks every image against.
 constexpr int kProducerRegs = 40, kConsumerRegs = 232, kEntryRegs = 168;
 
-// The ring of element traits E: per stage BM A rows then BN B rows of kRowBytes each, 1024-byte
-// aligned (the swizzle atoms'), so the dynamic shared memory is 1024 bytes of slack + the ring.
+// The ring of element traits E: per stage BM A rows of kARowBytes, BN B rows of kRowBytes and BM
+// rows of kMetaRowBytes of sparse metadata (dense traits: kARowBytes = kRowBytes, no metadata),
+// every stage 1024-byte aligned (the swizzle atoms'), so the dynamic shared memory is 1024 bytes
+// of slack + the ring.
 template <class E, int BM, int BN, int STAGES>
 struct TmaRing {
-  static constexpr uint32_t kA = BM * E::kRowBytes, kB = BN * E::kRowBytes, kStage = kA + kB;
-  static constexpr size_t kSmem = tma::ring_smem_bytes(BM, BN, STAGES, E::kRowBytes);
+  static constexpr uint32_t kA = BM * E::kARowBytes, kB = BN * E::kRowBytes,
+                            kMeta = BM * E::kMetaRowBytes, kStage = kA + kB + kMeta;
+  static constexpr size_t kSmem = 1024 + size_t(STAGES) * kStage;
   static constexpr int kMI = BM / 128;  // m64 blocks per consumer warpgroup
+  // Boxes of 128 pixels per stage: the im2col operand is A (BM rows) or, weights as A, B (BN).
+  static constexpr int kBoxes = (E::kWeightsAreA ? BN : BM) / 128;
+  static_assert(kStage % 1024 == 0, "every stage's swizzle atoms stay 1024-byte aligned");
+  static_assert(E::kWeightsAreA || kSmem == tma::ring_smem_bytes(BM, BN, STAGES, E::kRowBytes),
+                "the dense ring is the shared host-side formula");
 };
 
 // One output tile as the consumer hands it to the epilogue.
@@ -131,6 +142,9 @@ template <class T, class AccT, int RowBytes>
 struct TmaDense {
   using Acc = AccT;
   static constexpr int kRowBytes = RowBytes, kTileElems = RowBytes / int(sizeof(T));
+  // The roles of the dense instances: im2col activations are A, weights B, no metadata.
+  static constexpr bool kWeightsAreA = false;
+  static constexpr int kARowBytes = RowBytes, kMetaRowBytes = 0;
 #ifdef CNNRT_WGMMA_DEVICE
   template <int BN, int MI>
   static __device__ __forceinline__ void mma_k_tile(Acc (&acc)[MI][BN / 2], uint32_t a,
@@ -216,6 +230,35 @@ __device__ __forceinline__ uint32_t cluster_rank() {
   return r;
 }
 
+// Non-tensor bulk copy of `bytes` (a multiple of 16, 16-byte aligned both sides) from global
+// memory into this CTA's shared memory, completing on `bar` (the sparse metadata of a stage).
+__device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_t bytes,
+                                          uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
+          "r"(dst),
+      "l"(reinterpret_cast<uint64_t>(src)), "r"(bytes), "r"(bar)
+      : "memory");
+}
+
+// Unit u's tile: its M block and first N column.  Dense: M = pixels, units ordered n (channel
+// tiles) fastest; weights as A: M = channels, and units ordered m (channel tiles) fastest, so in
+// both the CTAs working at one time share their im2col boxes through L2.
+template <class E, int BN, int CL, class P>
+__device__ __forceinline__ void unit_coords(const P& p, int u, uint32_t rank, int& m_blk, int& n0) {
+  if constexpr (E::kWeightsAreA) {
+    m_blk = u % p.m_tiles;
+    n0 = (u / p.m_tiles) * BN;
+  } else {
+    m_blk = (u / p.n_tiles) * CL + int(rank);
+    n0 = (u % p.n_tiles) * BN;
+  }
+}
+
+// An empty metadata register set: what the dense instances pass where a sparse k-tile passes its
+// metadata registers.
+struct NoMeta {};
+
 // The whole kernel body: BM x BN tiles of element traits E, a ring of STAGES, clusters of CL CTAs
 // along M (each loads 1 / CL of the weight tile and multicasts it; the lab's variants, the
 // library runs CL 1), the epilogue Epi (design note).  Called by a __global__ function with
@@ -226,6 +269,8 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
                                                   const CUtensorMap& tmap_w, const P& p) {
   using C = TmaRing<E, BM, BN, STAGES>;
   using Acc = typename E::Acc;
+  constexpr bool kSparse = E::kWeightsAreA;
+  static_assert(!kSparse || (CL == 1 && BN % 128 == 0), "weights as A: no cluster, whole boxes");
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   __shared__ __align__(8) uint64_t full_bar[STAGES], empty_bar[STAGES];
   const uint32_t ring = (smem_u32(smem_raw) + 1023u) & ~1023u;
@@ -251,11 +296,18 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
       uint32_t phase = 0;
       const int pix = p.conv_h * p.conv_w;
       for (int u = first; u < p.units; u += step) {
-        const int m_blk = (u / p.n_tiles) * CL + int(rank), n0 = (u % p.n_tiles) * BN;
-        const int m_first = Epi::first_row(p, m_blk);
-        int aw[C::kMI], ah[C::kMI], an[C::kMI];
+        int m_blk, n0;
+        unit_coords<E, BN, CL>(p, u, rank, m_blk, n0);
+        // The first output pixel of the unit's im2col boxes: its M block's (dense; a fused
+        // pool's tile table) or its N block's (weights as A).
+        int m_first;
+        if constexpr (kSparse)
+          m_first = n0;
+        else
+          m_first = Epi::first_row(p, m_blk);
+        int aw[C::kBoxes], ah[C::kBoxes], an[C::kBoxes];
 #pragma unroll
-        for (int i = 0; i < C::kMI; ++i) {
+        for (int i = 0; i < C::kBoxes; ++i) {
           const int m = m_first + 128 * i, img = m / pix, rem = m - img * pix;
           const int oy = rem / p.conv_w, ox = rem - oy * p.conv_w;
           aw[i] = ox * p.sw - p.pad_left;
@@ -268,15 +320,26 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
           const uint32_t fb = smem_u32(&full_bar[stage]);
           mbar_expect_tx(fb, C::kStage);
           const uint32_t a_dst = ring + stage * C::kStage, b_dst = a_dst + C::kA;
+          if constexpr (kSparse) {
+            // A: the BM compressed weight rows of the k-tile; B: the im2col boxes of the BN
+            // pixels; then the metadata of the BM rows: all counted in kStage.
+            tma_load_2d(a_dst, &tmap_w, kt * E::kWeightTileElems, m_blk * BM, fb);
 #pragma unroll
-          for (int i = 0; i < C::kMI; ++i)
-            tma_load_im2col(a_dst + i * 128 * E::kRowBytes, &tmap_x, cb * E::kTileElems, aw[i],
-                            ah[i], an[i], uint16_t(s), uint16_t(r), fb);
-          if (CL == 1)
-            tma_load_2d(b_dst, &tmap_w, kt * E::kTileElems, n0, fb);
-          else
-            tma_load_2d_mc(b_dst + rank * (C::kB / CL), &tmap_w, kt * E::kTileElems,
-                           n0 + int(rank) * (BN / CL), fb, uint16_t((1u << CL) - 1));
+            for (int i = 0; i < C::kBoxes; ++i)
+              tma_load_im2col(b_dst + i * 128 * E::kRowBytes, &tmap_x, cb * E::kTileElems, aw[i],
+                              ah[i], an[i], uint16_t(s), uint16_t(r), fb);
+            bulk_load(b_dst + C::kB, E::template meta_source<BM>(p, m_blk, kt), C::kMeta, fb);
+          } else {
+#pragma unroll
+            for (int i = 0; i < C::kMI; ++i)
+              tma_load_im2col(a_dst + i * 128 * E::kRowBytes, &tmap_x, cb * E::kTileElems, aw[i],
+                              ah[i], an[i], uint16_t(s), uint16_t(r), fb);
+            if (CL == 1)
+              tma_load_2d(b_dst, &tmap_w, kt * E::kTileElems, n0, fb);
+            else
+              tma_load_2d_mc(b_dst + rank * (C::kB / CL), &tmap_w, kt * E::kTileElems,
+                             n0 + int(rank) * (BN / CL), fb, uint16_t((1u << CL) - 1));
+          }
           if (++cb == p.c_blocks) {
             cb = 0;
             if (++s == p.kw) {
@@ -306,32 +369,59 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
       }
     };
     for (int u = first; u < p.units; u += step) {
-      const int m_blk = (u / p.n_tiles) * CL + int(rank), n0 = (u % p.n_tiles) * BN;
+      int m_blk, n0;
+      unit_coords<E, BN, CL>(p, u, rank, m_blk, n0);
 #pragma unroll
       for (int i = 0; i < C::kMI; ++i)
 #pragma unroll
         for (int j = 0; j < BN / 2; ++j) acc[i][j] = Acc(0);
       int prev = -1;
-      for (int kt = 0; kt < p.k_tiles; ++kt) {
+      // One k-tile from the stage: its wgmma group, then retire the previous k-tile's group (one
+      // stays in flight) and release that stage.  Weights as A: `meta` is the register set this
+      // k-tile's wgmma.sp reads (loaded before the fence, as an operand), `older` the previous
+      // k-tile's, which its group reads asynchronously up to the wait: keep_alive holds it there
+      // so that `meta` cannot have been given its registers (design note).
+      auto k_tile = [&](auto& meta, const auto& older) {
         mbarrier_wait_parity(smem_u32(&full_bar[stage]), phase);
-        const uint32_t a = ring + stage * C::kStage + cw * (BM / 2) * E::kRowBytes;
+        const uint32_t a = ring + stage * C::kStage + cw * (BM / 2) * E::kARowBytes;
         const uint32_t b = ring + stage * C::kStage + C::kA;
+        if constexpr (kSparse)
+          E::template load_meta<C::kMI>(meta, b + C::kB + cw * (BM / 2) * E::kMetaRowBytes);
 #pragma unroll
         for (int i = 0; i < C::kMI; ++i) fence_operands(acc[i]);
         wgmma_fence();
-        E::template mma_k_tile<BN, C::kMI>(acc, a, b);
+        if constexpr (kSparse)
+          E::template mma_k_tile<BN, C::kMI>(acc, a, b, meta);
+        else
+          E::template mma_k_tile<BN, C::kMI>(acc, a, b);
         wgmma_commit();
 #pragma unroll
         for (int i = 0; i < C::kMI; ++i) fence_operands(acc[i]);
         wgmma_wait<1>();
+        if constexpr (kSparse) E::keep_alive(older, p, ring);
         if (prev >= 0) release(prev);
         prev = stage;
         if (++stage == STAGES) {
           stage = 0;
           phase ^= 1;
         }
+      };
+      if constexpr (kSparse) {
+        // Two metadata register sets, even and odd k-tiles (wgmma.sp reads them asynchronously).
+        typename E::template Meta<C::kMI> even{}, odd{};
+        for (int kt = 0; kt < p.k_tiles; kt += 2) {
+          k_tile(even, odd);
+          if (kt + 1 == p.k_tiles) break;
+          k_tile(odd, even);
+        }
+        wgmma_wait<0>();
+        E::keep_alive(even, p, ring);
+        E::keep_alive(odd, p, ring);
+      } else {
+        NoMeta none;
+        for (int kt = 0; kt < p.k_tiles; ++kt) k_tile(none, none);
+        wgmma_wait<0>();
       }
-      wgmma_wait<0>();
 #pragma unroll
       for (int i = 0; i < C::kMI; ++i) fence_operands(acc[i]);
       release(prev);
