@@ -1,5 +1,7 @@
-// Registry entry of the 2:4 sparse fp16 conv on Hopper's sparse tensor cores:
-// "conv_fp16_sparse24_wgmma" (kernels/cuda/conv/wgmma_sparse.h).
+// Registry entries of the 2:4 sparse fp16 convs on Hopper's sparse tensor cores:
+// "conv_fp16_sparse24_wgmma" (kernels/cuda/conv/wgmma_sparse.h, cp.async gather) and
+// "conv_fp16_sparse24_tma" (kernels/cuda/conv/tma_sparse.h, the sparse instance of the TMA conv
+// mainloop; in_c % 64 shapes the im2col box describes, a fused pool staged).
 //
 // Offered only for a layer whose weight is 2:4 (KernelRegistry::add checks Node::weight_2_4) and
 // taken only where the layer asks for `sparsity: 2:4` or names the kernel (runtime/builder.cpp),
@@ -8,10 +10,18 @@
 // variant.  No small-batch fallback: the sparse kernel runs at every batch (at batch 1-8 its
 // 128-pixel tiles leave SMs idle, and the dense entries are the faster choice there — the
 // per-layer choice weighs that, a sparse entry does not hide it behind a dense one).
+//
+// conv_fp16_sparse24_tma has the same priority and is registered after, so where both serve a
+// layer that asks for `sparsity: 2:4` the cp.async kernel stays the default until the TMA one is
+// measured (the automatic plan and `profile --compare` time both).  Its input's im2col map is
+// cached per context like conv_fp16_tma's (KernelPlan::state); a pooled layer asks for the
+// pre-pool workspace.
 #include <memory>
 #include <optional>
 #include <string>
 
+#include "kernels/cuda/conv/tma_encode.h"
+#include "kernels/cuda/conv/tma_sparse.h"
 #include "kernels/cuda/conv/wgmma_sparse.h"
 #include "runtime/cuda/cuda_registry.h"
 
@@ -68,6 +78,68 @@ std::unique_ptr<LayerKernel> create(const KernelBuildContext& context) {
   }
 }
 
+// ---- conv_fp16_sparse24_tma -------------------------------------------------------------------
+
+constexpr const char* kTmaName = "conv_fp16_sparse24_tma";
+using InputMaps = tma::InputMaps<ConvFp16TmaInput>;
+
+std::optional<ConvShape> tma_served_shape(const Node& node) {
+  std::optional<ConvShape> shape = conv_shape_of(node);
+  if (!shape || !ConvFp16Sparse24Tma::supports(*shape)) return std::nullopt;
+  return shape;
+}
+
+class SparseTmaConvKernel final : public Fp16Kernel {
+ public:
+  SparseTmaConvKernel(const ConvShape& shape, const float* weight, const float* bias,
+                      const std::string& layer)
+      : conv_(shape, weight, bias, layer) {}
+  KernelPlan prepare(const PrepareInfo& info) const override {
+    const ConvFp16Sparse24TmaPlan p = conv_.plan(info.batch);
+    KernelPlan plan;
+    plan.variant = p.variant;
+    plan.variant_name = p.name;
+    plan.workspace_bytes = p.workspace_bytes;
+    plan.state = std::make_shared<const InputMaps>();
+    return plan;
+  }
+  void run(const KernelArgs& args) override {
+    if (args.state == nullptr) throw Error(std::string(kTmaName) + ": run() without its state");
+    const void* x = args.inputs.at(0);
+    const void* residual = args.inputs.size() > 1 ? args.inputs[1] : nullptr;
+    const ConvFp16TmaInput input =
+        static_cast<const InputMaps*>(args.state)
+            ->find_or_encode(x, args.batch,
+                             [this](const void* p, int b) { return conv_.encode_input(p, b); });
+    conv_.forward(args.variant, input, residual, args.output,
+                  static_cast<cudaStream_t>(args.stream), args.workspace);
+  }
+  size_t weight_bytes() const override { return conv_.weight_bytes(); }
+
+ private:
+  ConvFp16Sparse24Tma conv_;
+};
+
+std::unique_ptr<LayerKernel> create_tma(const KernelBuildContext& context) {
+  ErrorSite site = node_site(context);
+  const std::optional<ConvShape> shape = tma_served_shape(context.node);
+  if (!shape)
+    throw_error(site, std::string(kTmaName) +
+                          " does not serve this conv (needs groups 1, dilation 1, in_c % 64 == 0, "
+                          "out_c % 8 == 0, kernel <= 64, stride <= 8, padding within the im2col "
+                          "box, no residual with a pool)");
+  if (!ConvFp16Sparse24Tma::device_supported())
+    throw_error(site,
+                std::string(kTmaName) + " needs a compute capability 9.0 GPU and the sm_90a build");
+  const ConvWeights weights = conv_weights_of(context, kTmaName, shape);
+  try {
+    return std::make_unique<SparseTmaConvKernel>(*shape, weights.weight, weights.bias,
+                                                 context.node.name);
+  } catch (const Error& error) {
+    throw_error(site, error.what());
+  }
+}
+
 }  // namespace
 
 void register_sparse_conv_kernels(KernelRegistry& registry) {
@@ -85,6 +157,21 @@ void register_sparse_conv_kernels(KernelRegistry& registry) {
   entry.residual = true;  // native: the dense wgmma write-out adds it
   entry.sparse_2_4 = true;
   registry.add(std::move(entry));
+
+  KernelEntry tma_entry;
+  tma_entry.name = kTmaName;
+  tma_entry.op = OpKind::Conv;
+  tma_entry.device = Device::CUDA;
+  tma_entry.precision = Precision::FP16;
+  tma_entry.priority = -1;  // as conv_fp16_sparse24_wgmma, after it (header comment)
+  // Any clamp, asymmetric padding (the im2col box's corners), the fused residual, a staged pool.
+  tma_entry.supports = [](const Node& node) {
+    return tma_served_shape(node).has_value() && ConvFp16Sparse24Tma::device_supported();
+  };
+  tma_entry.create = create_tma;
+  tma_entry.residual = true;  // native: the transposing write-out adds it
+  tma_entry.sparse_2_4 = true;
+  registry.add(std::move(tma_entry));
 }
 
 }  // namespace cnnrt::cuda

@@ -1,0 +1,231 @@
+// Hopper (sm_90a) 2:4 sparse fp16 convolution on the TMA mainloop: the kernel
+// (conv_fp16_sparse24_tma).  The host side is tma_sparse.cu, the measurements and the prediction
+// docs/kernels/conv_fp16_sparse_tma.md.
+//
+// DESIGN NOTE
+// * Why: conv_fp16_sparse24_wgmma (wgmma_sparse.cu) gathers its activations with cp.async from
+//   all 256 threads, as the old dense wgmma conv did; on AlexNet conv3-conv5 the dense TMA conv
+//   (conv_fp16_tma) now runs 2.1-3x that dense kernel, so the cp.async sparse conv (1.04-1.47x
+//   the old dense one) lost to the dense TMA conv on every layer.  This is the sparse conv as an
+//   instance of the one TMA mainloop (tma_mainloop.cuh, issue 9 item 2 / issue 11 item 3): the
+//   ring, mbarriers, producer thread, register split, persistent scheduler and tap walk are the
+//   dense instances' code; what is sparse's own is these traits and this epilogue.
+// * Roles (TmaSparseF16::kWeightsAreA): only operand A of wgmma.mma_async.sp may be 2:4, so the
+//   compressed weights are A (M = output channels, BM per tile) and the im2col boxes B (N =
+//   output pixels, BN per tile: BN / 128 boxes of 128 pixels x 64 channels, 128-byte swizzle, the
+//   boxes the dense instances load as A).  Per k-tile (64 of dense K: one tap, 64 channels) a
+//   stage holds
+//   - A: BM rows x 64 bytes (the 32 kept halves of the row's 64 K), one TMA tiled box of the
+//     compressed [out_c][K / 2] weight with the 64-byte swizzle (rows past out_c: zero fill);
+//   - B: BN rows x 128 bytes, the im2col boxes exactly as the dense instances issue them;
+//   - metadata: BM rows x 8 bytes (16 nibbles), one non-tensor bulk copy (cp.async.bulk, the TMA
+//     engine) of the BM / 64 blocks of 512 bytes that tma_sparse.cu packed in the order the
+//     consumer threads read them.  A bulk copy instead of a third tensor map: the block is
+//     contiguous (the packing makes it so), needs no map to encode and no 256-element box limit.
+//   All three complete on the stage's full barrier, whose expect_tx is TmaRing::kStage = A + B +
+//   metadata bytes (the whole boxes: out-of-bounds rows and pixels are filled and counted too).
+// * Consumers: warpgroup cw owns channels cw * BM / 2 .. (kMI = BM / 128 m64 blocks) x all BN
+//   pixels, like the dense split of M.  Per k-tile and m64 block two m64nBNk32 wgmma.sp
+//   (instruction kk: A + 32 bytes, i.e. +2 in the 64-byte-swizzle descriptor; B + 64 bytes) with
+//   sparsity selector 0.  Metadata per thread (warp w, lane 4g + t; verified on an H100 for
+//   wgmma_sparse.cu, whose layout this is): bits 0-15 the nibbles of row 16w + g, groups
+//   4 (t % 2) .. +3 of the instruction's 8 (group j at bits 4j), bits 16-31 the same for row + 8;
+//   stored as one uint2 per (block, thread pair t, t ^ 2) = {kk 0, kk 1}: 64 uint2 = 512 bytes per
+//   m64 block and k-tile, thread index (w * 8 + g) * 2 + t % 2.
+// * wgmma.sp reads its metadata register asynchronously (docs/SPARSITY.md: reloading it while
+//   the group was in flight gave wrong sums on an H100, and ptxas does not guard it), so the
+//   mainloop runs the sparse k-loop two k-tiles at a time with two register sets (Meta even, odd)
+//   and keep_alive, a store predicated on a parameter that is always 0 that ptxas cannot drop,
+//   holds the previous set alive until the wait that retires its group.
+// * Epilogue (TmaSparseEpilogue): the accumulators are [channel][pixel] (register 4j + 2h + q of
+//   block i: channel 64i + 16w + g + 8h of the warpgroup's, pixel 8j + 2t + q), NHWC wants
+//   [pixel][channel].  Each warp transposes its own 16 channels through a private 2 KB staging
+//   tile after the ring (64 pixels x 16 channels fp16 per pass; no barrier but __syncwarp, so
+//   the two warpgroups and the producer never wait on each other): bias (+ clamp) in fp32 ->
+//   fp16 scalar stores, then 16-byte reads of 8 channels of one pixel and 16-byte global stores
+//   (two lanes write a pixel's 32 bytes); the residual, when fused, is loaded for the whole pass
+//   first and added (then clamped) by epilogue::add_residual, the family's convention.  The
+//   staging's two 16-byte halves of a pixel row swap on pixel bit 2, which makes both the
+//   scalar writes and the 16-byte reads conflict-free (32-byte rows, no padding).
+// * No fused MaxPool: a pooled layer runs this conv into the step's workspace and the family's
+//   maxpool_fp16 pools it (the staged form of conv_fp16_tma, tma_sparse.cu).
+// * Registers: kMI x BN / 2 accumulators (128 at 128x256 and 256x128) + 2 x 2 x kMI metadata
+//   words within setmaxnreg's 232; the host checks every image starts at 168 (tma_mainloop.cuh).
+#pragma once
+
+#include <cuda.h>
+#include <cuda_fp16.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cuda/conv/epilogue.cuh"
+#include "kernels/cuda/conv/epilogue_params.h"
+#include "kernels/cuda/conv/ptx.cuh"
+#include "kernels/cuda/conv/tma_mainloop.cuh"
+
+namespace cnnrt::cuda::tma_sparse_detail {
+
+constexpr int kThreads = tma_detail::kThreads;
+
+// Everything the kernel reads besides the two tensor maps.  GEMM view: M = out_c (channel tiles
+// of BM), N = batch * conv_h * conv_w output pixels (blocks of BN), K = kh * kw * in_c in (kh,
+// kw, c) order, in_c % 64 == 0, stored compressed as K / 2 halves per row.
+struct TmaSparseParams {
+  const float* bias = nullptr;       // [out_c] (zeros when the layer has none)
+  __half* y = nullptr;               // [m][out_c]
+  const __half* residual = nullptr;  // [m][out_c], RESIDUAL instances only
+  const uint8_t* meta = nullptr;     // [k_tiles][meta_blocks][512 bytes] (tma_sparse.cu)
+  int m = 0, out_c = 0;
+  int conv_h = 0, conv_w = 0;
+  int sh = 1, sw = 1, pad_top = 0, pad_left = 0;
+  int kw = 1;
+  int c_blocks = 0, k_tiles = 0;  // in_c / 64, kh * kw * c_blocks
+  int m_tiles = 0, units = 0;     // channel tiles; (pixel block, channel tile) pairs
+  int meta_blocks = 0;            // m64 blocks of metadata per k-tile (out_c rounded up to 256)
+  int zero = 0;                   // always 0 (keep_alive's predicate)
+  EpilogueClamp act;              // after the bias (and the residual)
+};
+
+// The sparse element traits of tma_conv_mainloop (its design note lists what they declare).
+struct TmaSparseF16 {
+  using Acc = float;
+  static constexpr bool kWeightsAreA = true;
+  // B: im2col rows of 64 channels (128 bytes, the 128-byte swizzle), the k-tile's TMA channel step.
+  static constexpr int kRowBytes = 128, kTileElems = 64;
+  // A: the 32 kept halves of a row's 64 K (64 bytes, the 64-byte swizzle), the weight box's step.
+  static constexpr int kARowBytes = 64, kWeightTileElems = 32;
+  // Metadata: 16 nibbles per row and k-tile; 512 bytes per m64 block.
+  static constexpr int kMetaRowBytes = 8, kMetaBlockBytes = 64 * kMetaRowBytes;
+
+  // One k-tile's metadata registers of a consumer thread: per m64 block {kk 0, kk 1}.
+  template <int MI>
+  struct Meta {
+    uint2 w[MI];
+  };
+
+#ifdef CNNRT_WGMMA_DEVICE
+  // The metadata of channel tile m_blk (BM rows) at k-tile kt: BM / 64 consecutive blocks.
+  template <int BM>
+  static __device__ __forceinline__ const void* meta_source(const TmaSparseParams& p, int m_blk,
+                                                            int kt) {
+    return p.meta + (size_t(kt) * p.meta_blocks + size_t(m_blk) * (BM / 64)) * kMetaBlockBytes;
+  }
+  // This thread's words of the consumer's kMI blocks (addr: the first block's, in the stage).
+  template <int MI>
+  static __device__ __forceinline__ void load_meta(Meta<MI>& m, uint32_t addr) {
+    const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32;
+    const uint32_t at = addr + uint32_t(((warp * 8 + lane / 4) * 2 + (lane & 1)) * 8);
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+      asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n"
+                   : "=r"(m.w[i].x), "=r"(m.w[i].y)
+                   : "r"(at + i * kMetaBlockBytes)
+                   : "memory");
+  }
+  // The wgmma.sp of one k-tile: per 32 of dense K (kk), one m64nBNk32 per m64 block sharing B.
+  template <int BN, int MI>
+  static __device__ __forceinline__ void mma_k_tile(float (&acc)[MI][BN / 2], uint32_t a,
+                                                    uint32_t b, const Meta<MI>& m) {
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk)
+#pragma unroll
+      for (int i = 0; i < MI; ++i)
+        ptx::SpMma<BN>::run(acc[i], tma_detail::desc_of<64>(a + i * 64 * kARowBytes + kk * 32),
+                            tma_detail::desc_of<128>(b + kk * 64), kk == 0 ? m.w[i].x : m.w[i].y);
+  }
+  // A use of every register of `m` that ptxas cannot remove (a store predicated on p.zero, which
+  // is 0 at run time; never executed), so the set stays allocated up to this point.
+  template <int MI>
+  static __device__ __forceinline__ void keep_alive(const Meta<MI>& m, const TmaSparseParams& p,
+                                                    uint32_t addr) {
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+      asm volatile(
+          "{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\n@p st.shared.v2.u32 [%3], {%0, %1};\n}\n" ::"r"(
+              m.w[i].x),
+          "r"(m.w[i].y), "r"(p.zero), "r"(addr)
+          : "memory");
+  }
+#endif
+};
+
+// conv_fp16_sparse24_tma's side of the mainloop: [channel][pixel] accumulators out to NHWC
+// through each warp's staging tile (design note).
+template <int BM, int BN, bool RESIDUAL>
+struct TmaSparseEpilogue {
+  static constexpr int kChunk = 64;                     // pixels per staging pass
+  static constexpr int kWarpStaging = kChunk * 16 * 2;  // 64 pixels x 16 channels fp16
+  static constexpr size_t kStaging = 8 * kWarpStaging;  // 8 consumer warps
+  static_assert(BN % kChunk == 0, "whole staging passes");
+
+#ifdef CNNRT_WGMMA_DEVICE
+  template <int MI>
+  static __device__ __forceinline__ void store(const float (&acc)[MI][BN / 2],
+                                               const TmaSparseParams& p,
+                                               const tma_detail::TmaUnit& u) {
+    __half* stg = reinterpret_cast<__half*>(u.after_ring + (u.cw * 4 + u.warp) * kWarpStaging);
+    const int g = u.lane / 4, t = u.lane % 4, half = u.lane % 2;
+    // Pixel 8j + 2t + q has bit 2 = t >> 1: the half of its staging row a channel group lands in.
+    const int write_swap = t >> 1;
+#pragma unroll
+    for (int i = 0; i < MI; ++i) {
+      const int ch0 = u.m_blk * BM + u.cw * (BM / 2) + 64 * i + 16 * u.warp;  // the warp's 16
+      const float b0 = ch0 + g < p.out_c ? __ldg(p.bias + ch0 + g) : 0.f;
+      const float b1 = ch0 + g + 8 < p.out_c ? __ldg(p.bias + ch0 + g + 8) : 0.f;
+      const int ch = ch0 + 8 * half;  // this lane's 8 channels in the write-out
+#pragma unroll
+      for (int c0 = 0; c0 < BN; c0 += kChunk) {
+        uint4 res[4];
+        if constexpr (RESIDUAL) {
+#pragma unroll
+          for (int r = 0; r < 4; ++r) {
+            const int pixel = u.n0 + c0 + u.lane / 2 + 16 * r;
+            res[r] = pixel < p.m && ch < p.out_c ? __ldg(reinterpret_cast<const uint4*>(
+                                                       p.residual + size_t(pixel) * p.out_c + ch))
+                                                 : make_uint4(0, 0, 0, 0);
+          }
+        }
+        __syncwarp();  // the previous pass's reads are done
+#pragma unroll
+        for (int jj = 0; jj < kChunk / 8; ++jj)
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int q = 0; q < 2; ++q) {
+              float v = acc[i][4 * (c0 / 8 + jj) + 2 * h + q] + (h == 0 ? b0 : b1);
+              if constexpr (!RESIDUAL) v = epilogue::activate(v, p.act);
+              const int px = 8 * jj + 2 * t + q;
+              stg[px * 16 + (h ^ write_swap) * 8 + g] = __float2half_rn(v);
+            }
+        __syncwarp();
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const int px = u.lane / 2 + 16 * r, pixel = u.n0 + c0 + px;
+          uint4 out = *reinterpret_cast<const uint4*>(stg + px * 16 + (half ^ ((px >> 2) & 1)) * 8);
+          if (pixel < p.m && ch < p.out_c) {
+            if constexpr (RESIDUAL)
+              out = epilogue::add_residual(out, reinterpret_cast<const __half*>(&res[r]), p.act);
+            *reinterpret_cast<uint4*>(p.y + size_t(pixel) * p.out_c + ch) = out;
+          }
+        }
+      }
+    }
+  }
+#endif
+};
+
+// BM output channels x BN output pixels per tile, a ring of STAGES; RESIDUAL: y = clamp(conv +
+// bias + r) instead of clamp(conv + bias).  Dynamic shared memory: TmaRing::kSmem +
+// TmaSparseEpilogue::kStaging.
+template <int BM, int BN, int STAGES, bool RESIDUAL>
+__global__ void __launch_bounds__(kThreads, 1)
+    conv_tma_sparse_kernel(const __grid_constant__ CUtensorMap tmap_x,
+                           const __grid_constant__ CUtensorMap tmap_w, const TmaSparseParams p) {
+#ifdef CNNRT_WGMMA_DEVICE
+  tma_detail::tma_conv_mainloop<TmaSparseF16, BM, BN, STAGES, 1,
+                                TmaSparseEpilogue<BM, BN, RESIDUAL>>(tmap_x, tmap_w, p);
+#endif
+}
+
+}  // namespace cnnrt::cuda::tma_sparse_detail
