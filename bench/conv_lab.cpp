@@ -28,10 +28,17 @@
 // its staged pool form runs the conv unpooled and the BN = 64 tiles' speeds are guesses, the
 // unpooled conv alone on every tile (model vs measured).
 //
+// --sparse times the 2:4 sparse convs on AlexNet conv2-conv5 (each with its ReLU / MaxPool) at
+// batch 64 and 256, all on the same weights pruned 2:4 by magnitude: conv_fp16_sparse24_tma (every
+// tile; a pooled layer runs staged: conv into a workspace, then maxpool_fp16), the cp.async
+// conv_fp16_sparse24_wgmma (its plan, pool fused) and the dense conv_fp16_tma (its plan) as the
+// bar; "*" marks the sparse TMA plan's pick and each row says its speed against the dense one.
+//
 // Every igemm row carries its model time too (igemm_plan.cpp; the direct fallback has none):
 // issue 9 asks that tile choice be "checked against measurements", which these columns are.
 //
-// Usage: conv_lab [--iters N] [--direct | --wgmma | --tma]   (--direct also times the fallback)
+// Usage: conv_lab [--iters N] [--direct | --wgmma | --tma | --sparse]   (--direct also times the
+// fallback)
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -48,10 +55,13 @@
 #include <vector>
 
 #include "bench/event_timing.h"
+#include "graph/passes_sparsity.h"
 #include "kernels/cuda/conv/igemm.h"
 #include "kernels/cuda/conv/space_to_depth.h"
 #include "kernels/cuda/conv/tma_conv.h"
+#include "kernels/cuda/conv/tma_sparse.h"
 #include "kernels/cuda/conv/wgmma.h"
+#include "kernels/cuda/conv/wgmma_sparse.h"
 #include "kernels/cuda/conv/wgmma_ws.h"
 #include "kernels/cuda/cuda_check.h"
 
@@ -392,9 +402,77 @@ void run_tma_lab(int iters, cudaStream_t stream) {
   }
 }
 
+// The --sparse table (see the header comment).
+void run_sparse_lab(int iters, cudaStream_t stream) {
+  using cnnrt::cuda::ConvFp16Sparse24;
+  using cnnrt::cuda::ConvFp16Sparse24Tma;
+  using cnnrt::cuda::ConvFp16Tma;
+  if (!ConvFp16Sparse24Tma::device_supported()) {
+    std::printf("conv_fp16_sparse24_tma: not available on this device/build\n");
+    return;
+  }
+  std::mt19937 rng(13579);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  const std::vector<std::string>& tiles = ConvFp16Sparse24Tma::tile_names();
+  for (const Layer& l : kLayers) {
+    const ConvShape s = make_shape(l);
+    if (!ConvFp16Sparse24Tma::supports(s)) continue;  // conv1: 3 channels
+    const int fan_in = l.c * l.k * l.k;
+    std::vector<float> w(size_t(l.oc) * fan_in), b(l.oc);
+    for (float& v : w) v = dist(rng) / std::sqrt(float(fan_in));
+    for (float& v : b) v = dist(rng) * 0.1f;
+    cnnrt::sparsity::prune_magnitude(w.data(), {l.oc, l.c, l.k * l.k});
+    const ConvFp16Sparse24Tma sparse_tma(s, w.data(), b.data(), l.name);
+    const ConvFp16Sparse24 sparse_wgmma(s, w.data(), b.data(), l.name);
+    const ConvFp16Tma dense(s, w.data(), b.data());
+    for (const int batch : {64, 256}) {
+      const size_t out_count = size_t(batch) * s.out_h * s.out_w * l.oc;
+      const InputPair inputs(size_t(batch) * l.h * l.w * l.c, l.c, l.c, rng);
+      void* const* x = inputs.x;
+      void* y;
+      CNNRT_CUDA_CHECK(cudaMalloc(&y, out_count * 2));
+      const double flops = 2.0 * batch * s.conv_h * s.conv_w * double(l.oc) * fan_in;
+      const auto dense_plan = dense.plan(batch);
+      const auto pick = sparse_tma.plan(batch);
+      void* ws = nullptr;
+      CNNRT_CUDA_CHECK(cudaMalloc(
+          &ws, std::max<size_t>({256, dense_plan.workspace_bytes, pick.workspace_bytes})));
+      const cnnrt::cuda::ConvFp16TmaInput d_in[2] = {dense.encode_input(x[0], batch),
+                                                     dense.encode_input(x[1], batch)};
+      const double dense_ms = median_event_ms(
+          [&](int i) { dense.forward(dense_plan.variant, d_in[i % 2], nullptr, y, stream, ws); },
+          iters, stream);
+      print_row(l.name, batch, "conv_fp16_tma (dense) " + dense_plan.name, dense_ms, flops, "",
+                dense_plan.estimated_us);
+      const auto old_plan = sparse_wgmma.plan(batch);
+      const double old_ms = median_event_ms(
+          [&](int i) {
+            sparse_wgmma.forward(old_plan.variant, x[i % 2], nullptr, y, batch, stream);
+          },
+          iters, stream);
+      print_row(l.name, batch, "conv_fp16_sparse24_wgmma " + old_plan.name, old_ms, flops, "");
+      const cnnrt::cuda::ConvFp16TmaInput s_in[2] = {sparse_tma.encode_input(x[0], batch),
+                                                     sparse_tma.encode_input(x[1], batch)};
+      for (int t = 0; t < int(tiles.size()); ++t) {
+        const auto p = sparse_tma.plan(batch, t);
+        const double ms = median_event_ms(
+            [&](int i) { sparse_tma.forward(p.variant, s_in[i % 2], nullptr, y, stream, ws); },
+            iters, stream);
+        char label[160];
+        std::snprintf(label, sizeof(label), "conv_fp16_sparse24_tma %s (%.2fx dense)",
+                      p.name.c_str(), dense_ms / ms);
+        print_row(l.name, batch, label, ms, flops, p.variant == pick.variant ? "*" : "",
+                  p.estimated_us);
+      }
+      CNNRT_CUDA_CHECK(cudaFree(ws));
+      CNNRT_CUDA_CHECK(cudaFree(y));
+    }
+  }
+}
+
 int run(int argc, char** argv) {
   int iters = 50;
-  bool with_direct = false, wgmma_only = false, tma_only = false;
+  bool with_direct = false, wgmma_only = false, tma_only = false, sparse_only = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--iters") && i + 1 < argc)
       iters = std::max(50, std::atoi(argv[++i]));
@@ -404,8 +482,11 @@ int run(int argc, char** argv) {
       wgmma_only = true;
     else if (!std::strcmp(argv[i], "--tma"))
       tma_only = true;
+    else if (!std::strcmp(argv[i], "--sparse"))
+      sparse_only = true;
     else {
-      std::fprintf(stderr, "usage: conv_lab [--iters N>=50] [--direct | --wgmma | --tma]\n");
+      std::fprintf(stderr,
+                   "usage: conv_lab [--iters N>=50] [--direct | --wgmma | --tma | --sparse]\n");
       return 2;
     }
   }
@@ -420,9 +501,10 @@ int run(int argc, char** argv) {
               prop.multiProcessorCount, iters);
   cudaStream_t stream;
   CNNRT_CUDA_CHECK(cudaStreamCreate(&stream));
-  if (wgmma_only || tma_only) {
+  if (wgmma_only || tma_only || sparse_only) {
     if (wgmma_only) run_wgmma_lab(iters, stream);
     if (tma_only) run_tma_lab(iters, stream);
+    if (sparse_only) run_sparse_lab(iters, stream);
     CNNRT_CUDA_CHECK(cudaStreamDestroy(stream));
     return 0;
   }
