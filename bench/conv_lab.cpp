@@ -395,6 +395,7 @@ void run_tma_lab(int iters, cudaStream_t stream) {
 int run(int argc, char** argv) {
   int iters = 50;
   bool with_direct = false, wgmma_only = false, tma_only = false;
+  int only_batch = 0;  // --batch N: the igemm lab at that batch alone
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--iters") && i + 1 < argc)
       iters = std::max(50, std::atoi(argv[++i]));
@@ -404,8 +405,11 @@ int run(int argc, char** argv) {
       wgmma_only = true;
     else if (!std::strcmp(argv[i], "--tma"))
       tma_only = true;
+    else if (!std::strcmp(argv[i], "--batch") && i + 1 < argc && std::atoi(argv[i + 1]) > 0)
+      only_batch = std::atoi(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: conv_lab [--iters N>=50] [--direct | --wgmma | --tma]\n");
+      std::fprintf(stderr,
+                   "usage: conv_lab [--iters N>=50] [--batch N] [--direct | --wgmma | --tma]\n");
       return 2;
     }
   }
@@ -433,7 +437,8 @@ int run(int argc, char** argv) {
 #endif
   std::mt19937 rng(12345);
   std::uniform_real_distribution<float> dist(-1.f, 1.f);
-  const int batches[] = {1, 8, 64, 256};
+  std::vector<int> batches = {1, 8, 64, 256};
+  if (only_batch > 0) batches = {only_batch};
   for (const Layer& l : kLayers) {
     const ConvShape s = make_shape(l);
     const int fan_in = l.c * l.k * l.k;
@@ -460,6 +465,8 @@ int run(int argc, char** argv) {
         const bool is_direct = v + 1 == variants.size();
         if (is_direct && variants.size() > 1 && !with_direct) continue;
         const ConvFp16Plan& run = variants[v];
+        // Split-K reduced in the kernel needs it zeroed (other variants leave partials there).
+        if (run.workspace_zeroed) CNNRT_CUDA_CHECK(cudaMemset(ws, 0, ws_bytes));
         const double ms = median_event_ms(
             [&](int i) { conv.forward(run, x[i % 2], y, batch, stream, ws); }, iters, stream);
         const bool fused_pick = run.variant == chosen, ws_pick = run.variant == chosen_ws;

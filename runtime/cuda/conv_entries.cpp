@@ -28,6 +28,7 @@
 #include "kernels/cuda/conv/igemm.h"
 #include "kernels/cuda/conv/im2col_gemm.h"
 #include "kernels/cuda/cuda_check.h"
+#include "runtime/cuda/conv_fp16_workspace.h"
 #include "runtime/cuda/cuda_registry.h"
 
 namespace cnnrt::cuda {
@@ -112,13 +113,13 @@ class ConvFp16Kernel final : public Fp16Kernel {
     KernelPlan plan;
     plan.variant = p.variant;
     plan.variant_name = p.name;
-    plan.workspace_bytes = p.workspace_bytes;
+    add_conv_fp16_workspace(p, &plan);
     return plan;
   }
   void run(const KernelArgs& args) override {
     conv_.forward(args.variant, args.inputs.at(0),
                   args.inputs.size() > 1 ? args.inputs[1] : nullptr, args.output, args.batch,
-                  static_cast<cudaStream_t>(args.stream), args.workspace);
+                  static_cast<cudaStream_t>(args.stream), conv_fp16_workspace(args));
   }
   size_t weight_bytes() const override { return conv_.weight_bytes(); }
 

@@ -25,6 +25,7 @@
 #include "kernels/cuda/conv/wgmma.h"
 #include "kernels/cuda/conv/wgmma_ws.h"
 #include "kernels/cuda/cuda_check.h"
+#include "runtime/cuda/conv_fp16_workspace.h"
 #include "runtime/cuda/cuda_registry.h"
 
 namespace cnnrt::cuda {
@@ -64,7 +65,7 @@ class WgmmaWithFallback final : public Fp16Kernel {
     const ConvFp16Plan p = fallback_.plan(info.batch);
     plan.variant = 2 * p.variant + 1;
     plan.variant_name = p.name;
-    plan.workspace_bytes = p.workspace_bytes;
+    add_conv_fp16_workspace(p, &plan);
     return plan;
   }
   void run(const KernelArgs& args) override {
@@ -72,7 +73,7 @@ class WgmmaWithFallback final : public Fp16Kernel {
     const void* residual = args.inputs.size() > 1 ? args.inputs[1] : nullptr;
     if (args.variant % 2 == 1) {
       fallback_.forward(args.variant / 2, args.inputs.at(0), residual, args.output, args.batch,
-                        stream, args.workspace);
+                        stream, conv_fp16_workspace(args));
     } else if constexpr (kNativeResidual<Conv>) {
       conv_.forward(args.variant / 2, args.inputs.at(0), residual, args.output, args.batch, stream);
     } else {
