@@ -465,8 +465,6 @@ int run(int argc, char** argv) {
         const bool is_direct = v + 1 == variants.size();
         if (is_direct && variants.size() > 1 && !with_direct) continue;
         const ConvFp16Plan& run = variants[v];
-        // Split-K reduced in the kernel needs it zeroed (other variants leave partials there).
-        if (run.workspace_zeroed) CNNRT_CUDA_CHECK(cudaMemset(ws, 0, ws_bytes));
         const double ms = median_event_ms(
             [&](int i) { conv.forward(run, x[i % 2], y, batch, stream, ws); }, iters, stream);
         const bool fused_pick = run.variant == chosen, ws_pick = run.variant == chosen_ws;

@@ -66,8 +66,6 @@ class CpuContext final : public ContextImpl {
       args.batch = batch;
       const PlannedTensor* workspace = prepared_.memory.find(step.name + ".workspace");
       args.workspace = workspace ? base() + workspace->offset : nullptr;
-      const PlannedTensor* zeroed = prepared_.memory.find(step.name + ".zeroed");
-      args.zeroed = zeroed ? base() + zeroed->offset : nullptr;  // host_buffer zeroed it
       args.variant = prepared_.kernel_plans[i].variant;
       args.state = prepared_.kernel_plans[i].state.get();
       args_.push_back(args);

@@ -206,7 +206,7 @@ ExecutionPlan Engine::plan(int batch) const {
     row.inputs = step.inputs;
     for (const TensorType& type : step.input_types) row.input_types.push_back(to_string(type));
     row.output_type = to_string(impl_->tensors.at(step.name).type);
-    row.workspace_bytes = kernel_plan.workspace_bytes + kernel_plan.zeroed_bytes;
+    row.workspace_bytes = kernel_plan.workspace_bytes;
     const PlannedTensor* output = prepared.memory.find(step.name);
     row.in_place = output != nullptr && !output->aliases.empty();
     row.sparse_2_4 = step.entry != nullptr && step.entry->sparse_2_4;

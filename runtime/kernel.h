@@ -25,12 +25,6 @@ struct KernelPlan {
   int variant = 0;           // the kernel's own index of what runs, handed back in KernelArgs
   std::string variant_name;  // what plans and profiles print ("" when the kernel has one form)
   size_t workspace_bytes = 0;
-  // Scratch the kernel finds zeroed and leaves zeroed after every run (a conv's split-K sums,
-  // reduced inside the conv kernel, and their tile counters).  The memory plan keeps it for the
-  // whole run, shared with nothing, and the context zeroes it once at creation, so no launch is
-  // spent clearing it.  A run that fails part-way leaves it dirty: the context is then unusable
-  // anyway (CUDA errors are sticky).
-  size_t zeroed_bytes = 0;
   // The kernel may write its output over inputs[0] (same bytes, same type).  The memory planner
   // decides whether that is legal at this step (the input's last use, not pinned).
   bool in_place = false;
@@ -56,7 +50,6 @@ struct KernelArgs {
   void* stream = nullptr;       // cudaStream_t for CUDA kernels
   int variant = 0;              // KernelPlan::variant of this context's prepare()
   const void* state = nullptr;  // KernelPlan::state of this context's prepare()
-  void* zeroed = nullptr;       // KernelPlan::zeroed_bytes bytes, zero on entry; or nullptr
 };
 
 // A layer's life: its factory prepacks the weights once (build), prepare() decides the variant

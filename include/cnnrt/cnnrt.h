@@ -152,9 +152,9 @@ struct PlannedStep {
   std::vector<std::string> inputs;       // tensors it reads
   std::vector<std::string> input_types;  // e.g. "fp16 NHWC/8", one per input
   std::string output_type;
-  size_t workspace_bytes = 0;  // its scratch: step-only, plus any kept zeroed for the whole run
-  bool in_place = false;       // its output shares its first input's bytes
-  bool sparse_2_4 = false;     // its kernel computes from a 2:4 compressed weight
+  size_t workspace_bytes = 0;
+  bool in_place = false;    // its output shares its first input's bytes
+  bool sparse_2_4 = false;  // its kernel computes from a 2:4 compressed weight
 };
 struct ExecutionPlan {
   std::string model, device;

@@ -28,7 +28,6 @@
 #include "kernels/cuda/conv/igemm.h"
 #include "kernels/cuda/conv/im2col_gemm.h"
 #include "kernels/cuda/cuda_check.h"
-#include "runtime/cuda/conv_fp16_workspace.h"
 #include "runtime/cuda/cuda_registry.h"
 
 namespace cnnrt::cuda {
@@ -113,13 +112,13 @@ class ConvFp16Kernel final : public Fp16Kernel {
     KernelPlan plan;
     plan.variant = p.variant;
     plan.variant_name = p.name;
-    add_conv_fp16_workspace(p, &plan);
+    plan.workspace_bytes = p.workspace_bytes;
     return plan;
   }
   void run(const KernelArgs& args) override {
     conv_.forward(args.variant, args.inputs.at(0),
                   args.inputs.size() > 1 ? args.inputs[1] : nullptr, args.output, args.batch,
-                  static_cast<cudaStream_t>(args.stream), conv_fp16_workspace(args));
+                  static_cast<cudaStream_t>(args.stream), args.workspace);
   }
   size_t weight_bytes() const override { return conv_.weight_bytes(); }
 

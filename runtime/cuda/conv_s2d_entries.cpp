@@ -47,7 +47,6 @@
 #include "kernels/cuda/conv/tma_conv.h"
 #include "kernels/cuda/conv/tma_encode.h"
 #include "kernels/cuda/conv/wgmma.h"
-#include "runtime/cuda/conv_fp16_workspace.h"
 #include "runtime/cuda/cuda_registry.h"
 
 namespace cnnrt::cuda {
@@ -161,8 +160,7 @@ class ConvFp16S2dKernel final : public Fp16Kernel {
       const ConvFp16Plan p = conv_->plan(info.batch);
       inner = p.variant;
       plan.variant_name = "s2d+" + p.name;
-      plan.workspace_bytes = rearranged_bytes(rearrange_, info.batch);
-      add_conv_fp16_workspace(p, &plan);
+      plan.workspace_bytes = rearranged_bytes(rearrange_, info.batch) + p.workspace_bytes;
     }
     if (reads_fp32) plan.variant_name += " (reads fp32 NCHW)";
     plan.variant = 8 * inner + 2 * kind + (reads_fp32 ? 1 : 0);
@@ -196,8 +194,7 @@ class ConvFp16S2dKernel final : public Fp16Kernel {
       wgmma_->forward(inner, rearranged, args.output, args.batch, stream);
     } else {
       if (!conv_) throw Error("conv_fp16_s2d: igemm variant without the igemm conv");
-      conv_->forward(inner, rearranged, args.output, args.batch, stream,
-                     conv_fp16_workspace(args, rearranged_bytes(rearrange, args.batch)));
+      conv_->forward(inner, rearranged, args.output, args.batch, stream, inner_workspace);
     }
   }
   size_t weight_bytes() const override {

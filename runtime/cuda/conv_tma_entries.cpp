@@ -26,7 +26,6 @@
 #include "kernels/cuda/conv/igemm.h"
 #include "kernels/cuda/conv/tma_conv.h"
 #include "kernels/cuda/conv/tma_encode.h"
-#include "runtime/cuda/conv_fp16_workspace.h"
 #include "runtime/cuda/cuda_registry.h"
 
 namespace cnnrt::cuda {
@@ -58,7 +57,7 @@ class TmaConvKernel final : public Fp16Kernel {
       const ConvFp16Plan p = fallback_->plan(info.batch);
       plan.variant = 2 * p.variant + 1;
       plan.variant_name = p.name;
-      add_conv_fp16_workspace(p, &plan);
+      plan.workspace_bytes = p.workspace_bytes;
       return plan;
     }
     const ConvFp16TmaPlan p = pinned_ < 0             ? conv_.plan(info.batch)
@@ -76,7 +75,7 @@ class TmaConvKernel final : public Fp16Kernel {
     const void* residual = args.inputs.size() > 1 ? args.inputs[1] : nullptr;
     if (args.variant % 2 == 1) {
       fallback_.value().forward(args.variant / 2, x, residual, args.output, args.batch, stream,
-                                conv_fp16_workspace(args));
+                                args.workspace);
       return;
     }
     if (args.state == nullptr) throw Error("conv_fp16_tma: run() without its prepared state");

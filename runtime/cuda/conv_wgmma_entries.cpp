@@ -25,7 +25,6 @@
 #include "kernels/cuda/conv/wgmma.h"
 #include "kernels/cuda/conv/wgmma_ws.h"
 #include "kernels/cuda/cuda_check.h"
-#include "runtime/cuda/conv_fp16_workspace.h"
 #include "runtime/cuda/cuda_registry.h"
 
 namespace cnnrt::cuda {
@@ -65,7 +64,7 @@ class WgmmaWithFallback final : public Fp16Kernel {
     const ConvFp16Plan p = fallback_.plan(info.batch);
     plan.variant = 2 * p.variant + 1;
     plan.variant_name = p.name;
-    add_conv_fp16_workspace(p, &plan);
+    plan.workspace_bytes = p.workspace_bytes;
     return plan;
   }
   void run(const KernelArgs& args) override {
@@ -73,7 +72,7 @@ class WgmmaWithFallback final : public Fp16Kernel {
     const void* residual = args.inputs.size() > 1 ? args.inputs[1] : nullptr;
     if (args.variant % 2 == 1) {
       fallback_.forward(args.variant / 2, args.inputs.at(0), residual, args.output, args.batch,
-                        stream, conv_fp16_workspace(args));
+                        stream, args.workspace);
     } else if constexpr (kNativeResidual<Conv>) {
       conv_.forward(args.variant / 2, args.inputs.at(0), residual, args.output, args.batch, stream);
     } else {

@@ -193,8 +193,6 @@ void CudaContext::bind_arguments() {
     args.output = tensor_pointer(step.name);
     args.batch = batch_;
     if (plan.workspace_bytes > 0) args.workspace = tensor_pointer(step.name + ".workspace");
-    // Zeroed by the arena's memset at creation; the kernel keeps it zeroed.
-    if (plan.zeroed_bytes > 0) args.zeroed = tensor_pointer(step.name + ".zeroed");
     args.stream = stream_.get();
     args.variant = plan.variant;
     args.state = plan.state.get();
@@ -447,11 +445,6 @@ double CudaContext::time_candidate(const KernelEntry& entry, size_t i, int itera
   buffers.push_back(
       device_alloc(plan.workspace_bytes, "the workspace of " + entry.name + " on " + step.name));
   args.workspace = buffers.back().get();
-  buffers.push_back(
-      device_alloc(plan.zeroed_bytes, "the zeroed scratch of " + entry.name + " on " + step.name));
-  args.zeroed = buffers.back().get();
-  if (plan.zeroed_bytes > 0)
-    CNNRT_CUDA_CHECK(cudaMemsetAsync(args.zeroed, 0, plan.zeroed_bytes, stream));
   buffers.push_back(
       device_alloc(tensor_bytes(e.tensors.at(step.name).shape, kernel->output_type(), batch_) + 256,
                    "the output of " + entry.name + " on " + step.name));

@@ -177,9 +177,7 @@ class ConvInt8Kernel final : public LayerKernel {
   // The variant packs the space-to-depth source (bit 0: fp32 NCHW) and the GEMM: variant / 2
   // is 0 for the wgmma kernel, else the mma.sync GEMM's split-K count (more than 1 when its
   // tiles alone would leave SMs idle, small batches).
-  // Workspace: [space-to-depth map][pre-pool tensor], each 256-aligned.  Split-K is reduced in
-  // the igemm kernel (exact int32 atomics, no finish pass): its sum and tile counters are the
-  // zeroed scratch the context keeps for this step (KernelPlan::zeroed_bytes).
+  // Workspace: [space-to-depth map][pre-pool tensor][split-K partial sums], each 256-aligned.
   // ConvPath::Tma on its own kernel: variant = -1 - tile, the state caches the input's im2col
   // maps (encoded on a context's first run per input pointer, as conv_fp16_tma does).
   KernelPlan prepare(const PrepareInfo& info) const override {
@@ -195,7 +193,8 @@ class ConvInt8Kernel final : public LayerKernel {
         plan.variant_name = std::string(fp32_source ? "quantise+" : "") + "s2d" +
                             std::to_string(s2d_tma_.out_stride) + "+" + plan.variant_name;
       plan.state = std::make_shared<const TmaInputMaps>();
-      plan.workspace_bytes = workspace_parts(info.batch, true).end;
+      const Workspace parts = workspace_parts(info.batch, 1, true);
+      plan.workspace_bytes = parts.partial + parts.partial_bytes;
       return plan;
     }
     const bool on_wgmma = use_wgmma_ && info.batch > wgmma_max_fallback_;
@@ -212,8 +211,8 @@ class ConvInt8Kernel final : public LayerKernel {
       plan.variant_name = std::string(fp32_source ? "quantise+" : "") + "s2d+" + gemm;
     if (splits > 1) plan.variant_name += " split-k " + std::to_string(splits);
     if (pool_) plan.variant_name += "+pool";
-    plan.workspace_bytes = workspace_parts(info.batch, false).end;
-    plan.zeroed_bytes = igemm_s8_reduce_bytes(conv_, info.batch, splits);
+    const Workspace parts = workspace_parts(info.batch, splits, false);
+    plan.workspace_bytes = parts.partial + parts.partial_bytes;
     return plan;
   }
   void run(const KernelArgs& args) override {
@@ -222,9 +221,10 @@ class ConvInt8Kernel final : public LayerKernel {
     const bool on_tma = args.variant < 0;
     const int code = on_tma ? -1 - args.variant : args.variant;
     const int splits = on_tma ? 1 : code / 2;
-    const Workspace parts = workspace_parts(args.batch, on_tma);
+    const Workspace parts = workspace_parts(args.batch, splits, on_tma);
     char* workspace = static_cast<char*>(args.workspace);
-    if (workspace == nullptr && parts.end > 0) throw Error("conv int8: no workspace");
+    if (workspace == nullptr && parts.partial + parts.partial_bytes > 0)
+      throw Error("conv int8: no workspace");
     const void* x = args.inputs.at(0);
     if (path_ == ConvPath::SpaceToDepth) {
       space_to_depth_s8(on_tma ? s2d_tma_ : s2d_, x, (code & 1) != 0, workspace, args.batch,
@@ -243,9 +243,7 @@ class ConvInt8Kernel final : public LayerKernel {
     } else if (splits == 0) {
       conv_s8_wgmma(conv_, x, conv_out, args.batch, stream);
     } else {
-      if (splits > 1 && args.zeroed == nullptr)
-        throw Error("conv int8: split-K without its zeroed scratch");
-      const S8SplitK split{splits, static_cast<int*>(args.zeroed), /*reduce=*/true};
+      const S8SplitK split{splits, reinterpret_cast<int*>(workspace + parts.partial)};
       conv_s8_igemm(conv_, x, conv_out, args.batch, stream, &split);
     }
     if (!pool_) return;
@@ -266,18 +264,19 @@ class ConvInt8Kernel final : public LayerKernel {
   // Byte offsets of the workspace's parts for `batch` (see prepare()); on_tma: the space-to-depth
   // map is the TMA form's.
   struct Workspace {
-    size_t pre_pool = 0, end = 0;
+    size_t pre_pool = 0, partial = 0, partial_bytes = 0;
   };
-  Workspace workspace_parts(int batch, bool on_tma) const {
+  Workspace workspace_parts(int batch, int splits, bool on_tma) const {
     Workspace parts;
     const S8SpaceToDepth& s2d = on_tma ? s2d_tma_ : s2d_;
     if (path_ == ConvPath::SpaceToDepth)
       parts.pre_pool =
           round_up_bytes(static_cast<size_t>(batch) * s2d.blocks_h * s2d.blocks_w * s2d.out_stride);
-    parts.end = parts.pre_pool;
+    parts.partial = parts.pre_pool;
     if (pool_)
-      parts.end += round_up_bytes(static_cast<size_t>(batch) * conv_.out_h * conv_.out_w *
-                                  conv_.out_stride * (conv_.float_output ? sizeof(float) : 1));
+      parts.partial += round_up_bytes(static_cast<size_t>(batch) * conv_.out_h * conv_.out_w *
+                                      conv_.out_stride * (conv_.float_output ? sizeof(float) : 1));
+    parts.partial_bytes = igemm_s8_split_bytes(conv_, batch, splits);
     return parts;
   }
 

@@ -208,9 +208,7 @@ class EntryRunner {
            cudaStream_t stream = nullptr, std::vector<TensorType> input_types = {}) {
     const KernelPlan plan = prepare(batch, std::move(input_types));
     DeviceMem workspace(plan.workspace_bytes);
-    DeviceMem zeroed(plan.zeroed_bytes);
-    clear(zeroed);
-    kernel_->run(args_of(plan, inputs, output, batch, workspace, zeroed, stream));
+    kernel_->run(args_of(plan, inputs, output, batch, workspace, stream));
     CNNRT_CUDA_CHECK(cudaStreamSynchronize(stream));
   }
   // As the engine runs it: `plan` (from prepare()) launched once inside a captured CUDA graph on a
@@ -218,13 +216,11 @@ class EntryRunner {
   void run_captured(const KernelPlan& plan, const std::vector<const void*>& inputs, void* output,
                     int batch) {
     DeviceMem workspace(plan.workspace_bytes);
-    DeviceMem zeroed(plan.zeroed_bytes);
-    clear(zeroed);
     cudaStream_t stream;
     CNNRT_CUDA_CHECK(cudaStreamCreate(&stream));
     cudaGraph_t graph;
     CNNRT_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    kernel_->run(args_of(plan, inputs, output, batch, workspace, zeroed, stream));
+    kernel_->run(args_of(plan, inputs, output, batch, workspace, stream));
     CNNRT_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
     cudaGraphExec_t exec;
     CNNRT_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
@@ -236,13 +232,9 @@ class EntryRunner {
   }
 
  private:
-  // KernelPlan::zeroed_bytes as a context gives it: zero on entry.
-  static void clear(const DeviceMem& zeroed) {
-    if (zeroed.bytes() > 0) CNNRT_CUDA_CHECK(cudaMemset(zeroed.get(), 0, zeroed.bytes()));
-  }
   static KernelArgs args_of(const KernelPlan& plan, const std::vector<const void*>& inputs,
                             void* output, int batch, const DeviceMem& workspace,
-                            const DeviceMem& zeroed, cudaStream_t stream) {
+                            cudaStream_t stream) {
     KernelArgs args;
     args.inputs = inputs;
     args.output = output;
@@ -251,7 +243,6 @@ class EntryRunner {
     args.stream = stream;
     args.variant = plan.variant;
     args.state = plan.state.get();
-    args.zeroed = plan.zeroed_bytes > 0 ? zeroed.get() : nullptr;
     return args;
   }
   const KernelEntry* entry_ = nullptr;

@@ -72,12 +72,12 @@ def main():
     print("ok   h100: AlexNet conv2-5 and ResNet-50's convs on wgmma at batch 64")
 
     # Split-K follows the SM count: AlexNet conv3 at batch 1 fills 132 SMs with another split
-    # than 66 (the cost model of kernels/cuda/conv/igemm_plan.cpp, fed the target's SMs).
+    # than 100 (the cost model of kernels/cuda/conv/igemm_plan.cpp, fed the target's SMs).
     big = steps(h100["alexnet", "1"])["conv3"][1]
-    small = steps(plan(cli, path["alexnet"], "--target", "sm90:66", "--batch", "1"))["conv3"][1]
+    small = steps(plan(cli, path["alexnet"], "--target", "sm90:100", "--batch", "1"))["conv3"][1]
     if "split-K" not in big or "split-K" not in small or big == small:
         util.fail(f"conv3 at batch 1: 132 and 100 SMs give\n{big}\n{small}")
-    print("ok   AlexNet conv3 at batch 1: split-K differs between 132 and 66 SMs")
+    print("ok   AlexNet conv3 at batch 1: split-K differs between 132 and 100 SMs")
 
     # int8 with a calibration: the Hopper int8 convs (conv_int8_tma, the s2d stem's TMA GEMM)
     # on sm_90, none on sm_80.

@@ -392,22 +392,6 @@ std::vector<TensorType> bound_types(const LayerKernel& kernel, size_t inputs,
   return types;
 }
 
-// KernelPlan::zeroed_bytes of scratch as a context gives it: zero on entry.
-Buffer alloc_zeroed(const HarnessDevice& device, size_t bytes) {
-  if (bytes == 0) return Buffer();
-  Buffer buffer = device.alloc_poisoned(bytes);
-  device.upload(buffer.get(), std::vector<uint8_t>(bytes, 0).data(), bytes);
-  return buffer;
-}
-
-// Whether the kernel left its zeroed scratch zeroed (the next run relies on it).
-bool all_zero(const HarnessDevice& device, const void* pointer, size_t bytes) {
-  if (bytes == 0) return true;
-  std::vector<uint8_t> host(bytes, 0xFF);
-  device.download(host.data(), pointer, bytes);
-  return std::all_of(host.begin(), host.end(), [](uint8_t b) { return b == 0; });
-}
-
 }  // namespace
 
 EntryRun run_kernel(LayerKernel& kernel, const CaseData& data, const OpCase& op_case,
@@ -420,7 +404,6 @@ EntryRun run_kernel(LayerKernel& kernel, const CaseData& data, const OpCase& op_
   run.plan = kernel.prepare({batch, types});
   Buffer workspace;
   if (run.plan.workspace_bytes > 0) workspace = device.alloc_poisoned(run.plan.workspace_bytes);
-  Buffer zeroed = alloc_zeroed(device, run.plan.zeroed_bytes);
   const TensorType out_type = kernel.output_type();
   const size_t out_bytes = tensor_bytes(node.output_shape, out_type, batch);
   Buffer output;
@@ -438,10 +421,8 @@ EntryRun run_kernel(LayerKernel& kernel, const CaseData& data, const OpCase& op_
   args.stream = device.stream();
   args.variant = run.plan.variant;
   args.state = run.plan.state.get();
-  args.zeroed = zeroed.get();
   kernel.run(args);
   device.synchronize();
-  run.zeroed_left_dirty = !all_zero(device, zeroed.get(), run.plan.zeroed_bytes);
 
   std::vector<uint8_t> host(out_bytes);
   device.download(host.data(), args.output, out_bytes);
@@ -463,7 +444,6 @@ double time_kernel(LayerKernel& kernel, const CaseData& data, const OpCase& op_c
   const KernelPlan plan = kernel.prepare({op_case.batch, types});
   Buffer workspace;
   if (plan.workspace_bytes > 0) workspace = device.alloc_poisoned(plan.workspace_bytes);
-  Buffer zeroed = alloc_zeroed(device, plan.zeroed_bytes);
   Buffer output =
       device.alloc_poisoned(tensor_bytes(node.output_shape, kernel.output_type(), op_case.batch));
   KernelArgs args;
@@ -474,7 +454,6 @@ double time_kernel(LayerKernel& kernel, const CaseData& data, const OpCase& op_c
   args.stream = device.stream();
   args.variant = plan.variant;
   args.state = plan.state.get();
-  args.zeroed = zeroed.get();
   return device.median_ms([&] { kernel.run(args); }, reps);
 }
 

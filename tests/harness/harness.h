@@ -127,7 +127,6 @@ struct EntryRun {
   KernelPlan plan;
   std::vector<float> output;  // NCHW fp32, the reference's order
   int64_t nonzero_padding = 0;
-  bool zeroed_left_dirty = false;  // KernelPlan::zeroed_bytes not all zero after the run
 };
 
 // Runs `kernel` (created for data.node()) once on `device` with input 0 in `input0_type` and

@@ -51,13 +51,9 @@ struct S8Conv {
 // Split-K for GEMMs with few output tiles and a long K (the linear layers at batch 9..256): K
 // in `splits` slices, each CTA's raw int32 sums into `partial` ([splits][M][out_stride]), then
 // one pass adds the slices (integer sums: exact) and applies the epilogue.
-// reduce: the slices add into one int32 sum in the kernel itself and the last slice of a tile
-// runs the epilogue (no finish pass); `partial` is then igemm_s8_reduce_bytes() of memory that
-// is zero on entry and is left zero (a context's kept, zeroed scratch: KernelPlan::zeroed_bytes).
 struct S8SplitK {
   int splits = 1;
-  int* partial = nullptr;  // igemm_s8_split_bytes() (or _reduce_bytes()) bytes of device memory
-  bool reduce = false;
+  int* partial = nullptr;  // igemm_s8_split_bytes() bytes of device memory
 };
 
 // groups == 1 only: the tensor-core implicit GEMM.  x: int8 NHWC/16; y: int8 NHWC/16 or fp32
@@ -70,7 +66,6 @@ void finish_s8(const S8Conv& conv, const int32_t* acc, int rows, void* y, cudaSt
 // The split count that gives `sms` multiprocessors two waves of CTAs (1: no split).
 int igemm_s8_splits(const S8Conv& conv, int batch, int sms);
 size_t igemm_s8_split_bytes(const S8Conv& conv, int batch, int splits);
-size_t igemm_s8_reduce_bytes(const S8Conv& conv, int batch, int splits);
 // Depthwise layers (groups == in_c == out_c; depthwise_s8.cu): 3x3 and 5x5 at stride 1 or 2
 // on a kernel that stages its input tile in shared memory (dp4a over taps, 4 channels x 8
 // outputs per thread), every other shape on a generic one.  depthwise_s8_weights packs the

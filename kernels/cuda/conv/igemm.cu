@@ -301,7 +301,7 @@ void ConvFp16Impl::pack_direct(const float* weight, const float* bias) {
 // fp32 partials into `partial` over grid.z = splits.
 void ConvFp16Impl::launch_igemm(const Candidate& c, bool fused, const void* x, void* y, int batch,
                                 cudaStream_t stream, int splits, int split_k, float* partial,
-                                const void* residual, unsigned* tile_counts) const {
+                                const void* residual) const {
   const TileConfig& cfg = config(c);
   const bool pool_kernel = fused && pool();
   ConvParams p = base;
@@ -317,7 +317,6 @@ void ConvFp16Impl::launch_igemm(const Candidate& c, bool fused, const void* x, v
   p.tile = c.tile;
   p.split_k = split_k;
   p.partial = partial;
-  p.tile_counts = tile_counts;
   const long long grid_x = m_ctas(c, batch, fused);
   const long long grid_y = (long long)p.n_tiles * p.groups;
   if (grid_x >= (1LL << 31) || grid_y > 65535 || splits > 65535)
@@ -395,13 +394,6 @@ void ConvFp16Impl::run(const Launch& l, const void* x, const void* residual, voi
                    static_cast<float*>(workspace));
       launch_finish(true, workspace, l.splits, y, batch, stream, residual);
       return;
-    case Kind::SplitKReduce: {  // workspace: [tile counters][fp32 sum], zero at rest
-      const size_t counts = tile_count_bytes(flat[l.cand], batch);
-      launch_igemm(flat[l.cand], false, x, y, batch, stream, l.splits, l.split_k,
-                   reinterpret_cast<float*>(static_cast<char*>(workspace) + counts), residual,
-                   static_cast<unsigned*>(workspace));
-      return;
-    }
     default:
       launch_direct(x, y, batch, stream, residual);
       return;

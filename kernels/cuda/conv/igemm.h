@@ -26,12 +26,8 @@ struct ConvFp16Plan {
   int variant = 0;
   std::string name;            // e.g. "igemm 128x96 pool-tile 13x13 (conv 27x27, 7 passes ...)"
   size_t workspace_bytes = 0;  // at the planned batch; serves every smaller batch too
-  // The workspace must be zero when forward() is called and is left zero (split-K reduced in the
-  // kernel): a buffer kept for this layer alone (KernelPlan::zeroed_bytes), never scratch
-  // shared with other steps.
-  bool workspace_zeroed = false;
-  double estimated_us = 0;  // the cost model's time at the planned batch (0: not modelled,
-                            // the direct fallback); what plan() compares (igemm_plan.cpp)
+  double estimated_us = 0;     // the cost model's time at the planned batch (0: not modelled,
+                               // the direct fallback); what plan() compares (igemm_plan.cpp)
   bool uses_workspace() const { return workspace_bytes > 0; }
 };
 
@@ -54,8 +50,7 @@ class ConvFp16 {
   ConvFp16Plan plan(int batch, bool with_workspace = true) const;
   // x: [batch, in_h, in_w, pad8(in_c)] fp16; y: [batch, out_h, out_w, pad8(out_c)] fp16, both
   // 16-byte aligned; workspace: >= plan.workspace_bytes for this batch (16-byte aligned), or
-  // nullptr when the variant needs none; zeroed when plan.workspace_zeroed (and left so).  One
-  // or two kernels on `stream`, graph-capturable.
+  // nullptr when the variant needs none.  One or two kernels on `stream`, graph-capturable.
   void forward(int variant, const void* x, void* y, int batch, cudaStream_t stream,
                void* workspace) const;
   // With the fused residual of a shape.residual layer: r [batch, out_h, out_w, pad8(out_c)]

@@ -26,9 +26,7 @@ struct TileConfig {
 const TileConfig* tile_configs(int* count);
 
 enum class Path { Igemm, IgemmGather, Direct };
-// SplitK: slices' partials to the workspace, a finish kernel reduces them (+ the pool);
-// SplitKReduce (layers without a pool): reduced in the conv kernel itself, in a zeroed workspace.
-enum class Kind { Fused, Unfused, SplitK, SplitKReduce, Direct };
+enum class Kind { Fused, Unfused, SplitK, Direct };
 
 // One launchable igemm configuration whose cost does not depend on the batch: a tile config
 // and, for a pool layer's fused kernel, its pool tiling.
@@ -99,8 +97,6 @@ class ConvFp16Impl {
   double fused_us(const Candidate& c, int batch) const;
   double unfused_us(const Candidate& f, int batch) const;
   double split_us(const Candidate& f, int batch, int splits, int split_k) const;
-  double split_reduce_us(const Candidate& f, int batch, int splits, int split_k) const;
-  size_t tile_count_bytes(const Candidate& f, int batch) const;
   std::vector<Variant> variant_list(int batch) const;
   static size_t choose_in(const std::vector<Variant>& list, const std::vector<Launch>& launches,
                           bool with_workspace);
@@ -118,7 +114,7 @@ class ConvFp16Impl {
            cudaStream_t stream, void* workspace) const;
   void launch_igemm(const Candidate& c, bool fused, const void* x, void* y, int batch,
                     cudaStream_t stream, int splits = 1, int split_k = 0, float* partial = nullptr,
-                    const void* residual = nullptr, unsigned* tile_counts = nullptr) const;
+                    const void* residual = nullptr) const;
   void launch_finish(bool fp32, const void* ws, int splits, void* y, int batch, cudaStream_t stream,
                      const void* residual = nullptr) const;
   void launch_direct(const void* x, void* y, int batch, cudaStream_t stream,

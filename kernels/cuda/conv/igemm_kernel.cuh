@@ -37,12 +37,6 @@
 //    its raw fp32 sums to the workspace; conv_splitk_finish_kernel (igemm_finish.cuh)
 //    reduces them with bias / activation / pool.  conv_finish_kernel pools the fp16 output of an
 //    unfused launch.
-//  * split-K reduced in the kernel (p.tile_counts set; layers without a pool): each CTA adds its
-//    sums into one zeroed fp32 tile with L2 atomics (red, fire and forget), then takes a ticket;
-//    the tile's last slice reads the totals back, restores the zeros and runs the ordinary
-//    epilogue.  No finish launch, no per-slice partial read back: at batch 1 the finish kernel
-//    was a graph node of its own per split layer.  The fp32 sum order varies from run to run
-//    (atomics), so outputs may differ in the last fp16 bit between runs; int8 (int32) is exact.
 // A single-pass CTA stages its epilogue tile in the (then idle) pipeline ring, see
 // igemm_smem_bytes (igemm_params.h); the vector A loader walks (tap, channel chunk) incrementally,
 // no divisions.
@@ -315,64 +309,6 @@ __device__ __forceinline__ void igemm_store_partial(const float (&acc)[C::MI][C:
     }
 }
 
-// Split-K reduced in the kernel (p.tile_counts set): add this slice's sums into the tile's
-// zeroed fp32 sum, count the slice in, and — for the last slice only — take the totals back
-// into acc, restoring the zeros (the next run finds them as the context left them).  Returns
-// whether this CTA is the last slice (uniform across the CTA).  s_flag: a free shared word (the
-// row table, unused after the main loop of a single-pass tile).
-template <class C>
-__device__ __forceinline__ bool igemm_reduce_partial(float (&acc)[C::MI][C::NI][4],
-                                                     const ConvParams& p, const IgemmTile& t,
-                                                     int warp_m, int warp_n, int lane, int tid,
-                                                     unsigned* s_flag) {
-#pragma unroll
-  for (int mi = 0; mi < C::MI; ++mi)
-#pragma unroll
-    for (int ni = 0; ni < C::NI; ++ni) {
-      const int col = t.n0 + warp_n * C::WN + ni * 8 + (lane & 3) * 2;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const long long m = t.m0 + warp_m * C::WM + mi * 16 + (lane >> 2) + 8 * h;
-        if (m < p.m_total && col < p.n_limit) {
-          float* dst = p.partial + m * p.n_limit + col;
-#if __CUDA_ARCH__ >= 900
-          atomicAdd(reinterpret_cast<float2*>(dst),
-                    make_float2(acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]));
-#else
-          atomicAdd(dst, acc[mi][ni][2 * h]);
-          atomicAdd(dst + 1, acc[mi][ni][2 * h + 1]);
-#endif
-        }
-      }
-    }
-  __threadfence();  // this thread's sums reach L2 before the CTA's ticket
-  __syncthreads();
-  unsigned* count = p.tile_counts + blockIdx.y * gridDim.x + blockIdx.x;
-  if (tid == 0) *s_flag = atomicAdd(count, 1u);
-  __syncthreads();
-  if (*s_flag + 1 < gridDim.z) return false;
-  __threadfence();  // every other slice's sums are in L2: read them from there (ld.cg)
-#pragma unroll
-  for (int mi = 0; mi < C::MI; ++mi)
-#pragma unroll
-    for (int ni = 0; ni < C::NI; ++ni) {
-      const int col = t.n0 + warp_n * C::WN + ni * 8 + (lane & 3) * 2;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const long long m = t.m0 + warp_m * C::WM + mi * 16 + (lane >> 2) + 8 * h;
-        if (m < p.m_total && col < p.n_limit) {
-          float2* sum = reinterpret_cast<float2*>(p.partial + m * p.n_limit + col);
-          const float2 v = __ldcg(sum);
-          __stcg(sum, make_float2(0.f, 0.f));
-          acc[mi][ni][2 * h] = v.x;
-          acc[mi][ni][2 * h + 1] = v.y;
-        }
-      }
-    }
-  if (tid == 0) *count = 0u;
-  return true;
-}
-
 // Bias + activation clamp -> fp16 staging rows of this pass.  One clamp for every activation:
 // unlike the wgmma epilogue, the igemm one showed no cost from the upper bound (H100 A/B,
 // issue 7), and one path keeps ptxas's allocation as before.
@@ -580,14 +516,9 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32, igemm_min_blocks(BM, BN
     __syncthreads();  // ring and row table are reused by the next pass (or by the staging tile)
 
     if constexpr (!POOL) {
-      if (p.partial) {  // returns are uniform across the CTA: no barrier follows for anyone
-        if (p.tile_counts == nullptr) {
-          igemm_store_partial<C>(acc, p, t, warp_m, warp_n, lane);
-          return;
-        }
-        if (!igemm_reduce_partial<C>(acc, p, t, warp_m, warp_n, lane, tid,
-                                     reinterpret_cast<unsigned*>(s_rows)))
-          return;
+      if (p.partial) {
+        igemm_store_partial<C>(acc, p, t, warp_m, warp_n, lane);
+        return;  // uniform across the CTA: no barrier follows for anyone
       }
     }
 

@@ -42,15 +42,10 @@ struct ConvParams {
   int out_h = 0, out_w = 0;  // final (pooled) extent
   PoolTile tile;
   long long m_total = 0;  // no pool: batch * conv_h * conv_w
-  // Split-K (non-pool instances only): CTA z covers k-tiles [z * split_k, (z + 1) * split_k).
-  //  * tile_counts null: it writes its raw fp32 sums to partial[z][m][n_limit] (groups == 1)
-  //    instead of y, and a finish kernel reduces them;
-  //  * tile_counts set (reduced in the kernel): partial is ONE zeroed [m][n_limit] fp32 sum
-  //    that every slice adds into, tile_counts one zeroed counter per (x, y) tile; the last
-  //    slice to arrive finishes the tile as an unsplit CTA would and restores both to zero.
+  // Split-K (non-pool instances only): CTA z covers k-tiles [z * split_k, (z + 1) * split_k)
+  // and writes its raw fp32 sums to partial[z][m][n_limit] (groups == 1) instead of y.
   int split_k = 0;  // 0: no split, the kernel finishes the tile itself
   float* partial = nullptr;
-  unsigned* tile_counts = nullptr;
   // Fused residual (ConvShape::residual): r [m][out_cs] fp16, added to the finished conv value
   // and then clamped with residual_act; `act` is then the identity (the clamp comes after the
   // add).  nullptr: no residual.  No pool layer has one.

@@ -12,9 +12,6 @@
 //   split-K   batch <= kSplitKMaxBatch, groups == 1: grid.z splits the K loop, fp32 partials go
 //             to the workspace, a finish kernel sums + bias + activation (+ pool).  Trades the
 //             epilogue fusion for filling the SMs when the natural grid is tiny.
-//   split-K reduced in the kernel (layers without a pool): the slices add into one zeroed fp32
-//             sum with L2 atomics and the tile's last slice runs the epilogue; one launch, a
-//             zeroed workspace the kernel leaves zeroed (ConvFp16Plan::workspace_zeroed).
 #include <algorithm>
 #include <cmath>
 #include <sstream>
@@ -35,11 +32,6 @@ constexpr double kSmFlopsPerUs = 1.65e6;  // sustained mma.sync rate of one SM, 
 constexpr double kBytesPerUs = 2.5e6;     // workspace round trip (mostly L2)
 constexpr double kExtraLaunchUs = 2.0;    // second kernel of a workspace variant
 constexpr double kSliceLatencyUs = 0.7;   // split-K finish: one round of kFinishUnroll slice loads
-// Split-K reduced in the kernel (guesses, to be fitted on conv_lab's rows): the rate at which the
-// L2 takes the slices' atomic adds, and the last slice's tail (its ticket, one read of the sum
-// and the epilogue, after every other slice of its tile).
-constexpr double kAtomicBytesPerUs = 1.5e6;
-constexpr double kReduceTailUs = 1.0;
 
 size_t round_up_256(size_t v) { return (v + 255) / 256 * 256; }
 
@@ -120,23 +112,6 @@ double ConvFp16Impl::split_us(const Candidate& f, int batch, int splits, int spl
                  sms) +
          kExtraLaunchUs + ((1 + std::max(1.0, overlap)) * partials + out_bytes) / kBytesPerUs +
          rounds * kSliceLatencyUs;
-}
-
-// Split-K reduced in the kernel: the conv grid with its slices' atomic adds, then the tail of
-// the last slice of a tile.  No second launch and no partial written per slice.
-double ConvFp16Impl::split_reduce_us(const Candidate& f, int batch, int splits, int split_k) const {
-  const double adds = double(splits) * m_total(batch) * base.n_limit * sizeof(float);
-  const long long n_ctas = (long long)ceil_div(base.n_limit, config(f).bn) * base.groups;
-  return grid_us(config(f), m_ctas(f, batch, false) * n_ctas * splits, f.occupancy, split_k + 2,
-                 sms) +
-         adds / kAtomicBytesPerUs + kReduceTailUs;
-}
-
-// One ticket counter per (x, y) tile of the in-kernel reduction, first in its workspace.
-size_t ConvFp16Impl::tile_count_bytes(const Candidate& f, int batch) const {
-  const long long tiles =
-      m_ctas(f, batch, false) * (long long)ceil_div(base.n_limit, config(f).bn) * base.groups;
-  return round_up_256(size_t(tiles) * sizeof(unsigned));
 }
 
 // Split-K finish tile: one pooled row (more CTAs at batch 1) and as many pooled columns as keep
@@ -226,8 +201,7 @@ void ConvFp16Impl::add_stream_candidates(int config, const TileConfig& cfg, size
 }
 
 // The launch table (ConvFp16Plan::variant): fused per candidate, unfused per flat tile (pool
-// layers), split-K per flat tile and slicing (groups == 1, >= 2 k-tiles; without a pool also
-// reduced in the kernel), direct last.
+// layers), split-K per flat tile and slicing (groups == 1, >= 2 k-tiles), direct last.
 void ConvFp16Impl::build_launches() {
   launches.clear();
   for (size_t i = 0; i < candidates.size(); ++i) launches.push_back({Kind::Fused, int(i), 1, 0});
@@ -242,7 +216,6 @@ void ConvFp16Impl::build_launches() {
         const int splits = ceil_div(k_tiles, split_k);  // no empty slice
         if (splits < 2 || split_k == last_split_k) continue;
         launches.push_back({Kind::SplitK, int(f), splits, split_k});
-        if (!pool()) launches.push_back({Kind::SplitKReduce, int(f), splits, split_k});
         last_split_k = split_k;
       }
     }
@@ -251,8 +224,7 @@ void ConvFp16Impl::build_launches() {
 }
 
 // Everything variants(batch) lists, in order: fused per config (best packed, best streamed),
-// unfused (pool layers), split-K and split-K reduced in the kernel (small batches), direct
-// (always last).
+// unfused (pool layers), split-K (small batches), direct (always last).
 std::vector<Variant> ConvFp16Impl::variant_list(int batch) const {
   std::vector<Variant> out;
   int count = 0;
@@ -267,7 +239,7 @@ std::vector<Variant> ConvFp16Impl::variant_list(int batch) const {
   }
   for (const int id : best)
     if (id >= 0) out.push_back({id, fused_us(candidates[launches[id].cand], batch)});
-  Variant unfused{-1, 0}, split{-1, 0}, reduce{-1, 0};
+  Variant unfused{-1, 0}, split{-1, 0};
   const bool split_ok = batch <= kSplitKMaxBatch;
   for (size_t id = 0; id < launches.size(); ++id) {
     const Launch& l = launches[id];
@@ -277,14 +249,10 @@ std::vector<Variant> ConvFp16Impl::variant_list(int batch) const {
     } else if (l.kind == Kind::SplitK && split_ok) {
       const double us = split_us(flat[l.cand], batch, l.splits, l.split_k);
       if (split.launch < 0 || us < split.us) split = {int(id), us};
-    } else if (l.kind == Kind::SplitKReduce && split_ok) {
-      const double us = split_reduce_us(flat[l.cand], batch, l.splits, l.split_k);
-      if (reduce.launch < 0 || us < reduce.us) reduce = {int(id), us};
     }
   }
   if (unfused.launch >= 0) out.push_back(unfused);
   if (split.launch >= 0) out.push_back(split);
-  if (reduce.launch >= 0) out.push_back(reduce);
   out.push_back({int(launches.size()) - 1, 0});  // direct
   return out;
 }
@@ -310,9 +278,6 @@ size_t ConvFp16Impl::workspace_of(const Launch& l, int batch) const {
       return round_up_256(size_t(m_total(batch)) * base.out_cs * sizeof(__half));
     case Kind::SplitK:
       return round_up_256(size_t(l.splits) * size_t(m_total(batch)) * base.n_limit * sizeof(float));
-    case Kind::SplitKReduce:
-      return tile_count_bytes(flat[l.cand], batch) +
-             round_up_256(size_t(m_total(batch)) * base.n_limit * sizeof(float));
     default:
       return 0;
   }
@@ -332,8 +297,7 @@ std::string ConvFp16Impl::name(const Launch& l) const {
   }
   if (l.kind == Kind::Unfused) s << " unfused + pool pass";
   if (l.kind == Kind::SplitK)
-    s << " split-K " << l.splits << "x" << l.split_k << (pool() ? " + pool pass" : " + finish");
-  if (l.kind == Kind::SplitKReduce) s << " split-K " << l.splits << "x" << l.split_k << " reduced";
+    s << " split-K " << l.splits << "x" << l.split_k << (pool() ? " + pool pass" : "");
   return s.str();
 }
 
@@ -342,7 +306,6 @@ ConvFp16Plan ConvFp16Impl::plan_of(const Variant& v, int batch) const {
   plan.variant = v.launch;
   plan.name = name(launches[v.launch]);
   plan.workspace_bytes = workspace_of(launches[v.launch], batch);
-  plan.workspace_zeroed = launches[v.launch].kind == Kind::SplitKReduce;
   plan.estimated_us = v.us;
   return plan;
 }

@@ -55,9 +55,6 @@ struct Tile {
   static constexpr int kARows = kBM * kSegs / kThreads;  // A segments per thread (2)
   static constexpr int kBRows = BN * kSegs / kThreads;   // B segments per thread (1 or 2)
   static_assert(kBM * kOutRow <= kSmem, "output staging fits the ring");
-  // Split-K reduced in the kernel: its ticket word sits past the output staging.
-  static constexpr int kFlagOffset = kSmem - 16;
-  static_assert(kBM * kOutRow <= kFlagOffset, "the ticket word is clear of the staging");
   static_assert(kNI == 4, "warp tile is 32 channels wide");
 };
 
@@ -171,61 +168,6 @@ __device__ void store_partial(const S8Conv& p, int* partial, int m0, int n0, int
     }
 }
 
-// Split-K reduced in the kernel (tile_counts set): add this slice's sums into the tile's zeroed
-// int32 sum [m][out_stride] (L2 atomics; integers, so exact and in any order), count the slice
-// in, and for the last slice only take the totals back into acc and restore the zeros.  Returns
-// whether this CTA is that last slice (uniform across the CTA).  flag: a free shared word.
-template <int BN>
-__device__ bool reduce_partial(const S8Conv& p, int* sum, unsigned* tile_counts, int m0, int n0,
-                               int total_m, int warp_m, int warp_n, int lane, unsigned* flag,
-                               int (&acc)[Tile<BN>::kMI][4][4]) {
-  const int g = lane >> 2, t = lane & 3;
-#pragma unroll
-  for (int mi = 0; mi < Tile<BN>::kMI; ++mi)
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int m = m0 + (warp_m * Tile<BN>::kMI + mi) * 16 + g + half * 8;
-      if (m >= total_m) continue;
-#pragma unroll
-      for (int ni = 0; ni < 4; ++ni) {
-        const int c = n0 + warp_n * 32 + ni * 8 + t * 2;
-        if (c < p.out_stride) {
-          int* dst = sum + static_cast<int64_t>(m) * p.out_stride + c;
-          atomicAdd(dst, acc[mi][ni][half * 2]);
-          atomicAdd(dst + 1, acc[mi][ni][half * 2 + 1]);
-        }
-      }
-    }
-  __threadfence();  // this thread's sums reach L2 before the CTA's ticket
-  __syncthreads();
-  unsigned* count = tile_counts + blockIdx.y * gridDim.x + blockIdx.x;
-  if (threadIdx.x == 0) *flag = atomicAdd(count, 1u);
-  __syncthreads();
-  if (*flag + 1 < gridDim.z) return false;
-  __threadfence();  // every slice's sums are in L2: read them from there (ld.cg)
-#pragma unroll
-  for (int mi = 0; mi < Tile<BN>::kMI; ++mi)
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int m = m0 + (warp_m * Tile<BN>::kMI + mi) * 16 + g + half * 8;
-      if (m >= total_m) continue;
-#pragma unroll
-      for (int ni = 0; ni < 4; ++ni) {
-        const int c = n0 + warp_n * 32 + ni * 8 + t * 2;
-        if (c < p.out_stride) {
-          int2* total = reinterpret_cast<int2*>(sum + static_cast<int64_t>(m) * p.out_stride + c);
-          const int2 v = __ldcg(total);
-          __stcg(total, make_int2(0, 0));
-          acc[mi][ni][half * 2] = v.x;
-          acc[mi][ni][half * 2 + 1] = v.y;
-        }
-      }
-    }
-  // Every thread has read its ticket before the word is reused (store_int8 stages elsewhere).
-  if (threadIdx.x == 0) *count = 0u;
-  return true;
-}
-
 __global__ void split_k_finish_kernel(const S8Conv p, const int* __restrict__ partial, int splits,
                                       void* __restrict__ y, int64_t total) {
   for (int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; index < total;
@@ -274,7 +216,7 @@ __device__ void store_int8(const S8Conv& p, int8_t* y, int8_t* stage, int m0, in
 template <int BN>
 __global__ void __launch_bounds__(kThreads)
     igemm_s8_kernel(const S8Conv p, const int8_t* __restrict__ x, void* __restrict__ y, int total_m,
-                    int* __restrict__ partial, int tiles_per_split, unsigned* tile_counts) {
+                    int* __restrict__ partial, int tiles_per_split) {
   using T = Tile<BN>;
   extern __shared__ __align__(128) int8_t smem[];
   const uint32_t ring_a = ptx::smem_u32(smem);
@@ -326,16 +268,9 @@ __global__ void __launch_bounds__(kThreads)
   ptx::cp_async_wait<0>();
   __syncthreads();  // the ring is reused as the output stage
 
-  if (partial != nullptr) {  // returns are uniform across the CTA
-    if (tile_counts == nullptr) {
-      store_partial<BN>(p, partial, m0, n0, total_m, warp_m, warp_n, lane, acc);
-      return;
-    }
-    if (!reduce_partial<BN>(p, partial, tile_counts, m0, n0, total_m, warp_m, warp_n, lane,
-                            reinterpret_cast<unsigned*>(smem + T::kFlagOffset), acc))
-      return;
-  }
-  if (p.float_output)
+  if (partial != nullptr)
+    store_partial<BN>(p, partial, m0, n0, total_m, warp_m, warp_n, lane, acc);
+  else if (p.float_output)
     store_float<BN>(p, static_cast<float*>(y), m0, n0, total_m, warp_m, warp_n, lane, acc);
   else
     store_int8<BN>(p, static_cast<int8_t*>(y), smem, m0, n0, total_m, warp_m, warp_n, lane, acc);
@@ -343,7 +278,7 @@ __global__ void __launch_bounds__(kThreads)
 
 template <int BN>
 void launch(const S8Conv& conv, const int8_t* x, void* y, int total_m, int splits, int* partial,
-            unsigned* tile_counts, cudaStream_t stream) {
+            cudaStream_t stream) {
   // The attribute is per kernel and process: set once (thread-safe static initialisation).
   static const cudaError_t configured = cudaFuncSetAttribute(
       igemm_s8_kernel<BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, Tile<BN>::kSmem);
@@ -353,10 +288,9 @@ void launch(const S8Conv& conv, const int8_t* x, void* y, int total_m, int split
                   static_cast<unsigned>((conv.out_stride + BN - 1) / BN),
                   static_cast<unsigned>((tiles + per_split - 1) / per_split));
   igemm_s8_kernel<BN><<<grid, kThreads, Tile<BN>::kSmem, stream>>>(
-      conv, x, y, total_m, splits > 1 ? partial : nullptr, per_split,
-      splits > 1 ? tile_counts : nullptr);
+      conv, x, y, total_m, splits > 1 ? partial : nullptr, per_split);
   CNNRT_CUDA_CHECK_LAUNCH();
-  if (splits <= 1 || tile_counts != nullptr) return;  // reduced in the kernel: no finish
+  if (splits <= 1) return;
   const int64_t total = static_cast<int64_t>(total_m) * conv.out_stride;
   const int blocks = static_cast<int>(std::min<int64_t>((total + 255) / 256, 1 << 20));
   split_k_finish_kernel<<<blocks, 256, 0, stream>>>(conv, partial, static_cast<int>(grid.z), y,
@@ -373,13 +307,6 @@ bool wide_tiles(const S8Conv& conv, int64_t total_m) {
   return conv.out_stride % 128 == 0 && wide_ctas >= 264;
 }
 
-// Ticket counters of split-K reduced in the kernel: one per (x, y) tile, first in its workspace.
-size_t split_count_bytes(const S8Conv& conv, int64_t total_m) {
-  const int bn = wide_tiles(conv, total_m) ? 128 : 64;
-  const int64_t tiles = (total_m + kBM - 1) / kBM * ((conv.out_stride + bn - 1) / bn);
-  return static_cast<size_t>((tiles * sizeof(unsigned) + 255) / 256 * 256);
-}
-
 }  // namespace
 
 void conv_s8_igemm(const S8Conv& conv, const void* x, void* y, int batch, cudaStream_t stream,
@@ -394,17 +321,11 @@ void conv_s8_igemm(const S8Conv& conv, const void* x, void* y, int batch, cudaSt
   const auto* in = static_cast<const int8_t*>(x);
   const int splits = split ? split->splits : 1;
   int* partial = split ? split->partial : nullptr;
-  unsigned* counts = nullptr;
   if (splits > 1 && partial == nullptr) throw Error("conv_s8_igemm: split-K without a workspace");
-  if (splits > 1 && split->reduce) {  // [tile counters][int32 sum], zero at rest
-    counts = reinterpret_cast<unsigned*>(partial);
-    partial =
-        reinterpret_cast<int*>(reinterpret_cast<char*>(partial) + split_count_bytes(conv, total_m));
-  }
   if (wide_tiles(conv, total_m))
-    launch<128>(conv, in, y, static_cast<int>(total_m), splits, partial, counts, stream);
+    launch<128>(conv, in, y, static_cast<int>(total_m), splits, partial, stream);
   else
-    launch<64>(conv, in, y, static_cast<int>(total_m), splits, partial, counts, stream);
+    launch<64>(conv, in, y, static_cast<int>(total_m), splits, partial, stream);
 }
 
 void finish_s8(const S8Conv& conv, const int32_t* acc, int rows, void* y, cudaStream_t stream) {
@@ -430,13 +351,6 @@ size_t igemm_s8_split_bytes(const S8Conv& conv, int batch, int splits) {
   return splits <= 1 ? 0
                      : static_cast<size_t>(splits) * batch * conv.out_h * conv.out_w *
                            conv.out_stride * sizeof(int);
-}
-
-size_t igemm_s8_reduce_bytes(const S8Conv& conv, int batch, int splits) {
-  if (splits <= 1) return 0;
-  const int64_t total_m = static_cast<int64_t>(batch) * conv.out_h * conv.out_w;
-  return split_count_bytes(conv, total_m) +
-         static_cast<size_t>(total_m) * conv.out_stride * sizeof(int);
 }
 
 }  // namespace cnnrt::cuda
