@@ -473,6 +473,7 @@ void run_sparse_lab(int iters, cudaStream_t stream) {
 int run(int argc, char** argv) {
   int iters = 50;
   bool with_direct = false, wgmma_only = false, tma_only = false, sparse_only = false;
+  int only_batch = 0;  // --batch N: the igemm lab at that batch alone
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--iters") && i + 1 < argc)
       iters = std::max(50, std::atoi(argv[++i]));
@@ -484,9 +485,12 @@ int run(int argc, char** argv) {
       tma_only = true;
     else if (!std::strcmp(argv[i], "--sparse"))
       sparse_only = true;
+    else if (!std::strcmp(argv[i], "--batch") && i + 1 < argc && std::atoi(argv[i + 1]) > 0)
+      only_batch = std::atoi(argv[++i]);
     else {
-      std::fprintf(stderr,
-                   "usage: conv_lab [--iters N>=50] [--direct | --wgmma | --tma | --sparse]\n");
+      std::fprintf(
+          stderr,
+          "usage: conv_lab [--iters N>=50] [--batch N] [--direct | --wgmma | --tma | --sparse]\n");
       return 2;
     }
   }
@@ -515,7 +519,8 @@ int run(int argc, char** argv) {
 #endif
   std::mt19937 rng(12345);
   std::uniform_real_distribution<float> dist(-1.f, 1.f);
-  const int batches[] = {1, 8, 64, 256};
+  std::vector<int> batches = {1, 8, 64, 256};
+  if (only_batch > 0) batches = {only_batch};
   for (const Layer& l : kLayers) {
     const ConvShape s = make_shape(l);
     const int fan_in = l.c * l.k * l.k;
