@@ -3,14 +3,29 @@
 
     python3 tools/train_digits.py [--out-dir models] [--epochs 60] [--seed 0]
     python3 tools/train_digits.py --prune 2:4 [--weights models/digits.safetensors]
-        [--finetune-epochs 40] [--finetune-lr 0.02] --out FILE.safetensors
+        [--schedules 10/0.01,20/0.01,...] [--seeds 1] --out FILE.safetensors
+    python3 tools/train_digits.py --prune 2:4 --finetune-epochs 40 --finetune-lr 0.02 --out F
 
-With --prune 2:4 it trains nothing new: it loads the dense weights, prunes conv2 and fc 2:4 by
-magnitude (in every 4 consecutive input channels at each output channel and kernel tap, or 4
-consecutive input features, the two largest |w| stay: graph/passes_sparsity.h's rule; conv1 has
-one input channel, so it is 2:4 already), fine-tunes with the masks kept (the pruned weights and
-their momentum are zeroed after every step), and writes the weights to --out (the model YAML is
-unchanged).  It prints the dense, pruned and fine-tuned test accuracies.
+With --prune 2:4 it loads the dense weights, prunes conv2 and fc 2:4 by magnitude (in every 4
+consecutive input channels at each output channel and kernel tap, or 4 consecutive input
+features, the two largest |w| stay: graph/passes_sparsity.h's rule; conv1 has one input channel,
+so it is 2:4 already), fine-tunes with the masks kept (the pruned weights and their momentum are
+zeroed after every step), and writes the weights to --out (the model YAML is unchanged).
+
+The fine-tuning schedule (epochs, initial rate of the cosine schedule) is chosen without the
+test set.  A validation split, VALIDATION_FRACTION of the 1437 training images (stratified by
+digit, random_state = the seed), is held out; the rest (the fit split) trains a proxy dense
+model with the dense recipe (--epochs, the seed) -- the committed dense model was trained on
+all 1437 images, validation ones included, so its pruned fine-tunings could not be judged on
+them -- and each candidate of SCHEDULES (or --schedules) prunes the proxy and fine-tunes it on
+the fit split; the one with the best validation accuracy wins (ties: fewer epochs, then the
+earlier in the list).  Then the chosen schedule prunes and fine-tunes the --weights model on
+all 1437 training images, and the test accuracy is measured once, for that result.  It prints
+the validation table, the chosen schedule, and the dense, pruned and fine-tuned test
+accuracies.  --seeds N repeats the selection for seeds --seed .. --seed+N-1 (validation split,
+proxy model, fine-tuning order and shifts) and prints the mean and spread of the selected
+schedules' test accuracies; --out gets the first seed's weights.  --finetune-epochs and/or
+--finetune-lr given: that one schedule (defaults 40 and 0.02), no validation split, no search.
 
 The network (models/digits.yaml):  [1, 8, 8] floats in [0, 1] (pixel / 16)
     conv1 3x3 pad 1, 16 ch -> relu -> maxpool 2      [16, 4, 4]
@@ -31,6 +46,7 @@ tensors (the safetensors header may list the metadata in another order).
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import sys
 
@@ -59,6 +75,13 @@ layers:
 """
 
 LABELS = [str(digit) for digit in range(10)]
+
+# --prune 2:4: the candidate fine-tuning schedules (epochs, initial learning rate), the share of
+# the training images held out to choose among them, and the one schedule without a search.
+SCHEDULES = ((10, 0.01), (20, 0.01), (20, 0.03), (40, 0.02), (40, 0.05), (60, 0.05))
+VALIDATION_FRACTION = 0.2
+DEFAULT_FINETUNE = (40, 0.02)
+PRUNED_KEYS = ("conv1.weight", "conv2.weight", "fc.weight")
 
 
 # --- layers: forward returns (output, cache), backward takes (grad, cache) -----------------------
@@ -230,6 +253,7 @@ def mask_2_4(weight):
 
 def finetune_masked(params, masks, x_train, y_train, epochs: int, seed: int, base_lr: float,
                     log=print):
+    # log=None: no per-epoch line (and no training-set accuracy computed for it).
     """SGD as train() (cosine rate from base_lr); masked weights and their momentum stay zero."""
     rng = np.random.default_rng(seed + 1)
     velocity = {key: np.zeros_like(value) for key, value in params.items()}
@@ -252,8 +276,54 @@ def finetune_masked(params, masks, x_train, y_train, epochs: int, seed: int, bas
                     params[key] *= masks[key]
                     velocity[key] *= masks[key]
             step += 1
-        log(f"finetune epoch {epoch + 1:3d}  train accuracy {accuracy(params, x_train, y_train):.2f} %")
+        if log is not None:
+            log(f"finetune epoch {epoch + 1:3d}  "
+                f"train accuracy {accuracy(params, x_train, y_train):.2f} %")
     return params
+
+
+def prune_2_4(params):
+    """A copy of params pruned 2:4 by magnitude, and the masks that keep it so."""
+    params = copy.deepcopy(params)
+    masks = {key: mask_2_4(params[key]) for key in PRUNED_KEYS}
+    for key, mask in masks.items():
+        params[key] *= mask
+    return params, masks
+
+
+def validation_split(x_train, y_train, seed: int):
+    """(x_fit, y_fit, x_val, y_val): VALIDATION_FRACTION of the training images, stratified."""
+    from sklearn.model_selection import train_test_split
+
+    x_fit, x_val, y_fit, y_val = train_test_split(
+        x_train, y_train, test_size=VALIDATION_FRACTION, random_state=seed, stratify=y_train)
+    return x_fit, y_fit, x_val, y_val
+
+
+def select_schedule(x_train, y_train, schedules, seed: int, dense_epochs: int):
+    """Chooses a schedule on a validation split; returns (chosen, [(schedule, val accuracy)])."""
+    x_fit, y_fit, x_val, y_val = validation_split(x_train, y_train, seed)
+    print(f"seed {seed}: validation split {len(x_val)} images, fit split {len(x_fit)}; "
+          f"proxy dense model: {dense_epochs} epochs on the fit split")
+    proxy = train(x_fit, y_fit, dense_epochs, seed, log=lambda line: None)
+    print(f"  proxy dense: validation accuracy {accuracy(proxy, x_val, y_val):.2f} %")
+    pruned, masks = prune_2_4(proxy)
+    print(f"  proxy 2:4 pruned, not fine-tuned: validation accuracy "
+          f"{accuracy(pruned, x_val, y_val):.2f} %")
+    rows = []
+    for epochs, lr in schedules:
+        params, _ = prune_2_4(proxy)
+        params = finetune_masked(params, masks, x_fit, y_fit, epochs, seed, lr, log=None)
+        rows.append(((epochs, lr), accuracy(params, x_val, y_val)))
+    best = max(value for _, value in rows)
+    chosen = min((schedule for schedule, value in rows if value == best),
+                 key=lambda schedule: schedule[0])  # min() keeps the earliest of equal epochs
+    print(f"  {'schedule':>22}  validation accuracy ({len(x_val)} images)")
+    for schedule, value in rows:
+        mark = "  <- chosen" if schedule == chosen else ""
+        print(f"  {schedule[0]:3d} epochs from lr {schedule[1]:<6g}  {value:6.2f} %"
+              f" ({round((100 - value) * len(x_val) / 100)} errors){mark}")
+    return chosen, rows
 
 
 def prune_main(args) -> int:
@@ -261,23 +331,66 @@ def prune_main(args) -> int:
 
     x_train, y_train, x_test, y_test = load_split()
     x_train, x_test = x_train.astype(np.float64), x_test.astype(np.float64)
-    params = {k: v.astype(np.float64) for k, v in load_file(args.weights).items()}
-    dense = accuracy(params, x_test, y_test)
-    masks = {key: mask_2_4(params[key]) for key in ("conv1.weight", "conv2.weight", "fc.weight")}
-    for key, mask in masks.items():
-        params[key] *= mask
-    pruned = accuracy(params, x_test, y_test)
-    params = finetune_masked(params, masks, x_train, y_train, args.finetune_epochs, args.seed,
-                             args.finetune_lr)
-    tuned = accuracy(params, x_test, y_test)
-    print(f"test accuracy (float64 numpy, {len(x_test)} images): dense {dense:.2f} %, "
-          f"2:4 pruned {pruned:.2f} %, 2:4 fine-tuned {args.finetune_epochs} epochs {tuned:.2f} %")
-    tensors = {key: np.ascontiguousarray(value, dtype=np.float32) for key, value in params.items()}
+    dense_params = {k: v.astype(np.float64) for k, v in load_file(args.weights).items()}
+    dense = accuracy(dense_params, x_test, y_test)
+    pruned = accuracy(prune_2_4(dense_params)[0], x_test, y_test)
+    search = args.finetune_epochs is None and args.finetune_lr is None
+    if search:
+        schedules = args.schedules or SCHEDULES
+        seeds = range(args.seed, args.seed + args.seeds)
+    else:
+        schedules = [(args.finetune_epochs if args.finetune_epochs is not None
+                      else DEFAULT_FINETUNE[0],
+                      args.finetune_lr if args.finetune_lr is not None else DEFAULT_FINETUNE[1])]
+        seeds = [args.seed]
+    results, out_params = [], None
+    for seed in seeds:
+        if search:
+            (epochs, lr), _ = select_schedule(x_train, y_train, schedules, seed, args.epochs)
+        else:
+            epochs, lr = schedules[0]
+        params, masks = prune_2_4(dense_params)
+        params = finetune_masked(params, masks, x_train, y_train, epochs, seed, lr,
+                                 log=None if search else print)
+        tuned = accuracy(params, x_test, y_test)
+        results.append((seed, epochs, lr, tuned))
+        print(f"seed {seed}: test accuracy (float64 numpy, {len(x_test)} images): "
+              f"dense {dense:.2f} %, 2:4 pruned {pruned:.2f} %, 2:4 fine-tuned {epochs} epochs "
+              f"from lr {lr:g} on all {len(x_train)} training images {tuned:.2f} % "
+              f"({tuned - dense:+.2f} points)")
+        if out_params is None:
+            out_params, out_schedule = params, (epochs, lr)
+    if len(results) > 1:
+        values = np.array([row[3] for row in results])
+        print(f"selected schedules' test accuracy over {len(values)} seeds: mean "
+              f"{values.mean():.2f} %, std {values.std(ddof=1):.2f}, min {values.min():.2f} %, "
+              f"max {values.max():.2f} % (dense {dense:.2f} %); per seed: " + ", ".join(
+                  f"{seed}: {epochs}/{lr:g} {value:.2f} %"
+                  for seed, epochs, lr, value in results))
+    tensors = {key: np.ascontiguousarray(value, dtype=np.float32)
+               for key, value in out_params.items()}
     write_atomically(args.out, lambda path: save_file(tensors, path, metadata={
         "model": "digits", "trainer": "tools/train_digits.py --prune 2:4",
-        "finetune_epochs": str(args.finetune_epochs), "seed": str(args.seed)}))
-    print(f"wrote {args.out}")
+        "finetune_epochs": str(out_schedule[0]), "finetune_lr": str(out_schedule[1]),
+        "schedule": "validation" if search else "given", "seed": str(args.seed)}))
+    print(f"wrote {args.out} (seed {args.seed}, {out_schedule[0]} epochs from lr "
+          f"{out_schedule[1]:g})")
     return 0
+
+
+def parse_schedules(text: str):
+    """'10/0.01,20/0.03' -> [(10, 0.01), (20, 0.03)]."""
+    schedules = []
+    for item in text.split(","):
+        epochs, _, lr = item.strip().partition("/")
+        try:
+            schedule = (int(epochs), float(lr))
+        except ValueError:
+            raise ValueError(f"--schedules: {item!r} is not EPOCHS/LR") from None
+        if schedule[0] < 1 or not schedule[1] > 0:
+            raise ValueError(f"--schedules: {item!r}: needs epochs >= 1 and lr > 0")
+        schedules.append(schedule)
+    return schedules
 
 
 def write_atomically(path: str, write) -> None:
@@ -295,19 +408,40 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out-dir", default=os.path.join(os.path.dirname(__file__), "..",
                                                          "models"))
-    parser.add_argument("--epochs", type=int, default=60)
+    parser.add_argument("--epochs", type=int, default=60,
+                        help="dense training epochs (--prune: of the proxy dense model)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--prune", choices=("2:4",), default=None,
                         help="prune the --weights 2:4 and fine-tune with the masks kept")
     parser.add_argument("--weights", default=os.path.join(os.path.dirname(__file__), "..",
                                                           "models", "digits.safetensors"))
-    parser.add_argument("--finetune-epochs", type=int, default=40)
-    parser.add_argument("--finetune-lr", type=float, default=0.02)
+    parser.add_argument("--finetune-epochs", type=int, default=None,
+                        help="--prune: fine-tune this many epochs, no schedule search "
+                             f"(default {DEFAULT_FINETUNE[0]} when only --finetune-lr is given)")
+    parser.add_argument("--finetune-lr", type=float, default=None,
+                        help="--prune: initial fine-tuning rate, no schedule search "
+                             f"(default {DEFAULT_FINETUNE[1]} when only --finetune-epochs is "
+                             "given)")
+    parser.add_argument("--schedules", default=None,
+                        help="--prune: candidate schedules EPOCHS/LR,... chosen among on the "
+                             "validation split (default: " + ",".join(
+                                 f"{e}/{lr:g}" for e, lr in SCHEDULES) + ")")
+    parser.add_argument("--seeds", type=int, default=1,
+                        help="--prune: repeat the selection for this many seeds from --seed")
     parser.add_argument("--out", default=None, help="--prune: the weights file to write")
     args = parser.parse_args(argv)
     if args.prune:
         if not args.out:
             parser.error("--prune needs --out FILE.safetensors")
+        if args.seeds < 1:
+            parser.error("--seeds must be >= 1")
+        if args.schedules and (args.finetune_epochs is not None or args.finetune_lr is not None):
+            parser.error("--schedules is a search; --finetune-epochs/--finetune-lr skip it")
+        if args.schedules:
+            try:
+                args.schedules = parse_schedules(args.schedules)
+            except ValueError as error:
+                parser.error(str(error))
         return prune_main(args)
     from safetensors.numpy import save_file
 
