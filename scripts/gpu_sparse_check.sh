@@ -3,7 +3,7 @@
 # its build): AlexNet with PyTorch-style initial weights (`cnnrt init-weights --seed 0`),
 #  * pruned 2:4 on conv2-conv5, fc6, fc7 (`cnnrt prune --pattern 2:4`): per-layer timings of every
 #    candidate on those same weights (`cnnrt profile --compare`, batch 1 and 256: the dense
-#    fp16 kernels next to conv_fp16_sparse24_wgmma, linear_fp16_sparse24 and, where built, the
+#    fp16 kernels next to conv_fp16_sparse24_tma, _wgmma, linear_fp16_sparse24 and, where built, the
 #    cuSPARSELt baseline), and the whole network with some of those layers sparse (plan files)
 #    against all-dense (`cnnrt bench`);
 #  * channel-pruned to half the channels (`cnnrt prune --channels 0.5`: compacted at build) against
@@ -31,15 +31,16 @@ run timeout 300 "$cnnrt" prune "$model" --weights "$dense" --channels 0.5 \
   --layers conv1,conv2,conv3,conv4,conv5 --images "$images" \
   --samples 1 -o "$ch50" --json "$OUT/prune_ch50.json"
 
-# Plans: every pruned layer sparse; only the convs where the sparse conv won on an H100 (conv4,
-# conv5: docs/SPARSITY.md); only the linears (the weight-streaming sparse linear, a batch-1 kernel).
+# Plans: every pruned layer sparse; only the convs where the sparse TMA conv won on an H100 at
+# batch 256 (conv3-conv5: docs/PERFORMANCE.md run 37b); only the linears (the weight-streaming
+# sparse linear, a batch-1 kernel).
 write_plan() {  # FILE LAYER...
   local file="$1"
   shift
   { echo "layers:"; for layer in "$@"; do echo "  $layer: {sparsity: \"2:4\"}"; done; } > "$file"
 }
 write_plan "$OUT/plan_all.yaml" conv2 conv3 conv4 conv5 fc6 fc7
-write_plan "$OUT/plan_conv45.yaml" conv4 conv5
+write_plan "$OUT/plan_conv345.yaml" conv3 conv4 conv5
 write_plan "$OUT/plan_fc.yaml" fc6 fc7
 [ -f "$s24" ] && for batch in 1 256; do
   run "$cnnrt" profile "$model" --weights "$s24" --device cuda --precision fp16 --batch $batch \
@@ -51,7 +52,7 @@ done
 [ -f "$s24" ] && {
   run "$cnnrt" bench "$model" --weights "$s24" --device cuda --precision fp16 --batch 1,64,256 \
     --json "$OUT/bench_dense_on_24.json"
-  for plan in all conv45 fc; do
+  for plan in all conv345 fc; do
     run "$cnnrt" bench "$model" --weights "$s24" --device cuda --precision fp16 \
       --plan "$OUT/plan_$plan.yaml" --batch 1,64,256 --json "$OUT/bench_sparse_$plan.json"
   done

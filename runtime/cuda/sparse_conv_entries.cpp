@@ -11,9 +11,11 @@
 // 128-pixel tiles leave SMs idle, and the dense entries are the faster choice there — the
 // per-layer choice weighs that, a sparse entry does not hide it behind a dense one).
 //
-// conv_fp16_sparse24_tma has the same priority and is registered after, so where both serve a
-// layer that asks for `sparsity: 2:4` the cp.async kernel stays the default until the TMA one is
-// measured (the automatic plan and `profile --compare` time both).  Its input's im2col map is
+// conv_fp16_sparse24_tma has the same priority and is registered first, so where both serve a
+// layer that asks for `sparsity: 2:4` it is the default: on an H100 (docs/PERFORMANCE.md, run
+// 37b) it ran AlexNet conv2-conv5 1.7-2.4x faster than the cp.async kernel at batch 64 and 256;
+// the cp.async kernel keeps the shapes the im2col box cannot describe (in_c % 64 != 0).  The
+// automatic plan and `profile --compare` time both.  Its input's im2col map is
 // cached per context like conv_fp16_tma's (KernelPlan::state); a pooled layer asks for the
 // pre-pool workspace.
 #include <memory>
@@ -143,6 +145,21 @@ std::unique_ptr<LayerKernel> create_tma(const KernelBuildContext& context) {
 }  // namespace
 
 void register_sparse_conv_kernels(KernelRegistry& registry) {
+  KernelEntry tma_entry;
+  tma_entry.name = kTmaName;
+  tma_entry.op = OpKind::Conv;
+  tma_entry.device = Device::CUDA;
+  tma_entry.precision = Precision::FP16;
+  tma_entry.priority = -1;  // as conv_fp16_sparse24_wgmma, before it (header comment)
+  // Any clamp, asymmetric padding (the im2col box's corners), the fused residual, a staged pool.
+  tma_entry.supports = [](const Node& node) {
+    return tma_served_shape(node).has_value() && ConvFp16Sparse24Tma::device_supported();
+  };
+  tma_entry.create = create_tma;
+  tma_entry.residual = true;  // native: the transposing write-out adds it
+  tma_entry.sparse_2_4 = true;
+  registry.add(std::move(tma_entry));
+
   KernelEntry entry;
   entry.name = kName;
   entry.op = OpKind::Conv;
@@ -157,21 +174,6 @@ void register_sparse_conv_kernels(KernelRegistry& registry) {
   entry.residual = true;  // native: the dense wgmma write-out adds it
   entry.sparse_2_4 = true;
   registry.add(std::move(entry));
-
-  KernelEntry tma_entry;
-  tma_entry.name = kTmaName;
-  tma_entry.op = OpKind::Conv;
-  tma_entry.device = Device::CUDA;
-  tma_entry.precision = Precision::FP16;
-  tma_entry.priority = -1;  // as conv_fp16_sparse24_wgmma, after it (header comment)
-  // Any clamp, asymmetric padding (the im2col box's corners), the fused residual, a staged pool.
-  tma_entry.supports = [](const Node& node) {
-    return tma_served_shape(node).has_value() && ConvFp16Sparse24Tma::device_supported();
-  };
-  tma_entry.create = create_tma;
-  tma_entry.residual = true;  // native: the transposing write-out adds it
-  tma_entry.sparse_2_4 = true;
-  registry.add(std::move(tma_entry));
 }
 
 }  // namespace cnnrt::cuda

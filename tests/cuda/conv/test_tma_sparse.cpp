@@ -223,8 +223,8 @@ TEST(ConvSparse24Tma, RegistryEntryBesideTheWgmmaSparseConv) {
   EXPECT_TRUE(tma->sparse_2_4);
   EXPECT_TRUE(tma->residual);
   EXPECT_FALSE(tma->baseline);
-  EXPECT_EQ(tma->priority, wgmma->priority);  // the cp.async kernel stays the default for now
-  EXPECT_LT(wgmma - registry.entries().data(), tma - registry.entries().data());
+  EXPECT_EQ(tma->priority, wgmma->priority);  // same priority, registered first: the default
+  EXPECT_LT(tma - registry.entries().data(), wgmma - registry.entries().data());
   // Offered for AlexNet conv3 only when its weight is 2:4 (KernelRegistry::add's rule).
   PlanTargetScope h100(target_traits("h100"));
   if (!ConvFp16Sparse24Tma::device_supported()) GTEST_SKIP() << "a build without the sm_90a image";
