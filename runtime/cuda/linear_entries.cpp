@@ -3,21 +3,19 @@
 // Three entries share one adapter: "linear_fp16_cublaslt" (tensor-core GEMM, bias/ReLU in the
 // cuBLASLt epilogue), "linear_fp16_gemv" (weight-streaming kernel for small batches) and the
 // default "linear_fp16", which owns both and picks by the run-time batch (the batch is only
-// known per context, so the choice cannot be made at build time) — and at batch 1-2 on Hopper
-// takes the bulk-copy GEMV (kernels/cuda/gemv_bulk.h) instead of the register one.  The factory
-// packs the weight once, straight to fp16 (linear_weight_refs_of + GemmWeights; the fp32 family
-// packs the same layout in fp32 with linear_weights_of): fp16, padded to multiples of 8, and — when
-// the input is an NHWC flatten of [C, H, W] — with its columns permuted to the flatten's (h, w, c)
-// order (cuda_registry.h).  They implement a ReLU epilogue or none, and refuse others. The graph's
-// output layer (e.g. AlexNet's fc8) writes the fp32 [batch, features] result itself: the GEMV
-// stores fp32 (gemv_fp16_to_fp32), the GEMM stores fp16 into its workspace and converts from there
-// (the conversion step the builder would otherwise add, moved inside), so the network ends without
-// a separate conversion launch at the batches where latency matters.
+// known per context, so the choice cannot be made at build time).  The factory packs the weight
+// once, straight to fp16 (linear_weight_refs_of + GemmWeights; the fp32 family packs the same
+// layout in fp32 with linear_weights_of): fp16, padded to multiples of 8, and —
+// when the input is an NHWC flatten of [C, H, W] — with its columns permuted to the flatten's
+// (h, w, c) order (cuda_registry.h).  They implement a ReLU epilogue or none, and refuse others.
+// The graph's output layer (e.g. AlexNet's fc8) writes the fp32 [batch, features] result itself:
+// the GEMV stores fp32 (gemv_fp16_to_fp32), the GEMM stores fp16 into its workspace and converts
+// from there (the conversion step the builder would otherwise add, moved inside), so the
+// network ends without a separate conversion launch at the batches where latency matters.
 #include <memory>
 #include <mutex>
 #include <string>
 
-#include "kernels/cuda/gemv_bulk.h"
 #include "kernels/cuda/layout.h"
 #include "kernels/cuda/linear_fp16.h"
 #include "runtime/cuda/cuda_registry.h"
@@ -44,17 +42,13 @@ class LinearFp16Kernel final : public Fp16Kernel {
     return float_output_ ? fp32_nchw() : Fp16Kernel::output_type();
   }
 
-  // The batch decides GEMV (weights streamed once, batch <= kGemvMaxBatch) or cuBLASLt; at
-  // batch 1-2 on Hopper the default entry streams with bulk copies (gemv_bulk.h), the pinned
-  // GEMV entry keeps the register GEMV (so `profile --compare` times both).
+  // The batch decides GEMV (weights streamed once, batch <= kGemvMaxBatch) or cuBLASLt.
   KernelPlan prepare(const PrepareInfo& info) const override {
     const bool gemv =
         mode_ == LinearMode::Gemv || (mode_ == LinearMode::Auto && info.batch <= kGemvMaxBatch);
-    const bool bulk = mode_ == LinearMode::Auto &&
-                      gemv_bulk_supported(weights_->rows_pad(), weights_->cols_pad(), info.batch);
     KernelPlan plan;
-    plan.variant = bulk ? kGemvBulk : gemv ? kGemv : kGemm;
-    plan.variant_name = bulk ? "gemv_bulk" : gemv ? "gemv" : "cublaslt";
+    plan.variant = gemv ? kGemv : kGemm;
+    plan.variant_name = gemv ? "gemv" : "cublaslt";
     plan.workspace_bytes = gemv ? 0 : LtGemm::kWorkspaceBytes + staged_bytes(info.batch);
     // cuBLASLt's layouts and algorithm for this batch, once per context; arena tensors are
     // 256-byte aligned.
@@ -63,14 +57,6 @@ class LinearFp16Kernel final : public Fp16Kernel {
   }
   void run(const KernelArgs& args) override {
     auto stream = static_cast<cudaStream_t>(args.stream);
-    if (args.variant == kGemvBulk) {
-      if (float_output_)
-        gemv_bulk_fp16_to_fp32(*weights_, relu_, args.inputs.at(0),
-                               static_cast<float*>(args.output), args.batch, out_features_, stream);
-      else
-        gemv_bulk_fp16(*weights_, relu_, args.inputs.at(0), args.output, args.batch, stream);
-      return;
-    }
     if (args.variant == kGemv) {
       if (float_output_)
         gemv_fp16_to_fp32(*weights_, relu_, args.inputs.at(0), static_cast<float*>(args.output),
@@ -94,7 +80,7 @@ class LinearFp16Kernel final : public Fp16Kernel {
   size_t weight_bytes() const override { return weights_->bytes(); }
 
  private:
-  static constexpr int kGemm = 0, kGemv = 1, kGemvBulk = 2;
+  static constexpr int kGemm = 0, kGemv = 1;
   // The GEMM's fp16 result before the fp32 conversion (graph output only; 256-byte aligned).
   size_t staged_bytes(int batch) const {
     if (!float_output_) return 0;

@@ -14,7 +14,6 @@
 #include "fp16_test_util.h"
 #include "harness/tolerance.h"
 #include "kernels/cpu/reference.h"
-#include "kernels/cuda/gemv_bulk.h"
 #include "kernels/cuda/linear_fp16.h"
 #include "runtime/cuda/cuda_registry.h"
 
@@ -78,13 +77,6 @@ TEST(LinearFp16, DefaultEntrySwitchesAtTheGemvThreshold) {
   test::EntryRunner runner(linear_registry(), "linear_fp16", g.linear(), g.graph);
   EXPECT_EQ(runner.prepare(cuda::kGemvMaxBatch).workspace_bytes, 0u);
   EXPECT_EQ(runner.prepare(cuda::kGemvMaxBatch).variant_name, "gemv");
-  // Batch 1-2 on Hopper: the bulk-copy GEMV (kernels/cuda/gemv_bulk.h; rows 45 -> 48 padded,
-  // in 300 -> 304); the pinned linear_fp16_gemv keeps the register GEMV.
-  const bool bulk = cuda::gemv_bulk_supported(48, 304, 1);
-  EXPECT_EQ(runner.prepare(1).variant_name, bulk ? "gemv_bulk" : "gemv");
-  EXPECT_EQ(runner.prepare(cuda::kBulkMaxBatch + 1).variant_name, "gemv");
-  test::EntryRunner pinned(linear_registry(), "linear_fp16_gemv", g.linear(), g.graph);
-  EXPECT_EQ(pinned.prepare(1).variant_name, "gemv");
   EXPECT_GT(runner.prepare(cuda::kGemvMaxBatch + 1).workspace_bytes, 0u);
   EXPECT_EQ(runner.prepare(cuda::kGemvMaxBatch + 1).variant_name, "cublaslt");
 }
