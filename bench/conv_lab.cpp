@@ -21,7 +21,10 @@
 // it serves (fused with the pool where the layer has one) and the staged pool form, at batch 1,
 // 64 and 256, each row with the cost model's time next to the measured one (tma_conv.cu's
 // model), "*" on the model's pick, and per layer and batch a line saying whether the pick was
-// the fastest measured and what picking by the model cost.  conv1 (3 channels) runs as
+// the fastest measured and what picking by the model cost; then channel-pruned AlexNet's conv2
+// and conv3 (in_c 32 / 96: conv_fp16_tma's 64-byte k-tile rows), each with two more rows, the
+// same conv on 128-byte rows with in_c padded to 64 / 128 by the map's zero fill, and
+// conv_fp16_wgmma (what ran these layers before).  conv1 (3 channels) runs as
 // conv_fp16_s2d's TMA form does: its space-to-depth rewrite at a 64-channel stride (57x57x64,
 // 3x3, K = 576; the rows' TFLOP/s still count conv1's real 3 x 11 x 11 taps), plus one row for
 // the rearrangement from NCHW fp32 into that stride (GB/s of fp32 read + fp16 written) and, since
@@ -39,6 +42,8 @@
 //
 // Usage: conv_lab [--iters N] [--direct | --wgmma | --tma | --sparse]   (--direct also times the
 // fallback)
+#include "bench/conv_lab.h"
+
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -49,19 +54,13 @@
 #include <cstring>
 #include <exception>
 #include <functional>
-#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "bench/event_timing.h"
-#include "graph/passes_sparsity.h"
 #include "kernels/cuda/conv/igemm.h"
-#include "kernels/cuda/conv/space_to_depth.h"
-#include "kernels/cuda/conv/tma_conv.h"
-#include "kernels/cuda/conv/tma_sparse.h"
 #include "kernels/cuda/conv/wgmma.h"
-#include "kernels/cuda/conv/wgmma_sparse.h"
 #include "kernels/cuda/conv/wgmma_ws.h"
 #include "kernels/cuda/cuda_check.h"
 
@@ -78,85 +77,12 @@
 
 namespace {
 
-using cnnrt::ConvAttrs;
-using cnnrt::PoolAttrs;
 using cnnrt::cuda::ConvFp16;
 using cnnrt::cuda::ConvFp16Plan;
 using cnnrt::cuda::ConvShape;
 using cnnrt::cuda::padded_channels;
 
-struct Layer {
-  const char* name;
-  int c, h, w, oc, k, stride, pad;
-  bool pool;  // max-pool 3/2 after the ReLU
-};
-
-// torchvision AlexNet; every conv is followed by ReLU.
-const Layer kLayers[] = {
-    {"conv1+relu+pool", 3, 224, 224, 64, 11, 4, 2, true},
-    {"conv2+relu+pool", 64, 27, 27, 192, 5, 1, 2, true},
-    {"conv3+relu", 192, 13, 13, 384, 3, 1, 1, false},
-    {"conv4+relu", 384, 13, 13, 256, 3, 1, 1, false},
-    {"conv5+relu+pool", 256, 13, 13, 256, 3, 1, 1, true},
-};
-
-ConvShape make_shape(const Layer& l) {
-  ConvShape s;
-  s.in_c = l.c;
-  s.in_h = l.h;
-  s.in_w = l.w;
-  s.out_c = l.oc;
-  s.conv.out_channels = l.oc;
-  s.conv.kernel_h = s.conv.kernel_w = l.k;
-  s.conv.stride_h = s.conv.stride_w = l.stride;
-  s.conv.pad_h = s.conv.pad_w = l.pad;
-  s.activation = cnnrt::cuda::kReluActivation;
-  if (l.pool) {
-    PoolAttrs p;
-    p.kernel_h = p.kernel_w = 3;
-    p.stride_h = p.stride_w = 2;
-    s.pool = p;
-  }
-  s.derive();
-  return s;
-}
-
-using cnnrt::bench::median_event_ms;
-
-// Two device buffers of `count` random fp16 values in an NHWC layout of `stride` channels, the
-// ones at or past `real` zero (padding channels); the labs alternate them so that successive
-// launches do not read an input the previous one left in L2.
-struct InputPair {
-  void* x[2] = {nullptr, nullptr};
-  InputPair(size_t count, int stride, int real, std::mt19937& rng) {
-    std::uniform_real_distribution<float> dist(-1.f, 1.f);
-    std::vector<__half> host(count);
-    for (void*& p : x) {
-      for (size_t i = 0; i < count; ++i)
-        host[i] = __float2half(int(i % stride) < real ? dist(rng) : 0.f);
-      CNNRT_CUDA_CHECK(cudaMalloc(&p, count * 2));
-      CNNRT_CUDA_CHECK(cudaMemcpy(p, host.data(), count * 2, cudaMemcpyHostToDevice));
-    }
-  }
-  ~InputPair() {
-    for (void* p : x) cudaFree(p);
-  }
-  InputPair(const InputPair&) = delete;
-  InputPair& operator=(const InputPair&) = delete;
-};
-
-// mark: "*" = plan(batch, false)'s pick (fused only), "w" = plan(batch)'s pick, "*w" both.
-// model_us: the variant's cost-model time (<= 0: the variant has none).
-void print_row(const char* layer, int batch, const std::string& variant, double ms, double flops,
-               const char* mark, double model_us = 0) {
-  char model[64] = "";
-  if (model_us > 0)
-    std::snprintf(model, sizeof(model), "  model %8.1f us (%.2fx measured)", model_us,
-                  model_us / (ms * 1e3));
-  std::printf("%-16s %5d  %-58s %9.4f ms %8.1f TFLOP/s%s %s\n", layer, batch, variant.c_str(), ms,
-              flops / (ms * 1e-3) / 1e12, model, mark);
-  std::fflush(stdout);
-}
+using namespace conv_lab;
 
 #ifdef CNNRT_WITH_CUDNN
 // cuDNN fp16 NHWC conv alone (real channel counts), fastest algorithm found by FindEx.
@@ -264,207 +190,6 @@ void run_wgmma_lab(int iters, cudaStream_t stream) {
         print_row(l.name, batch, "conv_fp16_wgmma_ws " + plan->name, ms, flops,
                   plan->variant == pick.variant ? "*" : "");
       }
-      CNNRT_CUDA_CHECK(cudaFree(y));
-    }
-  }
-}
-
-// conv1's rearrangement from the NCHW fp32 input into x' (the --tma table's s2d rows): one row
-// with the bandwidth of the fp32 read and the fp16 x' written.  y: x' of the batch.
-void time_s2d_rearrangement(const std::string& name, const cnnrt::cuda::SpaceToDepthShape& shape,
-                            int batch, int iters, void* y, cudaStream_t stream) {
-  const size_t in_count = size_t(batch) * shape.in_c * shape.in_h * shape.in_w;
-  std::vector<float> host(in_count);
-  std::mt19937 rng(777);
-  std::uniform_real_distribution<float> dist(-1.f, 1.f);
-  float* x[2];
-  for (float*& p : x) {
-    for (float& v : host) v = dist(rng);
-    CNNRT_CUDA_CHECK(cudaMalloc(&p, in_count * sizeof(float)));
-    CNNRT_CUDA_CHECK(cudaMemcpy(p, host.data(), in_count * sizeof(float), cudaMemcpyHostToDevice));
-  }
-  const double ms = median_event_ms(
-      [&](int i) { cnnrt::cuda::space_to_depth_nchw_fp32(x[i % 2], y, shape, batch, stream); },
-      iters, stream);
-  const double bytes =
-      double(in_count) * sizeof(float) + double(cnnrt::cuda::space_to_depth_bytes(shape, batch));
-  std::printf(
-      "%-16s %5d  %-58s %9.4f ms %8.1f GB/s (fp32 read + x' written)\n", name.c_str(), batch,
-      ("space_to_depth_nchw_fp32 -> " + std::to_string(shape.out_c_stride()) + " ch").c_str(), ms,
-      bytes / (ms * 1e-3) / 1e9);
-  std::fflush(stdout);
-  for (float* p : x) CNNRT_CUDA_CHECK(cudaFree(p));
-}
-
-// The --tma table (see the header comment).
-void run_tma_lab(int iters, cudaStream_t stream) {
-  using cnnrt::cuda::ConvFp16Tma;
-  using cnnrt::cuda::ConvFp16TmaInput;
-  using cnnrt::cuda::ConvFp16TmaPlan;
-  if (!ConvFp16Tma::device_supported()) {
-    std::printf("conv_fp16_tma: not available on this device/build\n");
-    return;
-  }
-  std::mt19937 rng(24680);
-  std::uniform_real_distribution<float> dist(-1.f, 1.f);
-  const std::vector<std::string>& tiles = ConvFp16Tma::tile_names();
-  for (const Layer& l : kLayers) {
-    const ConvShape original = make_shape(l);
-    const int fan_in = l.c * l.k * l.k;
-    std::vector<float> w(size_t(l.oc) * fan_in), b(l.oc);
-    for (float& v : w) v = dist(rng) / std::sqrt(float(fan_in));
-    for (float& v : b) v = dist(rng) * 0.1f;
-    // conv1: conv_fp16_s2d's TMA form, as the entry runs it: the stride-1 conv over 64 channels
-    // reading x' at its 48 (the map's zero fill supplies the rest; stored_in_c).
-    ConvShape s = original;
-    std::optional<cnnrt::cuda::SpaceToDepthConv> s2d;
-    int stored_c = 0;  // x''s channel stride (0: the conv's in_c)
-    if (!ConvFp16Tma::supports(s)) {
-      s2d = cnnrt::cuda::space_to_depth_conv(original, 64);
-      const std::optional<cnnrt::cuda::SpaceToDepthConv> narrow =
-          cnnrt::cuda::space_to_depth_conv(original);
-      if (!s2d || !narrow || !ConvFp16Tma::supports(s2d->transformed)) continue;
-      s = s2d->transformed;
-      w = cnnrt::cuda::space_to_depth_weights(*s2d, w.data());
-      s2d->rearrange = narrow->rearrange;
-      stored_c = narrow->rearrange.out_c_stride();
-    }
-    const std::string name = s2d ? "conv1 s2d+pool" : std::string(l.name);
-    const ConvFp16Tma conv(s, w.data(), b.data(), stored_c);
-    // conv1's staged form runs the unpooled conv on one tile; the BN = 64 tiles' speeds are
-    // guesses, so every tile's unpooled conv gets a row too (model vs measured, conv alone).
-    std::optional<ConvFp16Tma> conv_alone;
-    ConvShape unpooled = s;
-    unpooled.pool.reset();
-    unpooled.derive();
-    if (s2d) conv_alone.emplace(unpooled, w.data(), b.data(), stored_c);
-    for (const int batch : {1, 64, 256}) {
-      // in_c % 64 == 0 and out_c % 8 == 0: no padding channels on either side (the s2d form's
-      // x' has its own stride, channels past the real ones zero as the rearrangement writes them).
-      const int stride = stored_c > 0 ? stored_c : s.in_c;
-      const int real_c = s2d ? s2d->rearrange.out_c() : s.in_c;
-      const size_t out_count = size_t(batch) * s.out_h * s.out_w * l.oc;
-      const InputPair inputs(size_t(batch) * s.in_h * s.in_w * stride, stride, real_c, rng);
-      void* const* x = inputs.x;
-      void* y;
-      CNNRT_CUDA_CHECK(cudaMalloc(&y, out_count * 2));
-      const double flops = 2.0 * batch * s.conv_h * s.conv_w * double(l.oc) * fan_in;
-      if (s2d) time_s2d_rearrangement(name, s2d->rearrange, batch, iters, x[0], stream);
-      std::vector<ConvFp16TmaPlan> plans;
-      for (int t = 0; t < int(tiles.size()); ++t)
-        if (ConvFp16Tma::supports(s, t)) plans.push_back(conv.plan(batch, t));
-      if (s.pool) plans.push_back(conv.plan_staged(batch));
-      const ConvFp16TmaPlan pick = conv.plan(batch);
-      size_t ws_bytes = 256;
-      for (const ConvFp16TmaPlan& p : plans) ws_bytes = std::max(ws_bytes, p.workspace_bytes);
-      void* ws = nullptr;
-      CNNRT_CUDA_CHECK(cudaMalloc(&ws, ws_bytes));
-      double best_ms = 0, pick_ms = 0;
-      std::string best_name;
-      const ConvFp16TmaInput input0 = conv.encode_input(x[0], batch);
-      const ConvFp16TmaInput input1 = conv.encode_input(x[1], batch);
-      for (const ConvFp16TmaPlan& p : plans) {
-        const double ms = median_event_ms(
-            [&](int i) {
-              conv.forward(p.variant, i % 2 ? input1 : input0, nullptr, y, stream, ws);
-            },
-            iters, stream);
-        const bool picked = p.variant == pick.variant;
-        print_row(name.c_str(), batch, "conv_fp16_tma " + p.name, ms, flops, picked ? "*" : "",
-                  p.estimated_us);
-        if (best_name.empty() || ms < best_ms) best_ms = ms, best_name = p.name;
-        if (picked) pick_ms = ms;
-      }
-      for (int t = 0; conv_alone && t < int(tiles.size()); ++t) {
-        if (!ConvFp16Tma::supports(unpooled, t)) continue;
-        const ConvFp16TmaPlan p = conv_alone->plan(batch, t);
-        const ConvFp16TmaInput in0 = conv_alone->encode_input(x[0], batch);
-        const ConvFp16TmaInput in1 = conv_alone->encode_input(x[1], batch);
-        const double ms = median_event_ms(
-            [&](int i) { conv_alone->forward(p.variant, i % 2 ? in1 : in0, nullptr, ws, stream); },
-            iters, stream);
-        print_row(name.c_str(), batch, "conv_fp16_tma " + p.name + " conv alone (staged's)", ms,
-                  flops, "", p.estimated_us);
-      }
-      if (pick_ms > 0) {
-        const bool fastest = pick_ms <= best_ms * 1.02;
-        std::printf("%-16s %5d  model's pick %s (%.4f ms): %s; fastest measured %s (%.4f ms)",
-                    name.c_str(), batch, pick.name.c_str(), pick_ms,
-                    fastest ? "within 2% of the fastest" : "NOT the fastest", best_name.c_str(),
-                    best_ms);
-        if (!fastest)
-          std::printf(", picking by the model costs %.0f%%", 100 * (pick_ms / best_ms - 1));
-        std::printf("\n");
-      }
-      CNNRT_CUDA_CHECK(cudaFree(ws));
-      CNNRT_CUDA_CHECK(cudaFree(y));
-    }
-  }
-}
-
-// The --sparse table (see the header comment).
-void run_sparse_lab(int iters, cudaStream_t stream) {
-  using cnnrt::cuda::ConvFp16Sparse24;
-  using cnnrt::cuda::ConvFp16Sparse24Tma;
-  using cnnrt::cuda::ConvFp16Tma;
-  if (!ConvFp16Sparse24Tma::device_supported()) {
-    std::printf("conv_fp16_sparse24_tma: not available on this device/build\n");
-    return;
-  }
-  std::mt19937 rng(13579);
-  std::uniform_real_distribution<float> dist(-1.f, 1.f);
-  const std::vector<std::string>& tiles = ConvFp16Sparse24Tma::tile_names();
-  for (const Layer& l : kLayers) {
-    const ConvShape s = make_shape(l);
-    if (!ConvFp16Sparse24Tma::supports(s)) continue;  // conv1: 3 channels
-    const int fan_in = l.c * l.k * l.k;
-    std::vector<float> w(size_t(l.oc) * fan_in), b(l.oc);
-    for (float& v : w) v = dist(rng) / std::sqrt(float(fan_in));
-    for (float& v : b) v = dist(rng) * 0.1f;
-    cnnrt::sparsity::prune_magnitude(w.data(), {l.oc, l.c, l.k * l.k});
-    const ConvFp16Sparse24Tma sparse_tma(s, w.data(), b.data(), l.name);
-    const ConvFp16Sparse24 sparse_wgmma(s, w.data(), b.data(), l.name);
-    const ConvFp16Tma dense(s, w.data(), b.data());
-    for (const int batch : {64, 256}) {
-      const size_t out_count = size_t(batch) * s.out_h * s.out_w * l.oc;
-      const InputPair inputs(size_t(batch) * l.h * l.w * l.c, l.c, l.c, rng);
-      void* const* x = inputs.x;
-      void* y;
-      CNNRT_CUDA_CHECK(cudaMalloc(&y, out_count * 2));
-      const double flops = 2.0 * batch * s.conv_h * s.conv_w * double(l.oc) * fan_in;
-      const auto dense_plan = dense.plan(batch);
-      const auto pick = sparse_tma.plan(batch);
-      void* ws = nullptr;
-      CNNRT_CUDA_CHECK(cudaMalloc(
-          &ws, std::max<size_t>({256, dense_plan.workspace_bytes, pick.workspace_bytes})));
-      const cnnrt::cuda::ConvFp16TmaInput d_in[2] = {dense.encode_input(x[0], batch),
-                                                     dense.encode_input(x[1], batch)};
-      const double dense_ms = median_event_ms(
-          [&](int i) { dense.forward(dense_plan.variant, d_in[i % 2], nullptr, y, stream, ws); },
-          iters, stream);
-      print_row(l.name, batch, "conv_fp16_tma (dense) " + dense_plan.name, dense_ms, flops, "",
-                dense_plan.estimated_us);
-      const auto old_plan = sparse_wgmma.plan(batch);
-      const double old_ms = median_event_ms(
-          [&](int i) {
-            sparse_wgmma.forward(old_plan.variant, x[i % 2], nullptr, y, batch, stream);
-          },
-          iters, stream);
-      print_row(l.name, batch, "conv_fp16_sparse24_wgmma " + old_plan.name, old_ms, flops, "");
-      const cnnrt::cuda::ConvFp16TmaInput s_in[2] = {sparse_tma.encode_input(x[0], batch),
-                                                     sparse_tma.encode_input(x[1], batch)};
-      for (int t = 0; t < int(tiles.size()); ++t) {
-        const auto p = sparse_tma.plan(batch, t);
-        const double ms = median_event_ms(
-            [&](int i) { sparse_tma.forward(p.variant, s_in[i % 2], nullptr, y, stream, ws); },
-            iters, stream);
-        char label[160];
-        std::snprintf(label, sizeof(label), "conv_fp16_sparse24_tma %s (%.2fx dense)",
-                      p.name.c_str(), dense_ms / ms);
-        print_row(l.name, batch, label, ms, flops, p.variant == pick.variant ? "*" : "",
-                  p.estimated_us);
-      }
-      CNNRT_CUDA_CHECK(cudaFree(ws));
       CNNRT_CUDA_CHECK(cudaFree(y));
     }
   }

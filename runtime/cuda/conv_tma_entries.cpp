@@ -107,7 +107,7 @@ std::optional<ConvShape> served_shape(const Node& node, int pinned) {
 }
 
 constexpr const char* kNeeds =
-    "groups 1, dilation 1, in_c % 64 == 0, out_c % 8 == 0, kernel <= 64, stride <= 8, padding "
+    "groups 1, dilation 1, in_c % 32 == 0, out_c % 8 == 0, kernel <= 64, stride <= 8, padding "
     "within the im2col box, a fused pool's windows within a tile (the pinned tile: one with a "
     "pooled instance)";
 

@@ -174,6 +174,17 @@ std::vector<OpCase> conv_cases() {
   add(ConvSpec(128, 13, 13, 200, 3).pad(1).act(kRelu6).pool(3, 2, false, 1).tag("tma"), {3});
   add(ConvSpec(64, 27, 27, 96, 3).pad(1).act(kClip).pool(3, 2, false, 1).tag("tma"), {1});
   add(ConvSpec(64, 9, 10, 24, 1).pool(3, 2, true).tag("tma"), {3});
+  // conv_fp16_tma's 64-byte k-tile rows (in_c % 64 == 32: 32 channels per k-tile): the
+  // channel-pruned AlexNet's conv2 (32 -> 96, 5x5, pool 3/2: every pinned tile fused, and the
+  // staged form) and conv3 (96 -> 192: three 32-channel blocks per tap), stride 2 with a
+  // residual under ReLU6, TF-SAME stride 2 under Clip into out_c 72, a 1x1 over 160 channels
+  // without bias, and a grid that fills a 132-SM GPU (conv_fp16_tma itself past its fallback).
+  add(ConvSpec(32, 27, 27, 96, 5).pad(2).act(kRelu).pool(3, 2).tag("tma64"), {1, 3});
+  add(ConvSpec(96, 13, 13, 192, 3).pad(1).act(kRelu).tag("tma64"), {1, 3});
+  add(ConvSpec(32, 9, 11, 40, 3).stride(2).pad(1).residual().act(kRelu6).tag("tma64"), {3});
+  add(ConvSpec(96, 14, 13, 72, 3).stride(2).pad_extra(1, 1).act(kClip).tag("tma64"), {3});
+  add(ConvSpec(160, 7, 9, 24, 1).no_bias().tag("tma64"), {3});
+  add(ConvSpec(32, 27, 27, 96, 3).pad(1).act(kRelu).tag("tma64_fill"), {25});
   // int8 wgmma (conv_int8_wgmma*): a channel stride with padding lanes (13 -> 16), and the
   // space-to-depth stem at a batch whose 64-channel grid fills the GPU (conv_int8_s2d on wgmma).
   add(ConvSpec(13, 21, 19, 64, 3).stride(2).pad(1).act(kRelu), {3});

@@ -69,17 +69,33 @@
 // * setmaxnreg: 128 x 40 + 256 x 232 registers fit the 64 K register file only if the kernel
 //   starts at exactly 168 per thread (launch bounds 384, 1); the constructor checks the loaded
 //   images' counts (tma::register_problem), since an inc that cannot be satisfied would hang.
+// * 64-byte rows (in_c % 64 == 32: channel-pruned AlexNet's conv2 in 32 / conv3 in 96, and any
+//   32 + 64j).  A 128-byte k-tile (64 channels) would need the channels padded to 64j + 64 with
+//   zero weights; instead every tile has a second instance with k-tile rows of 32 halves in 64
+//   bytes (TmaF16Rows<64>, tma_conv_k64.cu): the 64-byte swizzle on the im2col box (128 pixels x
+//   32 channels) and the weight box (32 x BN), two wgmma k16 per m64 block and k-tile, twice the
+//   stages (the same ring bytes; tma_conv_instances.cuh).  The KRSC weight and the maps' layout
+//   are unchanged (a 32-element K box is one tap's 32-channel block), so only the box size, the
+//   swizzle and c_blocks = in_c / 32 differ; the device code is the int8 instance's 64-byte rows
+//   (TmaS8<64>, measured bit for bit on the H100) with fp16 wgmma.  in_c % 64 == 0 keeps the
+//   128-byte instances exactly (their PTX is unchanged by the row parameter).  Cost: a 64-byte
+//   k-tile does half the MMA work per TMA round trip, and conv_int8_tma's 64-byte instances
+//   (the same k-tiles to the byte) took about as long per k-tile as fp16's 128-byte ones, ~1.7 ns
+//   per box row (im2col pixel or weight row): the model charges each 64-byte k-tile
+//   max(its MACs at the tile's speed, (bm + bn) x 1.7 ns) (kRowSeconds).  Unmeasured for fp16.
 #include <cuda_fp16.h>
 
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "cnnrt/error.h"
 #include "kernels/cuda/conv/tma_conv.h"
+#include "kernels/cuda/conv/tma_conv_instances.cuh"
 #include "kernels/cuda/conv/tma_encode.h"
 #include "kernels/cuda/conv/tma_kernel.cuh"
 #include "kernels/cuda/conv/wgmma.h"
@@ -95,78 +111,41 @@ using tma_detail::TmaConvParams;
 using tma_detail::TmaPoolTiling;
 using tma_detail::TmaTile;
 
-// The shared tile shapes (tma_encode.h: bm, bn, the lab's speed, name) with fp16's stages.
-struct TileInfo : tma::TileShape {
-  int stages;
-  bool unpooled_default;  // a candidate of plan(batch) for convs without a pool
-  bool pool;              // has a fused-pool instance (staging fits beside the ring)
-};
-// 256x96 (two n tiles of 96 on out_c 192, 100 % useful columns) serves AlexNet conv2's pooled
-// tiling: 9 conv rows of 27 per tile against 4 for BM 128.  Its speed (0.9) was a guess until
-// conv_lab --tma measured it (docs/PERFORMANCE.md run 36d: model / measured 0.94-1.03 on conv3
-// and conv4 at batch 64 and 256, and the fastest tile of conv4 at batch 64, 16 % ahead of the
-// 128x256 the model had to pick without it), so it is an unpooled candidate too.  The BN = 64 tiles
-// (speeds guessed too, tma_encode.h) are candidates everywhere: they are the only tiles that do not
-// compute padding columns on out_c <= 64 (conv1's space-to-depth form, ResNet's 64-channel
-// convs), and on wider convs the model prefers the faster wide tiles anyway.  Stages: as many as
-// 227 KB hold with the fused pool's staging (256x64: 5 x 40 KB + 20 KB; 128x64: 8 x 24 KB + 18
-// KB).
-constexpr TileInfo kTiles[] = {
-    {tma::kTileShapes[0], 7, true, false}, {tma::kTileShapes[1], 5, true, true},
-    {tma::kTileShapes[2], 4, true, true},  {tma::kTileShapes[3], 4, true, true},
-    {tma::kTileShapes[4], 4, true, true},  {tma::kTileShapes[5], 5, true, true},
-    {tma::kTileShapes[6], 8, true, true},
-};
-constexpr int kTileCount = sizeof(kTiles) / sizeof(kTiles[0]);
+using tma_f16::kTileCount;
+using tma_f16::kTiles;
+using tma_f16::TileInfo;
 constexpr int kBnWidths[] = {128, 192, 256, 96, 64};  // weight map box heights
 constexpr int kBnWidthCount = sizeof(kBnWidths) / sizeof(kBnWidths[0]);
 
-using KernelFn = void (*)(CUtensorMap, CUtensorMap, TmaConvParams);
-
-template <int T, bool RES, bool POOL>
-KernelFn kernel_instance() {
-  constexpr TileInfo t = kTiles[T];
-  constexpr bool kPool = POOL && t.pool;
-  return tma_detail::conv_tma_kernel<t.bm, t.bn, t.stages, 1, RES, kPool>;
-}
-// kind: 0 plain, 1 residual, 2 fused pool (tiles with TileInfo::pool only).
-template <int T>
-KernelFn kernel_kind(int kind) {
-  return kind == 1   ? kernel_instance<T, true, false>()
-         : kind == 2 ? kernel_instance<T, false, true>()
-                     : kernel_instance<T, false, false>();
-}
-KernelFn kernel_of(int tile, int kind) {
-  switch (tile) {
-    case 0:
-      return kernel_kind<0>(kind);
-    case 1:
-      return kernel_kind<1>(kind);
-    case 2:
-      return kernel_kind<2>(kind);
-    case 3:
-      return kernel_kind<3>(kind);
-    case 4:
-      return kernel_kind<4>(kind);
-    case 5:
-      return kernel_kind<5>(kind);
-    default:
-      return kernel_kind<6>(kind);
-  }
+// The instance of `tile`, epilogue `kind` (tma_f16::Kind) and k-tile rows of row_bytes.
+tma_f16::KernelFn kernel_of(int tile, int kind, int row_bytes) {
+  return row_bytes == 64 ? tma_f16::kernel_of_rows64(tile, kind)
+                         : tma_f16::kernel_of_rows<128>(tile, kind);
 }
 size_t pool_staging_of(int bm) { return size_t(bm) * ((bm == 256 ? 32 : 64) + 8) * 2; }
-size_t smem_of(int tile, int kind) {
+// The same for both row sizes: twice the stages of half the bytes (tma_f16::stages_of).
+size_t smem_of(int tile, int kind, int row_bytes) {
   const TileInfo& t = kTiles[tile];
-  return tma::ring_smem_bytes(t.bm, t.bn, t.stages, tma_detail::TmaF16::kRowBytes) +
-         (kind == 2 ? pool_staging_of(t.bm) : 0);
+  return tma::ring_smem_bytes(t.bm, t.bn, tma_f16::stages_of(t, row_bytes), row_bytes) +
+         (kind == tma_f16::kPooled ? pool_staging_of(t.bm) : 0);
 }
 static_assert(TmaTile<256, 128, 4, 1>::kStaging == 256 * 40 * 2 &&
-                  TmaTile<128, 192, 5, 1>::kStaging == 128 * 72 * 2,
+                  TmaTile<128, 192, 5, 1>::kStaging == 128 * 72 * 2 &&
+                  TmaTile<128, 192, 10, 1, 64>::kStaging == 128 * 72 * 2,
               "pool_staging_of mirrors TmaTile");
+static_assert(TmaTile<128, 192, 10, 1, 64>::kSmem == TmaTile<128, 192, 5, 1>::kSmem,
+              "64-byte rows: the 128-byte ring's bytes");
 // The fused-or-staged cost model's constants (design note; tma_encode.h).
 using tma::kPoolBandwidth;
 using tma::kPoolLaunchSeconds;
 using tma::kSmFlops;
+// The 64-byte rows' feed floor: seconds per k-tile row (im2col pixel or weight row) per k-tile,
+// from conv_int8_tma's 64-byte instances (docs/kernels/conv_int8_tma.md, H100), whose k-tiles
+// are these to the byte (same boxes, rows, barriers and tensor time: two k32 int8 = two k16
+// fp16): conv2 <128,192> 0.563 us per k-tile (169 us, 12 units of 25), conv3 <256,128> 0.64 us
+// (69 us, 4 units of 27): 1.76 and 1.67 ns per row, about the time of a 128-byte fp16 k-tile of
+// the same tile — the feed, not the tensor pipe, sets a 64-byte k-tile's time.
+constexpr double kRowSeconds = 1.7e-9;
 int bn_map_index(int bn) {
   int i = 0;
   while (i + 1 < kBnWidthCount && kBnWidths[i] != bn) ++i;
@@ -227,18 +206,22 @@ long long pool_m_tiles(const TmaPoolTiling& t, int batch) {
   return tiles;
 }
 
-// Every instance: each tile plain and with a residual, and pooled where it has a pooled instance.
-std::vector<tma::KernelImage> kernel_images() {
+// The instances with k-tile rows of one of `row_bytes`: each tile plain and with a residual, and
+// pooled where it has a pooled instance.
+std::vector<tma::KernelImage> kernel_images(std::initializer_list<int> row_bytes) {
   std::vector<tma::KernelImage> images;
-  for (int t = 0; t < kTileCount; ++t)
-    for (int kind = 0; kind < (kTiles[t].pool ? 3 : 2); ++kind)
-      images.push_back(
-          {reinterpret_cast<const void*>(kernel_of(t, kind)), kTiles[t].name, smem_of(t, kind)});
+  for (int rb : row_bytes)
+    for (int t = 0; t < kTileCount; ++t)
+      for (int kind = 0; kind < (kTiles[t].pool ? 3 : 2); ++kind)
+        images.push_back({reinterpret_cast<const void*>(kernel_of(t, kind, rb)), kTiles[t].name,
+                          smem_of(t, kind, rb)});
   return images;
 }
-// Every instance starts at exactly kEntryRegs registers (design note); checked once.
+// Every instance, both row sizes, starts at exactly kEntryRegs registers (design note); checked
+// once per process.
 void check_register_counts() {
-  static const std::string problem = tma::register_problem(kernel_images(), tma_detail::kEntryRegs);
+  static const std::string problem =
+      tma::register_problem(kernel_images({128, 64}), tma_detail::kEntryRegs);
   if (!problem.empty()) throw Error("conv_fp16_tma: " + problem);
 }
 
@@ -248,6 +231,8 @@ class ConvFp16TmaImpl {
  public:
   ConvShape shape;
   int stored_in_c = 0;  // channels per pixel of the input tensor (<= shape.in_c; the rest: zeros)
+  int row_bytes = 128;  // k-tile row: 128 (in_c % 64 == 0) or 64 (in_c % 64 == 32)
+  int row_elems = 64;   // halves per k-tile row: the TMA coordinate step along K and channels
   TmaConvParams base;   // everything but y, residual, m and the grid
   int sms = 132;
   __half* w = nullptr;
@@ -262,6 +247,10 @@ class ConvFp16TmaImpl {
   const CUtensorMap& w_map(int bn) const { return w_maps[bn_map_index(bn)]; }
   const std::optional<TmaPoolTiling>& tiling(int bm) const { return pool_tiling[bm == 256]; }
 };
+
+// The k-tile row of in_c channels (design note, "64-byte rows"): 128 bytes (64 halves) where
+// in_c % 64 == 0 — every shape the kernel served before, unchanged — else 64 (32 halves).
+int row_bytes_of(int in_c) { return in_c % 64 == 0 ? 128 : 64; }
 
 // Whether tile `t` serves shape `s`'s fused pool (always true without one).
 bool tile_serves(const ConvShape& s, int t) {
@@ -284,7 +273,8 @@ bool ConvFp16Tma::supports(const ConvShape& s) {
   if (!tma::conv_limits_ok(a.groups, a.dilation_h, a.dilation_w, a.kernel_h, a.kernel_w, a.stride_h,
                            a.stride_w))
     return false;
-  if (s.in_c % 64 != 0 || s.out_c % 8 != 0 || a.out_channels != s.out_c) return false;
+  // in_c % 64 == 0: 128-byte k-tile rows; in_c % 64 == 32: 64-byte rows (row_bytes_of).
+  if (s.in_c % 32 != 0 || s.out_c % 8 != 0 || a.out_channels != s.out_c) return false;
   // The im2col bounding box's corners lie in [-128, 127] for a 4-D map.
   using tma::corner_ok;
   if (a.pad_h < 0 || a.pad_w < 0 || a.pad_h_extra < -a.pad_h || a.pad_w_extra < -a.pad_w)
@@ -318,16 +308,19 @@ ConvFp16Tma::ConvFp16Tma(const ConvShape& shape_in, const float* weight, const f
   m.shape = shape_in;
   m.shape.derive();
   const ConvShape& s = m.shape;
-  m.stored_in_c = stored_in_c == 0 ? s.in_c : stored_in_c;
-  if (m.stored_in_c % 8 != 0 || m.stored_in_c > s.in_c || m.stored_in_c <= s.in_c - 64)
-    throw Error("conv_fp16_tma: " + std::to_string(m.stored_in_c) +
-                " stored input channels for in_c " + std::to_string(s.in_c) +
-                " (needs a multiple of 8 within the last 64-channel block)");
   if (!supports(s))
     throw Error(
-        "conv_fp16_tma: unsupported shape (needs groups 1, dilation 1, in_c % 64 == 0, out_c % 8 "
+        "conv_fp16_tma: unsupported shape (needs groups 1, dilation 1, in_c % 32 == 0, out_c % 8 "
         "== 0, kernel <= 64, stride <= 8, padding within the im2col box, a fused pool's windows "
         "within a tile)");
+  m.row_bytes = row_bytes_of(s.in_c);
+  m.row_elems = m.row_bytes / int(sizeof(__half));
+  m.stored_in_c = stored_in_c == 0 ? s.in_c : stored_in_c;
+  if (m.stored_in_c % 8 != 0 || m.stored_in_c > s.in_c || m.stored_in_c <= s.in_c - m.row_elems)
+    throw Error("conv_fp16_tma: " + std::to_string(m.stored_in_c) +
+                " stored input channels for in_c " + std::to_string(s.in_c) +
+                " (needs a multiple of 8 within the last " + std::to_string(m.row_elems) +
+                "-channel block)");
   if (!device_supported())
     throw Error("conv_fp16_tma: needs a compute capability 9.0 device and the sm_90a build");
   if (weight == nullptr) throw Error("conv_fp16_tma: no weight");
@@ -341,7 +334,7 @@ ConvFp16Tma::ConvFp16Tma(const ConvShape& shape_in, const float* weight, const f
   p.pad_top = a.pad_h;
   p.pad_left = a.pad_w;
   p.kw = a.kernel_w;
-  p.c_blocks = s.in_c / tma_detail::kBK;
+  p.c_blocks = s.in_c / m.row_elems;
   p.k_tiles = a.kernel_h * a.kernel_w * p.c_blocks;
   p.act = epilogue_clamp_of(s);
   if (s.pool) {
@@ -351,30 +344,40 @@ ConvFp16Tma::ConvFp16Tma(const ConvShape& shape_in, const float* weight, const f
   const DeviceTraits& device = device_traits();
   m.sms = std::max(device.sms, 1);
   for (int t = 0; t < kTileCount; ++t)
-    if (device.smem_optin < smem_of(t, kTiles[t].pool ? 2 : 0))
+    if (device.smem_optin < smem_of(t, kTiles[t].pool ? tma_f16::kPooled : 0, m.row_bytes))
       throw Error("conv_fp16_tma: the device offers too little shared memory per block");
 
-  // KRSC = the K-major [out_c][K] matrix the weight map tiles (K % 64 == 0: no padding).
+  // KRSC = the K-major [out_c][K] matrix the weight map tiles: K in (r, s, c) order, so with
+  // in_c a multiple of the row's halves every k-tile (a box of row_elems along K) is one tap's
+  // channel block, whichever the row size — no padding, no repacking.
   const int k = a.kernel_h * a.kernel_w * s.in_c;
   m.bytes = upload_wgmma_weights(s, weight, bias, k, s.out_c, &m.w, &m.bias);
   p.bias = m.bias;
   if (plan_only()) return;  // a described target: sizes only, no maps, no attributes
 
   check_register_counts();
-  tma::opt_in_smem(kernel_images());
+  tma::opt_in_smem(kernel_images({m.row_bytes}));
   for (int i = 0; i < kBnWidthCount; ++i)
     tma::encode_weight_map("conv_fp16_tma", &m.w_maps[i], CU_TENSOR_MAP_DATA_TYPE_FLOAT16, m.w,
-                           size_t(k), size_t(s.out_c), size_t(k) * sizeof(__half), tma_detail::kBK,
-                           kBnWidths[i], tma_detail::TmaF16::kRowBytes);
+                           size_t(k), size_t(s.out_c), size_t(k) * sizeof(__half), m.row_elems,
+                           kBnWidths[i], m.row_bytes);
 }
 
 ConvFp16Tma::~ConvFp16Tma() = default;
 
 namespace {
 // Modelled seconds of `plan` (units of tile `t`) for shape `s`: waves x tile time.
-double modelled_seconds(const ConvShape& s, const TileInfo& t, long long units, int sms) {
+// 128-byte rows: the tile's MACs at its speed (unchanged).  64-byte rows: each k-tile at least
+// (bm + bn) x kRowSeconds, the feed floor (design note, "64-byte rows").
+double modelled_seconds(const ConvShape& s, const TileInfo& t, long long units, int sms,
+                        int row_bytes) {
   const double k = double(s.conv.kernel_h) * s.conv.kernel_w * s.in_c;
-  return tma::waves(units, sms) * 2.0 * t.bm * t.bn * k / (t.speed * kSmFlops);
+  double tile = 2.0 * t.bm * t.bn * k / (t.speed * kSmFlops);
+  if (row_bytes == 64) {
+    const double k_tiles = k / (row_bytes / int(sizeof(__half)));
+    tile = std::max(tile, k_tiles * (t.bm + t.bn) * kRowSeconds);
+  }
+  return tma::waves(units, sms) * tile;
 }
 }  // namespace
 
@@ -385,7 +388,9 @@ ConvFp16TmaPlan ConvFp16Tma::plan(int batch, int variant) const {
   const long long rows = (long long)std::max(batch, 1) * m.shape.conv_h * m.shape.conv_w;
   ConvFp16TmaPlan plan;
   plan.variant = variant;
-  plan.name = std::string("tma_") + t.name + "_s" + std::to_string(t.stages);
+  // 64-byte rows say so ("_k64", as conv_int8_tma's names do); 128-byte names are unchanged.
+  plan.name = std::string("tma_") + t.name + (m.row_bytes == 64 ? "_k64" : "") + "_s" +
+              std::to_string(tma_f16::stages_of(t, m.row_bytes));
   const long long n_tiles = (m.shape.out_c + t.bn - 1) / t.bn;
   if (m.shape.pool) {
     // Tiles without a pooled instance still report their tiling's size (the entry's fallback
@@ -398,7 +403,7 @@ ConvFp16TmaPlan ConvFp16Tma::plan(int batch, int variant) const {
   plan.ctas = tma::persistent_ctas(plan.units, m.sms);
   // The model's time of this tile as pinned (a fused pool: its pooled instance), so the lab can
   // set it beside the measured one; best_tile() re-derives it for the staged form's conv.
-  plan.estimated_us = 1e6 * modelled_seconds(m.shape, t, plan.units, m.sms);
+  plan.estimated_us = 1e6 * modelled_seconds(m.shape, t, plan.units, m.sms, m.row_bytes);
   return plan;
 }
 
@@ -419,7 +424,8 @@ static ConvFp16TmaPlan best_tile(const ConvFp16Tma& conv, const ConvFp16TmaImpl&
       p.units = tma::tile_units(rows, kTiles[t].bm, m.shape.out_c, kTiles[t].bn);
       p.ctas = tma::persistent_ctas(p.units, m.sms);
     }
-    p.estimated_us = 1e6 * modelled_seconds(pooled ? m.shape : unpooled, kTiles[t], p.units, m.sms);
+    p.estimated_us =
+        1e6 * modelled_seconds(pooled ? m.shape : unpooled, kTiles[t], p.units, m.sms, m.row_bytes);
     if (!found || p.estimated_us < best.estimated_us) {
       best = p;
       found = true;
@@ -473,8 +479,8 @@ ConvFp16TmaInput ConvFp16Tma::encode_input(const void* x, int batch) const {
       {a.pad_right() - (a.kernel_w - 1), a.pad_bottom() - (a.kernel_h - 1)},
       a.stride_w,
       a.stride_h,
-      tma_detail::kBK,
-      tma_detail::TmaF16::kRowBytes};
+      m.row_elems,
+      m.row_bytes};
   input.map = tma::encode_im2col_map("conv_fp16_tma", x, g);
   return input;
 }
@@ -512,8 +518,9 @@ void ConvFp16Tma::forward(int variant, const ConvFp16TmaInput& input, const void
   p.residual = static_cast<const __half*>(residual);
   p.units = int(units);
   const int ctas = tma::persistent_ctas(units, m.sms);
-  const int kind = pooled ? 2 : residual != nullptr ? 1 : 0;
-  kernel_of(tile, kind)<<<ctas, tma_detail::kThreads, smem_of(tile, kind), stream>>>(
+  const int kind = pooled ? tma_f16::kPooled : residual != nullptr ? tma_f16::kResidual : 0;
+  kernel_of(tile, kind,
+            m.row_bytes)<<<ctas, tma_detail::kThreads, smem_of(tile, kind, m.row_bytes), stream>>>(
       input.map, m.w_map(t.bn), p);
   CNNRT_CUDA_CHECK_LAUNCH();
   if (staged)

@@ -1,13 +1,13 @@
 // Hopper (sm_90a) TMA-fed warp-specialised fp16 convolution (conv_fp16_tma) — interface.
 //
-// Serves convolutions with groups 1, dilation 1, in_c % 64 == 0 (the 64-channel TMA im2col box),
-// out_c % 8 == 0, any kernel up to 64 x 64, stride 1-8, padding (asymmetric too) that the im2col
-// bounding box can express, bias, any clamp activation (identity, ReLU, ReLU6, Clip) and the
-// fused residual or a fused MaxPool (no residual with it; tiles of whole pooled rows, the design
-// note atop tma_conv.cu).  NHWC fp16 in and out,
-// channel stride = the channel count (in_c % 64 and out_c % 8 leave no padding channels).  The
-// design note is atop tma_conv.cu; the device code (tma_kernel.cuh) exists only in the sm_90a
-// image.
+// Serves convolutions with groups 1, dilation 1, in_c % 32 == 0 (the TMA im2col box of one
+// k-tile row: 64 channels in 128 bytes where in_c % 64 == 0, else 32 in 64 bytes), out_c % 8 == 0,
+// any kernel up to 64 x 64, stride 1-8, padding (asymmetric too) that the im2col bounding box can
+// express, bias, any clamp activation (identity, ReLU, ReLU6, Clip) and the fused residual or a
+// fused MaxPool (no residual with it; tiles of whole pooled rows, the design note atop
+// tma_conv.cu).  NHWC fp16 in and out, channel stride = the channel count (in_c % 32 and out_c % 8
+// leave no padding channels).  The design note is atop tma_conv.cu; the device code
+// (tma_kernel.cuh) exists only in the sm_90a image.
 #pragma once
 
 #include <cuda.h>
@@ -56,16 +56,18 @@ class ConvFp16Tma {
   // sm_90a target when planning without a device.
   static bool device_supported();
   // The tiles ("128x128", "128x192", "128x256", "256x128", "256x96", "256x64", "128x64"),
-  // indexed by ConvFp16TmaPlan::variant.
+  // indexed by ConvFp16TmaPlan::variant; each with 128- and 64-byte k-tile rows (the shape's
+  // in_c picks which: plan names of 64-byte rows carry "_k64").
   static const std::vector<std::string>& tile_names();
 
   // Uploads weight [out_c, in_c, kh, kw] fp32 as fp16 KRSC and bias (nullable), encodes the
   // weight's tiled tensor map of every tile, checks the kernel images' register count.  Throws
   // cnnrt::Error when the shape is not supported or the device cannot run the kernel.
   // stored_in_c (0: shape.in_c): the channels the input tensor actually holds per pixel, a
-  // multiple of 8 in (in_c - 64, in_c]; the TMA reads the missing ones of the last 64-channel
-  // block as zeros (out-of-bounds fill), so a 48-channel tensor feeds an in_c = 64 conv whose
-  // extra weights are zero without a 64-channel copy (conv1's space-to-depth form).
+  // multiple of 8 in the last k-tile row's channel block ((in_c - 64, in_c] where in_c % 64 ==
+  // 0, (in_c - 32, in_c] otherwise); the TMA reads the missing ones as zeros (out-of-bounds
+  // fill), so a 48-channel tensor feeds an in_c = 64 conv whose extra weights are zero without a
+  // 64-channel copy (conv1's space-to-depth form).
   ConvFp16Tma(const ConvShape& shape, const float* weight, const float* bias, int stored_in_c = 0);
   ~ConvFp16Tma();
   ConvFp16Tma(const ConvFp16Tma&) = delete;

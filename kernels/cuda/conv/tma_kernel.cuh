@@ -5,8 +5,9 @@
 //
 // DESIGN NOTE
 // * The mainloop is tma_mainloop.cuh's tma_conv_mainloop (the one the int8 kernel instantiates
-//   too), with fp16 elements (TmaF16: 64 halves per 128-byte swizzled k-tile row, wgmma
-//   m64nNk16, fp32 accumulators): A by TMA im2col boxes, B (the KRSC weight, a K-major
+//   too), with fp16 elements (TmaF16Rows<RB>: RB / 2 halves per RB-byte swizzled k-tile row, RB
+//   128 where in_c % 64 == 0 and 64 where in_c % 64 == 32; wgmma m64nNk16, fp32 accumulators;
+//   the epilogues do not depend on RB): A by TMA im2col boxes, B (the KRSC weight, a K-major
 //   [out_c][K] matrix) by TMA tiled boxes into an mbarrier ring, one producer warpgroup
 //   (setmaxnreg 40), two wgmma consumer warpgroups (setmaxnreg 232), a persistent grid.
 // * What is fp16's own is the epilogue (TmaF16Epilogue), from the accumulator registers: bias,
@@ -30,8 +31,6 @@
 
 namespace cnnrt::cuda::tma_detail {
 
-constexpr int kBK = TmaF16::kTileElems;  // halves per k-tile: one 128-byte swizzle row
-
 // The fused MaxPool's tiling (POOL instances; the host builds it, tma_conv.cu's design note).  A
 // tile owns `count` consecutive pooled rows g (global: image g / out_h, row g % out_h) and
 // computes the BM conv pixels from the first conv row under its first pooled row on: one
@@ -48,7 +47,8 @@ struct TmaPoolTiling {
 };
 
 // Everything the kernel reads besides the two tensor maps.  GEMM view: M = batch * conv_h *
-// conv_w output pixels, N = out_c, K = kh * kw * in_c in (kh, kw, c) order, in_c % 64 == 0.
+// conv_w output pixels, N = out_c, K = kh * kw * in_c in (kh, kw, c) order, in_c a multiple of
+// the k-tile row's halves (64, or 32 for 64-byte rows).
 struct TmaConvParams {
   const float* bias = nullptr;       // [out_c] (zeros when the layer has none)
   __half* y = nullptr;               // [m][out_c]
@@ -57,7 +57,7 @@ struct TmaConvParams {
   int conv_h = 0, conv_w = 0;
   int sh = 1, sw = 1, pad_top = 0, pad_left = 0;
   int kw = 1;
-  int c_blocks = 0, k_tiles = 0;  // in_c / 64, kh * kw * c_blocks
+  int c_blocks = 0, k_tiles = 0;  // in_c / (halves per k-tile row), kh * kw * c_blocks
   int n_tiles = 0, units = 0;     // N tiles, (cluster m-block group, n tile) pairs
   EpilogueClamp act;              // after the bias (and the residual)
   TmaPoolTiling pool;             // POOL instances only
@@ -82,10 +82,10 @@ __host__ __device__ __forceinline__ void pool_tile_rows(const TmaPoolTiling& t, 
   count = t.rows_total - g0 < t.count[j] ? t.rows_total - g0 : t.count[j];
 }
 
-// The fp16 ring (TmaRing) plus the fused pool's staging.  CL (cluster size) only names the
-// lab's multicast variants: the ring is the same.
-template <int BM, int BN, int STAGES, int CL>
-struct TmaTile : TmaRing<TmaF16, BM, BN, STAGES> {
+// The fp16 ring (TmaRing) of RB-byte k-tile rows plus the fused pool's staging.  CL (cluster
+// size) only names the lab's multicast variants: the ring is the same.
+template <int BM, int BN, int STAGES, int CL, int RB = 128>
+struct TmaTile : TmaRing<TmaF16Rows<RB>, BM, BN, STAGES> {
   // Fused pool: the epilogue stages BM rows x kPoolChunk columns at a time (rows of kPoolChunk + 8
   // halves: conflict-free half2 stores) after the ring; 32 columns at BM 256 keep 256x128 s4
   // within 227 KB.
@@ -239,8 +239,9 @@ __device__ __forceinline__ void register_epilogue(const float (&acc)[MI][BN / 2]
 }
 
 // conv_fp16_tma's side of tma_conv_mainloop: where a tile's rows start and what its accumulators
-// become.  POOL: tiles of the host's pooled tiling (p.pool), the staged pool epilogue.
-template <int BM, int BN, int STAGES, bool RESIDUAL, bool POOL>
+// become.  POOL: tiles of the host's pooled tiling (p.pool), the staged pool epilogue (after the
+// ring of RB-byte rows).
+template <int BM, int BN, int STAGES, bool RESIDUAL, bool POOL, int RB>
 struct TmaF16Epilogue {
   static __device__ __forceinline__ int first_row(const TmaConvParams& p, int m_blk) {
     int m_first = m_blk * BM;
@@ -255,8 +256,8 @@ struct TmaF16Epilogue {
   static __device__ __forceinline__ void store(const float (&acc)[MI][BN / 2],
                                                const TmaConvParams& p, const TmaUnit& u) {
     if constexpr (POOL)
-      pool_epilogue<BM, BN, TmaTile<BM, BN, STAGES, 1>>(acc, p, u.after_ring, u.m_blk, u.n0, u.cw,
-                                                        u.warp, u.lane);
+      pool_epilogue<BM, BN, TmaTile<BM, BN, STAGES, 1, RB>>(acc, p, u.after_ring, u.m_blk, u.n0,
+                                                            u.cw, u.warp, u.lane);
     else
       register_epilogue<BM, BN, RESIDUAL>(acc, p, u);
   }
@@ -265,16 +266,18 @@ struct TmaF16Epilogue {
 
 // BM x BN tiles, a ring of STAGES, clusters of CL CTAs along M (weight tile multicast), RESIDUAL:
 // y = clamp(conv + bias + r) instead of clamp(conv + bias); POOL: y = maxpool(clamp(conv + bias))
-// over p.pool's tiling (dynamic shared memory kSmem + kStaging).
-template <int BM, int BN, int STAGES, int CL, bool RESIDUAL, bool POOL = false>
+// over p.pool's tiling (dynamic shared memory kSmem + kStaging); RB: the k-tile row's bytes (128:
+// in_c % 64 == 0, the lab's and the original instances; 64: in_c % 64 == 32).
+template <int BM, int BN, int STAGES, int CL, bool RESIDUAL, bool POOL = false, int RB = 128>
 __global__ void __launch_bounds__(kThreads, 1)
     conv_tma_kernel(const __grid_constant__ CUtensorMap tmap_x,
                     const __grid_constant__ CUtensorMap tmap_w, const TmaConvParams p) {
 #ifdef CNNRT_WGMMA_DEVICE
   static_assert(!POOL || (CL == 1 && !RESIDUAL), "the fused pool: no cluster, no residual");
-  static_assert(!POOL || BN % TmaTile<BM, BN, STAGES, CL>::kPoolChunk == 0, "whole staging chunks");
-  tma_conv_mainloop<TmaF16, BM, BN, STAGES, CL, TmaF16Epilogue<BM, BN, STAGES, RESIDUAL, POOL>>(
-      tmap_x, tmap_w, p);
+  static_assert(!POOL || BN % TmaTile<BM, BN, STAGES, CL, RB>::kPoolChunk == 0,
+                "whole staging chunks");
+  tma_conv_mainloop<TmaF16Rows<RB>, BM, BN, STAGES, CL,
+                    TmaF16Epilogue<BM, BN, STAGES, RESIDUAL, POOL, RB>>(tmap_x, tmap_w, p);
 #endif
 }
 

@@ -20,12 +20,15 @@
 //   wgmma group in flight (wait_group 1, then release the previous stage) and run the epilogue
 //   from registers.  Persistent grid, static scheduler (unit += number of clusters), units
 //   ordered n fastest, so the producer loads the next tile while the consumers store this one.
-// * Element traits E (TmaDense<T, Acc, RowBytes> below: TmaF16, TmaS8<KB>): Acc, the accumulator
-//   type (float / int32); kRowBytes, the bytes of a k-tile row = the swizzle span (128, or 64 for
-//   int8 channel strides of 64 mod 128); kTileElems, the elements of that row (the TMA coordinate
-//   step along K: 64 halves, KB int8); mma_k_tile<BN, MI>(acc, a, b), the wgmma of one k-tile
-//   from the stage's A and B addresses (fp16 m64nNk16, int8 m64nNk32 .s32.s8.s8: both 32 bytes
-//   of K per instruction, so kRowBytes / 32 of them per m64 block, +32 bytes of descriptor each).
+// * Element traits E (TmaDense<T, Acc, RowBytes> below: TmaF16Rows<RB>, TmaS8<KB>): Acc, the
+//   accumulator type (float / int32); kRowBytes, the bytes of a k-tile row = the swizzle span
+//   (128, or 64 where the channels are 32 mod 64 halves / 64 mod 128 int8); kTileElems, the
+//   elements of that row (the TMA coordinate step along K: 64 or 32 halves, KB int8); the
+//   descriptors and the layout depend on bytes only, so the 64-byte fp16 rows are the int8
+//   64-byte rows' code with k16 instead of k32 wgmma; mma_k_tile<BN, MI>(acc, a, b), the wgmma of
+//   one k-tile from the stage's A and B addresses (fp16 m64nNk16, int8 m64nNk32 .s32.s8.s8: both 32
+//   bytes of K per instruction, so kRowBytes / 32 of them per m64 block, +32 bytes of descriptor
+//   each).
 // * Epilogue type Epi: first_row(p, m_blk), the first output pixel of M block m_blk (what the
 //   producer's im2col boxes start at: m_blk * BM, or a fused pool's tile table), and
 //   store<MI>(acc, p, unit), run by both consumer warpgroups once the unit's last wgmma has
@@ -153,8 +156,12 @@ struct TmaDense {
   }
 #endif
 };
-// fp16: 64 halves per 128-byte row, fp32 accumulators.
-using TmaF16 = TmaDense<__half, float, 128>;
+// fp16: RB / 2 halves per RB-byte row, fp32 accumulators.  RB 128 (64 halves) where in_c % 64
+// == 0; RB 64 (32 halves, two k16 wgmma per m64 block and k-tile) where in_c % 64 == 32, so no
+// zero channels are multiplied (tma_conv.cu's design note).
+template <int RB>
+using TmaF16Rows = TmaDense<__half, float, RB>;
+using TmaF16 = TmaF16Rows<128>;
 // int8: KB int8 per KB-byte row (KB 128 or 64: tma_s8.cu), int32 accumulators (exact and
 // order-free).
 template <int KB>

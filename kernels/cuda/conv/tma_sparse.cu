@@ -182,7 +182,9 @@ bool ConvFp16Sparse24Tma::supports(const ConvShape& s) {
   // never with a residual, and windows the unfused pool serves (pad at most half the window).
   ConvShape conv = s;
   conv.pool.reset();
-  if (!ConvFp16Tma::supports(conv)) return false;
+  // ... with 64-channel k-tiles only: conv_fp16_tma's 64-byte rows (in_c % 64 == 32) have no
+  // sparse instance (its A rows are 32 kept halves of a 64-K k-tile).
+  if (!ConvFp16Tma::supports(conv) || s.in_c % 64 != 0) return false;
   if (s.pool &&
       (s.residual || s.pool->pad_h * 2 > s.pool->kernel_h || s.pool->pad_w * 2 > s.pool->kernel_w))
     return false;

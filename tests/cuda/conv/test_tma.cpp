@@ -2,13 +2,22 @@
 // default tile choice, which needs no GPU (a described H100: PlanTargetScope, plan_only) and so
 // runs on every CUDA build.  The kernel's numbers are checked by the kernel harness
 // (tests/harness: every pinned tile entry runs every conv row it serves, batch 1 and 3 included,
-// and conv_fp16_tma itself the rows whose grid fills the GPU) and bench/conv_tma_lab.cu.
+// and conv_fp16_tma itself the rows whose grid fills the GPU) and bench/conv_tma_lab.cu; the
+// 64-byte k-tile rows (in_c % 64 == 32) also here, on a Hopper GPU (skipped without one): every
+// tile and epilogue form against the CPU reference with wgmma_test_cases.h's fp16 tolerances.
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "cnnrt/cnnrt.h"
+#include "cuda/conv/wgmma_test_cases.h"
+#include "cuda/fp16_test_util.h"
 #include "graph/model_loader.h"
 #include "kernels/cuda/conv/tma_conv.h"
 #include "kernels/cuda/device_traits.h"
@@ -64,7 +73,13 @@ TEST(ConvTma, ShapeRule) {
   residual.residual = true;
   EXPECT_TRUE(ConvFp16Tma::supports(residual));
 
-  EXPECT_FALSE(ConvFp16Tma::supports(conv(48, 27, 64, 3, 1)));     // in_c % 64 (conv1's s2d form)
+  // in_c % 64 == 32: 64-byte k-tile rows (channel-pruned AlexNet conv2 / conv3, a 1x1 over 160).
+  EXPECT_TRUE(ConvFp16Tma::supports(conv(32, 27, 96, 5, 2)));
+  EXPECT_TRUE(ConvFp16Tma::supports(conv(96, 13, 192, 3, 1)));
+  EXPECT_TRUE(ConvFp16Tma::supports(conv(160, 7, 64, 1, 0)));
+
+  EXPECT_FALSE(ConvFp16Tma::supports(conv(48, 27, 64, 3, 1)));     // in_c % 32 (conv1's s2d form)
+  EXPECT_FALSE(ConvFp16Tma::supports(conv(16, 27, 64, 3, 1)));     // in_c % 32
   EXPECT_FALSE(ConvFp16Tma::supports(conv(64, 27, 12, 3, 1)));     // out_c % 8
   EXPECT_FALSE(ConvFp16Tma::supports(conv(64, 27, 64, 3, 1, 9)));  // traversal stride <= 8
   ConvShape pooled = conv(256, 13, 256, 3, 1);                     // AlexNet conv5 + MaxPool 3/2
@@ -215,6 +230,131 @@ TEST(ConvTma, IsTheH100DefaultForAlexNetsConv2ToConv5) {
       EXPECT_EQ(step.kernel, "conv_fp16_tma") << kernels;
   }
   EXPECT_NE(kernels.find("conv_fp16_tma"), std::string::npos) << kernels;
+}
+
+// ---- 64-byte k-tile rows (in_c % 64 == 32) -------------------------------------------------
+
+using wgmma_test::FusedCase;
+using wgmma_test::WCase;
+
+// Channel-pruned AlexNet (`cnnrt prune --channels 0.5`, compacted): conv2 32 -> 96 (5x5, pool
+// 3/2) and conv3 96 -> 192 (3x3), the shapes the 64-byte rows were made for.
+const WCase kPrunedConv2{1, 32, 27, 27, 96, 5, 1, 2, true, true};
+const WCase kPrunedConv3{1, 96, 13, 13, 192, 3, 1, 1, true, true};
+
+WCase at_batch(WCase c, int batch) {
+  c.batch = batch;
+  return c;
+}
+
+// On a described H100: the 64-byte instances' names, the model's tiles for the pruned layers at
+// batch 256 (tma_conv.cu, "64-byte rows": a k-tile costs at least (bm + bn) x 1.7 ns) and the
+// stored-channel rule of 32-channel blocks; the 128-byte names are unchanged.
+TEST(ConvTma, Rows64PlanOnADescribedH100) {
+  PlanTargetScope h100(target_traits("h100"));
+  if (!ConvFp16Tma::device_supported()) GTEST_SKIP() << "a build without the sm_90a image";
+  const ConvShape conv2 = wgmma_test::shape_of_case({kPrunedConv2, true});
+  const ConvShape conv3 = wgmma_test::shape_of(kPrunedConv3);
+  const std::vector<float> w2(size_t(96) * 32 * 25, 0.01f), w3(size_t(192) * 96 * 9, 0.01f);
+  const ConvFp16Tma k2(conv2, w2.data(), nullptr), k3(conv3, w3.data(), nullptr);
+  // conv2: 25 k-tiles of 32 channels; 256x96 (one exact n tile) fused — 7 tiles per 2 images,
+  // 896 units, 7 waves of 25 x 352 rows x 1.7 ns = 15 us — or staged (its unpooled conv 6
+  // waves + the pool pass): the model's two forms are within 5 %, so only the tile is asserted.
+  const ConvFp16TmaPlan p2 = k2.plan(256);
+  EXPECT_NE(p2.name.find("tma_256x96_k64_s8"), std::string::npos) << p2.name;
+  EXPECT_EQ(k2.plan_fused(256).units, 256 / 2 * 7);
+  EXPECT_NEAR(k2.plan_fused(256).estimated_us, 7 * 25 * 352 * 1.7e-3, 1.0);
+  EXPECT_NE(k2.plan_staged(256).name.find("256x96_k64"), std::string::npos);
+  EXPECT_LT(p2.estimated_us, 120);
+  // conv3: 27 k-tiles (9 taps x 3 blocks); 128x192 — 338 units, 3 waves of 27 x 320 x 1.7 ns.
+  const ConvFp16TmaPlan p3 = k3.plan(256);
+  EXPECT_EQ(p3.name, "tma_128x192_k64_s10");
+  EXPECT_NEAR(p3.estimated_us, 3 * 27 * 320 * 1.7e-3, 1.0);
+  // The 128-byte instances keep their names (AlexNet conv3: in_c 192).
+  const ConvShape dense3 = conv(192, 13, 384, 3, 1);
+  const std::vector<float> wd(size_t(384) * 192 * 9, 0.01f);
+  EXPECT_EQ(ConvFp16Tma(dense3, wd.data(), nullptr).plan(256, 3).name, "tma_256x128_s4");
+  // stored_in_c: a multiple of 8 within the last 32-channel block (in_c 96: 72..96).
+  EXPECT_NO_THROW(ConvFp16Tma(conv3, w3.data(), nullptr, 72));
+  EXPECT_ANY_THROW(ConvFp16Tma(conv3, w3.data(), nullptr, 64));
+}
+
+// One 64-byte case on the GPU: every tile that serves it (pinned; a pooled case fused where the
+// tile has a pooled instance, and the staged form) and the default plan, each checked against
+// the CPU reference with NaN-poisoned output (an element never written fails).
+void check_rows64(const FusedCase& fc, uint32_t seed) {
+  const WCase& t = fc.conv;
+  SCOPED_TRACE(wgmma_test::describe(fc));
+  EXPECT_TRUE(ConvFp16Tma::device_supported())
+      << "compute capability 9.0 device but no sm_90a image: is 90 in CMAKE_CUDA_ARCHITECTURES?";
+  if (!ConvFp16Tma::device_supported()) return;
+  const ConvShape shape = wgmma_test::shape_of_case(fc);
+  ASSERT_TRUE(ConvFp16Tma::supports(shape));
+  ASSERT_EQ(t.c % 64, 32) << "a 64-byte-row case";
+
+  std::mt19937 rng(seed);
+  const std::vector<float> x = test::random_fp16_values(size_t(t.batch) * t.c * t.h * t.w, rng);
+  const float w_scale = 1.0f / std::sqrt(float(t.c * t.k * t.k));
+  const std::vector<float> weight =
+      test::random_fp16_values(size_t(t.oc) * t.c * t.k * t.k, rng, -w_scale, w_scale);
+  const std::vector<float> bias = test::random_fp16_values(t.oc, rng, -0.5f, 0.5f);
+  const size_t conv_image = size_t(t.oc) * shape.conv_h * shape.conv_w;
+  std::vector<float> r;
+  if (fc.residual) r = test::random_fp16_values(conv_image * t.batch, rng);
+  const std::vector<int> images = wgmma_test::checked_images(t.batch);
+  const std::vector<float> expected =
+      wgmma_test::fused_reference(fc, shape, images, x, weight, bias, r);
+
+  const ConvFp16Tma kernel(shape, weight.data(), t.bias ? bias.data() : nullptr);
+  test::DeviceMem d_x(test::to_nhwc(x, t.batch, t.c, t.h, t.w));
+  test::DeviceMem d_r(fc.residual ? test::to_nhwc(r, t.batch, t.oc, shape.conv_h, shape.conv_w)
+                                  : std::vector<__half>(8));
+  const size_t image_halves = size_t(shape.out_h) * shape.out_w * t.oc;
+  const size_t y_halves = image_halves * t.batch;
+  test::DeviceMem d_y(y_halves * sizeof(__half));
+  std::vector<ConvFp16TmaPlan> plans;
+  for (int tile = 0; tile < int(ConvFp16Tma::tile_names().size()); ++tile)
+    if (ConvFp16Tma::supports(shape, tile)) plans.push_back(kernel.plan(t.batch, tile));
+  if (shape.pool) plans.push_back(kernel.plan_staged(t.batch));
+  const ConvFp16TmaPlan pick = kernel.plan(t.batch);
+  plans.push_back(pick);
+  EXPECT_GE(plans.size(), 3u);
+  const ConvFp16TmaInput input = kernel.encode_input(d_x.get(), t.batch);
+  for (const ConvFp16TmaPlan& plan : plans) {
+    EXPECT_NE(plan.name.find("_k64_"), std::string::npos) << plan.name;
+    test::DeviceMem d_ws(std::max<size_t>(plan.workspace_bytes, 16));
+    ASSERT_EQ(cudaMemset(d_y.get(), 0xFF, y_halves * sizeof(__half)), cudaSuccess);
+    kernel.forward(plan.variant, input, fc.residual ? d_r.get() : nullptr, d_y.get(), nullptr,
+                   d_ws.get());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << plan.name;
+    wgmma_test::expect_close(wgmma_test::images_of(d_y.halves(), images, image_halves), expected,
+                             int(images.size()), t.oc, shape.out_h, shape.out_w,
+                             "tile " + plan.name + (&plan == &plans.back() ? " (the plan)" : ""));
+  }
+}
+
+TEST(ConvTma, Rows64PrunedAlexNetMatchesReference) {
+  REQUIRE_HOPPER();
+  uint32_t seed = 300;
+  for (int batch : {1, 3, 64}) {
+    check_rows64({at_batch(kPrunedConv2, batch), true}, seed++);  // 25 k-tiles, pool 3/2
+    check_rows64({at_batch(kPrunedConv3, batch)}, seed++);        // 27 k-tiles, 3 blocks per tap
+  }
+}
+
+TEST(ConvTma, Rows64OddShapesMatchReference) {
+  REQUIRE_HOPPER();
+  const FusedCase cases[] = {
+      {{5, 32, 9, 11, 64, 3, 2, 1, false, true}},   // stride 2, odd extents, boxes cross images
+      {{3, 96, 11, 13, 72, 5, 2, 2, true, false}},  // 5x5 stride 2, no bias, out_c 72
+      {{3, 32, 13, 11, 128, 3, 1, 1, false, true}, false, true, true},  // residual + ReLU6
+      {{1, 160, 7, 9, 200, 1, 1, 0, false, true}, false, true},  // 1x1, 5 blocks, residual, 200
+      {{3, 96, 13, 13, 64, 3, 1, 1, true, true}, true, false, true},  // pool 3/2 + ReLU6
+      {{2, 32, 15, 17, 40, 3, 1, 1, false, true}, true},              // pool of negatives, out_c 40
+      {{7, 32, 5, 7, 16, 5, 1, 2, true, true}},  // 5x5 on 5x7: taps mostly padding
+  };
+  uint32_t seed = 400;
+  for (const FusedCase& c : cases) check_rows64(c, seed++);
 }
 
 }  // namespace

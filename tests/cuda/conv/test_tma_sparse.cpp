@@ -36,39 +36,8 @@ namespace {
 
 using namespace wgmma_test;
 
-struct SparseCase {
-  WCase conv;
-  bool pool = false, residual = false, relu6 = false;
-};
-
-std::string describe(const SparseCase& c) {
-  return wgmma_test::describe(c.conv) + (c.pool ? " pool3/2 (staged)" : "") +
-         (c.residual ? " residual" : "") + (c.relu6 ? " relu6" : "");
-}
-
-ConvShape shape_of_case(const SparseCase& sc) {
-  ConvShape shape = shape_of(sc.conv);
-  if (sc.relu6) shape.activation = ActivationBounds{0.f, 6.f};
-  if (sc.pool) {
-    PoolAttrs p;
-    p.kernel_h = p.kernel_w = 3;
-    p.stride_h = p.stride_w = 2;
-    shape.pool = p;
-  }
-  shape.residual = sc.residual;
-  shape.derive();
-  return shape;
-}
-
-// The images whose reference is computed: all of a small batch, three of a large one.
-std::vector<int> checked_images(int batch) {
-  if (batch <= 4) {
-    std::vector<int> all(batch);
-    for (int b = 0; b < batch; ++b) all[b] = b;
-    return all;
-  }
-  return {0, batch / 2, batch - 1};
-}
+// The fused epilogue forms (wgmma_test_cases.h); a pool runs staged here.
+using SparseCase = FusedCase;
 
 // Runs every tile and the default plan on one case; returns the default plan's name.
 std::string check_case(const SparseCase& sc, uint32_t seed) {
@@ -90,28 +59,12 @@ std::string check_case(const SparseCase& sc, uint32_t seed) {
   sparsity::prune_magnitude(weight.data(), ws);
   EXPECT_EQ(sparsity::first_violation(weight.data(), ws), "");
   const size_t conv_image = size_t(t.oc) * shape.conv_h * shape.conv_w;
-  const size_t out_image = size_t(t.oc) * shape.out_h * shape.out_w;
   std::vector<float> r;
   if (sc.residual) r = test::random_fp16_values(conv_image * t.batch, rng);
 
   // The reference of the checked images (NCHW), conv -> bias -> (+ r) -> clamp -> pool.
   const std::vector<int> images = checked_images(t.batch);
-  std::vector<float> expected;
-  for (int b : images) {
-    std::vector<float> conv(conv_image);
-    ref::conv2d(x.data() + size_t(b) * t.c * t.h * t.w, 1, t.c, t.h, t.w, weight.data(),
-                t.bias ? bias.data() : nullptr, shape.conv, conv.data());
-    if (sc.residual)
-      ref::add(conv.data(), r.data() + size_t(b) * conv_image, int64_t(conv_image), conv.data());
-    if (shape.clamps())
-      for (float& v : conv) v = std::min(std::max(v, shape.activation.lo), shape.activation.hi);
-    if (sc.pool) {
-      std::vector<float> pooled(out_image);
-      ref::maxpool2d(conv.data(), 1, t.oc, shape.conv_h, shape.conv_w, *shape.pool, pooled.data());
-      conv = pooled;
-    }
-    expected.insert(expected.end(), conv.begin(), conv.end());
-  }
+  const std::vector<float> expected = fused_reference(sc, shape, images, x, weight, bias, r);
 
   const ConvFp16Sparse24Tma kernel(shape, weight.data(), t.bias ? bias.data() : nullptr, "conv");
   test::DeviceMem d_x(test::to_nhwc(x, t.batch, t.c, t.h, t.w));
@@ -131,12 +84,8 @@ std::string check_case(const SparseCase& sc, uint32_t seed) {
     kernel.forward(plan.variant, input, sc.residual ? d_r.get() : nullptr, d_y.get(), nullptr,
                    d_ws.get());
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << plan.name;
-    const std::vector<__half> y = d_y.halves();
-    std::vector<__half> checked;
-    for (int b : images)
-      checked.insert(checked.end(), y.begin() + b * image_halves,
-                     y.begin() + (b + 1) * image_halves);
-    expect_close(checked, expected, int(images.size()), t.oc, shape.out_h, shape.out_w,
+    expect_close(images_of(d_y.halves(), images, image_halves), expected, int(images.size()), t.oc,
+                 shape.out_h, shape.out_w,
                  "tile " + plan.name + (plan.variant == pick.variant ? " (the plan's pick)" : ""));
   }
   return pick.name;

@@ -115,6 +115,83 @@ inline void expect_close(const std::vector<__half>& y, const std::vector<float>&
                     << ": got " << actual[first_bad] << ", expected " << expected[first_bad];
 }
 
+// A case with the fused epilogue forms of the TMA convs (test_tma.cpp, test_tma_sparse.cpp):
+// a MaxPool 3/2 after the clamp, a residual added before it, ReLU6 instead of the case's ReLU.
+struct FusedCase {
+  WCase conv;
+  bool pool = false, residual = false, relu6 = false;
+};
+
+inline std::string describe(const FusedCase& c) {
+  return describe(c.conv) + (c.pool ? " pool3/2" : "") + (c.residual ? " residual" : "") +
+         (c.relu6 ? " relu6" : "");
+}
+
+inline ConvShape shape_of_case(const FusedCase& fc) {
+  ConvShape shape = shape_of(fc.conv);
+  if (fc.relu6) shape.activation = ActivationBounds{0.f, 6.f};
+  if (fc.pool) {
+    PoolAttrs p;
+    p.kernel_h = p.kernel_w = 3;
+    p.stride_h = p.stride_w = 2;
+    shape.pool = p;
+  }
+  shape.residual = fc.residual;
+  shape.derive();
+  return shape;
+}
+
+// The images whose reference is computed: all of a small batch, three of a large one (the CPU
+// reference of a whole batch of 64 takes minutes).
+inline std::vector<int> checked_images(int batch) {
+  if (batch <= 4) {
+    std::vector<int> all(batch);
+    for (int b = 0; b < batch; ++b) all[b] = b;
+    return all;
+  }
+  return {0, batch / 2, batch - 1};
+}
+
+// The reference of `images` (NCHW, one after the other): conv -> bias -> (+ r) -> clamp -> pool,
+// the TMA convs' order.  x: NCHW [batch][c][h][w]; r: NCHW pre-pool [batch][oc][conv_h][conv_w]
+// (empty without a residual).
+inline std::vector<float> fused_reference(const FusedCase& fc, const ConvShape& shape,
+                                          const std::vector<int>& images,
+                                          const std::vector<float>& x,
+                                          const std::vector<float>& weight,
+                                          const std::vector<float>& bias,
+                                          const std::vector<float>& r) {
+  const WCase& t = fc.conv;
+  const size_t conv_image = size_t(t.oc) * shape.conv_h * shape.conv_w;
+  const size_t out_image = size_t(t.oc) * shape.out_h * shape.out_w;
+  std::vector<float> expected;
+  for (int b : images) {
+    std::vector<float> conv(conv_image);
+    ref::conv2d(x.data() + size_t(b) * t.c * t.h * t.w, 1, t.c, t.h, t.w, weight.data(),
+                t.bias ? bias.data() : nullptr, shape.conv, conv.data());
+    if (fc.residual)
+      ref::add(conv.data(), r.data() + size_t(b) * conv_image, int64_t(conv_image), conv.data());
+    if (shape.clamps())
+      for (float& v : conv) v = std::min(std::max(v, shape.activation.lo), shape.activation.hi);
+    if (fc.pool) {
+      std::vector<float> pooled(out_image);
+      ref::maxpool2d(conv.data(), 1, t.oc, shape.conv_h, shape.conv_w, *shape.pool, pooled.data());
+      conv = pooled;
+    }
+    expected.insert(expected.end(), conv.begin(), conv.end());
+  }
+  return expected;
+}
+
+// The NHWC output images `images` of y (images of image_halves), one after the other.
+inline std::vector<__half> images_of(const std::vector<__half>& y, const std::vector<int>& images,
+                                     size_t image_halves) {
+  std::vector<__half> out;
+  for (int b : images)
+    out.insert(out.end(), y.begin() + b * image_halves, y.begin() + (b + 1) * image_halves);
+  return out;
+}
+
 // The graph node of a case, for the registry rules (optionally grouped, dilated or with a fused
 // 3x3/2 max-pool).
 inline Node make_node(const WCase& t, int groups = 1, int dilation = 1, bool pool = false) {
