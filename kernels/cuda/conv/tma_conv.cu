@@ -114,7 +114,7 @@ using tma_detail::TmaTile;
 using tma_f16::kTileCount;
 using tma_f16::kTiles;
 using tma_f16::TileInfo;
-constexpr int kBnWidths[] = {128, 192, 256, 96, 64};  // weight map box heights
+constexpr int kBnWidths[] = {128, 192, 256, 96, 64, 32};  // weight map box heights: every bn
 constexpr int kBnWidthCount = sizeof(kBnWidths) / sizeof(kBnWidths[0]);
 
 // The instance of `tile`, epilogue `kind` (tma_f16::Kind) and k-tile rows of row_bytes.
@@ -146,11 +146,20 @@ using tma::kSmFlops;
 // (69 us, 4 units of 27): 1.76 and 1.67 ns per row, about the time of a 128-byte fp16 k-tile of
 // the same tile — the feed, not the tensor pipe, sets a 64-byte k-tile's time.
 constexpr double kRowSeconds = 1.7e-9;
-int bn_map_index(int bn) {
-  int i = 0;
-  while (i + 1 < kBnWidthCount && kBnWidths[i] != bn) ++i;
-  return i;
+// The weight map whose box is bn rows tall.  A tile whose width has no map would load boxes of
+// another height than its stage holds (run 37f: the 256x32 tile took the 64-row map and its
+// copies overran the ring), so that is a build error, and kTiles is checked against kBnWidths.
+constexpr int bn_map_index(int bn) {
+  for (int i = 0; i < kBnWidthCount; ++i)
+    if (kBnWidths[i] == bn) return i;
+  return -1;
 }
+constexpr bool every_tile_has_a_weight_map() {
+  for (const TileInfo& t : kTiles)
+    if (bn_map_index(t.bn) < 0) return false;
+  return true;
+}
+static_assert(every_tile_has_a_weight_map(), "a tile width without a weight map (kBnWidths)");
 
 // The fused pool's tiling for tiles of bm rows (tma_kernel.cuh's TmaPoolTiling): greedy, each
 // tile takes as many consecutive pooled rows as the bm conv pixels from its first pooled row's
