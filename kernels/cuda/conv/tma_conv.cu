@@ -114,7 +114,7 @@ using tma_detail::TmaTile;
 using tma_f16::kTileCount;
 using tma_f16::kTiles;
 using tma_f16::TileInfo;
-constexpr int kBnWidths[] = {128, 192, 256, 96, 64, 32};  // weight map box heights: every bn
+constexpr int kBnWidths[] = {128, 192, 256, 96, 64};  // weight map box heights: every bn
 constexpr int kBnWidthCount = sizeof(kBnWidths) / sizeof(kBnWidths[0]);
 
 // The instance of `tile`, epilogue `kind` (tma_f16::Kind) and k-tile rows of row_bytes.
@@ -147,8 +147,8 @@ using tma::kSmFlops;
 // the same tile — the feed, not the tensor pipe, sets a 64-byte k-tile's time.
 constexpr double kRowSeconds = 1.7e-9;
 // The weight map whose box is bn rows tall.  A tile whose width has no map would load boxes of
-// another height than its stage holds (run 37f: the 256x32 tile took the 64-row map and its
-// copies overran the ring), so that is a build error, and kTiles is checked against kBnWidths.
+// another height than its stage holds (run 37f: a 256x32 tile took the 64-row map and its copies
+// overran the ring), so that is a build error: kTiles is checked against kBnWidths.
 constexpr int bn_map_index(int bn) {
   for (int i = 0; i < kBnWidthCount; ++i)
     if (kBnWidths[i] == bn) return i;

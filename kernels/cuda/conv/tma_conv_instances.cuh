@@ -29,13 +29,12 @@ struct TileInfo : tma::TileShape {
 // compute padding columns on out_c <= 64 (conv1's space-to-depth form, ResNet's 64-channel
 // convs), and on wider convs the model prefers the faster wide tiles anyway.  Stages: as many as
 // 227 KB hold with the fused pool's staging (256x64: 5 x 40 KB + 20 KB; 128x64: 8 x 24 KB + 18
-// KB).  256x32 (out_c <= 32: tma_encode.h) has no fused-pool instance — its pooled layers run
-// staged — and 6 stages of 36 KB.
+// KB).
 inline constexpr TileInfo kTiles[] = {
     {tma::kTileShapes[0], 7, true, false}, {tma::kTileShapes[1], 5, true, true},
     {tma::kTileShapes[2], 4, true, true},  {tma::kTileShapes[3], 4, true, true},
     {tma::kTileShapes[4], 4, true, true},  {tma::kTileShapes[5], 5, true, true},
-    {tma::kTileShapes[6], 8, true, true},  {tma::kTileShapes[7], 6, true, false},
+    {tma::kTileShapes[6], 8, true, true},
 };
 inline constexpr int kTileCount = sizeof(kTiles) / sizeof(kTiles[0]);
 
@@ -66,7 +65,7 @@ KernelFn kernel_kind(int kind) {
 // The instance of tile `tile` (index into kTiles) and epilogue `kind` with RB-byte k-tile rows.
 template <int RB>
 KernelFn kernel_of_rows(int tile, int kind) {
-  static_assert(kTileCount == 8, "one case per tile");
+  static_assert(kTileCount == 7, "one case per tile");
   switch (tile) {
     case 0:
       return kernel_kind<RB, 0>(kind);
@@ -80,10 +79,8 @@ KernelFn kernel_of_rows(int tile, int kind) {
       return kernel_kind<RB, 4>(kind);
     case 5:
       return kernel_kind<RB, 5>(kind);
-    case 6:
-      return kernel_kind<RB, 6>(kind);
     default:
-      return kernel_kind<RB, 7>(kind);
+      return kernel_kind<RB, 6>(kind);
   }
 }
 // kernel_of_rows<64>, instantiated in tma_conv_k64.cu.

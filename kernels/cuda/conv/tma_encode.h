@@ -40,11 +40,7 @@ constexpr bool corner_ok(int v) { return v >= -128 && v <= 127; }
 // an n128 one, so at N = 64 the operand reads alone take the SM's 128 B/clk of shared memory at
 // the tensor pipe's rate and the TMA's writes into the ring come on top (per MAC, 1.6x the shared
 // memory traffic of 128x256): 0.7 for 256x64; 128x64 another 0.82x of that (128x128 against
-// 256x128 in the lab), 0.6.  256x32 serves out_c <= 32 (a channel-pruned AlexNet's conv1 at 32
-// channels, where 256x64 computed half zeros: 0.30 ms of a 0.57 ms forward, docs/PERFORMANCE.md
-// run 37e): an m64n32k16 reads 2 KB of A and 1 KB of B for a quarter of an n128's MACs, 1.5x the
-// shared-memory bytes per MAC of n64, so its speed is guessed at 0.7 / 1.5 ~ 0.45 — still half
-// the time of 256x64 on 32 channels; on wider convs the model never prefers it.
+// 256x128 in the lab), 0.6.
 struct TileShape {
   int bm, bn;
   double speed;
@@ -53,7 +49,7 @@ struct TileShape {
 inline constexpr TileShape kTileShapes[] = {
     {128, 128, 0.78, "128x128"}, {128, 192, 1.0, "128x192"}, {128, 256, 1.0, "128x256"},
     {256, 128, 0.95, "256x128"}, {256, 96, 0.9, "256x96"},   {256, 64, 0.7, "256x64"},
-    {128, 64, 0.6, "128x64"},    {256, 32, 0.45, "256x32"},
+    {128, 64, 0.6, "128x64"},
 };
 
 // The wave model's constants (conv_fp16_tma's fused-or-staged cost model, tma_conv.cu's design
