@@ -234,6 +234,7 @@ TEST(ConvTma, IsTheH100DefaultForAlexNetsConv2ToConv5) {
 
 // ---- 64-byte k-tile rows (in_c % 64 == 32) -------------------------------------------------
 
+using wgmma_test::at_batch;
 using wgmma_test::FusedCase;
 using wgmma_test::WCase;
 
@@ -241,11 +242,6 @@ using wgmma_test::WCase;
 // 3/2) and conv3 96 -> 192 (3x3), the shapes the 64-byte rows were made for.
 const WCase kPrunedConv2{1, 32, 27, 27, 96, 5, 1, 2, true, true};
 const WCase kPrunedConv3{1, 96, 13, 13, 192, 3, 1, 1, true, true};
-
-WCase at_batch(WCase c, int batch) {
-  c.batch = batch;
-  return c;
-}
 
 // On a described H100: the 64-byte instances' names, the model's tiles for the pruned layers at
 // batch 256 (tma_conv.cu, "64-byte rows": a k-tile costs at least (bm + bn) x 1.7 ns) and the

@@ -96,11 +96,6 @@ const WCase kConv3{1, 192, 13, 13, 384, 3, 1, 1, true, true};
 const WCase kConv4{1, 384, 13, 13, 256, 3, 1, 1, true, true};
 const WCase kConv5{1, 256, 13, 13, 256, 3, 1, 1, true, true};
 
-WCase at_batch(WCase c, int batch) {
-  c.batch = batch;
-  return c;
-}
-
 TEST(ConvSparse24Tma, AlexNetShapesMatchReference) {
   REQUIRE_HOPPER();
   uint32_t seed = 1;

@@ -49,6 +49,12 @@ struct WCase {
   bool relu, bias;
 };
 
+// The same case at another batch.
+inline WCase at_batch(WCase c, int batch) {
+  c.batch = batch;
+  return c;
+}
+
 inline std::string describe(const WCase& t) {
   std::ostringstream s;
   s << "n" << t.batch << " c" << t.c << " " << t.h << "x" << t.w << " -> oc" << t.oc << " k" << t.k
