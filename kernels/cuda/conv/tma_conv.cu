@@ -136,8 +136,6 @@ static_assert(TmaTile<256, 128, 4, 1>::kStaging == 256 * 40 * 2 &&
 static_assert(TmaTile<128, 192, 10, 1, 64>::kSmem == TmaTile<128, 192, 5, 1>::kSmem,
               "64-byte rows: the 128-byte ring's bytes");
 // The fused-or-staged cost model's constants (design note; tma_encode.h).
-using tma::kPoolBandwidth;
-using tma::kPoolLaunchSeconds;
 using tma::kSmFlops;
 // The 64-byte rows' feed floor: seconds per k-tile row (im2col pixel or weight row) per k-tile,
 // from conv_int8_tma's 64-byte instances (docs/kernels/conv_int8_tma.md, H100), whose k-tiles
@@ -335,17 +333,7 @@ ConvFp16Tma::ConvFp16Tma(const ConvShape& shape_in, const float* weight, const f
   if (weight == nullptr) throw Error("conv_fp16_tma: no weight");
   const ConvAttrs& a = s.conv;
   TmaConvParams& p = m.base;
-  p.out_c = s.out_c;
-  p.conv_h = s.conv_h;
-  p.conv_w = s.conv_w;
-  p.sh = a.stride_h;
-  p.sw = a.stride_w;
-  p.pad_top = a.pad_h;
-  p.pad_left = a.pad_w;
-  p.kw = a.kernel_w;
-  p.c_blocks = s.in_c / m.row_elems;
-  p.k_tiles = a.kernel_h * a.kernel_w * p.c_blocks;
-  p.act = epilogue_clamp_of(s);
+  fill_tma_conv_geometry(s, m.row_elems, p);
   if (s.pool) {
     m.pool_tiling[0] = pool_tiling_of(s, 128);
     m.pool_tiling[1] = pool_tiling_of(s, 256);
@@ -455,8 +443,7 @@ ConvFp16TmaPlan ConvFp16Tma::plan_staged(int batch) const {
   const size_t b = size_t(std::max(batch, 1)), c = size_t(m.shape.out_c);
   p.workspace_bytes = b * m.shape.conv_h * m.shape.conv_w * c * sizeof(__half);
   const size_t pooled_bytes = b * m.shape.out_h * m.shape.out_w * c * sizeof(__half);
-  p.estimated_us +=
-      1e6 * (double(p.workspace_bytes + pooled_bytes) / kPoolBandwidth + kPoolLaunchSeconds);
+  p.estimated_us += 1e6 * tma::staged_pool_seconds(p.workspace_bytes, pooled_bytes);
   p.variant += kStagedVariant;
   p.name += "+maxpool";
   p.staged = true;
@@ -469,9 +456,8 @@ ConvFp16TmaPlan ConvFp16Tma::plan(int batch) const {
   return staged.estimated_us < fused.estimated_us ? staged : fused;
 }
 
-ConvFp16TmaInput ConvFp16Tma::encode_input(const void* x, int batch) const {
-  const ConvFp16TmaImpl& m = *impl_;
-  const ConvShape& s = m.shape;
+ConvFp16TmaInput encode_fp16_im2col(const char* kernel, const ConvShape& s, int stored_in_c,
+                                    int row_elems, int row_bytes, const void* x, int batch) {
   const ConvAttrs& a = s.conv;
   ConvFp16TmaInput input;
   input.x = x;
@@ -480,7 +466,7 @@ ConvFp16TmaInput ConvFp16Tma::encode_input(const void* x, int batch) const {
   const tma::Im2colGeometry g = {
       CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
       int(sizeof(__half)),
-      m.stored_in_c,  // the channels past it read as zeros (the map's out-of-bounds fill)
+      stored_in_c,  // the channels past it read as zeros (the map's out-of-bounds fill)
       s.in_w,
       s.in_h,
       std::max(batch, 1),
@@ -488,10 +474,16 @@ ConvFp16TmaInput ConvFp16Tma::encode_input(const void* x, int batch) const {
       {a.pad_right() - (a.kernel_w - 1), a.pad_bottom() - (a.kernel_h - 1)},
       a.stride_w,
       a.stride_h,
-      m.row_elems,
-      m.row_bytes};
-  input.map = tma::encode_im2col_map("conv_fp16_tma", x, g);
+      row_elems,
+      row_bytes};
+  input.map = tma::encode_im2col_map(kernel, x, g);
   return input;
+}
+
+ConvFp16TmaInput ConvFp16Tma::encode_input(const void* x, int batch) const {
+  const ConvFp16TmaImpl& m = *impl_;
+  return encode_fp16_im2col("conv_fp16_tma", m.shape, m.stored_in_c, m.row_elems, m.row_bytes, x,
+                            batch);
 }
 
 void ConvFp16Tma::forward(int variant, const ConvFp16TmaInput& input, const void* residual, void* y,

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kernels/cuda/conv/conv_shape.h"
+#include "kernels/cuda/conv/epilogue_params.h"
 
 namespace cnnrt::cuda {
 
@@ -105,5 +106,30 @@ class ConvFp16Tma {
  private:
   std::unique_ptr<ConvFp16TmaImpl> impl_;
 };
+
+// What the fp16 TMA convs (conv_fp16_tma, conv_fp16_sparse24_tma) fill alike: the mainloop's conv
+// geometry (tma_mainloop.cuh's duck-typed parameters) for k-tile rows of `row_elems` channels,
+// out_c and the clamp.  Each family's parameter struct keeps its own layout.
+template <class P>
+void fill_tma_conv_geometry(const ConvShape& s, int row_elems, P& p) {
+  const ConvAttrs& a = s.conv;
+  p.out_c = s.out_c;
+  p.conv_h = s.conv_h;
+  p.conv_w = s.conv_w;
+  p.sh = a.stride_h;
+  p.sw = a.stride_w;
+  p.pad_top = a.pad_h;
+  p.pad_left = a.pad_w;
+  p.kw = a.kernel_w;
+  p.c_blocks = s.in_c / row_elems;
+  p.k_tiles = a.kernel_h * a.kernel_w * p.c_blocks;
+  p.act = epilogue_clamp_of(s);
+}
+
+// The fp16 TMA convs' im2col map of x (NHWC, stored_in_c channels; the channels past it up to
+// the k-tile read as zeros): boxes of 128 output pixels x row_elems channels with the swizzle of
+// row_bytes, corners in tensor-dimension order (W, H).  `kernel` names errors.  Host only.
+ConvFp16TmaInput encode_fp16_im2col(const char* kernel, const ConvShape& s, int stored_in_c,
+                                    int row_elems, int row_bytes, const void* x, int batch);
 
 }  // namespace cnnrt::cuda

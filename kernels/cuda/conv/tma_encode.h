@@ -58,6 +58,10 @@ inline constexpr TileShape kTileShapes[] = {
 inline constexpr double kSmFlops = 5.4e12;
 inline constexpr double kPoolBandwidth = 2.8e12;
 inline constexpr double kPoolLaunchSeconds = 2e-6;
+// The staged form's pool pass: the pre-pool tensor read, the pooled one written, one launch.
+inline double staged_pool_seconds(size_t pre_pool_bytes, size_t pooled_bytes) {
+  return double(pre_pool_bytes + pooled_bytes) / kPoolBandwidth + kPoolLaunchSeconds;
+}
 
 // The names of a family's tile table (entries whose `name` is a TileShape's), in table order:
 // the stable index of a pinned tile.

@@ -46,7 +46,6 @@
 #include "cnnrt/error.h"
 #include "graph/passes_sparsity.h"
 #include "kernels/cpu/sparse24.h"
-#include "kernels/cuda/conv/epilogue_params.h"
 #include "kernels/cuda/conv/tma_encode.h"
 #include "kernels/cuda/conv/tma_sparse.h"
 #include "kernels/cuda/conv/tma_sparse_kernel.cuh"
@@ -215,21 +214,10 @@ ConvFp16Sparse24Tma::ConvFp16Sparse24Tma(const ConvShape& shape_in, const float*
     throw Error(layer + ": " + kKernel +
                 " needs a compute capability 9.0 device and the sm_90a build");
   if (weight == nullptr) throw Error(layer + ": " + kKernel + ": no weight");
-  const ConvAttrs& a = s.conv;
-  const int taps = a.kernel_h * a.kernel_w, k = taps * s.in_c;
+  const int taps = s.conv.kernel_h * s.conv.kernel_w, k = taps * s.in_c;
   TmaSparseParams& p = m.base;
-  p.out_c = s.out_c;
-  p.conv_h = s.conv_h;
-  p.conv_w = s.conv_w;
-  p.sh = a.stride_h;
-  p.sw = a.stride_w;
-  p.pad_top = a.pad_h;
-  p.pad_left = a.pad_w;
-  p.kw = a.kernel_w;
-  p.c_blocks = s.in_c / TmaSparseF16::kTileElems;
-  p.k_tiles = taps * p.c_blocks;
+  fill_tma_conv_geometry(s, TmaSparseF16::kTileElems, p);
   p.meta_blocks = (s.out_c + 255) / 256 * 4;
-  p.act = epilogue_clamp_of(s);
   const DeviceTraits& device = device_traits();
   m.sms = std::max(device.sms, 1);
   for (int t = 0; t < kTileCount; ++t)
@@ -279,8 +267,7 @@ ConvFp16Sparse24TmaPlan ConvFp16Sparse24Tma::plan(int batch, int variant) const 
     plan.staged = true;
     plan.workspace_bytes = size_t(pixels) * c * sizeof(__half);
     const size_t pooled_bytes = b * m.shape.out_h * m.shape.out_w * c * sizeof(__half);
-    plan.estimated_us += 1e6 * (double(plan.workspace_bytes + pooled_bytes) / tma::kPoolBandwidth +
-                                tma::kPoolLaunchSeconds);
+    plan.estimated_us += 1e6 * tma::staged_pool_seconds(plan.workspace_bytes, pooled_bytes);
     plan.name += "+maxpool";
   }
   return plan;
@@ -296,28 +283,9 @@ ConvFp16Sparse24TmaPlan ConvFp16Sparse24Tma::plan(int batch) const {
 }
 
 ConvFp16TmaInput ConvFp16Sparse24Tma::encode_input(const void* x, int batch) const {
-  const ConvShape& s = impl_->shape;
-  const ConvAttrs& a = s.conv;
-  ConvFp16TmaInput input;
-  input.x = x;
-  input.batch = batch;
-  // conv_fp16_tma's map: corners in tensor-dimension order (W, H), boxes of 128 pixels x 64
-  // channels, 128-byte swizzle (the B operand here).
-  const tma::Im2colGeometry g = {
-      CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-      int(sizeof(__half)),
-      s.in_c,
-      s.in_w,
-      s.in_h,
-      std::max(batch, 1),
-      {-a.pad_w, -a.pad_h},
-      {a.pad_right() - (a.kernel_w - 1), a.pad_bottom() - (a.kernel_h - 1)},
-      a.stride_w,
-      a.stride_h,
-      TmaSparseF16::kTileElems,
-      TmaSparseF16::kRowBytes};
-  input.map = tma::encode_im2col_map(kKernel, x, g);
-  return input;
+  // conv_fp16_tma's map: boxes of 128 pixels x 64 channels, 128-byte swizzle (the B operand here).
+  return encode_fp16_im2col(kKernel, impl_->shape, impl_->shape.in_c, TmaSparseF16::kTileElems,
+                            TmaSparseF16::kRowBytes, x, batch);
 }
 
 void ConvFp16Sparse24Tma::forward(int variant, const ConvFp16TmaInput& input, const void* residual,
