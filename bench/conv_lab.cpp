@@ -159,15 +159,13 @@ void run_wgmma_lab(int iters, cudaStream_t stream) {
     return;
   }
   std::mt19937 rng(54321);
-  std::uniform_real_distribution<float> dist(-1.f, 1.f);
   const int tiles[][2] = {{128, 128}, {128, 256}, {256, 128}};
   for (const Layer& l : kLayers) {
     if (l.pool) continue;
     const ConvShape s = make_shape(l);
     const int fan_in = l.c * l.k * l.k;
-    std::vector<float> w(size_t(l.oc) * fan_in), b(l.oc);
-    for (float& v : w) v = dist(rng) / std::sqrt(float(fan_in));
-    for (float& v : b) v = dist(rng) * 0.1f;
+    std::vector<float> w, b;
+    random_weights(l, rng, &w, &b);
     const ConvFp16Wgmma plain(s, w.data(), b.data());
     const ConvFp16WgmmaWs ws(s, w.data(), b.data());
     for (const int batch : {64, 256}) {
@@ -243,15 +241,12 @@ int run(int argc, char** argv) {
   LAB_CUDNN_CHECK(cudnnSetStream(handle, stream));
 #endif
   std::mt19937 rng(12345);
-  std::uniform_real_distribution<float> dist(-1.f, 1.f);
   std::vector<int> batches = {1, 8, 64, 256};
   if (only_batch > 0) batches = {only_batch};
   for (const Layer& l : kLayers) {
     const ConvShape s = make_shape(l);
-    const int fan_in = l.c * l.k * l.k;
-    std::vector<float> w(size_t(l.oc) * fan_in), b(l.oc);
-    for (float& v : w) v = dist(rng) / std::sqrt(float(fan_in));
-    for (float& v : b) v = dist(rng) * 0.1f;
+    std::vector<float> w, b;
+    random_weights(l, rng, &w, &b);
     const ConvFp16 conv(s, w.data(), b.data());
     for (const int batch : batches) {
       const int cs = padded_channels(l.c);

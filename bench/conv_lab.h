@@ -6,6 +6,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -64,6 +65,17 @@ inline ConvShape make_shape(const Layer& l) {
 }
 
 using cnnrt::bench::median_event_ms;
+
+// A layer's random weight [oc][c][k][k] (uniform in +-1/sqrt(fan-in)) and bias (+-0.1).
+inline void random_weights(const Layer& l, std::mt19937& rng, std::vector<float>* w,
+                           std::vector<float>* b) {
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  const int fan_in = l.c * l.k * l.k;
+  w->resize(size_t(l.oc) * fan_in);
+  b->resize(l.oc);
+  for (float& v : *w) v = dist(rng) / std::sqrt(float(fan_in));
+  for (float& v : *b) v = dist(rng) * 0.1f;
+}
 
 // Two device buffers of `count` random fp16 values in an NHWC layout of `stride` channels, the
 // ones at or past `real` zero (padding channels); the labs alternate them so that successive

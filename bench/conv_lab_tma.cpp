@@ -99,16 +99,14 @@ void run_tma_lab(int iters, cudaStream_t stream) {
     return;
   }
   std::mt19937 rng(24680);
-  std::uniform_real_distribution<float> dist(-1.f, 1.f);
   const std::vector<std::string>& tiles = ConvFp16Tma::tile_names();
   std::vector<Layer> layers(std::begin(kLayers), std::end(kLayers));
   layers.insert(layers.end(), std::begin(kPrunedLayers), std::end(kPrunedLayers));
   for (const Layer& l : layers) {
     const ConvShape original = make_shape(l);
     const int fan_in = l.c * l.k * l.k;
-    std::vector<float> w(size_t(l.oc) * fan_in), b(l.oc);
-    for (float& v : w) v = dist(rng) / std::sqrt(float(fan_in));
-    for (float& v : b) v = dist(rng) * 0.1f;
+    std::vector<float> w, b;
+    random_weights(l, rng, &w, &b);
     // conv1: conv_fp16_s2d's TMA form, as the entry runs it: the stride-1 conv over 64 channels
     // reading x' at its 48 (the map's zero fill supplies the rest; stored_in_c).
     ConvShape s = original;
@@ -208,15 +206,13 @@ void run_sparse_lab(int iters, cudaStream_t stream) {
     return;
   }
   std::mt19937 rng(13579);
-  std::uniform_real_distribution<float> dist(-1.f, 1.f);
   const std::vector<std::string>& tiles = ConvFp16Sparse24Tma::tile_names();
   for (const Layer& l : kLayers) {
     const ConvShape s = make_shape(l);
     if (!ConvFp16Sparse24Tma::supports(s)) continue;  // conv1: 3 channels
     const int fan_in = l.c * l.k * l.k;
-    std::vector<float> w(size_t(l.oc) * fan_in), b(l.oc);
-    for (float& v : w) v = dist(rng) / std::sqrt(float(fan_in));
-    for (float& v : b) v = dist(rng) * 0.1f;
+    std::vector<float> w, b;
+    random_weights(l, rng, &w, &b);
     cnnrt::sparsity::prune_magnitude(w.data(), {l.oc, l.c, l.k * l.k});
     const ConvFp16Sparse24Tma sparse_tma(s, w.data(), b.data(), l.name);
     const ConvFp16Sparse24 sparse_wgmma(s, w.data(), b.data(), l.name);

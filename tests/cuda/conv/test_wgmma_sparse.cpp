@@ -30,34 +30,22 @@ namespace {
 
 using namespace wgmma_test;
 
+// The fused epilogue forms of wgmma_test_cases.h, and a forced pool block.
 struct SparseCase {
   WCase conv;
   bool pool = false, residual = false, relu6 = false;
   int block = 0;  // > 0: force a block x block pooled tile (plan_pool_block), else the cost model
+  FusedCase fused() const { return {conv, pool, residual, relu6}; }
 };
-
-std::string describe(const SparseCase& c) {
-  return wgmma_test::describe(c.conv) + (c.pool ? " pool3/2" : "") +
-         (c.residual ? " residual" : "") + (c.relu6 ? " relu6" : "");
-}
 
 // Returns the launch's name (which pool tiling ran).
 std::string check_case(const SparseCase& sc, uint32_t seed) {
   const WCase& t = sc.conv;
-  SCOPED_TRACE(describe(sc));
+  SCOPED_TRACE(describe(sc.fused()));
   EXPECT_TRUE(ConvFp16Sparse24::device_supported())
       << "compute capability 9.0 device but no sm_90a image: is 90 in CMAKE_CUDA_ARCHITECTURES?";
   if (!ConvFp16Sparse24::device_supported()) return "";
-  ConvShape shape = shape_of(t);
-  if (sc.relu6) shape.activation = ActivationBounds{0.f, 6.f};
-  if (sc.pool) {
-    PoolAttrs p;
-    p.kernel_h = p.kernel_w = 3;
-    p.stride_h = p.stride_w = 2;
-    shape.pool = p;
-  }
-  shape.residual = sc.residual;
-  shape.derive();
+  const ConvShape shape = shape_of_case(sc.fused());
   EXPECT_TRUE(ConvFp16Sparse24::supports(shape));
 
   // Random data (make_data's own expected output, unpooled, is recomputed below on the pruned
