@@ -312,8 +312,8 @@ def select_schedule(x_train, y_train, schedules, seed: int, dense_epochs: int):
           f"{accuracy(pruned, x_val, y_val):.2f} %")
     rows = []
     for epochs, lr in schedules:
-        params, _ = prune_2_4(proxy)
-        params = finetune_masked(params, masks, x_fit, y_fit, epochs, seed, lr, log=None)
+        params = finetune_masked(copy.deepcopy(pruned), masks, x_fit, y_fit, epochs, seed, lr,
+                                 log=None)
         rows.append(((epochs, lr), accuracy(params, x_val, y_val)))
     best = max(value for _, value in rows)
     chosen = min((schedule for schedule, value in rows if value == best),
