@@ -31,6 +31,11 @@ struct KernelPlan {
   // Data the kernel prepared for this context (e.g. cuBLASLt layouts and algorithm), owned by
   // the context and handed back in KernelArgs::state; null when the variant index says it all.
   std::shared_ptr<const void> state;
+  // Weights this variant streams from device memory once per run and no earlier step reads (a
+  // GEMV's matrix): the context may prefetch part of them into L2 while earlier steps run
+  // (kernels/cuda/l2_prefetch.h).  Null when the kernel does not stream its weights.
+  const void* streamed_weights = nullptr;
+  size_t streamed_weight_bytes = 0;
 };
 
 // What prepare() is told: the context's batch and the type of each input as the builder bound

@@ -8,6 +8,9 @@
 //   - its own non-blocking stream;
 //   - a CUDA graph of the forward (every step, conversion steps included), captured once at
 //     creation after one eager warm-up run, so a run is one graph launch between two copies;
+//   - where a step streams its weights from DRAM after earlier steps (a GEMV at batch <= 8), an
+//     L2 prefetch of part of them on a side branch of that graph, forked at its start and joined
+//     before that step (plan_l2_prefetch; kernels/cuda/l2_prefetch.h says why);
 //   - for run_async, graphs of the same forward that read the caller's device input and write
 //     the caller's device output directly (no copies: one graph launch per run).  One is
 //     captured the first time a pair of buffers is seen and kept for the last few pairs, since
@@ -24,6 +27,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/cuda/l2_prefetch.h"
 #include "runtime/engine_impl.h"
 
 namespace cnnrt::cuda {
@@ -82,8 +86,14 @@ class CudaContext final : public ContextImpl {
   void fill_random_input();
   // Launches step i with `args`, naming its layer in any error.
   void run_step(size_t i, const KernelArgs& args);
+  // Chooses, once, the step whose streamed weights are prefetched into L2 and how many bytes:
+  // the first step with KernelPlan::streamed_weights that has a step before it, up to half the
+  // device's L2 (CNNRT_L2_PREFETCH_MB overrides the budget, 0 turns it off: a lab knob for the
+  // measurements in docs/PERFORMANCE.md).  Creates the side stream and the fork/join events.
+  void plan_l2_prefetch();
   // The whole forward on stream_.  annotate adds NVTX ranges (eager runs only, never captured);
-  // `events` (2 per step) brackets each step.
+  // `events` (2 per step) brackets each step, and then there is no L2 prefetch (each step is
+  // timed as it runs alone).  Without events the planned prefetch is forked at the start.
   void enqueue_forward(const std::vector<KernelArgs>& args, bool annotate,
                        std::vector<EventHandle>* events = nullptr);
   // Profile rows of `times` (one per step).
@@ -113,6 +123,12 @@ class CudaContext final : public ContextImpl {
   // Declared before the handles that use them so they are destroyed after them.
   DeviceBuffer arena_;
   StreamHandle stream_;
+  // The L2 prefetch (plan_l2_prefetch): its pattern, the step it serves (npos: none), the side
+  // stream it runs on and the events that fork it from stream_ and join it back.
+  L2PrefetchPattern prefetch_;
+  size_t prefetch_step_ = static_cast<size_t>(-1);
+  StreamHandle side_stream_;
+  EventHandle fork_event_, join_event_;
   GraphHandle graph_;
   GraphExecHandle graph_exec_;
 

@@ -104,6 +104,8 @@ class LinearInt8Kernel final : public LayerKernel {
     if (gemv) {
       plan.variant = kGemv;
       plan.variant_name = "gemv_s8";
+      plan.streamed_weights = linear_.weight;
+      plan.streamed_weight_bytes = size_t(linear_.out_c) * linear_.k_pad;
       return plan;
     }
     if (path_ == LinearPath::Auto || path_ == LinearPath::Cublaslt) {

@@ -53,6 +53,10 @@ class LinearFp16Kernel final : public Fp16Kernel {
     // cuBLASLt's layouts and algorithm for this batch, once per context; arena tensors are
     // 256-byte aligned.
     if (!gemv) plan.state = gemm().plan(info.batch, 256);
+    if (gemv) {
+      plan.streamed_weights = weights_->weight();
+      plan.streamed_weight_bytes = size_t(weights_->rows_pad()) * weights_->cols_pad() * 2;
+    }
     return plan;
   }
   void run(const KernelArgs& args) override {

@@ -1,0 +1,166 @@
+// The L2 prefetch of a weight stream (kernels/cuda/l2_prefetch.h) and its use by the CUDA
+// context (a side branch of the forward's graph, forked at the start and joined before the
+// first GEMV step; runtime/cuda/cuda_context.h).
+//
+// The pattern's arithmetic is checked without a GPU.  On a GPU: the kernel runs on streams whose
+// length is not a multiple of its period; a model whose linears run as GEMVs gives the same bits
+// with the prefetch (the default) and without it (CNNRT_L2_PREFETCH_MB=0), through run(),
+// run_async() and a replay after a batch of other work; a malformed knob is one clear error.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cnnrt/cnnrt.h"
+#include "graph/model_loader.h"
+#include "kernels/cuda/l2_prefetch.h"
+#include "runtime/cuda/cuda_backend.h"
+
+namespace cnnrt {
+namespace {
+
+TEST(L2PrefetchPattern, BudgetsMapToAShareOfEveryPeriod) {
+  const char* base = reinterpret_cast<const char*>(0x10000);
+  // Nothing to prefetch: no budget, a budget under one line, an empty stream.
+  EXPECT_EQ(cuda::l2_prefetch_pattern(base, 1 << 20, 0).prefetched_bytes(), 0u);
+  EXPECT_EQ(cuda::l2_prefetch_pattern(base, 1 << 20, 100).prefetched_bytes(), 0u);
+  EXPECT_EQ(cuda::l2_prefetch_pattern(base, 0, 1 << 20).prefetched_bytes(), 0u);
+  EXPECT_EQ(cuda::l2_prefetch_pattern(base, 1 << 20, (1 << 20) / 100).prefetched_bytes(), 0u);
+  // A budget that covers the stream takes all of it, a ragged tail included.
+  for (size_t bytes : {size_t(1), size_t(4095), size_t(4097), size_t(75497472 + 130)})
+    EXPECT_EQ(cuda::l2_prefetch_pattern(base, bytes, bytes).prefetched_bytes(), bytes) << bytes;
+  // Shares: within one line per period (1/32) of the asked budget, never more than the stream.
+  const size_t stream = 75497472 + 384;  // AlexNet fc6's fp16 matrix and a partial period
+  for (double share : {0.05, 0.1, 0.25, 0.33, 0.5, 0.9}) {
+    const size_t budget = size_t(share * stream);
+    const cuda::L2PrefetchPattern p = cuda::l2_prefetch_pattern(base, stream, budget);
+    EXPECT_EQ(p.prefix_bytes % 128, 0u);
+    EXPECT_LE(p.prefix_bytes, p.block_bytes);
+    EXPECT_NEAR(double(p.prefetched_bytes()) / stream, share, 1.0 / 64 + 1e-9) << share;
+  }
+  // The last period is clipped to the stream.
+  const cuda::L2PrefetchPattern half = cuda::l2_prefetch_pattern(base, 4096 * 3 + 200, 6200);
+  EXPECT_EQ(half.prefix_bytes, 2048u);
+  EXPECT_EQ(half.prefetched_bytes(), 3 * 2048u + 200u);
+}
+
+TEST(L2PrefetchKernel, RunsOnRaggedStreams) {
+  if (!cuda::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
+  void* buffer = nullptr;
+  const size_t bytes = 3 * 4096 + 1000;
+  ASSERT_EQ(cudaMalloc(&buffer, bytes), cudaSuccess);
+  for (size_t budget : {size_t(128), size_t(5000), bytes}) {
+    cuda::l2_prefetch(cuda::l2_prefetch_pattern(buffer, bytes, budget), nullptr);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << budget;
+  }
+  cudaFree(buffer);
+}
+
+const char* const kGemvModel = R"(
+name: gemv_head
+input: {shape: [3, 23, 21]}
+layers:
+  - {name: conv1, op: conv, out_channels: 32, kernel: 3, stride: 2, padding: 1, weight: c1.w, bias: c1.b}
+  - {name: relu1, op: relu}
+  - {name: flatten, op: flatten}
+  - {name: fc1, op: linear, out_features: 1000, weight: f1.w, bias: f1.b}
+  - {name: relu2, op: relu}
+  - {name: fc2, op: linear, out_features: 37, weight: f2.w, bias: f2.b}
+)";
+
+// Sets an environment variable for one scope (the context reads it at creation).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) {
+      old_ = old;
+      had_ = true;
+    }
+    if (value != nullptr)
+      setenv(name, value, 1);
+    else
+      unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (had_)
+      setenv(name_, old_.c_str(), 1);
+    else
+      unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::string old_;
+  bool had_ = false;
+};
+
+TEST(L2PrefetchContext, SameBitsWithAndWithoutPrefetch) {
+  if (!cuda::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
+  Graph graph = parse_model(kGemvModel, "gemv_head.yaml");
+  bind_random_weights(graph, 5);
+  BuildOptions options;
+  options.device = Device::CUDA;
+  std::shared_ptr<Engine> engine = Engine::build(graph, options);
+  for (int batch : {1, 2, 8}) {
+    std::unique_ptr<ExecutionContext> plain, prefetching;
+    {
+      ScopedEnv off("CNNRT_L2_PREFETCH_MB", "0");
+      plain = engine->create_context(batch);
+    }
+    {
+      ScopedEnv on("CNNRT_L2_PREFETCH_MB", nullptr);  // the default budget
+      prefetching = engine->create_context(batch);
+    }
+    std::vector<float> input(plain->input_count());
+    std::mt19937 generator(batch);
+    std::uniform_real_distribution<float> distribution(-1.0f, 1.0f);
+    for (float& value : input) value = distribution(generator);
+    std::vector<float> expected(plain->output_count()), got(plain->output_count(), -1.0f);
+    plain->run(input.data(), expected.data());
+    prefetching->run(input.data(), got.data());
+    EXPECT_EQ(std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)), 0) << batch;
+    // After other work (a benchmark of the graph) and through run_async's bound graph.
+    prefetching->benchmark(2, 5);
+    float *device_in = nullptr, *device_out = nullptr;
+    ASSERT_EQ(cudaMalloc(&device_in, input.size() * sizeof(float)), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&device_out, got.size() * sizeof(float)), cudaSuccess);
+    ASSERT_EQ(
+        cudaMemcpy(device_in, input.data(), input.size() * sizeof(float), cudaMemcpyHostToDevice),
+        cudaSuccess);
+    prefetching->run_async(device_in, device_out, nullptr);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::fill(got.begin(), got.end(), -1.0f);
+    ASSERT_EQ(
+        cudaMemcpy(got.data(), device_out, got.size() * sizeof(float), cudaMemcpyDeviceToHost),
+        cudaSuccess);
+    EXPECT_EQ(std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)), 0) << batch;
+    cudaFree(device_in);
+    cudaFree(device_out);
+  }
+}
+
+TEST(L2PrefetchContext, MalformedKnobIsOneClearError) {
+  if (!cuda::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
+  Graph graph = parse_model(kGemvModel, "gemv_head.yaml");
+  bind_random_weights(graph, 5);
+  BuildOptions options;
+  options.device = Device::CUDA;
+  std::shared_ptr<Engine> engine = Engine::build(graph, options);
+  for (const char* bad : {"abc", "-1", "12x", "nan"}) {
+    ScopedEnv knob("CNNRT_L2_PREFETCH_MB", bad);
+    try {
+      engine->create_context(1);
+      ADD_FAILURE() << "no error for '" << bad << "'";
+    } catch (const Error& error) {
+      EXPECT_NE(std::string(error.what()).find("CNNRT_L2_PREFETCH_MB"), std::string::npos)
+          << error.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cnnrt
