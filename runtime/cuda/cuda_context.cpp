@@ -210,7 +210,10 @@ void CudaContext::plan_l2_prefetch() {
   int device = 0, l2_bytes = 0;
   CNNRT_CUDA_CHECK(cudaGetDevice(&device));
   CNNRT_CUDA_CHECK(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device));
-  size_t budget = size_t(l2_bytes) / 2;
+  // 0.4 of the L2 (21 MB on an H100): AlexNet at batch 1 gained 4 µs from 16 to 24 MB and lost
+  // it again past 32 (docs/PERFORMANCE.md run 38a: what the L2 keeps for a GEMV is less than
+  // its size), and batch 2 was neutral up to 16 MB and slower past 24.
+  size_t budget = size_t(l2_bytes) * 2 / 5;
   if (const char* knob = std::getenv("CNNRT_L2_PREFETCH_MB")) {
     char* end = nullptr;
     const double mb = std::strtod(knob, &end);

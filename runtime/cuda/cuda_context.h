@@ -87,7 +87,7 @@ class CudaContext final : public ContextImpl {
   // Launches step i with `args`, naming its layer in any error.
   void run_step(size_t i, const KernelArgs& args);
   // Chooses, once, the step whose streamed weights are prefetched into L2 and how many bytes:
-  // the first step with KernelPlan::streamed_weights that has a step before it, up to half the
+  // the first step with KernelPlan::streamed_weights that has a step before it, up to 0.4 of the
   // device's L2 (CNNRT_L2_PREFETCH_MB overrides the budget, 0 turns it off: a lab knob for the
   // measurements in docs/PERFORMANCE.md).  Creates the side stream and the fork/join events.
   void plan_l2_prefetch();
