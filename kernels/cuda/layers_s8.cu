@@ -1,7 +1,5 @@
 // The int8 CUDA layers without weights (design note in layers_s8.h).
 #include <algorithm>
-#include <cstdint>
-#include <limits>
 
 #include "cnnrt/error.h"
 #include "kernels/cuda/conv/conv_s8.h"
@@ -81,50 +79,6 @@ __global__ void pool_s8_kernel(const S8Pool p, const int8_t* __restrict__ x, int
   }
 }
 
-// Max pooling, the AlexNet case (conv1, conv2 and conv5's unfused pools at small batches; the
-// staged ones at large): one thread per 16 channels of an output pixel, a block per output row,
-// 32-bit index math.  A tap is one 16-byte load and four __vmaxs4 (signed byte max, exact); the
-// 16 maxima are then requantised exactly as pool_s8_kernel does per byte.  pool_s8_kernel spent
-// a thread, nine 1-byte loads and three 64-bit divisions on every byte (AlexNet at batch 1: 4.9-
-// 5.4 µs per pool, docs/PERFORMANCE.md run 36c; run 38 has this kernel's times).
-__global__ void maxpool_s8_rows_kernel(const S8Pool p, const uint4* __restrict__ x,
-                                       uint4* __restrict__ y, int rows) {
-  const int groups = padded16(p.c) / 16, row_items = p.out_w * groups;
-  const float multiplier = p.multipliers[0];
-  for (int row = blockIdx.x; row < rows; row += gridDim.x) {
-    const int n = row / p.out_h, oy = row - n * p.out_h;
-    const uint4* image = x + static_cast<int64_t>(n) * p.h * p.w * groups;
-    uint4* out_row = y + static_cast<int64_t>(row) * row_items;
-    for (int item = threadIdx.x; item < row_items; item += blockDim.x) {
-      const int ox = item / groups, group = item - ox * groups;
-      const Window win = window_of(p, oy, ox);
-      uint4 acc = make_uint4(0x80808080u, 0x80808080u, 0x80808080u, 0x80808080u);  // -128
-      for (int iy = win.ya; iy < win.yb; ++iy)
-        for (int ix = win.xa; ix < win.xb; ++ix) {
-          const uint4 v = image[(iy * p.w + ix) * groups + group];
-          acc.x = __vmaxs4(acc.x, v.x);
-          acc.y = __vmaxs4(acc.y, v.y);
-          acc.z = __vmaxs4(acc.z, v.z);
-          acc.w = __vmaxs4(acc.w, v.w);
-        }
-      uint32_t words[4] = {acc.x, acc.y, acc.z, acc.w};
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        uint32_t out = 0;
-#pragma unroll
-        for (int b = 0; b < 4; ++b) {
-          const int channel = group * 16 + k * 4 + b;
-          const int value = static_cast<int8_t>(words[k] >> (8 * b));
-          const int8_t q = channel < p.c ? s8::requantize(value, multiplier, -127, 127) : 0;
-          out |= static_cast<uint32_t>(static_cast<uint8_t>(q)) << (8 * b);
-        }
-        words[k] = out;
-      }
-      out_row[item] = make_uint4(words[0], words[1], words[2], words[3]);
-    }
-  }
-}
-
 __global__ void requantize_s8_kernel(const int8_t* x, int8_t* y, int64_t count, float multiplier,
                                      int lo, int hi) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
@@ -176,17 +130,6 @@ void pool_s8(const S8Pool& pool, const void* x, void* y, int batch, cudaStream_t
   const int64_t total = static_cast<int64_t>(batch) * pool.out_h * pool.out_w * padded16(pool.c);
   if (total <= 0) return;
   if (pool.multipliers == nullptr) throw Error("pool_s8: no multiplier table");
-  const int64_t rows = static_cast<int64_t>(batch) * pool.out_h;
-  const int64_t image_vectors = static_cast<int64_t>(pool.h) * pool.w * (padded16(pool.c) / 16);
-  if (pool.kind == S8Pool::Kind::Max && rows <= std::numeric_limits<int>::max() &&
-      image_vectors <= std::numeric_limits<int>::max()) {
-    // x and y are 16-byte aligned (arena tensors) with a 16-byte channel stride.
-    const int blocks = static_cast<int>(std::min<int64_t>(rows, kMaxBlocks));
-    maxpool_s8_rows_kernel<<<blocks, kThreads, 0, stream>>>(
-        pool, static_cast<const uint4*>(x), static_cast<uint4*>(y), static_cast<int>(rows));
-    CNNRT_CUDA_CHECK_LAUNCH();
-    return;
-  }
   pool_s8_kernel<<<blocks_for(total), kThreads, 0, stream>>>(pool, static_cast<const int8_t*>(x),
                                                              static_cast<int8_t*>(y), total);
   CNNRT_CUDA_CHECK_LAUNCH();

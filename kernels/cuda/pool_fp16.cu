@@ -1,13 +1,12 @@
 // fp16 NHWC pooling: max, average, adaptive average, and global average (adaptive to 1x1).
 //
-// Design: one thread per (output pixel, group of 8 channels), a block per output row (see
-// pool_kernel).  In NHWC the 8 channels of a pixel are one 16-byte vector, so every window tap is
-// a single aligned load and neighbouring threads read neighbouring vectors (coalesced).  Windows
-// are tiny (AlexNet: 3×3), so no shared-memory tiling: the overlapping taps of adjacent windows hit
-// L1/L2.  Accumulation is fp32 (average) or an fp32 compare that lets NaN win (max, as PyTorch).
-// Padding channels (c >= C) are written as zeros explicitly rather than trusting the input's
-// padding.  The same kernel body serves fixed windows and adaptive ones through a small
-// window-policy functor.
+// Design: one thread per (output pixel, group of 8 channels).  In NHWC the 8 channels of a pixel
+// are one 16-byte vector, so every window tap is a single aligned load and neighbouring threads
+// read neighbouring vectors (coalesced).  Windows are tiny (AlexNet: 3×3), so no shared-memory
+// tiling: the overlapping taps of adjacent windows hit L1/L2.  Accumulation is fp32 (average) or
+// an fp32 compare that lets NaN win (max, as PyTorch).  Padding channels (c >= C) are written as
+// zeros explicitly rather than trusting the input's padding.  The same kernel body serves
+// fixed windows and adaptive ones through a small window-policy functor.
 //
 // Global average pooling (adaptive to 1x1: the head of ResNet, MobileNet, EfficientNet) has few
 // outputs and long windows (batch x C/8 vectors, 49 pixels each at 7x7), so one thread per
@@ -32,7 +31,6 @@ constexpr int kThreads = 256;
 union Vec8 {
   uint4 raw;
   __half h[8];
-  __half2 h2[4];
 };
 
 struct Geometry {
@@ -68,60 +66,48 @@ struct AdaptiveWindow {
   }
 };
 
-// One block per output row (image, oy) at a time, its threads over the row's (ox, group) items:
-// 32-bit index math (the row's split into ox and group is one small division per item), where a
-// flat int64 index cost three 64-bit divisions per output.  Max compares fp16 pairs in fp16
-// (__hmax2_nan: exact, NaN wins as in PyTorch): 4 instructions per tap for 8 channels, where
-// converting every value to fp32 and comparing with a NaN test took ~8 per channel.  Both
-// together made the pass issue-bound (AlexNet conv1's staged pool: 59 µs for 123 MB at batch
-// 256, 2.1 TB/s; docs/PERFORMANCE.md run 38).
 template <bool kMax, typename Window>
 __global__ void pool_kernel(const uint4* __restrict__ x, uint4* __restrict__ y, Geometry g,
                             Window window) {
   const int groups = g.c_stride / 8;
-  const int row_items = g.ow * groups;
-  const int rows = static_cast<int>(g.batch) * g.oh;  // the host checks it fits in an int
-  for (int row = blockIdx.x; row < rows; row += gridDim.x) {
-    const int n = row / g.oh, oy = row - n * g.oh;
-    const uint4* plane = x + static_cast<int64_t>(n) * g.h * g.w * groups;
-    uint4* out_row = y + static_cast<int64_t>(row) * row_items;
-    for (int item = threadIdx.x; item < row_items; item += blockDim.x) {
-      const int ox = item / groups, group = item - ox * groups;
-      int y0, y1, x0, x1, divisor;
-      window(g, oy, ox, y0, y1, x0, x1, divisor);
-      Vec8 out;
-      if (kMax) {
-        __half2 acc[4];
+  const int64_t total = g.batch * g.oh * g.ow * groups;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int group = static_cast<int>(i % groups);
+    int64_t rest = i / groups;
+    const int ox = static_cast<int>(rest % g.ow);
+    rest /= g.ow;
+    const int oy = static_cast<int>(rest % g.oh);
+    const int64_t n = rest / g.oh;
+    int y0, y1, x0, x1, divisor;
+    window(g, oy, ox, y0, y1, x0, x1, divisor);
+
+    float acc[8];
 #pragma unroll
-        for (int j = 0; j < 4; ++j) acc[j] = __float2half2_rn(-INFINITY);
-        for (int iy = y0; iy < y1; ++iy)
-          for (int ix = x0; ix < x1; ++ix) {
-            Vec8 v;
-            v.raw = plane[(iy * g.w + ix) * groups + group];
+    for (int j = 0; j < 8; ++j) acc[j] = kMax ? -INFINITY : 0.0f;
+    const uint4* plane = x + n * g.h * g.w * groups + group;
+    for (int iy = y0; iy < y1; ++iy)
+      for (int ix = x0; ix < x1; ++ix) {
+        Vec8 v;
+        v.raw = plane[(static_cast<int64_t>(iy) * g.w + ix) * groups];
 #pragma unroll
-            for (int j = 0; j < 4; ++j) acc[j] = __hmax2_nan(acc[j], v.h2[j]);
+        for (int j = 0; j < 8; ++j) {
+          const float f = __half2float(v.h[j]);
+          if (kMax) {
+            if (f > acc[j] || f != f) acc[j] = (acc[j] != acc[j]) ? acc[j] : f;
+          } else {
+            acc[j] += f;
           }
-#pragma unroll
-        for (int j = 0; j < 4; ++j) out.h2[j] = acc[j];
-#pragma unroll
-        for (int j = 0; j < 8; ++j)
-          if (group * 8 + j >= g.c) out.h[j] = __float2half_rn(0.0f);
-      } else {
-        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        for (int iy = y0; iy < y1; ++iy)
-          for (int ix = x0; ix < x1; ++ix) {
-            Vec8 v;
-            v.raw = plane[(iy * g.w + ix) * groups + group];
-#pragma unroll
-            for (int j = 0; j < 8; ++j) acc[j] += __half2float(v.h[j]);
-          }
-        const float inv = 1.0f / static_cast<float>(divisor);
-#pragma unroll
-        for (int j = 0; j < 8; ++j)
-          out.h[j] = __float2half_rn(group * 8 + j < g.c ? acc[j] * inv : 0.0f);
+        }
       }
-      out_row[item] = out.raw;
+    Vec8 out;
+    const float inv = kMax ? 1.0f : 1.0f / static_cast<float>(divisor);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const bool real = group * 8 + j < g.c;
+      out.h[j] = __float2half_rn(real ? (kMax ? acc[j] : acc[j] * inv) : 0.0f);
     }
+    y[i] = out.raw;
   }
 }
 
@@ -164,17 +150,13 @@ __global__ void global_avgpool_kernel(const uint4* __restrict__ x, uint4* __rest
 Geometry make_geometry(int64_t batch, int c, int h, int w, int oh, int ow) {
   if (batch < 0 || c < 1 || h < 1 || w < 1 || oh < 1 || ow < 1)
     throw Error("pool_fp16: invalid extents");
-  // The kernel indexes rows (batch x oh), a row's items and an image's vectors in int.
-  const int64_t vectors = int64_t(h) * w * ((c + 7) / 8);
-  if (batch * oh > std::numeric_limits<int>::max() || int64_t(ow) * ((c + 7) / 8) > (1 << 30) ||
-      vectors > std::numeric_limits<int>::max())
-    throw Error("pool_fp16: tensor too large for the pooling kernel");
   return Geometry{batch, c, (c + 7) / 8 * 8, h, w, oh, ow};
 }
 
 int grid_for(const Geometry& g) {
-  // One block per output row, up to 16 per SM of a 132-SM part; the kernel strides over the rest.
-  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(g.batch * g.oh, 132 * 16)));
+  const int64_t work = g.batch * g.oh * g.ow * (g.c_stride / 8);
+  const int64_t blocks = (work + kThreads - 1) / kThreads;
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(blocks, 132 * 16)));
 }
 
 FixedWindow fixed_window(const PoolAttrs& a) {
