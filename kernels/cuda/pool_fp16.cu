@@ -66,6 +66,20 @@ struct AdaptiveWindow {
   }
 };
 
+// One tap into the running max (an fp32 compare that lets NaN win, as PyTorch) or sum.
+template <bool kMax>
+__device__ __forceinline__ void accumulate(float (&acc)[8], const Vec8& v) {
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const float f = __half2float(v.h[j]);
+    if (kMax) {
+      if (f > acc[j] || f != f) acc[j] = (acc[j] != acc[j]) ? acc[j] : f;
+    } else {
+      acc[j] += f;
+    }
+  }
+}
+
 template <bool kMax, typename Window>
 __global__ void pool_kernel(const uint4* __restrict__ x, uint4* __restrict__ y, Geometry g,
                             Window window) {
@@ -86,20 +100,25 @@ __global__ void pool_kernel(const uint4* __restrict__ x, uint4* __restrict__ y, 
 #pragma unroll
     for (int j = 0; j < 8; ++j) acc[j] = kMax ? -INFINITY : 0.0f;
     const uint4* plane = x + n * g.h * g.w * groups + group;
-    for (int iy = y0; iy < y1; ++iy)
-      for (int ix = x0; ix < x1; ++ix) {
-        Vec8 v;
-        v.raw = plane[(static_cast<int64_t>(iy) * g.w + ix) * groups];
+    if (y1 - y0 == 3 && x1 - x0 == 3) {
+      // A whole 3x3 window (AlexNet's, ResNet's stem): its nine loads issued together.  The
+      // general loop below keeps one or two in flight per thread, and the pass is bound by loads
+      // in flight (docs/PERFORMANCE.md run 38b/38c).
+      Vec8 v[9];
+      const uint4* tap = plane + (static_cast<int64_t>(y0) * g.w + x0) * groups;
 #pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          const float f = __half2float(v.h[j]);
-          if (kMax) {
-            if (f > acc[j] || f != f) acc[j] = (acc[j] != acc[j]) ? acc[j] : f;
-          } else {
-            acc[j] += f;
-          }
+      for (int t = 0; t < 9; ++t)
+        v[t].raw = tap[(static_cast<int64_t>(t / 3) * g.w + t % 3) * groups];
+#pragma unroll
+      for (int t = 0; t < 9; ++t) accumulate<kMax>(acc, v[t]);
+    } else {
+      for (int iy = y0; iy < y1; ++iy)
+        for (int ix = x0; ix < x1; ++ix) {
+          Vec8 v;
+          v.raw = plane[(static_cast<int64_t>(iy) * g.w + ix) * groups];
+          accumulate<kMax>(acc, v);
         }
-      }
+    }
     Vec8 out;
     const float inv = kMax ? 1.0f : 1.0f / static_cast<float>(divisor);
 #pragma unroll
