@@ -427,14 +427,10 @@ PreparedContext prepare_context(const EngineImpl& engine, int batch, bool keep_a
     requests.push_back(request);
     prepared.kernel_plans.push_back(std::move(plan));
   }
-  // Each step's workspace lives for exactly its own step, its persistent bytes for the whole run
-  // (and so from run to run: nothing else is ever planned over them).
+  // Each step's workspace lives for exactly its own step.
   for (int i = 0; i <= last_step; ++i) {
     const size_t bytes = prepared.kernel_plans[i].workspace_bytes;
     if (bytes > 0) requests.push_back({engine.steps[i].name + ".workspace", bytes, i, i, ""});
-    const size_t kept = (prepared.kernel_plans[i].persistent_bytes + 255) / 256 * 256;
-    if (kept > 0)
-      requests.push_back({engine.steps[i].name + ".persistent", kept, 0, last_step, ""});
   }
   prepared.memory = plan_memory(requests);
   return prepared;

@@ -66,8 +66,6 @@ class CpuContext final : public ContextImpl {
       args.batch = batch;
       const PlannedTensor* workspace = prepared_.memory.find(step.name + ".workspace");
       args.workspace = workspace ? base() + workspace->offset : nullptr;
-      const PlannedTensor* persistent = prepared_.memory.find(step.name + ".persistent");
-      args.persistent = persistent ? base() + persistent->offset : nullptr;
       args.variant = prepared_.kernel_plans[i].variant;
       args.state = prepared_.kernel_plans[i].state.get();
       args_.push_back(args);
@@ -237,10 +235,6 @@ class CpuContext final : public ContextImpl {
     *variant = plan.variant_name;
     buffers.push_back(host_buffer(plan.workspace_bytes, "a compare workspace"));
     args.workspace = buffers.back().data();
-    if (plan.persistent_bytes > 0) {
-      buffers.push_back(host_buffer(plan.persistent_bytes, "a compare persistent buffer"));
-      args.persistent = buffers.back().data();
-    }
     buffers.push_back(host_buffer(
         tensor_bytes(engine_->tensors.at(step.name).shape, kernel->output_type(), batch_),
         "a compare output"));

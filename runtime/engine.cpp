@@ -222,13 +222,7 @@ ExecutionPlan Engine::plan(int batch) const {
     ExecutionPlan::Tensor row;
     row.name = tensor.name;
     auto typed = impl_->tensors.find(tensor.name);
-    // Untyped tensors: a step's workspace, or the bytes it keeps from run to run.
-    const std::string suffix = ".persistent";
-    const bool persistent =
-        tensor.name.size() > suffix.size() &&
-        tensor.name.compare(tensor.name.size() - suffix.size(), suffix.size(), suffix) == 0;
-    row.type = typed != impl_->tensors.end() ? to_string(typed->second.type)
-                                             : (persistent ? "persistent" : "workspace");
+    row.type = typed != impl_->tensors.end() ? to_string(typed->second.type) : "workspace";
     row.bytes = tensor.bytes;
     row.offset = tensor.offset;
     row.first_step = tensor.first_step;

@@ -25,11 +25,6 @@ struct KernelPlan {
   int variant = 0;           // the kernel's own index of what runs, handed back in KernelArgs
   std::string variant_name;  // what plans and profiles print ("" when the kernel has one form)
   size_t workspace_bytes = 0;
-  // Bytes the kernel keeps from run to run (conv_fp16_s2d's x', whose zero padding channels it
-  // never rewrites): planned for the context's whole life, shared with no other tensor, zeroed
-  // once when the context is created; KernelArgs::persistent.  Whoever runs a kernel outside a
-  // context (the harness, tests, `profile --compare`) hands it a zeroed buffer of this size.
-  size_t persistent_bytes = 0;
   // The kernel may write its output over inputs[0] (same bytes, same type).  The memory planner
   // decides whether that is legal at this step (the input's last use, not pinned).
   bool in_place = false;
@@ -57,7 +52,6 @@ struct KernelArgs {
   void* output = nullptr;
   int batch = 0;
   void* workspace = nullptr;    // KernelPlan::workspace_bytes bytes, or nullptr when 0
-  void* persistent = nullptr;   // KernelPlan::persistent_bytes bytes, or nullptr when 0
   void* stream = nullptr;       // cudaStream_t for CUDA kernels
   int variant = 0;              // KernelPlan::variant of this context's prepare()
   const void* state = nullptr;  // KernelPlan::state of this context's prepare()

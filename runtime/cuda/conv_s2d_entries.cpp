@@ -15,10 +15,10 @@
 // * As the first layer it reads the graph input (NCHW fp32) itself: input_types offers fp32 NCHW,
 //   and when the builder binds it, prepare() picks the rearrangement that converts as it gathers.
 // * Three inner convs, one chosen per context in prepare() (run() only launches it):
-//   - TMA (conv_fp16_tma, kernels/cuda/conv/tma_conv.h): x' at C' rounded up to 64 channels
-//     (the TMA's 128-byte k-tile row; conv1: 48 real channels + 16 zero ones, K = 576 instead of
-//     432) in the context's persistent bytes, whose zero channels are written once (when the
-//     context zeroes them), the weights zero on the padding channels, its own plan(batch)
+//   - TMA (conv_fp16_tma, kernels/cuda/conv/tma_conv.h): the same x' read as C' rounded up to 64
+//     channels (the TMA's 128-byte k-tile row; the map's out-of-bounds fill supplies the zeros;
+//     conv1: 48 real channels + 16 zero ones, K = 576 instead of 432), the weights zero on the
+//     padding channels, its own plan(batch)
 //     (tile, fused or staged pool: the staged form's pre-pool tensor follows x' in the
 //     workspace).  Only where that padding wastes at most a quarter of K (C' >= 48 of 64: conv1,
 //     not a stride-2 stem's 12 channels), the device runs it (sm_90a) and its default plan's
@@ -31,10 +31,9 @@
 //     entry: small batches, other devices.
 //   variant = 8 * inner launch id + 2 * InnerKind + (reads NCHW fp32).
 // * Workspace: [x' for the batch, 256-byte aligned | the inner conv's own part (igemm's split-K
-//   partials)]; the TMA form's: its staged pre-pool tensor only, x' being in the persistent
-//   bytes (KernelPlan::persistent_bytes).  The TMA form's im2col tensor map holds x''s address
-//   and the batch: prepare() gives the context a cache (KernelPlan::state), run() encodes it on
-//   the context's first run (the buffers are fixed per context) and reuses it after.
+//   partials, the TMA's staged pre-pool tensor)].  The TMA form's im2col tensor map holds x''s
+//   address and the batch: prepare() gives the context a cache (KernelPlan::state), run() encodes
+//   it on the context's first run (the workspace is fixed per context) and reuses it after.
 // * A fused residual: add_residual_epilogue's pass after the conv (the inner convs run without).
 #include <cstdint>
 #include <limits>
@@ -120,17 +119,13 @@ class ConvFp16S2dKernel final : public Fp16Kernel {
         inner != S2dInner::Wgmma && ConvFp16Tma::device_supported() ? tma_form_of(shape, conv)
                                                                     : std::nullopt;
     if (wide) {
-      // The TMA reads its own x' at 64 channels (a 128-byte pixel: each im2col row one aligned
-      // line), kept in the context's persistent bytes: zeroed once, so the rearrangement writes
-      // only the 48 real channels of each block (tma_rearrange_.padding_kept).  Before, it read
-      // the other inner convs' 48-channel x' as 64 (the map's out-of-bounds fill): the same bytes
-      // written, but 96-byte pixels straddle lines and the conv took 189.5 us at batch 256
-      // against 157.7 on the aligned form (run 36e-h); a 64-channel x' written with its zeros
-      // took 119 us to rearrange against 81.
-      tma_rearrange_ = wide->rearrange;
-      tma_rearrange_.padding_kept = true;
+      // The TMA reads x' as rearranged for the other inner convs (C' channels, conv1: 48) and
+      // fills channels C'..63 with zeros itself (ConvFp16Tma's stored_in_c), whose weights are
+      // zero: no 64-channel copy (run 36e: the 64-channel rearrangement took 119 us at batch 256
+      // against 84 us for 48 channels).
       tma_ = std::make_unique<ConvFp16Tma>(wide->transformed,
-                                           space_to_depth_weights(*wide, weight).data(), bias);
+                                           space_to_depth_weights(*wide, weight).data(), bias,
+                                           conv.rearrange.out_c_stride());
       tma_max_fallback_ = inner == S2dInner::Tma
                               ? -1
                               : fallback_max_batch([this](int b) { return tma_->plan(b).units; });
@@ -150,9 +145,8 @@ class ConvFp16S2dKernel final : public Fp16Kernel {
       const ConvFp16TmaPlan p = tma_->plan(info.batch);
       inner = p.variant;
       kind = kTma;
-      plan.variant_name = "s2d" + std::to_string(tma_rearrange_.out_c_stride()) + "+" + p.name;
-      plan.workspace_bytes = p.workspace_bytes;
-      plan.persistent_bytes = rearranged_bytes(tma_rearrange_, info.batch);
+      plan.variant_name = "s2d" + std::to_string(rearrange_.out_c_stride()) + "+" + p.name;
+      plan.workspace_bytes = rearranged_bytes(rearrange_, info.batch) + p.workspace_bytes;
       plan.state = std::make_shared<const TmaInputMaps>();
     } else if (wgmma_ && info.batch > wgmma_max_fallback_) {
       const ConvFp16WgmmaPlan p = wgmma_->plan(info.batch);
@@ -177,22 +171,16 @@ class ConvFp16S2dKernel final : public Fp16Kernel {
     if (args.batch > 0 && args.workspace == nullptr)
       throw Error("conv_fp16_s2d: run without its workspace");
     const int kind = (args.variant / 2) % 4, inner = args.variant / 8;
-    // The TMA's x' lives in the persistent bytes (its zero channels written once), the others'
-    // at the workspace's start.
-    const SpaceToDepthShape& rearrange = kind == kTma ? tma_rearrange_ : rearrange_;
-    if (kind == kTma && args.batch > 0 && args.persistent == nullptr)
-      throw Error("conv_fp16_s2d: the TMA form run without its persistent bytes");
-    uint8_t* rearranged = static_cast<uint8_t*>(kind == kTma ? args.persistent : args.workspace);
+    const SpaceToDepthShape& rearrange = rearrange_;  // every inner conv reads the same x'
+    uint8_t* rearranged = static_cast<uint8_t*>(args.workspace);
     // The graph input straight from NCHW fp32, or the backend layout; same x' either way.
     if (args.variant % 2 == 1)
       space_to_depth_nchw_fp32(static_cast<const float*>(args.inputs.at(0)), rearranged, rearrange,
                                args.batch, stream);
     else
       space_to_depth_fp16(args.inputs.at(0), rearranged, rearrange, args.batch, stream);
-    // The inner conv's part follows x' (the TMA's: the whole workspace); when that part is
-    // empty the pointer is never read.
-    uint8_t* inner_workspace = kind == kTma ? static_cast<uint8_t*>(args.workspace)
-                                            : rearranged + rearranged_bytes(rearrange, args.batch);
+    // The inner conv's part follows x'; when that part is empty the pointer is never read.
+    uint8_t* inner_workspace = rearranged + rearranged_bytes(rearrange, args.batch);
     if (kind == kTma) {
       if (!tma_ || args.state == nullptr)
         throw Error("conv_fp16_s2d: a TMA variant without the TMA conv or its prepared state");
@@ -216,9 +204,8 @@ class ConvFp16S2dKernel final : public Fp16Kernel {
 
  private:
   using TmaInputMaps = tma::InputMaps<ConvFp16TmaInput>;
-  SpaceToDepthShape rearrange_;      // x' at pad8(C') channels (igemm, wgmma)
-  SpaceToDepthShape tma_rearrange_;  // the TMA's: 64 channels, padding kept (persistent bytes)
-  std::optional<ConvFp16> conv_;     // the default entry's: every batch no other conv takes
+  SpaceToDepthShape rearrange_;   // x' at pad8(C') channels (the TMA reads it as 64, zero-filled)
+  std::optional<ConvFp16> conv_;  // the default entry's: every batch no other conv takes
   std::unique_ptr<ConvFp16Wgmma> wgmma_;
   std::unique_ptr<ConvFp16Tma> tma_;
   // Each runs above its batch (pinned: -1, every batch; max: never).

@@ -195,8 +195,6 @@ void CudaContext::bind_arguments() {
     args.output = tensor_pointer(step.name);
     args.batch = batch_;
     if (plan.workspace_bytes > 0) args.workspace = tensor_pointer(step.name + ".workspace");
-    // Zeroed with the arena at creation (the constructor's memset), then the kernel's alone.
-    if (plan.persistent_bytes > 0) args.persistent = tensor_pointer(step.name + ".persistent");
     args.stream = stream_.get();
     args.variant = plan.variant;
     args.state = plan.state.get();
@@ -495,12 +493,6 @@ double CudaContext::time_candidate(const KernelEntry& entry, size_t i, int itera
   buffers.push_back(
       device_alloc(plan.workspace_bytes, "the workspace of " + entry.name + " on " + step.name));
   args.workspace = buffers.back().get();
-  if (plan.persistent_bytes > 0) {
-    buffers.push_back(device_alloc(plan.persistent_bytes,
-                                   "the persistent bytes of " + entry.name + " on " + step.name));
-    CNNRT_CUDA_CHECK(cudaMemsetAsync(buffers.back().get(), 0, plan.persistent_bytes, stream));
-    args.persistent = buffers.back().get();
-  }
   buffers.push_back(
       device_alloc(tensor_bytes(e.tensors.at(step.name).shape, kernel->output_type(), batch_) + 256,
                    "the output of " + entry.name + " on " + step.name));

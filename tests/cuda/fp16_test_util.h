@@ -207,22 +207,20 @@ class EntryRunner {
   void run(const std::vector<const void*>& inputs, void* output, int batch,
            cudaStream_t stream = nullptr, std::vector<TensorType> input_types = {}) {
     const KernelPlan plan = prepare(batch, std::move(input_types));
-    DeviceMem workspace(plan.workspace_bytes), persistent(plan.persistent_bytes);
-    CNNRT_CUDA_CHECK(cudaMemset(persistent.get(), 0, persistent.bytes()));
-    kernel_->run(args_of(plan, inputs, output, batch, workspace, persistent, stream));
+    DeviceMem workspace(plan.workspace_bytes);
+    kernel_->run(args_of(plan, inputs, output, batch, workspace, stream));
     CNNRT_CUDA_CHECK(cudaStreamSynchronize(stream));
   }
   // As the engine runs it: `plan` (from prepare()) launched once inside a captured CUDA graph on a
   // stream of its own, with a workspace of the plan's size; synchronised before returning.
   void run_captured(const KernelPlan& plan, const std::vector<const void*>& inputs, void* output,
                     int batch) {
-    DeviceMem workspace(plan.workspace_bytes), persistent(plan.persistent_bytes);
-    CNNRT_CUDA_CHECK(cudaMemset(persistent.get(), 0, persistent.bytes()));
+    DeviceMem workspace(plan.workspace_bytes);
     cudaStream_t stream;
     CNNRT_CUDA_CHECK(cudaStreamCreate(&stream));
     cudaGraph_t graph;
     CNNRT_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    kernel_->run(args_of(plan, inputs, output, batch, workspace, persistent, stream));
+    kernel_->run(args_of(plan, inputs, output, batch, workspace, stream));
     CNNRT_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
     cudaGraphExec_t exec;
     CNNRT_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
@@ -236,13 +234,12 @@ class EntryRunner {
  private:
   static KernelArgs args_of(const KernelPlan& plan, const std::vector<const void*>& inputs,
                             void* output, int batch, const DeviceMem& workspace,
-                            const DeviceMem& persistent, cudaStream_t stream) {
+                            cudaStream_t stream) {
     KernelArgs args;
     args.inputs = inputs;
     args.output = output;
     args.batch = batch;
     args.workspace = plan.workspace_bytes > 0 ? workspace.get() : nullptr;
-    args.persistent = plan.persistent_bytes > 0 ? persistent.get() : nullptr;
     args.stream = stream;
     args.variant = plan.variant;
     args.state = plan.state.get();

@@ -385,16 +385,6 @@ std::vector<Buffer> upload_inputs(const CaseData& data, const OpCase& op_case,
   return buffers;
 }
 
-// The plan's persistent bytes, zeroed as a context zeroes them (KernelPlan::persistent_bytes);
-// an empty buffer when it has none.
-Buffer alloc_persistent(const HarnessDevice& device, const KernelPlan& plan) {
-  if (plan.persistent_bytes == 0) return Buffer();
-  Buffer buffer = device.alloc_poisoned(plan.persistent_bytes);
-  const std::vector<uint8_t> zeros(plan.persistent_bytes, 0);
-  device.upload(buffer.get(), zeros.data(), zeros.size());
-  return buffer;
-}
-
 std::vector<TensorType> bound_types(const LayerKernel& kernel, size_t inputs,
                                     const TensorType& input0_type) {
   std::vector<TensorType> types = {input0_type};
@@ -414,7 +404,6 @@ EntryRun run_kernel(LayerKernel& kernel, const CaseData& data, const OpCase& op_
   run.plan = kernel.prepare({batch, types});
   Buffer workspace;
   if (run.plan.workspace_bytes > 0) workspace = device.alloc_poisoned(run.plan.workspace_bytes);
-  const Buffer persistent = alloc_persistent(device, run.plan);
   const TensorType out_type = kernel.output_type();
   const size_t out_bytes = tensor_bytes(node.output_shape, out_type, batch);
   Buffer output;
@@ -429,7 +418,6 @@ EntryRun run_kernel(LayerKernel& kernel, const CaseData& data, const OpCase& op_
   args.output = in_place ? inputs[0].get() : output.get();
   args.batch = batch;
   args.workspace = workspace.get();
-  args.persistent = persistent.get();
   args.stream = device.stream();
   args.variant = run.plan.variant;
   args.state = run.plan.state.get();
@@ -456,7 +444,6 @@ double time_kernel(LayerKernel& kernel, const CaseData& data, const OpCase& op_c
   const KernelPlan plan = kernel.prepare({op_case.batch, types});
   Buffer workspace;
   if (plan.workspace_bytes > 0) workspace = device.alloc_poisoned(plan.workspace_bytes);
-  const Buffer persistent = alloc_persistent(device, plan);
   Buffer output =
       device.alloc_poisoned(tensor_bytes(node.output_shape, kernel.output_type(), op_case.batch));
   KernelArgs args;
@@ -464,7 +451,6 @@ double time_kernel(LayerKernel& kernel, const CaseData& data, const OpCase& op_c
   args.output = output.get();
   args.batch = op_case.batch;
   args.workspace = workspace.get();
-  args.persistent = persistent.get();
   args.stream = device.stream();
   args.variant = plan.variant;
   args.state = plan.state.get();

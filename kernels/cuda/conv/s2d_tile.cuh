@@ -231,13 +231,7 @@ __global__ void __launch_bounds__(kS2dMaxWarpsPerCta * 32)
     __syncwarp();
     uint4* const out = y + (static_cast<int64_t>(block_row) * s.out_w + bx0) * chunks_per_block;
     const int chunks = blocks * chunks_per_block;
-    if (s.store_chunks == 0) {
-      for (int k = lane; k < chunks; k += 32) out[k] = tile_chunks[k];
-    } else {
-      // y's padding chunks hold zeros already (S2dTileShape::store_chunks): real ones only.
-      for (int k = lane; k < chunks; k += 32)
-        if (k % chunks_per_block < s.store_chunks) out[k] = tile_chunks[k];
-    }
+    for (int k = lane; k < chunks; k += 32) out[k] = tile_chunks[k];
     __syncwarp();  // the next tile's stores into `tile` wait for these reads
   }
 }

@@ -28,10 +28,6 @@ struct S2dTileShape {
   int out_h = 0, out_w = 0;  // blocks
   int out_stride = 0;        // elements; out_stride·out_bytes must be a multiple of 16
   int out_bytes = 1;         // 2: fp16, 1: int8
-  // 16-byte chunks of each block the kernel stores, from the first; 0: all of them.  Fewer when
-  // y's trailing padding chunks already hold zeros (a persistent x' zeroed once, written only
-  // here: SpaceToDepthShape::padding_kept), so the pass writes only the real channels' bytes.
-  int store_chunks = 0;
 };
 
 // How the tiled kernel covers the output: a warp per tile of `tile_blocks` consecutive blocks of

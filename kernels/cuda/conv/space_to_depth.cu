@@ -121,8 +121,6 @@ S2dTileShape tile_shape(const SpaceToDepthShape& shape) {
   t.out_w = shape.out_w;
   t.out_stride = shape.out_c_stride();
   t.out_bytes = sizeof(__half);
-  if (shape.padding_kept)
-    t.store_chunks = (shape.out_c() * static_cast<int>(sizeof(__half)) + 15) / 16;
   return t;
 }
 

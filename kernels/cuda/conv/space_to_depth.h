@@ -45,11 +45,6 @@ struct SpaceToDepthShape {
   // x''s channel stride when > 0 (a multiple of 8, at least out_c(); conv_fp16_s2d's TMA form
   // takes 64 for conv1's 48 channels), else pad8(out_c()).  Channels past out_c() are zeros.
   int channel_stride = 0;
-  // y's padding channels already hold zeros (a persistent x': zeroed once and written only by
-  // this rearrangement, KernelPlan::persistent_bytes): the tiled NCHW fp32 kernel then stores
-  // only the 16-byte chunks that hold real channels (conv1's 48 of 64: 96 of 128 bytes a block);
-  // the other kernels write the zeros anyway (the same bytes result).
-  bool padding_kept = false;
   int out_c() const { return block * block * in_c; }  // real channels of x'
   int out_c_stride() const {                          // channel stride of x'
     return channel_stride > 0 ? channel_stride : padded_channels(out_c());
