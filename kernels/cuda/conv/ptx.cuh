@@ -1,7 +1,8 @@
-// PTX wrappers of every tensor-core conv, written once: cp.async, ldmatrix and mma.sync
-// (sm_80+, the mma.sync implicit GEMM), and the Hopper-only ones (sm_90a: the generic->async
-// proxy fence, wgmma fence/commit/wait, shared-memory matrix descriptors, the m64nNk16 fp16 and
-// m64nNk32 s8 MMAs, mbarriers, named barriers, setmaxnreg) used by the wgmma convolutions.
+// PTX wrappers of every tensor-core conv, written once: cp.async, ldmatrix, mma.sync and the 2:4
+// sparse mma.sp (sm_80+: the mma.sync implicit GEMM, the mma.sp sparse conv), and the Hopper-only
+// ones (sm_90a: the generic->async proxy fence, wgmma fence/commit/wait, shared-memory matrix
+// descriptors, the m64nNk16 fp16 and m64nNk32 s8 MMAs, mbarriers, named barriers, setmaxnreg)
+// used by the wgmma convolutions.
 //
 // Why one header: the kernels must agree bit for bit on the descriptor and swizzle conventions,
 // and an int8 or sparse conv family adds its MMA shapes here instead of copying the rest.  The
