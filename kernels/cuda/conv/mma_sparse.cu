@@ -39,6 +39,7 @@ class ConvFp16Sparse24MmaImpl {
   ConvShape shape;
   mma_sp_detail::SpConvParams base;  // everything but x, y, residual and the batch
   int channel_tiles = 0;
+  int stages = mma_sp_detail::kMaxStages;  // the ring depth the device's shared memory allows
   DeviceArray values, meta, bias;
 };
 
@@ -47,6 +48,12 @@ namespace {
 constexpr const char* kKernel = "conv_fp16_sparse24_mma";
 
 int ceil_div(long long a, int b) { return int((a + b - 1) / b); }
+
+auto kernel_of(int stages) {
+  return stages == mma_sp_detail::kMaxStages
+             ? mma_sp_detail::conv_mma_sp_kernel<mma_sp_detail::kMaxStages>
+             : mma_sp_detail::conv_mma_sp_kernel<mma_sp_detail::kMinStages>;
+}
 
 // The compressed weight in the kernel's two arrays: values [channel_tiles * 128][w_row] (fp32
 // here, uploaded as fp16) and the metadata words [channel tiles][k-tiles][kMetaStage].
@@ -114,7 +121,12 @@ bool ConvFp16Sparse24Mma::supports(const ConvShape& s) {
   return true;
 }
 
-bool ConvFp16Sparse24Mma::device_supported() { return device_traits().cc() >= 80; }
+// sm_80+ with room for the 3-deep ring (every sm_80+ GPU offers a block 99 KB or more).
+bool ConvFp16Sparse24Mma::device_supported() {
+  const DeviceTraits& device = device_traits();
+  return device.cc() >= 80 &&
+         device.smem_optin >= mma_sp_detail::smem_bytes(mma_sp_detail::kMinStages);
+}
 
 ConvFp16Sparse24Mma::ConvFp16Sparse24Mma(const ConvShape& shape_in, const float* weight,
                                          const float* bias, const std::string& layer)
@@ -130,8 +142,9 @@ ConvFp16Sparse24Mma::ConvFp16Sparse24Mma(const ConvShape& shape_in, const float*
   if (!device_supported())
     throw Error(layer + ": " + kKernel + " needs a compute capability 8.0 or later device");
   if (weight == nullptr) throw Error(layer + ": " + kKernel + ": no weight");
-  if (device_traits().smem_optin < mma_sp_detail::kSmemBytes)
-    throw Error(layer + ": " + kKernel + ": the device offers too little shared memory");
+  m.stages = device_traits().smem_optin >= mma_sp_detail::smem_bytes(mma_sp_detail::kMaxStages)
+                 ? mma_sp_detail::kMaxStages
+                 : mma_sp_detail::kMinStages;
 
   const ConvAttrs& a = s.conv;
   mma_sp_detail::SpConvParams& p = m.base;
@@ -179,9 +192,9 @@ ConvFp16Sparse24Mma::ConvFp16Sparse24Mma(const ConvShape& shape_in, const float*
   p.meta = static_cast<const uint4*>(m.meta.get());
   p.bias = static_cast<const float*>(m.bias.get());
   if (!plan_only())
-    CNNRT_CUDA_CHECK(cudaFuncSetAttribute(mma_sp_detail::conv_mma_sp_kernel,
+    CNNRT_CUDA_CHECK(cudaFuncSetAttribute(kernel_of(m.stages),
                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(mma_sp_detail::kSmemBytes)));
+                                          static_cast<int>(mma_sp_detail::smem_bytes(m.stages))));
 }
 
 ConvFp16Sparse24Mma::~ConvFp16Sparse24Mma() = default;
@@ -192,7 +205,7 @@ ConvFp16Sparse24MmaPlan ConvFp16Sparse24Mma::plan(int batch) const {
   const long long pixels = b * m.shape.conv_h * m.shape.conv_w;
   ConvFp16Sparse24MmaPlan plan;
   plan.name = "mma_sp_" + std::to_string(kBC) + "x" + std::to_string(kBN) + "x" +
-              std::to_string(kKTile) + "_s" + std::to_string(mma_sp_detail::kStages);
+              std::to_string(kKTile) + "_s" + std::to_string(m.stages);
   plan.ctas = (long long)ceil_div(pixels, kBN) * m.channel_tiles;
   if (m.shape.pool) {
     plan.workspace_bytes = size_t(pixels) * size_t(m.base.out_cs) * sizeof(__half);
@@ -220,8 +233,8 @@ void ConvFp16Sparse24Mma::forward(int variant, const void* x, const void* residu
   p.m_total = (long long)batch * m.shape.conv_h * m.shape.conv_w;
   const dim3 grid(static_cast<unsigned>(ceil_div(p.m_total, kBN)),
                   static_cast<unsigned>(m.channel_tiles));
-  mma_sp_detail::
-      conv_mma_sp_kernel<<<grid, mma_sp_detail::kThreads, mma_sp_detail::kSmemBytes, stream>>>(p);
+  kernel_of(
+      m.stages)<<<grid, mma_sp_detail::kThreads, mma_sp_detail::smem_bytes(m.stages), stream>>>(p);
   CNNRT_CUDA_CHECK_LAUNCH();
   if (staged)
     maxpool_fp16(workspace, y, batch, m.shape.out_c, m.shape.conv_h, m.shape.conv_w, *m.shape.pool,

@@ -30,9 +30,10 @@
 //    m16n8k32's as a figure only.  Built once on the host in the order threads read it: per
 //    (channel tile, k-tile) 1 KB = 8 m16 tiles x 8 g x 2 (t % 2) x uint2 {kk 0, kk 1}, copied into
 //    the stage with the operands; threads t and t + 2 read the same uint2 (broadcast).
-// Pipeline: igemm's 4-deep cp.async ring with one __syncthreads per k-tile (the slot refilled in
-// iteration kt is the one consumed in kt - 1).  A stage is 10 KB (A) + 18 KB (B) + 1 KB (meta):
-// 116 KB for the ring + 2 KB row table, one CTA per SM on an A100 (164 KB), and an H100 (227 KB).
+// Pipeline: igemm's cp.async ring with one __syncthreads per k-tile (the slot refilled in
+// iteration kt is the one consumed in kt - 1), 4 deep.  A stage is 10 KB (A) + 18 KB (B) + 1 KB
+// (meta): 116 KB for the ring + 2 KB row table, one CTA per SM on an A100 (164 KB) and an H100
+// (227 KB); sm_86 / sm_89 let a block have at most 99 KB, so there the ring is 3 deep (89 KB).
 // Why this tile first: it is igemm's 128x128 8-warp shape with the operands swapped, so the
 // loaders, the row table and the write-out are igemm's own functions; a sparse MMA does a 16x8x32
 // product per instruction (twice a dense m16n8k16), so for the same K the warp issues half the
@@ -69,16 +70,17 @@ using ptx::smem_u32;
 constexpr int kBC = 128;                          // output channels per CTA (M)
 constexpr int kBN = 128;                          // output pixels per CTA (N)
 constexpr int kKTile = 64;                        // dense K per k-tile
-constexpr int kStages = 4;                        // cp.async ring depth
+constexpr int kMaxStages = 4, kMinStages = 3;     // cp.async ring depth (design note)
 constexpr int kThreads = 256;                     // 8 warps: 2 (channels) x 4 (pixels)
 constexpr int kWRow = kKTile / 2 + 8;             // A smem row, halves (32 kept + 8 pad)
 constexpr int kXRow = kKTile + 8;                 // B smem row, halves (64 + 8 pad)
 constexpr int kWStage = kBC * kWRow;              // halves
 constexpr int kXStage = kBN * kXRow;              // halves
 constexpr int kMetaStage = kBC / 16 * 8 * 2 * 2;  // uint32 words per stage (1 KB)
-constexpr size_t kRingBytes =
-    size_t(kStages) * ((kWStage + kXStage) * sizeof(__half) + kMetaStage * sizeof(uint32_t));
-constexpr size_t kSmemBytes = kRingBytes + size_t(kBN) * 16;  // + the row table
+constexpr size_t ring_bytes(int stages) {
+  return size_t(stages) * ((kWStage + kXStage) * sizeof(__half) + kMetaStage * sizeof(uint32_t));
+}
+constexpr size_t smem_bytes(int stages) { return ring_bytes(stages) + size_t(kBN) * 16; }
 
 struct SpConvParams : ConvParams {
   const uint4* meta = nullptr;  // [channel tiles][k_tiles][kMetaStage / 4]
@@ -92,7 +94,7 @@ struct SpCfg {
   static constexpr int kCh = BK / 8, kRowHalves = kXRow, kAStage = kXStage, kCRow = BN + 8;
   static constexpr bool GATHER = false, POOL = false;
 };
-static_assert(size_t(kBN) * SpCfg::kCRow * 2 <= size_t(kStages) * kXStage * 2,
+static_assert(size_t(kBN) * SpCfg::kCRow * 2 <= size_t(kMinStages) * kXStage * 2,
               "the staging tile must fit in the activation ring it aliases");
 static_assert((kBN * SpCfg::kCh) % kThreads == 0, "loader split");
 
@@ -169,6 +171,7 @@ __device__ __forceinline__ void sp_stage_acc(const float (&acc)[4][4][4], __half
 }
 
 // grid: x = pixel tiles of 128, y = channel tiles of 128.
+template <int kStages>
 __global__ void __launch_bounds__(kThreads, 1) conv_mma_sp_kernel(const SpConvParams p) {
   using C = SpCfg;
   extern __shared__ __align__(16) unsigned char smem_raw[];
