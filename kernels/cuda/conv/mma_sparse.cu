@@ -2,12 +2,10 @@
 // weight compression into the kernel's two arrays, plan and launch.  The kernel and its design
 // note (GEMM mapping, tile, metadata layout, shared memory): mma_sparse_kernel.cuh.
 //
-// Built once per layer: the weight checked 2:4 and compressed by the project's format
-// (kernels/cpu/sparse24.h), then laid out in the kernel's K order — (tap, channel) over channels
-// padded to 8, each k-tile of 64 dense K one 32-half slice of a row — with rows padded to whole
-// 128-channel tiles (zero values, nibble {0, 1}) and the metadata repacked per (channel tile,
-// k-tile) in the order the threads read it.  A pooled layer runs staged: the conv into the
-// workspace (the pre-pool tensor, [batch, conv_h, conv_w, pad8(out_c)]), then maxpool_fp16.
+// Built once per layer: the weight checked 2:4, compressed and packed (mma_sparse_pack.cpp: the
+// kernel's K order, rows padded to whole 128-channel tiles, the metadata in the order the
+// threads read it) and uploaded.  A pooled layer runs staged: the conv into the workspace (the
+// pre-pool tensor, [batch, conv_h, conv_w, pad8(out_c)]), then maxpool_fp16.
 // Fusing the pool would take igemm's pool tiling (pool_tiling.h) with this kernel's transposed
 // staging; not done yet (docs/SPARSITY.md).
 #include <cuda_fp16.h>
@@ -18,10 +16,9 @@
 #include <vector>
 
 #include "cnnrt/error.h"
-#include "graph/passes_sparsity.h"
-#include "kernels/cpu/sparse24.h"
 #include "kernels/cuda/conv/mma_sparse.h"
 #include "kernels/cuda/conv/mma_sparse_kernel.cuh"
+#include "kernels/cuda/conv/mma_sparse_pack.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_traits.h"
 #include "kernels/cuda/elementwise_fp16.h"
@@ -32,7 +29,6 @@ namespace cnnrt::cuda {
 using mma_sp_detail::kBC;
 using mma_sp_detail::kBN;
 using mma_sp_detail::kKTile;
-using mma_sp_detail::kMetaStage;
 
 class ConvFp16Sparse24MmaImpl {
  public:
@@ -53,60 +49,6 @@ auto kernel_of(int stages) {
   return stages == mma_sp_detail::kMaxStages
              ? mma_sp_detail::conv_mma_sp_kernel<mma_sp_detail::kMaxStages>
              : mma_sp_detail::conv_mma_sp_kernel<mma_sp_detail::kMinStages>;
-}
-
-// The compressed weight in the kernel's two arrays: values [channel_tiles * 128][w_row] (fp32
-// here, uploaded as fp16) and the metadata words [channel tiles][k-tiles][kMetaStage].
-struct PackedSparse {
-  std::vector<float> values;
-  std::vector<uint32_t> meta;
-};
-
-PackedSparse pack_sparse(const ConvShape& s, const float* weight, int k_tiles, int channel_tiles,
-                         const std::string& layer) {
-  const int taps = s.conv.kernel_h * s.conv.kernel_w;
-  // Throws naming the layer, output channel, tap and channels when the weight is not 2:4.
-  const sparse24::Compressed c =
-      sparse24::compress(weight, sparsity::WeightShape{s.out_c, s.in_c, taps}, layer);
-  const int real_per_tap = c.shape.groups_per_tap();       // ceil(in_c / 4)
-  const int groups_per_tap = padded_channels(s.in_c) / 4;  // the kernel's K: channels to 8
-  const int groups = k_tiles * (kKTile / 4), w_row = k_tiles * (kKTile / 2);
-  const int rows = channel_tiles * kBC;
-  PackedSparse out;
-  out.values.assign(size_t(rows) * w_row, 0.f);
-  // Unused groups (channel padding, the K tail, the rows past out_c): zero values and the valid
-  // nibble {0, 1} (two equal indices are undefined on the hardware).
-  std::vector<uint8_t> nibble(size_t(rows) * groups, uint8_t(0 | 1 << 2));
-  const int real_groups = c.shape.groups_per_row();
-  for (int o = 0; o < s.out_c; ++o)
-    for (int g = 0; g < real_groups; ++g) {
-      const int tap = g / real_per_tap, k_group = tap * groups_per_tap + g % real_per_tap;
-      for (int j = 0; j < 2; ++j)
-        out.values[size_t(o) * w_row + 2 * k_group + j] =
-            c.values[(size_t(o) * real_groups + g) * 2 + j];
-      nibble[size_t(o) * groups + k_group] =
-          uint8_t(c.meta[size_t(o) * c.meta_words_per_row() + g / 4] >> (4 * (g % 4)) & 0xF);
-    }
-  // Per thread (design note of mma_sparse_kernel.cuh): bits 0-15 the 4 nibbles of row r,
-  // bits 16-31 those of row r + 8.
-  auto nibbles16 = [&](int row, int group0) {
-    uint32_t v = 0;
-    for (int j = 0; j < 4; ++j) v |= uint32_t(nibble[size_t(row) * groups + group0 + j]) << (4 * j);
-    return v;
-  };
-  out.meta.resize(size_t(channel_tiles) * k_tiles * kMetaStage);
-  size_t at = 0;
-  for (int ct = 0; ct < channel_tiles; ++ct)
-    for (int kt = 0; kt < k_tiles; ++kt)
-      for (int mtile = 0; mtile < kBC / 16; ++mtile)
-        for (int g = 0; g < 8; ++g)             // lane / 4
-          for (int half = 0; half < 2; ++half)  // lane % 2: groups 0-3 or 4-7 of the step
-            for (int kk = 0; kk < 2; ++kk) {    // the k-tile's two steps of K 32
-              const int row = ct * kBC + mtile * 16 + g;
-              const int group0 = kt * (kKTile / 4) + 8 * kk + 4 * half;
-              out.meta[at++] = nibbles16(row, group0) | nibbles16(row + 8, group0) << 16;
-            }
-  return out;
 }
 
 }  // namespace
@@ -167,7 +109,7 @@ ConvFp16Sparse24Mma::ConvFp16Sparse24Mma(const ConvShape& shape_in, const float*
   p.opg = s.out_c;
   p.cpg_chunks = p.in_cs / 8;
   p.k_real = p.kh * p.kw * p.cpg_chunks;  // K in 8-channel chunks (igemm's vector loader)
-  p.k_tiles = ceil_div((long long)p.k_real * 8, kKTile);
+  p.k_tiles = mma_sp_detail::k_tiles_of(s);
   p.w_k = p.k_tiles * kKTile;
   p.w_row = p.w_k / 2;
   p.out_c = s.out_c;
@@ -178,10 +120,10 @@ ConvFp16Sparse24Mma::ConvFp16Sparse24Mma(const ConvShape& shape_in, const float*
     p.residual_act = p.act;
     p.act = EpilogueClamp{};
   }
-  m.channel_tiles = ceil_div(s.out_c, kBC);
+  m.channel_tiles = mma_sp_detail::channel_tiles_of(s);
   p.w_rows = m.channel_tiles * kBC;
 
-  const PackedSparse packed = pack_sparse(s, weight, p.k_tiles, m.channel_tiles, layer);
+  const mma_sp_detail::MmaSpWeights packed = mma_sp_detail::pack_mma_sp_weights(s, weight, layer);
   m.values = upload_as_fp16(packed.values);
   m.meta = DeviceArray(packed.meta.size() * sizeof(uint32_t));
   m.meta.upload(packed.meta.data(), m.meta.bytes());

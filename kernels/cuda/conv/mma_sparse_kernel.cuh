@@ -55,6 +55,7 @@
 
 #include "kernels/cuda/conv/igemm_kernel.cuh"
 #include "kernels/cuda/conv/igemm_params.h"
+#include "kernels/cuda/conv/mma_sparse_pack.h"
 #include "kernels/cuda/conv/ptx.cuh"
 
 namespace cnnrt::cuda::mma_sp_detail {
@@ -67,16 +68,13 @@ using ptx::ldmatrix_x4;
 using ptx::mma_sp_16832;
 using ptx::smem_u32;
 
-constexpr int kBC = 128;                          // output channels per CTA (M)
-constexpr int kBN = 128;                          // output pixels per CTA (N)
-constexpr int kKTile = 64;                        // dense K per k-tile
-constexpr int kMaxStages = 4, kMinStages = 3;     // cp.async ring depth (design note)
-constexpr int kThreads = 256;                     // 8 warps: 2 (channels) x 4 (pixels)
-constexpr int kWRow = kKTile / 2 + 8;             // A smem row, halves (32 kept + 8 pad)
-constexpr int kXRow = kKTile + 8;                 // B smem row, halves (64 + 8 pad)
-constexpr int kWStage = kBC * kWRow;              // halves
-constexpr int kXStage = kBN * kXRow;              // halves
-constexpr int kMetaStage = kBC / 16 * 8 * 2 * 2;  // uint32 words per stage (1 KB)
+// kBC (channels), kBN (pixels), kKTile (dense K) per CTA and k-tile, kMetaStage: mma_sparse_pack.h
+constexpr int kMaxStages = 4, kMinStages = 3;  // cp.async ring depth (design note)
+constexpr int kThreads = 256;                  // 8 warps: 2 (channels) x 4 (pixels)
+constexpr int kWRow = kKTile / 2 + 8;          // A smem row, halves (32 kept + 8 pad)
+constexpr int kXRow = kKTile + 8;              // B smem row, halves (64 + 8 pad)
+constexpr int kWStage = kBC * kWRow;           // halves
+constexpr int kXStage = kBN * kXRow;           // halves
 constexpr size_t ring_bytes(int stages) {
   return size_t(stages) * ((kWStage + kXStage) * sizeof(__half) + kMetaStage * sizeof(uint32_t));
 }
