@@ -1,5 +1,6 @@
 // 2:4 sparse implicit-GEMM fp16 convolution on sparse tensor cores with warp-level mma.sp
-// (sm_80, sm_86, sm_89, sm_90): the kernel.  Host side, plan and packing: mma_sparse.cu.
+// (sm_80, sm_86, sm_89, sm_90): the kernel.  Host side and plan: mma_sparse.cu; the weight
+// packing: mma_sparse_pack.cpp (CPU-tested against an emulation of this kernel).
 //
 // GEMM mapping.  Only operand A of a sparse MMA may be 2:4, grouped along K (docs/SPARSITY.md),
 // so the weights are A, as in the Hopper sparse convs (wgmma_sparse.cu): M = output channels,
@@ -14,8 +15,8 @@
 //  * A (weights): 128 rows x 32 kept halves (64 B), rows padded to 40 halves (80 B): the 8 row
 //    addresses of an ldmatrix phase land in 8 distinct 16-byte bank groups (igemm's BK-32 rows).
 //    The compressed 16 x 16 tile of one m16n8k32 has the dense m16n8k16 A-fragment layout (PTX
-//    ISA "Matrix fragments for sparse mma.m16n8k32 with .f16": a0/a1 row g, a2/a3 row g + 8,
-//    compressed columns 2t, 2t + 1 for registers 0-1 and 8 + 2t, +1 for registers 2-3), so one
+//    ISA "Matrix fragments for sparse mma.m16n8k32 with .f16": registers 0 and 2 row g, 1 and 3
+//    row g + 8; compressed columns 2t, 2t + 1 in registers 0-1, 8 + 2t, +1 in 2-3), so one
 //    ldmatrix.x4 per m16 tile loads it exactly as igemm loads its dense A.
 //  * B (activations): 128 pixel rows x 64 halves (128 B), rows padded to 72 halves (144 B,
 //    igemm's BK-64 rows: conflict-free), gathered on the fly by igemm's vector loader (one
@@ -38,7 +39,7 @@
 // loaders, the row table and the write-out are igemm's own functions; a sparse MMA does a 16x8x32
 // product per instruction (twice a dense m16n8k16), so for the same K the warp issues half the
 // MMAs, and per k-tile of 64 the B gather (16 KB) is the same as the dense kernel's A while the
-// weights cost half — bytes per MAC 1/128 + 1/256 (dense 128x128: 2/128).
+// weights cost half — bytes per MAC 2/128 + 1/128 (+ 1/1024 metadata), dense 128x128: 4/128.
 //
 // Epilogue: the accumulators are [channel][pixel] (mma row g / g + 8 = channel, column 2t, 2t + 1
 // = pixel), so the staging store transposes them into igemm's [pixel][128 + 8] fp16 tile (bias +
