@@ -3,9 +3,9 @@
 # its build): AlexNet with PyTorch-style initial weights (`cnnrt init-weights --seed 0`),
 #  * pruned 2:4 on conv2-conv5, fc6, fc7 (`cnnrt prune --pattern 2:4`): per-layer timings of every
 #    candidate on those same weights (`cnnrt profile --compare`, batch 1 and 256: the dense
-#    fp16 kernels next to conv_fp16_sparse24_tma, _wgmma, linear_fp16_sparse24 and, where built, the
-#    cuSPARSELt baseline), and the whole network with some of those layers sparse (plan files)
-#    against all-dense (`cnnrt bench`);
+#    fp16 kernels next to conv_fp16_sparse24_tma, _wgmma, _mma, linear_fp16_sparse24 and, where
+#    built, the cuSPARSELt baseline), and the whole network with some of those layers sparse
+#    (plan files) against all-dense (`cnnrt bench`);
 #  * channel-pruned to half the channels (`cnnrt prune --channels 0.5`: compacted at build) against
 #    the dense model end to end (`cnnrt bench`).
 # Random weights: these are timings, not accuracy (docs/SPARSITY.md has the accuracy on real

@@ -1,7 +1,9 @@
-// Registry entries of the 2:4 sparse fp16 convs on Hopper's sparse tensor cores:
+// Registry entries of the 2:4 sparse fp16 convs on sparse tensor cores: on Hopper
 // "conv_fp16_sparse24_wgmma" (kernels/cuda/conv/wgmma_sparse.h, cp.async gather) and
 // "conv_fp16_sparse24_tma" (kernels/cuda/conv/tma_sparse.h, the sparse instance of the TMA conv
-// mainloop; in_c % 64 shapes the im2col box describes, a fused pool staged).
+// mainloop; in_c % 64 shapes the im2col box describes, a fused pool staged); on every sm_80+ GPU
+// "conv_fp16_sparse24_mma" (kernels/cuda/conv/mma_sparse.h, warp-level mma.sp; any groups-1
+// conv, a pool staged).
 //
 // Offered only for a layer whose weight is 2:4 (KernelRegistry::add checks Node::weight_2_4) and
 // taken only where the layer asks for `sparsity: 2:4` or names the kernel (runtime/builder.cpp),
@@ -15,13 +17,16 @@
 // layer that asks for `sparsity: 2:4` it is the default: on an H100 (docs/PERFORMANCE.md, run
 // 37b) it ran AlexNet conv2-conv5 1.7-2.4x faster than the cp.async kernel at batch 64 and 256;
 // the cp.async kernel keeps the shapes the im2col box cannot describe (in_c % 64 != 0).  The
-// automatic plan and `profile --compare` time both.  Its input's im2col map is
-// cached per context like conv_fp16_tma's (KernelPlan::state); a pooled layer asks for the
+// automatic plan and `profile --compare` time both.  conv_fp16_sparse24_mma has the same
+// priority and is registered last: on sm_90 the Hopper entries stay the default where they
+// serve, and on sm_80 / sm_89 (where they do not) it serves `sparsity: 2:4`.  Its input's im2col
+// map is cached per context like conv_fp16_tma's (KernelPlan::state); a pooled layer asks for the
 // pre-pool workspace.
 #include <memory>
 #include <optional>
 #include <string>
 
+#include "kernels/cuda/conv/mma_sparse.h"
 #include "kernels/cuda/conv/tma_encode.h"
 #include "kernels/cuda/conv/tma_sparse.h"
 #include "kernels/cuda/conv/wgmma_sparse.h"
@@ -142,6 +147,58 @@ std::unique_ptr<LayerKernel> create_tma(const KernelBuildContext& context) {
   }
 }
 
+// ---- conv_fp16_sparse24_mma --------------------------------------------------------------------
+
+constexpr const char* kMmaName = "conv_fp16_sparse24_mma";
+
+std::optional<ConvShape> mma_served_shape(const Node& node) {
+  std::optional<ConvShape> shape = conv_shape_of(node);
+  if (!shape || !ConvFp16Sparse24Mma::supports(*shape)) return std::nullopt;
+  return shape;
+}
+
+class SparseMmaConvKernel final : public Fp16Kernel {
+ public:
+  SparseMmaConvKernel(const ConvShape& shape, const float* weight, const float* bias,
+                      const std::string& layer)
+      : conv_(shape, weight, bias, layer) {}
+  KernelPlan prepare(const PrepareInfo& info) const override {
+    const ConvFp16Sparse24MmaPlan p = conv_.plan(info.batch);
+    KernelPlan plan;
+    plan.variant = p.variant;
+    plan.variant_name = p.name;
+    plan.workspace_bytes = p.workspace_bytes;
+    return plan;
+  }
+  void run(const KernelArgs& args) override {
+    const void* residual = args.inputs.size() > 1 ? args.inputs[1] : nullptr;
+    conv_.forward(args.variant, args.inputs.at(0), residual, args.output, args.batch,
+                  static_cast<cudaStream_t>(args.stream), args.workspace);
+  }
+  size_t weight_bytes() const override { return conv_.weight_bytes(); }
+
+ private:
+  ConvFp16Sparse24Mma conv_;
+};
+
+std::unique_ptr<LayerKernel> create_mma(const KernelBuildContext& context) {
+  ErrorSite site = node_site(context);
+  const std::optional<ConvShape> shape = mma_served_shape(context.node);
+  if (!shape)
+    throw_error(site, std::string(kMmaName) +
+                          " does not serve this conv (needs groups 1; a pool without a residual, "
+                          "padded by at most half its window)");
+  if (!ConvFp16Sparse24Mma::device_supported())
+    throw_error(site, std::string(kMmaName) + " needs a compute capability 8.0 or later GPU");
+  const ConvWeights weights = conv_weights_of(context, kMmaName, shape);
+  try {
+    return std::make_unique<SparseMmaConvKernel>(*shape, weights.weight, weights.bias,
+                                                 context.node.name);
+  } catch (const Error& error) {
+    throw_error(site, error.what());
+  }
+}
+
 }  // namespace
 
 void register_sparse_conv_kernels(KernelRegistry& registry) {
@@ -174,6 +231,22 @@ void register_sparse_conv_kernels(KernelRegistry& registry) {
   entry.residual = true;  // native: the dense wgmma write-out adds it
   entry.sparse_2_4 = true;
   registry.add(std::move(entry));
+
+  KernelEntry mma_entry;
+  mma_entry.name = kMmaName;
+  mma_entry.op = OpKind::Conv;
+  mma_entry.device = Device::CUDA;
+  mma_entry.precision = Precision::FP16;
+  mma_entry.priority = -1;  // as the Hopper sparse entries, after them (header comment)
+  // Any clamp, asymmetric padding (the row table's bounds checks), the fused residual, a staged
+  // pool.
+  mma_entry.supports = [](const Node& node) {
+    return mma_served_shape(node).has_value() && ConvFp16Sparse24Mma::device_supported();
+  };
+  mma_entry.create = create_mma;
+  mma_entry.residual = true;  // native: igemm's write-out adds it
+  mma_entry.sparse_2_4 = true;
+  registry.add(std::move(mma_entry));
 }
 
 }  // namespace cnnrt::cuda

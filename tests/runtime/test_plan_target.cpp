@@ -9,6 +9,7 @@
 
 #include "cnnrt/cnnrt.h"
 #include "graph/model_loader.h"
+#include "graph/passes_sparsity.h"
 
 namespace cnnrt {
 namespace {
@@ -73,6 +74,46 @@ TEST(PlanTarget, SplitKFollowsTheSmCount) {
   EXPECT_NE(h100.find("split-K"), std::string::npos) << h100;
   EXPECT_EQ(h100, same);
   EXPECT_NE(h100, fewer);
+}
+
+// AlexNet with conv2-conv5 pruned 2:4 and asked to run sparse: on an A100 and an L4 (no wgmma)
+// the mma.sp sparse conv serves them (a 4-deep ring where a block gets 163 KB, 3 where it gets
+// 99 KB; conv2 and conv5 with their pool staged), on an H100 the Hopper sparse entries stay the
+// default.  Compresses the weights as a GPU build would, without a GPU.
+std::shared_ptr<Engine> sparse_alexnet_for(const std::string& target) {
+  Graph graph = load_model(std::string(CNNRT_SOURCE_DIR) + "/models/alexnet.yaml");
+  bind_random_weights(graph, 7);
+  BuildOptions options;
+  options.device = Device::CUDA;
+  options.plan_target = target;
+  for (const char* layer : {"conv2", "conv3", "conv4", "conv5"}) {
+    Node* node = graph.find(layer);
+    if (node == nullptr) throw Error(std::string("no layer ") + layer);
+    sparsity::prune_magnitude(node->find_param("weight")->value.data.data(),
+                              sparsity::weight_shape_of(*node));
+    options.layer_choices[layer].sparsity = "2:4";
+  }
+  return Engine::build(std::move(graph), options);
+}
+
+TEST(PlanTarget, SparseConvsOnMmaSpWithoutWgmma) {
+  for (const char* target : {"a100", "l4"}) {
+    const ExecutionPlan plan = sparse_alexnet_for(target)->plan(256);
+    const std::string kernels = kernels_of(plan);
+    const std::string ring = std::string(target) == "a100" ? "_s4" : "_s3";
+    ASSERT_EQ(plan.steps.size(), 9u) << kernels;
+    for (int step = 1; step <= 4; ++step) {  // conv2 .. conv5
+      EXPECT_EQ(plan.steps[step].kernel, "conv_fp16_sparse24_mma") << target << "\n" << kernels;
+      EXPECT_NE(plan.steps[step].variant.find("mma_sp_128x128x64" + ring), std::string::npos)
+          << target << "\n"
+          << kernels;
+    }
+    EXPECT_NE(plan.steps[1].variant.find("+maxpool"), std::string::npos) << kernels;  // conv2
+    EXPECT_EQ(plan.steps[2].variant.find("+maxpool"), std::string::npos) << kernels;  // conv3
+  }
+  const std::string h100 = kernels_of(sparse_alexnet_for("h100")->plan(256));
+  EXPECT_EQ(h100.find("conv_fp16_sparse24_mma"), std::string::npos) << h100;
+  EXPECT_NE(h100.find("conv_fp16_sparse24_tma"), std::string::npos) << h100;
 }
 
 TEST(PlanTarget, BadTargetsAreErrors) {

@@ -1,7 +1,8 @@
-// PTX wrappers of every tensor-core conv, written once: cp.async, ldmatrix and mma.sync
-// (sm_80+, the mma.sync implicit GEMM), and the Hopper-only ones (sm_90a: the generic->async
-// proxy fence, wgmma fence/commit/wait, shared-memory matrix descriptors, the m64nNk16 fp16 and
-// m64nNk32 s8 MMAs, mbarriers, named barriers, setmaxnreg) used by the wgmma convolutions.
+// PTX wrappers of every tensor-core conv, written once: cp.async, ldmatrix, mma.sync and the 2:4
+// sparse mma.sp (sm_80+: the mma.sync implicit GEMM, the mma.sp sparse conv), and the Hopper-only
+// ones (sm_90a: the generic->async proxy fence, wgmma fence/commit/wait, shared-memory matrix
+// descriptors, the m64nNk16 fp16 and m64nNk32 s8 MMAs, mbarriers, named barriers, setmaxnreg)
+// used by the wgmma convolutions.
 //
 // Why one header: the kernels must agree bit for bit on the descriptor and swizzle conventions,
 // and an int8 or sparse conv family adds its MMA shapes here instead of copying the rest.  The
@@ -63,6 +64,27 @@ __device__ __forceinline__ void mma_16832_s8(int (&c)[4], const uint32_t (&a)[4]
       "{%8,%9}, {%0,%1,%2,%3};\n"
       : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// D[16 x 8] += A[16 x 32] * B[32 x 8] with A 2:4 sparse along K (mma.sp, sm_80+; fp16 in, fp32
+// accumulate).  a: the compressed 16 x 16 tile in the dense m16n8k16 A-fragment layout (an
+// ldmatrix.x4 of it, as for mma_16816); b: B rows (K) 8i + 2t, +1 in b[i] at column lane / 4 (an
+// ldmatrix.x4 of an [n][k] tile: matrix i = K 8i..8i+7); e: metadata with sparsity selector 0
+// (threads 0 and 1 of each quad supply it; kernels/cuda/conv/mma_sparse_kernel.cuh says which
+// bits).  ::ordered_metadata: each nibble's two indices increasing, the project's format
+// (kernels/cpu/sparse24.h), and the form the PTX ISA advises for speed on later GPUs.
+__device__ __forceinline__ void mma_sp_16832(float (&c)[4], const uint32_t (&a)[4],
+                                             const uint32_t (&b)[4], uint32_t e) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile(
+      "mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
+      "{%4,%5,%6,%7}, {%8,%9,%10,%11}, {%0,%1,%2,%3}, %12, 0x0;\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(b[2]), "r"(b[3]),
+        "r"(e));
+#else
+  __trap();  // below sm_80 there is no sparse MMA; device_supported() keeps it from launching
+#endif
 }
 
 #ifdef CNNRT_WGMMA_DEVICE
