@@ -16,8 +16,9 @@
 //   kept int8 — the groups past ceil(in_c / 4) (the NHWC/16 padding channels, zeros in the
 //   activations) keep zeros with the valid nibble {0, 1}.  The A matrix is [out_c][K / 2] int8,
 //   one tiled map per BM (box KB / 2 x BM, the KB / 2-byte swizzle).  The metadata is repacked in
-//   the order the consumer threads read it (pack_metadata; the kernel's design note has the
-//   layout and says it is the one thing not yet verified on a GPU): [k-tile][m64 block][thread
+//   the order the consumer threads read it (tma_sparse_s8_pack.h's pack_metadata; the kernel's
+//   design note has the layout and says it is the one thing not yet verified on a GPU), a CPU
+//   test decoding it back to the dense weight: [k-tile][m64 block][thread
 //   0-127][kk] 32-bit words, blocks padded to a multiple of 4 (256 channels) with the valid
 //   nibble so that a channel tile of either height is one contiguous bulk copy per k-tile.
 //   weight_bytes() = K / 2 + K / 8 bytes per channel (+ padding blocks) + bias_q + multipliers.
@@ -47,6 +48,7 @@
 #include "kernels/cuda/conv/tma_encode.h"
 #include "kernels/cuda/conv/tma_sparse_s8.h"
 #include "kernels/cuda/conv/tma_sparse_s8_kernel.cuh"
+#include "kernels/cuda/conv/tma_sparse_s8_pack.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_traits.h"
 #include "kernels/cuda/elementwise_fp16.h"  // DeviceArray
@@ -55,6 +57,9 @@ namespace cnnrt::cuda {
 
 namespace {
 
+using tma_sparse_s8_detail::kernel_order;
+using tma_sparse_s8_detail::KernelOrder;
+using tma_sparse_s8_detail::pack_metadata;
 using tma_sparse_s8_detail::TmaSparseS8;
 using tma_sparse_s8_detail::TmaSparseS8Epilogue;
 using tma_sparse_s8_detail::TmaSparseS8Params;
@@ -132,64 +137,6 @@ void check_register_counts() {
 int k_bytes_of(const S8Conv& conv) { return conv.in_stride % 128 == 0 ? 128 : 64; }
 // The im2col box's upper corner along one axis (conv_int8_tma's: out positions exactly).
 int upper_corner(int in, int out, int stride, int pad) { return (out - 1) * stride - in - pad + 1; }
-
-// The nibble {0, 1} (first kept index 0, second 1): valid, for groups that hold only zeros.
-constexpr uint32_t kZeroGroupNibble = 0x4;
-
-// The project's compressed form laid out in the kernel's K: per row, per tap, in_stride / 4
-// groups of two kept int8 (design note); `nibbles` the matching [row][tap * groups + group].
-struct KernelOrder {
-  std::vector<int8_t> values;    // [out_c][taps * in_stride / 2]
-  std::vector<uint8_t> nibbles;  // [out_c][taps * in_stride / 4]
-};
-KernelOrder kernel_order(const sparse24::Compressed& c, int out_c, int taps, int in_stride) {
-  const int stored_groups = c.shape.groups_per_tap(), groups = in_stride / 4;
-  const int words = c.meta_words_per_row();
-  KernelOrder k;
-  k.values.assign(size_t(out_c) * taps * groups * 2, 0);
-  k.nibbles.assign(size_t(out_c) * taps * groups, uint8_t(kZeroGroupNibble));
-  for (int o = 0; o < out_c; ++o)
-    for (int tap = 0; tap < taps; ++tap)
-      for (int grp = 0; grp < stored_groups; ++grp) {
-        const size_t from = (size_t(o) * taps + tap) * stored_groups + grp;  // (tap, group)
-        const size_t to = (size_t(o) * taps + tap) * groups + grp;
-        const int flat = tap * stored_groups + grp;
-        k.values[2 * to] = int8_t(c.values[2 * from]);
-        k.values[2 * to + 1] = int8_t(c.values[2 * from + 1]);
-        k.nibbles[to] = uint8_t((c.meta[size_t(o) * words + flat / 4] >> (4 * (flat % 4))) & 0xF);
-      }
-  return k;
-}
-
-// The metadata in the consumer threads' order (tma_sparse_s8_kernel.cuh's design note): word
-// [kt][block][thread = warp * 32 + 4g + t][kk] = bits 0-15 the nibbles of row block * 64 + 16 warp
-// + g, k-tile groups 16 kk + 4 t .. +3 (group j at bits 4j), bits 16-31 row + 8.  Rows past out_c
-// (the padding blocks) hold the valid nibble {0, 1}.
-std::vector<uint32_t> pack_metadata(const KernelOrder& k, int out_c, int groups_per_row, int kb,
-                                    int k_tiles, int blocks) {
-  const int tile_groups = kb / 4, mmas = kb / 64;
-  auto nibbles16 = [&](int row, int group0) {
-    uint32_t v = 0;
-    for (int j = 0; j < 4; ++j) {
-      const uint32_t n =
-          row < out_c ? k.nibbles[size_t(row) * groups_per_row + group0 + j] : kZeroGroupNibble;
-      v |= n << (4 * j);
-    }
-    return v;
-  };
-  std::vector<uint32_t> out(size_t(k_tiles) * blocks * 128 * mmas);
-  size_t at = 0;
-  for (int kt = 0; kt < k_tiles; ++kt)
-    for (int b = 0; b < blocks; ++b)
-      for (int thread = 0; thread < 128; ++thread)
-        for (int kk = 0; kk < mmas; ++kk) {
-          const int warp = thread / 32, g = (thread % 32) / 4, t = thread % 4;
-          const int row = b * 64 + 16 * warp + g;
-          const int group0 = kt * tile_groups + 16 * kk + 4 * t;
-          out[at++] = nibbles16(row, group0) | nibbles16(row + 8, group0) << 16;
-        }
-  return out;
-}
 
 DeviceArray upload(const void* host, size_t bytes) {
   DeviceArray array(bytes);

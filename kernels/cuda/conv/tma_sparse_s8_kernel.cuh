@@ -39,7 +39,7 @@
 //   covering 16 of the 64 K where fp16's threads 0 and 1 cover 16 of 32 — the PTX ISA's
 //   m16n8k64 8-bit mma.sp metadata figure, per warp.  NOT YET VERIFIED ON A GPU: a test with
 //   one nibble everywhere (test_tma_sparse_s8.cpp, UniformPattern) is independent of this layout,
-//   so that test passing and the random-pattern ones failing points here (tma_sparse_s8.cu's
+//   so that test passing and the random-pattern ones failing points here (tma_sparse_s8_pack.cpp's
 //   pack_metadata is the one place to change).  Stored as [k-tile][block][thread 0-127][kk]
 //   words: 512 B (KB 64) or 1 KB (KB 128) per block and k-tile, one ld.shared(.v2) per thread.
 // * Epilogue (TmaSparseS8Epilogue): the accumulators are [channel][pixel] (register 4j + 2h + q

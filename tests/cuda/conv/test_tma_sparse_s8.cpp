@@ -17,7 +17,7 @@
 // metadata word 0x44444444 whatever thread it belongs to: it checks the operand layouts, the
 // descriptors and the epilogue independently of the per-thread metadata layout (the one part of
 // the kernel inferred from the PTX ISA and not yet verified on a GPU: tma_sparse_s8_kernel.cuh).
-// If it passes and the random-pattern cases fail, look at tma_sparse_s8.cu's pack_metadata.
+// If it passes and the random-pattern cases fail, look at tma_sparse_s8_pack.cpp's pack_metadata.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -40,6 +40,7 @@
 #include "kernels/cuda/conv/conv_s8.h"
 #include "kernels/cuda/conv/conv_shape.h"
 #include "kernels/cuda/conv/tma_sparse_s8.h"
+#include "kernels/cuda/conv/tma_sparse_s8_pack.h"
 #include "kernels/cuda/device_traits.h"
 #include "runtime/kernel.h"
 
@@ -329,6 +330,72 @@ TEST(ConvSparse24TmaS8, OddShapesMatchReference) {
   };
   uint32_t seed = 100;
   for (const S8Case& c : cases) check_case(c, seed++);
+}
+
+// The host packing (no GPU): the kept values and the metadata words, decoded as the kernel's design
+// note says the hardware reads them (thread warp * 32 + 4g + t, instruction kk: rows 16 warp + g
+// and + 8, k-tile groups 16 kk + 4t .. +3), give back the dense int8 weight in the kernel's K
+// order (tap, channel over the NHWC/16 stride; zeros in the padding channels), and padding rows
+// carry the valid nibble.  KB 64 and 128, in_c with a partial group, out_c past a 256 block.
+TEST(ConvSparse24TmaS8, MetadataPackingDecodesToTheDenseWeight) {
+  struct Shape {
+    int oc, c, taps, kb;
+  };
+  const Shape shapes[] = {{8, 64, 9, 64},   {72, 128, 25, 128}, {72, 128, 25, 64},
+                          {320, 50, 9, 64}, {136, 192, 9, 64},  {200, 256, 1, 128}};
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (const Shape& sh : shapes) {
+    SCOPED_TRACE("oc " + std::to_string(sh.oc) + " c " + std::to_string(sh.c) + " taps " +
+                 std::to_string(sh.taps) + " kb " + std::to_string(sh.kb));
+    const int in_stride = padded16(sh.c), k = sh.taps * in_stride;
+    std::vector<float> w(size_t(sh.oc) * sh.c * sh.taps);
+    for (float& v : w) v = u(rng);
+    sparsity::prune_magnitude(w.data(), {sh.oc, sh.c, sh.taps});
+    std::vector<float> q(w.size());  // an int8 weight's exact float image
+    for (size_t i = 0; i < w.size(); ++i) q[i] = std::round(w[i] * 100);
+    const sparse24::Compressed c = sparse24::compress(q.data(), {sh.oc, sh.c, sh.taps}, "conv");
+    using namespace tma_sparse_s8_detail;
+    const KernelOrder order = kernel_order(c, sh.oc, sh.taps, in_stride);
+    const int k_tiles = k / sh.kb, blocks = (sh.oc + 255) / 256 * 4, mmas = sh.kb / 64;
+    const std::vector<uint32_t> words = pack_metadata(order, sh.oc, k / 4, sh.kb, k_tiles, blocks);
+    ASSERT_EQ(words.size(), size_t(k_tiles) * blocks * 128 * mmas);
+    std::vector<int> dense(size_t(sh.oc) * k, 0);
+    int bad_nibbles = 0;
+    size_t at = 0;
+    for (int kt = 0; kt < k_tiles; ++kt)
+      for (int b = 0; b < blocks; ++b)
+        for (int thread = 0; thread < 128; ++thread)
+          for (int kk = 0; kk < mmas; ++kk) {
+            const uint32_t word = words[at++];
+            const int warp = thread / 32, g = (thread % 32) / 4, t = thread % 4;
+            for (int h = 0; h < 2; ++h)
+              for (int j = 0; j < 4; ++j) {
+                const int row = b * 64 + 16 * warp + g + 8 * h, group = 16 * kk + 4 * t + j;
+                const uint32_t nibble = (word >> (16 * h + 4 * j)) & 0xF;
+                const int first = int(nibble & 3), second = int(nibble >> 2);
+                if (row >= sh.oc) {
+                  bad_nibbles += nibble != kZeroGroupNibble;
+                  continue;
+                }
+                bad_nibbles += first >= second;  // the hardware's rule: two distinct indices
+                // The group's two kept int8 in A: k-tile kt's KB / 2 bytes of the row.
+                const size_t kept = size_t(row) * (k / 2) + size_t(kt) * (sh.kb / 2) + 2 * group;
+                const size_t dense_k = size_t(row) * k + size_t(kt) * sh.kb + 4 * group;
+                dense[dense_k + first] += order.values[kept];
+                dense[dense_k + second] += order.values[kept + 1];
+              }
+          }
+    EXPECT_EQ(bad_nibbles, 0);
+    int mismatches = 0;
+    for (int o = 0; o < sh.oc; ++o)
+      for (int tap = 0; tap < sh.taps; ++tap)
+        for (int ch = 0; ch < in_stride; ++ch) {
+          const int want = ch < sh.c ? int(q[(size_t(o) * sh.c + ch) * sh.taps + tap]) : 0;
+          mismatches += dense[size_t(o) * k + size_t(tap) * in_stride + ch] != want;
+        }
+    EXPECT_EQ(mismatches, 0);
+  }
 }
 
 TEST(ConvSparse24TmaS8, RejectsWeightThatIsNot24) {
