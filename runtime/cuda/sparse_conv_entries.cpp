@@ -1,9 +1,10 @@
-// Registry entries of the 2:4 sparse fp16 convs on sparse tensor cores: on Hopper
-// "conv_fp16_sparse24_wgmma" (kernels/cuda/conv/wgmma_sparse.h, cp.async gather) and
+// Registry entries of the 2:4 sparse convs on sparse tensor cores: on Hopper
+// "conv_fp16_sparse24_wgmma" (kernels/cuda/conv/wgmma_sparse.h, cp.async gather),
 // "conv_fp16_sparse24_tma" (kernels/cuda/conv/tma_sparse.h, the sparse instance of the TMA conv
-// mainloop; in_c % 64 shapes the im2col box describes, a fused pool staged); on every sm_80+ GPU
-// "conv_fp16_sparse24_mma" (kernels/cuda/conv/mma_sparse.h, warp-level mma.sp; any groups-1
-// conv, a pool staged).
+// mainloop; in_c % 64 shapes the im2col box describes, a fused pool staged) and, at precision
+// int8, "conv_int8_sparse24_tma" (kernels/cuda/conv/tma_sparse_s8.h, the int8 sparse instance of
+// that mainloop; the convs conv_int8_tma serves); on every sm_80+ GPU "conv_fp16_sparse24_mma"
+// (kernels/cuda/conv/mma_sparse.h, warp-level mma.sp; any groups-1 conv, a pool staged).
 //
 // Offered only for a layer whose weight is 2:4 (KernelRegistry::add checks Node::weight_2_4) and
 // taken only where the layer asks for `sparsity: 2:4` or names the kernel (runtime/builder.cpp),
@@ -22,15 +23,28 @@
 // serve, and on sm_80 / sm_89 (where they do not) it serves `sparsity: 2:4`.  Its input's im2col
 // map is cached per context like conv_fp16_tma's (KernelPlan::state); a pooled layer asks for the
 // pre-pool workspace.
+//
+// conv_int8_sparse24_tma does on the host what every int8 entry does (int8_layer_prep.h: the
+// calibration's scales, ref::prepare_int8_layer's per-channel int8 weights, int32 biases and
+// multipliers, so the integers are the reference's by construction), then hands the int8 weight
+// to the kernel, which checks it 2:4 and compresses it once.  It is the only int8 sparse entry,
+// so `precision: int8` with `sparsity: 2:4` takes it.  A fused max-pool runs after it on the
+// pre-pool tensor (maxpool_nhwc_s8 / _f32, exact), as in the dense int8 entries; the graph output
+// is dequantised in its epilogue (fp32 NHWC/8).  No small-batch fallback (as the fp16 sparse
+// entries).
 #include <memory>
 #include <optional>
 #include <string>
 
 #include "kernels/cuda/conv/mma_sparse.h"
+#include "kernels/cpu/int8_ref.h"
+#include "kernels/cuda/conv/conv_s8.h"
 #include "kernels/cuda/conv/tma_encode.h"
 #include "kernels/cuda/conv/tma_sparse.h"
+#include "kernels/cuda/conv/tma_sparse_s8.h"
 #include "kernels/cuda/conv/wgmma_sparse.h"
 #include "runtime/cuda/cuda_registry.h"
+#include "runtime/cuda/int8_layer_prep.h"
 
 namespace cnnrt::cuda {
 namespace {
@@ -199,9 +213,135 @@ std::unique_ptr<LayerKernel> create_mma(const KernelBuildContext& context) {
   }
 }
 
+// ---- conv_int8_sparse24_tma ------------------------------------------------------------------
+
+constexpr const char* kS8Name = "conv_int8_sparse24_tma";
+using S8InputMaps = tma::InputMaps<ConvS8TmaInput>;
+
+// The S8Conv of the node as the int8 entries describe it (NHWC/16 in, int8 NHWC/16 or fp32
+// NHWC/8 out, K over the channel stride); the epilogue's scalars are filled by the factory.
+S8Conv s8_conv_of(const ConvShape& shape, bool float_output) {
+  const ConvAttrs& a = shape.conv;
+  S8Conv conv;
+  conv.in_c = shape.in_c;
+  conv.in_h = shape.in_h;
+  conv.in_w = shape.in_w;
+  conv.in_stride = padded16(shape.in_c);
+  conv.out_c = shape.out_c;
+  conv.out_h = shape.conv_h;
+  conv.out_w = shape.conv_w;
+  conv.out_stride = float_output ? round_up(shape.out_c, 8) : padded16(shape.out_c);
+  conv.kh = a.kernel_h;
+  conv.kw = a.kernel_w;
+  conv.stride_h = a.stride_h;
+  conv.stride_w = a.stride_w;
+  conv.pad_h = a.pad_h;
+  conv.pad_w = a.pad_w;
+  conv.dil_h = a.dilation_h;
+  conv.dil_w = a.dilation_w;
+  conv.groups = a.groups;
+  conv.k_total = conv.kh * conv.kw * conv.in_stride;
+  conv.k_pad = round_up(conv.k_total, 64);
+  conv.float_output = float_output;
+  return conv;
+}
+
+// The kernel's shape rule in either output form (the int8 output's is checked: an fp32 one
+// differs only in out_stride, which the rule accepts for both), K within the int8 contract, no
+// residual (int8 kernels have no residual epilogue).
+bool s8_tma_supported(const Node& node) {
+  const std::optional<ConvShape> shape = conv_shape_of(node);
+  if (!shape || shape->residual) return false;
+  const int64_t k =
+      int64_t(shape->in_c / shape->conv.groups) * shape->conv.kernel_h * shape->conv.kernel_w;
+  return k <= ref::kMaxInt8Reduction && ConvS8Sparse24Tma::supports(s8_conv_of(*shape, false)) &&
+         ConvS8Sparse24Tma::device_supported();
+}
+
+class SparseS8TmaConvKernel final : public LayerKernel {
+ public:
+  explicit SparseS8TmaConvKernel(const KernelBuildContext& context) {
+    const std::optional<ConvShape> shape = conv_shape_of(context.node);
+    const ConvWeights weights = conv_weights_of(context, kS8Name, shape);
+    const ConvAttrs& a = shape->conv;
+    const ref::Int8Layer layer =
+        prepare_layer(context, weights.weight, weights.bias, shape->out_c,
+                      int64_t(shape->in_c) * a.kernel_h * a.kernel_w, shape->activation, device_);
+    conv_ = s8_conv_of(*shape, layer.float_output);
+    conv_.lo = layer.int_bounds.lo;
+    conv_.hi = layer.int_bounds.hi;
+    conv_.float_lo = layer.float_bounds.lo;
+    conv_.float_hi = layer.float_bounds.hi;
+    try {
+      kernel_.emplace(conv_, layer.weight.data(), layer.bias.data(), layer.multiplier.data(),
+                      context.node.name);
+    } catch (const Error& error) {
+      throw_error(node_site(context), error.what());
+    }
+    if (shape->pool)
+      pool_ = NhwcPool{shape->out_c,          shape->conv_h,         shape->conv_w,
+                       shape->out_h,          shape->out_w,          shape->pool->kernel_h,
+                       shape->pool->kernel_w, shape->pool->stride_h, shape->pool->stride_w,
+                       shape->pool->pad_h,    shape->pool->pad_w};
+  }
+  std::vector<TensorType> input_types(size_t) const override {
+    return {int8_nhwc16(device_.input_scale)};
+  }
+  TensorType output_type() const override { return output_type_of(device_); }
+  KernelPlan prepare(const PrepareInfo& info) const override {
+    const ConvS8Sparse24TmaPlan p = kernel_->plan(info.batch);
+    KernelPlan plan;
+    plan.variant = p.variant;
+    plan.variant_name = p.name + (pool_ ? "+pool" : "");
+    plan.workspace_bytes = pre_pool_bytes(info.batch);
+    plan.state = std::make_shared<const S8InputMaps>();
+    return plan;
+  }
+  void run(const KernelArgs& args) override {
+    if (args.state == nullptr) throw Error(std::string(kS8Name) + ": run() without its state");
+    if (pool_ && args.workspace == nullptr) throw Error(std::string(kS8Name) + ": no workspace");
+    const auto stream = static_cast<cudaStream_t>(args.stream);
+    const ConvS8TmaInput input =
+        static_cast<const S8InputMaps*>(args.state)
+            ->find_or_encode(args.inputs.at(0), args.batch,
+                             [this](const void* p, int b) { return kernel_->encode_input(p, b); });
+    void* conv_out = pool_ ? args.workspace : args.output;
+    kernel_->forward(args.variant, input, conv_out, stream);
+    if (!pool_) return;
+    if (conv_.float_output)
+      maxpool_nhwc_f32(*pool_, static_cast<const float*>(conv_out),
+                       static_cast<float*>(args.output), args.batch, stream);
+    else
+      maxpool_nhwc_s8(*pool_, conv_out, args.output, args.batch, stream);
+  }
+  size_t weight_bytes() const override { return kernel_->weight_bytes(); }
+
+ private:
+  // The pre-pool tensor (pooled layers only), as the dense int8 entries size it.
+  size_t pre_pool_bytes(int batch) const {
+    if (!pool_) return 0;
+    return size_t(batch) * conv_.out_h * conv_.out_w * conv_.out_stride *
+           (conv_.float_output ? sizeof(float) : 1);
+  }
+
+  Int8Device device_;  // the scales (the kernel owns its device arrays)
+  S8Conv conv_;
+  std::optional<ConvS8Sparse24Tma> kernel_;
+  std::optional<NhwcPool> pool_;
+};
+
 }  // namespace
 
 void register_sparse_conv_kernels(KernelRegistry& registry) {
+  // int8: the only sparse entry of its precision (header comment); the same priority as the fp16
+  // sparse entries (only `sparsity: 2:4` or its name selects it).
+  add_entries(registry, Device::CUDA, Precision::INT8, -1,
+              {{kS8Name, OpKind::Conv, s8_tma_supported,
+                [](const KernelBuildContext& context) -> std::unique_ptr<LayerKernel> {
+                  return std::make_unique<SparseS8TmaConvKernel>(context);
+                },
+                /*residual=*/false, /*sparse_2_4=*/true}});
+
   KernelEntry tma_entry;
   tma_entry.name = kTmaName;
   tma_entry.op = OpKind::Conv;

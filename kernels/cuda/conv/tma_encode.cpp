@@ -44,7 +44,8 @@ void check_tile(const char* kernel, int variant, int count) {
 }
 
 CUtensorMapSwizzle swizzle_of(int row_bytes) {
-  return row_bytes == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
+  if (row_bytes == 128) return CU_TENSOR_MAP_SWIZZLE_128B;
+  return row_bytes == 64 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_32B;
 }
 
 void encode_weight_map(const char* kernel, CUtensorMap* map, CUtensorMapDataType type,

@@ -110,8 +110,9 @@ EncodeTiled encode_tiled();
 // A failed encode as a cnnrt::Error naming the kernel and the map ("kernel: what failed (...)").
 void check_encode(const char* kernel, CUresult status, const char* what);
 
-// The swizzle whose span is a k-tile row of row_bytes (128 or 64): the K-major layout the wgmma
-// descriptors read (tma_mainloop.cuh's desc_of).
+// The swizzle whose span is a k-tile row of row_bytes (128, 64, or 32: the int8 sparse conv's
+// compressed weight rows): the K-major layout the wgmma descriptors read (tma_mainloop.cuh's
+// desc_of).
 CUtensorMapSwizzle swizzle_of(int row_bytes);
 
 // The weight's tiled map: `rows` rows of k elements, row_pitch bytes apart; boxes of row_elems

@@ -105,15 +105,17 @@ struct TmaUnit {
 using namespace cnnrt::cuda::ptx;
 
 // K-major shared-memory descriptor of a swizzled row layout of RowBytes: 128 B (ptx::make_desc,
-// 8-row groups 1024 B apart) or 64 B (layout type 2, 8-row groups 512 B apart).
+// 8-row groups 1024 B apart), 64 B (layout type 2, 8-row groups 512 B apart) or 32 B (layout
+// type 3, 8-row groups 256 B apart: the int8 sparse instance's A rows of 32 kept bytes).
 template <int RowBytes>
 __device__ __forceinline__ uint64_t desc_of(uint32_t smem_addr) {
   if constexpr (RowBytes == 128) {
     return make_desc(smem_addr);
   } else {
-    static_assert(RowBytes == 64, "k-tile rows of 64 or 128 bytes");
-    return uint64_t((smem_addr & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(512 >> 4) << 32) |
-           (uint64_t(2) << 62);
+    static_assert(RowBytes == 64 || RowBytes == 32, "k-tile rows of 32, 64 or 128 bytes");
+    constexpr uint64_t kLayout = RowBytes == 64 ? 2 : 3;
+    return uint64_t((smem_addr & 0x3FFFF) >> 4) | (uint64_t(1) << 16) |
+           (uint64_t((8 * RowBytes) >> 4) << 32) | (kLayout << 62);
   }
 }
 

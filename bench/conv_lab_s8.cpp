@@ -1,0 +1,131 @@
+// conv_lab's --sparse-s8 table (conv_lab.cpp's header comment says what it times): the int8 2:4
+// conv_int8_sparse24_tma (every tile) against the dense conv_int8_tma (its plan) on the same
+// pruned, quantised weights.  Both are the pre-pool conv alone with its ReLU (a pooled layer's
+// maxpool_nhwc_s8 pass after it is the same for both and not timed), int8 NHWC/16 in and out.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench/conv_lab.h"
+#include "bench/event_timing.h"
+#include "graph/passes_sparsity.h"
+#include "kernels/cpu/int8_ref.h"
+#include "kernels/cuda/conv/conv_s8.h"
+#include "kernels/cuda/conv/tma_s8.h"
+#include "kernels/cuda/conv/tma_sparse_s8.h"
+#include "kernels/cuda/cuda_check.h"
+
+namespace conv_lab {
+namespace {
+
+// A device copy of `bytes` host bytes (freed by the caller).
+void* to_device(const void* host, size_t bytes) {
+  void* p = nullptr;
+  CNNRT_CUDA_CHECK(cudaMalloc(&p, bytes));
+  CNNRT_CUDA_CHECK(cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice));
+  return p;
+}
+
+// The layer as the int8 entries describe it (NHWC/16, K over the channel stride, int8 out).
+cnnrt::cuda::S8Conv s8conv_of(const Layer& l, const ConvShape& s, const cnnrt::ref::Int8Layer& q) {
+  cnnrt::cuda::S8Conv c;
+  c.in_c = l.c;
+  c.in_h = l.h;
+  c.in_w = l.w;
+  c.in_stride = cnnrt::cuda::padded16(l.c);
+  c.out_c = l.oc;
+  c.out_h = s.conv_h;
+  c.out_w = s.conv_w;
+  c.out_stride = cnnrt::cuda::padded16(l.oc);
+  c.kh = c.kw = l.k;
+  c.stride_h = c.stride_w = l.stride;
+  c.pad_h = c.pad_w = l.pad;
+  c.k_total = l.k * l.k * c.in_stride;
+  c.k_pad = (c.k_total + 63) / 64 * 64;
+  c.lo = q.int_bounds.lo;
+  c.hi = q.int_bounds.hi;
+  return c;
+}
+
+}  // namespace
+
+void run_sparse_s8_lab(int iters, cudaStream_t stream) {
+  using cnnrt::cuda::ConvS8Sparse24Tma;
+  using cnnrt::cuda::ConvS8Tma;
+  if (!ConvS8Sparse24Tma::device_supported()) {
+    std::printf("conv_int8_sparse24_tma: not available on this device/build\n");
+    return;
+  }
+  std::mt19937 rng(24680);
+  const std::vector<std::string>& tiles = ConvS8Sparse24Tma::tile_names();
+  for (const Layer& l : kLayers) {
+    const ConvShape s = make_shape(l);
+    const int taps = l.k * l.k;
+    std::vector<float> w, b;
+    random_weights(l, rng, &w, &b);
+    cnnrt::sparsity::prune_magnitude(w.data(), {l.oc, l.c, taps});
+    const cnnrt::ref::Int8Layer q = cnnrt::ref::prepare_int8_layer(
+        w.data(), b.data(), l.oc, int64_t(l.c) * taps, 0.02f, 0.05f, cnnrt::cuda::kReluActivation);
+    cnnrt::cuda::S8Conv conv = s8conv_of(l, s, q);
+    if (!ConvS8Sparse24Tma::supports(conv)) continue;  // conv1: 3 channels (stride 16)
+    // The dense rows [out_c][k_pad]: k = (r·kw + s)·in_stride + c, zeros elsewhere.
+    std::vector<int8_t> rows(size_t(l.oc) * conv.k_pad, 0);
+    for (int o = 0; o < l.oc; ++o)
+      for (int c = 0; c < l.c; ++c)
+        for (int t = 0; t < taps; ++t)
+          rows[size_t(o) * conv.k_pad + t * conv.in_stride + c] =
+              q.weight[(size_t(o) * l.c + c) * taps + t];
+    void* d_w = to_device(rows.data(), rows.size());
+    void* d_b = to_device(q.bias.data(), q.bias.size() * sizeof(int32_t));
+    void* d_m = to_device(q.multiplier.data(), q.multiplier.size() * sizeof(float));
+    conv.weight = static_cast<const int8_t*>(d_w);
+    conv.bias = static_cast<const int32_t*>(d_b);
+    conv.multiplier = static_cast<const float*>(d_m);
+    const ConvS8Tma dense(conv);
+    const ConvS8Sparse24Tma sparse(conv, q.weight.data(), q.bias.data(), q.multiplier.data(),
+                                   l.name);
+    for (const int batch : {64, 256}) {
+      const size_t in_bytes = size_t(batch) * l.h * l.w * conv.in_stride;
+      const size_t out_bytes = size_t(batch) * s.conv_h * s.conv_w * conv.out_stride;
+      std::vector<int8_t> host(in_bytes, 0);
+      void* x[2];
+      for (void*& p : x) {
+        std::uniform_int_distribution<int> v(-127, 127);
+        for (size_t i = 0; i < in_bytes; ++i)
+          host[i] = int(i % conv.in_stride) < l.c ? int8_t(v(rng)) : int8_t(0);
+        p = to_device(host.data(), in_bytes);
+      }
+      void* y = nullptr;
+      CNNRT_CUDA_CHECK(cudaMalloc(&y, out_bytes));
+      const double flops = 2.0 * batch * s.conv_h * s.conv_w * double(l.oc) * l.c * taps;
+      const auto dense_plan = dense.plan(batch);
+      const cnnrt::cuda::ConvS8TmaInput d_in[2] = {dense.encode_input(x[0], batch),
+                                                   dense.encode_input(x[1], batch)};
+      const double dense_ms = median_event_ms(
+          [&](int i) { dense.forward(dense_plan.variant, d_in[i % 2], y, stream); }, iters, stream);
+      print_row(l.name, batch, "conv_int8_tma (dense) " + dense_plan.name, dense_ms, flops, "");
+      const auto pick = sparse.plan(batch);
+      const cnnrt::cuda::ConvS8TmaInput s_in[2] = {sparse.encode_input(x[0], batch),
+                                                   sparse.encode_input(x[1], batch)};
+      for (int t = 0; t < int(tiles.size()); ++t) {
+        const auto p = sparse.plan(batch, t);
+        const double ms = median_event_ms(
+            [&](int i) { sparse.forward(p.variant, s_in[i % 2], y, stream); }, iters, stream);
+        char label[160];
+        std::snprintf(label, sizeof(label), "conv_int8_sparse24_tma %s (%.2fx dense)",
+                      p.name.c_str(), dense_ms / ms);
+        print_row(l.name, batch, label, ms, flops, p.variant == pick.variant ? "*" : "");
+      }
+      CNNRT_CUDA_CHECK(cudaFree(y));
+      for (void* p : x) CNNRT_CUDA_CHECK(cudaFree(p));
+    }
+    for (void* p : {d_w, d_b, d_m}) CNNRT_CUDA_CHECK(cudaFree(p));
+  }
+}
+
+}  // namespace conv_lab
