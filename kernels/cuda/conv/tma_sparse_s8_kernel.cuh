@@ -33,14 +33,14 @@
 //   instruction covers the bytes a k32 fp16 one does.
 // * Metadata per thread (sparsity selector 0: all four threads of a quad supply it; a warp's 16
 //   rows x 16 groups = 1024 bits = 32 words): thread (warp w, lane 4g + t), instruction kk of
-//   k-tile kt, m64 block b: bits 0-15 the nibbles of row 64b + 16w + g, groups 16 kk + 4t .. +3
-//   of the k-tile (group j of the four at bits 4j), bits 16-31 the same for row + 8.  This is
-//   the fp16 layout (verified on an H100: wgmma_sparse.cu) with the quad's four threads each
-//   covering 16 of the 64 K where fp16's threads 0 and 1 cover 16 of 32 — the PTX ISA's
-//   m16n8k64 8-bit mma.sp metadata figure, per warp.  NOT YET VERIFIED ON A GPU: a test with
-//   one nibble everywhere (test_tma_sparse_s8.cpp, UniformPattern) is independent of this layout,
-//   so that test passing and the random-pattern ones failing points here (tma_sparse_s8_pack.cpp's
-//   pack_metadata is the one place to change).  Stored as [k-tile][block][thread 0-127][kk]
+//   k-tile kt, m64 block b: the eight nibbles of ONE row, 64b + 16w + g + 8·(t & 1), groups
+//   16 kk + 8·(t >> 1) .. +7 of the k-tile (group j at bits 4j).  Not fp16's arrangement (there
+//   a thread holds 4 groups of rows g and g + 8 in its two halves): the first guess, that one
+//   widened to four threads, failed every random-pattern test on an H100 while the uniform
+//   pattern (test_tma_sparse_s8.cpp, independent of the layout) passed (docs/PERFORMANCE.md run
+//   38d); this one is CUTLASS's published 64x64 sparse GMMA metadata layout (lane bit 0: row
+//   + 8, lane bit 1: K + 32).  tma_sparse_s8_pack.cpp's pack_metadata is the one place that
+//   writes it.  Stored as [k-tile][block][thread 0-127][kk]
 //   words: 512 B (KB 64) or 1 KB (KB 128) per block and k-tile, one ld.shared(.v2) per thread.
 // * Epilogue (TmaSparseS8Epilogue): the accumulators are [channel][pixel] (register 4j + 2h + q
 //   of block i: channel 64i + 16w + g + 8h of the warpgroup's, pixel 8j + 2t + q); each warp

@@ -25,9 +25,10 @@ KernelOrder kernel_order(const sparse24::Compressed& c, int out_c, int taps, int
 std::vector<uint32_t> pack_metadata(const KernelOrder& k, int out_c, int groups_per_row, int kb,
                                     int k_tiles, int blocks) {
   const int tile_groups = kb / 4, mmas = kb / 64;
-  auto nibbles16 = [&](int row, int group0) {
+  // Eight consecutive groups of one row, group j at bits 4j.
+  auto nibbles32 = [&](int row, int group0) {
     uint32_t v = 0;
-    for (int j = 0; j < 4; ++j) {
+    for (int j = 0; j < 8; ++j) {
       const uint32_t n =
           row < out_c ? k.nibbles[size_t(row) * groups_per_row + group0 + j] : kZeroGroupNibble;
       v |= n << (4 * j);
@@ -40,10 +41,12 @@ std::vector<uint32_t> pack_metadata(const KernelOrder& k, int out_c, int groups_
     for (int b = 0; b < blocks; ++b)
       for (int thread = 0; thread < 128; ++thread)
         for (int kk = 0; kk < mmas; ++kk) {
+          // Lane 4g + t: row g (t even) or g + 8 (t odd), the instruction's groups 0-7 (t < 2)
+          // or 8-15 (t >= 2) — kernel design note, run 38d.
           const int warp = thread / 32, g = (thread % 32) / 4, t = thread % 4;
-          const int row = b * 64 + 16 * warp + g;
-          const int group0 = kt * tile_groups + 16 * kk + 4 * t;
-          out[at++] = nibbles16(row, group0) | nibbles16(row + 8, group0) << 16;
+          const int row = b * 64 + 16 * warp + g + 8 * (t & 1);
+          const int group0 = kt * tile_groups + 16 * kk + 8 * (t >> 1);
+          out[at++] = nibbles32(row, group0);
         }
   return out;
 }

@@ -333,10 +333,11 @@ TEST(ConvSparse24TmaS8, OddShapesMatchReference) {
 }
 
 // The host packing (no GPU): the kept values and the metadata words, decoded as the kernel's design
-// note says the hardware reads them (thread warp * 32 + 4g + t, instruction kk: rows 16 warp + g
-// and + 8, k-tile groups 16 kk + 4t .. +3), give back the dense int8 weight in the kernel's K
-// order (tap, channel over the NHWC/16 stride; zeros in the padding channels), and padding rows
-// carry the valid nibble.  KB 64 and 128, in_c with a partial group, out_c past a 256 block.
+// note says the hardware reads them (thread warp * 32 + 4g + t, instruction kk: row 16 warp + g
+// + 8 (t & 1), k-tile groups 16 kk + 8 (t >> 1) .. +7), give back the dense int8 weight in the
+// kernel's K order (tap, channel over the NHWC/16 stride; zeros in the padding channels), and
+// padding rows carry the valid nibble.  KB 64 and 128, in_c with a partial group, out_c past a 256
+// block.
 TEST(ConvSparse24TmaS8, MetadataPackingDecodesToTheDenseWeight) {
   struct Shape {
     int oc, c, taps, kb;
@@ -369,22 +370,22 @@ TEST(ConvSparse24TmaS8, MetadataPackingDecodesToTheDenseWeight) {
           for (int kk = 0; kk < mmas; ++kk) {
             const uint32_t word = words[at++];
             const int warp = thread / 32, g = (thread % 32) / 4, t = thread % 4;
-            for (int h = 0; h < 2; ++h)
-              for (int j = 0; j < 4; ++j) {
-                const int row = b * 64 + 16 * warp + g + 8 * h, group = 16 * kk + 4 * t + j;
-                const uint32_t nibble = (word >> (16 * h + 4 * j)) & 0xF;
-                const int first = int(nibble & 3), second = int(nibble >> 2);
-                if (row >= sh.oc) {
-                  bad_nibbles += nibble != kZeroGroupNibble;
-                  continue;
-                }
-                bad_nibbles += first >= second;  // the hardware's rule: two distinct indices
-                // The group's two kept int8 in A: k-tile kt's KB / 2 bytes of the row.
-                const size_t kept = size_t(row) * (k / 2) + size_t(kt) * (sh.kb / 2) + 2 * group;
-                const size_t dense_k = size_t(row) * k + size_t(kt) * sh.kb + 4 * group;
-                dense[dense_k + first] += order.values[kept];
-                dense[dense_k + second] += order.values[kept + 1];
+            for (int j = 0; j < 8; ++j) {
+              const int row = b * 64 + 16 * warp + g + 8 * (t & 1);
+              const int group = 16 * kk + 8 * (t >> 1) + j;
+              const uint32_t nibble = (word >> (4 * j)) & 0xF;
+              const int first = int(nibble & 3), second = int(nibble >> 2);
+              if (row >= sh.oc) {
+                bad_nibbles += nibble != kZeroGroupNibble;
+                continue;
               }
+              bad_nibbles += first >= second;  // the hardware's rule: two distinct indices
+              // The group's two kept int8 in A: k-tile kt's KB / 2 bytes of the row.
+              const size_t kept = size_t(row) * (k / 2) + size_t(kt) * (sh.kb / 2) + 2 * group;
+              const size_t dense_k = size_t(row) * k + size_t(kt) * sh.kb + 4 * group;
+              dense[dense_k + first] += order.values[kept];
+              dense[dense_k + second] += order.values[kept + 1];
+            }
           }
     EXPECT_EQ(bad_nibbles, 0);
     int mismatches = 0;
