@@ -62,6 +62,7 @@
 #include "kernels/cuda/conv/epilogue.cuh"
 #include "kernels/cuda/conv/epilogue_params.h"
 #include "kernels/cuda/conv/ptx.cuh"
+#include "kernels/cuda/conv/ptx_sparse.cuh"
 #include "kernels/cuda/conv/tma_mainloop.cuh"
 
 namespace cnnrt::cuda::tma_sparse_detail {

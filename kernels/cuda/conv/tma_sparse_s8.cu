@@ -17,7 +17,7 @@
 //   activations) keep zeros with the valid nibble {0, 1}.  The A matrix is [out_c][K / 2] int8,
 //   one tiled map per BM (box KB / 2 x BM, the KB / 2-byte swizzle).  The metadata is repacked in
 //   the order the consumer threads read it (tma_sparse_s8_pack.h's pack_metadata; the kernel's
-//   design note has the layout and says it is the one thing not yet verified on a GPU), a CPU
+//   design note has the layout, verified on an H100 in run 38e), a CPU
 //   test decoding it back to the dense weight: [k-tile][m64 block][thread
 //   0-127][kk] 32-bit words, blocks padded to a multiple of 4 (256 channels) with the valid
 //   nibble so that a channel tile of either height is one contiguous bulk copy per k-tile.

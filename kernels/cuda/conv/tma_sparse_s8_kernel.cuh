@@ -68,6 +68,7 @@
 
 #include "kernels/cuda/conv/epilogue_s8.cuh"
 #include "kernels/cuda/conv/ptx.cuh"
+#include "kernels/cuda/conv/ptx_sparse.cuh"
 #include "kernels/cuda/conv/tma_mainloop.cuh"
 
 namespace cnnrt::cuda::tma_sparse_s8_detail {

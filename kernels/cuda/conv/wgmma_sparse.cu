@@ -53,6 +53,7 @@
 #include "graph/passes_sparsity.h"
 #include "kernels/cpu/sparse24.h"
 #include "kernels/cuda/conv/wgmma.h"
+#include "kernels/cuda/conv/ptx_sparse.cuh"
 #include "kernels/cuda/conv/wgmma_common.h"
 #include "kernels/cuda/conv/wgmma_kernel.cuh"
 #include "kernels/cuda/conv/wgmma_pool_plan.h"
