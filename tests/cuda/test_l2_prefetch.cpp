@@ -72,6 +72,15 @@ layers:
   - {name: fc2, op: linear, out_features: 37, weight: f2.w, bias: f2.b}
 )";
 
+// kGemvModel built for CUDA with seeded random weights.
+std::shared_ptr<Engine> gemv_engine() {
+  Graph graph = parse_model(kGemvModel, "gemv_head.yaml");
+  bind_random_weights(graph, 5);
+  BuildOptions options;
+  options.device = Device::CUDA;
+  return Engine::build(graph, options);
+}
+
 // Sets an environment variable for one scope (the context reads it at creation).
 class ScopedEnv {
  public:
@@ -100,11 +109,7 @@ class ScopedEnv {
 
 TEST(L2PrefetchContext, SameBitsWithAndWithoutPrefetch) {
   if (!cuda::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
-  Graph graph = parse_model(kGemvModel, "gemv_head.yaml");
-  bind_random_weights(graph, 5);
-  BuildOptions options;
-  options.device = Device::CUDA;
-  std::shared_ptr<Engine> engine = Engine::build(graph, options);
+  const std::shared_ptr<Engine> engine = gemv_engine();
   for (int batch : {1, 2, 8}) {
     std::unique_ptr<ExecutionContext> plain, prefetching;
     {
@@ -145,11 +150,7 @@ TEST(L2PrefetchContext, SameBitsWithAndWithoutPrefetch) {
 
 TEST(L2PrefetchContext, MalformedKnobIsOneClearError) {
   if (!cuda::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
-  Graph graph = parse_model(kGemvModel, "gemv_head.yaml");
-  bind_random_weights(graph, 5);
-  BuildOptions options;
-  options.device = Device::CUDA;
-  std::shared_ptr<Engine> engine = Engine::build(graph, options);
+  const std::shared_ptr<Engine> engine = gemv_engine();
   for (const char* bad : {"abc", "-1", "12x", "nan"}) {
     ScopedEnv knob("CNNRT_L2_PREFETCH_MB", bad);
     try {
