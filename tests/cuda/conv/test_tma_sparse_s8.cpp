@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "cnnrt/error.h"
+#include "cuda/conv/sparse_test_util.h"
 #include "cuda/conv/wgmma_test_cases.h"  // REQUIRE_HOPPER
 #include "cuda/fp16_test_util.h"
 #include "graph/passes_sparsity.h"
@@ -74,15 +75,7 @@ ActivationBounds bounds_of(Act act) {
 }
 
 ConvShape shape_of(const S8Case& t) {
-  ConvShape s;
-  s.in_c = t.c;
-  s.in_h = t.h;
-  s.in_w = t.w;
-  s.out_c = t.oc;
-  s.conv.out_channels = t.oc;
-  s.conv.kernel_h = s.conv.kernel_w = t.k;
-  s.conv.stride_h = s.conv.stride_w = t.stride;
-  s.conv.pad_h = s.conv.pad_w = t.pad;
+  ConvShape s = sparse_test::square_conv_shape(t.c, t.h, t.w, t.oc, t.k, t.stride, t.pad);
   s.activation = bounds_of(t.act);
   if (t.pool) {
     PoolAttrs pool;
@@ -408,16 +401,10 @@ TEST(ConvSparse24TmaS8, RejectsWeightThatIsNot24) {
   layer.weight.assign(size_t(t.oc) * t.c * 9, int8_t(3));  // dense
   layer.bias.assign(t.oc, 0);
   layer.multiplier.assign(t.oc, 0.01f);
-  try {
+  sparse_test::expect_rejects_dense_weight([&] {
     const ConvS8Sparse24Tma kernel(s8conv_of(t, shape_of(t), layer), layer.weight.data(),
                                    layer.bias.data(), layer.multiplier.data(), "conv7");
-    FAIL() << "a dense weight was accepted as 2:4";
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("conv7"), std::string::npos) << what;
-    EXPECT_NE(what.find("not 2:4"), std::string::npos) << what;
-    EXPECT_NE(what.find("output channel 0"), std::string::npos) << what;
-  }
+  });
 }
 
 TEST(ConvSparse24TmaS8, ShapeRule) {
