@@ -246,12 +246,8 @@ class ConvInt8Kernel final : public LayerKernel {
       const S8SplitK split{splits, reinterpret_cast<int*>(workspace + parts.partial)};
       conv_s8_igemm(conv_, x, conv_out, args.batch, stream, &split);
     }
-    if (!pool_) return;
-    if (conv_.float_output)
-      maxpool_nhwc_f32(*pool_, static_cast<const float*>(conv_out),
-                       static_cast<float*>(args.output), args.batch, stream);
-    else
-      maxpool_nhwc_s8(*pool_, conv_out, args.output, args.batch, stream);
+    if (pool_)
+      pool_conv_output(*pool_, conv_.float_output, conv_out, args.output, args.batch, stream);
   }
   size_t weight_bytes() const override {
     return device_.weight.bytes() + device_.bias.bytes() + device_.multiplier.bytes() +

@@ -270,12 +270,8 @@ class SparseS8TmaConvKernel final : public LayerKernel {
                              [this](const void* p, int b) { return kernel_->encode_input(p, b); });
     void* conv_out = pool_ ? args.workspace : args.output;
     kernel_->forward(args.variant, input, conv_out, stream);
-    if (!pool_) return;
-    if (conv_.float_output)
-      maxpool_nhwc_f32(*pool_, static_cast<const float*>(conv_out),
-                       static_cast<float*>(args.output), args.batch, stream);
-    else
-      maxpool_nhwc_s8(*pool_, conv_out, args.output, args.batch, stream);
+    if (pool_)
+      pool_conv_output(*pool_, conv_.float_output, conv_out, args.output, args.batch, stream);
   }
   size_t weight_bytes() const override { return kernel_->weight_bytes(); }
 
