@@ -43,6 +43,7 @@
 #include "kernels/cuda/conv/tma_sparse_s8.h"
 #include "kernels/cuda/conv/tma_sparse_s8_pack.h"
 #include "kernels/cuda/device_traits.h"
+#include "runtime/cuda/int8_layer_prep.h"  // s8_conv_of
 #include "runtime/kernel.h"
 
 namespace cnnrt::cuda {
@@ -87,22 +88,10 @@ ConvShape shape_of(const S8Case& t) {
   return s;
 }
 
-// The S8Conv the entry builds (NHWC/16 in; int8 NHWC/16 or fp32 NHWC/8 out).
+// The S8Conv the entry builds (runtime/cuda/int8_layer_prep.h: s8_conv_of), with the layer's
+// output form and bounds.
 S8Conv s8conv_of(const S8Case& t, const ConvShape& s, const ref::Int8Layer& layer) {
-  S8Conv c;
-  c.in_c = t.c;
-  c.in_h = t.h;
-  c.in_w = t.w;
-  c.in_stride = padded16(t.c);
-  c.out_c = t.oc;
-  c.out_h = s.conv_h;
-  c.out_w = s.conv_w;
-  c.out_stride = t.float_out ? (t.oc + 7) / 8 * 8 : padded16(t.oc);
-  c.kh = c.kw = t.k;
-  c.stride_h = c.stride_w = t.stride;
-  c.pad_h = c.pad_w = t.pad;
-  c.k_total = t.k * t.k * c.in_stride;
-  c.k_pad = (c.k_total + 63) / 64 * 64;
+  S8Conv c = s8_conv_of(s, t.float_out);
   c.float_output = layer.float_output;
   c.lo = layer.int_bounds.lo;
   c.hi = layer.int_bounds.hi;
