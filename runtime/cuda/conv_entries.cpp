@@ -108,12 +108,7 @@ class ConvFp16Kernel final : public Fp16Kernel {
       : conv_(shape, weight, bias) {}
   // ConvFp16's model for this batch (split-K at small batches needs a workspace).
   KernelPlan prepare(const PrepareInfo& info) const override {
-    const ConvFp16Plan p = conv_.plan(info.batch);
-    KernelPlan plan;
-    plan.variant = p.variant;
-    plan.variant_name = p.name;
-    plan.workspace_bytes = p.workspace_bytes;
-    return plan;
+    return kernel_plan_of(conv_.plan(info.batch));
   }
   void run(const KernelArgs& args) override {
     conv_.forward(args.variant, args.inputs.at(0),

@@ -31,6 +31,17 @@ class Fp16Kernel : public LayerKernel {
   TensorType output_type() const override { return fp16_nhwc8(); }
 };
 
+// A kernel's own plan for a batch (its `variant`, `name` and `workspace_bytes`) as the runtime's
+// KernelPlan: the one translation every planned CUDA kernel's prepare() starts from.
+template <class Plan>
+KernelPlan kernel_plan_of(const Plan& p) {
+  KernelPlan plan;
+  plan.variant = p.variant;
+  plan.variant_name = p.name;
+  plan.workspace_bytes = p.workspace_bytes;
+  return plan;
+}
+
 // The conv family: igemm, s2d and the wgmma entries (conv_entries.cpp, conv_s2d_entries.cpp,
 // conv_wgmma_entries.cpp), and its comparison-only baselines (cuDNN, im2col + cuBLAS),
 // registered after every other family so that `cnnrt profile --compare` lists them last.

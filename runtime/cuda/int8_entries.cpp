@@ -246,12 +246,8 @@ class ConvInt8Kernel final : public LayerKernel {
       const S8SplitK split{splits, reinterpret_cast<int*>(workspace + parts.partial)};
       conv_s8_igemm(conv_, x, conv_out, args.batch, stream, &split);
     }
-    if (!pool_) return;
-    if (conv_.float_output)
-      maxpool_nhwc_f32(*pool_, static_cast<const float*>(conv_out),
-                       static_cast<float*>(args.output), args.batch, stream);
-    else
-      maxpool_nhwc_s8(*pool_, conv_out, args.output, args.batch, stream);
+    if (pool_)
+      pool_conv_output(*pool_, conv_.float_output, conv_out, args.output, args.batch, stream);
   }
   size_t weight_bytes() const override {
     return device_.weight.bytes() + device_.bias.bytes() + device_.multiplier.bytes() +
@@ -459,28 +455,7 @@ bool conv_tma_supported(const Node& node) {
   const std::optional<ConvShape> shape = conv_shape_of(node);
   if (!shape || shape->residual || !conv_fits_int32(*shape) || !ConvS8Tma::device_supported())
     return false;
-  const ConvAttrs& a = shape->conv;
-  S8Conv conv;
-  conv.in_c = shape->in_c;
-  conv.in_h = shape->in_h;
-  conv.in_w = shape->in_w;
-  conv.in_stride = padded16(shape->in_c);
-  conv.out_c = shape->out_c;
-  conv.out_h = shape->conv_h;
-  conv.out_w = shape->conv_w;
-  conv.out_stride = padded16(shape->out_c);
-  conv.kh = a.kernel_h;
-  conv.kw = a.kernel_w;
-  conv.stride_h = a.stride_h;
-  conv.stride_w = a.stride_w;
-  conv.pad_h = a.pad_h;
-  conv.pad_w = a.pad_w;
-  conv.dil_h = a.dilation_h;
-  conv.dil_w = a.dilation_w;
-  conv.groups = a.groups;
-  conv.k_total = conv.kh * conv.kw * conv.in_stride;
-  conv.k_pad = round_up(conv.k_total, 64);
-  return tma_s8_serves(conv);
+  return tma_s8_serves(s8_conv_of(*shape, false));
 }
 // The default entry leaves the small-K layers to conv_int8_narrow (one or two k-tiles: the
 // narrow kernel's memory-bound loop is built for them).

@@ -45,4 +45,30 @@ TensorType output_type_of(const Int8Device& device) {
   return device.output_scale == 0 ? fp32_nhwc8() : int8_nhwc16(device.output_scale);
 }
 
+S8Conv s8_conv_of(const ConvShape& shape, bool float_output) {
+  const ConvAttrs& a = shape.conv;
+  S8Conv conv;
+  conv.in_c = shape.in_c;
+  conv.in_h = shape.in_h;
+  conv.in_w = shape.in_w;
+  conv.in_stride = padded16(shape.in_c);
+  conv.out_c = shape.out_c;
+  conv.out_h = shape.conv_h;
+  conv.out_w = shape.conv_w;
+  conv.out_stride = float_output ? round_up(shape.out_c, 8) : padded16(shape.out_c);
+  conv.kh = a.kernel_h;
+  conv.kw = a.kernel_w;
+  conv.stride_h = a.stride_h;
+  conv.stride_w = a.stride_w;
+  conv.pad_h = a.pad_h;
+  conv.pad_w = a.pad_w;
+  conv.dil_h = a.dilation_h;
+  conv.dil_w = a.dilation_w;
+  conv.groups = a.groups;
+  conv.k_total = conv.kh * conv.kw * conv.in_stride;
+  conv.k_pad = round_up(conv.k_total, 64);
+  conv.float_output = float_output;
+  return conv;
+}
+
 }  // namespace cnnrt::cuda

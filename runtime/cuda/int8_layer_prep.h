@@ -9,6 +9,7 @@
 
 #include "kernels/cpu/int8_ref.h"
 #include "kernels/cuda/conv/conv_s8.h"
+#include "kernels/cuda/conv/conv_shape.h"   // ConvShape
 #include "kernels/cuda/elementwise_fp16.h"  // DeviceArray
 #include "runtime/cuda/cuda_registry.h"
 
@@ -33,6 +34,22 @@ ref::Int8Layer prepare_layer(const KernelBuildContext& context, const float* wei
 // Uploads the packed weight, the int32 bias and the multipliers; fills the S8Conv's epilogue.
 void upload_layer(const ref::Int8Layer& layer, const int8_t* packed, size_t packed_bytes,
                   Int8Device& device, S8Conv& conv);
+
+// The S8Conv of a conv node as the int8 entries describe it (NHWC/16 in, int8 NHWC/16 or fp32
+// NHWC/8 out, K over the channel stride); the epilogue's scalars are filled by upload_layer.
+// One description for the dense and the 2:4 int8 entries, so their shape rules see one conv.
+S8Conv s8_conv_of(const ConvShape& shape, bool float_output);
+
+// The fused max-pool after an int8 conv (conv_out: its pre-pool tensor), in the conv's output
+// form: fp32 NHWC/8 for the graph output, else int8 NHWC/16.
+inline void pool_conv_output(const NhwcPool& pool, bool float_output, const void* conv_out,
+                             void* output, int batch, cudaStream_t stream) {
+  if (float_output)
+    maxpool_nhwc_f32(pool, static_cast<const float*>(conv_out), static_cast<float*>(output), batch,
+                     stream);
+  else
+    maxpool_nhwc_s8(pool, conv_out, output, batch, stream);
+}
 
 // int8 NHWC/16 at the layer's output scale, or fp32 NHWC/8 for the graph output.
 TensorType output_type_of(const Int8Device& device);

@@ -36,9 +36,9 @@
 #include <optional>
 #include <string>
 
-#include "kernels/cuda/conv/mma_sparse.h"
 #include "kernels/cpu/int8_ref.h"
 #include "kernels/cuda/conv/conv_s8.h"
+#include "kernels/cuda/conv/mma_sparse.h"
 #include "kernels/cuda/conv/tma_encode.h"
 #include "kernels/cuda/conv/tma_sparse.h"
 #include "kernels/cuda/conv/tma_sparse_s8.h"
@@ -116,11 +116,7 @@ class SparseTmaConvKernel final : public Fp16Kernel {
                       const std::string& layer)
       : conv_(shape, weight, bias, layer) {}
   KernelPlan prepare(const PrepareInfo& info) const override {
-    const ConvFp16Sparse24TmaPlan p = conv_.plan(info.batch);
-    KernelPlan plan;
-    plan.variant = p.variant;
-    plan.variant_name = p.name;
-    plan.workspace_bytes = p.workspace_bytes;
+    KernelPlan plan = kernel_plan_of(conv_.plan(info.batch));
     plan.state = std::make_shared<const InputMaps>();
     return plan;
   }
@@ -177,12 +173,7 @@ class SparseMmaConvKernel final : public Fp16Kernel {
                       const std::string& layer)
       : conv_(shape, weight, bias, layer) {}
   KernelPlan prepare(const PrepareInfo& info) const override {
-    const ConvFp16Sparse24MmaPlan p = conv_.plan(info.batch);
-    KernelPlan plan;
-    plan.variant = p.variant;
-    plan.variant_name = p.name;
-    plan.workspace_bytes = p.workspace_bytes;
-    return plan;
+    return kernel_plan_of(conv_.plan(info.batch));
   }
   void run(const KernelArgs& args) override {
     const void* residual = args.inputs.size() > 1 ? args.inputs[1] : nullptr;
@@ -217,34 +208,6 @@ std::unique_ptr<LayerKernel> create_mma(const KernelBuildContext& context) {
 
 constexpr const char* kS8Name = "conv_int8_sparse24_tma";
 using S8InputMaps = tma::InputMaps<ConvS8TmaInput>;
-
-// The S8Conv of the node as the int8 entries describe it (NHWC/16 in, int8 NHWC/16 or fp32
-// NHWC/8 out, K over the channel stride); the epilogue's scalars are filled by the factory.
-S8Conv s8_conv_of(const ConvShape& shape, bool float_output) {
-  const ConvAttrs& a = shape.conv;
-  S8Conv conv;
-  conv.in_c = shape.in_c;
-  conv.in_h = shape.in_h;
-  conv.in_w = shape.in_w;
-  conv.in_stride = padded16(shape.in_c);
-  conv.out_c = shape.out_c;
-  conv.out_h = shape.conv_h;
-  conv.out_w = shape.conv_w;
-  conv.out_stride = float_output ? round_up(shape.out_c, 8) : padded16(shape.out_c);
-  conv.kh = a.kernel_h;
-  conv.kw = a.kernel_w;
-  conv.stride_h = a.stride_h;
-  conv.stride_w = a.stride_w;
-  conv.pad_h = a.pad_h;
-  conv.pad_w = a.pad_w;
-  conv.dil_h = a.dilation_h;
-  conv.dil_w = a.dilation_w;
-  conv.groups = a.groups;
-  conv.k_total = conv.kh * conv.kw * conv.in_stride;
-  conv.k_pad = round_up(conv.k_total, 64);
-  conv.float_output = float_output;
-  return conv;
-}
 
 // The kernel's shape rule in either output form (the int8 output's is checked: an fp32 one
 // differs only in out_stride, which the rule accepts for both), K within the int8 contract, no
@@ -307,12 +270,8 @@ class SparseS8TmaConvKernel final : public LayerKernel {
                              [this](const void* p, int b) { return kernel_->encode_input(p, b); });
     void* conv_out = pool_ ? args.workspace : args.output;
     kernel_->forward(args.variant, input, conv_out, stream);
-    if (!pool_) return;
-    if (conv_.float_output)
-      maxpool_nhwc_f32(*pool_, static_cast<const float*>(conv_out),
-                       static_cast<float*>(args.output), args.batch, stream);
-    else
-      maxpool_nhwc_s8(*pool_, conv_out, args.output, args.batch, stream);
+    if (pool_)
+      pool_conv_output(*pool_, conv_.float_output, conv_out, args.output, args.batch, stream);
   }
   size_t weight_bytes() const override { return kernel_->weight_bytes(); }
 

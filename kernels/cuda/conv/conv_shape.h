@@ -46,6 +46,26 @@ struct ConvShape {
   }
 };
 
+// The conv window as every fp16 conv kernel's parameter struct names it (igemm's ConvParams, the
+// mma.sp SpConvParams, WgmmaConvParams): one copy from the shape, so the kernels cannot read
+// it differently.  Padding is the top / left one; the bottom / right padding only shapes
+// conv_h / conv_w.  Dilation is left to the structs that have it.
+template <class Params>
+void fill_conv_window(const ConvShape& s, Params& p) {
+  const ConvAttrs& a = s.conv;
+  p.in_h = s.in_h;
+  p.in_w = s.in_w;
+  p.in_c = s.in_c;
+  p.conv_h = s.conv_h;
+  p.conv_w = s.conv_w;
+  p.kh = a.kernel_h;
+  p.kw = a.kernel_w;
+  p.sh = a.stride_h;
+  p.sw = a.stride_w;
+  p.ph = a.pad_h;
+  p.pw = a.pad_w;
+}
+
 // Empty when the shape is a valid conv (positive extents, attributes in range, groups dividing
 // the channels, a non-empty conv and pooled output, lo <= hi), else what is wrong with it.
 // Derives a copy first, so the caller's derived fields need not be filled.

@@ -90,18 +90,8 @@ ConvFp16Sparse24Mma::ConvFp16Sparse24Mma(const ConvShape& shape_in, const float*
 
   const ConvAttrs& a = s.conv;
   mma_sp_detail::SpConvParams& p = m.base;
-  p.in_h = s.in_h;
-  p.in_w = s.in_w;
-  p.in_c = s.in_c;
+  fill_conv_window(s, p);
   p.in_cs = padded_channels(s.in_c);
-  p.conv_h = s.conv_h;
-  p.conv_w = s.conv_w;
-  p.kh = a.kernel_h;
-  p.kw = a.kernel_w;
-  p.sh = a.stride_h;
-  p.sw = a.stride_w;
-  p.ph = a.pad_h;  // top / left; the bottom / right padding only shapes conv_h / conv_w
-  p.pw = a.pad_w;
   p.dh = a.dilation_h;
   p.dw = a.dilation_w;
   p.groups = 1;

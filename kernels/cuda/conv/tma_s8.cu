@@ -157,6 +157,25 @@ bool tma_s8_serves(const S8Conv& c) {
   return pixels * c.out_stride < INT_MAX / 1024;
 }
 
+CUtensorMap tma_s8_input_map(const char* kernel, const S8Conv& c, const void* x, int batch,
+                             int kb) {
+  // Corners in tensor-dimension order (W, H).
+  const tma::Im2colGeometry g = {CU_TENSOR_MAP_DATA_TYPE_UINT8,
+                                 1,
+                                 c.in_stride,
+                                 c.in_w,
+                                 c.in_h,
+                                 std::max(batch, 1),
+                                 {-c.pad_w, -c.pad_h},
+                                 {upper_corner(c.in_w, c.out_w, c.stride_w, c.pad_w),
+                                  upper_corner(c.in_h, c.out_h, c.stride_h, c.pad_h)},
+                                 c.stride_w,
+                                 c.stride_h,
+                                 kb,
+                                 kb};
+  return tma::encode_im2col_map(kernel, x, g);
+}
+
 class ConvS8TmaImpl {
  public:
   S8Conv conv;
@@ -234,41 +253,16 @@ ConvS8TmaPlan ConvS8Tma::plan(int batch, int variant) const {
 }
 
 ConvS8TmaPlan ConvS8Tma::plan(int batch) const {
-  const ConvS8TmaImpl& m = *impl_;
-  int best = 0;
-  double best_cost = 0;
-  for (int t = 0; t < kTileCount; ++t) {
-    const long long units = plan(batch, t).units;
-    const double cost = tma::waves(units, m.sms) * kTiles[t].bm * kTiles[t].bn / kTiles[t].speed;
-    if (t == 0 || cost < best_cost) {
-      best = t;
-      best_cost = cost;
-    }
-  }
-  return plan(batch, best);
+  return plan(batch,
+              tma::cheapest_tile(kTiles, impl_->sms, [&](int t) { return plan(batch, t).units; }));
 }
 
 ConvS8TmaInput ConvS8Tma::encode_input(const void* x, int batch) const {
   const ConvS8TmaImpl& m = *impl_;
-  const S8Conv& c = m.conv;
   ConvS8TmaInput input;
   input.x = x;
   input.batch = batch;
-  // Corners in tensor-dimension order (W, H).
-  const tma::Im2colGeometry g = {CU_TENSOR_MAP_DATA_TYPE_UINT8,
-                                 1,
-                                 c.in_stride,
-                                 c.in_w,
-                                 c.in_h,
-                                 std::max(batch, 1),
-                                 {-c.pad_w, -c.pad_h},
-                                 {upper_corner(c.in_w, c.out_w, c.stride_w, c.pad_w),
-                                  upper_corner(c.in_h, c.out_h, c.stride_h, c.pad_h)},
-                                 c.stride_w,
-                                 c.stride_h,
-                                 m.kb,
-                                 m.kb};
-  input.map = tma::encode_im2col_map("conv_int8_tma", x, g);
+  input.map = tma_s8_input_map("conv_int8_tma", m.conv, x, batch, m.kb);
   return input;
 }
 

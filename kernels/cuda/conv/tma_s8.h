@@ -40,6 +40,10 @@ struct ConvS8TmaInput {
 };
 
 bool tma_s8_serves(const S8Conv& conv);
+// conv_int8_tma's input map for `batch` images: boxes of 128 pixels x kb channels, the kb-byte
+// swizzle.  The 2:4 int8 kernel reads the same map as its B operand, so both encode it here.
+CUtensorMap tma_s8_input_map(const char* kernel, const S8Conv& conv, const void* x, int batch,
+                             int kb);
 
 class ConvS8Tma {
  public:

@@ -135,8 +135,6 @@ void check_register_counts() {
 }
 
 int k_bytes_of(const S8Conv& conv) { return conv.in_stride % 128 == 0 ? 128 : 64; }
-// The im2col box's upper corner along one axis (conv_int8_tma's: out positions exactly).
-int upper_corner(int in, int out, int stride, int pad) { return (out - 1) * stride - in - pad + 1; }
 
 DeviceArray upload(const void* host, size_t bytes) {
   DeviceArray array(bytes);
@@ -250,40 +248,16 @@ ConvS8Sparse24TmaPlan ConvS8Sparse24Tma::plan(int batch, int variant) const {
 }
 
 ConvS8Sparse24TmaPlan ConvS8Sparse24Tma::plan(int batch) const {
-  int best = 0;
-  double best_cost = 0;
-  for (int t = 0; t < kTileCount; ++t) {
-    const double cost = tma::waves(plan(batch, t).units, impl_->sms) * kTiles[t].bm * kTiles[t].bn /
-                        kTiles[t].speed;
-    if (t == 0 || cost < best_cost) {
-      best = t;
-      best_cost = cost;
-    }
-  }
-  return plan(batch, best);
+  return plan(batch,
+              tma::cheapest_tile(kTiles, impl_->sms, [&](int t) { return plan(batch, t).units; }));
 }
 
 ConvS8TmaInput ConvS8Sparse24Tma::encode_input(const void* x, int batch) const {
   const ConvS8Sparse24TmaImpl& m = *impl_;
-  const S8Conv& c = m.conv;
   ConvS8TmaInput input;
   input.x = x;
   input.batch = batch;
-  // conv_int8_tma's map: boxes of 128 pixels x KB channels, the KB-byte swizzle (B here).
-  const tma::Im2colGeometry g = {CU_TENSOR_MAP_DATA_TYPE_UINT8,
-                                 1,
-                                 c.in_stride,
-                                 c.in_w,
-                                 c.in_h,
-                                 std::max(batch, 1),
-                                 {-c.pad_w, -c.pad_h},
-                                 {upper_corner(c.in_w, c.out_w, c.stride_w, c.pad_w),
-                                  upper_corner(c.in_h, c.out_h, c.stride_h, c.pad_h)},
-                                 c.stride_w,
-                                 c.stride_h,
-                                 m.kb,
-                                 m.kb};
-  input.map = tma::encode_im2col_map(kKernel, x, g);
+  input.map = tma_s8_input_map(kKernel, m.conv, x, batch, m.kb);  // B here
   return input;
 }
 

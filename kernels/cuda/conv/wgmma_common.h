@@ -44,17 +44,7 @@ struct WgmmaConvParams {
 // Everything but the pointers and m_total, K padded to a multiple of `k_tile`.
 inline void fill_wgmma_conv_params(const ConvShape& s, int k_tile, WgmmaConvParams& p) {
   const ConvAttrs& a = s.conv;
-  p.in_h = s.in_h;
-  p.in_w = s.in_w;
-  p.in_c = s.in_c;
-  p.conv_h = s.conv_h;
-  p.conv_w = s.conv_w;
-  p.kh = a.kernel_h;
-  p.kw = a.kernel_w;
-  p.sh = a.stride_h;
-  p.sw = a.stride_w;
-  p.ph = a.pad_h;
-  p.pw = a.pad_w;
+  fill_conv_window(s, p);
   p.c_chunks = s.in_c / 8;
   p.k_chunks = a.kernel_h * a.kernel_w * p.c_chunks;
   p.w_k = (p.k_chunks * 8 + k_tile - 1) / k_tile * k_tile;

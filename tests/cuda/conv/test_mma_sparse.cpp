@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "cnnrt/error.h"
+#include "cuda/conv/sparse_test_util.h"
 #include "cuda/fp16_test_util.h"
 #include "graph/passes_sparsity.h"
 #include "harness/tolerance.h"
@@ -67,15 +68,7 @@ std::string describe(const SpCase& t) {
 }
 
 ConvShape shape_of(const SpCase& t) {
-  ConvShape s;
-  s.in_c = t.c;
-  s.in_h = t.h;
-  s.in_w = t.w;
-  s.out_c = t.oc;
-  s.conv.out_channels = t.oc;
-  s.conv.kernel_h = s.conv.kernel_w = t.k;
-  s.conv.stride_h = s.conv.stride_w = t.stride;
-  s.conv.pad_h = s.conv.pad_w = t.pad;
+  ConvShape s = sparse_test::square_conv_shape(t.c, t.h, t.w, t.oc, t.k, t.stride, t.pad);
   s.conv.pad_h_extra = s.conv.pad_w_extra = t.pad_extra;
   s.conv.dilation_h = s.conv.dilation_w = t.dilation;
   s.activation = t.act == Act::Relu    ? kReluActivation
@@ -139,22 +132,11 @@ void check_case(const SpCase& t, uint32_t seed, Prune prune = Prune::Magnitude) 
   }
   ASSERT_EQ(sparsity::first_violation(weight.data(), {t.oc, t.c, taps}), "");
 
-  std::vector<float> conv(size_t(t.batch) * t.oc * shape.conv_h * shape.conv_w);
-  ref::conv2d(x.data(), t.batch, t.c, t.h, t.w, weight.data(), t.bias ? bias.data() : nullptr,
-              shape.conv, conv.data());
   std::vector<float> r;
-  if (t.residual) {
-    r = test::random_fp16_values(conv.size(), rng);
-    ref::add(conv.data(), r.data(), int64_t(conv.size()), conv.data());
-  }
-  if (shape.clamps())
-    for (float& v : conv) v = std::min(std::max(v, shape.activation.lo), shape.activation.hi);
-  std::vector<float> expected = conv;
-  if (shape.pool) {
-    expected.assign(size_t(t.batch) * t.oc * shape.out_h * shape.out_w, 0.f);
-    ref::maxpool2d(conv.data(), t.batch, t.oc, shape.conv_h, shape.conv_w, *shape.pool,
-                   expected.data());
-  }
+  if (t.residual)
+    r = test::random_fp16_values(size_t(t.batch) * t.oc * shape.conv_h * shape.conv_w, rng);
+  const std::vector<float> expected = sparse_test::fused_conv_reference(
+      shape, t.batch, x.data(), weight.data(), t.bias ? bias.data() : nullptr, r);
 
   const ConvFp16Sparse24Mma kernel(shape, weight.data(), t.bias ? bias.data() : nullptr, "conv");
   // What the kernel reads: kept values (fp16, K over channels padded to 8, padded to 64, rows to
@@ -266,15 +248,8 @@ TEST(ConvSparse24Mma, RejectsWeightThatIsNot24) {
   const SpCase t{1, 16, 9, 9, 64, 3, 1, 1};
   std::mt19937 rng(5);
   std::vector<float> w = test::random_fp16_values(size_t(t.oc) * t.c * 9, rng, 0.1f, 0.2f);
-  try {
-    const ConvFp16Sparse24Mma kernel(shape_of(t), w.data(), nullptr, "conv7");
-    FAIL() << "a dense weight was accepted as 2:4";
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("conv7"), std::string::npos) << what;
-    EXPECT_NE(what.find("not 2:4"), std::string::npos) << what;
-    EXPECT_NE(what.find("output channel 0"), std::string::npos) << what;
-  }
+  sparse_test::expect_rejects_dense_weight(
+      [&] { const ConvFp16Sparse24Mma kernel(shape_of(t), w.data(), nullptr, "conv7"); });
 }
 
 }  // namespace

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "cnnrt/error.h"
+#include "cuda/conv/sparse_test_util.h"
 #include "cuda/conv/wgmma_test_cases.h"  // REQUIRE_HOPPER
 #include "cuda/fp16_test_util.h"
 #include "graph/passes_sparsity.h"
@@ -42,6 +43,7 @@
 #include "kernels/cuda/conv/tma_sparse_s8.h"
 #include "kernels/cuda/conv/tma_sparse_s8_pack.h"
 #include "kernels/cuda/device_traits.h"
+#include "runtime/cuda/int8_layer_prep.h"  // s8_conv_of
 #include "runtime/kernel.h"
 
 namespace cnnrt::cuda {
@@ -74,15 +76,7 @@ ActivationBounds bounds_of(Act act) {
 }
 
 ConvShape shape_of(const S8Case& t) {
-  ConvShape s;
-  s.in_c = t.c;
-  s.in_h = t.h;
-  s.in_w = t.w;
-  s.out_c = t.oc;
-  s.conv.out_channels = t.oc;
-  s.conv.kernel_h = s.conv.kernel_w = t.k;
-  s.conv.stride_h = s.conv.stride_w = t.stride;
-  s.conv.pad_h = s.conv.pad_w = t.pad;
+  ConvShape s = sparse_test::square_conv_shape(t.c, t.h, t.w, t.oc, t.k, t.stride, t.pad);
   s.activation = bounds_of(t.act);
   if (t.pool) {
     PoolAttrs pool;
@@ -94,22 +88,10 @@ ConvShape shape_of(const S8Case& t) {
   return s;
 }
 
-// The S8Conv the entry builds (NHWC/16 in; int8 NHWC/16 or fp32 NHWC/8 out).
+// The S8Conv the entry builds (runtime/cuda/int8_layer_prep.h: s8_conv_of), with the layer's
+// output form and bounds.
 S8Conv s8conv_of(const S8Case& t, const ConvShape& s, const ref::Int8Layer& layer) {
-  S8Conv c;
-  c.in_c = t.c;
-  c.in_h = t.h;
-  c.in_w = t.w;
-  c.in_stride = padded16(t.c);
-  c.out_c = t.oc;
-  c.out_h = s.conv_h;
-  c.out_w = s.conv_w;
-  c.out_stride = t.float_out ? (t.oc + 7) / 8 * 8 : padded16(t.oc);
-  c.kh = c.kw = t.k;
-  c.stride_h = c.stride_w = t.stride;
-  c.pad_h = c.pad_w = t.pad;
-  c.k_total = t.k * t.k * c.in_stride;
-  c.k_pad = (c.k_total + 63) / 64 * 64;
+  S8Conv c = s8_conv_of(s, t.float_out);
   c.float_output = layer.float_output;
   c.lo = layer.int_bounds.lo;
   c.hi = layer.int_bounds.hi;
@@ -408,16 +390,10 @@ TEST(ConvSparse24TmaS8, RejectsWeightThatIsNot24) {
   layer.weight.assign(size_t(t.oc) * t.c * 9, int8_t(3));  // dense
   layer.bias.assign(t.oc, 0);
   layer.multiplier.assign(t.oc, 0.01f);
-  try {
+  sparse_test::expect_rejects_dense_weight([&] {
     const ConvS8Sparse24Tma kernel(s8conv_of(t, shape_of(t), layer), layer.weight.data(),
                                    layer.bias.data(), layer.multiplier.data(), "conv7");
-    FAIL() << "a dense weight was accepted as 2:4";
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("conv7"), std::string::npos) << what;
-    EXPECT_NE(what.find("not 2:4"), std::string::npos) << what;
-    EXPECT_NE(what.find("output channel 0"), std::string::npos) << what;
-  }
+  });
 }
 
 TEST(ConvSparse24TmaS8, ShapeRule) {
