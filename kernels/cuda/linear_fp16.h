@@ -31,6 +31,7 @@ class GemmWeights {
   int rows_pad() const { return rows_pad_; }
   int cols_pad() const { return cols_pad_; }
   const void* weight() const { return weight_.get(); }
+  size_t weight_matrix_bytes() const { return weight_.bytes(); }  // rows_pad x cols_pad fp16
   const float* bias_fp32() const { return static_cast<const float*>(bias_fp32_.get()); }
   const void* bias_fp16() const { return bias_fp16_.get(); }
   size_t bytes() const { return weight_.bytes() + bias_fp32_.bytes() + bias_fp16_.bytes(); }

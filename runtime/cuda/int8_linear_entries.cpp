@@ -105,7 +105,7 @@ class LinearInt8Kernel final : public LayerKernel {
       plan.variant = kGemv;
       plan.variant_name = "gemv_s8";
       plan.streamed_weights = linear_.weight;
-      plan.streamed_weight_bytes = size_t(linear_.out_c) * linear_.k_pad;
+      plan.streamed_weight_bytes = device_.weight.bytes();
       return plan;
     }
     if (path_ == LinearPath::Auto || path_ == LinearPath::Cublaslt) {

@@ -52,10 +52,11 @@ class LinearFp16Kernel final : public Fp16Kernel {
     plan.workspace_bytes = gemv ? 0 : LtGemm::kWorkspaceBytes + staged_bytes(info.batch);
     // cuBLASLt's layouts and algorithm for this batch, once per context; arena tensors are
     // 256-byte aligned.
-    if (!gemv) plan.state = gemm().plan(info.batch, 256);
     if (gemv) {
       plan.streamed_weights = weights_->weight();
-      plan.streamed_weight_bytes = size_t(weights_->rows_pad()) * weights_->cols_pad() * 2;
+      plan.streamed_weight_bytes = weights_->weight_matrix_bytes();
+    } else {
+      plan.state = gemm().plan(info.batch, 256);
     }
     return plan;
   }
