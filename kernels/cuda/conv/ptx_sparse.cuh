@@ -12,6 +12,20 @@
 namespace cnnrt::cuda::ptx {
 #ifdef CNNRT_WGMMA_DEVICE
 
+// A sparse TMA conv thread's metadata words, read from global memory straight into registers
+// (tma_mainloop.cuh's design note).  Volatile with a memory clobber so the load stays where the
+// mainloop puts it: after the keep_alive of the set it refills and two k-tiles before its use.
+__device__ __forceinline__ uint2 ld_global_nc_v2(const void* p) {
+  uint2 v;
+  asm volatile("ld.global.nc.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ uint32_t ld_global_nc_u32(const void* p) {
+  uint32_t v;
+  asm volatile("ld.global.nc.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
 // 2:4 sparse A (wgmma.mma_async.sp, fp16 m64nNk32): A is the compressed 64 x 16 tile (the kept
 // halves of 64 x 32, the same shared-memory layout as a dense k16 A), B is N x 32 K-major, and
 // `meta` holds this thread's 2-bit indices of the kept elements (sparsity selector 0: threads

@@ -46,18 +46,22 @@
 //   operand A of wgmma.mma_async.sp may be 2:4, so the weights become A (M = out_c) and the im2col
 //   boxes B (N = pixels).  Traits with kWeightsAreA = true declare, besides the above:
 //   - kARowBytes (64: the kept halves of a 64-K k-tile row, 64-byte swizzle) and kWeightTileElems
-//     (32: the weight box's K step), kMetaRowBytes (8: a row's 16 nibbles per k-tile); the stage
-//     is BM x kARowBytes + BN x kRowBytes + BM x kMetaRowBytes bytes (TmaRing, also the
-//     expect_tx: the producer's weight box, BN / 128 im2col boxes and one bulk copy of the
-//     metadata, meta_source(p, m_blk, kt), all complete on the stage's full barrier);
-//   - Meta<MI> (a consumer thread's metadata registers of one k-tile), load_meta (from the stage,
-//     before the wgmma fence), mma_k_tile(acc, a, b, meta) and keep_alive(meta, p, addr): wgmma.sp
-//     reads its metadata register asynchronously, so the consumer runs two k-tiles per iteration
-//     with an even and an odd set and keeps the previous set alive (a store ptxas cannot drop)
-//     until the wait that retires its group;
+//     (32: the weight box's K step); the stage is BM x kARowBytes + BN x kRowBytes bytes
+//     (TmaRing, also the expect_tx: the producer's weight box and BN / 128 im2col boxes);
+//   - Meta<MI> (a consumer thread's metadata registers of one k-tile), load_meta<BM>(meta, p,
+//     m_blk, kt, cw) (straight from global memory into the registers: no thread reads shared
+//     memory, so every shared-memory hand-off is TMA -> wgmma through the mbarriers; with a
+//     bulk copy into the stage and ld.shared, run 38e's racecheck reported hazards it could not
+//     rule out), mma_k_tile(acc, a, b, meta) and keep_alive(meta, p, addr): wgmma.sp reads its
+//     metadata register asynchronously, so each k-tile has its own set (three, in rotation):
+//     k-tile kt's group reads set kt % 3; once wgmma_wait<1> in k-tile kt has retired group
+//     kt - 1, that group's set is kept alive up to there (a store ptxas cannot drop) and then
+//     refilled with k-tile kt + 2's words, two k-tiles (~1000 cycles of wgmma at 128x256)
+//     before they are read: an L2 hit's latency is hidden.  A unit's first two sets are loaded
+//     before the previous unit's epilogue, which hides them too;
 //   - P::m_tiles (channel tiles): units are ordered m fastest, the unit's pixel block is n0.
-//   The dense traits declare kWeightsAreA = false, kARowBytes = kRowBytes, kMetaRowBytes = 0, and
-//   take the same code as before (the consumer's k-tile is one lambda both call; the dense ones
+//   The dense traits declare kWeightsAreA = false and kARowBytes = kRowBytes, and take the same
+//   code as before (the consumer's k-tile is one lambda both call; the dense ones
 //   with an empty NoMeta).  The epilogue of the sparse instance transposes the [channel][pixel]
 //   accumulators through per-warp staging; a pooled layer runs staged (tma_sparse.cu).
 #pragma once
@@ -77,14 +81,13 @@ constexpr int kThreads = 384;  // producer warpgroup + 2 consumer warpgroups
 // setmaxnreg's split (design note); kEntryRegs is what the host checks every image against.
 constexpr int kProducerRegs = 40, kConsumerRegs = 232, kEntryRegs = 168;
 
-// The ring of element traits E: per stage BM A rows of kARowBytes, BN B rows of kRowBytes and BM
-// rows of kMetaRowBytes of sparse metadata (dense traits: kARowBytes = kRowBytes, no metadata),
+// The ring of element traits E: per stage BM A rows of kARowBytes and BN B rows of kRowBytes
+// (dense traits: kARowBytes = kRowBytes; the sparse metadata does not pass through the ring),
 // every stage 1024-byte aligned (the swizzle atoms'), so the dynamic shared memory is 1024 bytes
 // of slack + the ring.
 template <class E, int BM, int BN, int STAGES>
 struct TmaRing {
-  static constexpr uint32_t kA = BM * E::kARowBytes, kB = BN * E::kRowBytes,
-                            kMeta = BM * E::kMetaRowBytes, kStage = kA + kB + kMeta;
+  static constexpr uint32_t kA = BM * E::kARowBytes, kB = BN * E::kRowBytes, kStage = kA + kB;
   static constexpr size_t kSmem = 1024 + size_t(STAGES) * kStage;
   static constexpr int kMI = BM / 128;  // m64 blocks per consumer warpgroup
   // Boxes of 128 pixels per stage: the im2col operand is A (BM rows) or, weights as A, B (BN).
@@ -149,7 +152,7 @@ struct TmaDense {
   static constexpr int kRowBytes = RowBytes, kTileElems = RowBytes / int(sizeof(T));
   // The roles of the dense instances: im2col activations are A, weights B, no metadata.
   static constexpr bool kWeightsAreA = false;
-  static constexpr int kARowBytes = RowBytes, kMetaRowBytes = 0;
+  static constexpr int kARowBytes = RowBytes;
 #ifdef CNNRT_WGMMA_DEVICE
   template <int BN, int MI>
   static __device__ __forceinline__ void mma_k_tile(Acc (&acc)[MI][BN / 2], uint32_t a,
@@ -239,17 +242,6 @@ __device__ __forceinline__ uint32_t cluster_rank() {
   return r;
 }
 
-// Non-tensor bulk copy of `bytes` (a multiple of 16, 16-byte aligned both sides) from global
-// memory into this CTA's shared memory, completing on `bar` (the sparse metadata of a stage).
-__device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_t bytes,
-                                          uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
-          "r"(dst),
-      "l"(reinterpret_cast<uint64_t>(src)), "r"(bytes), "r"(bar)
-      : "memory");
-}
-
 // Unit u's tile: its M block and first N column.  Dense: M = pixels, units ordered n (channel
 // tiles) fastest; weights as A: M = channels, and units ordered m (channel tiles) fastest, so in
 // both the CTAs working at one time share their im2col boxes through L2.
@@ -265,8 +257,16 @@ __device__ __forceinline__ void unit_coords(const P& p, int u, uint32_t rank, in
 }
 
 // An empty metadata register set: what the dense instances pass where a sparse k-tile passes its
-// metadata registers.
+// metadata registers.  MetaSetOf: a consumer thread's set of one k-tile for traits E.
 struct NoMeta {};
+template <class E, int MI, bool = E::kWeightsAreA>
+struct MetaSetOf {
+  using type = NoMeta;
+};
+template <class E, int MI>
+struct MetaSetOf<E, MI, true> {
+  using type = typename E::template Meta<MI>;
+};
 
 // The whole kernel body: BM x BN tiles of element traits E, a ring of STAGES, clusters of CL CTAs
 // along M (each loads 1 / CL of the weight tile and multicasts it; the lab's variants, the
@@ -280,7 +280,6 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
   using Acc = typename E::Acc;
   constexpr bool kSparse = E::kWeightsAreA;
   static_assert(!kSparse || (CL == 1 && BN % 128 == 0), "weights as A: no cluster, whole boxes");
-  constexpr int kReleasers = kSparse ? 4 : 1;  // per consumer warpgroup (release, below)
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   __shared__ __align__(8) uint64_t full_bar[STAGES], empty_bar[STAGES];
   const uint32_t ring = (smem_u32(smem_raw) + 1023u) & ~1023u;
@@ -289,7 +288,7 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbarrier_init(smem_u32(&full_bar[s]), 1);
-      mbarrier_init(smem_u32(&empty_bar[s]), 2 * CL * kReleasers);
+      mbarrier_init(smem_u32(&empty_bar[s]), 2 * CL);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -332,13 +331,12 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
           const uint32_t a_dst = ring + stage * C::kStage, b_dst = a_dst + C::kA;
           if constexpr (kSparse) {
             // A: the BM compressed weight rows of the k-tile; B: the im2col boxes of the BN
-            // pixels; then the metadata of the BM rows: all counted in kStage.
+            // pixels: both counted in kStage (the consumers load the metadata themselves).
             tma_load_2d(a_dst, &tmap_w, kt * E::kWeightTileElems, m_blk * BM, fb);
 #pragma unroll
             for (int i = 0; i < C::kBoxes; ++i)
               tma_load_im2col(b_dst + i * 128 * E::kRowBytes, &tmap_x, cb * E::kTileElems, aw[i],
                               ah[i], an[i], uint16_t(s), uint16_t(r), fb);
-            bulk_load(b_dst + C::kB, E::template meta_source<BM>(p, m_blk, kt), C::kMeta, fb);
           } else {
 #pragma unroll
             for (int i = 0; i < C::kMI; ++i)
@@ -370,19 +368,29 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
     Acc acc[C::kMI][BN / 2];
     int stage = 0;
     uint32_t phase = 0;
-    // Weights as A: every warp reads its metadata from the stage with ld.shared, so each warp
-    // releases the stage itself after its own reads (kReleasers = 4 per warpgroup): the reads
-    // are then ordered before the producer's next bulk copy by the barrier, not only by the
-    // warpgroup's convergence on the next wgmma (which compute-sanitizer racecheck cannot see:
-    // run 38d reported it as a hazard).  Dense: one thread per warpgroup, nothing read by threads.
+    // One thread per warpgroup releases a stage: no thread reads the ring (the sparse metadata
+    // comes from global memory), so the stage is free once the wgmma that read it has retired.
     auto release = [&](int st) {
-      if (threadIdx.x % (128 / kReleasers) == 0) {
+      if (threadIdx.x % 128 == 0) {
         if (CL == 1)
           mbarrier_arrive(smem_u32(&empty_bar[st]));
         else
           for (int c = 0; c < CL; ++c) mbar_arrive_cluster(smem_u32(&empty_bar[st]), uint32_t(c));
       }
     };
+    // Weights as A: the metadata register sets of k-tiles kt % 3 (design note); the first
+    // unit's first two are loaded here, every later unit's before the previous epilogue.
+    typename MetaSetOf<E, C::kMI>::type set0{}, set1{}, set2{};
+    auto load_first_sets = [&](int u) {
+      if constexpr (kSparse) {
+        if (u >= p.units) return;
+        int m_blk, n0;
+        unit_coords<E, BN, CL>(p, u, rank, m_blk, n0);
+        E::template load_meta<BM, C::kMI>(set0, p, m_blk, 0, cw);
+        if (p.k_tiles > 1) E::template load_meta<BM, C::kMI>(set1, p, m_blk, 1, cw);
+      }
+    };
+    load_first_sets(first);
     for (int u = first; u < p.units; u += step) {
       int m_blk, n0;
       unit_coords<E, BN, CL>(p, u, rank, m_blk, n0);
@@ -393,15 +401,13 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
       int prev = -1;
       // One k-tile from the stage: its wgmma group, then retire the previous k-tile's group (one
       // stays in flight) and release that stage.  Weights as A: `meta` is the register set this
-      // k-tile's wgmma.sp reads (loaded before the fence, as an operand), `older` the previous
-      // k-tile's, which its group reads asynchronously up to the wait: keep_alive holds it there
-      // so that `meta` cannot have been given its registers (design note).
-      auto k_tile = [&](auto& meta, const auto& older) {
+      // k-tile's wgmma.sp reads, `older` the previous k-tile's, which its group reads
+      // asynchronously up to the wait: keep_alive holds it there (so nothing else can have been
+      // given its registers), then it is refilled with k-tile `next`'s words (design note).
+      auto k_tile = [&](const auto& meta, auto& older, int next) {
         mbarrier_wait_parity(smem_u32(&full_bar[stage]), phase);
         const uint32_t a = ring + stage * C::kStage + cw * (BM / 2) * E::kARowBytes;
         const uint32_t b = ring + stage * C::kStage + C::kA;
-        if constexpr (kSparse)
-          E::template load_meta<C::kMI>(meta, b + C::kB + cw * (BM / 2) * E::kMetaRowBytes);
 #pragma unroll
         for (int i = 0; i < C::kMI; ++i) fence_operands(acc[i]);
         wgmma_fence();
@@ -413,7 +419,10 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
 #pragma unroll
         for (int i = 0; i < C::kMI; ++i) fence_operands(acc[i]);
         wgmma_wait<1>();
-        if constexpr (kSparse) E::keep_alive(older, p, ring);
+        if constexpr (kSparse) {
+          E::keep_alive(older, p, ring);
+          if (next < p.k_tiles) E::template load_meta<BM, C::kMI>(older, p, m_blk, next, cw);
+        }
         if (prev >= 0) release(prev);
         prev = stage;
         if (++stage == STAGES) {
@@ -422,19 +431,20 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
         }
       };
       if constexpr (kSparse) {
-        // Two metadata register sets, even and odd k-tiles (wgmma.sp reads them asynchronously).
-        typename E::template Meta<C::kMI> even{}, odd{};
-        for (int kt = 0; kt < p.k_tiles; kt += 2) {
-          k_tile(even, odd);
+        for (int kt = 0; kt < p.k_tiles; kt += 3) {
+          k_tile(set0, set2, kt + 2);
           if (kt + 1 == p.k_tiles) break;
-          k_tile(odd, even);
+          k_tile(set1, set0, kt + 3);
+          if (kt + 2 == p.k_tiles) break;
+          k_tile(set2, set1, kt + 4);
         }
         wgmma_wait<0>();
-        E::keep_alive(even, p, ring);
-        E::keep_alive(odd, p, ring);
+        E::keep_alive(set0, p, ring);
+        E::keep_alive(set1, p, ring);
+        E::keep_alive(set2, p, ring);
+        load_first_sets(u + step);  // in flight during this unit's epilogue
       } else {
-        NoMeta none;
-        for (int kt = 0; kt < p.k_tiles; ++kt) k_tile(none, none);
+        for (int kt = 0; kt < p.k_tiles; ++kt) k_tile(set0, set0, kt + 1);
         wgmma_wait<0>();
       }
 #pragma unroll

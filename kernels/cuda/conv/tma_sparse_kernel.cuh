@@ -18,12 +18,13 @@
 //   - A: BM rows x 64 bytes (the 32 kept halves of the row's 64 K), one TMA tiled box of the
 //     compressed [out_c][K / 2] weight with the 64-byte swizzle (rows past out_c: zero fill);
 //   - B: BN rows x 128 bytes, the im2col boxes exactly as the dense instances issue them;
-//   - metadata: BM rows x 8 bytes (16 nibbles), one non-tensor bulk copy (cp.async.bulk, the TMA
-//     engine) of the BM / 64 blocks of 512 bytes that tma_sparse.cu packed in the order the
-//     consumer threads read them.  A bulk copy instead of a third tensor map: the block is
-//     contiguous (the packing makes it so), needs no map to encode and no 256-element box limit.
-//   All three complete on the stage's full barrier, whose expect_tx is TmaRing::kStage = A + B +
-//   metadata bytes (the whole boxes: out-of-bounds rows and pixels are filled and counted too).
+//   Both complete on the stage's full barrier, whose expect_tx is TmaRing::kStage = A + B bytes
+//   (the whole boxes: out-of-bounds rows and pixels are filled and counted too).  The metadata
+//   (16 nibbles per row and k-tile, 512 bytes per m64 block, packed by tma_sparse.cu in the order
+//   the consumer threads read it) does not pass through the ring: each consumer thread loads its
+//   8 bytes per m64 block straight from global memory into registers, two k-tiles ahead
+//   (tma_mainloop.cuh's design note).  Until run 38e it was a bulk copy into the stage read with
+//   ld.shared, which compute-sanitizer racecheck reported as hazards it could not rule out.
 // * Consumers: warpgroup cw owns channels cw * BM / 2 .. (kMI = BM / 128 m64 blocks) x all BN
 //   pixels, like the dense split of M.  Per k-tile and m64 block two m64nBNk32 wgmma.sp
 //   (instruction kk: A + 32 bytes, i.e. +2 in the 64-byte-swizzle descriptor; B + 64 bytes) with
@@ -31,12 +32,12 @@
 //   wgmma_sparse.cu, whose layout this is): bits 0-15 the nibbles of row 16w + g, groups
 //   4 (t % 2) .. +3 of the instruction's 8 (group j at bits 4j), bits 16-31 the same for row + 8;
 //   stored as one uint2 per (block, thread pair t, t ^ 2) = {kk 0, kk 1}: 64 uint2 = 512 bytes per
-//   m64 block and k-tile, thread index (w * 8 + g) * 2 + t % 2.
+//   m64 block and k-tile, thread index (w * 8 + g) * 2 + t % 2 (lanes t and t ^ 2 read the same).
 // * wgmma.sp reads its metadata register asynchronously (docs/SPARSITY.md: reloading it while
 //   the group was in flight gave wrong sums on an H100, and ptxas does not guard it), so the
-//   mainloop runs the sparse k-loop two k-tiles at a time with two register sets (Meta even, odd)
-//   and keep_alive, a store predicated on a parameter that is always 0 that ptxas cannot drop,
-//   holds the previous set alive until the wait that retires its group.
+//   mainloop rotates three register sets (k-tile kt reads set kt % 3) and keep_alive, a store
+//   predicated on a parameter that is always 0 that ptxas cannot drop, holds a set alive until
+//   the wait that retires its group; then it is refilled for k-tile kt + 2.
 // * Epilogue (TmaSparseEpilogue): the accumulators are [channel][pixel] (register 4j + 2h + q of
 //   block i: channel 64i + 16w + g + 8h of the warpgroup's, pixel 8j + 2t + q), NHWC wants
 //   [pixel][channel].  Each warp transposes its own 16 channels through a private 2 KB staging
@@ -49,7 +50,7 @@
 //   scalar writes and the 16-byte reads conflict-free (32-byte rows, no padding).
 // * No fused MaxPool: a pooled layer runs this conv into the step's workspace and the family's
 //   maxpool_fp16 pools it (the staged form of conv_fp16_tma, tma_sparse.cu).
-// * Registers: kMI x BN / 2 accumulators (128 at 128x256 and 256x128) + 2 x 2 x kMI metadata
+// * Registers: kMI x BN / 2 accumulators (128 at 128x256 and 256x128) + 3 x 2 x kMI metadata
 //   words within setmaxnreg's 232; the host checks every image starts at 168 (tma_mainloop.cuh).
 #pragma once
 
@@ -106,23 +107,18 @@ struct TmaSparseF16 {
   };
 
 #ifdef CNNRT_WGMMA_DEVICE
-  // The metadata of channel tile m_blk (BM rows) at k-tile kt: BM / 64 consecutive blocks.
-  template <int BM>
-  static __device__ __forceinline__ const void* meta_source(const TmaSparseParams& p, int m_blk,
-                                                            int kt) {
-    return p.meta + (size_t(kt) * p.meta_blocks + size_t(m_blk) * (BM / 64)) * kMetaBlockBytes;
-  }
-  // This thread's words of the consumer's kMI blocks (addr: the first block's, in the stage).
-  template <int MI>
-  static __device__ __forceinline__ void load_meta(Meta<MI>& m, uint32_t addr) {
+  // This thread's words of k-tile kt for consumer warpgroup cw of channel tile m_blk (BM rows:
+  // BM / 64 consecutive blocks of the k-tile, the warpgroup's kMI of them), from global memory.
+  template <int BM, int MI>
+  static __device__ __forceinline__ void load_meta(Meta<MI>& m, const TmaSparseParams& p, int m_blk,
+                                                   int kt, int cw) {
     const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32;
-    const uint32_t at = addr + uint32_t(((warp * 8 + lane / 4) * 2 + (lane & 1)) * 8);
+    const uint8_t* at =
+        p.meta +
+        (size_t(kt) * p.meta_blocks + size_t(m_blk) * (BM / 64) + cw * MI) * kMetaBlockBytes +
+        ((warp * 8 + lane / 4) * 2 + (lane & 1)) * 8;
 #pragma unroll
-    for (int i = 0; i < MI; ++i)
-      asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n"
-                   : "=r"(m.w[i].x), "=r"(m.w[i].y)
-                   : "r"(at + i * kMetaBlockBytes)
-                   : "memory");
+    for (int i = 0; i < MI; ++i) m.w[i] = ptx::ld_global_nc_v2(at + i * kMetaBlockBytes);
   }
   // The wgmma.sp of one k-tile: per 32 of dense K (kk), one m64nBNk32 per m64 block sharing B.
   template <int BN, int MI>

@@ -7,7 +7,7 @@
 //   (conv_int8_tma) and the fp16 2:4 TMA conv (conv_fp16_sparse24_tma) are both instances of
 //   tma_mainloop.cuh's tma_conv_mainloop; this is a third instance with int8 sparse traits
 //   (TmaSparseS8<KB>) and the int8 family's epilogue, transposed.  No loop code of its own: the
-//   ring, mbarriers, producer thread, register split, tap walk, scheduler and the two metadata
+//   ring, mbarriers, producer thread, register split, tap walk, scheduler and the three metadata
 //   register sets that outlive their asynchronous wgmma.sp are the mainloop's.
 // * What 2:4 means for 8-bit operands: wgmma.mma_async.sp .s8/.u8/.e4m3/.e5m2 (m64nNk64) take A
 //   2:4 per ELEMENT, as fp16 does: each chunk of 4 consecutive int8 of a row holds 2 non-zeros,
@@ -25,8 +25,9 @@
 //   - A: BM rows x KB / 2 bytes, the kept int8 of the row's KB K, one TMA tiled box of the
 //     compressed [out_c][K / 2] int8 weight with the KB / 2-byte swizzle (64 B, or 32 B: layout
 //     type 3 of the descriptor, tma_mainloop.cuh's desc_of<32>; rows past out_c zero fill);
-//   - metadata: BM rows x KB / 8 bytes (KB / 4 nibbles), one bulk copy of the BM / 64 blocks
-//     tma_sparse_s8.cu packed in the consumer threads' order (as the fp16 instance).
+//   - metadata: BM rows x KB / 8 bytes (KB / 4 nibbles), packed by tma_sparse_s8.cu in the
+//     consumer threads' order; not in the ring: each thread loads its words of a k-tile from
+//     global memory into registers two k-tiles ahead (as the fp16 instance).
 //   Per k-tile and m64 block, KB / 64 wgmma.sp m64nBNk64 .s32.s8.s8: instruction kk reads A + 32
 //   bytes (the 32 kept int8 of 64 K) and B + 64 bytes.  The byte geometry at KB 128 is the fp16
 //   instance's exactly (A rows 64 B, B rows 128 B, two instructions at +32 / +64): a k64 int8
@@ -41,7 +42,7 @@
 //   38d); this one is CUTLASS's published 64x64 sparse GMMA metadata layout (lane bit 0: row
 //   + 8, lane bit 1: K + 32).  tma_sparse_s8_pack.cpp's pack_metadata is the one place that
 //   writes it.  Stored as [k-tile][block][thread 0-127][kk]
-//   words: 512 B (KB 64) or 1 KB (KB 128) per block and k-tile, one ld.shared(.v2) per thread.
+//   words: 512 B (KB 64) or 1 KB (KB 128) per block and k-tile, one ld.global.nc(.v2) per thread.
 // * Epilogue (TmaSparseS8Epilogue): the accumulators are [channel][pixel] (register 4j + 2h + q
 //   of block i: channel 64i + 16w + g + 8h of the warpgroup's, pixel 8j + 2t + q); each warp
 //   owns 16 consecutive channels, i.e. one 16-byte NHWC/16 channel group.  int8 out: acc +
@@ -54,10 +55,10 @@
 //   contiguous bytes of a pixel), no staging.  No fused MaxPool: the entry pools after it
 //   (maxpool_nhwc_s8, exact: max commutes with the monotonic requantisation), as the dense int8
 //   entries do.
-// * Shared memory (tma_sparse_s8.cu's table): KB 128 stages are 42 KB (128x256) / 36 KB
-//   (256x128), KB 64 ones 21 / 18 KB; 5 / 6 / 10 / 12 stages + 8 KB of staging + the 1 KB
+// * Shared memory (tma_sparse_s8.cu's table): KB 128 stages are 40 KB (128x256) / 32 KB
+//   (256x128), KB 64 ones 20 / 16 KB; 5 / 6 / 10 / 12 stages + 8 KB of staging + the 1 KB
 //   alignment slack stay within the 227 KB opt-in with the static barriers.
-// * Registers: BM x BN / 256 = 128 accumulators + 2 x kMI x KB / 64 metadata words per thread
+// * Registers: BM x BN / 256 = 128 accumulators + 3 x kMI x KB / 64 metadata words per thread
 //   within setmaxnreg's 232 (the host checks every image starts at 168).
 #pragma once
 
@@ -117,28 +118,24 @@ struct TmaSparseS8 {
   };
 
 #ifdef CNNRT_WGMMA_DEVICE
-  // The metadata of channel tile m_blk (BM rows) at k-tile kt: BM / 64 consecutive blocks.
-  template <int BM>
-  static __device__ __forceinline__ const void* meta_source(const TmaSparseS8Params& p, int m_blk,
-                                                            int kt) {
-    return p.meta + (size_t(kt) * p.meta_blocks + size_t(m_blk) * (BM / 64)) * kMetaBlockBytes;
-  }
-  // This thread's words of the consumer's kMI blocks (addr: the first block's, in the stage).
-  template <int MI>
-  static __device__ __forceinline__ void load_meta(Meta<MI>& m, uint32_t addr) {
-    const uint32_t at = addr + uint32_t((threadIdx.x % 128) * kMmas * 4);
+  // This thread's words of k-tile kt for consumer warpgroup cw of channel tile m_blk (BM rows:
+  // BM / 64 consecutive blocks of the k-tile, the warpgroup's kMI of them), from global memory.
+  template <int BM, int MI>
+  static __device__ __forceinline__ void load_meta(Meta<MI>& m, const TmaSparseS8Params& p,
+                                                   int m_blk, int kt, int cw) {
+    const uint8_t* at =
+        p.meta +
+        (size_t(kt) * p.meta_blocks + size_t(m_blk) * (BM / 64) + cw * MI) * kMetaBlockBytes +
+        (threadIdx.x % 128) * kMmas * 4;
 #pragma unroll
     for (int i = 0; i < MI; ++i) {
-      if constexpr (kMmas == 2)
-        asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n"
-                     : "=r"(m.w[i][0]), "=r"(m.w[i][1])
-                     : "r"(at + i * kMetaBlockBytes)
-                     : "memory");
-      else
-        asm volatile("ld.shared.u32 %0, [%1];\n"
-                     : "=r"(m.w[i][0])
-                     : "r"(at + i * kMetaBlockBytes)
-                     : "memory");
+      if constexpr (kMmas == 2) {
+        const uint2 w = ptx::ld_global_nc_v2(at + i * kMetaBlockBytes);
+        m.w[i][0] = w.x;
+        m.w[i][1] = w.y;
+      } else {
+        m.w[i][0] = ptx::ld_global_nc_u32(at + i * kMetaBlockBytes);
+      }
     }
   }
   // The wgmma.sp of one k-tile: per 64 of dense K (kk), one m64nBNk64 per m64 block sharing B.
