@@ -12,18 +12,14 @@
 namespace cnnrt::cuda::ptx {
 #ifdef CNNRT_WGMMA_DEVICE
 
-// A sparse TMA conv thread's metadata words, read from global memory straight into registers
-// (tma_mainloop.cuh's design note).  Volatile with a memory clobber so the load stays where the
-// mainloop puts it: after the keep_alive of the set it refills and two k-tiles before its use.
-__device__ __forceinline__ uint2 ld_global_nc_v2(const void* p) {
-  uint2 v;
-  asm volatile("ld.global.nc.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ uint32_t ld_global_nc_u32(const void* p) {
-  uint32_t v;
-  asm volatile("ld.global.nc.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-  return v;
+// A sparse TMA conv thread's metadata words, copied from global memory into its private
+// shared-memory slot (tma_mainloop.cuh's design note): cp.async of 4 or 8 bytes (.ca: the only
+// form below 16), completed by cp_async_wait<N> of ptx.cuh.
+template <int Bytes>
+__device__ __forceinline__ void cp_async_small(uint32_t dst, const void* src) {
+  static_assert(Bytes == 4 || Bytes == 8, "cp.async.ca of 4 or 8 bytes");
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(dst), "l"(src), "n"(Bytes)
+               : "memory");
 }
 
 // 2:4 sparse A (wgmma.mma_async.sp, fp16 m64nNk32): A is the compressed 64 x 16 tile (the kept

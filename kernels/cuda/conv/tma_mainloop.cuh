@@ -48,17 +48,23 @@
 //   - kARowBytes (64: the kept halves of a 64-K k-tile row, 64-byte swizzle) and kWeightTileElems
 //     (32: the weight box's K step); the stage is BM x kARowBytes + BN x kRowBytes bytes
 //     (TmaRing, also the expect_tx: the producer's weight box and BN / 128 im2col boxes);
-//   - Meta<MI> (a consumer thread's metadata registers of one k-tile), load_meta<BM>(meta, p,
-//     m_blk, kt, cw) (straight from global memory into the registers: no thread reads shared
-//     memory, so every shared-memory hand-off is TMA -> wgmma through the mbarriers; with a
-//     bulk copy into the stage and ld.shared, run 38e's racecheck reported hazards it could not
-//     rule out), mma_k_tile(acc, a, b, meta) and keep_alive(meta, p, addr): wgmma.sp reads its
-//     metadata register asynchronously, so each k-tile has its own set (three, in rotation):
-//     k-tile kt's group reads set kt % 3; once wgmma_wait<1> in k-tile kt has retired group
-//     kt - 1, that group's set is kept alive up to there (a store ptxas cannot drop) and then
-//     refilled with k-tile kt + 2's words, two k-tiles (~1000 cycles of wgmma at 128x256)
-//     before they are read: an L2 hit's latency is hidden.  A unit's first two sets are loaded
-//     before the previous unit's epilogue, which hides them too;
+//   - Meta<MI> (a consumer thread's metadata registers of one k-tile), kMetaThreadBytes (its
+//     bytes per m64 block and k-tile), copy_meta<BM, MI>(slot, p, m_blk, kt, cw) and
+//     load_meta(meta, slot), mma_k_tile(acc, a, b, meta) and keep_alive(meta, p, addr).  The
+//     metadata does not pass through the ring: each consumer thread copies its own words of
+//     k-tile kt from global memory into a private shared-memory slot (kt % 2 of two, after the
+//     ring) with cp.async two k-tiles ahead, one commit group per k-tile (empty where there is
+//     nothing to copy, so cp.async.wait_group 1 always means "k-tile kt's words are in"), reads
+//     them back with ld.shared before the wgmma fence, and refills the slot with k-tile kt + 2's
+//     after the wait.  Why not the stage: with a bulk copy into each stage read by all threads,
+//     compute-sanitizer racecheck reported hazards it could not rule out (run 38e); a slot only
+//     its own thread writes and reads has no cross-thread ordering to check.  Why not plain
+//     loads into registers two k-tiles ahead (run 39a): ptxas gives every such load one
+//     scoreboard and the wgmma fence waits for all of them, the newest included, which exposed
+//     an L2 latency per k-tile (-8 to -18 % at batch 256); cp.async.wait_group waits for one
+//     group.  wgmma.sp reads its metadata register asynchronously, so the consumer runs two
+//     k-tiles per iteration with an even and an odd register set and keeps the previous set
+//     alive (a store ptxas cannot drop) until the wait that retires its group;
 //   - P::m_tiles (channel tiles): units are ordered m fastest, the unit's pixel block is n0.
 //   The dense traits declare kWeightsAreA = false and kARowBytes = kRowBytes, and take the same
 //   code as before (the consumer's k-tile is one lambda both call; the dense ones
@@ -85,11 +91,26 @@ constexpr int kProducerRegs = 40, kConsumerRegs = 232, kEntryRegs = 168;
 // (dense traits: kARowBytes = kRowBytes; the sparse metadata does not pass through the ring),
 // every stage 1024-byte aligned (the swizzle atoms'), so the dynamic shared memory is 1024 bytes
 // of slack + the ring.
+// A consumer thread's metadata bytes per k-tile and m64 block (0: dense traits, no metadata).
+template <class E>
+constexpr int meta_thread_bytes() {
+  if constexpr (E::kWeightsAreA)
+    return E::kMetaThreadBytes;
+  else
+    return 0;
+}
+
+// The ring of element traits E: per stage BM A rows of kARowBytes and BN B rows of kRowBytes
+// (dense traits: kARowBytes = kRowBytes), every stage 1024-byte aligned (the swizzle atoms'), so
+// the dynamic shared memory is 1024 bytes of slack + the ring; weights as A, then the consumer
+// threads' two metadata slots (kMetaSlot bytes each: [block][thread 0-255][bytes], design note);
+// an epilogue's staging comes after them (TmaUnit::after_ring).
 template <class E, int BM, int BN, int STAGES>
 struct TmaRing {
   static constexpr uint32_t kA = BM * E::kARowBytes, kB = BN * E::kRowBytes, kStage = kA + kB;
-  static constexpr size_t kSmem = 1024 + size_t(STAGES) * kStage;
   static constexpr int kMI = BM / 128;  // m64 blocks per consumer warpgroup
+  static constexpr uint32_t kMetaSlot = kMI * 256 * meta_thread_bytes<E>();
+  static constexpr size_t kSmem = 1024 + size_t(STAGES) * kStage + 2 * kMetaSlot;
   // Boxes of 128 pixels per stage: the im2col operand is A (BM rows) or, weights as A, B (BN).
   static constexpr int kBoxes = (E::kWeightsAreA ? BN : BM) / 128;
   static_assert(kStage % 1024 == 0, "every stage's swizzle atoms stay 1024-byte aligned");
@@ -257,16 +278,8 @@ __device__ __forceinline__ void unit_coords(const P& p, int u, uint32_t rank, in
 }
 
 // An empty metadata register set: what the dense instances pass where a sparse k-tile passes its
-// metadata registers.  MetaSetOf: a consumer thread's set of one k-tile for traits E.
+// metadata registers.
 struct NoMeta {};
-template <class E, int MI, bool = E::kWeightsAreA>
-struct MetaSetOf {
-  using type = NoMeta;
-};
-template <class E, int MI>
-struct MetaSetOf<E, MI, true> {
-  using type = typename E::template Meta<MI>;
-};
 
 // The whole kernel body: BM x BN tiles of element traits E, a ring of STAGES, clusters of CL CTAs
 // along M (each loads 1 / CL of the weight tile and multicasts it; the lab's variants, the
@@ -369,7 +382,8 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
     int stage = 0;
     uint32_t phase = 0;
     // One thread per warpgroup releases a stage: no thread reads the ring (the sparse metadata
-    // comes from global memory), so the stage is free once the wgmma that read it has retired.
+    // goes through each thread's own slot), so the stage is free once the wgmma that read it has
+    // retired.
     auto release = [&](int st) {
       if (threadIdx.x % 128 == 0) {
         if (CL == 1)
@@ -378,19 +392,23 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
           for (int c = 0; c < CL; ++c) mbar_arrive_cluster(smem_u32(&empty_bar[st]), uint32_t(c));
       }
     };
-    // Weights as A: the metadata register sets of k-tiles kt % 3 (design note); the first
-    // unit's first two are loaded here, every later unit's before the previous epilogue.
-    typename MetaSetOf<E, C::kMI>::type set0{}, set1{}, set2{};
-    auto load_first_sets = [&](int u) {
+    // Weights as A: this thread's two metadata slots (k-tile kt's words in slot kt % 2), and the
+    // copies of a unit's k-tiles 0 and 1 into them, two cp.async groups (empty ones where there
+    // is nothing to copy, so that every k-tile finds its group second-newest; design note).
+    [[maybe_unused]] const uint32_t meta_slots =
+        ring + STAGES * C::kStage + uint32_t(threadIdx.x - 128) * uint32_t(meta_thread_bytes<E>());
+    auto copy_first_meta = [&](int u) {
       if constexpr (kSparse) {
-        if (u >= p.units) return;
-        int m_blk, n0;
-        unit_coords<E, BN, CL>(p, u, rank, m_blk, n0);
-        E::template load_meta<BM, C::kMI>(set0, p, m_blk, 0, cw);
-        if (p.k_tiles > 1) E::template load_meta<BM, C::kMI>(set1, p, m_blk, 1, cw);
+        int m_blk = 0, n0;
+        if (u < p.units) unit_coords<E, BN, CL>(p, u, rank, m_blk, n0);
+        if (u < p.units) E::template copy_meta<BM, C::kMI>(meta_slots, p, m_blk, 0, cw);
+        cp_async_commit();
+        if (u < p.units && p.k_tiles > 1)
+          E::template copy_meta<BM, C::kMI>(meta_slots + C::kMetaSlot, p, m_blk, 1, cw);
+        cp_async_commit();
       }
     };
-    load_first_sets(first);
+    copy_first_meta(first);
     for (int u = first; u < p.units; u += step) {
       int m_blk, n0;
       unit_coords<E, BN, CL>(p, u, rank, m_blk, n0);
@@ -401,13 +419,19 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
       int prev = -1;
       // One k-tile from the stage: its wgmma group, then retire the previous k-tile's group (one
       // stays in flight) and release that stage.  Weights as A: `meta` is the register set this
-      // k-tile's wgmma.sp reads, `older` the previous k-tile's, which its group reads
-      // asynchronously up to the wait: keep_alive holds it there (so nothing else can have been
-      // given its registers), then it is refilled with k-tile `next`'s words (design note).
-      auto k_tile = [&](const auto& meta, auto& older, int next) {
+      // k-tile's wgmma.sp reads (from its slot, before the fence, as an operand), `older` the
+      // previous k-tile's, which its group reads asynchronously up to the wait: keep_alive holds
+      // it there so that `meta` cannot have been given its registers; then the slot just read
+      // takes k-tile kt + 2's words (design note).
+      auto k_tile = [&](auto& meta, const auto& older, int kt) {
         mbarrier_wait_parity(smem_u32(&full_bar[stage]), phase);
         const uint32_t a = ring + stage * C::kStage + cw * (BM / 2) * E::kARowBytes;
         const uint32_t b = ring + stage * C::kStage + C::kA;
+        [[maybe_unused]] const uint32_t slot = meta_slots + (kt & 1) * C::kMetaSlot;
+        if constexpr (kSparse) {
+          cp_async_wait<1>();  // k-tile kt's group (kt + 1's may still be in flight)
+          E::template load_meta<C::kMI>(meta, slot);
+        }
 #pragma unroll
         for (int i = 0; i < C::kMI; ++i) fence_operands(acc[i]);
         wgmma_fence();
@@ -421,7 +445,8 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
         wgmma_wait<1>();
         if constexpr (kSparse) {
           E::keep_alive(older, p, ring);
-          if (next < p.k_tiles) E::template load_meta<BM, C::kMI>(older, p, m_blk, next, cw);
+          if (kt + 2 < p.k_tiles) E::template copy_meta<BM, C::kMI>(slot, p, m_blk, kt + 2, cw);
+          cp_async_commit();
         }
         if (prev >= 0) release(prev);
         prev = stage;
@@ -431,27 +456,29 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
         }
       };
       if constexpr (kSparse) {
-        for (int kt = 0; kt < p.k_tiles; kt += 3) {
-          k_tile(set0, set2, kt + 2);
+        // Two metadata register sets, even and odd k-tiles (wgmma.sp reads them asynchronously).
+        typename E::template Meta<C::kMI> even{}, odd{};
+        for (int kt = 0; kt < p.k_tiles; kt += 2) {
+          k_tile(even, odd, kt);
           if (kt + 1 == p.k_tiles) break;
-          k_tile(set1, set0, kt + 3);
-          if (kt + 2 == p.k_tiles) break;
-          k_tile(set2, set1, kt + 4);
+          k_tile(odd, even, kt + 1);
         }
         wgmma_wait<0>();
-        E::keep_alive(set0, p, ring);
-        E::keep_alive(set1, p, ring);
-        E::keep_alive(set2, p, ring);
-        load_first_sets(u + step);  // in flight during this unit's epilogue
+        E::keep_alive(even, p, ring);
+        E::keep_alive(odd, p, ring);
+        copy_first_meta(u + step);  // in flight during this unit's epilogue
       } else {
-        for (int kt = 0; kt < p.k_tiles; ++kt) k_tile(set0, set0, kt + 1);
+        NoMeta none;
+        for (int kt = 0; kt < p.k_tiles; ++kt) k_tile(none, none, kt);
         wgmma_wait<0>();
       }
 #pragma unroll
       for (int i = 0; i < C::kMI; ++i) fence_operands(acc[i]);
       release(prev);
-      const TmaUnit unit{m_blk, n0,   cw,
-                         warp,  lane, smem_raw + (ring - smem_u32(smem_raw)) + STAGES * C::kStage};
+      const TmaUnit unit{
+          m_blk, n0,
+          cw,    warp,
+          lane,  smem_raw + (ring - smem_u32(smem_raw)) + STAGES * C::kStage + 2 * C::kMetaSlot};
       Epi::store(acc, p, unit);
     }
   }

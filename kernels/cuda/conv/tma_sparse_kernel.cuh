@@ -21,10 +21,11 @@
 //   Both complete on the stage's full barrier, whose expect_tx is TmaRing::kStage = A + B bytes
 //   (the whole boxes: out-of-bounds rows and pixels are filled and counted too).  The metadata
 //   (16 nibbles per row and k-tile, 512 bytes per m64 block, packed by tma_sparse.cu in the order
-//   the consumer threads read it) does not pass through the ring: each consumer thread loads its
-//   8 bytes per m64 block straight from global memory into registers, two k-tiles ahead
-//   (tma_mainloop.cuh's design note).  Until run 38e it was a bulk copy into the stage read with
-//   ld.shared, which compute-sanitizer racecheck reported as hazards it could not rule out.
+//   the consumer threads read it) does not pass through the ring: each consumer thread copies its
+//   8 bytes per m64 block into a private shared-memory slot by cp.async two k-tiles ahead and
+//   reads them back before the fence (tma_mainloop.cuh's design note).  Until run 38e it was a
+//   bulk copy into the stage read by every thread, which compute-sanitizer racecheck reported as
+//   hazards it could not rule out.
 // * Consumers: warpgroup cw owns channels cw * BM / 2 .. (kMI = BM / 128 m64 blocks) x all BN
 //   pixels, like the dense split of M.  Per k-tile and m64 block two m64nBNk32 wgmma.sp
 //   (instruction kk: A + 32 bytes, i.e. +2 in the 64-byte-swizzle descriptor; B + 64 bytes) with
@@ -35,9 +36,9 @@
 //   m64 block and k-tile, thread index (w * 8 + g) * 2 + t % 2 (lanes t and t ^ 2 read the same).
 // * wgmma.sp reads its metadata register asynchronously (docs/SPARSITY.md: reloading it while
 //   the group was in flight gave wrong sums on an H100, and ptxas does not guard it), so the
-//   mainloop rotates three register sets (k-tile kt reads set kt % 3) and keep_alive, a store
-//   predicated on a parameter that is always 0 that ptxas cannot drop, holds a set alive until
-//   the wait that retires its group; then it is refilled for k-tile kt + 2.
+//   mainloop runs the sparse k-loop two k-tiles at a time with two register sets (Meta even, odd)
+//   and keep_alive, a store predicated on a parameter that is always 0 that ptxas cannot drop,
+//   holds the previous set alive until the wait that retires its group.
 // * Epilogue (TmaSparseEpilogue): the accumulators are [channel][pixel] (register 4j + 2h + q of
 //   block i: channel 64i + 16w + g + 8h of the warpgroup's, pixel 8j + 2t + q), NHWC wants
 //   [pixel][channel].  Each warp transposes its own 16 channels through a private 2 KB staging
@@ -50,7 +51,7 @@
 //   scalar writes and the 16-byte reads conflict-free (32-byte rows, no padding).
 // * No fused MaxPool: a pooled layer runs this conv into the step's workspace and the family's
 //   maxpool_fp16 pools it (the staged form of conv_fp16_tma, tma_sparse.cu).
-// * Registers: kMI x BN / 2 accumulators (128 at 128x256 and 256x128) + 3 x 2 x kMI metadata
+// * Registers: kMI x BN / 2 accumulators (128 at 128x256 and 256x128) + 2 x 2 x kMI metadata
 //   words within setmaxnreg's 232; the host checks every image starts at 168 (tma_mainloop.cuh).
 #pragma once
 
@@ -99,6 +100,8 @@ struct TmaSparseF16 {
   static constexpr int kARowBytes = 64, kWeightTileElems = 32;
   // Metadata: 16 nibbles per row and k-tile; 512 bytes per m64 block.
   static constexpr int kMetaRowBytes = 8, kMetaBlockBytes = 64 * kMetaRowBytes;
+  // A consumer thread's bytes of one m64 block and k-tile (a uint2: {kk 0, kk 1}).
+  static constexpr int kMetaThreadBytes = 8;
 
   // One k-tile's metadata registers of a consumer thread: per m64 block {kk 0, kk 1}.
   template <int MI>
@@ -107,18 +110,30 @@ struct TmaSparseF16 {
   };
 
 #ifdef CNNRT_WGMMA_DEVICE
-  // This thread's words of k-tile kt for consumer warpgroup cw of channel tile m_blk (BM rows:
-  // BM / 64 consecutive blocks of the k-tile, the warpgroup's kMI of them), from global memory.
+  // Copies this thread's words of k-tile kt for consumer warpgroup cw of channel tile m_blk (BM
+  // rows: BM / 64 consecutive blocks of the k-tile, the warpgroup's MI of them) from global
+  // memory into its slot (block i at slot + i * 256 * kMetaThreadBytes), by cp.async.
   template <int BM, int MI>
-  static __device__ __forceinline__ void load_meta(Meta<MI>& m, const TmaSparseParams& p, int m_blk,
-                                                   int kt, int cw) {
+  static __device__ __forceinline__ void copy_meta(uint32_t slot, const TmaSparseParams& p,
+                                                   int m_blk, int kt, int cw) {
     const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32;
     const uint8_t* at =
         p.meta +
         (size_t(kt) * p.meta_blocks + size_t(m_blk) * (BM / 64) + cw * MI) * kMetaBlockBytes +
         ((warp * 8 + lane / 4) * 2 + (lane & 1)) * 8;
 #pragma unroll
-    for (int i = 0; i < MI; ++i) m.w[i] = ptx::ld_global_nc_v2(at + i * kMetaBlockBytes);
+    for (int i = 0; i < MI; ++i)
+      ptx::cp_async_small<8>(slot + i * 256 * kMetaThreadBytes, at + i * kMetaBlockBytes);
+  }
+  // The words copy_meta put in the slot, into the registers the wgmma.sp read.
+  template <int MI>
+  static __device__ __forceinline__ void load_meta(Meta<MI>& m, uint32_t slot) {
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+      asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n"
+                   : "=r"(m.w[i].x), "=r"(m.w[i].y)
+                   : "r"(slot + i * 256 * kMetaThreadBytes)
+                   : "memory");
   }
   // The wgmma.sp of one k-tile: per 32 of dense K (kk), one m64nBNk32 per m64 block sharing B.
   template <int BN, int MI>

@@ -20,8 +20,8 @@
 //   design note has the layout, verified on an H100 in run 38e), a CPU
 //   test decoding it back to the dense weight: [k-tile][m64 block][thread
 //   0-127][kk] 32-bit words, blocks padded to a multiple of 4 (256 channels) with the valid
-//   nibble; each consumer thread loads its words of a k-tile from global memory two k-tiles
-//   ahead (tma_mainloop.cuh).
+//   nibble; each consumer thread copies its words of a k-tile into a private shared-memory
+//   slot by cp.async two k-tiles ahead (tma_mainloop.cuh).
 //   weight_bytes() = K / 2 + K / 8 bytes per channel (+ padding blocks) + bias_q + multipliers.
 // * KB (channels per k-tile) as conv_int8_tma: 128 where in_stride % 128 == 0 (A rows of 64 kept
 //   bytes, 64-byte swizzle, two wgmma.sp per m64 block), else 64 (A rows of 32 bytes, 32-byte
