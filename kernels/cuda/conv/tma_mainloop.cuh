@@ -103,14 +103,14 @@ constexpr int meta_thread_bytes() {
 // The ring of element traits E: per stage BM A rows of kARowBytes and BN B rows of kRowBytes
 // (dense traits: kARowBytes = kRowBytes), every stage 1024-byte aligned (the swizzle atoms'), so
 // the dynamic shared memory is 1024 bytes of slack + the ring; weights as A, then the consumer
-// threads' two metadata slots (kMetaSlot bytes each: [block][thread 0-255][bytes], design note);
+// threads' three metadata slots (kMetaSlot bytes each: [block][thread 0-255][bytes], design note);
 // an epilogue's staging comes after them (TmaUnit::after_ring).
 template <class E, int BM, int BN, int STAGES>
 struct TmaRing {
   static constexpr uint32_t kA = BM * E::kARowBytes, kB = BN * E::kRowBytes, kStage = kA + kB;
   static constexpr int kMI = BM / 128;  // m64 blocks per consumer warpgroup
   static constexpr uint32_t kMetaSlot = kMI * 256 * meta_thread_bytes<E>();
-  static constexpr size_t kSmem = 1024 + size_t(STAGES) * kStage + 2 * kMetaSlot;
+  static constexpr size_t kSmem = 1024 + size_t(STAGES) * kStage + 3 * kMetaSlot;
   // Boxes of 128 pixels per stage: the im2col operand is A (BM rows) or, weights as A, B (BN).
   static constexpr int kBoxes = (E::kWeightsAreA ? BN : BM) / 128;
   static_assert(kStage % 1024 == 0, "every stage's swizzle atoms stay 1024-byte aligned");
@@ -392,26 +392,38 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
           for (int c = 0; c < CL; ++c) mbar_arrive_cluster(smem_u32(&empty_bar[st]), uint32_t(c));
       }
     };
-    // Weights as A: this thread's two metadata slots (k-tile kt's words in slot kt % 2), and the
-    // copies of a unit's k-tiles 0 and 1 into them, two cp.async groups (empty ones where there
-    // is nothing to copy, so that every k-tile finds its group second-newest; design note).
+    // Weights as A: this thread's three metadata slots (k-tile kt's words in slot kt % 3), and
+    // the copies of a unit's k-tiles 0 and 1 into slots 0 and 1, two cp.async groups (empty ones
+    // where there is nothing to copy, so that every k-tile finds its group second-newest; design
+    // note).  meta_src: this thread's words of the unit's k-tile 0, k-tile kt meta_step * kt on.
     [[maybe_unused]] const uint32_t meta_slots =
         ring + STAGES * C::kStage + uint32_t(threadIdx.x - 128) * uint32_t(meta_thread_bytes<E>());
+    [[maybe_unused]] const uint8_t* meta_src = nullptr;
+    [[maybe_unused]] size_t meta_step = 0;
     auto copy_first_meta = [&](int u) {
       if constexpr (kSparse) {
-        int m_blk = 0, n0;
-        if (u < p.units) unit_coords<E, BN, CL>(p, u, rank, m_blk, n0);
-        if (u < p.units) E::template copy_meta<BM, C::kMI>(meta_slots, p, m_blk, 0, cw);
+        meta_step = size_t(p.meta_blocks) * E::kMetaBlockBytes;
+        const uint8_t* src = nullptr;
+        if (u < p.units) {
+          int m_blk, n0;
+          unit_coords<E, BN, CL>(p, u, rank, m_blk, n0);
+          src = E::template meta_source<BM, C::kMI>(p, m_blk, cw);
+          E::template copy_meta<C::kMI>(meta_slots, src);
+        }
         cp_async_commit();
         if (u < p.units && p.k_tiles > 1)
-          E::template copy_meta<BM, C::kMI>(meta_slots + C::kMetaSlot, p, m_blk, 1, cw);
+          E::template copy_meta<C::kMI>(meta_slots + C::kMetaSlot, src + meta_step);
         cp_async_commit();
+        return src;
+      } else {
+        return static_cast<const uint8_t*>(nullptr);
       }
     };
-    copy_first_meta(first);
+    const uint8_t* next_meta_src = copy_first_meta(first);
     for (int u = first; u < p.units; u += step) {
       int m_blk, n0;
       unit_coords<E, BN, CL>(p, u, rank, m_blk, n0);
+      meta_src = next_meta_src;
 #pragma unroll
       for (int i = 0; i < C::kMI; ++i)
 #pragma unroll
@@ -421,16 +433,16 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
       // stays in flight) and release that stage.  Weights as A: `meta` is the register set this
       // k-tile's wgmma.sp reads (from its slot, before the fence, as an operand), `older` the
       // previous k-tile's, which its group reads asynchronously up to the wait: keep_alive holds
-      // it there so that `meta` cannot have been given its registers; then the slot just read
-      // takes k-tile kt + 2's words (design note).
-      auto k_tile = [&](auto& meta, const auto& older, int kt) {
+      // it there so that `meta` cannot have been given its registers.  k-tile kt + 2's words are
+      // copied once this k-tile's group is issued (into the slot k-tile kt - 1 read), so that the
+      // address work is off the path from the wait to the next group (design note).
+      auto k_tile = [&](auto& meta, const auto& older, int kt, int slot_index) {
         mbarrier_wait_parity(smem_u32(&full_bar[stage]), phase);
         const uint32_t a = ring + stage * C::kStage + cw * (BM / 2) * E::kARowBytes;
         const uint32_t b = ring + stage * C::kStage + C::kA;
-        [[maybe_unused]] const uint32_t slot = meta_slots + (kt & 1) * C::kMetaSlot;
         if constexpr (kSparse) {
           cp_async_wait<1>();  // k-tile kt's group (kt + 1's may still be in flight)
-          E::template load_meta<C::kMI>(meta, slot);
+          E::template load_meta<C::kMI>(meta, meta_slots + slot_index * C::kMetaSlot);
         }
 #pragma unroll
         for (int i = 0; i < C::kMI; ++i) fence_operands(acc[i]);
@@ -440,14 +452,17 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
         else
           E::template mma_k_tile<BN, C::kMI>(acc, a, b);
         wgmma_commit();
+        if constexpr (kSparse) {
+          if (kt + 2 < p.k_tiles)
+            E::template copy_meta<C::kMI>(
+                meta_slots + (slot_index == 0 ? 2 : slot_index - 1) * C::kMetaSlot,
+                meta_src + meta_step * (kt + 2));
+          cp_async_commit();
+        }
 #pragma unroll
         for (int i = 0; i < C::kMI; ++i) fence_operands(acc[i]);
         wgmma_wait<1>();
-        if constexpr (kSparse) {
-          E::keep_alive(older, p, ring);
-          if (kt + 2 < p.k_tiles) E::template copy_meta<BM, C::kMI>(slot, p, m_blk, kt + 2, cw);
-          cp_async_commit();
-        }
+        if constexpr (kSparse) E::keep_alive(older, p, ring);
         if (prev >= 0) release(prev);
         prev = stage;
         if (++stage == STAGES) {
@@ -456,20 +471,24 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
         }
       };
       if constexpr (kSparse) {
-        // Two metadata register sets, even and odd k-tiles (wgmma.sp reads them asynchronously).
+        // Two metadata register sets, even and odd k-tiles (wgmma.sp reads them asynchronously);
+        // slot kt % 3, tracked without a division.
         typename E::template Meta<C::kMI> even{}, odd{};
+        int slot_index = 0;
         for (int kt = 0; kt < p.k_tiles; kt += 2) {
-          k_tile(even, odd, kt);
+          k_tile(even, odd, kt, slot_index);
+          slot_index = slot_index == 2 ? 0 : slot_index + 1;
           if (kt + 1 == p.k_tiles) break;
-          k_tile(odd, even, kt + 1);
+          k_tile(odd, even, kt + 1, slot_index);
+          slot_index = slot_index == 2 ? 0 : slot_index + 1;
         }
         wgmma_wait<0>();
         E::keep_alive(even, p, ring);
         E::keep_alive(odd, p, ring);
-        copy_first_meta(u + step);  // in flight during this unit's epilogue
+        next_meta_src = copy_first_meta(u + step);  // in flight during this unit's epilogue
       } else {
         NoMeta none;
-        for (int kt = 0; kt < p.k_tiles; ++kt) k_tile(none, none, kt);
+        for (int kt = 0; kt < p.k_tiles; ++kt) k_tile(none, none, kt, 0);
         wgmma_wait<0>();
       }
 #pragma unroll
@@ -478,7 +497,7 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
       const TmaUnit unit{
           m_blk, n0,
           cw,    warp,
-          lane,  smem_raw + (ring - smem_u32(smem_raw)) + STAGES * C::kStage + 2 * C::kMetaSlot};
+          lane,  smem_raw + (ring - smem_u32(smem_raw)) + STAGES * C::kStage + 3 * C::kMetaSlot};
       Epi::store(acc, p, unit);
     }
   }

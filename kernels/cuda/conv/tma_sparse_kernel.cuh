@@ -110,20 +110,23 @@ struct TmaSparseF16 {
   };
 
 #ifdef CNNRT_WGMMA_DEVICE
-  // Copies this thread's words of k-tile kt for consumer warpgroup cw of channel tile m_blk (BM
-  // rows: BM / 64 consecutive blocks of the k-tile, the warpgroup's MI of them) from global
-  // memory into its slot (block i at slot + i * 256 * kMetaThreadBytes), by cp.async.
+  // This thread's first metadata word of k-tile 0 for consumer warpgroup cw of channel tile
+  // m_blk (BM rows: BM / 64 consecutive blocks per k-tile, the warpgroup's MI of them); k-tile kt
+  // is p.meta_blocks * kMetaBlockBytes * kt further.
   template <int BM, int MI>
-  static __device__ __forceinline__ void copy_meta(uint32_t slot, const TmaSparseParams& p,
-                                                   int m_blk, int kt, int cw) {
+  static __device__ __forceinline__ const uint8_t* meta_source(const TmaSparseParams& p, int m_blk,
+                                                               int cw) {
     const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32;
-    const uint8_t* at =
-        p.meta +
-        (size_t(kt) * p.meta_blocks + size_t(m_blk) * (BM / 64) + cw * MI) * kMetaBlockBytes +
-        ((warp * 8 + lane / 4) * 2 + (lane & 1)) * 8;
+    return p.meta + (size_t(m_blk) * (BM / 64) + cw * MI) * kMetaBlockBytes +
+           ((warp * 8 + lane / 4) * 2 + (lane & 1)) * 8;
+  }
+  // Copies this thread's words of one k-tile (src: meta_source's, moved to the k-tile) into its
+  // slot (block i at slot + i * 256 * kMetaThreadBytes), by cp.async.
+  template <int MI>
+  static __device__ __forceinline__ void copy_meta(uint32_t slot, const uint8_t* src) {
 #pragma unroll
     for (int i = 0; i < MI; ++i)
-      ptx::cp_async_small<8>(slot + i * 256 * kMetaThreadBytes, at + i * kMetaBlockBytes);
+      ptx::cp_async_small<8>(slot + i * 256 * kMetaThreadBytes, src + i * kMetaBlockBytes);
   }
   // The words copy_meta put in the slot, into the registers the wgmma.sp read.
   template <int MI>
