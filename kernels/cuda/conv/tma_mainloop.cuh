@@ -327,11 +327,6 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
         int cb = 0, r = 0, s = 0;  // the k-tile's channel block and tap, advanced incrementally
         for (int kt = 0; kt < p.k_tiles; ++kt) {
           mbarrier_wait_parity(smem_u32(&empty_bar[stage]), phase ^ 1);
-          // Weights as A, the consumer threads read the stage's metadata with ld.shared (generic
-          // proxy) and the copies below write it through the async proxy: the PTX memory model
-          // orders such a write-after-read only across a proxy fence, so the producer fences
-          // after acquiring the stage (dense instances: only wgmma reads the ring, async proxy).
-          if constexpr (kSparse) fence_proxy_async_shared();
           const uint32_t fb = smem_u32(&full_bar[stage]);
           mbar_expect_tx(fb, C::kStage);
           const uint32_t a_dst = ring + stage * C::kStage, b_dst = a_dst + C::kA;
@@ -415,6 +410,11 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
         else
           E::template mma_k_tile<BN, C::kMI>(acc, a, b);
         wgmma_commit();
+        // Weights as A, this thread read the stage's metadata with ld.shared (generic proxy) and
+        // the producer's next bulk copy into the stage writes through the async proxy: the PTX
+        // memory model orders that write-after-read only across a proxy fence by the reader
+        // before its release (dense instances: only wgmma reads the ring, async proxy).
+        if constexpr (kSparse) fence_proxy_async_shared();
 #pragma unroll
         for (int i = 0; i < C::kMI; ++i) fence_operands(acc[i]);
         wgmma_wait<1>();
