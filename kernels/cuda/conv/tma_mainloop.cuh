@@ -55,6 +55,15 @@
 //     reads its metadata register asynchronously, so the consumer runs two k-tiles per iteration
 //     with an even and an odd set and keeps the previous set alive (a store ptxas cannot drop)
 //     until the wait that retires its group;
+//   - the metadata is the one part of the ring that threads read (ld.shared, the generic proxy)
+//     and the async proxy rewrites (the next bulk copy), so each consumer thread fences
+//     (fence.proxy.async.shared::cta) after the k-tile's wgmma issue and before its release,
+//     and each warp releases after its own reads.  compute-sanitizer racecheck still reports
+//     the bulk copy / ld.shared pairs (run 39): it does not take an mbarrier hand-off as ordering
+//     for them.  Measured alternatives (runs 39a-c, docs/kernels/conv_fp16_sparse_tma.md):
+//     each thread loading its own words, into registers or a private cp.async slot two k-tiles
+//     ahead, is racecheck-clean but 7-18 % slower on AlexNet conv4/conv5 at batch 256 (the
+//     bulk copy runs STAGES k-tiles ahead with the rest of the stage);
 //   - P::m_tiles (channel tiles): units are ordered m fastest, the unit's pixel block is n0.
 //   The dense traits declare kWeightsAreA = false, kARowBytes = kRowBytes, kMetaRowBytes = 0, and
 //   take the same code as before (the consumer's k-tile is one lambda both call; the dense ones
@@ -371,10 +380,10 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
     int stage = 0;
     uint32_t phase = 0;
     // Weights as A: every warp reads its metadata from the stage with ld.shared, so each warp
-    // releases the stage itself after its own reads (kReleasers = 4 per warpgroup): the reads
-    // are then ordered before the producer's next bulk copy by the barrier, not only by the
-    // warpgroup's convergence on the next wgmma (which compute-sanitizer racecheck cannot see:
-    // run 38d reported it as a hazard).  Dense: one thread per warpgroup, nothing read by threads.
+    // releases the stage itself after its own reads (kReleasers = 4 per warpgroup, after the
+    // proxy fence below): the reads are then ordered before the producer's next bulk copy by the
+    // barrier, not only by the warpgroup's convergence on the next wgmma.  Dense: one thread per
+    // warpgroup, nothing read by threads.
     auto release = [&](int st) {
       if (threadIdx.x % (128 / kReleasers) == 0) {
         if (CL == 1)
