@@ -46,27 +46,28 @@
 //   operand A of wgmma.mma_async.sp may be 2:4, so the weights become A (M = out_c) and the im2col
 //   boxes B (N = pixels).  Traits with kWeightsAreA = true declare, besides the above:
 //   - kARowBytes (64: the kept halves of a 64-K k-tile row, 64-byte swizzle) and kWeightTileElems
-//     (32: the weight box's K step), kMetaRowBytes (8: a row's 16 nibbles per k-tile); the stage
-//     is BM x kARowBytes + BN x kRowBytes + BM x kMetaRowBytes bytes (TmaRing, also the
-//     expect_tx: the producer's weight box, BN / 128 im2col boxes and one bulk copy of the
-//     metadata, meta_source(p, m_blk, kt), all complete on the stage's full barrier);
-//   - Meta<MI> (a consumer thread's metadata registers of one k-tile), load_meta (from the stage,
-//     before the wgmma fence), mma_k_tile(acc, a, b, meta) and keep_alive(meta, p, addr): wgmma.sp
-//     reads its metadata register asynchronously, so the consumer runs two k-tiles per iteration
-//     with an even and an odd set and keeps the previous set alive (a store ptxas cannot drop)
-//     until the wait that retires its group;
-//   - the metadata is the one part of the ring that threads read (ld.shared, the generic proxy)
-//     and the async proxy rewrites (the next bulk copy), so each consumer thread fences
-//     (fence.proxy.async.shared::cta) after the k-tile's wgmma issue and before its release,
-//     and each warp releases after its own reads.  compute-sanitizer racecheck still reports
-//     the bulk copy / ld.shared pairs (run 39): it does not take an mbarrier hand-off as ordering
-//     for them.  Measured alternatives (runs 39a-c, docs/kernels/conv_fp16_sparse_tma.md):
-//     each thread loading its own words, into registers or a private cp.async slot two k-tiles
-//     ahead, is racecheck-clean but 7-18 % slower on AlexNet conv4/conv5 at batch 256 (the
-//     bulk copy runs STAGES k-tiles ahead with the rest of the stage);
+//     (32: the weight box's K step); the stage is BM x kARowBytes + BN x kRowBytes bytes
+//     (TmaRing, also the expect_tx: the producer's weight box and BN / 128 im2col boxes);
+//   - Meta<MI> (a consumer thread's metadata registers of one k-tile), kMetaThreadBytes (its
+//     bytes per m64 block and k-tile), copy_meta<BM, MI>(slot, p, m_blk, kt, cw) and
+//     load_meta(meta, slot), mma_k_tile(acc, a, b, meta) and keep_alive(meta, p, addr).  The
+//     metadata does not pass through the ring: each consumer thread copies its own words of
+//     k-tile kt from global memory into a private shared-memory slot (kt % 2 of two, after the
+//     ring) with cp.async two k-tiles ahead, one commit group per k-tile (empty where there is
+//     nothing to copy, so cp.async.wait_group 1 always means "k-tile kt's words are in"), reads
+//     them back with ld.shared before the wgmma fence, and refills the slot with k-tile kt + 2's
+//     after the wait.  Why not the stage: with a bulk copy into each stage read by all threads,
+//     compute-sanitizer racecheck reported hazards it could not rule out (run 38e); a slot only
+//     its own thread writes and reads has no cross-thread ordering to check.  Why not plain
+//     loads into registers two k-tiles ahead (run 39a): ptxas gives every such load one
+//     scoreboard and the wgmma fence waits for all of them, the newest included, which exposed
+//     an L2 latency per k-tile (-8 to -18 % at batch 256); cp.async.wait_group waits for one
+//     group.  wgmma.sp reads its metadata register asynchronously, so the consumer runs two
+//     k-tiles per iteration with an even and an odd register set and keeps the previous set
+//     alive (a store ptxas cannot drop) until the wait that retires its group;
 //   - P::m_tiles (channel tiles): units are ordered m fastest, the unit's pixel block is n0.
-//   The dense traits declare kWeightsAreA = false, kARowBytes = kRowBytes, kMetaRowBytes = 0, and
-//   take the same code as before (the consumer's k-tile is one lambda both call; the dense ones
+//   The dense traits declare kWeightsAreA = false and kARowBytes = kRowBytes, and take the same
+//   code as before (the consumer's k-tile is one lambda both call; the dense ones
 //   with an empty NoMeta).  The epilogue of the sparse instance transposes the [channel][pixel]
 //   accumulators through per-warp staging; a pooled layer runs staged (tma_sparse.cu).
 #pragma once
@@ -86,16 +87,38 @@ constexpr int kThreads = 384;  // producer warpgroup + 2 consumer warpgroups
 // setmaxnreg's split (design note); kEntryRegs is what the host checks every image against.
 constexpr int kProducerRegs = 40, kConsumerRegs = 232, kEntryRegs = 168;
 
-// The ring of element traits E: per stage BM A rows of kARowBytes, BN B rows of kRowBytes and BM
-// rows of kMetaRowBytes of sparse metadata (dense traits: kARowBytes = kRowBytes, no metadata),
-// every stage 1024-byte aligned (the swizzle atoms'), so the dynamic shared memory is 1024 bytes
-// of slack + the ring.
+// A metadata supplier's bytes per k-tile and m64 block, and the suppliers per CTA (0: dense
+// traits, no metadata).
+template <class E>
+constexpr int meta_thread_bytes() {
+  if constexpr (E::kWeightsAreA)
+    return E::kMetaThreadBytes;
+  else
+    return 0;
+}
+template <class E>
+constexpr int meta_suppliers() {
+  if constexpr (E::kWeightsAreA)
+    return E::kMetaSuppliers;
+  else
+    return 0;
+}
+// Weights as A: how many k-tiles ahead a consumer thread copies its metadata (kMetaDistance + 1
+// slots; design note).
+constexpr int kMetaDistance = 4;
+
+// The ring of element traits E: per stage BM A rows of kARowBytes and BN B rows of kRowBytes
+// (dense traits: kARowBytes = kRowBytes), every stage 1024-byte aligned (the swizzle atoms'), so
+// the dynamic shared memory is 1024 bytes of slack + the ring; weights as A, then the consumer
+// threads' kMetaDistance + 1 metadata slots (kMetaSlot bytes each: [block][supplier][bytes],
+// design note); an epilogue's staging comes after them (TmaUnit::after_ring).
 template <class E, int BM, int BN, int STAGES>
 struct TmaRing {
-  static constexpr uint32_t kA = BM * E::kARowBytes, kB = BN * E::kRowBytes,
-                            kMeta = BM * E::kMetaRowBytes, kStage = kA + kB + kMeta;
-  static constexpr size_t kSmem = 1024 + size_t(STAGES) * kStage;
+  static constexpr uint32_t kA = BM * E::kARowBytes, kB = BN * E::kRowBytes, kStage = kA + kB;
   static constexpr int kMI = BM / 128;  // m64 blocks per consumer warpgroup
+  static constexpr uint32_t kMetaSlot = kMI * meta_suppliers<E>() * meta_thread_bytes<E>();
+  static constexpr int kMetaSlots = E::kWeightsAreA ? kMetaDistance + 1 : 0;
+  static constexpr size_t kSmem = 1024 + size_t(STAGES) * kStage + kMetaSlots * kMetaSlot;
   // Boxes of 128 pixels per stage: the im2col operand is A (BM rows) or, weights as A, B (BN).
   static constexpr int kBoxes = (E::kWeightsAreA ? BN : BM) / 128;
   static_assert(kStage % 1024 == 0, "every stage's swizzle atoms stay 1024-byte aligned");
@@ -158,7 +181,7 @@ struct TmaDense {
   static constexpr int kRowBytes = RowBytes, kTileElems = RowBytes / int(sizeof(T));
   // The roles of the dense instances: im2col activations are A, weights B, no metadata.
   static constexpr bool kWeightsAreA = false;
-  static constexpr int kARowBytes = RowBytes, kMetaRowBytes = 0;
+  static constexpr int kARowBytes = RowBytes;
 #ifdef CNNRT_WGMMA_DEVICE
   template <int BN, int MI>
   static __device__ __forceinline__ void mma_k_tile(Acc (&acc)[MI][BN / 2], uint32_t a,
@@ -248,17 +271,6 @@ __device__ __forceinline__ uint32_t cluster_rank() {
   return r;
 }
 
-// Non-tensor bulk copy of `bytes` (a multiple of 16, 16-byte aligned both sides) from global
-// memory into this CTA's shared memory, completing on `bar` (the sparse metadata of a stage).
-__device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_t bytes,
-                                          uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
-          "r"(dst),
-      "l"(reinterpret_cast<uint64_t>(src)), "r"(bytes), "r"(bar)
-      : "memory");
-}
-
 // Unit u's tile: its M block and first N column.  Dense: M = pixels, units ordered n (channel
 // tiles) fastest; weights as A: M = channels, and units ordered m (channel tiles) fastest, so in
 // both the CTAs working at one time share their im2col boxes through L2.
@@ -289,7 +301,6 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
   using Acc = typename E::Acc;
   constexpr bool kSparse = E::kWeightsAreA;
   static_assert(!kSparse || (CL == 1 && BN % 128 == 0), "weights as A: no cluster, whole boxes");
-  constexpr int kReleasers = kSparse ? 4 : 1;  // per consumer warpgroup (release, below)
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   __shared__ __align__(8) uint64_t full_bar[STAGES], empty_bar[STAGES];
   const uint32_t ring = (smem_u32(smem_raw) + 1023u) & ~1023u;
@@ -298,7 +309,7 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbarrier_init(smem_u32(&full_bar[s]), 1);
-      mbarrier_init(smem_u32(&empty_bar[s]), 2 * CL * kReleasers);
+      mbarrier_init(smem_u32(&empty_bar[s]), 2 * CL);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -341,13 +352,12 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
           const uint32_t a_dst = ring + stage * C::kStage, b_dst = a_dst + C::kA;
           if constexpr (kSparse) {
             // A: the BM compressed weight rows of the k-tile; B: the im2col boxes of the BN
-            // pixels; then the metadata of the BM rows: all counted in kStage.
+            // pixels: both counted in kStage (the consumers load the metadata themselves).
             tma_load_2d(a_dst, &tmap_w, kt * E::kWeightTileElems, m_blk * BM, fb);
 #pragma unroll
             for (int i = 0; i < C::kBoxes; ++i)
               tma_load_im2col(b_dst + i * 128 * E::kRowBytes, &tmap_x, cb * E::kTileElems, aw[i],
                               ah[i], an[i], uint16_t(s), uint16_t(r), fb);
-            bulk_load(b_dst + C::kB, E::template meta_source<BM>(p, m_blk, kt), C::kMeta, fb);
           } else {
 #pragma unroll
             for (int i = 0; i < C::kMI; ++i)
@@ -379,22 +389,54 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
     Acc acc[C::kMI][BN / 2];
     int stage = 0;
     uint32_t phase = 0;
-    // Weights as A: every warp reads its metadata from the stage with ld.shared, so each warp
-    // releases the stage itself after its own reads (kReleasers = 4 per warpgroup, after the
-    // proxy fence below): the reads are then ordered before the producer's next bulk copy by the
-    // barrier, not only by the warpgroup's convergence on the next wgmma.  Dense: one thread per
-    // warpgroup, nothing read by threads.
+    // One thread per warpgroup releases a stage: no thread reads the ring (the sparse metadata
+    // goes through each thread's own slot), so the stage is free once the wgmma that read it has
+    // retired.
     auto release = [&](int st) {
-      if (threadIdx.x % (128 / kReleasers) == 0) {
+      if (threadIdx.x % 128 == 0) {
         if (CL == 1)
           mbarrier_arrive(smem_u32(&empty_bar[st]));
         else
           for (int c = 0; c < CL; ++c) mbar_arrive_cluster(smem_u32(&empty_bar[st]), uint32_t(c));
       }
     };
+    // Weights as A: this thread's metadata slots (k-tile kt's words in slot kt % kMetaSlots) if
+    // it supplies metadata (meta_supplier < 0: its registers are not read), and the copies of a
+    // unit's first kMetaDistance k-tiles, one cp.async group each (empty ones where there is
+    // nothing to copy, so that k-tile kt's group is always kMetaDistance - 1 groups from the
+    // newest; design note).  meta_src: this thread's words of the unit's k-tile 0, k-tile kt
+    // meta_step * kt on.
+    [[maybe_unused]] int meta_supplier = -1;
+    if constexpr (kSparse) meta_supplier = E::meta_supplier_index();
+    [[maybe_unused]] const uint32_t meta_slots =
+        ring + STAGES * C::kStage + uint32_t(meta_supplier) * uint32_t(meta_thread_bytes<E>());
+    [[maybe_unused]] const uint8_t* meta_src = nullptr;
+    [[maybe_unused]] size_t meta_step = 0;
+    auto copy_first_meta = [&](int u) {
+      if constexpr (kSparse) {
+        meta_step = size_t(p.meta_blocks) * E::kMetaBlockBytes;
+        const uint8_t* src = nullptr;
+        if (u < p.units && meta_supplier >= 0) {
+          int m_blk, n0;
+          unit_coords<E, BN, CL>(p, u, rank, m_blk, n0);
+          src = E::template meta_source<BM, C::kMI>(p, m_blk, cw);
+        }
+#pragma unroll
+        for (int kt = 0; kt < kMetaDistance; ++kt) {
+          if (src != nullptr && kt < p.k_tiles)
+            E::template copy_meta<C::kMI>(meta_slots + kt * C::kMetaSlot, src + meta_step * kt);
+          cp_async_commit();
+        }
+        return src;
+      } else {
+        return static_cast<const uint8_t*>(nullptr);
+      }
+    };
+    const uint8_t* next_meta_src = copy_first_meta(first);
     for (int u = first; u < p.units; u += step) {
       int m_blk, n0;
       unit_coords<E, BN, CL>(p, u, rank, m_blk, n0);
+      meta_src = next_meta_src;
 #pragma unroll
       for (int i = 0; i < C::kMI; ++i)
 #pragma unroll
@@ -402,15 +444,20 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
       int prev = -1;
       // One k-tile from the stage: its wgmma group, then retire the previous k-tile's group (one
       // stays in flight) and release that stage.  Weights as A: `meta` is the register set this
-      // k-tile's wgmma.sp reads (loaded before the fence, as an operand), `older` the previous
-      // k-tile's, which its group reads asynchronously up to the wait: keep_alive holds it there
-      // so that `meta` cannot have been given its registers (design note).
-      auto k_tile = [&](auto& meta, const auto& older) {
+      // k-tile's wgmma.sp reads (from its slot, before the fence, as an operand), `older` the
+      // previous k-tile's, which its group reads asynchronously up to the wait: keep_alive holds
+      // it there so that `meta` cannot have been given its registers.  k-tile kt + 2's words are
+      // copied once this k-tile's group is issued (into the slot k-tile kt - 1 read), so that the
+      // address work is off the path from the wait to the next group (design note).
+      auto k_tile = [&](auto& meta, const auto& older, int kt, int slot_index) {
         mbarrier_wait_parity(smem_u32(&full_bar[stage]), phase);
         const uint32_t a = ring + stage * C::kStage + cw * (BM / 2) * E::kARowBytes;
         const uint32_t b = ring + stage * C::kStage + C::kA;
-        if constexpr (kSparse)
-          E::template load_meta<C::kMI>(meta, b + C::kB + cw * (BM / 2) * E::kMetaRowBytes);
+        if constexpr (kSparse) {
+          cp_async_wait<kMetaDistance - 1>();  // k-tile kt's group (later ones may be in flight)
+          if (meta_supplier >= 0)
+            E::template load_meta<C::kMI>(meta, meta_slots + slot_index * C::kMetaSlot);
+        }
 #pragma unroll
         for (int i = 0; i < C::kMI; ++i) fence_operands(acc[i]);
         wgmma_fence();
@@ -419,11 +466,13 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
         else
           E::template mma_k_tile<BN, C::kMI>(acc, a, b);
         wgmma_commit();
-        // Weights as A, this thread read the stage's metadata with ld.shared (generic proxy) and
-        // the producer's next bulk copy into the stage writes through the async proxy: the PTX
-        // memory model orders that write-after-read only across a proxy fence by the reader
-        // before its release (dense instances: only wgmma reads the ring, async proxy).
-        if constexpr (kSparse) fence_proxy_async_shared();
+        if constexpr (kSparse) {
+          if (kt + kMetaDistance < p.k_tiles && meta_supplier >= 0)
+            E::template copy_meta<C::kMI>(
+                meta_slots + (slot_index == 0 ? kMetaDistance : slot_index - 1) * C::kMetaSlot,
+                meta_src + meta_step * (kt + kMetaDistance));
+          cp_async_commit();
+        }
 #pragma unroll
         for (int i = 0; i < C::kMI; ++i) fence_operands(acc[i]);
         wgmma_wait<1>();
@@ -436,26 +485,36 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
         }
       };
       if constexpr (kSparse) {
-        // Two metadata register sets, even and odd k-tiles (wgmma.sp reads them asynchronously).
+        // Two metadata register sets, even and odd k-tiles (wgmma.sp reads them asynchronously);
+        // slot kt % 3, tracked without a division.
         typename E::template Meta<C::kMI> even{}, odd{};
+        int slot_index = 0;
         for (int kt = 0; kt < p.k_tiles; kt += 2) {
-          k_tile(even, odd);
+          k_tile(even, odd, kt, slot_index);
+          slot_index = slot_index == kMetaDistance ? 0 : slot_index + 1;
           if (kt + 1 == p.k_tiles) break;
-          k_tile(odd, even);
+          k_tile(odd, even, kt + 1, slot_index);
+          slot_index = slot_index == kMetaDistance ? 0 : slot_index + 1;
         }
         wgmma_wait<0>();
         E::keep_alive(even, p, ring);
         E::keep_alive(odd, p, ring);
+        next_meta_src = copy_first_meta(u + step);  // in flight during this unit's epilogue
       } else {
         NoMeta none;
-        for (int kt = 0; kt < p.k_tiles; ++kt) k_tile(none, none);
+        for (int kt = 0; kt < p.k_tiles; ++kt) k_tile(none, none, kt, 0);
         wgmma_wait<0>();
       }
 #pragma unroll
       for (int i = 0; i < C::kMI; ++i) fence_operands(acc[i]);
       release(prev);
-      const TmaUnit unit{m_blk, n0,   cw,
-                         warp,  lane, smem_raw + (ring - smem_u32(smem_raw)) + STAGES * C::kStage};
+      const TmaUnit unit{
+          m_blk,
+          n0,
+          cw,
+          warp,
+          lane,
+          smem_raw + (ring - smem_u32(smem_raw)) + STAGES * C::kStage + C::kMetaSlots * C::kMetaSlot};
       Epi::store(acc, p, unit);
     }
   }

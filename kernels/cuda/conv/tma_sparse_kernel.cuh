@@ -18,12 +18,14 @@
 //   - A: BM rows x 64 bytes (the 32 kept halves of the row's 64 K), one TMA tiled box of the
 //     compressed [out_c][K / 2] weight with the 64-byte swizzle (rows past out_c: zero fill);
 //   - B: BN rows x 128 bytes, the im2col boxes exactly as the dense instances issue them;
-//   - metadata: BM rows x 8 bytes (16 nibbles), one non-tensor bulk copy (cp.async.bulk, the TMA
-//     engine) of the BM / 64 blocks of 512 bytes that tma_sparse.cu packed in the order the
-//     consumer threads read them.  A bulk copy instead of a third tensor map: the block is
-//     contiguous (the packing makes it so), needs no map to encode and no 256-element box limit.
-//   All three complete on the stage's full barrier, whose expect_tx is TmaRing::kStage = A + B +
-//   metadata bytes (the whole boxes: out-of-bounds rows and pixels are filled and counted too).
+//   Both complete on the stage's full barrier, whose expect_tx is TmaRing::kStage = A + B bytes
+//   (the whole boxes: out-of-bounds rows and pixels are filled and counted too).  The metadata
+//   (16 nibbles per row and k-tile, 512 bytes per m64 block, packed by tma_sparse.cu in the order
+//   the consumer threads read it) does not pass through the ring: each consumer thread copies its
+//   8 bytes per m64 block into a private shared-memory slot by cp.async two k-tiles ahead and
+//   reads them back before the fence (tma_mainloop.cuh's design note).  Until run 38e it was a
+//   bulk copy into the stage read by every thread, which compute-sanitizer racecheck reported as
+//   hazards it could not rule out.
 // * Consumers: warpgroup cw owns channels cw * BM / 2 .. (kMI = BM / 128 m64 blocks) x all BN
 //   pixels, like the dense split of M.  Per k-tile and m64 block two m64nBNk32 wgmma.sp
 //   (instruction kk: A + 32 bytes, i.e. +2 in the 64-byte-swizzle descriptor; B + 64 bytes) with
@@ -31,7 +33,7 @@
 //   wgmma_sparse.cu, whose layout this is): bits 0-15 the nibbles of row 16w + g, groups
 //   4 (t % 2) .. +3 of the instruction's 8 (group j at bits 4j), bits 16-31 the same for row + 8;
 //   stored as one uint2 per (block, thread pair t, t ^ 2) = {kk 0, kk 1}: 64 uint2 = 512 bytes per
-//   m64 block and k-tile, thread index (w * 8 + g) * 2 + t % 2.
+//   m64 block and k-tile, thread index (w * 8 + g) * 2 + t % 2 (lanes t and t ^ 2 read the same).
 // * wgmma.sp reads its metadata register asynchronously (docs/SPARSITY.md: reloading it while
 //   the group was in flight gave wrong sums on an H100, and ptxas does not guard it), so the
 //   mainloop runs the sparse k-loop two k-tiles at a time with two register sets (Meta even, odd)
@@ -98,6 +100,11 @@ struct TmaSparseF16 {
   static constexpr int kARowBytes = 64, kWeightTileElems = 32;
   // Metadata: 16 nibbles per row and k-tile; 512 bytes per m64 block.
   static constexpr int kMetaRowBytes = 8, kMetaBlockBytes = 64 * kMetaRowBytes;
+  // A consumer thread's bytes of one m64 block and k-tile (a uint2: {kk 0, kk 1}).
+  static constexpr int kMetaThreadBytes = 8;
+  // Sparsity selector 0: lanes 0 and 1 of each quad supply the metadata (lanes 2 and 3 hold the
+  // same words, not read), so 128 of a CTA's 256 consumer threads copy and load it.
+  static constexpr int kMetaSuppliers = 128;
 
   // One k-tile's metadata registers of a consumer thread: per m64 block {kk 0, kk 1}.
   template <int MI>
@@ -106,22 +113,39 @@ struct TmaSparseF16 {
   };
 
 #ifdef CNNRT_WGMMA_DEVICE
-  // The metadata of channel tile m_blk (BM rows) at k-tile kt: BM / 64 consecutive blocks.
-  template <int BM>
-  static __device__ __forceinline__ const void* meta_source(const TmaSparseParams& p, int m_blk,
-                                                            int kt) {
-    return p.meta + (size_t(kt) * p.meta_blocks + size_t(m_blk) * (BM / 64)) * kMetaBlockBytes;
-  }
-  // This thread's words of the consumer's kMI blocks (addr: the first block's, in the stage).
-  template <int MI>
-  static __device__ __forceinline__ void load_meta(Meta<MI>& m, uint32_t addr) {
+  // This thread's first metadata word of k-tile 0 for consumer warpgroup cw of channel tile
+  // m_blk (BM rows: BM / 64 consecutive blocks per k-tile, the warpgroup's MI of them); k-tile kt
+  // is p.meta_blocks * kMetaBlockBytes * kt further.
+  template <int BM, int MI>
+  static __device__ __forceinline__ const uint8_t* meta_source(const TmaSparseParams& p, int m_blk,
+                                                               int cw) {
     const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32;
-    const uint32_t at = addr + uint32_t(((warp * 8 + lane / 4) * 2 + (lane & 1)) * 8);
+    return p.meta + (size_t(m_blk) * (BM / 64) + cw * MI) * kMetaBlockBytes +
+           ((warp * 8 + lane / 4) * 2 + (lane & 1)) * 8;
+  }
+  // This consumer thread's place among the kMetaSuppliers, or -1 (lanes 2 and 3 of a quad).
+  static __device__ __forceinline__ int meta_supplier_index() {
+    const int lane = threadIdx.x % 32;
+    if (lane & 2) return -1;
+    return ((threadIdx.x - 128) / 32 * 8 + lane / 4) * 2 + (lane & 1);
+  }
+  // Copies this thread's words of one k-tile (src: meta_source's, moved to the k-tile) into its
+  // slot (block i at slot + i * kMetaSuppliers * kMetaThreadBytes), by cp.async.
+  template <int MI>
+  static __device__ __forceinline__ void copy_meta(uint32_t slot, const uint8_t* src) {
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+      ptx::cp_async_small<8>(slot + i * kMetaSuppliers * kMetaThreadBytes,
+                             src + i * kMetaBlockBytes);
+  }
+  // The words copy_meta put in the slot, into the registers the wgmma.sp read.
+  template <int MI>
+  static __device__ __forceinline__ void load_meta(Meta<MI>& m, uint32_t slot) {
 #pragma unroll
     for (int i = 0; i < MI; ++i)
       asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n"
                    : "=r"(m.w[i].x), "=r"(m.w[i].y)
-                   : "r"(at + i * kMetaBlockBytes)
+                   : "r"(slot + i * kMetaSuppliers * kMetaThreadBytes)
                    : "memory");
   }
   // The wgmma.sp of one k-tile: per 32 of dense K (kk), one m64nBNk32 per m64 block sharing B.

@@ -7,8 +7,8 @@
 //   (conv_int8_tma) and the fp16 2:4 TMA conv (conv_fp16_sparse24_tma) are both instances of
 //   tma_mainloop.cuh's tma_conv_mainloop; this is a third instance with int8 sparse traits
 //   (TmaSparseS8<KB>) and the int8 family's epilogue, transposed.  No loop code of its own: the
-//   ring, mbarriers, producer thread, register split, tap walk, scheduler and the two metadata
-//   register sets that outlive their asynchronous wgmma.sp are the mainloop's.
+//   ring, mbarriers, producer thread, register split, tap walk, scheduler, the metadata slots and
+//   the two metadata register sets that outlive their asynchronous wgmma.sp are the mainloop's.
 // * What 2:4 means for 8-bit operands: wgmma.mma_async.sp .s8/.u8/.e4m3/.e5m2 (m64nNk64) take A
 //   2:4 per ELEMENT, as fp16 does: each chunk of 4 consecutive int8 of a row holds 2 non-zeros,
 //   whose 2-bit indices make one metadata nibble (the pair-wise "4:8" granularity is the 4-bit
@@ -25,8 +25,9 @@
 //   - A: BM rows x KB / 2 bytes, the kept int8 of the row's KB K, one TMA tiled box of the
 //     compressed [out_c][K / 2] int8 weight with the KB / 2-byte swizzle (64 B, or 32 B: layout
 //     type 3 of the descriptor, tma_mainloop.cuh's desc_of<32>; rows past out_c zero fill);
-//   - metadata: BM rows x KB / 8 bytes (KB / 4 nibbles), one bulk copy of the BM / 64 blocks
-//     tma_sparse_s8.cu packed in the consumer threads' order (as the fp16 instance).
+//   - metadata: BM rows x KB / 8 bytes (KB / 4 nibbles), packed by tma_sparse_s8.cu in the
+//     consumer threads' order; not in the ring: each thread copies its words of a k-tile into a
+//     private shared-memory slot by cp.async two k-tiles ahead (as the fp16 instance).
 //   Per k-tile and m64 block, KB / 64 wgmma.sp m64nBNk64 .s32.s8.s8: instruction kk reads A + 32
 //   bytes (the 32 kept int8 of 64 K) and B + 64 bytes.  The byte geometry at KB 128 is the fp16
 //   instance's exactly (A rows 64 B, B rows 128 B, two instructions at +32 / +64): a k64 int8
@@ -41,7 +42,8 @@
 //   38d); this one is CUTLASS's published 64x64 sparse GMMA metadata layout (lane bit 0: row
 //   + 8, lane bit 1: K + 32).  tma_sparse_s8_pack.cpp's pack_metadata is the one place that
 //   writes it.  Stored as [k-tile][block][thread 0-127][kk]
-//   words: 512 B (KB 64) or 1 KB (KB 128) per block and k-tile, one ld.shared(.v2) per thread.
+//   words: 512 B (KB 64) or 1 KB (KB 128) per block and k-tile, one cp.async and one ld.shared(.v2)
+//   per thread.
 // * Epilogue (TmaSparseS8Epilogue): the accumulators are [channel][pixel] (register 4j + 2h + q
 //   of block i: channel 64i + 16w + g + 8h of the warpgroup's, pixel 8j + 2t + q); each warp
 //   owns 16 consecutive channels, i.e. one 16-byte NHWC/16 channel group.  int8 out: acc +
@@ -54,9 +56,9 @@
 //   contiguous bytes of a pixel), no staging.  No fused MaxPool: the entry pools after it
 //   (maxpool_nhwc_s8, exact: max commutes with the monotonic requantisation), as the dense int8
 //   entries do.
-// * Shared memory (tma_sparse_s8.cu's table): KB 128 stages are 42 KB (128x256) / 36 KB
-//   (256x128), KB 64 ones 21 / 18 KB; 5 / 6 / 10 / 12 stages + 8 KB of staging + the 1 KB
-//   alignment slack stay within the 227 KB opt-in with the static barriers.
+// * Shared memory (tma_sparse_s8.cu's table): KB 128 stages are 40 KB (128x256) / 32 KB
+//   (256x128), KB 64 ones 20 / 16 KB, + two metadata slots of 1-8 KB; 5 / 6 / 10 / 12 stages + 8 KB
+//   of staging + the 1 KB alignment slack stay within the 227 KB opt-in with the static barriers.
 // * Registers: BM x BN / 256 = 128 accumulators + 2 x kMI x KB / 64 metadata words per thread
 //   within setmaxnreg's 232 (the host checks every image starts at 168).
 #pragma once
@@ -109,6 +111,10 @@ struct TmaSparseS8 {
   // wgmma.sp m64nNk64 per k-tile and m64 block; metadata: KB / 4 nibbles per row and k-tile.
   static constexpr int kMmas = KB / 64;
   static constexpr int kMetaRowBytes = KB / 8, kMetaBlockBytes = 64 * kMetaRowBytes;
+  // A consumer thread's bytes of one m64 block and k-tile (one word per wgmma.sp).
+  static constexpr int kMetaThreadBytes = kMmas * 4;
+  // Sparsity selector 0 with 8-bit operands: all four threads of a quad supply metadata.
+  static constexpr int kMetaSuppliers = 256;
 
   // One k-tile's metadata registers of a consumer thread: per m64 block, one word per wgmma.sp.
   template <int MI>
@@ -117,28 +123,39 @@ struct TmaSparseS8 {
   };
 
 #ifdef CNNRT_WGMMA_DEVICE
-  // The metadata of channel tile m_blk (BM rows) at k-tile kt: BM / 64 consecutive blocks.
-  template <int BM>
-  static __device__ __forceinline__ const void* meta_source(const TmaSparseS8Params& p, int m_blk,
-                                                            int kt) {
-    return p.meta + (size_t(kt) * p.meta_blocks + size_t(m_blk) * (BM / 64)) * kMetaBlockBytes;
+  // This consumer thread's place among the kMetaSuppliers (every one supplies).
+  static __device__ __forceinline__ int meta_supplier_index() { return threadIdx.x - 128; }
+  // This thread's first metadata word of k-tile 0 for consumer warpgroup cw of channel tile
+  // m_blk (BM rows: BM / 64 consecutive blocks per k-tile, the warpgroup's MI of them); k-tile kt
+  // is p.meta_blocks * kMetaBlockBytes * kt further.
+  template <int BM, int MI>
+  static __device__ __forceinline__ const uint8_t* meta_source(const TmaSparseS8Params& p,
+                                                               int m_blk, int cw) {
+    return p.meta + (size_t(m_blk) * (BM / 64) + cw * MI) * kMetaBlockBytes +
+           (threadIdx.x % 128) * kMetaThreadBytes;
   }
-  // This thread's words of the consumer's kMI blocks (addr: the first block's, in the stage).
+  // Copies this thread's words of one k-tile (src: meta_source's, moved to the k-tile) into its
+  // slot (block i at slot + i * kMetaSuppliers * kMetaThreadBytes), by cp.async.
   template <int MI>
-  static __device__ __forceinline__ void load_meta(Meta<MI>& m, uint32_t addr) {
-    const uint32_t at = addr + uint32_t((threadIdx.x % 128) * kMmas * 4);
+  static __device__ __forceinline__ void copy_meta(uint32_t slot, const uint8_t* src) {
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+      ptx::cp_async_small<kMetaThreadBytes>(slot + i * kMetaSuppliers * kMetaThreadBytes,
+                                            src + i * kMetaBlockBytes);
+  }
+  // The words copy_meta put in the slot, into the registers the wgmma.sp read.
+  template <int MI>
+  static __device__ __forceinline__ void load_meta(Meta<MI>& m, uint32_t slot) {
 #pragma unroll
     for (int i = 0; i < MI; ++i) {
+      const uint32_t at = slot + i * kMetaSuppliers * kMetaThreadBytes;
       if constexpr (kMmas == 2)
         asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n"
                      : "=r"(m.w[i][0]), "=r"(m.w[i][1])
-                     : "r"(at + i * kMetaBlockBytes)
+                     : "r"(at)
                      : "memory");
       else
-        asm volatile("ld.shared.u32 %0, [%1];\n"
-                     : "=r"(m.w[i][0])
-                     : "r"(at + i * kMetaBlockBytes)
-                     : "memory");
+        asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(m.w[i][0]) : "r"(at) : "memory");
     }
   }
   // The wgmma.sp of one k-tile: per 64 of dense K (kk), one m64nBNk64 per m64 block sharing B.
