@@ -103,20 +103,37 @@ constexpr int meta_suppliers() {
   else
     return 0;
 }
-// Weights as A: how many k-tiles ahead a consumer thread copies its metadata (kMetaDistance + 1
-// slots; design note).
-constexpr int kMetaDistance = 4;
+// Weights as A: how many k-tiles ahead a consumer thread copies its metadata, kMetaDistance + 1
+// slots (design note): the most, up to 6, whose slots fit beside the ring and the epilogue's
+// staging in the 227 KB opt-in less 2 KB for the kernel's static part; at least 2.
+constexpr int meta_distance(size_t ring_and_staging, size_t slot) {
+  constexpr size_t kBudget = 227 * 1024 - 2048;
+  for (int d = 6; d > 2; --d)
+    if (ring_and_staging + size_t(d + 1) * slot <= kBudget) return d;
+  return 2;
+}
+// The staging bytes of epilogue Epi (what a weights-as-A instance's metadata slots share the
+// opt-in with; dense instances have no slots).
+template <class E, class Epi>
+constexpr size_t epi_staging() {
+  if constexpr (E::kWeightsAreA)
+    return Epi::kStaging;
+  else
+    return 0;
+}
 
 // The ring of element traits E: per stage BM A rows of kARowBytes and BN B rows of kRowBytes
 // (dense traits: kARowBytes = kRowBytes), every stage 1024-byte aligned (the swizzle atoms'), so
 // the dynamic shared memory is 1024 bytes of slack + the ring; weights as A, then the consumer
 // threads' kMetaDistance + 1 metadata slots (kMetaSlot bytes each: [block][supplier][bytes],
 // design note); an epilogue's staging comes after them (TmaUnit::after_ring).
-template <class E, int BM, int BN, int STAGES>
+template <class E, int BM, int BN, int STAGES, size_t STAGING = 0>
 struct TmaRing {
   static constexpr uint32_t kA = BM * E::kARowBytes, kB = BN * E::kRowBytes, kStage = kA + kB;
   static constexpr int kMI = BM / 128;  // m64 blocks per consumer warpgroup
   static constexpr uint32_t kMetaSlot = kMI * meta_suppliers<E>() * meta_thread_bytes<E>();
+  static constexpr int kMetaDistance =
+      meta_distance(1024 + size_t(STAGES) * kStage + STAGING, kMetaSlot);
   static constexpr int kMetaSlots = E::kWeightsAreA ? kMetaDistance + 1 : 0;
   static constexpr size_t kSmem = 1024 + size_t(STAGES) * kStage + kMetaSlots * kMetaSlot;
   // Boxes of 128 pixels per stage: the im2col operand is A (BM rows) or, weights as A, B (BN).
@@ -297,7 +314,7 @@ struct NoMeta {};
 template <class E, int BM, int BN, int STAGES, int CL, class Epi, class P>
 __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
                                                   const CUtensorMap& tmap_w, const P& p) {
-  using C = TmaRing<E, BM, BN, STAGES>;
+  using C = TmaRing<E, BM, BN, STAGES, epi_staging<E, Epi>()>;
   using Acc = typename E::Acc;
   constexpr bool kSparse = E::kWeightsAreA;
   static_assert(!kSparse || (CL == 1 && BN % 128 == 0), "weights as A: no cluster, whole boxes");
@@ -402,8 +419,8 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
     };
     // Weights as A: this thread's metadata slots (k-tile kt's words in slot kt % kMetaSlots) if
     // it supplies metadata (meta_supplier < 0: its registers are not read), and the copies of a
-    // unit's first kMetaDistance k-tiles, one cp.async group each (empty ones where there is
-    // nothing to copy, so that k-tile kt's group is always kMetaDistance - 1 groups from the
+    // unit's first C::kMetaDistance k-tiles, one cp.async group each (empty ones where there is
+    // nothing to copy, so that k-tile kt's group is always C::kMetaDistance - 1 groups from the
     // newest; design note).  meta_src: this thread's words of the unit's k-tile 0, k-tile kt
     // meta_step * kt on.
     [[maybe_unused]] int meta_supplier = -1;
@@ -422,7 +439,7 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
           src = E::template meta_source<BM, C::kMI>(p, m_blk, cw);
         }
 #pragma unroll
-        for (int kt = 0; kt < kMetaDistance; ++kt) {
+        for (int kt = 0; kt < C::kMetaDistance; ++kt) {
           if (src != nullptr && kt < p.k_tiles)
             E::template copy_meta<C::kMI>(meta_slots + kt * C::kMetaSlot, src + meta_step * kt);
           cp_async_commit();
@@ -454,7 +471,7 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
         const uint32_t a = ring + stage * C::kStage + cw * (BM / 2) * E::kARowBytes;
         const uint32_t b = ring + stage * C::kStage + C::kA;
         if constexpr (kSparse) {
-          cp_async_wait<kMetaDistance - 1>();  // k-tile kt's group (later ones may be in flight)
+          cp_async_wait<C::kMetaDistance - 1>();  // k-tile kt's group (later ones may be in flight)
           if (meta_supplier >= 0)
             E::template load_meta<C::kMI>(meta, meta_slots + slot_index * C::kMetaSlot);
         }
@@ -467,10 +484,10 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
           E::template mma_k_tile<BN, C::kMI>(acc, a, b);
         wgmma_commit();
         if constexpr (kSparse) {
-          if (kt + kMetaDistance < p.k_tiles && meta_supplier >= 0)
+          if (kt + C::kMetaDistance < p.k_tiles && meta_supplier >= 0)
             E::template copy_meta<C::kMI>(
-                meta_slots + (slot_index == 0 ? kMetaDistance : slot_index - 1) * C::kMetaSlot,
-                meta_src + meta_step * (kt + kMetaDistance));
+                meta_slots + (slot_index == 0 ? C::kMetaDistance : slot_index - 1) * C::kMetaSlot,
+                meta_src + meta_step * (kt + C::kMetaDistance));
           cp_async_commit();
         }
 #pragma unroll
@@ -491,10 +508,10 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
         int slot_index = 0;
         for (int kt = 0; kt < p.k_tiles; kt += 2) {
           k_tile(even, odd, kt, slot_index);
-          slot_index = slot_index == kMetaDistance ? 0 : slot_index + 1;
+          slot_index = slot_index == C::kMetaDistance ? 0 : slot_index + 1;
           if (kt + 1 == p.k_tiles) break;
           k_tile(odd, even, kt + 1, slot_index);
-          slot_index = slot_index == kMetaDistance ? 0 : slot_index + 1;
+          slot_index = slot_index == C::kMetaDistance ? 0 : slot_index + 1;
         }
         wgmma_wait<0>();
         E::keep_alive(even, p, ring);
