@@ -48,23 +48,30 @@
 //   - kARowBytes (64: the kept halves of a 64-K k-tile row, 64-byte swizzle) and kWeightTileElems
 //     (32: the weight box's K step); the stage is BM x kARowBytes + BN x kRowBytes bytes
 //     (TmaRing, also the expect_tx: the producer's weight box and BN / 128 im2col boxes);
-//   - Meta<MI> (a consumer thread's metadata registers of one k-tile), kMetaThreadBytes (its
-//     bytes per m64 block and k-tile), copy_meta<BM, MI>(slot, p, m_blk, kt, cw) and
-//     load_meta(meta, slot), mma_k_tile(acc, a, b, meta) and keep_alive(meta, p, addr).  The
-//     metadata does not pass through the ring: each consumer thread copies its own words of
-//     k-tile kt from global memory into a private shared-memory slot (kt % 2 of two, after the
-//     ring) with cp.async two k-tiles ahead, one commit group per k-tile (empty where there is
-//     nothing to copy, so cp.async.wait_group 1 always means "k-tile kt's words are in"), reads
-//     them back with ld.shared before the wgmma fence, and refills the slot with k-tile kt + 2's
-//     after the wait.  Why not the stage: with a bulk copy into each stage read by all threads,
-//     compute-sanitizer racecheck reported hazards it could not rule out (run 38e); a slot only
-//     its own thread writes and reads has no cross-thread ordering to check.  Why not plain
-//     loads into registers two k-tiles ahead (run 39a): ptxas gives every such load one
-//     scoreboard and the wgmma fence waits for all of them, the newest included, which exposed
-//     an L2 latency per k-tile (-8 to -18 % at batch 256); cp.async.wait_group waits for one
-//     group.  wgmma.sp reads its metadata register asynchronously, so the consumer runs two
-//     k-tiles per iteration with an even and an odd register set and keeps the previous set
-//     alive (a store ptxas cannot drop) until the wait that retires its group;
+//   - Meta<MI> (a consumer thread's metadata registers of one k-tile), kMetaThreadBytes and
+//     kMetaSuppliers (the bytes per m64 block and k-tile of each of the CTA's threads that
+//     supply metadata to wgmma.sp, and how many do: fp16 128, lanes 0-1 of each quad under
+//     sparsity selector 0; int8 all 256), meta_supplier_index(), meta_source<BM, MI>(p, m_blk,
+//     cw), copy_meta<MI>(slot, src), load_meta(meta, slot), mma_k_tile(acc, a, b, meta) and
+//     keep_alive(meta, p, addr).
+//   - The metadata does not pass through the ring.  Each supplier copies its own words of
+//     k-tile kt from global memory into a private shared-memory slot (slot kt % (D + 1) of
+//     D + 1 after the ring) with cp.async D k-tiles ahead, one commit group per k-tile (empty where
+//     there is nothing to copy, so cp.async.wait_group D - 1 always means "k-tile kt's words are
+//     in"), reads them back with ld.shared before the wgmma fence, and issues k-tile kt + D's copy
+//     right after k-tile kt's wgmma (into the slot k-tile kt - 1 read).  D (TmaRing::
+//     kMetaDistance) is the most, up to 6, whose slots fit beside the ring and the epilogue's
+//     staging: 6, or 5 for int8's 256x128 at 128-byte k-tiles.  Why (docs/PERFORMANCE.md run
+//     39): with a bulk copy into each stage read by every thread (until run 39), compute-
+//     sanitizer racecheck reported every copy / ld.shared pair, proxy fences or not, since it
+//     does not take an mbarrier hand-off as ordering; a slot only its own thread writes and
+//     reads has nothing to order across threads or proxies.  Plain loads into registers lost
+//     to a scoreboard (ptxas gives them one and the wgmma fence drains it, newest load
+//     included: +22 % on conv4 at batch 256); slots two k-tiles ahead lost +17 % there (the
+//     bulk copy had travelled STAGES k-tiles ahead), four +6 %, six +4 %.  wgmma.sp reads its
+//     metadata register asynchronously, so the consumer runs two k-tiles per iteration with an
+//     even and an odd register set and keeps the previous set alive (a store ptxas cannot
+//     drop) until the wait that retires its group;
 //   - P::m_tiles (channel tiles): units are ordered m fastest, the unit's pixel block is n0.
 //   The dense traits declare kWeightsAreA = false and kARowBytes = kRowBytes, and take the same
 //   code as before (the consumer's k-tile is one lambda both call; the dense ones

@@ -15,17 +15,18 @@
 //   rows, 64-byte swizzle).  The metadata is repacked in the order the consumer threads read it
 //   (tma_sparse_kernel.cuh): [k-tile][m64 block][32 quad rows][t % 2][kk] 32-bit words, 512 bytes
 //   per block and k-tile, blocks padded to a multiple of 4 (256 channels) with the valid nibble
-//   {0, 1} so that a channel tile of either height is one contiguous bulk copy per k-tile.
+//   {0, 1}; each supplying consumer thread copies its words of a k-tile into a private
+//   shared-memory slot by cp.async six k-tiles ahead (tma_mainloop.cuh).
 //   weight_bytes() = K / 2 halves + K / 16 bytes of metadata (+ padding blocks) per channel +
 //   the fp32 bias.
-// * Tiles, channels x pixels (BM x BN), 1 CTA per SM: 128x256 (5 stages of 41 KB), 256x128 (6 of
-//   34 KB), 128x128 (8 of 25 KB), each + 16 KB of epilogue staging (8 warps x 2 KB): 222 / 221 /
-//   217 KB.  BM is 128 or 256 because each consumer warpgroup holds BM / 2 channels in whole m64
-//   blocks; BM x BN / 256 accumulators per consumer thread must stay <= 128 of setmaxnreg's 232
-//   registers (the dense instances' rule), so 256x256 does not fit and 128x256 / 256x128 are the
-//   largest tiles; 128x128 is for grids that the large tiles leave short of a wave.  out_c 192
-//   (AlexNet conv2) computes 256 channels on either (75 %); 384 (conv3) is three 128-channel
-//   tiles; 256 (conv4, conv5) fits both exactly.
+// * Tiles, channels x pixels (BM x BN), 1 CTA per SM: 128x256 (5 stages of 40 KB), 256x128 (6 of
+//   32 KB), 128x128 (8 of 24 KB), each + 16 KB of epilogue staging (8 warps x 2 KB) + 7 metadata
+//   slots (7 / 14 / 7 KB: tma_mainloop.cuh): 224 / 223 / 216 KB.  BM is 128 or 256 because each
+//   consumer warpgroup holds BM / 2 channels in whole m64 blocks; BM x BN / 256 accumulators per
+//   consumer thread must stay <= 128 of setmaxnreg's 232 registers (the dense instances' rule), so
+//   256x256 does not fit and 128x256 / 256x128 are the largest tiles; 128x128 is for grids that the
+//   large tiles leave short of a wave.  out_c 192 (AlexNet conv2) computes 256 channels on either
+//   (75 %); 384 (conv3) is three 128-channel tiles; 256 (conv4, conv5) fits both exactly.
 // * Default tile (plan(batch)): conv_fp16_tma's wave model, ceil(units / SMs) x 2 BM BN K /
 //   (speed x kSmFlops x kSparseGain).  kSparseGain (1.3) is a prediction, not a measurement
 //   (docs/kernels/conv_fp16_sparse_tma.md): it only scales estimated_us; the tile choice depends

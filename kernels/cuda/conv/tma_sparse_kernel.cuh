@@ -21,11 +21,11 @@
 //   Both complete on the stage's full barrier, whose expect_tx is TmaRing::kStage = A + B bytes
 //   (the whole boxes: out-of-bounds rows and pixels are filled and counted too).  The metadata
 //   (16 nibbles per row and k-tile, 512 bytes per m64 block, packed by tma_sparse.cu in the order
-//   the consumer threads read it) does not pass through the ring: each consumer thread copies its
-//   8 bytes per m64 block into a private shared-memory slot by cp.async two k-tiles ahead and
-//   reads them back before the fence (tma_mainloop.cuh's design note).  Until run 38e it was a
-//   bulk copy into the stage read by every thread, which compute-sanitizer racecheck reported as
-//   hazards it could not rule out.
+//   the consumer threads read it) does not pass through the ring: each supplying thread (lanes 0-1
+//   of a quad, below) copies its 8 bytes per m64 block into a private shared-memory slot by
+//   cp.async six k-tiles ahead and reads them back before the fence (tma_mainloop.cuh's design
+//   note).  Until run 39 it was a bulk copy into the stage read by every thread, which compute-
+//   sanitizer racecheck reported as hazards (it does not take the mbarrier hand-off as order).
 // * Consumers: warpgroup cw owns channels cw * BM / 2 .. (kMI = BM / 128 m64 blocks) x all BN
 //   pixels, like the dense split of M.  Per k-tile and m64 block two m64nBNk32 wgmma.sp
 //   (instruction kk: A + 32 bytes, i.e. +2 in the 64-byte-swizzle descriptor; B + 64 bytes) with
@@ -33,7 +33,8 @@
 //   wgmma_sparse.cu, whose layout this is): bits 0-15 the nibbles of row 16w + g, groups
 //   4 (t % 2) .. +3 of the instruction's 8 (group j at bits 4j), bits 16-31 the same for row + 8;
 //   stored as one uint2 per (block, thread pair t, t ^ 2) = {kk 0, kk 1}: 64 uint2 = 512 bytes per
-//   m64 block and k-tile, thread index (w * 8 + g) * 2 + t % 2 (lanes t and t ^ 2 read the same).
+//   m64 block and k-tile, thread index (w * 8 + g) * 2 + t % 2.  Under selector 0 only lanes t = 0,
+//   1 supply metadata, so lanes 2 and 3 neither copy nor load it (kMetaSuppliers = 128).
 // * wgmma.sp reads its metadata register asynchronously (docs/SPARSITY.md: reloading it while
 //   the group was in flight gave wrong sums on an H100, and ptxas does not guard it), so the
 //   mainloop runs the sparse k-loop two k-tiles at a time with two register sets (Meta even, odd)

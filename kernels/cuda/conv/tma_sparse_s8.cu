@@ -20,17 +20,19 @@
 //   design note has the layout, verified on an H100 in run 38e), a CPU
 //   test decoding it back to the dense weight: [k-tile][m64 block][thread
 //   0-127][kk] 32-bit words, blocks padded to a multiple of 4 (256 channels) with the valid
-//   nibble so that a channel tile of either height is one contiguous bulk copy per k-tile.
+//   nibble; each consumer thread copies its words of a k-tile into a private shared-memory
+//   slot by cp.async up to six k-tiles ahead (tma_mainloop.cuh).
 //   weight_bytes() = K / 2 + K / 8 bytes per channel (+ padding blocks) + bias_q + multipliers.
 // * KB (channels per k-tile) as conv_int8_tma: 128 where in_stride % 128 == 0 (A rows of 64 kept
 //   bytes, 64-byte swizzle, two wgmma.sp per m64 block), else 64 (A rows of 32 bytes, 32-byte
 //   swizzle, one wgmma.sp): AlexNet conv3 (192 channels) multiplies no zero channels.
 // * Tiles, channels x pixels (BM x BN), 1 CTA per SM: 128x256 and 256x128, the largest whose
 //   BM x BN / 256 = 128 accumulators per consumer thread fit setmaxnreg's 232 (the fp16
-//   instance's reasoning); stages fill the ring (KB 128: 5 of 42 KB, 6 of 36 KB; KB 64: 10 of
-//   21 KB, 12 of 18 KB) beside 8 KB of epilogue staging.  No 128x128: it is fp16's tile for grids
-//   the large ones leave short of a wave; left out here to halve the build (8 images, not 12).
-//   out_c 384 (AlexNet conv3) is three 128-channel tiles, 256 (conv4, conv5) one or two.
+//   instance's reasoning); stages fill the ring (KB 128: 5 of 40 KB, 6 of 32 KB; KB 64: 10 of
+//   20 KB, 12 of 16 KB) beside 8 KB of epilogue staging and the metadata slots.  No 128x128: it is
+//   fp16's tile for grids the large ones leave short of a wave; left out here to halve the build (8
+//   images, not 12). out_c 384 (AlexNet conv3) is three 128-channel tiles, 256 (conv4, conv5) one
+//   or two.
 // * Default tile (plan(batch)): conv_int8_tma's rule, fewest waves x tile area / speed (both
 //   tiles speed 1.0 until measured).
 // * supports() is tma_s8_serves (the maps conv_int8_tma's mainloop can describe), so the

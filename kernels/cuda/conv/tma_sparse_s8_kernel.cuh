@@ -27,7 +27,7 @@
 //     type 3 of the descriptor, tma_mainloop.cuh's desc_of<32>; rows past out_c zero fill);
 //   - metadata: BM rows x KB / 8 bytes (KB / 4 nibbles), packed by tma_sparse_s8.cu in the
 //     consumer threads' order; not in the ring: each thread copies its words of a k-tile into a
-//     private shared-memory slot by cp.async two k-tiles ahead (as the fp16 instance).
+//     private shared-memory slot by cp.async up to six k-tiles ahead (as the fp16 instance).
 //   Per k-tile and m64 block, KB / 64 wgmma.sp m64nBNk64 .s32.s8.s8: instruction kk reads A + 32
 //   bytes (the 32 kept int8 of 64 K) and B + 64 bytes.  The byte geometry at KB 128 is the fp16
 //   instance's exactly (A rows 64 B, B rows 128 B, two instructions at +32 / +64): a k64 int8
@@ -57,7 +57,8 @@
 //   (maxpool_nhwc_s8, exact: max commutes with the monotonic requantisation), as the dense int8
 //   entries do.
 // * Shared memory (tma_sparse_s8.cu's table): KB 128 stages are 40 KB (128x256) / 32 KB
-//   (256x128), KB 64 ones 20 / 16 KB, + two metadata slots of 1-8 KB; 5 / 6 / 10 / 12 stages + 8 KB
+//   (256x128), KB 64 ones 20 / 16 KB, + 6-7 metadata slots of 1-4 KB (the mainloop fits as many as
+//   the opt-in leaves: 6 for 256x128 at KB 128, 7 elsewhere); 5 / 6 / 10 / 12 stages + 8 KB
 //   of staging + the 1 KB alignment slack stay within the 227 KB opt-in with the static barriers.
 // * Registers: BM x BN / 256 = 128 accumulators + 2 x kMI x KB / 64 metadata words per thread
 //   within setmaxnreg's 232 (the host checks every image starts at 168).
