@@ -94,22 +94,16 @@ constexpr int kThreads = 384;  // producer warpgroup + 2 consumer warpgroups
 // setmaxnreg's split (design note); kEntryRegs is what the host checks every image against.
 constexpr int kProducerRegs = 40, kConsumerRegs = 232, kEntryRegs = 168;
 
-// A metadata supplier's bytes per k-tile and m64 block, and the suppliers per CTA (0: dense
-// traits, no metadata).
+// A metadata supplier's bytes per k-tile and m64 block, and the suppliers per CTA (both 0 for
+// dense traits: no metadata).
+template <class E, bool = E::kWeightsAreA>
+struct MetaSupply {
+  static constexpr int kBytes = 0, kSuppliers = 0;
+};
 template <class E>
-constexpr int meta_thread_bytes() {
-  if constexpr (E::kWeightsAreA)
-    return E::kMetaThreadBytes;
-  else
-    return 0;
-}
-template <class E>
-constexpr int meta_suppliers() {
-  if constexpr (E::kWeightsAreA)
-    return E::kMetaSuppliers;
-  else
-    return 0;
-}
+struct MetaSupply<E, true> {
+  static constexpr int kBytes = E::kMetaThreadBytes, kSuppliers = E::kMetaSuppliers;
+};
 // Weights as A: how many k-tiles ahead a consumer thread copies its metadata, kMetaDistance + 1
 // slots (design note): the most, up to 6, whose slots fit beside the ring and the epilogue's
 // staging in the 227 KB opt-in less 2 KB for the kernel's static part; at least 2.
@@ -138,7 +132,7 @@ template <class E, int BM, int BN, int STAGES, size_t STAGING = 0>
 struct TmaRing {
   static constexpr uint32_t kA = BM * E::kARowBytes, kB = BN * E::kRowBytes, kStage = kA + kB;
   static constexpr int kMI = BM / 128;  // m64 blocks per consumer warpgroup
-  static constexpr uint32_t kMetaSlot = kMI * meta_suppliers<E>() * meta_thread_bytes<E>();
+  static constexpr uint32_t kMetaSlot = kMI * MetaSupply<E>::kSuppliers * MetaSupply<E>::kBytes;
   static constexpr int kMetaDistance =
       meta_distance(1024 + size_t(STAGES) * kStage + STAGING, kMetaSlot);
   static constexpr int kMetaSlots = E::kWeightsAreA ? kMetaDistance + 1 : 0;
@@ -433,7 +427,7 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
     [[maybe_unused]] int meta_supplier = -1;
     if constexpr (kSparse) meta_supplier = E::meta_supplier_index();
     [[maybe_unused]] const uint32_t meta_slots =
-        ring + STAGES * C::kStage + uint32_t(meta_supplier) * uint32_t(meta_thread_bytes<E>());
+        ring + STAGES * C::kStage + uint32_t(meta_supplier) * uint32_t(MetaSupply<E>::kBytes);
     [[maybe_unused]] const uint8_t* meta_src = nullptr;
     [[maybe_unused]] size_t meta_step = 0;
     auto copy_first_meta = [&](int u) {
@@ -470,9 +464,9 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
       // stays in flight) and release that stage.  Weights as A: `meta` is the register set this
       // k-tile's wgmma.sp reads (from its slot, before the fence, as an operand), `older` the
       // previous k-tile's, which its group reads asynchronously up to the wait: keep_alive holds
-      // it there so that `meta` cannot have been given its registers.  k-tile kt + 2's words are
-      // copied once this k-tile's group is issued (into the slot k-tile kt - 1 read), so that the
-      // address work is off the path from the wait to the next group (design note).
+      // it there so that `meta` cannot have been given its registers.  k-tile kt + kMetaDistance's
+      // words are copied once this k-tile's group is issued (into the slot k-tile kt - 1 read),
+      // so that the address work is off the path from the wait to the next group (design note).
       auto k_tile = [&](auto& meta, const auto& older, int kt, int slot_index) {
         mbarrier_wait_parity(smem_u32(&full_bar[stage]), phase);
         const uint32_t a = ring + stage * C::kStage + cw * (BM / 2) * E::kARowBytes;
@@ -510,7 +504,7 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
       };
       if constexpr (kSparse) {
         // Two metadata register sets, even and odd k-tiles (wgmma.sp reads them asynchronously);
-        // slot kt % 3, tracked without a division.
+        // slot kt % kMetaSlots, tracked without a division.
         typename E::template Meta<C::kMI> even{}, odd{};
         int slot_index = 0;
         for (int kt = 0; kt < p.k_tiles; kt += 2) {
