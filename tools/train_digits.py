@@ -93,7 +93,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from digits_data import load_split  # noqa: E402
-from digits_net import accuracy, train  # noqa: E402
+from digits_net import accuracy, accuracy_vector, train  # noqa: E402
 from digits_sparse import (DISTILL_WEIGHT, finetune, is_2_4, parse_recipe,  # noqa: E402
                            prune_2_4)
 
@@ -278,14 +278,13 @@ def cv_main(args) -> int:
                           teacher=dense, temperature=args.distill)
         assert all(is_2_4(sparse[key]) for key in ("conv2.weight", "fc.weight"))
         x_held, y_held = x_all[held_index], y_all[held_index]
-        dense_right[held_index] = dense_forward_right = \
-            accuracy_vector(dense, x_held, y_held)
-        sparse_right[held_index] = sparse_forward_right = \
-            accuracy_vector(sparse, x_held, y_held)
-        lines.append(f"fold {fold}: dense {100 * dense_forward_right.mean():.2f} %, 2:4 "
-                     f"{100 * sparse_forward_right.mean():.2f} % ({recipe}, {chosen[0]} epochs "
+        dense_fold = accuracy_vector(dense, x_held, y_held)
+        sparse_fold = accuracy_vector(sparse, x_held, y_held)
+        dense_right[held_index], sparse_right[held_index] = dense_fold, sparse_fold
+        lines.append(f"fold {fold}: dense {100 * dense_fold.mean():.2f} %, 2:4 "
+                     f"{100 * sparse_fold.mean():.2f} % ({recipe}, {chosen[0]} epochs "
                      f"from lr {chosen[1]:g}), gap "
-                     f"{100 * (sparse_forward_right.mean() - dense_forward_right.mean()):+.2f} "
+                     f"{100 * (sparse_fold.mean() - dense_fold.mean()):+.2f} "
                      f"points ({len(held_index)} digits)")
         print("  " + lines[-1], flush=True)
     n = len(y_all)
@@ -304,12 +303,6 @@ def cv_main(args) -> int:
           f" dense right and 2:4 wrong: {lost}, the reverse: {gained} (McNemar exact p "
           f"{min(1.0, 2 * tail):.3f})")
     return 0
-
-
-def accuracy_vector(params, x, y):
-    from digits_net import forward
-
-    return forward(params, x).argmax(axis=1) == y
 
 
 def parse_schedules(text: str):
@@ -378,16 +371,13 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         args.recipes = list(dict.fromkeys(parse_recipe(text) for text in args.recipes.split(",")))
+        if args.schedules:
+            args.schedules = parse_schedules(args.schedules)
     except ValueError as error:
         parser.error(str(error))
     if args.cv:
         if args.cv < 2 or args.prune or args.finetune_epochs or args.finetune_lr:
             parser.error("--cv needs K >= 2, and no --prune/--finetune-epochs/--finetune-lr")
-        if args.schedules:
-            try:
-                args.schedules = parse_schedules(args.schedules)
-            except ValueError as error:
-                parser.error(str(error))
         return cv_main(args)
     if args.prune:
         if not args.out and not args.validation_only:
@@ -401,11 +391,6 @@ def main(argv=None) -> int:
             parser.error("--distill must be >= 0")
         if args.schedules and (args.finetune_epochs is not None or args.finetune_lr is not None):
             parser.error("--schedules is a search; --finetune-epochs/--finetune-lr skip it")
-        if args.schedules:
-            try:
-                args.schedules = parse_schedules(args.schedules)
-            except ValueError as error:
-                parser.error(str(error))
         return prune_main(args)
     from safetensors.numpy import save_file
 

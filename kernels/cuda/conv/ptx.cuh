@@ -31,6 +31,14 @@ __device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, int s
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
                "r"(src_bytes));
 }
+// 4- or 8-byte async copy (.ca: the only form below 16 bytes); the sparse TMA convs' metadata
+// words into each thread's private slot (tma_mainloop.cuh's design note).
+template <int Bytes>
+__device__ __forceinline__ void cp_async_small(uint32_t dst, const void* src) {
+  static_assert(Bytes == 4 || Bytes == 8, "cp.async.ca of 4 or 8 bytes");
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(dst), "l"(src), "n"(Bytes)
+               : "memory");
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 // The memory clobber keeps the compiler from moving shared-memory reads of the landed data
 // above the wait.

@@ -12,16 +12,6 @@
 namespace cnnrt::cuda::ptx {
 #ifdef CNNRT_WGMMA_DEVICE
 
-// A sparse TMA conv thread's metadata words, copied from global memory into its private
-// shared-memory slot (tma_mainloop.cuh's design note): cp.async of 4 or 8 bytes (.ca: the only
-// form below 16), completed by cp_async_wait<N> of ptx.cuh.
-template <int Bytes>
-__device__ __forceinline__ void cp_async_small(uint32_t dst, const void* src) {
-  static_assert(Bytes == 4 || Bytes == 8, "cp.async.ca of 4 or 8 bytes");
-  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(dst), "l"(src), "n"(Bytes)
-               : "memory");
-}
-
 // 2:4 sparse A (wgmma.mma_async.sp, fp16 m64nNk32): A is the compressed 64 x 16 tile (the kept
 // halves of 64 x 32, the same shared-memory layout as a dense k16 A), B is N x 32 K-major, and
 // `meta` holds this thread's 2-bit indices of the kept elements (sparsity selector 0: threads

@@ -424,15 +424,22 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
     // nothing to copy, so that k-tile kt's group is always C::kMetaDistance - 1 groups from the
     // newest; design note).  meta_src: this thread's words of the unit's k-tile 0, k-tile kt
     // meta_step * kt on.
-    [[maybe_unused]] int meta_supplier = -1;
-    if constexpr (kSparse) meta_supplier = E::meta_supplier_index();
+    [[maybe_unused]] const int meta_supplier = [] {
+      if constexpr (kSparse)
+        return E::meta_supplier_index();
+      else
+        return -1;
+    }();
     [[maybe_unused]] const uint32_t meta_slots =
         ring + STAGES * C::kStage + uint32_t(meta_supplier) * uint32_t(MetaSupply<E>::kBytes);
-    [[maybe_unused]] const uint8_t* meta_src = nullptr;
-    [[maybe_unused]] size_t meta_step = 0;
+    [[maybe_unused]] const size_t meta_step = [&] {
+      if constexpr (kSparse)
+        return size_t(p.meta_blocks) * E::kMetaBlockBytes;
+      else
+        return size_t(0);
+    }();
     auto copy_first_meta = [&](int u) {
       if constexpr (kSparse) {
-        meta_step = size_t(p.meta_blocks) * E::kMetaBlockBytes;
         const uint8_t* src = nullptr;
         if (u < p.units && meta_supplier >= 0) {
           int m_blk, n0;
@@ -450,11 +457,10 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
         return static_cast<const uint8_t*>(nullptr);
       }
     };
-    const uint8_t* next_meta_src = copy_first_meta(first);
+    [[maybe_unused]] const uint8_t* meta_src = copy_first_meta(first);
     for (int u = first; u < p.units; u += step) {
       int m_blk, n0;
       unit_coords<E, BN, CL>(p, u, rank, m_blk, n0);
-      meta_src = next_meta_src;
 #pragma unroll
       for (int i = 0; i < C::kMI; ++i)
 #pragma unroll
@@ -517,7 +523,7 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
         wgmma_wait<0>();
         E::keep_alive(even, p, ring);
         E::keep_alive(odd, p, ring);
-        next_meta_src = copy_first_meta(u + step);  // in flight during this unit's epilogue
+        meta_src = copy_first_meta(u + step);  // in flight during this unit's epilogue
       } else {
         NoMeta none;
         for (int kt = 0; kt < p.k_tiles; ++kt) k_tile(none, none, kt, 0);

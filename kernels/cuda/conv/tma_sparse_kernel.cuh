@@ -120,15 +120,20 @@ struct TmaSparseF16 {
   template <int BM, int MI>
   static __device__ __forceinline__ const uint8_t* meta_source(const TmaSparseParams& p, int m_blk,
                                                                int cw) {
-    const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32;
     return p.meta + (size_t(m_blk) * (BM / 64) + cw * MI) * kMetaBlockBytes +
-           ((warp * 8 + lane / 4) * 2 + (lane & 1)) * 8;
+           block_word_index() * kMetaThreadBytes;
   }
-  // This consumer thread's place among the kMetaSuppliers, or -1 (lanes 2 and 3 of a quad).
+  // This consumer thread's place among the kMetaSuppliers (its warpgroup's 64, then its uint2
+  // in a block), or -1 (lanes 2 and 3 of a quad).
   static __device__ __forceinline__ int meta_supplier_index() {
-    const int lane = threadIdx.x % 32;
-    if (lane & 2) return -1;
-    return ((threadIdx.x - 128) / 32 * 8 + lane / 4) * 2 + (lane & 1);
+    if (threadIdx.x & 2) return -1;
+    return (threadIdx.x - 128) / 128 * 64 + block_word_index();
+  }
+  // The uint2 of an m64 block's 64 this thread's lane pair reads (design note: warp w in the
+  // warpgroup, lane 4g + t: (8w + g) * 2 + t % 2).
+  static __device__ __forceinline__ int block_word_index() {
+    const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32;
+    return (warp * 8 + lane / 4) * 2 + (lane & 1);
   }
   // Copies this thread's words of one k-tile (src: meta_source's, moved to the k-tile) into its
   // slot (block i at slot + i * kMetaSuppliers * kMetaThreadBytes), by cp.async.
