@@ -42,11 +42,15 @@
 // quantised per channel for both; the pre-pool conv with its ReLU, int8 in and out (the pool pass
 // after it is the same for both and not timed).  "*" marks the sparse plan's pick.
 //
+// --s8 times every tile of the dense conv_int8_tma, the cluster tiles (two CTAs sharing the
+// weight tile by multicast) included, on AlexNet conv2-conv5 at batch 64 and 256, each row checked
+// to give the default tile's output to the byte; "*" marks the default.
+//
 // Every igemm row carries its model time too (igemm_plan.cpp; the direct fallback has none):
 // issue 9 asks that tile choice be "checked against measurements", which these columns are.
 //
-// Usage: conv_lab [--iters N] [--direct | --wgmma | --tma | --sparse | --sparse-s8]   (--direct
-// also times the fallback)
+// Usage: conv_lab [--iters N] [--direct | --wgmma | --tma | --sparse | --sparse-s8 | --s8]
+// (--direct also times the fallback)
 #include "bench/conv_lab.h"
 
 #include <cuda_fp16.h>
@@ -201,7 +205,7 @@ void run_wgmma_lab(int iters, cudaStream_t stream) {
 int run(int argc, char** argv) {
   int iters = 50;
   bool with_direct = false, wgmma_only = false, tma_only = false, sparse_only = false,
-       sparse_s8_only = false;
+       sparse_s8_only = false, s8_only = false;
   int only_batch = 0;  // --batch N: the igemm lab at that batch alone
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--iters") && i + 1 < argc)
@@ -216,13 +220,15 @@ int run(int argc, char** argv) {
       sparse_only = true;
     else if (!std::strcmp(argv[i], "--sparse-s8"))
       sparse_s8_only = true;
+    else if (!std::strcmp(argv[i], "--s8"))
+      s8_only = true;
     else if (!std::strcmp(argv[i], "--batch") && i + 1 < argc && std::atoi(argv[i + 1]) > 0)
       only_batch = std::atoi(argv[++i]);
     else {
       std::fprintf(
           stderr,
           "usage: conv_lab [--iters N>=50] [--batch N] [--direct | --wgmma | --tma | --sparse | "
-          "--sparse-s8]\n");
+          "--sparse-s8 | --s8]\n");
       return 2;
     }
   }
@@ -237,11 +243,12 @@ int run(int argc, char** argv) {
               prop.multiProcessorCount, iters);
   cudaStream_t stream;
   CNNRT_CUDA_CHECK(cudaStreamCreate(&stream));
-  if (wgmma_only || tma_only || sparse_only || sparse_s8_only) {
+  if (wgmma_only || tma_only || sparse_only || sparse_s8_only || s8_only) {
     if (wgmma_only) run_wgmma_lab(iters, stream);
     if (tma_only) run_tma_lab(iters, stream);
     if (sparse_only) run_sparse_lab(iters, stream);
     if (sparse_s8_only) run_sparse_s8_lab(iters, stream);
+    if (s8_only) run_s8_lab(iters, stream);
     CNNRT_CUDA_CHECK(cudaStreamDestroy(stream));
     return 0;
   }

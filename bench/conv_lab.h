@@ -116,5 +116,6 @@ inline void print_row(const char* layer, int batch, const std::string& variant, 
 void run_tma_lab(int iters, cudaStream_t stream);
 void run_sparse_lab(int iters, cudaStream_t stream);
 void run_sparse_s8_lab(int iters, cudaStream_t stream);  // conv_lab_s8.cpp
+void run_s8_lab(int iters, cudaStream_t stream);         // conv_lab_s8.cpp
 
 }  // namespace conv_lab

@@ -1,7 +1,9 @@
-// conv_lab's --sparse-s8 table (conv_lab.cpp's header comment says what it times): the int8 2:4
-// conv_int8_sparse24_tma (every tile) against the dense conv_int8_tma (its plan) on the same
-// pruned, quantised weights.  Both are the pre-pool conv alone with its ReLU (a pooled layer's
-// maxpool_nhwc_s8 pass after it is the same for both and not timed), int8 NHWC/16 in and out.
+// conv_lab's --s8 and --sparse-s8 tables (conv_lab.cpp's header comment says what they time):
+// --s8, every tile of the dense conv_int8_tma (the cluster tiles included), each checked to give
+// the default tile's output to the byte; --sparse-s8, the int8 2:4 conv_int8_sparse24_tma (every
+// tile) against the dense conv_int8_tma (its plan) on the same pruned, quantised weights.  Both are
+// the pre-pool conv alone with its ReLU (a pooled layer's maxpool_nhwc_s8 pass after it is the same
+// for both and not timed), int8 NHWC/16 in and out.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -52,7 +54,98 @@ cnnrt::cuda::S8Conv s8conv_of(const Layer& l, const ConvShape& s, const cnnrt::r
   return c;
 }
 
+// The dense rows [out_c][k_pad] of a quantised layer: k = (r·kw + s)·in_stride + c, zeros
+// elsewhere.
+std::vector<int8_t> dense_rows(const Layer& l, const cnnrt::cuda::S8Conv& conv,
+                               const cnnrt::ref::Int8Layer& q) {
+  const int taps = l.k * l.k;
+  std::vector<int8_t> rows(size_t(l.oc) * conv.k_pad, 0);
+  for (int o = 0; o < l.oc; ++o)
+    for (int c = 0; c < l.c; ++c)
+      for (int t = 0; t < taps; ++t)
+        rows[size_t(o) * conv.k_pad + t * conv.in_stride + c] =
+            q.weight[(size_t(o) * l.c + c) * taps + t];
+  return rows;
+}
+
+// Two random int8 NHWC/16 inputs of `batch` images (padding channels zero), on the device.
+void random_inputs(const Layer& l, const cnnrt::cuda::S8Conv& conv, int batch, std::mt19937& rng,
+                   void* (&x)[2]) {
+  const size_t in_bytes = size_t(batch) * l.h * l.w * conv.in_stride;
+  std::vector<int8_t> host(in_bytes, 0);
+  std::uniform_int_distribution<int> v(-127, 127);
+  for (void*& p : x) {
+    for (size_t i = 0; i < in_bytes; ++i)
+      host[i] = int(i % conv.in_stride) < l.c ? int8_t(v(rng)) : int8_t(0);
+    p = to_device(host.data(), in_bytes);
+  }
+}
+
 }  // namespace
+
+void run_s8_lab(int iters, cudaStream_t stream) {
+  using cnnrt::cuda::ConvS8Tma;
+  if (!ConvS8Tma::device_supported()) {
+    std::printf("conv_int8_tma: not available on this device/build\n");
+    return;
+  }
+  std::mt19937 rng(13579);
+  const std::vector<std::string>& tiles = ConvS8Tma::tile_names();
+  for (const Layer& l : kLayers) {
+    const ConvShape s = make_shape(l);
+    std::vector<float> w, b;
+    random_weights(l, rng, &w, &b);
+    const cnnrt::ref::Int8Layer q =
+        cnnrt::ref::prepare_int8_layer(w.data(), b.data(), l.oc, int64_t(l.c) * l.k * l.k, 0.02f,
+                                       0.05f, cnnrt::cuda::kReluActivation);
+    cnnrt::cuda::S8Conv conv = s8conv_of(l, s, q);
+    if (!cnnrt::cuda::tma_s8_serves(conv)) continue;  // conv1: 3 channels (stride 16)
+    const std::vector<int8_t> rows = dense_rows(l, conv, q);
+    void* d_w = to_device(rows.data(), rows.size());
+    void* d_b = to_device(q.bias.data(), q.bias.size() * sizeof(int32_t));
+    void* d_m = to_device(q.multiplier.data(), q.multiplier.size() * sizeof(float));
+    conv.weight = static_cast<const int8_t*>(d_w);
+    conv.bias = static_cast<const int32_t*>(d_b);
+    conv.multiplier = static_cast<const float*>(d_m);
+    const ConvS8Tma kernel(conv);
+    for (const int batch : {64, 256}) {
+      const size_t out_bytes = size_t(batch) * s.conv_h * s.conv_w * conv.out_stride;
+      void* x[2];
+      random_inputs(l, conv, batch, rng, x);
+      void* y = nullptr;
+      CNNRT_CUDA_CHECK(cudaMalloc(&y, out_bytes));
+      const double flops = 2.0 * batch * s.conv_h * s.conv_w * double(l.oc) * l.c * l.k * l.k;
+      const cnnrt::cuda::ConvS8TmaInput in[2] = {kernel.encode_input(x[0], batch),
+                                                 kernel.encode_input(x[1], batch)};
+      // The default tile's output of x[0]: every tile must give it to the byte (int32 sums are
+      // exact and order-free; the epilogue is one function of the sum).
+      const auto pick = kernel.plan(batch);
+      std::vector<int8_t> expected(out_bytes), got(out_bytes);
+      CNNRT_CUDA_CHECK(cudaMemsetAsync(y, 0x5a, out_bytes, stream));
+      kernel.forward(pick.variant, in[0], y, stream);
+      CNNRT_CUDA_CHECK(
+          cudaMemcpyAsync(expected.data(), y, out_bytes, cudaMemcpyDeviceToHost, stream));
+      CNNRT_CUDA_CHECK(cudaStreamSynchronize(stream));
+      for (int t = 0; t < int(tiles.size()); ++t) {
+        const auto p = kernel.plan(batch, t);
+        CNNRT_CUDA_CHECK(cudaMemsetAsync(y, 0x5a, out_bytes, stream));
+        kernel.forward(p.variant, in[0], y, stream);
+        CNNRT_CUDA_CHECK(cudaMemcpyAsync(got.data(), y, out_bytes, cudaMemcpyDeviceToHost, stream));
+        CNNRT_CUDA_CHECK(cudaStreamSynchronize(stream));
+        const bool same = got == expected;
+        const double ms = median_event_ms(
+            [&](int i) { kernel.forward(p.variant, in[i % 2], y, stream); }, iters, stream);
+        char label[160];
+        std::snprintf(label, sizeof(label), "conv_int8_tma %s, %d CTAs (%s)", p.name.c_str(),
+                      p.ctas, same ? "= default's bytes" : "MISMATCH");
+        print_row(l.name, batch, label, ms, flops, p.variant == pick.variant ? "*" : "");
+      }
+      CNNRT_CUDA_CHECK(cudaFree(y));
+      for (void* p : x) CNNRT_CUDA_CHECK(cudaFree(p));
+    }
+    for (void* p : {d_w, d_b, d_m}) CNNRT_CUDA_CHECK(cudaFree(p));
+  }
+}
 
 void run_sparse_s8_lab(int iters, cudaStream_t stream) {
   using cnnrt::cuda::ConvS8Sparse24Tma;
@@ -73,13 +166,7 @@ void run_sparse_s8_lab(int iters, cudaStream_t stream) {
         w.data(), b.data(), l.oc, int64_t(l.c) * taps, 0.02f, 0.05f, cnnrt::cuda::kReluActivation);
     cnnrt::cuda::S8Conv conv = s8conv_of(l, s, q);
     if (!ConvS8Sparse24Tma::supports(conv)) continue;  // conv1: 3 channels (stride 16)
-    // The dense rows [out_c][k_pad]: k = (r·kw + s)·in_stride + c, zeros elsewhere.
-    std::vector<int8_t> rows(size_t(l.oc) * conv.k_pad, 0);
-    for (int o = 0; o < l.oc; ++o)
-      for (int c = 0; c < l.c; ++c)
-        for (int t = 0; t < taps; ++t)
-          rows[size_t(o) * conv.k_pad + t * conv.in_stride + c] =
-              q.weight[(size_t(o) * l.c + c) * taps + t];
+    const std::vector<int8_t> rows = dense_rows(l, conv, q);
     void* d_w = to_device(rows.data(), rows.size());
     void* d_b = to_device(q.bias.data(), q.bias.size() * sizeof(int32_t));
     void* d_m = to_device(q.multiplier.data(), q.multiplier.size() * sizeof(float));
@@ -90,16 +177,9 @@ void run_sparse_s8_lab(int iters, cudaStream_t stream) {
     const ConvS8Sparse24Tma sparse(conv, q.weight.data(), q.bias.data(), q.multiplier.data(),
                                    l.name);
     for (const int batch : {64, 256}) {
-      const size_t in_bytes = size_t(batch) * l.h * l.w * conv.in_stride;
       const size_t out_bytes = size_t(batch) * s.conv_h * s.conv_w * conv.out_stride;
-      std::vector<int8_t> host(in_bytes, 0);
       void* x[2];
-      for (void*& p : x) {
-        std::uniform_int_distribution<int> v(-127, 127);
-        for (size_t i = 0; i < in_bytes; ++i)
-          host[i] = int(i % conv.in_stride) < l.c ? int8_t(v(rng)) : int8_t(0);
-        p = to_device(host.data(), in_bytes);
-      }
+      random_inputs(l, conv, batch, rng, x);
       void* y = nullptr;
       CNNRT_CUDA_CHECK(cudaMalloc(&y, out_bytes));
       const double flops = 2.0 * batch * s.conv_h * s.conv_w * double(l.oc) * l.c * taps;

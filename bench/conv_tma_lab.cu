@@ -3,7 +3,7 @@
 // Build (sm_90a only; no cnnrt library, only headers: the kernel is the library's
 // kernels/cuda/conv/tma_kernel.cuh, conv_fp16_tma; the half2-store variants of the first runs are
 // gone with the move, the 16-byte epilogue won by 1.15-1.4x):
-//   nvcc -std=c++17 -O3 -I. -Iinclude -gencode=arch=compute_90a,code=sm_90a \
+//   nvcc -std=c++17 -O3 --expt-relaxed-constexpr -I. -Iinclude -gencode=arch=compute_90a,code=sm_90a \
 //        bench/conv_tma_lab.cu -o conv_tma_lab -lcublas            [-DLAB_DEBUG: mbarrier waits
 //        trap after 2^30 polls]
 // Run: conv_tma_lab [check] [bench] [cfg=NAME] [layer=convN] [batch=B]  (default: check, bench)
@@ -277,6 +277,8 @@ static std::vector<Variant> all_variants(int sms) {
       make_variant<128, 192, 5, 2>("128x192s5c2v", sms),
       make_variant<128, 256, 4, 2>("128x256s4c2v", sms),
       make_variant<256, 128, 4, 2>("256x128s4c2v", sms),
+      make_variant<256, 64, 5, 1>("256x64s5v", sms),
+      make_variant<256, 64, 5, 2>("256x64s5c2v", sms),
   };
 }
 
@@ -453,7 +455,9 @@ static int run_bench(const std::vector<Variant>& vars, const char* only) {
   const Layer layers[] = {{"conv2", 64, 192, 5, 2, 27},
                           {"conv3", 192, 384, 3, 1, 13},
                           {"conv4", 384, 256, 3, 1, 13},
-                          {"conv5", 256, 256, 3, 1, 13}};
+                          {"conv5", 256, 256, 3, 1, 13},
+                          // conv1's space-to-depth form at a 64-channel stride (57x57, 3x3)
+                          {"conv1s2d", 64, 64, 3, 0, 57}};
   cublasHandle_t hb;
   if (cublasCreate(&hb) != CUBLAS_STATUS_SUCCESS) {
     std::fprintf(stderr, "cublasCreate failed\n");
