@@ -42,9 +42,8 @@
 // quantised per channel for both; the pre-pool conv with its ReLU, int8 in and out (the pool pass
 // after it is the same for both and not timed).  "*" marks the sparse plan's pick.
 //
-// --s8 times every tile of the dense conv_int8_tma, the cluster tiles (two CTAs sharing the
-// weight tile by multicast) included, on AlexNet conv2-conv5 at batch 64 and 256, each row checked
-// to give the default tile's output to the byte; "*" marks the default.
+// --s8 times every tile of the dense conv_int8_tma on AlexNet conv2-conv5 at batch 64 and 256,
+// each row checked to give the default tile's output to the byte; "*" marks the default.
 //
 // Every igemm row carries its model time too (igemm_plan.cpp; the direct fallback has none):
 // issue 9 asks that tile choice be "checked against measurements", which these columns are.

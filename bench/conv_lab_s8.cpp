@@ -1,5 +1,5 @@
 // conv_lab's --s8 and --sparse-s8 tables (conv_lab.cpp's header comment says what they time):
-// --s8, every tile of the dense conv_int8_tma (the cluster tiles included), each checked to give
+// --s8, every tile of the dense conv_int8_tma, each checked to give
 // the default tile's output to the byte; --sparse-s8, the int8 2:4 conv_int8_sparse24_tma (every
 // tile) against the dense conv_int8_tma (its plan) on the same pruned, quantised weights.  Both are
 // the pre-pool conv alone with its ReLU (a pooled layer's maxpool_nhwc_s8 pass after it is the same

@@ -90,14 +90,13 @@ inline int persistent_ctas(long long units, int sms) {
   return int(std::min<long long>(units, sms));
 }
 inline double waves(long long units, int sms) { return double((units + sms - 1) / sms); }
-// The int8 TMA kernels' tile choice among tiles[0, count): the fewest waves weighted by the
-// tile's area over its measured speed, the first tile on ties.  units_of(t) is tile t's unit
-// count at the batch.
-template <class Tile, class UnitsOf>
-int cheapest_tile(const Tile* tiles, int count, int sms, UnitsOf units_of) {
+// The int8 TMA kernels' tile choice: the fewest waves weighted by the tile's area over its
+// measured speed, the first tile on ties.  units_of(t) is tile t's unit count at the batch.
+template <class Tile, size_t N, class UnitsOf>
+int cheapest_tile(const Tile (&tiles)[N], int sms, UnitsOf units_of) {
   int best = 0;
   double best_cost = 0;
-  for (int t = 0; t < count; ++t) {
+  for (int t = 0; t < int(N); ++t) {
     const double cost = waves(units_of(t), sms) * tiles[t].bm * tiles[t].bn / tiles[t].speed;
     if (t == 0 || cost < best_cost) {
       best = t;
@@ -105,10 +104,6 @@ int cheapest_tile(const Tile* tiles, int count, int sms, UnitsOf units_of) {
     }
   }
   return best;
-}
-template <class Tile, size_t N, class UnitsOf>
-int cheapest_tile(const Tile (&tiles)[N], int sms, UnitsOf units_of) {
-  return cheapest_tile(tiles, int(N), sms, units_of);
 }
 
 // ---- tensor maps ----------------------------------------------------------------------------

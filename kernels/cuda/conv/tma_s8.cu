@@ -35,17 +35,6 @@
 //   out: conv_int8_s2d's TMA GEMM, int8_entries.cpp) and any out_c <= 64 without padding
 //   columns.
 // * The tensor maps and the kernel images' checks are tma_encode.h's, as for conv_fp16_tma.
-// * Cluster tiles (128x192c2, 128x256c2, 256x128c2; tma_s8_instances.cuh): two CTAs along M
-//   share the weight tile, each loading half of it per k-tile with a multicast TMA load into
-//   both rings (the mainloop's CL, the lab's c2 variants for fp16).  Why for int8: its tensor
-//   pipe is half as busy as fp16's on the same tiles because the consumers drain a stage twice as
-//   fast and then wait for the next (docs/kernels/conv_int8_tma.md, "Profile"), so the bytes a
-//   CTA must pull from L2 per MAC bound it; multicast cuts them by BN / 2 rows of BM + BN per
-//   k-tile (conv4's 128x256: a third).  A unit is a cluster's pair of M blocks; the grid is as
-//   many pairs as can be resident (cudaOccupancyMaxActiveClusters: a GPC with an odd number of
-//   free SMs leaves one idle); an odd last block's twin loads zeros past M and stores nothing.
-//   Launched with cudaLaunchKernelEx's cluster dimension.  Pinned entries only: the default
-//   tile stays a one-CTA tile until conv_lab --s8 has measured them.
 #include <algorithm>
 #include <climits>
 #include <cstdint>
@@ -56,7 +45,7 @@
 #include "cnnrt/error.h"
 #include "kernels/cuda/conv/tma_encode.h"
 #include "kernels/cuda/conv/tma_s8.h"
-#include "kernels/cuda/conv/tma_s8_instances.cuh"
+#include "kernels/cuda/conv/tma_s8_kernel.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_traits.h"
 
@@ -64,34 +53,45 @@ namespace cnnrt::cuda {
 
 namespace {
 
-using tma_s8_detail::KernelFn;
-using tma_s8_detail::kFirstClusterTile;
-using tma_s8_detail::kTileCount;
-using tma_s8_detail::kTiles;
-using tma_s8_detail::TileInfo;
 using tma_s8_detail::TmaS8Params;
 using tma_s8_detail::TmaS8Tile;
 
-// Weight map box heights: every tile's bn, and bn / 2 for the cluster tiles' halves (96).
-constexpr int kBnWidths[] = {128, 192, 256, 64, 96};
+// The shared tile shapes (tma_encode.h; all but fp16's pooled-conv2 tile 256x96) with the stages
+// of each k-tile row: KB 64 halves the bytes of a stage, so twice the stages fill the same ring.
+// The BN = 64 tiles serve out_c <= 64 (conv1's space-to-depth form) without padding columns.
+// 256x128 carries int8's own speed: where it ties 128x256 on waves (AlexNet conv4 / conv5 at
+// batch 64 and 256) it ran 2-4 % faster in int8 (`conv_lab --s8`, docs/PERFORMANCE.md run 40a),
+// where fp16's lab had it 5 % slower.
+struct TileInfo : tma::TileShape {
+  int stages128, stages64;
+};
+constexpr tma::TileShape kInt8Tile256x128 = {256, 128, 1.02, "256x128"};
+constexpr TileInfo kTiles[] = {
+    {tma::kTileShapes[0], 7, 12}, {tma::kTileShapes[1], 5, 10}, {tma::kTileShapes[2], 4, 8},
+    {kInt8Tile256x128, 4, 8},     {tma::kTileShapes[5], 5, 10}, {tma::kTileShapes[6], 8, 16},
+};
+static_assert(kInt8Tile256x128.bm == tma::kTileShapes[3].bm &&
+                  kInt8Tile256x128.bn == tma::kTileShapes[3].bn,
+              "the same tile as the shared table's 256x128 (its pinned entry's name)");
+constexpr int kTileCount = sizeof(kTiles) / sizeof(kTiles[0]);
+constexpr int kBnWidths[] = {128, 192, 256, 64};  // weight map box heights
 constexpr int kBnWidthCount = sizeof(kBnWidths) / sizeof(kBnWidths[0]);
-constexpr int bn_map_index(int bn) {
-  for (int i = 0; i < kBnWidthCount; ++i)
-    if (kBnWidths[i] == bn) return i;
-  return -1;
+int bn_map_index(int bn) {
+  int i = 0;
+  while (i + 1 < kBnWidthCount && kBnWidths[i] != bn) ++i;
+  return i;
 }
-// A tile whose weight box has no map would load boxes of another height than its stage holds
-// (docs/PERFORMANCE.md run 37f), so that is a build error.
-constexpr bool every_tile_has_a_weight_map() {
-  for (const TileInfo& t : kTiles)
-    if (bn_map_index(t.bn / t.cl) < 0) return false;
-  return true;
-}
-static_assert(every_tile_has_a_weight_map(), "a weight box height without a map (kBnWidths)");
 
+using KernelFn = void (*)(CUtensorMap, CUtensorMap, TmaS8Params);
+
+template <int T, int KB, bool F>
+KernelFn instance() {
+  constexpr TileInfo t = kTiles[T];
+  return tma_s8_detail::conv_tma_s8_kernel < t.bm, t.bn, KB == 128 ? t.stages128 : t.stages64, KB,
+         F > ;
+}
 template <int KB, bool F>
 KernelFn kernel_of_tile(int tile) {
-  using tma_s8_detail::instance;
   switch (tile) {
     case 0:
       return instance<0, KB, F>();
@@ -107,9 +107,7 @@ KernelFn kernel_of_tile(int tile) {
       return instance<5, KB, F>();
   }
 }
-static_assert(kFirstClusterTile == 6, "one case per one-CTA tile");
 KernelFn kernel_of(int tile, int kb, bool float_out) {
-  if (tile >= kFirstClusterTile) return tma_s8_detail::cluster_kernel_of(tile, kb, float_out);
   if (kb == 128)
     return float_out ? kernel_of_tile<128, true>(tile) : kernel_of_tile<128, false>(tile);
   return float_out ? kernel_of_tile<64, true>(tile) : kernel_of_tile<64, false>(tile);
@@ -191,32 +189,9 @@ class ConvS8TmaImpl {
   TmaS8Params base;
   int kb = 128;
   int sms = 132;
-  // Per tile: the CTAs that can run at once, a whole number of clusters (one-CTA tiles: the
-  // SMs; cluster tiles: what cudaOccupancyMaxActiveClusters grants pairs of 1-CTA-per-SM blocks,
-  // which a GPC with an odd count of free SMs can leave short of the SMs).
-  int resident[kTileCount] = {};
   CUtensorMap w_maps[kBnWidthCount];  // per kBnWidths
   const CUtensorMap& w_map(int bn) const { return w_maps[bn_map_index(bn)]; }
 };
-
-namespace {
-// The launch of a cluster tile: `cl` CTAs per cluster along x.
-cudaLaunchConfig_t cluster_config(cudaLaunchAttribute* attr, int ctas, int cl, size_t smem,
-                                  cudaStream_t stream) {
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(unsigned(ctas));
-  cfg.blockDim = dim3(tma_s8_detail::kThreads);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = unsigned(cl);
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  return cfg;
-}
-}  // namespace
 
 bool ConvS8Tma::device_supported() { return wgmma_s8_device_supported(); }
 
@@ -255,27 +230,13 @@ ConvS8Tma::ConvS8Tma(const S8Conv& conv) : impl_(std::make_unique<ConvS8TmaImpl>
   p.float_hi = conv.float_hi;
   const DeviceTraits& device = device_traits();
   m.sms = std::max(device.sms, 1);
-  for (int t = 0; t < kTileCount; ++t) {
+  for (int t = 0; t < kTileCount; ++t)
     if (device.smem_optin < smem_of(t, m.kb) + 256)
       throw Error("conv_int8_tma: the device offers too little shared memory per block");
-    m.resident[t] = m.sms / kTiles[t].cl * kTiles[t].cl;
-  }
   if (plan_only()) return;  // a described target: no maps, no attributes
 
   check_register_counts();
   tma::opt_in_smem(kernel_images({m.kb}));
-  for (int t = kFirstClusterTile; t < kTileCount; ++t) {
-    cudaLaunchAttribute attr[1];
-    const cudaLaunchConfig_t cfg =
-        cluster_config(attr, m.resident[t], kTiles[t].cl, smem_of(t, m.kb), nullptr);
-    int clusters = 0;
-    CNNRT_CUDA_CHECK(cudaOccupancyMaxActiveClusters(
-        &clusters, reinterpret_cast<const void*>(kernel_of(t, m.kb, conv.float_output)), &cfg));
-    if (clusters < 1)
-      throw Error("conv_int8_tma: no cluster of tile " + std::string(kTiles[t].name) +
-                  " fits the device");
-    m.resident[t] = std::min(m.resident[t], clusters * kTiles[t].cl);
-  }
   for (int i = 0; i < kBnWidthCount; ++i)
     tma::encode_weight_map("conv_int8_tma", &m.w_maps[i], CU_TENSOR_MAP_DATA_TYPE_UINT8,
                            conv.weight, size_t(conv.k_total), size_t(conv.out_c),
@@ -293,18 +254,14 @@ ConvS8TmaPlan ConvS8Tma::plan(int batch, int variant) const {
   plan.variant = variant;
   plan.name = std::string("tma_s8_") + t.name + "_k" + std::to_string(m.kb) + "_s" +
               std::to_string(stages_of(variant, m.kb));
-  // Units of a cluster tile are clusters: pairs of M blocks (the last one's second block past
-  // M when the count is odd: zero-filled loads, no stores) at one N block.
-  const long long m_blocks = (rows + t.bm - 1) / t.bm;
-  plan.units = (m_blocks + t.cl - 1) / t.cl * ((m.conv.out_c + t.bn - 1) / t.bn);
-  plan.ctas = int(std::min<long long>(plan.units, m.resident[variant] / t.cl)) * t.cl;
+  plan.units = tma::tile_units(rows, t.bm, m.conv.out_c, t.bn);
+  plan.ctas = tma::persistent_ctas(plan.units, m.sms);
   return plan;
 }
 
 ConvS8TmaPlan ConvS8Tma::plan(int batch) const {
-  // The one-CTA tiles only (the cluster tiles are pinned entries until measured).
-  return plan(batch, tma::cheapest_tile(kTiles, kFirstClusterTile, impl_->sms,
-                                        [&](int t) { return plan(batch, t).units; }));
+  return plan(batch,
+              tma::cheapest_tile(kTiles, impl_->sms, [&](int t) { return plan(batch, t).units; }));
 }
 
 ConvS8TmaInput ConvS8Tma::encode_input(const void* x, int batch) const {
@@ -327,17 +284,11 @@ void ConvS8Tma::forward(int variant, const ConvS8TmaInput& input, void* y,
   p.m = int((long long)input.batch * m.conv.out_h * m.conv.out_w);
   p.n_tiles = (m.conv.out_c + t.bn - 1) / t.bn;
   p.units = int(plan.units);
-  const KernelFn fn = kernel_of(variant, m.kb, m.conv.float_output);
-  if (t.cl == 1) {
-    fn<<<plan.ctas, tma_s8_detail::kThreads, smem_of(variant, m.kb), stream>>>(input.map,
-                                                                               m.w_map(t.bn), p);
-    CNNRT_CUDA_CHECK_LAUNCH();
-    return;
-  }
-  cudaLaunchAttribute attr[1];
-  const cudaLaunchConfig_t cfg =
-      cluster_config(attr, plan.ctas, t.cl, smem_of(variant, m.kb), stream);
-  CNNRT_CUDA_CHECK(cudaLaunchKernelEx(&cfg, fn, input.map, m.w_map(t.bn / t.cl), p));
+  kernel_of(
+      variant, m.kb,
+      m.conv.float_output)<<<plan.ctas, tma_s8_detail::kThreads, smem_of(variant, m.kb), stream>>>(
+      input.map, m.w_map(t.bn), p);
+  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace cnnrt::cuda

@@ -6,11 +6,11 @@
 // * The mainloop is conv_fp16_tma's: tma_mainloop.cuh's tma_conv_mainloop, instantiated with
 //   int8 elements (TmaS8<KB>): one producer thread issues an im2col load of A and a tiled load of
 //   B per k-tile into a ring of full / empty mbarriers, two consumer warpgroups (setmaxnreg 232)
-//   only issue wgmma, persistent grid (clusters of 2 for the cluster tiles).  What the traits
-//   change: a k-tile row is KB bytes = KB int8 channels (KB 128 with the 128-byte swizzle where the
-//   channel stride is a multiple of 128; KB 64 with the 64-byte swizzle where it is 64 mod 128,
-//   e.g. AlexNet's 64 / 192 channels, so no zero channels are multiplied), wgmma m64nNk32
-//   .s32.s8.s8 (KB / 32 per k-tile, +32 bytes of descriptor each), int32 accumulators.
+//   only issue wgmma, persistent grid, no cluster.  What the traits change: a k-tile row is
+//   KB bytes = KB int8 channels (KB 128 with the 128-byte swizzle where the channel stride is a
+//   multiple of 128; KB 64 with the 64-byte swizzle where it is 64 mod 128, e.g. AlexNet's 64 /
+//   192 channels, so no zero channels are multiplied), wgmma m64nNk32 .s32.s8.s8 (KB / 32 per
+//   k-tile, +32 bytes of descriptor each), int32 accumulators.
 // * What is int8's own is the epilogue (TmaS8Epilogue): the int8 family's requantise / dequantise
 //   (epilogue_s8.cuh, the reference's one float step) from the int32 registers, with the
 //   mainloop's quad transpose for 16-byte int8 stores.
@@ -140,15 +140,13 @@ struct TmaS8Epilogue {
 };
 #endif  // CNNRT_WGMMA_DEVICE
 
-// BM x BN tiles, a ring of STAGES, KB-byte k-tiles; FLOAT_OUT: dequantised fp32 output; CL:
-// CTAs per cluster along M, each loading 1 / CL of the weight tile and multicasting it to all
-// (tma_s8.cu's design note: the cluster tiles), launched with that cluster dimension.
-template <int BM, int BN, int STAGES, int KB, bool FLOAT_OUT, int CL = 1>
+// BM x BN tiles, a ring of STAGES, KB-byte k-tiles; FLOAT_OUT: dequantised fp32 output.
+template <int BM, int BN, int STAGES, int KB, bool FLOAT_OUT>
 __global__ void __launch_bounds__(kThreads, 1)
     conv_tma_s8_kernel(const __grid_constant__ CUtensorMap tmap_x,
                        const __grid_constant__ CUtensorMap tmap_w, const TmaS8Params p) {
 #ifdef CNNRT_WGMMA_DEVICE
-  tma_detail::tma_conv_mainloop<tma_detail::TmaS8<KB>, BM, BN, STAGES, CL,
+  tma_detail::tma_conv_mainloop<tma_detail::TmaS8<KB>, BM, BN, STAGES, 1,
                                 TmaS8Epilogue<BM, BN, FLOAT_OUT>>(tmap_x, tmap_w, p);
 #endif
 }
