@@ -200,7 +200,7 @@ const std::vector<std::string>& ConvS8Tma::tile_names() {
   return names;
 }
 
-ConvS8Tma::ConvS8Tma(const S8Conv& conv) : impl_(std::make_unique<ConvS8TmaImpl>()) {
+ConvS8Tma::ConvS8Tma(const S8Conv& conv, int k_bytes) : impl_(std::make_unique<ConvS8TmaImpl>()) {
   ConvS8TmaImpl& m = *impl_;
   m.conv = conv;
   if (!tma_s8_serves(conv))
@@ -209,7 +209,10 @@ ConvS8Tma::ConvS8Tma(const S8Conv& conv) : impl_(std::make_unique<ConvS8TmaImpl>
         "kernel <= 64, stride <= 8, padding within the im2col box)");
   if (!device_supported())
     throw Error("conv_int8_tma: needs a compute capability 9.0 device and the sm_90a build");
-  m.kb = k_bytes_of(conv);
+  if (k_bytes != 0 && k_bytes != 64 && !(k_bytes == 128 && conv.in_stride % 128 == 0))
+    throw Error("conv_int8_tma: k-tile rows of " + std::to_string(k_bytes) +
+                " bytes do not fit a channel stride of " + std::to_string(conv.in_stride));
+  m.kb = k_bytes != 0 ? k_bytes : k_bytes_of(conv);
   TmaS8Params& p = m.base;
   p.bias = conv.bias;
   p.multiplier = conv.multiplier;

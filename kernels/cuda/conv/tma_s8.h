@@ -55,7 +55,9 @@ class ConvS8Tma {
   // `conv` describes the layer with its weight, bias and multipliers already on the device (the
   // int8 entry's upload: rows of k_pad bytes, k_pad a multiple of 64); they must outlive this.
   // Encodes the weight maps, checks the kernel images' register count.  Throws cnnrt::Error.
-  explicit ConvS8Tma(const S8Conv& conv);
+  // k_bytes: the k-tile row, 0 for the default (128 where the channel stride is a multiple of
+  // 128, else 64); 64 forces the 64-byte rows on any stride (conv_lab --s8 times both).
+  explicit ConvS8Tma(const S8Conv& conv, int k_bytes = 0);
   ~ConvS8Tma();
   ConvS8Tma(const ConvS8Tma&) = delete;
   ConvS8Tma& operator=(const ConvS8Tma&) = delete;
