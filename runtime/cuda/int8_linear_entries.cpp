@@ -7,7 +7,8 @@
 //                     cuBLASLt has no kernel, and its plan says so)
 // The weights are prepared once per layer within a family with the CPU reference's own function
 // (int8_layer_prep.h), as the int8 convs' are (int8_entries.cpp).  A linear that writes the graph
-// output dequantises in its epilogue (fp32 out).  K (in features) above ref::kMaxInt8Reduction
+// output dequantises in its epilogue (fp32 out; declared fp32 NCHW where out_features % 8 == 0,
+// the same bytes, so no conversion step follows).  K (in features) above ref::kMaxInt8Reduction
 // is refused.
 #include <memory>
 #include <mutex>
@@ -93,7 +94,14 @@ class LinearInt8Kernel final : public LayerKernel {
   std::vector<TensorType> input_types(size_t) const override {
     return {int8_nhwc16(device_.input_scale)};
   }
-  TensorType output_type() const override { return output_type_of(device_); }
+  // As the graph output with out_features a multiple of 8, the fp32 NHWC/8 rows the epilogues
+  // write ([batch][out_stride], out_stride = out_features, H = W = 1) are the fp32 NCHW tensor
+  // byte for byte: declared so, the builder adds no conversion step after the network's last
+  // layer (the fp16 linear writes fp32 itself for the same reason).
+  TensorType output_type() const override {
+    if (linear_.float_output && linear_.out_c % 8 == 0) return fp32_nchw();
+    return output_type_of(device_);
+  }
   // GEMV at small batches; else cuBLASLt's int8 GEMM where it has a kernel for the shape, else
   // the tensor-core GEMM, split over K when its tiles alone would leave SMs idle (the variant is
   // then the split count).

@@ -22,8 +22,10 @@
 #include "cnnrt/cnnrt.h"
 #include "graph/model_loader.h"
 #include "harness/tolerance.h"
+#include "runtime/calibration.h"
 #include "runtime/cuda/device_info.h"
 #include "runtime/engine_impl.h"
+#include "sample_inputs.h"
 
 namespace cnnrt {
 namespace {
@@ -233,6 +235,41 @@ TEST(MixedPrecisionGpu, LastLinearWritesTheFp32OutputItself) {
   for (int batch : {1, 9}) {  // the GEMV, then cuBLASLt (batch > kGemvMaxBatch)
     expect_tensors_sized_from_their_types(*engine, batch);
     EXPECT_LE(rel_l2(run(*engine, batch), run(*cpu, batch)), 1e-2) << "batch " << batch;
+  }
+}
+
+// The same for an int8 network: fc8 (1000 features, a multiple of 8) dequantises into fp32 rows
+// that are the NCHW output byte for byte, so no conversion step follows it, at the GEMV batch and
+// at a cuBLASLt one; the result is the int8 CPU engine's (the integer reference) on the same
+// calibration.
+TEST(MixedPrecisionGpu, LastInt8LinearWritesTheFp32OutputItself) {
+  SKIP_WITHOUT_GPU();
+  Graph graph = load_model(std::string(CNNRT_SOURCE_DIR) + "/models/alexnet.yaml");
+  bind_random_weights(graph, 11);
+  int64_t elements = 1;
+  for (int64_t d : {3, 224, 224}) elements *= d;  // AlexNet's input
+  std::vector<float> data(static_cast<size_t>(4 * elements));
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (float& v : data) v = normal(rng);
+  CalibrationSettings settings;
+  settings.method = parse_calibration_method("minmax");
+  settings.device = Device::CUDA;
+  const auto calibration = std::make_shared<const Calibration>(
+      calibrate(graph, test::inputs_over(data, elements, 0, 4), settings));
+  BuildOptions options;
+  options.device = Device::CUDA;
+  options.precision = Precision::INT8;
+  options.calibration = calibration;
+  const auto engine = Engine::build(graph, options);
+  EXPECT_EQ(engine->impl().output_tensor, "fc8");
+  EXPECT_EQ(engine->impl().steps.back().name, "fc8");
+  EXPECT_EQ(engine->impl().steps.back().kernel_name, "linear_int8");
+  options.device = Device::CPU;
+  const auto cpu = Engine::build(graph, options);
+  for (int batch : {1, 9}) {  // the GEMV, then cuBLASLt (batch > kGemvS8MaxBatch)
+    expect_tensors_sized_from_their_types(*engine, batch);
+    EXPECT_LE(rel_l2(run(*engine, batch), run(*cpu, batch)), 1e-5) << "batch " << batch;
   }
 }
 
