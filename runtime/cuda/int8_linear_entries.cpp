@@ -1,8 +1,7 @@
 // Registry entries of the CUDA int8 linear kernels (kernels/cuda/linear_s8.h, linear_s8_lt.h),
 // precision int8:
 //   linear_int8       GEMV at batch <= 8, else cuBLASLt's int8 GEMM (int32 out, our epilogue)
-//                     where it has a kernel for the shape and the GEMM is not small (below
-//                     ~4 GOP cuBLASLt's ~20 us floor loses), else the tensor-core GEMM;
+//                     where it has a kernel for the shape, else the tensor-core GEMM;
 //                     linear_int8_gemm, linear_int8_gemv and linear_int8_cublaslt force one
 //                     path (profiles, tests; the cuBLASLt one falls back to the GEMM where
 //                     cuBLASLt has no kernel, and its plan says so)
@@ -103,9 +102,9 @@ class LinearInt8Kernel final : public LayerKernel {
     if (linear_.float_output && linear_.out_c % 8 == 0) return fp32_nchw();
     return output_type_of(device_);
   }
-  // GEMV at small batches; else cuBLASLt's int8 GEMM where it has a kernel for the shape and
-  // the GEMM is not small (small_gemm), else the tensor-core GEMM, split over K when its tiles
-  // alone would leave SMs idle (the variant is then the split count).
+  // GEMV at small batches; else cuBLASLt's int8 GEMM where it has a kernel for the shape, else
+  // the tensor-core GEMM, split over K when its tiles alone would leave SMs idle (the variant is
+  // then the split count).
   KernelPlan prepare(const PrepareInfo& info) const override {
     const bool gemv =
         path_ == LinearPath::Gemv || (path_ == LinearPath::Auto && info.batch <= kGemvS8MaxBatch);
@@ -117,7 +116,7 @@ class LinearInt8Kernel final : public LayerKernel {
       plan.streamed_weight_bytes = device_.weight.bytes();
       return plan;
     }
-    if (path_ == LinearPath::Cublaslt || (path_ == LinearPath::Auto && !small_gemm(info.batch))) {
+    if (path_ == LinearPath::Auto || path_ == LinearPath::Cublaslt) {
       std::shared_ptr<const LtGemmS8::Plan> lt_plan = lt().plan(info.batch);
       if (lt_plan) {
         plan.variant = kCublaslt;
@@ -160,15 +159,6 @@ class LinearInt8Kernel final : public LayerKernel {
 
  private:
   static constexpr int kGemv = 0, kCublaslt = -1;  // else the GEMM's split-K count (>= 1)
-  // cuBLASLt's int8 GEMM (int32 out, then our epilogue) took 23-24 us on AlexNet's fc8 at batch
-  // 64 and 256 and on fc7 at 64 whatever their size, where the tensor-core GEMM with its split-K
-  // runs ~200 TOP/s (fc8: 11.9 / 19.2 us; docs/PERFORMANCE.md run 40c): below the work that
-  // floor buys at that rate (~4 GOP) the GEMM is the faster one; above it cuBLASLt (fc6 at 64:
-  // 25 against 40 us; fc6 / fc7 at 256).
-  static constexpr double kLtFloorSeconds = 20e-6, kGemmOpsPerSecond = 200e12;
-  bool small_gemm(int batch) const {
-    return 2.0 * batch * linear_.out_c * linear_.in_stride / kGemmOpsPerSecond < kLtFloorSeconds;
-  }
   LinearPath path_;
   std::shared_ptr<const Int8LinearWeights> weights_;  // shared with the layer's other entries
   const S8Conv& linear_;                              // weights_->linear
