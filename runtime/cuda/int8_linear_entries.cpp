@@ -2,7 +2,9 @@
 // precision int8:
 //   linear_int8       GEMV at batch <= 8, else cuBLASLt's int8 GEMM (int32 out, our epilogue)
 //                     where it has a kernel for the shape, else the tensor-core GEMM;
-//                     linear_int8_gemm, linear_int8_gemv and linear_int8_cublaslt force one
+//                     linear_int8_gemm, linear_int8_gemv, linear_int8_cublaslt and
+//                     linear_int8_stream (linear_s8_stream.h: weights as the MMA's M,
+//                     streamed once, split over K with exact int32 sums) force one
 //                     path (profiles, tests; the cuBLASLt one falls back to the GEMM where
 //                     cuBLASLt has no kernel, and its plan says so)
 // The weights are prepared once per layer within a family with the CPU reference's own function
@@ -19,12 +21,13 @@
 #include "graph/host_vector.h"
 #include "kernels/cuda/linear_s8.h"
 #include "kernels/cuda/linear_s8_lt.h"
+#include "kernels/cuda/linear_s8_stream.h"
 #include "runtime/cuda/int8_layer_prep.h"
 
 namespace cnnrt::cuda {
 namespace {
 
-enum class LinearPath { Auto, Gemm, Gemv, Cublaslt };
+enum class LinearPath { Auto, Gemm, Gemv, Cublaslt, Stream };
 
 // A linear layer's int8 weights on the device, with the S8Conv that describes them: the same
 // for every int8 linear entry (they differ in the kernel they launch), so prepared once per
@@ -109,6 +112,13 @@ class LinearInt8Kernel final : public LayerKernel {
     const bool gemv =
         path_ == LinearPath::Gemv || (path_ == LinearPath::Auto && info.batch <= kGemvS8MaxBatch);
     KernelPlan plan;
+    if (path_ == LinearPath::Stream) {
+      const int splits = linear_s8_stream_splits(linear_, info.batch, sms_);
+      plan.variant = kStream - splits;
+      plan.variant_name = "stream_s8 split-k " + std::to_string(splits);
+      plan.workspace_bytes = linear_s8_stream_workspace_bytes(linear_, info.batch);
+      return plan;
+    }
     if (gemv) {
       plan.variant = kGemv;
       plan.variant_name = "gemv_s8";
@@ -137,7 +147,10 @@ class LinearInt8Kernel final : public LayerKernel {
   void run(const KernelArgs& args) override {
     const auto stream = static_cast<cudaStream_t>(args.stream);
     // A forced GEMV at a batch above its limit runs in slices of kGemvS8MaxBatch samples.
-    if (args.variant == kCublaslt) {
+    if (args.variant < kCublaslt) {
+      linear_s8_stream(linear_, args.inputs.at(0), args.output, args.batch, kStream - args.variant,
+                       args.workspace, stream);
+    } else if (args.variant == kCublaslt) {
       if (args.state == nullptr) throw Error("linear_int8: cuBLASLt run without a prepared plan");
       lt_->run(*static_cast<const LtGemmS8::Plan*>(args.state), args.inputs.at(0), args.output,
                args.workspace, args.batch, stream);
@@ -158,7 +171,9 @@ class LinearInt8Kernel final : public LayerKernel {
   }
 
  private:
-  static constexpr int kGemv = 0, kCublaslt = -1;  // else the GEMM's split-K count (>= 1)
+  // Variants: the GEMV, cuBLASLt, the streaming GEMM with s K slices (kStream - s: -2, -3, ..),
+  // else the tensor-core GEMM's split-K count (>= 1).
+  static constexpr int kGemv = 0, kCublaslt = -1, kStream = -1;
   LinearPath path_;
   std::shared_ptr<const Int8LinearWeights> weights_;  // shared with the layer's other entries
   const S8Conv& linear_;                              // weights_->linear
@@ -193,6 +208,7 @@ void register_int8_linear_kernels(KernelRegistry& registry) {
               {linear_row("linear_int8", LinearPath::Auto)});
   add_entries(registry, Device::CUDA, Precision::INT8, 5,
               {linear_row("linear_int8_gemm", LinearPath::Gemm),
+               linear_row("linear_int8_stream", LinearPath::Stream),
                linear_row("linear_int8_cublaslt", LinearPath::Cublaslt),
                linear_row("linear_int8_gemv", LinearPath::Gemv)});
 }

@@ -12,11 +12,8 @@
 // MMAs of 16 x 8 per k32 step, 64 int32 accumulators per thread) for wide layers that fill the
 // GPU, else BN = 64 (warps 4 x 2, 32 x 32 each); K in steps of 64 bytes (two k32 MMA steps)
 // through a 4-stage cp.async ring in dynamic shared memory.  Shared rows are 80 bytes (64 + 16
-// of padding), so the eight 16-byte rows an ldmatrix phase reads start in 8 distinct 4-bank
-// groups (80 / 4 = 20 ≡ 20, 8, 28, 16, 4, 24, 12 mod 32): no conflicts.  Fragments come from
-// ldmatrix.x4 of 8 x 16-byte matrices: for s8 m16n8k32 a thread's A words are (row g, bytes
-// 4t..4t+3), (row g+8, same), (row g, +16), (row g+8, +16) and its B words (col g, k 4t..4t+3),
-// (col g, +16) — g = lane / 4, t = lane % 4 — exactly the b16 ldmatrix layout of K-major rows.
+// of padding) and the warp tile's MMAs are mma_s8_tile.cuh's (shared with the streaming int8
+// linear), which says why the rows are 80 bytes and how the fragments are read.
 //
 // Epilogue (epilogue_s8.cuh): bias + requantise + activation clamp per channel, the int8 tile
 // staged through shared memory and written as 16-byte rows (channel padding written as zeros);
@@ -33,15 +30,17 @@
 #include "cnnrt/error.h"
 #include "kernels/cuda/conv/conv_s8.h"
 #include "kernels/cuda/conv/epilogue_s8.cuh"
+#include "kernels/cuda/conv/mma_s8_tile.cuh"
 #include "kernels/cuda/conv/ptx.cuh"
 #include "kernels/cuda/cuda_check.h"
 
 namespace cnnrt::cuda {
 namespace {
 
-constexpr int kBM = 128, kBK = 64, kStages = 4, kThreads = 256;
-constexpr int kRowBytes = kBK + 16;  // 80: conflict-free ldmatrix phases
-constexpr int kSegs = kBK / 16;      // 16-byte segments per row and K-tile
+constexpr int kBM = 128, kStages = 4, kThreads = 256;
+using s8_tile::kBK;
+using s8_tile::kRowBytes;  // 80: conflict-free ldmatrix phases (mma_s8_tile.cuh)
+using s8_tile::kSegs;      // 16-byte segments per row and K-tile
 
 template <int BN>
 struct Tile {
@@ -97,28 +96,7 @@ __device__ __forceinline__ void load_a(const S8Conv& p, const ARow& a, int k, ui
 template <int BN>
 __device__ __forceinline__ void mma_tile(uint32_t a, uint32_t b, int warp_m, int warp_n, int lane,
                                          int (&acc)[Tile<BN>::kMI][4][4]) {
-  using T = Tile<BN>;
-  // ldmatrix lane addresses: A rows lane % 16, bytes (lane / 16)·16; B columns (lane / 16)·8 +
-  // lane % 8, bytes ((lane / 8) % 2)·16.
-  const uint32_t a_lane = a + ((warp_m * T::kMI * 16 + (lane & 15)) * kRowBytes + (lane >> 4) * 16);
-  const uint32_t b_lane =
-      b + ((warp_n * 32 + (lane >> 4) * 8 + (lane & 7)) * kRowBytes + ((lane >> 3) & 1) * 16);
-#pragma unroll
-  for (int kk = 0; kk < kBK; kk += 32) {
-    uint32_t af[T::kMI][4];
-#pragma unroll
-    for (int mi = 0; mi < T::kMI; ++mi) ptx::ldmatrix_x4(af[mi], a_lane + mi * 16 * kRowBytes + kk);
-#pragma unroll
-    for (int pair = 0; pair < 2; ++pair) {
-      uint32_t bf[4];  // b0, b1 of n-tile 2·pair, then of 2·pair + 1
-      ptx::ldmatrix_x4(bf, b_lane + pair * 16 * kRowBytes + kk);
-#pragma unroll
-      for (int mi = 0; mi < T::kMI; ++mi) {
-        ptx::mma_16832_s8(acc[mi][2 * pair], af[mi], bf[0], bf[1]);
-        ptx::mma_16832_s8(acc[mi][2 * pair + 1], af[mi], bf[2], bf[3]);
-      }
-    }
-  }
+  s8_tile::warp_k_tile<Tile<BN>::kMI>(a, b, warp_m * Tile<BN>::kMI * 16, warp_n * 32, lane, acc);
 }
 
 // fp32 output: float2 pairs from the registers (channel pairs never straddle pad8).

@@ -1,0 +1,164 @@
+// The streaming int8 linear (linear_s8_stream.h): batches 9..256, the weights as the MMA's M.
+//
+// DESIGN NOTE
+// * What bounds it: at these batches a linear's weight ([out][k_pad] int8: AlexNet fc6 37.7 MB)
+//   is read once and its activations ([batch][in_stride], <= 2.4 MB) many times from L2, so the
+//   kernel is a weight stream with MMAs on the side — fc6 at batch 64 is 4.8 GOP, ~5 µs of
+//   tensor work against ~13 µs of DRAM.  cuBLASLt's int8 GEMM reached ~1 TB/s there.
+// * Mapping: Yᵀ = W · Xᵀ — out features are the M of mma.sync.m16n8k32.s32.s8.s8 (A: weight rows,
+//   K-major as packed), samples the N (B: activation rows, K-major as stored), so a 16-row A
+//   fragment is 16 weight rows and no tile is wasted on a batch of 64.  CTA tile 128 out
+//   features x 64 samples, 8 warps of 32 x 32 (mma_s8_tile.cuh's warp tile, conv_s8_igemm's
+//   too), K in 64-byte tiles through a kStages-deep cp.async ring (92 KB: two CTAs per SM, each
+//   with up to 40 KB of weight in flight: what a DRAM stream needs per SM at ~1 µs latency).
+// * Split-K: CTAs = batch tiles x out blocks x K slices, about two per SM (fc6 at 64: 32 x 8).
+//   Each slice adds its exact int32 sums into a zeroed [batch][out_stride] workspace with atomic
+//   adds — integer addition is associative, so the order the slices land in cannot change a bit
+//   — and finish_s8 (the cuBLASLt path's epilogue: bias, requantise or dequantise, padding lanes
+//   zero) writes y.  Three launches: memset, GEMM, finish.
+// * Grid order: batch tiles fastest, so the CTAs that read one weight block run side by side and
+//   its second and later reads hit L2.
+// * Zero fill (cp.async src-size 0): weight rows past out_c, samples past the batch, and K past
+//   the activation's in_stride (the weight's k_pad may be longer; its columns there are zero).
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "cnnrt/error.h"
+#include "kernels/cuda/conv/mma_s8_tile.cuh"
+#include "kernels/cuda/conv/ptx.cuh"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/linear_s8_stream.h"
+
+namespace cnnrt::cuda {
+namespace {
+
+using s8_tile::kBK;
+using s8_tile::kRowBytes;
+using s8_tile::kSegs;
+
+constexpr int kBM = 128, kBN = 64;  // out features, samples per CTA
+constexpr int kStages = 6, kThreads = 256;
+constexpr int kWarpsN = 2, kMI = kBM / (kThreads / 32 / kWarpsN) / 16;  // 4 x 2 warps, MI 2
+constexpr int kStageA = kBM * kRowBytes, kStageB = kBN * kRowBytes;
+constexpr int kSmem = kStages * (kStageA + kStageB);
+constexpr int kMinTilesPerSplit = 8;  // 512 bytes of K per slice at least
+static_assert(kBM * kSegs == 2 * kThreads && kBN * kSegs == kThreads, "loader roles below");
+static_assert(kMI == 2, "warp tile 32 x 32");
+
+__global__ void __launch_bounds__(kThreads, 2)  // two CTAs per SM (design note)
+    linear_s8_stream_kernel(const S8Conv p, const int8_t* __restrict__ x, int batch,
+                            int* __restrict__ sums, int tiles_per_split) {
+  extern __shared__ __align__(128) int8_t smem[];
+  const uint32_t ring_a = ptx::smem_u32(smem);
+  const uint32_t ring_b = ring_a + kStages * kStageA;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int warp_m = warp / kWarpsN, warp_n = warp % kWarpsN;
+  const int b0 = blockIdx.x * kBN, o0 = blockIdx.y * kBM;
+
+  // Loader roles: segment tid % 4 of weight rows tid / 4 and tid / 4 + 64, activation row tid / 4.
+  const int seg = tid % kSegs, row = tid / kSegs;
+  const int8_t* a_src[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int o = o0 + row + 64 * i;
+    a_src[i] = o < p.out_c ? p.weight + static_cast<int64_t>(o) * p.k_pad + seg * 16 : nullptr;
+  }
+  const int b = b0 + row;
+  const int8_t* b_src = b < batch ? x + static_cast<int64_t>(b) * p.in_stride + seg * 16 : nullptr;
+  auto load_tile = [&](int slot, int kt) {
+    const int k = kt * kBK + seg * 16;
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+      ptx::cp_async_16(ring_a + slot * kStageA + (row + 64 * i) * kRowBytes + seg * 16,
+                       a_src[i] != nullptr ? a_src[i] + kt * kBK : p.weight,
+                       a_src[i] != nullptr ? 16 : 0);
+    const bool real = b_src != nullptr && k < p.in_stride;
+    ptx::cp_async_16(ring_b + slot * kStageB + row * kRowBytes + seg * 16,
+                     real ? b_src + kt * kBK : x, real ? 16 : 0);
+  };
+
+  int acc[kMI][4][4] = {};
+  const int first = blockIdx.z * tiles_per_split;
+  const int tiles = min(p.k_pad / kBK - first, tiles_per_split);
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < tiles) load_tile(s, first + s);
+    ptx::cp_async_commit();
+  }
+  for (int kt = 0; kt < tiles; ++kt) {
+    ptx::cp_async_wait<kStages - 2>();
+    __syncthreads();  // tile kt landed for every thread; slot (kt - 1) % kStages is free
+    const int next = kt + kStages - 1;
+    if (next < tiles) load_tile(next % kStages, first + next);
+    ptx::cp_async_commit();
+    const int slot = kt % kStages;
+    s8_tile::warp_k_tile<kMI>(ring_a + slot * kStageA, ring_b + slot * kStageB, warp_m * kMI * 16,
+                              warp_n * 32, lane, acc);
+  }
+  ptx::cp_async_wait<0>();
+
+  // acc[mi][ni][2h + e]: out feature o0 + warp row 16 mi + g + 8h, sample b0 + 8 ni + 2t + e.
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int mi = 0; mi < kMI; ++mi)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int o = o0 + (warp_m * kMI + mi) * 16 + g + 8 * h;
+      if (o >= p.out_c) continue;
+#pragma unroll
+      for (int ni = 0; ni < 4; ++ni)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int sample = b0 + warp_n * 32 + ni * 8 + 2 * t + e;
+          if (sample < batch)
+            atomicAdd(sums + static_cast<int64_t>(sample) * p.out_stride + o,
+                      acc[mi][ni][2 * h + e]);
+        }
+    }
+}
+
+}  // namespace
+
+int linear_s8_stream_splits(const S8Conv& linear, int batch, int sms) {
+  const int64_t ctas =
+      static_cast<int64_t>((std::max(batch, 1) + kBN - 1) / kBN) * ((linear.out_c + kBM - 1) / kBM);
+  const int tiles = linear.k_pad / kBK;
+  int64_t splits = (2 * static_cast<int64_t>(std::max(sms, 1)) + ctas - 1) / ctas;
+  splits = std::min<int64_t>(splits, tiles / kMinTilesPerSplit);
+  return static_cast<int>(std::max<int64_t>(splits, 1));
+}
+
+size_t linear_s8_stream_workspace_bytes(const S8Conv& linear, int batch) {
+  const size_t bytes = static_cast<size_t>(std::max(batch, 0)) * linear.out_stride * sizeof(int);
+  return (bytes + 255) / 256 * 256;
+}
+
+void linear_s8_stream(const S8Conv& linear, const void* x, void* y, int batch, int splits,
+                      void* workspace, cudaStream_t stream) {
+  if (linear.groups != 1 || linear.kh != 1 || linear.kw != 1 || linear.in_h != 1 ||
+      linear.in_w != 1 || linear.out_h != 1 || linear.out_w != 1 || linear.in_stride % 16 != 0 ||
+      linear.k_pad % kBK != 0 || linear.k_pad < linear.in_stride || linear.out_c < 1 ||
+      linear.out_stride < linear.out_c || linear.weight == nullptr)
+    throw Error("linear_s8_stream: invalid linear description");
+  if (batch <= 0) return;
+  if (splits < 1 || workspace == nullptr || x == nullptr || y == nullptr)
+    throw Error("linear_s8_stream: needs splits >= 1, a workspace, an input and an output");
+  // The attribute is per kernel and process: set once (thread-safe static initialisation).
+  static const cudaError_t configured = cudaFuncSetAttribute(
+      linear_s8_stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  CNNRT_CUDA_CHECK(configured);
+  auto* sums = static_cast<int*>(workspace);
+  CNNRT_CUDA_CHECK(cudaMemsetAsync(
+      sums, 0, static_cast<size_t>(batch) * linear.out_stride * sizeof(int), stream));
+  const int tiles = linear.k_pad / kBK, per_split = (tiles + splits - 1) / splits;
+  const dim3 grid(static_cast<unsigned>((batch + kBN - 1) / kBN),
+                  static_cast<unsigned>((linear.out_c + kBM - 1) / kBM),
+                  static_cast<unsigned>((tiles + per_split - 1) / per_split));
+  linear_s8_stream_kernel<<<grid, kThreads, kSmem, stream>>>(linear, static_cast<const int8_t*>(x),
+                                                             batch, sums, per_split);
+  CNNRT_CUDA_CHECK_LAUNCH();
+  finish_s8(linear, sums, batch, y, stream);
+}
+
+}  // namespace cnnrt::cuda
