@@ -16,8 +16,8 @@
 
 namespace cnnrt::cuda {
 
-// K slices for `batch` on `sms` multiprocessors (>= 1): about two CTAs per SM, each slice at
-// least kLinearS8StreamMinTiles k-tiles of 64 bytes.
+// K slices for `batch` on `sms` multiprocessors (>= 1): at most one wave of two CTAs per SM,
+// each slice at least 8 k-tiles of 64 bytes.
 int linear_s8_stream_splits(const S8Conv& linear, int batch, int sms);
 // The int32 sums' workspace: [batch][out_stride] int32, 256-byte aligned.
 size_t linear_s8_stream_workspace_bytes(const S8Conv& linear, int batch);
