@@ -18,9 +18,12 @@
 //   zero) writes y.  Three launches: memset, GEMM, finish.
 // * Grid order: batch tiles fastest, so the CTAs that read one weight block run side by side and
 //   its second and later reads hit L2.
-// * The weight loads carry an L2::256B prefetch hint: a CTA reads each of its 128 weight rows in
-//   64-byte steps, one per k-tile, and without the hint DRAM saw 64-byte pieces of rows 9 KB
-//   apart (run 40f: 1.2 TB/s on fc6 at batch 64).
+// * The weight is streamed from its own packed copy (linear_s8_stream_pack, once at build): per
+//   block of 128 out features and per k-tile, the 128 rows' 64 bytes as one contiguous 8 KB tile
+//   (rows past out_c zero), so a warp's loads are 512 contiguous bytes and a CTA's K slice one
+//   sequential run.  Reading the [out][k_pad] rows in place, a CTA took 64-byte pieces of 128
+//   rows 9 KB apart per k-tile: 1.2 TB/s on fc6 at batch 64 (run 40f), 1.3 with an L2::256B
+//   prefetch hint (40g).
 // * Zero fill (cp.async src-size 0): weight rows past out_c, samples past the batch, and K past
 //   the activation's in_stride (the weight's k_pad may be longer; its columns there are zero).
 #include <algorithm>
@@ -45,13 +48,15 @@ constexpr int kStages = 6, kThreads = 256;
 constexpr int kWarpsN = 2, kMI = kBM / (kThreads / 32 / kWarpsN) / 16;  // 4 x 2 warps, MI 2
 constexpr int kStageA = kBM * kRowBytes, kStageB = kBN * kRowBytes;
 constexpr int kSmem = kStages * (kStageA + kStageB);
-constexpr int kMinTilesPerSplit = 8;  // 512 bytes of K per slice at least
+constexpr int kMinTilesPerSplit = 8;   // 512 bytes of K per slice at least
+constexpr int kTileBytes = kBM * kBK;  // one packed weight tile: 128 rows x 64 bytes
 static_assert(kBM * kSegs == 2 * kThreads && kBN * kSegs == kThreads, "loader roles below");
 static_assert(kMI == 2, "warp tile 32 x 32");
 
 __global__ void __launch_bounds__(kThreads, 2)  // two CTAs per SM (design note)
-    linear_s8_stream_kernel(const S8Conv p, const int8_t* __restrict__ x, int batch,
-                            int* __restrict__ sums, int tiles_per_split) {
+    linear_s8_stream_kernel(const S8Conv p, const int8_t* __restrict__ packed,
+                            const int8_t* __restrict__ x, int batch, int* __restrict__ sums,
+                            int tiles_per_split) {
   extern __shared__ __align__(128) int8_t smem[];
   const uint32_t ring_a = ptx::smem_u32(smem);
   const uint32_t ring_b = ring_a + kStages * kStageA;
@@ -59,23 +64,19 @@ __global__ void __launch_bounds__(kThreads, 2)  // two CTAs per SM (design note)
   const int warp_m = warp / kWarpsN, warp_n = warp % kWarpsN;
   const int b0 = blockIdx.x * kBN, o0 = blockIdx.y * kBM;
 
-  // Loader roles: segment tid % 4 of weight rows tid / 4 and tid / 4 + 64, activation row tid / 4.
+  // Loader roles: segment tid % 4 of weight rows tid / 4 and tid / 4 + 64 (bytes tid·16 and
+  // 4096 + tid·16 of the packed tile), activation row tid / 4.
   const int seg = tid % kSegs, row = tid / kSegs;
-  const int8_t* a_src[2];
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int o = o0 + row + 64 * i;
-    a_src[i] = o < p.out_c ? p.weight + static_cast<int64_t>(o) * p.k_pad + seg * 16 : nullptr;
-  }
+  const int8_t* a_tiles = packed + static_cast<int64_t>(blockIdx.y) * (p.k_pad / kBK) * kTileBytes;
   const int b = b0 + row;
   const int8_t* b_src = b < batch ? x + static_cast<int64_t>(b) * p.in_stride + seg * 16 : nullptr;
   auto load_tile = [&](int slot, int kt) {
     const int k = kt * kBK + seg * 16;
+    const int8_t* tile = a_tiles + static_cast<int64_t>(kt) * kTileBytes + tid * 16;
 #pragma unroll
     for (int i = 0; i < 2; ++i)
-      ptx::cp_async_16_l2_256(ring_a + slot * kStageA + (row + 64 * i) * kRowBytes + seg * 16,
-                              a_src[i] != nullptr ? a_src[i] + kt * kBK : p.weight,
-                              a_src[i] != nullptr ? 16 : 0);
+      ptx::cp_async_16(ring_a + slot * kStageA + (row + 64 * i) * kRowBytes + seg * 16,
+                       tile + i * (kTileBytes / 2), 16);
     const bool real = b_src != nullptr && k < p.in_stride;
     ptx::cp_async_16(ring_b + slot * kStageB + row * kRowBytes + seg * 16,
                      real ? b_src + kt * kBK : x, real ? 16 : 0);
@@ -121,7 +122,46 @@ __global__ void __launch_bounds__(kThreads, 2)  // two CTAs per SM (design note)
     }
 }
 
+// packed[(block · k_tiles + kt) · 8192 + r · 64 + c] = weight[block · 128 + r][kt · 64 + c], zero
+// for rows past out_c: one thread per 16 bytes.
+__global__ void pack_kernel(const S8Conv p, int8_t* __restrict__ packed, int64_t chunks) {
+  const int k_tiles = p.k_pad / kBK;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < chunks;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t tile = i / (kTileBytes / 16);
+    const int within = static_cast<int>(i % (kTileBytes / 16));
+    const int r = within / kSegs, c = (within % kSegs) * 16;
+    const int64_t block = tile / k_tiles;
+    const int kt = static_cast<int>(tile % k_tiles);
+    const int64_t o = block * kBM + r;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (o < p.out_c) v = *reinterpret_cast<const uint4*>(p.weight + o * p.k_pad + kt * kBK + c);
+    reinterpret_cast<uint4*>(packed)[i] = v;
+  }
+}
+
+void check_linear(const S8Conv& linear) {
+  if (linear.groups != 1 || linear.kh != 1 || linear.kw != 1 || linear.in_h != 1 ||
+      linear.in_w != 1 || linear.out_h != 1 || linear.out_w != 1 || linear.in_stride % 16 != 0 ||
+      linear.k_pad % kBK != 0 || linear.k_pad < linear.in_stride || linear.out_c < 1 ||
+      linear.out_stride < linear.out_c || linear.weight == nullptr)
+    throw Error("linear_s8_stream: invalid linear description");
+}
+
 }  // namespace
+
+size_t linear_s8_stream_packed_bytes(const S8Conv& linear) {
+  return static_cast<size_t>((linear.out_c + kBM - 1) / kBM) * (linear.k_pad / kBK) * kTileBytes;
+}
+
+void linear_s8_stream_pack(const S8Conv& linear, void* packed, cudaStream_t stream) {
+  check_linear(linear);
+  if (packed == nullptr) throw Error("linear_s8_stream_pack: no destination");
+  const int64_t chunks = static_cast<int64_t>(linear_s8_stream_packed_bytes(linear) / 16);
+  const int blocks = static_cast<int>(std::min<int64_t>((chunks + 255) / 256, 1 << 16));
+  pack_kernel<<<blocks, 256, 0, stream>>>(linear, static_cast<int8_t*>(packed), chunks);
+  CNNRT_CUDA_CHECK_LAUNCH();
+}
 
 int linear_s8_stream_splits(const S8Conv& linear, int batch, int sms) {
   const int64_t ctas =
@@ -138,16 +178,14 @@ size_t linear_s8_stream_workspace_bytes(const S8Conv& linear, int batch) {
   return (bytes + 255) / 256 * 256;
 }
 
-void linear_s8_stream(const S8Conv& linear, const void* x, void* y, int batch, int splits,
-                      void* workspace, cudaStream_t stream) {
-  if (linear.groups != 1 || linear.kh != 1 || linear.kw != 1 || linear.in_h != 1 ||
-      linear.in_w != 1 || linear.out_h != 1 || linear.out_w != 1 || linear.in_stride % 16 != 0 ||
-      linear.k_pad % kBK != 0 || linear.k_pad < linear.in_stride || linear.out_c < 1 ||
-      linear.out_stride < linear.out_c || linear.weight == nullptr)
-    throw Error("linear_s8_stream: invalid linear description");
+void linear_s8_stream(const S8Conv& linear, const void* packed, const void* x, void* y, int batch,
+                      int splits, void* workspace, cudaStream_t stream) {
+  check_linear(linear);
   if (batch <= 0) return;
-  if (splits < 1 || workspace == nullptr || x == nullptr || y == nullptr)
-    throw Error("linear_s8_stream: needs splits >= 1, a workspace, an input and an output");
+  if (splits < 1 || packed == nullptr || workspace == nullptr || x == nullptr || y == nullptr)
+    throw Error(
+        "linear_s8_stream: needs splits >= 1, the packed weight, a workspace, an input and an "
+        "output");
   // The attribute is per kernel and process: set once (thread-safe static initialisation).
   static const cudaError_t configured = cudaFuncSetAttribute(
       linear_s8_stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
@@ -159,8 +197,9 @@ void linear_s8_stream(const S8Conv& linear, const void* x, void* y, int batch, i
   const dim3 grid(static_cast<unsigned>((batch + kBN - 1) / kBN),
                   static_cast<unsigned>((linear.out_c + kBM - 1) / kBM),
                   static_cast<unsigned>((tiles + per_split - 1) / per_split));
-  linear_s8_stream_kernel<<<grid, kThreads, kSmem, stream>>>(linear, static_cast<const int8_t*>(x),
-                                                             batch, sums, per_split);
+  linear_s8_stream_kernel<<<grid, kThreads, kSmem, stream>>>(
+      linear, static_cast<const int8_t*>(packed), static_cast<const int8_t*>(x), batch, sums,
+      per_split);
   CNNRT_CUDA_CHECK_LAUNCH();
   finish_s8(linear, sums, batch, y, stream);
 }

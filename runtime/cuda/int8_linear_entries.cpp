@@ -19,6 +19,9 @@
 
 #include "graph/host_parallel.h"
 #include "graph/host_vector.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_traits.h"
+#include "kernels/cuda/elementwise_fp16.h"
 #include "kernels/cuda/linear_s8.h"
 #include "kernels/cuda/linear_s8_lt.h"
 #include "kernels/cuda/linear_s8_stream.h"
@@ -93,6 +96,13 @@ class LinearInt8Kernel final : public LayerKernel {
         linear_(weights_->linear),
         device_(weights_->device) {
     if (path_ == LinearPath::Cublaslt) lt();
+    // The streaming GEMM reads its own tiled copy of the weight, packed once here on the device
+    // (none for a described target: nothing runs there).
+    if (path_ == LinearPath::Stream && !plan_only()) {
+      packed_ = DeviceArray(linear_s8_stream_packed_bytes(linear_));
+      linear_s8_stream_pack(linear_, packed_.get(), nullptr);
+      CNNRT_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+    }
   }
   std::vector<TensorType> input_types(size_t) const override {
     return {int8_nhwc16(device_.input_scale)};
@@ -148,8 +158,8 @@ class LinearInt8Kernel final : public LayerKernel {
     const auto stream = static_cast<cudaStream_t>(args.stream);
     // A forced GEMV at a batch above its limit runs in slices of kGemvS8MaxBatch samples.
     if (args.variant < kCublaslt) {
-      linear_s8_stream(linear_, args.inputs.at(0), args.output, args.batch, kStream - args.variant,
-                       args.workspace, stream);
+      linear_s8_stream(linear_, packed_.get(), args.inputs.at(0), args.output, args.batch,
+                       kStream - args.variant, args.workspace, stream);
     } else if (args.variant == kCublaslt) {
       if (args.state == nullptr) throw Error("linear_int8: cuBLASLt run without a prepared plan");
       lt_->run(*static_cast<const LtGemmS8::Plan*>(args.state), args.inputs.at(0), args.output,
@@ -167,7 +177,8 @@ class LinearInt8Kernel final : public LayerKernel {
     }
   }
   size_t weight_bytes() const override {
-    return device_.weight.bytes() + device_.bias.bytes() + device_.multiplier.bytes();
+    return device_.weight.bytes() + device_.bias.bytes() + device_.multiplier.bytes() +
+           packed_.bytes();
   }
 
  private:
@@ -178,6 +189,7 @@ class LinearInt8Kernel final : public LayerKernel {
   std::shared_ptr<const Int8LinearWeights> weights_;  // shared with the layer's other entries
   const S8Conv& linear_;                              // weights_->linear
   const Int8Device& device_;                          // weights_->device
+  DeviceArray packed_;  // the Stream path's tiled weight (linear_s8_stream_pack)
   // cuBLASLt's GEMM (Auto and Cublaslt paths), made by the first prepare() of a batch that may
   // use it (the forced path: at creation): an engine only ever run at GEMV batches never loads
   // cuBLASLt (kernels/cuda/cublaslt_loader.cpp: ~0.1 s of a process's start).

@@ -31,12 +31,6 @@ __device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, int s
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
                "r"(src_bytes));
 }
-// The same with an L2 prefetch of the 256-byte block around src: for streams that read each
-// weight row in 64-byte steps (linear_s8_stream.cu), so DRAM sees longer runs of a row.
-__device__ __forceinline__ void cp_async_16_l2_256(uint32_t dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-               "r"(src_bytes));
-}
 // 4- or 8-byte async copy (.ca: the only form below 16 bytes); the sparse TMA convs' metadata
 // words into each thread's private slot (tma_mainloop.cuh's design note).
 template <int Bytes>
