@@ -24,8 +24,17 @@
 //   sequential run.  Reading the [out][k_pad] rows in place, a CTA took 64-byte pieces of 128
 //   rows 9 KB apart per k-tile: 1.2 TB/s on fc6 at batch 64 (run 40f), 1.3 with an L2::256B
 //   prefetch hint (40g).
-// * Zero fill (cp.async src-size 0): weight rows past out_c, samples past the batch, and K past
-//   the activation's in_stride (the weight's k_pad may be longer; its columns there are zero).
+// * Measured (H100, docs/PERFORMANCE.md runs 40f-i): bit for bit the integer reference (harness,
+//   AlexNet's int8 output at 64 and 256), memcheck and racecheck clean, but slower than
+//   cuBLASLt's int8 GEMM on fc6 / fc7 (fc6 at 64: 29-31 against 20-24 µs, at 256: 73-77 against
+//   43), faster only on fc8.  ncu (fc6 at 64): 1.69 TB/s, DRAM 51 %, L2 67 %, 1.9 CTAs per SM,
+//   one issue per 3.6 cycles, 72 % of cycles with no eligible warp — latency-bound with 4 warps
+//   per scheduler, where cuBLASLt's TMA kernel (64 CTAs of 64x64x128) moved 2.02 TB/s.  Next
+//   step: the weight tiles by TMA bulk copies into an mbarrier ring (one issuing thread, no
+//   per-thread 16-byte requests), as the conv mainloop does.
+// * Zero fill (cp.async src-size 0): samples past the batch and K past the activation's
+//   in_stride (the weight's k_pad may be longer; its columns there are zero); the packed weight
+//   holds zeros for rows past out_c.
 #include <algorithm>
 #include <cstdint>
 #include <string>
