@@ -82,6 +82,25 @@ void random_inputs(const Layer& l, const cnnrt::cuda::S8Conv& conv, int batch, s
   }
 }
 
+// The layer's dense rows, bias and multipliers on the device, pointed at by the returned S8Conv
+// (free_device_layer releases them).
+cnnrt::cuda::S8Conv upload_layer(const Layer& l, const ConvShape& s,
+                                 const cnnrt::ref::Int8Layer& q) {
+  cnnrt::cuda::S8Conv conv = s8conv_of(l, s, q);
+  const std::vector<int8_t> rows = dense_rows(l, conv, q);
+  conv.weight = static_cast<const int8_t*>(to_device(rows.data(), rows.size()));
+  conv.bias =
+      static_cast<const int32_t*>(to_device(q.bias.data(), q.bias.size() * sizeof(int32_t)));
+  conv.multiplier = static_cast<const float*>(
+      to_device(q.multiplier.data(), q.multiplier.size() * sizeof(float)));
+  return conv;
+}
+void free_device_layer(const cnnrt::cuda::S8Conv& conv) {
+  for (const void* p : {static_cast<const void*>(conv.weight), static_cast<const void*>(conv.bias),
+                        static_cast<const void*>(conv.multiplier)})
+    CNNRT_CUDA_CHECK(cudaFree(const_cast<void*>(p)));
+}
+
 }  // namespace
 
 void run_s8_lab(int iters, cudaStream_t stream) {
@@ -99,15 +118,8 @@ void run_s8_lab(int iters, cudaStream_t stream) {
     const cnnrt::ref::Int8Layer q =
         cnnrt::ref::prepare_int8_layer(w.data(), b.data(), l.oc, int64_t(l.c) * l.k * l.k, 0.02f,
                                        0.05f, cnnrt::cuda::kReluActivation);
-    cnnrt::cuda::S8Conv conv = s8conv_of(l, s, q);
-    if (!cnnrt::cuda::tma_s8_serves(conv)) continue;  // conv1: 3 channels (stride 16)
-    const std::vector<int8_t> rows = dense_rows(l, conv, q);
-    void* d_w = to_device(rows.data(), rows.size());
-    void* d_b = to_device(q.bias.data(), q.bias.size() * sizeof(int32_t));
-    void* d_m = to_device(q.multiplier.data(), q.multiplier.size() * sizeof(float));
-    conv.weight = static_cast<const int8_t*>(d_w);
-    conv.bias = static_cast<const int32_t*>(d_b);
-    conv.multiplier = static_cast<const float*>(d_m);
+    if (!cnnrt::cuda::tma_s8_serves(s8conv_of(l, s, q))) continue;  // conv1: 3 channels
+    const cnnrt::cuda::S8Conv conv = upload_layer(l, s, q);
     const ConvS8Tma kernel(conv);
     // Where the default rows are 128 bytes, the same tiles on 64-byte rows too (twice the
     // stages of half the bytes: more k-tiles in flight for the same ring).
@@ -155,7 +167,7 @@ void run_s8_lab(int iters, cudaStream_t stream) {
       CNNRT_CUDA_CHECK(cudaFree(y));
       for (void* p : x) CNNRT_CUDA_CHECK(cudaFree(p));
     }
-    for (void* p : {d_w, d_b, d_m}) CNNRT_CUDA_CHECK(cudaFree(p));
+    free_device_layer(conv);
   }
 }
 
@@ -176,15 +188,8 @@ void run_sparse_s8_lab(int iters, cudaStream_t stream) {
     cnnrt::sparsity::prune_magnitude(w.data(), {l.oc, l.c, taps});
     const cnnrt::ref::Int8Layer q = cnnrt::ref::prepare_int8_layer(
         w.data(), b.data(), l.oc, int64_t(l.c) * taps, 0.02f, 0.05f, cnnrt::cuda::kReluActivation);
-    cnnrt::cuda::S8Conv conv = s8conv_of(l, s, q);
-    if (!ConvS8Sparse24Tma::supports(conv)) continue;  // conv1: 3 channels (stride 16)
-    const std::vector<int8_t> rows = dense_rows(l, conv, q);
-    void* d_w = to_device(rows.data(), rows.size());
-    void* d_b = to_device(q.bias.data(), q.bias.size() * sizeof(int32_t));
-    void* d_m = to_device(q.multiplier.data(), q.multiplier.size() * sizeof(float));
-    conv.weight = static_cast<const int8_t*>(d_w);
-    conv.bias = static_cast<const int32_t*>(d_b);
-    conv.multiplier = static_cast<const float*>(d_m);
+    if (!ConvS8Sparse24Tma::supports(s8conv_of(l, s, q))) continue;  // conv1: 3 channels
+    const cnnrt::cuda::S8Conv conv = upload_layer(l, s, q);
     const ConvS8Tma dense(conv);
     const ConvS8Sparse24Tma sparse(conv, q.weight.data(), q.bias.data(), q.multiplier.data(),
                                    l.name);
@@ -216,7 +221,7 @@ void run_sparse_s8_lab(int iters, cudaStream_t stream) {
       CNNRT_CUDA_CHECK(cudaFree(y));
       for (void* p : x) CNNRT_CUDA_CHECK(cudaFree(p));
     }
-    for (void* p : {d_w, d_b, d_m}) CNNRT_CUDA_CHECK(cudaFree(p));
+    free_device_layer(conv);
   }
 }
 

@@ -94,22 +94,10 @@ __global__ void __launch_bounds__(kThreads, 2)  // two CTAs per SM (design note)
   int acc[kMI][4][4] = {};
   const int first = blockIdx.z * tiles_per_split;
   const int tiles = min(p.k_pad / kBK - first, tiles_per_split);
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < tiles) load_tile(s, first + s);
-    ptx::cp_async_commit();
-  }
-  for (int kt = 0; kt < tiles; ++kt) {
-    ptx::cp_async_wait<kStages - 2>();
-    __syncthreads();  // tile kt landed for every thread; slot (kt - 1) % kStages is free
-    const int next = kt + kStages - 1;
-    if (next < tiles) load_tile(next % kStages, first + next);
-    ptx::cp_async_commit();
-    const int slot = kt % kStages;
+  s8_tile::cp_async_ring<kStages>(first, tiles, load_tile, [&](int slot) {
     s8_tile::warp_k_tile<kMI>(ring_a + slot * kStageA, ring_b + slot * kStageB, warp_m * kMI * 16,
                               warp_n * 32, lane, acc);
-  }
-  ptx::cp_async_wait<0>();
+  });
 
   // acc[mi][ni][2h + e]: out feature o0 + warp row 16 mi + g + 8h, sample b0 + 8 ni + 2t + e.
   const int g = lane >> 2, t = lane & 3;

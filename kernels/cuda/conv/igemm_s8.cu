@@ -229,21 +229,9 @@ __global__ void __launch_bounds__(kThreads)
   // This CTA's K-tiles: all of them, or split-K slice blockIdx.z.
   const int first = blockIdx.z * tiles_per_split;
   const int tiles = min(p.k_pad / kBK - first, tiles_per_split);
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < tiles) load_tile(s, first + s);
-    ptx::cp_async_commit();
-  }
-  for (int kt = 0; kt < tiles; ++kt) {
-    ptx::cp_async_wait<kStages - 2>();
-    __syncthreads();  // tile kt landed for every thread; slot (kt - 1) % kStages is free
-    const int next = kt + kStages - 1;
-    if (next < tiles) load_tile(next % kStages, first + next);
-    ptx::cp_async_commit();
-    const int slot = kt % kStages;
+  s8_tile::cp_async_ring<kStages>(first, tiles, load_tile, [&](int slot) {
     mma_tile<BN>(ring_a + slot * T::kStageA, ring_b + slot * T::kStageB, warp_m, warp_n, lane, acc);
-  }
-  ptx::cp_async_wait<0>();
+  });
   __syncthreads();  // the ring is reused as the output stage
 
   if (partial != nullptr)

@@ -1,6 +1,7 @@
-// The int8 mma.sync warp tile shared by conv_s8_igemm (igemm_s8.cu) and the streaming int8 linear
-// (linear_s8_stream.cu): both stage K-major rows of 64 bytes of K (+16 of padding) in shared
-// memory and run a warp's (16·MI) x 32 tile of mma.sync.m16n8k32.s32.s8.s8.s32 over them.
+// The int8 mma.sync warp tile and cp.async ring shared by conv_s8_igemm (igemm_s8.cu) and the
+// streaming int8 linear (linear_s8_stream.cu): both stage K-major rows of 64 bytes of K (+16 of
+// padding) in shared memory through a cp.async ring and run a warp's (16·MI) x 32 tile of
+// mma.sync.m16n8k32.s32.s8.s8.s32 over them.
 //
 // Why the 80-byte rows: the eight 16-byte rows an ldmatrix phase reads start in 8 distinct 4-bank
 // groups (80 / 4 = 20 ≡ 20, 8, 28, 16, 4, 24, 12 mod 32): no conflicts.  Fragments come from
@@ -47,6 +48,29 @@ __device__ __forceinline__ void warp_k_tile(uint32_t a, uint32_t b, int a_row0, 
       }
     }
   }
+}
+
+// The cp.async multistage loop of both kernels over k-tiles first .. first + tiles - 1: load(slot,
+// kt) issues k-tile kt's copies into ring slot `slot` (one commit group per k-tile, STAGES - 1 in
+// flight), compute(slot) runs the MMAs of the k-tile in that slot once every thread's copies of
+// it have landed.  Returns with every copy landed (the ring may then be reused after a barrier).
+template <int STAGES, class Load, class Compute>
+__device__ __forceinline__ void cp_async_ring(int first, int tiles, const Load& load,
+                                              const Compute& compute) {
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < tiles) load(s, first + s);
+    ptx::cp_async_commit();
+  }
+  for (int kt = 0; kt < tiles; ++kt) {
+    ptx::cp_async_wait<STAGES - 2>();
+    __syncthreads();  // k-tile kt landed for every thread; slot (kt - 1) % STAGES is free
+    const int next = kt + STAGES - 1;
+    if (next < tiles) load(next % STAGES, first + next);
+    ptx::cp_async_commit();
+    compute(kt % STAGES);
+  }
+  ptx::cp_async_wait<0>();
 }
 
 }  // namespace cnnrt::cuda::s8_tile
