@@ -318,10 +318,6 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
   using C = TmaRing<E, BM, BN, STAGES, epi_staging<E, Epi>()>;
   using Acc = typename E::Acc;
   constexpr bool kSparse = E::kWeightsAreA;
-  // wgmma groups a consumer keeps in flight: two for the dense instances (run 40n: with one, each
-  // k-tile's first wgmma waited to issue while the tensor pipe was half busy), one for the sparse
-  // ones (their metadata registers are double-buffered for exactly one group in flight).
-  constexpr int kGroupsInFlight = kSparse ? 1 : 2;
   static_assert(!kSparse || (CL == 1 && BN % 128 == 0), "weights as A: no cluster, whole boxes");
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   __shared__ __align__(8) uint64_t full_bar[STAGES], empty_bar[STAGES];
@@ -469,9 +465,7 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
       for (int i = 0; i < C::kMI; ++i)
 #pragma unroll
         for (int j = 0; j < BN / 2; ++j) acc[i][j] = Acc(0);
-      // The stages whose wgmma groups are still in flight, newest first (kGroupsInFlight of them):
-      // each is released once the wait retires its group.
-      int prev = -1, prev2 = -1;
+      int prev = -1;
       // One k-tile from the stage: its wgmma group, then retire the previous k-tile's group (one
       // stays in flight) and release that stage.  Weights as A: `meta` is the register set this
       // k-tile's wgmma.sp reads (from its slot, before the fence, as an operand), `older` the
@@ -505,14 +499,9 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
         }
 #pragma unroll
         for (int i = 0; i < C::kMI; ++i) fence_operands(acc[i]);
-        wgmma_wait<kGroupsInFlight>();
+        wgmma_wait<1>();
         if constexpr (kSparse) E::keep_alive(older, p, ring);
-        if constexpr (kGroupsInFlight == 1) {
-          if (prev >= 0) release(prev);
-        } else {
-          if (prev2 >= 0) release(prev2);
-          prev2 = prev;
-        }
+        if (prev >= 0) release(prev);
         prev = stage;
         if (++stage == STAGES) {
           stage = 0;
@@ -542,7 +531,6 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
       }
 #pragma unroll
       for (int i = 0; i < C::kMI; ++i) fence_operands(acc[i]);
-      if (prev2 >= 0) release(prev2);
       release(prev);
       const TmaUnit unit{
           m_blk,
