@@ -3,7 +3,8 @@
 // Build (sm_90a only; no cnnrt library, only headers: the kernel is the library's
 // kernels/cuda/conv/tma_kernel.cuh, conv_fp16_tma; the half2-store variants of the first runs are
 // gone with the move, the 16-byte epilogue won by 1.15-1.4x):
-//   nvcc -std=c++17 -O3 --expt-relaxed-constexpr -I. -Iinclude -gencode=arch=compute_90a,code=sm_90a \
+//   nvcc -std=c++17 -O3 --expt-relaxed-constexpr -I. -Iinclude
+//   -gencode=arch=compute_90a,code=sm_90a \
 //        bench/conv_tma_lab.cu -o conv_tma_lab -lcublas            [-DLAB_DEBUG: mbarrier waits
 //        trap after 2^30 polls]
 // Run: conv_tma_lab [check] [bench] [cfg=NAME] [layer=convN] [batch=B]  (default: check, bench)

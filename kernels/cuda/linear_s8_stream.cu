@@ -11,7 +11,8 @@
 //   features x 64 samples, 8 warps of 32 x 32 (mma_s8_tile.cuh's warp tile, conv_s8_igemm's
 //   too), K in 64-byte tiles through a kStages-deep cp.async ring (92 KB: two CTAs per SM, each
 //   with up to 40 KB of weight in flight: what a DRAM stream needs per SM at ~1 µs latency).
-// * Split-K: CTAs = batch tiles x out blocks x K slices, about two per SM (fc6 at 64: 32 x 8).
+// * Split-K: CTAs = batch tiles x out blocks x K slices, at most one wave of two per SM (fc6 at
+//   64: 32 x 8; linear_s8_stream_splits).
 //   Each slice adds its exact int32 sums into a zeroed [batch][out_stride] workspace with atomic
 //   adds — integer addition is associative, so the order the slices land in cannot change a bit
 //   — and finish_s8 (the cuBLASLt path's epilogue: bias, requantise or dequantise, padding lanes

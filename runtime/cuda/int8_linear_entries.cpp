@@ -107,12 +107,12 @@ class LinearInt8Kernel final : public LayerKernel {
   std::vector<TensorType> input_types(size_t) const override {
     return {int8_nhwc16(device_.input_scale)};
   }
-  // As the graph output with out_features a multiple of 8, the fp32 NHWC/8 rows the epilogues
-  // write ([batch][out_stride], out_stride = out_features, H = W = 1) are the fp32 NCHW tensor
-  // byte for byte: declared so, the builder adds no conversion step after the network's last
-  // layer (the fp16 linear writes fp32 itself for the same reason).
+  // As the graph output whose fp32 NHWC/8 rows have no padding lanes (out_stride == out_features:
+  // a multiple of 8; H = W = 1), the rows the epilogues write are the fp32 NCHW tensor byte for
+  // byte: declared so, the builder adds no conversion step after the network's last layer (the
+  // fp16 linear writes fp32 itself for the same reason).
   TensorType output_type() const override {
-    if (linear_.float_output && linear_.out_c % 8 == 0) return fp32_nchw();
+    if (linear_.float_output && linear_.out_stride == linear_.out_c) return fp32_nchw();
     return output_type_of(device_);
   }
   // GEMV at small batches; else cuBLASLt's int8 GEMM where it has a kernel for the shape, else
@@ -124,7 +124,7 @@ class LinearInt8Kernel final : public LayerKernel {
     KernelPlan plan;
     if (path_ == LinearPath::Stream) {
       const int splits = linear_s8_stream_splits(linear_, info.batch, sms_);
-      plan.variant = kStream - splits;
+      plan.variant = kCublaslt - splits;
       plan.variant_name = "stream_s8 split-k " + std::to_string(splits);
       plan.workspace_bytes = linear_s8_stream_workspace_bytes(linear_, info.batch);
       return plan;
@@ -159,7 +159,7 @@ class LinearInt8Kernel final : public LayerKernel {
     // A forced GEMV at a batch above its limit runs in slices of kGemvS8MaxBatch samples.
     if (args.variant < kCublaslt) {
       linear_s8_stream(linear_, packed_.get(), args.inputs.at(0), args.output, args.batch,
-                       kStream - args.variant, args.workspace, stream);
+                       kCublaslt - args.variant, args.workspace, stream);
     } else if (args.variant == kCublaslt) {
       if (args.state == nullptr) throw Error("linear_int8: cuBLASLt run without a prepared plan");
       lt_->run(*static_cast<const LtGemmS8::Plan*>(args.state), args.inputs.at(0), args.output,
@@ -182,9 +182,9 @@ class LinearInt8Kernel final : public LayerKernel {
   }
 
  private:
-  // Variants: the GEMV, cuBLASLt, the streaming GEMM with s K slices (kStream - s: -2, -3, ..),
-  // else the tensor-core GEMM's split-K count (>= 1).
-  static constexpr int kGemv = 0, kCublaslt = -1, kStream = -1;
+  // Variants: the GEMV, cuBLASLt, below it the streaming GEMM with s K slices (kCublaslt - s:
+  // -2, -3, ..), else the tensor-core GEMM's split-K count (>= 1).
+  static constexpr int kGemv = 0, kCublaslt = -1;
   LinearPath path_;
   std::shared_ptr<const Int8LinearWeights> weights_;  // shared with the layer's other entries
   const S8Conv& linear_;                              // weights_->linear
