@@ -192,7 +192,8 @@ struct Variant {
   int bm, bn, cl;
   Launch (*prepare)(const Variant&, Geom, const __half*, const __half*, const float*, __half*);
   void (*run)(const Launch&, cudaStream_t);
-  int ctas;  // resident CTAs of the persistent grid (set up once)
+  int ctas;                               // resident CTAs of the persistent grid (set up once)
+  bool (*serves)(const Geom&) = nullptr;  // null: every lab shape
 };
 
 template <int BM, int BN, int STAGES, int CL>
@@ -269,6 +270,115 @@ static Variant make_variant(const char* name, int sms) {
       name, BM, BN, CL, prepare_variant<BM, BN, STAGES, CL>, run_variant<BM, BN, STAGES, CL>, ctas};
 }
 
+// The dense weights-as-A instance (kernels/cuda/conv/tma_wa_kernel.cuh: M = out_c in tiles of
+// BM, N = pixels in blocks of BN, the consumer warpgroups splitting N), suffix "wa".
+template <int BM, int BN, int STAGES>
+static Launch prepare_wa(const Variant& v, Geom g, const __half* x, const __half* w,
+                         const float* bias, __half* y) {
+  g.m_tiles = (g.oc + BM - 1) / BM;
+  g.n_tiles = (g.m + BN - 1) / BN;
+  g.units = g.m_tiles * g.n_tiles;
+  return Launch{map_x(g, x), map_w(g, w, BM), g, std::min(v.ctas, g.units), bias, y};
+}
+template <int BM, int BN, int STAGES>
+static void run_wa(const Launch& l, cudaStream_t st) {
+  cnnrt::cuda::tma_detail::TmaWaParams p;
+  p.bias = l.bias;
+  p.y = l.y;
+  p.m = l.g.m;
+  p.out_c = l.g.oc;
+  p.conv_h = l.g.oh;
+  p.conv_w = l.g.ow;
+  p.sh = p.sw = l.g.stride;
+  p.pad_top = p.pad_left = l.g.pad;
+  p.kw = l.g.kw;
+  p.c_blocks = l.g.c_blocks;
+  p.k_tiles = l.g.k_tiles;
+  p.m_tiles = l.g.m_tiles;
+  p.units = l.g.units;
+  p.act = cnnrt::cuda::EpilogueClamp{1, 0.f, INFINITY};  // ReLU
+  cnnrt::cuda::tma_detail::conv_tma_wa_kernel<BM, BN, STAGES, false>
+      <<<l.grid, cnnrt::cuda::tma_detail::kThreads,
+         cnnrt::cuda::tma_detail::wa_smem_bytes<BM, BN, STAGES, false>(), st>>>(l.tx, l.tw, p);
+}
+template <int BM, int BN, int STAGES>
+static Variant make_wa_variant(const char* name, int sms) {
+  auto kern = cnnrt::cuda::tma_detail::conv_tma_wa_kernel<BM, BN, STAGES, false>;
+  const size_t smem = cnnrt::cuda::tma_detail::wa_smem_bytes<BM, BN, STAGES, false>();
+  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  cudaFuncAttributes fa;
+  CK(cudaFuncGetAttributes(&fa, kern));
+  if (fa.numRegs != 168) {
+    std::fprintf(stderr, "%s: %d registers at entry, setmaxnreg needs 168\n", name, fa.numRegs);
+    std::exit(2);
+  }
+  return Variant{name, BM, BN, 1, prepare_wa<BM, BN, STAGES>, run_wa<BM, BN, STAGES>, sms};
+}
+
+// The shifted-window conv (kernels/cuda/conv/tma_window_kernel.cuh): stride 1, no padding,
+// 64 channels in, out_c <= 64, up to 9 taps, a slab of two 128-pixel boxes; suffix "win", "winb"
+// with the descriptor's base offset.
+static bool window_serves(const Geom& g) {
+  return g.stride == 1 && g.pad == 0 && g.c == 64 && g.oc <= 64 && g.kh == 3 && g.kw == 3 &&
+         (g.kh - 1) * g.w + g.kw - 1 + 128 <= 256;
+}
+static CUtensorMap map_rows(const Geom& g, const __half* x) {
+  CUtensorMap m;
+  cuuint64_t dims[2] = {cuuint64_t(g.c), cuuint64_t(g.n) * g.h * g.w};
+  cuuint64_t strides[1] = {cuuint64_t(g.c) * 2};
+  cuuint32_t box[2] = {64, 128};
+  cuuint32_t estr[2] = {1, 1};
+  CUresult r = g_enc_tiled(&m, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, (void*)x, dims, strides, box,
+                           estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                           CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    std::fprintf(stderr, "cuTensorMapEncodeTiled (rows) failed: %d\n", int(r));
+    std::exit(2);
+  }
+  return m;
+}
+template <bool BO>
+static Launch prepare_window(const Variant& v, Geom g, const __half* x, const __half* w,
+                             const float* bias, __half* y) {
+  using namespace cnnrt::cuda::tma_window;
+  const long long virt = (long long)g.n * g.h * g.w;
+  g.units = int((virt + kWN - 1) / kWN);
+  return Launch{map_rows(g, x), map_w(g, w, 64), g, std::min(v.ctas, (g.units + 1) / 2), bias, y};
+}
+template <bool BO>
+static void run_window(const Launch& l, cudaStream_t st) {
+  using namespace cnnrt::cuda::tma_window;
+  TmaWindowParams p;
+  p.bias = l.bias;
+  p.y = l.y;
+  p.out_c = l.g.oc;
+  p.in_h = l.g.h;
+  p.in_w = l.g.w;
+  p.out_h = l.g.oh;
+  p.out_w = l.g.ow;
+  p.kh = l.g.kh;
+  p.kw = l.g.kw;
+  p.taps = l.g.kh * l.g.kw;
+  p.c_steps = (l.g.c + 15) / 16;
+  p.units = l.g.units;
+  p.act = cnnrt::cuda::EpilogueClamp{1, 0.f, INFINITY};  // ReLU
+  conv_window_kernel<3, 3, 4, BO><<<l.grid, kThreads, smem_bytes(p.taps), st>>>(l.tx, l.tw, p);
+}
+template <bool BO>
+static Variant make_window_variant(const char* name, int sms) {
+  using namespace cnnrt::cuda::tma_window;
+  auto kern = conv_window_kernel<3, 3, 4, BO>;
+  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                          int(smem_bytes(kMaxTaps))));
+  cudaFuncAttributes fa;
+  CK(cudaFuncGetAttributes(&fa, kern));
+  if (fa.numRegs != 168) {
+    std::fprintf(stderr, "%s: %d registers at entry, setmaxnreg needs 168\n", name, fa.numRegs);
+    std::exit(2);
+  }
+  return Variant{name, 64, kWN, 1, prepare_window<BO>, run_window<BO>, sms, window_serves};
+}
+
 static std::vector<Variant> all_variants(int sms) {
   return {
       make_variant<128, 128, 7, 1>("128x128s7v", sms),
@@ -280,6 +390,13 @@ static std::vector<Variant> all_variants(int sms) {
       make_variant<256, 128, 4, 2>("256x128s4c2v", sms),
       make_variant<256, 64, 5, 1>("256x64s5v", sms),
       make_variant<256, 64, 5, 2>("256x64s5c2v", sms),
+      make_variant<384, 64, 4, 1>("384x64s4v", sms),
+      make_variant<512, 64, 3, 1>("512x64s3v", sms),
+      make_wa_variant<64, 256, 5>("64x256s5wa", sms),
+      make_wa_variant<64, 384, 3>("64x384s3wa", sms),
+      make_wa_variant<64, 512, 3>("64x512s3wa", sms),
+      make_window_variant<false>("win", sms),
+      make_window_variant<true>("winb", sms),
   };
 }
 
@@ -389,11 +506,21 @@ static int run_check(const std::vector<Variant>& vars, const char* only) {
     int n, h, w, c, oc, kh, kw, stride, pad;
   };
   const Case cases[] = {
-      {1, 13, 13, 64, 64, 3, 3, 1, 1},   {3, 27, 27, 64, 192, 5, 5, 1, 2},
-      {3, 7, 9, 128, 384, 3, 3, 2, 1},   {1, 13, 13, 192, 384, 1, 1, 1, 0},
-      {3, 9, 7, 64, 64, 5, 5, 2, 2},     {2, 13, 13, 256, 256, 3, 3, 1, 1},
-      {3, 11, 10, 64, 128, 3, 5, 1, 1},  {2, 13, 13, 64, 128, 1, 1, 2, 0},
-      {1, 27, 27, 128, 192, 3, 3, 2, 0}, {5, 13, 13, 384, 256, 3, 3, 1, 1},
+      {1, 13, 13, 64, 64, 3, 3, 1, 1},
+      {3, 27, 27, 64, 192, 5, 5, 1, 2},
+      {3, 7, 9, 128, 384, 3, 3, 2, 1},
+      {1, 13, 13, 192, 384, 1, 1, 1, 0},
+      {3, 9, 7, 64, 64, 5, 5, 2, 2},
+      {2, 13, 13, 256, 256, 3, 3, 1, 1},
+      {3, 11, 10, 64, 128, 3, 5, 1, 1},
+      {2, 13, 13, 64, 128, 1, 1, 2, 0},
+      {1, 27, 27, 128, 192, 3, 3, 2, 0},
+      {5, 13, 13, 384, 256, 3, 3, 1, 1},
+      // stride 1, no padding, <= 64 channels out: the window conv's shapes too
+      {3, 9, 11, 64, 64, 3, 3, 1, 0},
+      {2, 57, 57, 64, 64, 3, 3, 1, 0},
+      {3, 13, 10, 64, 40, 3, 3, 1, 0},
+      {1, 20, 61, 64, 64, 3, 3, 1, 0},
   };
   int failures = 0;
   uint32_t seed = 1;
@@ -405,6 +532,7 @@ static int run_check(const std::vector<Variant>& vars, const char* only) {
     const std::vector<float> ref = reference(p, at);
     for (const Variant& v : vars) {
       if (only && std::strcmp(only, v.name) != 0) continue;
+      if (v.serves && !v.serves(g)) continue;
       poison(p);
       v.run(v.prepare(v, g, p.dx, p.dw, p.db, p.dy), 0);
       cudaError_t e = cudaDeviceSynchronize();
@@ -482,6 +610,7 @@ static int run_bench(const std::vector<Variant>& vars, const char* only) {
       const char* best_name = "";
       for (const Variant& v : vars) {
         if (only && std::strcmp(only, v.name) != 0) continue;
+        if (v.serves && !v.serves(g)) continue;
         poison(p);
         const Launch l = v.prepare(v, g, p.dx, p.dw, p.db, p.dy);
         v.run(l, 0);

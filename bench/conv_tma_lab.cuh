@@ -13,6 +13,8 @@
 #define CNNRT_WGMMA_WAIT_LIMIT (1ull << 30)
 #endif
 #include "kernels/cuda/conv/tma_kernel.cuh"
+#include "kernels/cuda/conv/tma_wa_kernel.cuh"
+#include "kernels/cuda/conv/tma_window_kernel.cuh"
 
 struct Geom {
   int n, h, w, c, oc, kh, kw, stride, pad, oh, ow;

@@ -1,8 +1,9 @@
 // Registry entries of the space-to-depth conv (kernels/cuda/conv/space_to_depth.h, AlexNet conv1):
 // "conv_fp16_s2d" (priority 20, above conv_fp16_igemm's gather path wherever it applies) and its
-// comparison forms "conv_fp16_s2d_tma" and "conv_fp16_s2d_wgmma" (priority 13, baseline: `cnnrt
-// profile --compare` and the kernel harness run them, the builder and the automatic plan never
-// choose them), which pin the inner conv to the TMA or the wgmma kernel at every batch.
+// comparison forms "conv_fp16_s2d_window", "conv_fp16_s2d_tma" and "conv_fp16_s2d_wgmma"
+// (priority 13, baseline: `cnnrt profile --compare` and the kernel harness run them, the builder
+// and the automatic plan never choose them), which pin the inner conv to the window, the TMA or
+// the wgmma kernel at every batch.
 //
 // DESIGN NOTE
 // * What it serves: strided convs with few input channels (stride >= 2, in_c <= 4, kernel >=
@@ -14,7 +15,13 @@
 //   before channel padding, against the gather path's ~8-10x lower per-MMA throughput.
 // * As the first layer it reads the graph input (NCHW fp32) itself: input_types offers fp32 NCHW,
 //   and when the builder binds it, prepare() picks the rearrangement that converts as it gathers.
-// * Three inner convs, one chosen per context in prepare() (run() only launches it):
+// * Four inner convs, one chosen per context in prepare() (run() only launches it):
+//   - window (conv_fp16_window, kernels/cuda/conv/tma_window.h; sm_90a), first where it serves
+//     the rewrite (conv1: 3x3 over 57x57, x' at 48 channels read as 64, 3 k16 steps per tap):
+//     each input pixel comes from L2 about twice instead of the im2col TMA conv's 9 times, and
+//     the zero channels are never multiplied; the pool staged (pre-pool tensor in the workspace).
+//     It runs at the TMA form's batches (the conv output in 256-pixel tiles fills the SMs). conv1's
+//     inner conv at batch 256 on an H100: docs/PERFORMANCE.md run 41.
 //   - TMA (conv_fp16_tma, kernels/cuda/conv/tma_conv.h): the same x' read as C' rounded up to 64
 //     channels (the TMA's 128-byte k-tile row; the map's out-of-bounds fill supplies the zeros;
 //     conv1: 48 real channels + 16 zero ones, K = 576 instead of 432), the weights zero on the
@@ -46,6 +53,7 @@
 #include "kernels/cuda/conv/space_to_depth.h"
 #include "kernels/cuda/conv/tma_conv.h"
 #include "kernels/cuda/conv/tma_encode.h"
+#include "kernels/cuda/conv/tma_window.h"
 #include "kernels/cuda/conv/wgmma.h"
 #include "runtime/cuda/cuda_registry.h"
 
@@ -53,9 +61,9 @@ namespace cnnrt::cuda {
 namespace {
 
 // Which inner conv runs: chosen per context (the default entry), or pinned (comparison entries).
-enum class S2dInner { Auto, Tma, Wgmma };
+enum class S2dInner { Auto, Window, Tma, Wgmma };
 // The inner conv of a planned variant (design note).
-enum InnerKind { kIgemm = 0, kWgmma = 1, kTma = 2 };
+enum InnerKind { kIgemm = 0, kWgmma = 1, kTma = 2, kWindow = 3 };
 
 // The rewrite of `shape` when conv_fp16_s2d serves it (design note: why these limits).
 std::optional<SpaceToDepthConv> s2d_conv_of(const ConvShape& shape) {
@@ -79,6 +87,16 @@ std::optional<SpaceToDepthConv> tma_form_of(const ConvShape& shape, const SpaceT
   return wide;
 }
 
+// The window form: the TMA form's rewrite (x' read as 64 channels), when conv_fp16_window serves
+// it over x' as stored.
+std::optional<SpaceToDepthConv> window_form_of(const ConvShape& shape,
+                                               const SpaceToDepthConv& conv) {
+  std::optional<SpaceToDepthConv> wide = tma_form_of(shape, conv);
+  if (!wide || !ConvFp16Window::supports(wide->transformed, conv.rearrange.out_c_stride()))
+    return std::nullopt;
+  return wide;
+}
+
 // What conv_fp16_s2d (`inner` Auto) or a pinned form serves: the shape, when the pinned inner conv
 // serves its rewrite on this device.
 std::optional<ConvShape> served_shape(const Node& node, S2dInner inner) {
@@ -88,6 +106,9 @@ std::optional<ConvShape> served_shape(const Node& node, S2dInner inner) {
   if (!conv) return std::nullopt;
   if (inner == S2dInner::Tma &&
       !(ConvFp16Tma::device_supported() && tma_form_of(*shape, *conv).has_value()))
+    return std::nullopt;
+  if (inner == S2dInner::Window &&
+      !(ConvFp16Window::device_supported() && window_form_of(*shape, *conv).has_value()))
     return std::nullopt;
   if (inner == S2dInner::Wgmma &&
       !(ConvFp16Wgmma::device_supported() && ConvFp16Wgmma::supports(conv->transformed)))
@@ -115,9 +136,25 @@ class ConvFp16S2dKernel final : public Fp16Kernel {
         return wgmma_->plan(b).ctas;
       });
     }
+    const std::optional<SpaceToDepthConv> windowed =
+        (inner == S2dInner::Auto || inner == S2dInner::Window) && ConvFp16Window::device_supported()
+            ? window_form_of(shape, conv)
+            : std::nullopt;
+    if (windowed) {
+      window_ = std::make_unique<ConvFp16Window>(windowed->transformed,
+                                                 space_to_depth_weights(*windowed, weight).data(),
+                                                 bias, conv.rearrange.out_c_stride());
+      // The TMA form's batches: where the conv output in 256-pixel tiles fills the SMs.
+      const long long pixels =
+          (long long)windowed->transformed.conv_h * windowed->transformed.conv_w;
+      window_max_fallback_ = inner == S2dInner::Window ? -1 : fallback_max_batch([pixels](int b) {
+        return int((b * pixels + 255) / 256);
+      });
+    }
     const std::optional<SpaceToDepthConv> wide =
-        inner != S2dInner::Wgmma && ConvFp16Tma::device_supported() ? tma_form_of(shape, conv)
-                                                                    : std::nullopt;
+        (inner == S2dInner::Auto || inner == S2dInner::Tma) && ConvFp16Tma::device_supported()
+            ? tma_form_of(shape, conv)
+            : std::nullopt;
     if (wide) {
       // The TMA reads x' as rearranged for the other inner convs (C' channels, conv1: 48) and
       // fills channels C'..63 with zeros itself (ConvFp16Tma's stored_in_c), whose weights are
@@ -130,7 +167,8 @@ class ConvFp16S2dKernel final : public Fp16Kernel {
                               ? -1
                               : fallback_max_batch([this](int b) { return tma_->plan(b).units; });
     }
-    if ((inner == S2dInner::Tma && !tma_) || (inner == S2dInner::Wgmma && !wgmma_))
+    if ((inner == S2dInner::Tma && !tma_) || (inner == S2dInner::Wgmma && !wgmma_) ||
+        (inner == S2dInner::Window && !window_))
       throw Error("conv_fp16_s2d: the pinned inner conv does not serve this conv on this device");
   }
   // The rearrangement converts as it gathers: as the first layer it reads the graph input (NCHW
@@ -141,7 +179,13 @@ class ConvFp16S2dKernel final : public Fp16Kernel {
     KernelPlan plan;
     int inner = 0;
     InnerKind kind = kIgemm;
-    if (tma_ && info.batch > tma_max_fallback_) {
+    if (window_ && info.batch > window_max_fallback_) {
+      kind = kWindow;
+      plan.variant_name = "s2d" + std::to_string(rearrange_.out_c_stride()) + "+" + window_->name();
+      plan.workspace_bytes =
+          rearranged_bytes(rearrange_, info.batch) + window_->workspace_bytes(info.batch);
+      plan.state = std::make_shared<const WindowInputMaps>();
+    } else if (tma_ && info.batch > tma_max_fallback_) {
       const ConvFp16TmaPlan p = tma_->plan(info.batch);
       inner = p.variant;
       kind = kTma;
@@ -181,7 +225,16 @@ class ConvFp16S2dKernel final : public Fp16Kernel {
       space_to_depth_fp16(args.inputs.at(0), rearranged, rearrange, args.batch, stream);
     // The inner conv's part follows x'; when that part is empty the pointer is never read.
     uint8_t* inner_workspace = rearranged + rearranged_bytes(rearrange, args.batch);
-    if (kind == kTma) {
+    if (kind == kWindow) {
+      if (!window_ || args.state == nullptr)
+        throw Error("conv_fp16_s2d: a window variant without the window conv or its state");
+      const ConvFp16WindowInput input =
+          static_cast<const WindowInputMaps*>(args.state)
+              ->find_or_encode(rearranged, args.batch, [this](const void* x, int b) {
+                return window_->encode_input(x, b);
+              });
+      window_->forward(input, args.output, stream, inner_workspace);
+    } else if (kind == kTma) {
       if (!tma_ || args.state == nullptr)
         throw Error("conv_fp16_s2d: a TMA variant without the TMA conv or its prepared state");
       const ConvFp16TmaInput input =
@@ -199,18 +252,21 @@ class ConvFp16S2dKernel final : public Fp16Kernel {
   }
   size_t weight_bytes() const override {
     return (conv_ ? conv_->weight_bytes() : 0) + (wgmma_ ? wgmma_->weight_bytes() : 0) +
-           (tma_ ? tma_->weight_bytes() : 0);
+           (tma_ ? tma_->weight_bytes() : 0) + (window_ ? window_->weight_bytes() : 0);
   }
 
  private:
   using TmaInputMaps = tma::InputMaps<ConvFp16TmaInput>;
+  using WindowInputMaps = tma::InputMaps<ConvFp16WindowInput>;
   SpaceToDepthShape rearrange_;   // x' at pad8(C') channels (the TMA reads it as 64, zero-filled)
   std::optional<ConvFp16> conv_;  // the default entry's: every batch no other conv takes
   std::unique_ptr<ConvFp16Wgmma> wgmma_;
   std::unique_ptr<ConvFp16Tma> tma_;
+  std::unique_ptr<ConvFp16Window> window_;
   // Each runs above its batch (pinned: -1, every batch; max: never).
   int wgmma_max_fallback_ = std::numeric_limits<int>::max();
   int tma_max_fallback_ = std::numeric_limits<int>::max();
+  int window_max_fallback_ = std::numeric_limits<int>::max();
 };
 
 void add_s2d_entry(KernelRegistry& registry, const std::string& name, S2dInner inner,
@@ -248,6 +304,7 @@ void register_s2d_conv_kernels(KernelRegistry& registry) {
   // Beats conv_fp16_igemm's gather path wherever it applies.
   add_s2d_entry(registry, "conv_fp16_s2d", S2dInner::Auto, 20);
   // Comparison forms: their supports() lie within conv_fp16_s2d's, which stays the builder's pick.
+  add_s2d_entry(registry, "conv_fp16_s2d_window", S2dInner::Window, 13);
   add_s2d_entry(registry, "conv_fp16_s2d_tma", S2dInner::Tma, 13);
   add_s2d_entry(registry, "conv_fp16_s2d_wgmma", S2dInner::Wgmma, 13);
 }

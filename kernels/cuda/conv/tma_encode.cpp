@@ -50,7 +50,7 @@ CUtensorMapSwizzle swizzle_of(int row_bytes) {
 
 void encode_weight_map(const char* kernel, CUtensorMap* map, CUtensorMapDataType type,
                        const void* weight, size_t k, size_t rows, size_t row_pitch, int row_elems,
-                       int box_rows, int row_bytes) {
+                       int box_rows, int row_bytes, const char* what) {
   const cuuint64_t dims[2] = {cuuint64_t(k), cuuint64_t(rows)};
   const cuuint64_t strides[1] = {cuuint64_t(row_pitch)};
   const cuuint32_t box[2] = {cuuint32_t(row_elems), cuuint32_t(box_rows)};
@@ -60,7 +60,7 @@ void encode_weight_map(const char* kernel, CUtensorMap* map, CUtensorMapDataType
       encode_tiled()(map, type, 2, const_cast<void*>(weight), dims, strides, box, element_strides,
                      CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle_of(row_bytes),
                      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
-      "cuTensorMapEncodeTiled (weight)");
+      what);
 }
 
 CUtensorMap encode_im2col_map(const char* kernel, const void* x, const Im2colGeometry& g) {

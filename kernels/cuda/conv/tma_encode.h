@@ -132,9 +132,11 @@ CUtensorMapSwizzle swizzle_of(int row_bytes);
 
 // The weight's tiled map: `rows` rows of k elements, row_pitch bytes apart; boxes of row_elems
 // (one k-tile row of row_bytes) x box_rows (the tile's BN).  Checked (cnnrt::Error).
+// `what` names the map in the error (the window conv's input slab is such a map too).
 void encode_weight_map(const char* kernel, CUtensorMap* map, CUtensorMapDataType type,
                        const void* weight, size_t k, size_t rows, size_t row_pitch, int row_elems,
-                       int box_rows, int row_bytes);
+                       int box_rows, int row_bytes,
+                       const char* what = "cuTensorMapEncodeTiled (weight)");
 
 // The activations' im2col map over an NHWC tensor (`channels` = the channel stride, elements of
 // elem_bytes): boxes of 128 output pixels x row_elems channels; the bounding box of tap-(0,0)

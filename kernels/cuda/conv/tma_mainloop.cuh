@@ -96,7 +96,7 @@ constexpr int kProducerRegs = 40, kConsumerRegs = 232, kEntryRegs = 168;
 
 // A metadata supplier's bytes per k-tile and m64 block, and the suppliers per CTA (both 0 for
 // dense traits: no metadata).
-template <class E, bool = E::kWeightsAreA>
+template <class E, bool = E::kMeta>
 struct MetaSupply {
   static constexpr int kBytes = 0, kSuppliers = 0;
 };
@@ -131,11 +131,14 @@ constexpr size_t epi_staging() {
 template <class E, int BM, int BN, int STAGES, size_t STAGING = 0>
 struct TmaRing {
   static constexpr uint32_t kA = BM * E::kARowBytes, kB = BN * E::kRowBytes, kStage = kA + kB;
-  static constexpr int kMI = BM / 128;  // m64 blocks per consumer warpgroup
+  // m64 blocks and columns per consumer warpgroup: the two split M (BM / 2 rows each, all BN
+  // columns), or, weights as A with kSplitN, N (all BM channels, BN / 2 pixels each).
+  static constexpr int kMI = E::kSplitN ? BM / 64 : BM / 128;
+  static constexpr int kWN = E::kSplitN ? BN / 2 : BN;
   static constexpr uint32_t kMetaSlot = kMI * MetaSupply<E>::kSuppliers * MetaSupply<E>::kBytes;
   static constexpr int kMetaDistance =
       meta_distance(1024 + size_t(STAGES) * kStage + STAGING, kMetaSlot);
-  static constexpr int kMetaSlots = E::kWeightsAreA ? kMetaDistance + 1 : 0;
+  static constexpr int kMetaSlots = E::kMeta ? kMetaDistance + 1 : 0;
   static constexpr size_t kSmem = 1024 + size_t(STAGES) * kStage + kMetaSlots * kMetaSlot;
   // Boxes of 128 pixels per stage: the im2col operand is A (BM rows) or, weights as A, B (BN).
   static constexpr int kBoxes = (E::kWeightsAreA ? BN : BM) / 128;
@@ -198,7 +201,7 @@ struct TmaDense {
   using Acc = AccT;
   static constexpr int kRowBytes = RowBytes, kTileElems = RowBytes / int(sizeof(T));
   // The roles of the dense instances: im2col activations are A, weights B, no metadata.
-  static constexpr bool kWeightsAreA = false;
+  static constexpr bool kWeightsAreA = false, kSplitN = false, kMeta = false;
   static constexpr int kARowBytes = RowBytes;
 #ifdef CNNRT_WGMMA_DEVICE
   template <int BN, int MI>
@@ -317,8 +320,13 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
                                                   const CUtensorMap& tmap_w, const P& p) {
   using C = TmaRing<E, BM, BN, STAGES, epi_staging<E, Epi>()>;
   using Acc = typename E::Acc;
-  constexpr bool kSparse = E::kWeightsAreA;
-  static_assert(!kSparse || (CL == 1 && BN % 128 == 0), "weights as A: no cluster, whole boxes");
+  // kWA: the roles (weights are A, im2col boxes B); kSparse: 2:4 metadata to supply (the
+  // sparse instances, which are also kWA).
+  constexpr bool kWA = E::kWeightsAreA, kSparse = E::kMeta;
+  static_assert(!kWA || (CL == 1 && BN % 128 == 0), "weights as A: no cluster, whole boxes");
+  static_assert(!kSparse || kWA, "2:4 metadata belongs to weights as A");
+  static_assert(!E::kSplitN || (kWA && BM % 64 == 0 && BN <= 512),
+                "split N: weights as A, whole m64 blocks, at most n256 per warpgroup");
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   __shared__ __align__(8) uint64_t full_bar[STAGES], empty_bar[STAGES];
   const uint32_t ring = (smem_u32(smem_raw) + 1023u) & ~1023u;
@@ -349,7 +357,7 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
         // The first output pixel of the unit's im2col boxes: its M block's (dense; a fused
         // pool's tile table) or its N block's (weights as A).
         int m_first;
-        if constexpr (kSparse)
+        if constexpr (kWA)
           m_first = n0;
         else
           m_first = Epi::first_row(p, m_blk);
@@ -368,8 +376,8 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
           const uint32_t fb = smem_u32(&full_bar[stage]);
           mbar_expect_tx(fb, C::kStage);
           const uint32_t a_dst = ring + stage * C::kStage, b_dst = a_dst + C::kA;
-          if constexpr (kSparse) {
-            // A: the BM compressed weight rows of the k-tile; B: the im2col boxes of the BN
+          if constexpr (kWA) {
+            // A: the BM (compressed) weight rows of the k-tile; B: the im2col boxes of the BN
             // pixels: both counted in kStage (the consumers load the metadata themselves).
             tma_load_2d(a_dst, &tmap_w, kt * E::kWeightTileElems, m_blk * BM, fb);
 #pragma unroll
@@ -404,7 +412,7 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
   } else {  // ---------------- consumer warpgroups: wgmma, then the epilogue from registers
     setmaxnreg_inc<kConsumerRegs>();
     const int cw = wg - 1, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
-    Acc acc[C::kMI][BN / 2];
+    Acc acc[C::kMI][C::kWN / 2];
     int stage = 0;
     uint32_t phase = 0;
     // One thread per warpgroup releases a stage: no thread reads the ring (the sparse metadata
@@ -464,7 +472,7 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
 #pragma unroll
       for (int i = 0; i < C::kMI; ++i)
 #pragma unroll
-        for (int j = 0; j < BN / 2; ++j) acc[i][j] = Acc(0);
+        for (int j = 0; j < C::kWN / 2; ++j) acc[i][j] = Acc(0);
       int prev = -1;
       // One k-tile from the stage: its wgmma group, then retire the previous k-tile's group (one
       // stays in flight) and release that stage.  Weights as A: `meta` is the register set this
@@ -475,8 +483,12 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
       // so that the address work is off the path from the wait to the next group (design note).
       auto k_tile = [&](auto& meta, const auto& older, int kt, int slot_index) {
         mbarrier_wait_parity(smem_u32(&full_bar[stage]), phase);
-        const uint32_t a = ring + stage * C::kStage + cw * (BM / 2) * E::kARowBytes;
-        const uint32_t b = ring + stage * C::kStage + C::kA;
+        // The warpgroup's operands: its BM / 2 A rows and all of B, or (split N) all of A and
+        // its BN / 2 B rows.
+        const uint32_t a =
+            ring + stage * C::kStage + (E::kSplitN ? 0 : cw * (BM / 2) * E::kARowBytes);
+        const uint32_t b =
+            ring + stage * C::kStage + C::kA + (E::kSplitN ? cw * C::kWN * E::kRowBytes : 0);
         if constexpr (kSparse) {
           cp_async_wait<C::kMetaDistance - 1>();  // k-tile kt's group (later ones may be in flight)
           if (meta_supplier >= 0)
@@ -488,7 +500,7 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
         if constexpr (kSparse)
           E::template mma_k_tile<BN, C::kMI>(acc, a, b, meta);
         else
-          E::template mma_k_tile<BN, C::kMI>(acc, a, b);
+          E::template mma_k_tile<C::kWN, C::kMI>(acc, a, b);
         wgmma_commit();
         if constexpr (kSparse) {
           if (kt + C::kMetaDistance < p.k_tiles && meta_supplier >= 0)

@@ -40,16 +40,9 @@
 //   mainloop runs the sparse k-loop two k-tiles at a time with two register sets (Meta even, odd)
 //   and keep_alive, a store predicated on a parameter that is always 0 that ptxas cannot drop,
 //   holds the previous set alive until the wait that retires its group.
-// * Epilogue (TmaSparseEpilogue): the accumulators are [channel][pixel] (register 4j + 2h + q of
-//   block i: channel 64i + 16w + g + 8h of the warpgroup's, pixel 8j + 2t + q), NHWC wants
-//   [pixel][channel].  Each warp transposes its own 16 channels through a private 2 KB staging
-//   tile after the ring (64 pixels x 16 channels fp16 per pass; no barrier but __syncwarp, so
-//   the two warpgroups and the producer never wait on each other): bias (+ clamp) in fp32 ->
-//   fp16 scalar stores, then 16-byte reads of 8 channels of one pixel and 16-byte global stores
-//   (two lanes write a pixel's 32 bytes); the residual, when fused, is loaded for the whole pass
-//   first and added (then clamped) by epilogue::add_residual, the family's convention.  The
-//   staging's two 16-byte halves of a pixel row swap on pixel bit 2, which makes both the
-//   scalar writes and the 16-byte reads conflict-free (32-byte rows, no padding).
+// * Epilogue (TmaSparseEpilogue): the accumulators are [channel][pixel], NHWC wants
+//   [pixel][channel]: each warp transposes its own 16 channels through a private 2 KB staging
+//   tile (tma_transpose_epilogue.cuh, shared with the dense weights-as-A instance).
 // * No fused MaxPool: a pooled layer runs this conv into the step's workspace and the family's
 //   maxpool_fp16 pools it (the staged form of conv_fp16_tma, tma_sparse.cu).
 // * Registers: kMI x BN / 2 accumulators (128 at 128x256 and 256x128) + 2 x 2 x kMI metadata
@@ -67,6 +60,7 @@
 #include "kernels/cuda/conv/ptx.cuh"
 #include "kernels/cuda/conv/ptx_sparse.cuh"
 #include "kernels/cuda/conv/tma_mainloop.cuh"
+#include "kernels/cuda/conv/tma_transpose_epilogue.cuh"
 
 namespace cnnrt::cuda::tma_sparse_detail {
 
@@ -94,7 +88,7 @@ struct TmaSparseParams {
 // The sparse element traits of tma_conv_mainloop (its design note lists what they declare).
 struct TmaSparseF16 {
   using Acc = float;
-  static constexpr bool kWeightsAreA = true;
+  static constexpr bool kWeightsAreA = true, kSplitN = false, kMeta = true;
   // B: im2col rows of 64 channels (128 bytes, the 128-byte swizzle), the k-tile's TMA channel step.
   static constexpr int kRowBytes = 128, kTileElems = 64;
   // A: the 32 kept halves of a row's 64 K (64 bytes, the 64-byte swizzle), the weight box's step.
@@ -182,69 +176,9 @@ struct TmaSparseF16 {
 };
 
 // conv_fp16_sparse24_tma's side of the mainloop: [channel][pixel] accumulators out to NHWC
-// through each warp's staging tile (design note).
+// through each warp's staging tile (design note; tma_transpose_epilogue.cuh).
 template <int BM, int BN, bool RESIDUAL>
-struct TmaSparseEpilogue {
-  static constexpr int kChunk = 64;                     // pixels per staging pass
-  static constexpr int kWarpStaging = kChunk * 16 * 2;  // 64 pixels x 16 channels fp16
-  static constexpr size_t kStaging = 8 * kWarpStaging;  // 8 consumer warps
-  static_assert(BN % kChunk == 0, "whole staging passes");
-
-#ifdef CNNRT_WGMMA_DEVICE
-  template <int MI>
-  static __device__ __forceinline__ void store(const float (&acc)[MI][BN / 2],
-                                               const TmaSparseParams& p,
-                                               const tma_detail::TmaUnit& u) {
-    __half* stg = reinterpret_cast<__half*>(u.after_ring + (u.cw * 4 + u.warp) * kWarpStaging);
-    const int g = u.lane / 4, t = u.lane % 4, half = u.lane % 2;
-    // Pixel 8j + 2t + q has bit 2 = t >> 1: the half of its staging row a channel group lands in.
-    const int write_swap = t >> 1;
-#pragma unroll
-    for (int i = 0; i < MI; ++i) {
-      const int ch0 = u.m_blk * BM + u.cw * (BM / 2) + 64 * i + 16 * u.warp;  // the warp's 16
-      const float b0 = ch0 + g < p.out_c ? __ldg(p.bias + ch0 + g) : 0.f;
-      const float b1 = ch0 + g + 8 < p.out_c ? __ldg(p.bias + ch0 + g + 8) : 0.f;
-      const int ch = ch0 + 8 * half;  // this lane's 8 channels in the write-out
-#pragma unroll
-      for (int c0 = 0; c0 < BN; c0 += kChunk) {
-        uint4 res[4];
-        if constexpr (RESIDUAL) {
-#pragma unroll
-          for (int r = 0; r < 4; ++r) {
-            const int pixel = u.n0 + c0 + u.lane / 2 + 16 * r;
-            res[r] = pixel < p.m && ch < p.out_c ? __ldg(reinterpret_cast<const uint4*>(
-                                                       p.residual + size_t(pixel) * p.out_c + ch))
-                                                 : make_uint4(0, 0, 0, 0);
-          }
-        }
-        __syncwarp();  // the previous pass's reads are done
-#pragma unroll
-        for (int jj = 0; jj < kChunk / 8; ++jj)
-#pragma unroll
-          for (int h = 0; h < 2; ++h)
-#pragma unroll
-            for (int q = 0; q < 2; ++q) {
-              float v = acc[i][4 * (c0 / 8 + jj) + 2 * h + q] + (h == 0 ? b0 : b1);
-              if constexpr (!RESIDUAL) v = epilogue::activate(v, p.act);
-              const int px = 8 * jj + 2 * t + q;
-              stg[px * 16 + (h ^ write_swap) * 8 + g] = __float2half_rn(v);
-            }
-        __syncwarp();
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-          const int px = u.lane / 2 + 16 * r, pixel = u.n0 + c0 + px;
-          uint4 out = *reinterpret_cast<const uint4*>(stg + px * 16 + (half ^ ((px >> 2) & 1)) * 8);
-          if (pixel < p.m && ch < p.out_c) {
-            if constexpr (RESIDUAL)
-              out = epilogue::add_residual(out, reinterpret_cast<const __half*>(&res[r]), p.act);
-            *reinterpret_cast<uint4*>(p.y + size_t(pixel) * p.out_c + ch) = out;
-          }
-        }
-      }
-    }
-  }
-#endif
-};
+using TmaSparseEpilogue = tma_detail::TmaTransposeEpilogue<BM, BN, false, RESIDUAL>;
 
 // BM output channels x BN output pixels per tile, a ring of STAGES; RESIDUAL: y = clamp(conv +
 // bias + r) instead of clamp(conv + bias).  Dynamic shared memory: TmaRing::kSmem +

@@ -20,6 +20,7 @@
 #include "kernels/cuda/conv/space_to_depth.h"
 #include "kernels/cuda/conv/tma_conv.h"
 #include "kernels/cuda/conv/tma_s8.h"
+#include "kernels/cuda/conv/tma_window.h"
 #include "kernels/cuda/device_traits.h"
 #include "runtime/calibration.h"
 #include "runtime/kernel.h"
@@ -145,8 +146,8 @@ TEST(S2dTma, PinnedInnerConvsAreComparisonEntries) {
   ASSERT_NE(fp16, nullptr);
   ASSERT_NE(int8, nullptr);
   EXPECT_FALSE(fp16->baseline);
-  for (const char* name :
-       {"conv_fp16_s2d_tma", "conv_fp16_s2d_wgmma", "conv_int8_s2d_tma", "conv_int8_s2d_wgmma"}) {
+  for (const char* name : {"conv_fp16_s2d_window", "conv_fp16_s2d_tma", "conv_fp16_s2d_wgmma",
+                           "conv_int8_s2d_tma", "conv_int8_s2d_wgmma"}) {
     const KernelEntry* pinned = registry.find(name);
     ASSERT_NE(pinned, nullptr) << name;
     // Timed by profile --compare and run by the harness, never the builder's nor the automatic
@@ -159,10 +160,9 @@ TEST(S2dTma, PinnedInnerConvsAreComparisonEntries) {
 }
 
 // The builder's default on a described H100: conv1 stays conv_fp16_s2d, whose inner conv is the
-// TMA form at batch 64 and 256 (256x64 tiles, the staged pool: 1 pooled row of 55-wide conv rows
-// per 256-row tile would recompute most rows) and igemm at batch 1.  The workspace holds x' at 64
-// channels and the pre-pool tensor.
-TEST(S2dTma, DefaultEntryTakesTheTmaFormForAlexNetConv1OnH100) {
+// window form at batch 64 and 256 (conv_fp16_window over x' at 48 channels, the staged pool) and
+// igemm at batch 1.  The workspace holds x' and the pre-pool tensor.
+TEST(S2dTma, DefaultEntryTakesTheWindowFormForAlexNetConv1OnH100) {
   {
     PlanTargetScope h100(target_traits("h100"));
     if (!ConvFp16Tma::device_supported()) GTEST_SKIP() << "a build without the sm_90a image";
@@ -183,7 +183,7 @@ TEST(S2dTma, DefaultEntryTakesTheTmaFormForAlexNetConv1OnH100) {
       continue;
     }
     // x' at its 48 channels, read by the TMA as 64 (zero fill): no 64-channel copy.
-    EXPECT_EQ(conv1.variant.rfind("s2d48+tma_256x64_s5+maxpool", 0), 0u)
+    EXPECT_EQ(conv1.variant.rfind("s2d48+window_3x3_n128+maxpool", 0), 0u)
         << "batch " << batch << ": " << conv1.variant;
     EXPECT_NE(conv1.variant.find("reads fp32 NCHW"), std::string::npos) << conv1.variant;
     const size_t rearranged = size_t(batch) * 57 * 57 * 48 * 2;  // a multiple of 256
@@ -210,6 +210,33 @@ TEST(S2dTma, Conv1PlanAndModelOnH100) {
   EXPECT_EQ(conv.plan(256).variant, staged.variant);
 }
 
+// The window conv's shape rule: conv1's rewrite over x' as stored (48 channels of a 64-channel
+// K) and its neighbours it must refuse.
+TEST(S2dTma, WindowConvServesConv1sRewriteOnly) {
+  const std::optional<SpaceToDepthConv> wide = space_to_depth_conv(conv1_shape(), 64);
+  ASSERT_TRUE(wide.has_value());
+  const ConvShape& s = wide->transformed;
+  EXPECT_TRUE(ConvFp16Window::supports(s, 48));
+  EXPECT_TRUE(ConvFp16Window::supports(s, 64));
+  EXPECT_FALSE(ConvFp16Window::supports(s, 32));  // fewer than 3 k16 steps: no instance
+  EXPECT_FALSE(ConvFp16Window::supports(s, 44));  // not a multiple of 8
+  ConvShape padded = s;
+  padded.conv.pad_h = padded.conv.pad_w = 1;
+  EXPECT_FALSE(ConvFp16Window::supports(padded, 48));
+  ConvShape strided = s;
+  strided.conv.stride_h = strided.conv.stride_w = 2;
+  EXPECT_FALSE(ConvFp16Window::supports(strided, 48));
+  ConvShape wide_out = s;
+  wide_out.out_c = wide_out.conv.out_channels = 96;
+  EXPECT_FALSE(ConvFp16Window::supports(wide_out, 48));
+  ConvShape long_rows = s;
+  long_rows.in_w = 64;  // a 128-pixel window's halo past its 256-pixel slab
+  EXPECT_FALSE(ConvFp16Window::supports(long_rows, 48));
+  ConvShape residual = s;
+  residual.residual = true;
+  EXPECT_FALSE(ConvFp16Window::supports(residual, 48));
+}
+
 // conv_int8_s2d on a described H100: its GEMM is conv_int8_tma over the 64-byte-stride map
 // (64-byte k-tiles, 256x64) at batch 256, the mma.sync GEMM at batch 1; conv_int8_s2d_tma at every
 // batch.
@@ -230,8 +257,9 @@ TEST(S2dTma, Int8DefaultEntryTakesTheTmaGemmForAlexNetConv1OnH100) {
 }
 
 // The kernel harness's "s2d_tma" row (tests/harness/conv_cases.cpp) is there for the default
-// entries' TMA form: at its batch both plan it on a 132-SM H100 (one batch less would not).
-TEST(S2dTma, HarnessRowTakesTheTmaForm) {
+// entries' forms over a filled GPU: at its batch, on a 132-SM H100, conv_fp16_s2d plans the
+// window form and conv_int8_s2d the TMA one (one batch less: neither).
+TEST(S2dTma, HarnessRowTakesTheWindowAndTmaForms) {
   PlanTargetScope h100(target_traits("h100"));
   if (!ConvFp16Tma::device_supported()) GTEST_SKIP() << "a build without the sm_90a image";
   constexpr int kH = 224, kW = 224, kOutC = 32, kBatch = 12;  // the harness row
@@ -239,11 +267,12 @@ TEST(S2dTma, HarnessRowTakesTheTmaForm) {
   const Calibration calibration = int8_calibration();
   const std::string fp16 = planned_variant("conv_fp16_s2d", node, kBatch);
   const std::string int8 = planned_variant("conv_int8_s2d", node, kBatch, &calibration);
-  EXPECT_NE(fp16.find("s2d48+tma_"), std::string::npos) << fp16;
+  EXPECT_NE(fp16.find("s2d48+window_"), std::string::npos) << fp16;
   EXPECT_NE(int8.find("s2d64+tma_s8_"), std::string::npos) << int8;
   const std::string fp16_below = planned_variant("conv_fp16_s2d", node, kBatch - 1);
   const std::string int8_below = planned_variant("conv_int8_s2d", node, kBatch - 1, &calibration);
   EXPECT_EQ(fp16_below.find("tma"), std::string::npos) << fp16_below;
+  EXPECT_EQ(fp16_below.find("window"), std::string::npos) << fp16_below;
   EXPECT_EQ(int8_below.find("tma"), std::string::npos) << int8_below;
 }
 

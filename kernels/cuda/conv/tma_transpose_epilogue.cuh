@@ -1,0 +1,118 @@
+// The fp16 epilogue of the weights-as-A TMA convs (tma_mainloop.cuh's kWeightsAreA instances:
+// the 2:4 sparse conv_fp16_sparse24_tma, tma_sparse_kernel.cuh, and the dense narrow-channel
+// instance, tma_wa_kernel.cuh): [channel][pixel] accumulators out to NHWC through each warp's
+// staging tile.
+//
+// DESIGN NOTE
+// * Weights as A make the accumulators [channel][pixel] (register 4j + 2h + q of m64 block i:
+//   channel 64i + 16w + g + 8h of the warpgroup's, pixel 8j + 2t + q, lane 4g + t of warp w),
+//   NHWC wants [pixel][channel].  Each warp transposes its own 16 channels through a private
+//   staging tile after the ring (kChunk pixels x 16 channels fp16 per pass; no barrier but
+//   __syncwarp, so the two warpgroups and the producer never wait on each other): bias (+ clamp)
+//   in fp32 -> fp16 scalar stores, then 16-byte reads of 8 channels of one pixel and 16-byte
+//   global stores (two lanes write a pixel's 32 bytes); the residual, when fused, is loaded for
+//   the whole pass first and added (then clamped) by epilogue::add_residual, the family's
+//   convention.  The staging's two 16-byte halves of a pixel row swap on pixel bit 2, which makes
+//   both the scalar writes and the 16-byte reads conflict-free (32-byte rows, no padding).
+// * Who owns what (TmaRing::kMI / kWN): the sparse instances split M between the consumer
+//   warpgroups (warpgroup cw: channels cw * BM / 2 .., all BN pixels); SPLIT_N instances split N
+//   (all BM channels, pixels cw * BN / 2 ..), for out_c too narrow to give each warpgroup its own
+//   m64 blocks (conv1's 64 channels).
+// * P: the weights-as-A parameters (TmaSparseParams' fields bias, y, residual, m, out_c, act).
+#pragma once
+
+#include <cuda_fp16.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cuda/conv/epilogue.cuh"
+#include "kernels/cuda/conv/tma_mainloop.cuh"
+
+namespace cnnrt::cuda::tma_detail {
+
+#ifdef CNNRT_WGMMA_DEVICE
+// One warp's write-out of MI m64 blocks x WN pixels (design note): the warp's 16 channels of
+// block i are ch_base + 64i + 16 * warp.., its pixels pix0 + 0 .. WN - 1; row_of(pixel) is the
+// pixel's output row (NHWC: out_c channels each) or -1 (not stored).  stg: the warp's staging.
+template <int WN, int CHUNK, bool RESIDUAL, int MI, class P, class RowOf>
+__device__ __forceinline__ void transpose_store(const float (&acc)[MI][WN / 2], const P& p,
+                                                __half* stg, int ch_base, int pix0, int warp,
+                                                int lane, const RowOf& row_of) {
+  static_assert(WN % CHUNK == 0 && CHUNK % 16 == 0, "whole staging passes");
+  constexpr int kRows = CHUNK / 16;  // 16-pixel rows of a pass's write-out
+  const int g = lane / 4, t = lane % 4, half = lane % 2;
+  // Pixel 8j + 2t + q has bit 2 = t >> 1: the half of its staging row a channel group lands in.
+  const int write_swap = t >> 1;
+#pragma unroll
+  for (int i = 0; i < MI; ++i) {
+    const int ch0 = ch_base + 64 * i + 16 * warp;  // the warp's 16
+    const float b0 = ch0 + g < p.out_c ? __ldg(p.bias + ch0 + g) : 0.f;
+    const float b1 = ch0 + g + 8 < p.out_c ? __ldg(p.bias + ch0 + g + 8) : 0.f;
+    const int ch = ch0 + 8 * half;  // this lane's 8 channels in the write-out
+#pragma unroll
+    for (int c0 = 0; c0 < WN; c0 += CHUNK) {
+      long long rows[kRows];
+#pragma unroll
+      for (int r = 0; r < kRows; ++r)
+        rows[r] = ch < p.out_c ? row_of(pix0 + c0 + lane / 2 + 16 * r) : -1;
+      uint4 res[kRows];
+      if constexpr (RESIDUAL) {
+#pragma unroll
+        for (int r = 0; r < kRows; ++r)
+          res[r] = rows[r] >= 0
+                       ? __ldg(reinterpret_cast<const uint4*>(p.residual + rows[r] * p.out_c + ch))
+                       : make_uint4(0, 0, 0, 0);
+      }
+      __syncwarp();  // the previous pass's reads are done
+#pragma unroll
+      for (int jj = 0; jj < CHUNK / 8; ++jj)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int q = 0; q < 2; ++q) {
+            float v = acc[i][4 * (c0 / 8 + jj) + 2 * h + q] + (h == 0 ? b0 : b1);
+            if constexpr (!RESIDUAL) v = epilogue::activate(v, p.act);
+            const int px = 8 * jj + 2 * t + q;
+            stg[px * 16 + (h ^ write_swap) * 8 + g] = __float2half_rn(v);
+          }
+      __syncwarp();
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        const int px = lane / 2 + 16 * r;
+        uint4 out = *reinterpret_cast<const uint4*>(stg + px * 16 + (half ^ ((px >> 2) & 1)) * 8);
+        if (rows[r] >= 0) {
+          if constexpr (RESIDUAL)
+            out = epilogue::add_residual(out, reinterpret_cast<const __half*>(&res[r]), p.act);
+          *reinterpret_cast<uint4*>(p.y + rows[r] * p.out_c + ch) = out;
+        }
+      }
+    }
+  }
+}
+#endif
+
+// The mainloop's epilogue type (tma_mainloop.cuh's Epi) of BM channels x BN pixels per tile;
+// CHUNK pixels per staging pass (64; 32 where the ring leaves less shared memory).  Pixel m is
+// output row m (m < p.m).
+template <int BM, int BN, bool SPLIT_N, bool RESIDUAL, int CHUNK = 64>
+struct TmaTransposeEpilogue {
+  static constexpr int kWN = SPLIT_N ? BN / 2 : BN;     // pixels per warpgroup
+  static constexpr int kWarpStaging = CHUNK * 16 * 2;   // CHUNK pixels x 16 channels fp16
+  static constexpr size_t kStaging = 8 * kWarpStaging;  // 8 consumer warps
+
+#ifdef CNNRT_WGMMA_DEVICE
+  template <int MI, class P>
+  static __device__ __forceinline__ void store(const float (&acc)[MI][kWN / 2], const P& p,
+                                               const TmaUnit& u) {
+    __half* stg = reinterpret_cast<__half*>(u.after_ring + (u.cw * 4 + u.warp) * kWarpStaging);
+    const int m = p.m;
+    transpose_store<kWN, CHUNK, RESIDUAL>(
+        acc, p, stg, u.m_blk * BM + (SPLIT_N ? 0 : u.cw * (BM / 2)),
+        u.n0 + (SPLIT_N ? u.cw * kWN : 0), u.warp, u.lane,
+        [m](int pixel) -> long long { return pixel < m ? pixel : -1; });
+  }
+#endif
+};
+
+}  // namespace cnnrt::cuda::tma_detail

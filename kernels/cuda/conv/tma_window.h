@@ -1,0 +1,68 @@
+// Hopper (sm_90a) fp16 convolution by shifted windows (conv1's inner conv) — interface.
+//
+// Serves stride-1, unpadded 3x3 convs with groups 1, dilation 1, in_c = 64 held in a tensor of
+// stored_in_c (33..64, a multiple of 8) channels per pixel (the rest read as zeros), 8 <= out_c <=
+// 64 (a multiple of 8), rows short enough that a 128-pixel window's 3x3 halo fits its 256-pixel
+// slab (2 * in_w + 2 + 128 <= 256: in_w <= 63), an activation and a fused MaxPool run staged (the
+// conv into the workspace, then maxpool_fp16), no residual: AlexNet conv1's space-to-depth form
+// (57x57x48 -> 64).  NHWC fp16 in (stored_in_c per pixel) and out (out_c per pixel).  The design
+// note is atop tma_window_kernel.cuh; the device code exists only in the sm_90a image.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+#include "kernels/cuda/conv/conv_shape.h"
+
+namespace cnnrt::cuda {
+
+// The slab tensor map of one input buffer at one batch (host data, ~1 us to encode).
+struct ConvFp16WindowInput {
+  CUtensorMap map;
+  const void* x = nullptr;
+  int batch = 0;
+};
+
+class ConvFp16Window {
+ public:
+  // Shape rule only (no device query): see the header comment.
+  static bool supports(const ConvShape& shape, int stored_in_c);
+  // Compute capability 9.0 with the sm_90a image loaded, or a described sm_90a target.
+  static bool device_supported();
+
+  // Uploads weight [out_c, in_c, 3, 3] fp32 (zero on channels past stored_in_c) as fp16 [64
+  // rows][9 taps x 64 channels] and bias (nullable), encodes the weight's map, checks the kernel
+  // images' register count.  Throws cnnrt::Error when the shape is not supported or the device
+  // cannot run it.
+  ConvFp16Window(const ConvShape& shape, const float* weight, const float* bias, int stored_in_c);
+  ~ConvFp16Window();
+  ConvFp16Window(const ConvFp16Window&) = delete;
+  ConvFp16Window& operator=(const ConvFp16Window&) = delete;
+
+  // Units (128 virtual pixels each) and persistent CTAs at `batch`; the workspace forward()
+  // needs (the pre-pool tensor of a fused pool, else 0); a plan name.
+  long long units(int batch) const;
+  int ctas(int batch) const;
+  size_t workspace_bytes(int batch) const;
+  const char* name() const;
+
+  // The input's slab map; encode once per (x, batch) and keep it.  Host only; checked.
+  ConvFp16WindowInput encode_input(const void* x, int batch) const;
+  // y = clamp(conv(x) + b) (then pooled, through `workspace`), on `stream`.
+  void forward(const ConvFp16WindowInput& input, void* y, cudaStream_t stream,
+               void* workspace = nullptr) const;
+  size_t weight_bytes() const;
+
+ private:
+  ConvShape shape_;
+  int stored_in_c_ = 0, c_steps_ = 4, sms_ = 132;
+  __half* w_ = nullptr;
+  float* bias_ = nullptr;
+  size_t bytes_ = 0;
+  CUtensorMap w_map_;
+};
+
+}  // namespace cnnrt::cuda
