@@ -360,6 +360,7 @@ static void run_window(const Launch& l, cudaStream_t st) {
   p.kw = l.g.kw;
   p.taps = l.g.kh * l.g.kw;
   p.c_steps = (l.g.c + 15) / 16;
+  p.pixels = l.g.n * l.g.h * l.g.w;
   p.units = l.g.units;
   p.act = cnnrt::cuda::EpilogueClamp{1, 0.f, INFINITY};  // ReLU
   conv_window_kernel<3, 3, 4, BO><<<l.grid, kThreads, smem_bytes(p.taps), st>>>(l.tx, l.tw, p);

@@ -407,11 +407,18 @@ EntryRun run_kernel(LayerKernel& kernel, const CaseData& data, const OpCase& op_
   const TensorType out_type = kernel.output_type();
   const size_t out_bytes = tensor_bytes(node.output_shape, out_type, batch);
   Buffer output;
+  // A guard band after the output (its poison, read back before and after the run): a kernel
+  // that writes past its output shows here without compute-sanitizer (the window conv's first
+  // form stored the last unit's tail pixels past the batch).
+  constexpr size_t kGuardBytes = 4096;
+  std::vector<uint8_t> guard_before(kGuardBytes), guard_after(kGuardBytes);
   if (in_place) {
     if (out_bytes != inputs.at(0).bytes())
       throw std::logic_error("harness: in place needs the output to fill input 0 exactly");
   } else {
-    output = device.alloc_poisoned(out_bytes);
+    output = device.alloc_poisoned(out_bytes + kGuardBytes);
+    device.download(guard_before.data(), static_cast<uint8_t*>(output.get()) + out_bytes,
+                    kGuardBytes);
   }
   KernelArgs args;
   for (const Buffer& input : inputs) args.inputs.push_back(input.get());
@@ -426,6 +433,12 @@ EntryRun run_kernel(LayerKernel& kernel, const CaseData& data, const OpCase& op_
 
   std::vector<uint8_t> host(out_bytes);
   device.download(host.data(), args.output, out_bytes);
+  if (!in_place) {
+    device.download(guard_after.data(), static_cast<uint8_t*>(output.get()) + out_bytes,
+                    kGuardBytes);
+    for (size_t i = 0; i < kGuardBytes; ++i)
+      run.guard_bytes_written += guard_after[i] != guard_before[i];
+  }
   run.nonzero_padding = nonzero_padding(host, out_type, node.output_shape, batch);
   run.output.resize(static_cast<size_t>(batch * shape_elements(node.output_shape)));
   ref::convert_tensor(host.data(), out_type, run.output.data(), fp32_nchw(), node.output_shape,

@@ -132,6 +132,7 @@ std::string check_kernel(LayerKernel& kernel, const CaseData& data, const OpCase
     SCOPED_TRACE("variant '" + variant + "'");
     ++g_counts.checks;
     EXPECT_EQ(run.nonzero_padding, 0) << "padding lanes of the output must be zeros";
+    EXPECT_EQ(run.guard_bytes_written, 0) << "the kernel wrote past its output";
     const std::string failure = judge(run.output);
     EXPECT_TRUE(failure.empty()) << failure;
 

@@ -139,6 +139,7 @@ void ConvFp16Window::forward(const ConvFp16WindowInput& input, void* y, cudaStre
   p.kh = p.kw = 3;
   p.taps = 9;
   p.c_steps = c_steps_;
+  p.pixels = int(virtual_pixels(shape_, batch));
   p.units = units(batch);
   p.act = epilogue_clamp_of(shape_);
   kernel_of(c_steps_)<<<ctas(batch), tma_window::kThreads,

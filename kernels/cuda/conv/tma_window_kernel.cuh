@@ -73,7 +73,8 @@ struct TmaWindowParams {
   int in_h = 0, in_w = 0, out_h = 0, out_w = 0;
   int kh = 1, kw = 1, taps = 1;  // taps = kh * kw <= kMaxTaps
   int c_steps = 4;               // k16 steps per tap: ceil(in_c / 16)
-  long long units = 0;           // ceil(n * in_h * in_w / kWN)
+  int pixels = 0;                // n * in_h * in_w: the virtual pixels (the last unit's tail: none)
+  long long units = 0;           // ceil(pixels / kWN)
   EpilogueClamp act;
 };
 
@@ -134,11 +135,13 @@ __device__ __forceinline__ void window_kernel_body(const CUtensorMap& tmap_x,
     setmaxnreg_inc<tma_detail::kConsumerRegs>();
     const int cw = wg - 1, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
     __half* stg = reinterpret_cast<__half*>(smem_raw + staging_off) + (cw * 4 + warp) * kChunk * 16;
-    const int hw = p.in_h * p.in_w;
-    const int in_w = p.in_w, in_h = p.in_h, out_h = p.out_h, out_w = p.out_w;
+    const int hw = p.in_h * p.in_w, pixels = p.pixels;
+    const int in_w = p.in_w, out_h = p.out_h, out_w = p.out_w;
+    // Virtual pixel v's output row: none past the images (the last unit's tail), nor in a row's
+    // last kw - 1 columns or an image's last kh - 1 rows.
     auto row_of = [=](int v) -> long long {
+      if (v >= pixels) return -1;
       const int n = v / hw, rem = v - n * hw, y = rem / in_w, x = rem - y * in_w;
-      (void)in_h;
       return y < out_h && x < out_w ? (static_cast<long long>(n) * out_h + y) * out_w + x : -1;
     };
     float acc[1][kWN / 2];
