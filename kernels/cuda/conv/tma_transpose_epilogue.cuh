@@ -9,11 +9,14 @@
 //   NHWC wants [pixel][channel].  Each warp transposes its own 16 channels through a private
 //   staging tile after the ring (kChunk pixels x 16 channels fp16 per pass; no barrier but
 //   __syncwarp, so the two warpgroups and the producer never wait on each other): bias (+ clamp)
-//   in fp32 -> fp16 scalar stores, then 16-byte reads of 8 channels of one pixel and 16-byte
-//   global stores (two lanes write a pixel's 32 bytes); the residual, when fused, is loaded for
+//   in fp32 -> fp16 pairs, stored transposed by stmatrix.trans (an accumulator pair is the 8x8
+//   b16 fragment's row g, columns 2t, 2t + 1: four 8x8 blocks per instruction, where scalar
+//   2-byte stores took 64 per lane and pass — the window conv's epilogue was issue-bound, run
+//   41e), then 16-byte reads of 8 channels of one pixel and 16-byte global stores (two lanes
+//   write a pixel's 32 bytes); the residual, when fused, is loaded for
 //   the whole pass first and added (then clamped) by epilogue::add_residual, the family's
 //   convention.  The staging's two 16-byte halves of a pixel row swap on pixel bit 2, which makes
-//   both the scalar writes and the 16-byte reads conflict-free (32-byte rows, no padding).
+//   both the stmatrix rows and the 16-byte reads conflict-free (32-byte rows, no padding).
 // * Who owns what (TmaRing::kMI / kWN): the sparse instances split M between the consumer
 //   warpgroups (warpgroup cw: channels cw * BM / 2 .., all BN pixels); SPLIT_N instances split N
 //   (all BM channels, pixels cw * BN / 2 ..), for out_c too narrow to give each warpgroup its own
@@ -31,31 +34,49 @@
 
 namespace cnnrt::cuda::tma_detail {
 
+// The output rows of the pixels a lane writes, in the order transpose_store asks for them: pixel
+// pix0 + lane / 2 + 16k for k = 0, 1, ... (next() returns the row, or -1: not stored).  Pixel m
+// is output row m below `m` (the dense and sparse convs).
+struct LinearRows {
+  int pixel, m;
+  __host__ __device__ long long next() {
+    const long long row = pixel < m ? pixel : -1;
+    pixel += 16;
+    return row;
+  }
+};
+
 #ifdef CNNRT_WGMMA_DEVICE
 // One warp's write-out of MI m64 blocks x WN pixels (design note): the warp's 16 channels of
-// block i are ch_base + 64i + 16 * warp.., its pixels pix0 + 0 .. WN - 1; row_of(pixel) is the
-// pixel's output row (NHWC: out_c channels each) or -1 (not stored).  stg: the warp's staging.
-template <int WN, int CHUNK, bool RESIDUAL, int MI, class P, class RowOf>
+// block i are ch_base + 64i + 16 * warp.., its pixels pix0 + 0 .. WN - 1, where the cursor
+// `rows` (LinearRows or the like, at pix0 + lane / 2) maps them to output rows (NHWC: out_c
+// channels each).  stg: the warp's staging, CHUNK pixels x 16 channels.
+template <int WN, int CHUNK, bool RESIDUAL, int MI, class P, class Rows>
 __device__ __forceinline__ void transpose_store(const float (&acc)[MI][WN / 2], const P& p,
-                                                __half* stg, int ch_base, int pix0, int warp,
-                                                int lane, const RowOf& row_of) {
+                                                __half* stg, int ch_base, int warp, int lane,
+                                                const Rows& first_rows) {
   static_assert(WN % CHUNK == 0 && CHUNK % 16 == 0, "whole staging passes");
   constexpr int kRows = CHUNK / 16;  // 16-pixel rows of a pass's write-out
-  const int g = lane / 4, t = lane % 4, half = lane % 2;
-  // Pixel 8j + 2t + q has bit 2 = t >> 1: the half of its staging row a channel group lands in.
-  const int write_swap = t >> 1;
+  const int g = lane / 4, half = lane % 2;
+  // stmatrix.x4: this lane gives row lane % 8 of matrix lane / 8 (j-block pair jj + mi / 2,
+  // channel half mi % 2) its staging address; the pixel's two 16-byte halves swap on pixel bit
+  // 2, which keeps the 8 rows of a matrix on distinct banks.
+  const int st_mi = lane / 8, st_row = lane % 8;
 #pragma unroll
   for (int i = 0; i < MI; ++i) {
     const int ch0 = ch_base + 64 * i + 16 * warp;  // the warp's 16
     const float b0 = ch0 + g < p.out_c ? __ldg(p.bias + ch0 + g) : 0.f;
     const float b1 = ch0 + g + 8 < p.out_c ? __ldg(p.bias + ch0 + g + 8) : 0.f;
     const int ch = ch0 + 8 * half;  // this lane's 8 channels in the write-out
+    Rows rows_of = first_rows;
 #pragma unroll
     for (int c0 = 0; c0 < WN; c0 += CHUNK) {
       long long rows[kRows];
 #pragma unroll
-      for (int r = 0; r < kRows; ++r)
-        rows[r] = ch < p.out_c ? row_of(pix0 + c0 + lane / 2 + 16 * r) : -1;
+      for (int r = 0; r < kRows; ++r) {
+        const long long row = rows_of.next();
+        rows[r] = ch < p.out_c ? row : -1;
+      }
       uint4 res[kRows];
       if constexpr (RESIDUAL) {
 #pragma unroll
@@ -65,17 +86,30 @@ __device__ __forceinline__ void transpose_store(const float (&acc)[MI][WN / 2], 
                        : make_uint4(0, 0, 0, 0);
       }
       __syncwarp();  // the previous pass's reads are done
+      // bias (+ clamp) in fp32 -> fp16 pairs (two pixels of one channel: the 8x8 fragment's
+      // row g, columns 2t, 2t + 1), stored transposed — [pixel][channel] — four 8x8 at a time.
 #pragma unroll
-      for (int jj = 0; jj < CHUNK / 8; ++jj)
+      for (int jj = 0; jj < CHUNK / 8; jj += 2) {
+        uint32_t w[4];
 #pragma unroll
-        for (int h = 0; h < 2; ++h)
-#pragma unroll
-          for (int q = 0; q < 2; ++q) {
-            float v = acc[i][4 * (c0 / 8 + jj) + 2 * h + q] + (h == 0 ? b0 : b1);
-            if constexpr (!RESIDUAL) v = epilogue::activate(v, p.act);
-            const int px = 8 * jj + 2 * t + q;
-            stg[px * 16 + (h ^ write_swap) * 8 + g] = __float2half_rn(v);
+        for (int m = 0; m < 4; ++m) {
+          const int j = c0 / 8 + jj + m / 2, h = m % 2;
+          float v0 = acc[i][4 * j + 2 * h] + (h == 0 ? b0 : b1);
+          float v1 = acc[i][4 * j + 2 * h + 1] + (h == 0 ? b0 : b1);
+          if constexpr (!RESIDUAL) {
+            v0 = epilogue::activate(v0, p.act);
+            v1 = epilogue::activate(v1, p.act);
           }
+          const __half2 v = __floats2half2_rn(v0, v1);
+          w[m] = *reinterpret_cast<const uint32_t*>(&v);
+        }
+        const int px = 8 * (jj + st_mi / 2) + st_row, hh = st_mi % 2;
+        const uint32_t addr = ptx::smem_u32(stg + px * 16 + (hh ^ ((px >> 2) & 1)) * 8);
+        asm volatile(
+            "stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
+            "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3])
+            : "memory");
+      }
       __syncwarp();
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
@@ -106,11 +140,9 @@ struct TmaTransposeEpilogue {
   static __device__ __forceinline__ void store(const float (&acc)[MI][kWN / 2], const P& p,
                                                const TmaUnit& u) {
     __half* stg = reinterpret_cast<__half*>(u.after_ring + (u.cw * 4 + u.warp) * kWarpStaging);
-    const int m = p.m;
+    const LinearRows rows{u.n0 + (SPLIT_N ? u.cw * kWN : 0) + u.lane / 2, p.m};
     transpose_store<kWN, CHUNK, RESIDUAL>(
-        acc, p, stg, u.m_blk * BM + (SPLIT_N ? 0 : u.cw * (BM / 2)),
-        u.n0 + (SPLIT_N ? u.cw * kWN : 0), u.warp, u.lane,
-        [m](int pixel) -> long long { return pixel < m ? pixel : -1; });
+        acc, p, stg, u.m_blk * BM + (SPLIT_N ? 0 : u.cw * (BM / 2)), u.warp, u.lane, rows);
   }
 #endif
 };

@@ -31,8 +31,8 @@
 //   KB).  A consumer issues the unit's taps x c_steps wgmma as one group, waits for it, releases
 //   the stage and runs the epilogue — while the other consumer's group keeps the tensor pipe
 //   busy, so the epilogue overlaps MMA without a third warpgroup.
-// * Epilogue: tma_transpose_epilogue.cuh's transpose_store (bias, clamp, fp16, per-warp staging,
-//   16-byte stores), the row of virtual pixel v its output pixel or -1.
+// * Epilogue: tma_transpose_epilogue.cuh's transpose_store (bias, clamp, fp16, stmatrix.trans
+//   into per-warp staging, 16-byte stores), WindowRows mapping virtual pixels to output rows.
 // * Shared memory: 1 KB alignment slack + taps x 8 KB of weight + 2 x 2 x 32 KB of slabs + 16 KB
 //   of staging: 217 KB for 9 taps.
 #pragma once
@@ -76,6 +76,37 @@ struct TmaWindowParams {
   int pixels = 0;                // n * in_h * in_w: the virtual pixels (the last unit's tail: none)
   long long units = 0;           // ceil(pixels / kWN)
   EpilogueClamp act;
+};
+
+// The output rows of a lane's virtual pixels v, v + 16, ... (transpose_store's cursor): none past
+// the images (the last unit's tail), nor in a row's last kw - 1 columns or an image's last kh - 1
+// rows.  (n, y, x) advance with v, so only the first pixel costs divisions.
+struct WindowRows {
+  int v, n, y, x;
+  int pixels, in_h, in_w, out_h, out_w;
+  __host__ __device__ WindowRows(const TmaWindowParams& p, int first)
+      : v(first), pixels(p.pixels), in_h(p.in_h), in_w(p.in_w), out_h(p.out_h), out_w(p.out_w) {
+    const int hw = in_h * in_w;
+    n = v / hw;
+    const int rem = v - n * hw;
+    y = rem / in_w;
+    x = rem - y * in_w;
+  }
+  __host__ __device__ long long next() {
+    const long long row = v < pixels && y < out_h && x < out_w
+                              ? (static_cast<long long>(n) * out_h + y) * out_w + x
+                              : -1;
+    v += 16;
+    x += 16;
+    while (x >= in_w) {
+      x -= in_w;
+      if (++y == in_h) {
+        y = 0;
+        ++n;
+      }
+    }
+    return row;
+  }
 };
 
 #ifdef CNNRT_WGMMA_DEVICE
@@ -135,15 +166,7 @@ __device__ __forceinline__ void window_kernel_body(const CUtensorMap& tmap_x,
     setmaxnreg_inc<tma_detail::kConsumerRegs>();
     const int cw = wg - 1, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
     __half* stg = reinterpret_cast<__half*>(smem_raw + staging_off) + (cw * 4 + warp) * kChunk * 16;
-    const int hw = p.in_h * p.in_w, pixels = p.pixels;
-    const int in_w = p.in_w, out_h = p.out_h, out_w = p.out_w;
-    // Virtual pixel v's output row: none past the images (the last unit's tail), nor in a row's
-    // last kw - 1 columns or an image's last kh - 1 rows.
-    auto row_of = [=](int v) -> long long {
-      if (v >= pixels) return -1;
-      const int n = v / hw, rem = v - n * hw, y = rem / in_w, x = rem - y * in_w;
-      return y < out_h && x < out_w ? (static_cast<long long>(n) * out_h + y) * out_w + x : -1;
-    };
+    const int in_w = p.in_w;
     float acc[1][kWN / 2];
     mbarrier_wait_parity(smem_u32(&w_bar), 0);
     long long j = cw;
@@ -174,8 +197,8 @@ __device__ __forceinline__ void window_kernel_body(const CUtensorMap& tmap_x,
       wgmma_wait<0>();
       fence_operands(acc[0]);
       if (threadIdx.x % 128 == 0) mbarrier_arrive(smem_u32(&empty_bar[cw][s]));
-      tma_detail::transpose_store<kWN, kChunk, false>(acc, p, stg, 0, int(u * kWN), warp, lane,
-                                                      row_of);
+      tma_detail::transpose_store<kWN, kChunk, false>(acc, p, stg, 0, warp, lane,
+                                                      WindowRows(p, int(u * kWN) + lane / 2));
     }
   }
 }
