@@ -20,8 +20,9 @@
 //     the rewrite (conv1: 3x3 over 57x57, x' at 48 channels read as 64, 3 k16 steps per tap):
 //     each input pixel comes from L2 about twice instead of the im2col TMA conv's 9 times, and
 //     the zero channels are never multiplied; the pool staged (pre-pool tensor in the workspace).
-//     It runs at the TMA form's batches (the conv output in 256-pixel tiles fills the SMs). conv1's
-//     inner conv at batch 256 on an H100: docs/PERFORMANCE.md run 41.
+//     It runs at every batch (batch 1 too: 26 units on as many CTAs).  conv1's inner conv at
+//     batch 256 on an H100: 0.159 ms on the TMA form's 256x64 tiles, 0.116 here (the lab's
+//     64-channel x'; docs/PERFORMANCE.md run 41).
 //   - TMA (conv_fp16_tma, kernels/cuda/conv/tma_conv.h): the same x' read as C' rounded up to 64
 //     channels (the TMA's 128-byte k-tile row; the map's out-of-bounds fill supplies the zeros;
 //     conv1: 48 real channels + 16 zero ones, K = 576 instead of 432), the weights zero on the
@@ -144,12 +145,8 @@ class ConvFp16S2dKernel final : public Fp16Kernel {
       window_ = std::make_unique<ConvFp16Window>(windowed->transformed,
                                                  space_to_depth_weights(*windowed, weight).data(),
                                                  bias, conv.rearrange.out_c_stride());
-      // The TMA form's batches: where the conv output in 256-pixel tiles fills the SMs.
-      const long long pixels =
-          (long long)windowed->transformed.conv_h * windowed->transformed.conv_w;
-      window_max_fallback_ = inner == S2dInner::Window ? -1 : fallback_max_batch([pixels](int b) {
-        return int((b * pixels + 255) / 256);
-      });
+      // Every batch (run 41f: at batch 1-8 AlexNet's forward 0.5-2.6 us faster than on igemm).
+      window_max_fallback_ = -1;
     }
     const std::optional<SpaceToDepthConv> wide =
         (inner == S2dInner::Auto || inner == S2dInner::Tma) && ConvFp16Tma::device_supported()

@@ -99,9 +99,9 @@ ConvFp16Window::~ConvFp16Window() {
 long long ConvFp16Window::units(int batch) const {
   return (virtual_pixels(shape_, batch) + tma_window::kWN - 1) / tma_window::kWN;
 }
-int ConvFp16Window::ctas(int batch) const {
-  return int(std::min<long long>(sms_, (units(batch) + 1) / 2));
-}
+// One unit per CTA while they last (a small batch's latency: batch 1 is 26 units), then the
+// persistent grid's one CTA per SM, its consumers alternating units.
+int ConvFp16Window::ctas(int batch) const { return int(std::min<long long>(sms_, units(batch))); }
 size_t ConvFp16Window::workspace_bytes(int batch) const {
   if (!shape_.pool) return 0;
   return size_t(std::max(batch, 1)) * shape_.conv_h * shape_.conv_w * shape_.out_c * sizeof(__half);
