@@ -179,8 +179,9 @@ class ConvFp16S2dKernel final : public Fp16Kernel {
     if (window_ && info.batch > window_max_fallback_) {
       kind = kWindow;
       plan.variant_name = "s2d" + std::to_string(rearrange_.out_c_stride()) + "+" + window_->name();
-      plan.workspace_bytes =
-          rearranged_bytes(rearrange_, info.batch) + window_->workspace_bytes(info.batch);
+      // Both parts 256-byte aligned, as the arena's buffers are.
+      plan.workspace_bytes = rearranged_bytes(rearrange_, info.batch) +
+                             (window_->workspace_bytes(info.batch) + 255) / 256 * 256;
       plan.state = std::make_shared<const WindowInputMaps>();
     } else if (tma_ && info.batch > tma_max_fallback_) {
       const ConvFp16TmaPlan p = tma_->plan(info.batch);
