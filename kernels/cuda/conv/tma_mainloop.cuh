@@ -75,7 +75,11 @@
 //   - P::m_tiles (channel tiles): units are ordered m fastest, the unit's pixel block is n0.
 //   The dense traits declare kWeightsAreA = false and kARowBytes = kRowBytes, and take the same
 //   code as before (the consumer's k-tile is one lambda both call; the dense ones
-//   with an empty NoMeta).  The epilogue of the sparse instance transposes the [channel][pixel]
+//   with an empty NoMeta).  Every trait also says kMeta (2:4 metadata to supply: the sparse
+//   ones) and kSplitN: weights as A with the consumer warpgroups splitting N instead of M (each
+//   all BM channels x BN / 2 pixels: TmaRing::kMI / kWN), for out_c too narrow to give each
+//   warpgroup its own m64 blocks — the dense weights-as-A instance (tma_wa_kernel.cuh, the lab's
+//   "wa" tiles; docs/PERFORMANCE.md run 41a).  The epilogue of the sparse instance transposes the [channel][pixel]
 //   accumulators through per-warp staging; a pooled layer runs staged (tma_sparse.cu).
 #pragma once
 
