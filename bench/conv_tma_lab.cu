@@ -162,20 +162,26 @@ static CUtensorMap map_x(const Geom& g, const __half* x) {
   }
   return m;
 }
-static CUtensorMap map_w(const Geom& g, const __half* w, int box_rows) {
+// A 2-D tiled map over `rows` rows of `inner` halves, boxes of 64 halves x box_rows rows, the
+// 128-byte swizzle (the weight [out_c][K], or the window conv's [pixels][channels]).
+static CUtensorMap map_2d(const __half* base, size_t inner, size_t rows, int box_rows,
+                          const char* what) {
   CUtensorMap m;
-  cuuint64_t dims[2] = {cuuint64_t(g.k), cuuint64_t(g.oc)};
-  cuuint64_t strides[1] = {cuuint64_t(g.k) * 2};
+  cuuint64_t dims[2] = {cuuint64_t(inner), cuuint64_t(rows)};
+  cuuint64_t strides[1] = {cuuint64_t(inner) * 2};
   cuuint32_t box[2] = {64, cuuint32_t(box_rows)};
   cuuint32_t estr[2] = {1, 1};
-  CUresult r = g_enc_tiled(&m, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, (void*)w, dims, strides, box,
+  CUresult r = g_enc_tiled(&m, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, (void*)base, dims, strides, box,
                            estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
-    std::fprintf(stderr, "cuTensorMapEncodeTiled failed: %d\n", int(r));
+    std::fprintf(stderr, "cuTensorMapEncodeTiled (%s) failed: %d\n", what, int(r));
     std::exit(2);
   }
   return m;
+}
+static CUtensorMap map_w(const Geom& g, const __half* w, int box_rows) {
+  return map_2d(w, size_t(g.k), size_t(g.oc), box_rows, "weight");
 }
 
 // One launchable configuration (tile, stages, cluster) and its launch for one problem, prepared
@@ -205,6 +211,24 @@ static Launch prepare_variant(const Variant& v, Geom g, const __half* x, const _
   return Launch{map_x(g, x), map_w(g, w, BN / CL), g, std::min(v.ctas / CL, g.units) * CL, bias, y};
 }
 
+// The mainloop's geometry (both parameter structs name it alike), bias, y, units and ReLU.
+template <class P>
+static void fill_params(const Launch& l, P& p) {
+  p.bias = l.bias;
+  p.y = l.y;
+  p.m = l.g.m;
+  p.out_c = l.g.oc;
+  p.conv_h = l.g.oh;
+  p.conv_w = l.g.ow;
+  p.sh = p.sw = l.g.stride;
+  p.pad_top = p.pad_left = l.g.pad;
+  p.kw = l.g.kw;
+  p.c_blocks = l.g.c_blocks;
+  p.k_tiles = l.g.k_tiles;
+  p.units = l.g.units;
+  p.act = cnnrt::cuda::EpilogueClamp{1, 0.f, INFINITY};  // ReLU
+}
+
 template <int BM, int BN, int STAGES, int CL>
 static void run_variant(const Launch& l, cudaStream_t st) {
   cudaLaunchConfig_t cfg{};
@@ -220,20 +244,8 @@ static void run_variant(const Launch& l, cudaStream_t st) {
   cfg.attrs = attr;
   cfg.numAttrs = 1;
   cnnrt::cuda::tma_detail::TmaConvParams p;
-  p.bias = l.bias;
-  p.y = l.y;
-  p.m = l.g.m;
-  p.out_c = l.g.oc;
-  p.conv_h = l.g.oh;
-  p.conv_w = l.g.ow;
-  p.sh = p.sw = l.g.stride;
-  p.pad_top = p.pad_left = l.g.pad;
-  p.kw = l.g.kw;
-  p.c_blocks = l.g.c_blocks;
-  p.k_tiles = l.g.k_tiles;
+  fill_params(l, p);
   p.n_tiles = l.g.n_tiles;
-  p.units = l.g.units;
-  p.act = cnnrt::cuda::EpilogueClamp{1, 0.f, INFINITY};  // ReLU
   CK(cudaLaunchKernelEx(&cfg, cnnrt::cuda::tma_detail::conv_tma_kernel<BM, BN, STAGES, CL, false>,
                         l.tx, l.tw, p));
 }
@@ -283,20 +295,8 @@ static Launch prepare_wa(const Variant& v, Geom g, const __half* x, const __half
 template <int BM, int BN, int STAGES>
 static void run_wa(const Launch& l, cudaStream_t st) {
   cnnrt::cuda::tma_detail::TmaWaParams p;
-  p.bias = l.bias;
-  p.y = l.y;
-  p.m = l.g.m;
-  p.out_c = l.g.oc;
-  p.conv_h = l.g.oh;
-  p.conv_w = l.g.ow;
-  p.sh = p.sw = l.g.stride;
-  p.pad_top = p.pad_left = l.g.pad;
-  p.kw = l.g.kw;
-  p.c_blocks = l.g.c_blocks;
-  p.k_tiles = l.g.k_tiles;
+  fill_params(l, p);
   p.m_tiles = l.g.m_tiles;
-  p.units = l.g.units;
-  p.act = cnnrt::cuda::EpilogueClamp{1, 0.f, INFINITY};  // ReLU
   cnnrt::cuda::tma_detail::conv_tma_wa_kernel<BM, BN, STAGES, false>
       <<<l.grid, cnnrt::cuda::tma_detail::kThreads,
          cnnrt::cuda::tma_detail::wa_smem_bytes<BM, BN, STAGES, false>(), st>>>(l.tx, l.tw, p);
@@ -323,19 +323,7 @@ static bool window_serves(const Geom& g) {
          (g.kh - 1) * g.w + g.kw - 1 + 128 <= 256;
 }
 static CUtensorMap map_rows(const Geom& g, const __half* x) {
-  CUtensorMap m;
-  cuuint64_t dims[2] = {cuuint64_t(g.c), cuuint64_t(g.n) * g.h * g.w};
-  cuuint64_t strides[1] = {cuuint64_t(g.c) * 2};
-  cuuint32_t box[2] = {64, 128};
-  cuuint32_t estr[2] = {1, 1};
-  CUresult r = g_enc_tiled(&m, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, (void*)x, dims, strides, box,
-                           estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                           CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) {
-    std::fprintf(stderr, "cuTensorMapEncodeTiled (rows) failed: %d\n", int(r));
-    std::exit(2);
-  }
-  return m;
+  return map_2d(x, size_t(g.c), size_t(g.n) * g.h * g.w, 128, "rows");
 }
 template <bool BO>
 static Launch prepare_window(const Variant& v, Geom g, const __half* x, const __half* w,
@@ -343,7 +331,7 @@ static Launch prepare_window(const Variant& v, Geom g, const __half* x, const __
   using namespace cnnrt::cuda::tma_window;
   const long long virt = (long long)g.n * g.h * g.w;
   g.units = int((virt + kWN - 1) / kWN);
-  return Launch{map_rows(g, x), map_w(g, w, 64), g, std::min(v.ctas, (g.units + 1) / 2), bias, y};
+  return Launch{map_rows(g, x), map_w(g, w, 64), g, std::min(v.ctas, g.units), bias, y};
 }
 template <bool BO>
 static void run_window(const Launch& l, cudaStream_t st) {
