@@ -315,9 +315,9 @@ static Variant make_wa_variant(const char* name, int sms) {
   return Variant{name, BM, BN, 1, prepare_wa<BM, BN, STAGES>, run_wa<BM, BN, STAGES>, sms};
 }
 
-// The shifted-window conv (kernels/cuda/conv/tma_window_kernel.cuh): stride 1, no padding,
-// 64 channels in, out_c <= 64, up to 9 taps, a slab of two 128-pixel boxes; suffix "win", "winb"
-// with the descriptor's base offset.
+// The shifted-window conv (kernels/cuda/conv/tma_window_kernel.cuh): stride 1, no padding, 3x3,
+// 64 channels in, out_c <= 64, a slab of two 128-pixel boxes; "win".  (Run 41b also timed "winb",
+// the descriptor's base-offset field set to the row phase: wrong, since removed.)
 static bool window_serves(const Geom& g) {
   return g.stride == 1 && g.pad == 0 && g.c == 64 && g.oc <= 64 && g.kh == 3 && g.kw == 3 &&
          (g.kh - 1) * g.w + g.kw - 1 + 128 <= 256;
@@ -325,7 +325,6 @@ static bool window_serves(const Geom& g) {
 static CUtensorMap map_rows(const Geom& g, const __half* x) {
   return map_2d(x, size_t(g.c), size_t(g.n) * g.h * g.w, 128, "rows");
 }
-template <bool BO>
 static Launch prepare_window(const Variant& v, Geom g, const __half* x, const __half* w,
                              const float* bias, __half* y) {
   using namespace cnnrt::cuda::tma_window;
@@ -333,7 +332,6 @@ static Launch prepare_window(const Variant& v, Geom g, const __half* x, const __
   g.units = int((virt + kWN - 1) / kWN);
   return Launch{map_rows(g, x), map_w(g, w, 64), g, std::min(v.ctas, g.units), bias, y};
 }
-template <bool BO>
 static void run_window(const Launch& l, cudaStream_t st) {
   using namespace cnnrt::cuda::tma_window;
   TmaWindowParams p;
@@ -351,21 +349,21 @@ static void run_window(const Launch& l, cudaStream_t st) {
   p.pixels = l.g.n * l.g.h * l.g.w;
   p.units = l.g.units;
   p.act = cnnrt::cuda::EpilogueClamp{1, 0.f, INFINITY};  // ReLU
-  conv_window_kernel<3, 3, 4, BO><<<l.grid, kThreads, smem_bytes(p.taps), st>>>(l.tx, l.tw, p);
+  conv_window_kernel<WindowF16, 3, 3, 4>
+      <<<l.grid, kThreads, smem_bytes<WindowF16>(p.taps), st>>>(l.tx, l.tw, p);
 }
-template <bool BO>
 static Variant make_window_variant(const char* name, int sms) {
   using namespace cnnrt::cuda::tma_window;
-  auto kern = conv_window_kernel<3, 3, 4, BO>;
+  auto kern = conv_window_kernel<WindowF16, 3, 3, 4>;
   CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                          int(smem_bytes(kMaxTaps))));
+                          int(smem_bytes<WindowF16>(kMaxTaps))));
   cudaFuncAttributes fa;
   CK(cudaFuncGetAttributes(&fa, kern));
   if (fa.numRegs != 168) {
     std::fprintf(stderr, "%s: %d registers at entry, setmaxnreg needs 168\n", name, fa.numRegs);
     std::exit(2);
   }
-  return Variant{name, 64, kWN, 1, prepare_window<BO>, run_window<BO>, sms, window_serves};
+  return Variant{name, 64, kWN, 1, prepare_window, run_window, sms, window_serves};
 }
 
 static std::vector<Variant> all_variants(int sms) {
@@ -384,8 +382,7 @@ static std::vector<Variant> all_variants(int sms) {
       make_wa_variant<64, 256, 5>("64x256s5wa", sms),
       make_wa_variant<64, 384, 3>("64x384s3wa", sms),
       make_wa_variant<64, 512, 3>("64x512s3wa", sms),
-      make_window_variant<false>("win", sms),
-      make_window_variant<true>("winb", sms),
+      make_window_variant("win", sms),
   };
 }
 

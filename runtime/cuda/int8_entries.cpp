@@ -39,6 +39,11 @@
 // multipliers are shared.  It runs (BN 64 tiles, tma_s8.cu) above the batch where the TMA
 // kernel's default tiles fill the SMs, the pool after it as before; below that, or on other
 // devices, the wgmma / mma.sync GEMM over the pad16 map.
+// conv_int8_s2d's window conv: where conv_int8_window serves that same 64-byte-stride conv
+// (kernels/cuda/conv/tma_window.h: AlexNet conv1, int8 output; each x' pixel from L2 about twice
+// instead of once per tap, docs/kernels/conv_fp16_window.md), the default entry runs it instead
+// of the TMA GEMM at every batch, on the same map, weight rows and workspace; the pinned
+// conv_int8_s2d_tma keeps the TMA GEMM.
 // K (in_c / groups × kh × kw) above ref::kMaxInt8Reduction is refused.
 #include <algorithm>
 #include <cstring>
@@ -52,6 +57,7 @@
 #include "kernels/cuda/conv/space_to_depth.h"
 #include "kernels/cuda/conv/tma_encode.h"
 #include "kernels/cuda/conv/tma_s8.h"
+#include "kernels/cuda/conv/tma_window.h"
 #include "kernels/cuda/elementwise_fp16.h"
 #include "runtime/calibration.h"
 #include "runtime/cuda/cuda_registry.h"
@@ -184,6 +190,16 @@ class ConvInt8Kernel final : public LayerKernel {
     KernelPlan plan;
     const bool fp32_source = path_ == ConvPath::SpaceToDepth && !info.input_types.empty() &&
                              info.input_types[0].dtype == DType::F32;
+    if (window_) {
+      plan.variant = -1 - (2 * kWindowCode + (fp32_source ? 1 : 0));
+      plan.variant_name = std::string(fp32_source ? "quantise+" : "") + "s2d" +
+                          std::to_string(s2d_tma_.out_stride) + "+window_s8_3x3_n128" +
+                          (pool_ ? "+pool" : "");
+      plan.state = std::make_shared<const WindowInputMaps>();
+      const Workspace parts = workspace_parts(info.batch, 1, true);
+      plan.workspace_bytes = parts.partial + parts.partial_bytes;
+      return plan;
+    }
     if (tma_ && info.batch > tma_max_fallback_) {
       const ConvS8TmaPlan p =
           tma_tile_ < 0 ? tma_->plan(info.batch) : tma_->plan(info.batch, tma_tile_);
@@ -238,6 +254,8 @@ class ConvInt8Kernel final : public LayerKernel {
       conv_s8_depthwise(conv_, x, conv_out, args.batch, stream);
     } else if (path_ == ConvPath::Narrow) {
       conv_s8_narrow(conv_, x, conv_out, args.batch, sms_, narrow_small_sums_, stream);
+    } else if (on_tma && code / 2 == kWindowCode) {
+      run_window(args.state, x, conv_out, args.batch, stream);
     } else if (on_tma) {
       run_tma(code / 2, args.state, x, conv_out, args.batch, stream);
     } else if (splits == 0) {
@@ -355,6 +373,8 @@ class ConvInt8Kernel final : public LayerKernel {
     s2d_tma_ = s2d_;
     s2d_tma_.out_stride = stride;
     tma_.emplace(wide);
+    if (!always && ConvS8Window::supports(wide) && ConvS8Window::device_supported())
+      window_.emplace(wide);
     // Above the batch whose default tiles fill the SMs (conv_fp16_s2d's rule; on conv1 the wave
     // model takes a BN = 64 tile, whose units, not 128x128's, are the grid).
     tma_max_fallback_ =
@@ -384,6 +404,17 @@ class ConvInt8Kernel final : public LayerKernel {
     tma_->forward(tile, input, y, stream);
   }
 
+  // The window conv's variant code (run()'s TMA codes are tiles below it).
+  static constexpr int kWindowCode = 1 << 12;
+  using WindowInputMaps = tma::InputMaps<ConvS8WindowInput>;
+  void run_window(const void* state, const void* x, void* y, int batch, cudaStream_t stream) const {
+    if (state == nullptr || !window_)
+      throw Error("conv_int8_window: run() without its prepared state");
+    const ConvS8WindowInput input = static_cast<const WindowInputMaps*>(state)->find_or_encode(
+        x, batch, [this](const void* p, int b) { return window_->encode_input(p, b); });
+    window_->forward(input, y, stream);
+  }
+
   ConvPath path_;
   int tma_tile_ = -1;             // ConvPath::Tma: pinned tile, or -1
   std::optional<ConvS8Tma> tma_;  // ConvPath::Tma's kernel (its weights are device_'s), or the
@@ -396,8 +427,9 @@ class ConvInt8Kernel final : public LayerKernel {
   bool narrow_small_sums_ = false;  // narrow path: every |acc| < 2^22 (conv_s8_narrow)
   S8Conv conv_;
   S8SpaceToDepth s2d_;
-  S8SpaceToDepth s2d_tma_;  // the TMA GEMM's map: channel stride tma_block_channels
-  DeviceArray tma_weight_;  // the TMA GEMM's weight rows at that stride
+  S8SpaceToDepth s2d_tma_;              // the TMA GEMM's map: channel stride tma_block_channels
+  DeviceArray tma_weight_;              // the TMA GEMM's weight rows at that stride
+  std::optional<ConvS8Window> window_;  // conv_int8_s2d's window conv over the same (default)
   int taps_h_ = 0, taps_w_ = 0, tap_stride_ = 1;  // space-to-depth: the original kernel
   std::optional<NhwcPool> pool_;
   Int8Device device_;

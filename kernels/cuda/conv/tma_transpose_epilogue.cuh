@@ -1,7 +1,8 @@
-// The fp16 epilogue of the weights-as-A TMA convs (tma_mainloop.cuh's kWeightsAreA instances:
-// the 2:4 sparse conv_fp16_sparse24_tma, tma_sparse_kernel.cuh, and the dense narrow-channel
-// instance, tma_wa_kernel.cuh): [channel][pixel] accumulators out to NHWC through each warp's
-// staging tile.
+// The write-out of the weights-as-A TMA convs (tma_mainloop.cuh's kWeightsAreA instances: the
+// 2:4 sparse conv_fp16_sparse24_tma / conv_int8_sparse24_tma, the dense narrow-channel instance
+// tma_wa_kernel.cuh, and the window conv tma_window_kernel.cuh): [channel][pixel] accumulators
+// out to NHWC through each warp's staging tile — fp16 (transpose_store) and int8
+// (transpose_store_s8).
 //
 // DESIGN NOTE
 // * Weights as A make the accumulators [channel][pixel] (register 4j + 2h + q of m64 block i:
@@ -21,7 +22,12 @@
 //   warpgroups (warpgroup cw: channels cw * BM / 2 .., all BN pixels); SPLIT_N instances split N
 //   (all BM channels, pixels cw * BN / 2 ..), for out_c too narrow to give each warpgroup its own
 //   m64 blocks (conv1's 64 channels).
-// * P: the weights-as-A parameters (TmaSparseParams' fields bias, y, residual, m, out_c, act).
+// * int8 (transpose_store_s8): the family's requantisation (epilogue_s8.cuh) per accumulator, the
+//   two int8 of one pixel's channels g and g + 8 packed as one b16 (so a pair of pixels is the
+//   fragment's b16x2), stmatrix.trans into 16-byte pixel rows whose bytes interleave channels 0-7
+//   and 8-15, and two byte permutes per 8 bytes on the way out (one lane per pixel).
+// * P: the kernel's parameters (fp16: bias, y, residual, out_c, act; int8: bias (bias_q),
+//   multiplier, y, out_c, out_stride, lo, hi).
 #pragma once
 
 #include <cuda_fp16.h>
@@ -30,18 +36,19 @@
 #include <cstdint>
 
 #include "kernels/cuda/conv/epilogue.cuh"
+#include "kernels/cuda/conv/epilogue_s8.cuh"
 #include "kernels/cuda/conv/tma_mainloop.cuh"
 
 namespace cnnrt::cuda::tma_detail {
 
-// The output rows of the pixels a lane writes, in the order transpose_store asks for them: pixel
-// pix0 + lane / 2 + 16k for k = 0, 1, ... (next() returns the row, or -1: not stored).  Pixel m
-// is output row m below `m` (the dense and sparse convs).
+// The output rows of the pixels a lane writes, in the order the stores ask for them: pixel
+// first + step * k for k = 0, 1, ... (fp16: lane / 2 + 16k; int8: lane + 32k); next() returns the
+// row, or -1: not stored.  Pixel m is output row m below `m` (the dense and sparse convs).
 struct LinearRows {
-  int pixel, m;
+  int pixel, m, step;
   __host__ __device__ long long next() {
     const long long row = pixel < m ? pixel : -1;
-    pixel += 16;
+    pixel += step;
     return row;
   }
 };
@@ -124,6 +131,73 @@ __device__ __forceinline__ void transpose_store(const float (&acc)[MI][WN / 2], 
     }
   }
 }
+
+// The int8 write-out of one warp's MI m64 blocks x WN pixels (design note): requantised int8
+// (int8 NHWC/16, out_stride bytes per pixel; channels >= out_c are the padding lanes' zeros),
+// the warp's 16 channels ch_base + 64i + 16 * warp.. of each pixel, the cursor `rows` at pixel
+// first + lane (step 32).  stg: the warp's staging, CHUNK pixels x 16 bytes.
+template <int WN, int CHUNK, int MI, class P, class Rows>
+__device__ __forceinline__ void transpose_store_s8(const int (&acc)[MI][WN / 2], const P& p,
+                                                   int8_t* stg, int ch_base, int warp, int lane,
+                                                   const Rows& first_rows) {
+  static_assert(WN % CHUNK == 0 && CHUNK % 32 == 0, "whole staging passes");
+  constexpr int kRows = CHUNK / 32;  // a lane's pixels per pass
+  const int g = lane / 4;
+  const int st_mi = lane / 8, st_row = lane % 8;  // stmatrix.x4: this lane's row address
+#pragma unroll
+  for (int i = 0; i < MI; ++i) {
+    const int ch0 = ch_base + 64 * i + 16 * warp;  // the warp's 16
+    if (ch0 >= p.out_stride) continue;             // warp-uniform: a group past the tensor
+    const int c[2] = {ch0 + g, ch0 + g + 8};
+    const bool in[2] = {c[0] < p.out_c, c[1] < p.out_c};
+    const int bias[2] = {in[0] ? __ldg(p.bias + c[0]) : 0, in[1] ? __ldg(p.bias + c[1]) : 0};
+    const float mult[2] = {in[0] ? __ldg(p.multiplier + c[0]) : 0.f,
+                           in[1] ? __ldg(p.multiplier + c[1]) : 0.f};
+    Rows rows_of = first_rows;
+#pragma unroll
+    for (int c0 = 0; c0 < WN; c0 += CHUNK) {
+      long long rows[kRows];
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) rows[r] = rows_of.next();
+      __syncwarp();  // the previous pass's reads are done
+#pragma unroll
+      for (int jj = 0; jj < CHUNK / 8; jj += 4) {
+        uint32_t w[4];
+#pragma unroll
+        for (int m = 0; m < 4; ++m) {
+          const int j = c0 / 8 + jj + m;
+          uint32_t word = 0;
+#pragma unroll
+          for (int q = 0; q < 2; ++q)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int8_t v =
+                  in[h] ? s8::requantize(acc[i][4 * j + 2 * h + q] + bias[h], mult[h], p.lo, p.hi)
+                        : int8_t{0};
+              word |= uint32_t(uint8_t(v)) << (8 * (2 * q + h));
+            }
+          w[m] = word;
+        }
+        const uint32_t addr = ptx::smem_u32(stg + (8 * (jj + st_mi) + st_row) * 16);
+        asm volatile(
+            "stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
+            "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3])
+            : "memory");
+      }
+      __syncwarp();
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        // Bytes c0, c8, c1, c9, ...: even bytes are channels 0-7, odd ones 8-15.
+        const uint4 raw = *reinterpret_cast<const uint4*>(stg + (lane + 32 * r) * 16);
+        const uint4 out =
+            make_uint4(__byte_perm(raw.x, raw.y, 0x6420), __byte_perm(raw.z, raw.w, 0x6420),
+                       __byte_perm(raw.x, raw.y, 0x7531), __byte_perm(raw.z, raw.w, 0x7531));
+        if (rows[r] >= 0)
+          *reinterpret_cast<uint4*>(static_cast<int8_t*>(p.y) + rows[r] * p.out_stride + ch0) = out;
+      }
+    }
+  }
+}
 #endif
 
 // The mainloop's epilogue type (tma_mainloop.cuh's Epi) of BM channels x BN pixels per tile;
@@ -140,7 +214,7 @@ struct TmaTransposeEpilogue {
   static __device__ __forceinline__ void store(const float (&acc)[MI][kWN / 2], const P& p,
                                                const TmaUnit& u) {
     __half* stg = reinterpret_cast<__half*>(u.after_ring + (u.cw * 4 + u.warp) * kWarpStaging);
-    const LinearRows rows{u.n0 + (SPLIT_N ? u.cw * kWN : 0) + u.lane / 2, p.m};
+    const LinearRows rows{u.n0 + (SPLIT_N ? u.cw * kWN : 0) + u.lane / 2, p.m, 16};
     transpose_store<kWN, CHUNK, RESIDUAL>(
         acc, p, stg, u.m_blk * BM + (SPLIT_N ? 0 : u.cw * (BM / 2)), u.warp, u.lane, rows);
   }

@@ -22,24 +22,60 @@ namespace cnnrt::cuda {
 namespace {
 
 using tma_window::TmaWindowParams;
+using tma_window::TmaWindowS8Params;
+using tma_window::WindowF16;
+using tma_window::WindowGeometry;
+using tma_window::WindowS8;
 using KernelFn = void (*)(CUtensorMap, CUtensorMap, TmaWindowParams);
+using KernelS8Fn = void (*)(CUtensorMap, CUtensorMap, TmaWindowS8Params);
 
-// The instance of c_steps k16 steps per tap (3: 33-48 stored channels, 4: 49-64).
+// The fp16 instance of c_steps k16 steps per tap (3: 33-48 stored channels, 4: 49-64); the int8
+// one (two k32 steps: 64 bytes per tap).
 KernelFn kernel_of(int c_steps) {
-  return c_steps == 3 ? tma_window::conv_window_kernel<3, 3, 3, false>
-                      : tma_window::conv_window_kernel<3, 3, 4, false>;
+  return c_steps == 3 ? tma_window::conv_window_kernel<WindowF16, 3, 3, 3>
+                      : tma_window::conv_window_kernel<WindowF16, 3, 3, 4>;
 }
+constexpr KernelS8Fn kKernelS8 = tma_window::conv_window_kernel<WindowS8, 3, 3, 2>;
 std::vector<tma::KernelImage> kernel_images() {
-  const size_t smem = tma_window::smem_bytes(tma_window::kMaxTaps);
+  const size_t smem = tma_window::smem_bytes<WindowF16>(tma_window::kMaxTaps);
+  const size_t smem_s8 = tma_window::smem_bytes<WindowS8>(tma_window::kMaxTaps);
   return {{reinterpret_cast<const void*>(kernel_of(3)), "window_c3", smem},
-          {reinterpret_cast<const void*>(kernel_of(4)), "window_c4", smem}};
+          {reinterpret_cast<const void*>(kernel_of(4)), "window_c4", smem},
+          {reinterpret_cast<const void*>(kKernelS8), "window_s8", smem_s8}};
 }
-void check_register_counts() {
+// Every instance starts at exactly kEntryRegs (setmaxnreg); their shared memory opted in.  Once
+// per process.
+void prepare_images(const char* kernel) {
   static const std::string problem = tma::register_problem(kernel_images(), tma_detail::kEntryRegs);
-  if (!problem.empty()) throw Error("conv_fp16_window: " + problem);
+  if (!problem.empty()) throw Error(std::string(kernel) + ": " + problem);
+  tma::opt_in_smem(kernel_images());
 }
-long long virtual_pixels(const ConvShape& s, int batch) {
-  return (long long)std::max(batch, 1) * s.in_h * s.in_w;
+long long virtual_pixels(int in_h, int in_w, int batch) {
+  return (long long)std::max(batch, 1) * in_h * in_w;
+}
+long long units_of(long long pixels) { return (pixels + tma_window::kWN - 1) / tma_window::kWN; }
+// One unit per CTA while they last (a small batch's latency: batch 1 is 26 units), then the
+// persistent grid's one CTA per SM, its consumers alternating units.
+int ctas_of(long long units, int sms) { return int(std::min<long long>(sms, units)); }
+// The geometry of a 3x3 window conv over in_h x in_w (conv out_h x out_w) at `batch`.
+void fill_geometry(WindowGeometry& p, int out_c, int in_h, int in_w, int out_h, int out_w,
+                   int c_steps, int batch) {
+  p.out_c = out_c;
+  p.in_h = in_h;
+  p.in_w = in_w;
+  p.out_h = out_h;
+  p.out_w = out_w;
+  p.kh = p.kw = 3;
+  p.taps = 9;
+  p.c_steps = c_steps;
+  const long long pixels = virtual_pixels(in_h, in_w, batch);
+  p.pixels = int(pixels);
+  p.units = units_of(pixels);
+}
+// The window's rows fit the slab, the virtual pixels an int at a batch of 4096 (design note).
+bool window_extent_ok(int in_h, int in_w) {
+  return 2 * in_w + 2 + tma_window::kWN <= tma_window::kSlabRows &&
+         (long long)in_h * in_w * 4096 < INT_MAX - 512;
 }
 
 }  // namespace
@@ -56,10 +92,7 @@ bool ConvFp16Window::supports(const ConvShape& shape, int stored_in_c) {
   if (s.in_c != 64 || stored_in_c % 8 != 0 || stored_in_c <= 32 || stored_in_c > s.in_c)
     return false;
   if (s.out_c % 8 != 0 || s.out_c > 64 || a.out_channels != s.out_c) return false;
-  // The window of 128 virtual pixels and its 3x3 halo within the 256-pixel slab.
-  if (2 * s.in_w + 2 + tma_window::kWN > tma_window::kSlabRows) return false;
-  // Virtual pixels (and the slab rows past them) stay within int at a batch of 4096.
-  return (long long)s.in_h * s.in_w * 4096 < INT_MAX - 512;
+  return window_extent_ok(s.in_h, s.in_w);
 }
 
 bool ConvFp16Window::device_supported() { return ConvFp16Wgmma::device_supported(); }
@@ -78,15 +111,14 @@ ConvFp16Window::ConvFp16Window(const ConvShape& shape, const float* weight, cons
   c_steps_ = (stored_in_c + 15) / 16;
   const DeviceTraits& device = device_traits();
   sms_ = std::max(device.sms, 1);
-  if (device.smem_optin < tma_window::smem_bytes(tma_window::kMaxTaps))
+  if (device.smem_optin < tma_window::smem_bytes<WindowF16>(tma_window::kMaxTaps))
     throw Error("conv_fp16_window: the device offers too little shared memory per block");
   // [64 rows][9 taps x 64 channels]: one tap per 128-byte box row (rows past out_c zero; the
   // weights of the channels past stored_in_c are zero, as the caller's rewrite made them).
   const int k = 9 * shape_.in_c;
   bytes_ = upload_wgmma_weights(shape_, weight, bias, k, 64, &w_, &bias_);
   if (plan_only()) return;
-  check_register_counts();
-  tma::opt_in_smem(kernel_images());
+  prepare_images("conv_fp16_window");
   tma::encode_weight_map("conv_fp16_window", &w_map_, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, w_,
                          size_t(k), 64, size_t(k) * sizeof(__half), 64, 64, 128);
 }
@@ -97,11 +129,9 @@ ConvFp16Window::~ConvFp16Window() {
 }
 
 long long ConvFp16Window::units(int batch) const {
-  return (virtual_pixels(shape_, batch) + tma_window::kWN - 1) / tma_window::kWN;
+  return units_of(virtual_pixels(shape_.in_h, shape_.in_w, batch));
 }
-// One unit per CTA while they last (a small batch's latency: batch 1 is 26 units), then the
-// persistent grid's one CTA per SM, its consumers alternating units.
-int ConvFp16Window::ctas(int batch) const { return int(std::min<long long>(sms_, units(batch))); }
+int ConvFp16Window::ctas(int batch) const { return ctas_of(units(batch), sms_); }
 size_t ConvFp16Window::workspace_bytes(int batch) const {
   if (!shape_.pool) return 0;
   return size_t(std::max(batch, 1)) * shape_.conv_h * shape_.conv_w * shape_.out_c * sizeof(__half);
@@ -116,10 +146,10 @@ ConvFp16WindowInput ConvFp16Window::encode_input(const void* x, int batch) const
   input.batch = batch;
   // [virtual pixels][stored_in_c]: boxes of 128 pixels x 64 channels, the channels past the
   // stored ones and the pixels past the tensor zero-filled (tma_window_kernel.cuh).
-  tma::encode_weight_map("conv_fp16_window", &input.map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, x,
-                         size_t(stored_in_c_), size_t(virtual_pixels(shape_, batch)),
-                         size_t(stored_in_c_) * sizeof(__half), 64, 128, 128,
-                         "cuTensorMapEncodeTiled (input slab)");
+  tma::encode_weight_map(
+      "conv_fp16_window", &input.map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, x, size_t(stored_in_c_),
+      size_t(virtual_pixels(shape_.in_h, shape_.in_w, batch)),
+      size_t(stored_in_c_) * sizeof(__half), 64, 128, 128, "cuTensorMapEncodeTiled (input slab)");
   return input;
 }
 
@@ -129,22 +159,14 @@ void ConvFp16Window::forward(const ConvFp16WindowInput& input, void* y, cudaStre
   if (shape_.pool && workspace == nullptr)
     throw Error("conv_fp16_window: the staged pool needs its workspace");
   TmaWindowParams p;
+  fill_geometry(p, shape_.out_c, shape_.in_h, shape_.in_w, shape_.conv_h, shape_.conv_w, c_steps_,
+                batch);
   p.bias = bias_;
   p.y = static_cast<__half*>(shape_.pool ? workspace : y);
-  p.out_c = shape_.out_c;
-  p.in_h = shape_.in_h;
-  p.in_w = shape_.in_w;
-  p.out_h = shape_.conv_h;
-  p.out_w = shape_.conv_w;
-  p.kh = p.kw = 3;
-  p.taps = 9;
-  p.c_steps = c_steps_;
-  p.pixels = int(virtual_pixels(shape_, batch));
-  p.units = units(batch);
   p.act = epilogue_clamp_of(shape_);
   kernel_of(c_steps_)<<<ctas(batch), tma_window::kThreads,
-                        tma_window::smem_bytes(tma_window::kMaxTaps), stream>>>(input.map, w_map_,
-                                                                                p);
+                        tma_window::smem_bytes<WindowF16>(tma_window::kMaxTaps), stream>>>(
+      input.map, w_map_, p);
   CNNRT_CUDA_CHECK_LAUNCH();
   if (shape_.pool)
     maxpool_fp16(workspace, y, batch, shape_.out_c, shape_.conv_h, shape_.conv_w, *shape_.pool,
@@ -152,5 +174,65 @@ void ConvFp16Window::forward(const ConvFp16WindowInput& input, void* y, cudaStre
 }
 
 size_t ConvFp16Window::weight_bytes() const { return bytes_; }
+
+// ---- conv_int8_window ----------------------------------------------------------------------
+
+bool ConvS8Window::supports(const S8Conv& c) {
+  return c.groups == 1 && c.kh == 3 && c.kw == 3 && c.stride_h == 1 && c.stride_w == 1 &&
+         c.pad_h == 0 && c.pad_w == 0 && c.dil_h == 1 && c.dil_w == 1 && c.in_stride == 64 &&
+         c.in_c <= 64 && c.out_c <= 64 && c.out_stride % 16 == 0 && c.out_stride <= 64 &&
+         c.out_stride >= c.out_c && !c.float_output && c.k_pad == 9 * 64 && c.out_h == c.in_h - 2 &&
+         c.out_w == c.in_w - 2 && window_extent_ok(c.in_h, c.in_w);
+}
+
+bool ConvS8Window::device_supported() { return ConvFp16Wgmma::device_supported(); }
+
+ConvS8Window::ConvS8Window(const S8Conv& conv) : conv_(conv) {
+  if (!supports(conv))
+    throw Error(
+        "conv_int8_window: unsupported conv (needs a stride-1 unpadded 3x3 conv over a 64-byte "
+        "channel stride, out_c <= 64, int8 output, in_w <= 63)");
+  if (!device_supported())
+    throw Error("conv_int8_window: needs a compute capability 9.0 device and the sm_90a build");
+  const DeviceTraits& device = device_traits();
+  sms_ = std::max(device.sms, 1);
+  if (plan_only()) return;  // a described target: nothing uploaded, no maps
+  if (conv.weight == nullptr || conv.bias == nullptr || conv.multiplier == nullptr)
+    throw Error("conv_int8_window: the conv's weight, bias and multipliers must be uploaded");
+  prepare_images("conv_int8_window");
+  // [out_c][9 taps x 64 bytes]: one tap per 64-byte box row (rows past out_c: zeros).
+  tma::encode_weight_map("conv_int8_window", &w_map_, CU_TENSOR_MAP_DATA_TYPE_UINT8, conv.weight,
+                         size_t(conv.k_pad), size_t(conv.out_c), size_t(conv.k_pad), 64, 64, 64);
+}
+
+long long ConvS8Window::units(int batch) const {
+  return units_of(virtual_pixels(conv_.in_h, conv_.in_w, batch));
+}
+
+ConvS8WindowInput ConvS8Window::encode_input(const void* x, int batch) const {
+  ConvS8WindowInput input;
+  input.x = x;
+  input.batch = batch;
+  tma::encode_weight_map("conv_int8_window", &input.map, CU_TENSOR_MAP_DATA_TYPE_UINT8, x, 64,
+                         size_t(virtual_pixels(conv_.in_h, conv_.in_w, batch)), 64, 64, 128, 64,
+                         "cuTensorMapEncodeTiled (input slab)");
+  return input;
+}
+
+void ConvS8Window::forward(const ConvS8WindowInput& input, void* y, cudaStream_t stream) const {
+  const int batch = std::max(input.batch, 1);
+  TmaWindowS8Params p;
+  fill_geometry(p, conv_.out_c, conv_.in_h, conv_.in_w, conv_.out_h, conv_.out_w, 2, batch);
+  p.bias = conv_.bias;
+  p.multiplier = conv_.multiplier;
+  p.y = static_cast<int8_t*>(y);
+  p.out_stride = conv_.out_stride;
+  p.lo = conv_.lo;
+  p.hi = conv_.hi;
+  kKernelS8<<<ctas_of(p.units, sms_), tma_window::kThreads,
+              tma_window::smem_bytes<WindowS8>(tma_window::kMaxTaps), stream>>>(input.map, w_map_,
+                                                                                p);
+  CNNRT_CUDA_CHECK_LAUNCH();
+}
 
 }  // namespace cnnrt::cuda

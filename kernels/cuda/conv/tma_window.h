@@ -15,6 +15,7 @@
 
 #include <cstddef>
 
+#include "kernels/cuda/conv/conv_s8.h"
 #include "kernels/cuda/conv/conv_shape.h"
 
 namespace cnnrt::cuda {
@@ -62,6 +63,34 @@ class ConvFp16Window {
   __half* w_ = nullptr;
   float* bias_ = nullptr;
   size_t bytes_ = 0;
+  CUtensorMap w_map_;
+};
+
+// conv_int8_window: the same kernel on int8 (wgmma s8 k32, the 64-byte swizzle), the int8
+// family's requantising epilogue, bit for bit the integer reference.  Serves an S8Conv that is a
+// stride-1 unpadded 3x3 conv over a 64-byte channel stride (in_c <= 64: conv_int8_s2d's TMA
+// form of conv1, x' quantised at 64 bytes per pixel), out_c <= 64, int8 output (out_stride <=
+// 64), in_w <= 63; the weight rows [out_c][9 x 64] (k_pad 576) as that form packs them.  No
+// pool: the entry pools the output.
+struct ConvS8WindowInput {
+  CUtensorMap map;
+  const void* x = nullptr;
+  int batch = 0;
+};
+class ConvS8Window {
+ public:
+  static bool supports(const S8Conv& conv);
+  static bool device_supported();
+  // Keeps `conv` (its device weight, bias and multipliers: the caller's, alive as long as this);
+  // encodes the weight map, checks the kernel images.  Throws cnnrt::Error.
+  explicit ConvS8Window(const S8Conv& conv);
+  long long units(int batch) const;
+  ConvS8WindowInput encode_input(const void* x, int batch) const;
+  void forward(const ConvS8WindowInput& input, void* y, cudaStream_t stream) const;
+
+ private:
+  S8Conv conv_;
+  int sms_ = 132;
   CUtensorMap w_map_;
 };
 

@@ -234,28 +234,30 @@ TEST(S2dTma, WindowConvServesConv1sRewriteOnly) {
   EXPECT_FALSE(ConvFp16Window::supports(residual, 48));
 }
 
-// conv_int8_s2d on a described H100: its GEMM is conv_int8_tma over the 64-byte-stride map
-// (64-byte k-tiles, 256x64) at batch 256, the mma.sync GEMM at batch 1; conv_int8_s2d_tma at every
-// batch.
-TEST(S2dTma, Int8DefaultEntryTakesTheTmaGemmForAlexNetConv1OnH100) {
+// conv_int8_s2d on a described H100: its GEMM is conv_int8_window over the 64-byte-stride map at
+// every batch (the window conv's int8 instance); conv_int8_s2d_tma pins conv_int8_tma (64-byte
+// k-tiles, 256x64 at 256) and conv_int8_s2d_wgmma the wgmma GEMM.
+TEST(S2dTma, Int8DefaultEntryTakesTheWindowConvForAlexNetConv1OnH100) {
   PlanTargetScope h100(target_traits("h100"));
   if (!ConvS8Tma::device_supported()) GTEST_SKIP() << "a build without the sm_90a image";
   const Node node = conv1_node();
   const Calibration calibration = int8_calibration();
-  const std::string b256 = planned_variant("conv_int8_s2d", node, 256, &calibration);
-  EXPECT_EQ(b256.rfind("quantise+s2d64+tma_s8_256x64_k64_", 0), 0u) << b256;
-  EXPECT_NE(b256.find("+pool"), std::string::npos) << b256;
-  const std::string b1 = planned_variant("conv_int8_s2d", node, 1, &calibration);
-  EXPECT_EQ(b1.find("tma"), std::string::npos) << b1;
-  const std::string pinned = planned_variant("conv_int8_s2d_tma", node, 1, &calibration);
-  EXPECT_NE(pinned.find("s2d64+tma_s8_"), std::string::npos) << pinned;
+  for (int batch : {1, 256}) {
+    const std::string b = planned_variant("conv_int8_s2d", node, batch, &calibration);
+    EXPECT_EQ(b.rfind("quantise+s2d64+window_s8_3x3_n128+pool", 0), 0u) << b;
+  }
+  const std::string pinned = planned_variant("conv_int8_s2d_tma", node, 256, &calibration);
+  EXPECT_EQ(pinned.rfind("quantise+s2d64+tma_s8_256x64_k64_", 0), 0u) << pinned;
+  const std::string pinned1 = planned_variant("conv_int8_s2d_tma", node, 1, &calibration);
+  EXPECT_NE(pinned1.find("s2d64+tma_s8_"), std::string::npos) << pinned1;
   const std::string wgmma = planned_variant("conv_int8_s2d_wgmma", node, 256, &calibration);
   EXPECT_EQ(wgmma.rfind("quantise+s2d+wgmma", 0), 0u) << wgmma;
 }
 
 // The kernel harness's "s2d_tma" row (tests/harness/conv_cases.cpp) is there for the default
-// entries' forms over a filled GPU: at its batch, on a 132-SM H100, conv_fp16_s2d plans the
-// window form (as at every batch) and conv_int8_s2d the TMA one (one batch less: not).
+// entries' forms over a filled GPU: at its batch (and one less), on a 132-SM H100, conv_fp16_s2d
+// and conv_int8_s2d plan the window conv, as at every batch; the pinned TMA forms run the row
+// too.
 TEST(S2dTma, HarnessRowTakesTheWindowAndTmaForms) {
   PlanTargetScope h100(target_traits("h100"));
   if (!ConvFp16Tma::device_supported()) GTEST_SKIP() << "a build without the sm_90a image";
@@ -265,11 +267,11 @@ TEST(S2dTma, HarnessRowTakesTheWindowAndTmaForms) {
   const std::string fp16 = planned_variant("conv_fp16_s2d", node, kBatch);
   const std::string int8 = planned_variant("conv_int8_s2d", node, kBatch, &calibration);
   EXPECT_NE(fp16.find("s2d48+window_"), std::string::npos) << fp16;
-  EXPECT_NE(int8.find("s2d64+tma_s8_"), std::string::npos) << int8;
+  EXPECT_NE(int8.find("s2d64+window_s8_"), std::string::npos) << int8;
   const std::string fp16_below = planned_variant("conv_fp16_s2d", node, kBatch - 1);
   const std::string int8_below = planned_variant("conv_int8_s2d", node, kBatch - 1, &calibration);
   EXPECT_NE(fp16_below.find("s2d48+window_"), std::string::npos) << fp16_below;
-  EXPECT_EQ(int8_below.find("tma"), std::string::npos) << int8_below;
+  EXPECT_NE(int8_below.find("s2d64+window_s8_"), std::string::npos) << int8_below;
 }
 
 }  // namespace
