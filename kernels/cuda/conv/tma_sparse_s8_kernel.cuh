@@ -48,13 +48,14 @@
 //   of block i: channel 64i + 16w + g + 8h of the warpgroup's, pixel 8j + 2t + q); each warp
 //   owns 16 consecutive channels, i.e. one 16-byte NHWC/16 channel group.  int8 out: acc +
 //   bias_q, s8::requantize (epilogue_s8.cuh, the reference's one float step: bit for bit
-//   ref::conv2d_int8), stored transposed into the warp's private 1 KB staging tile by
-//   stmatrix.trans (64 pixels x 16 channels per pass; tma_transpose_epilogue.cuh's
-//   transpose_store_s8, which replaced 64 byte stores per lane and pass), then each lane reads one
-//   pixel's 16 bytes, orders them and stores them (two passes of 32 pixels per 64).  Channels
-//   out_c..out_stride-1 are written as zeros, channel groups at or past out_stride not at all. fp32
-//   out (the graph output only): s8::dequantize, stored straight from the registers (8 lanes write
-//   32 contiguous bytes of a pixel), no staging.  No fused MaxPool: the entry pools after it
+//   ref::conv2d_int8), bytes written into the warp's private 1 KB staging tile (64 pixels x 16
+//   channels per pass; lanes of one store hit 8 distinct banks), then each lane reads one pixel's
+//   16 bytes and stores them (two passes of 32 pixels per 64).  (tma_transpose_epilogue.cuh's
+//   stmatrix form, transpose_store_s8, ran conv4 / conv5 at 256 3-4 % slower here — run 41h —
+//   so this one keeps its byte stores.)  Channels out_c..out_stride-1 are
+//   written as zeros, channel groups at or past out_stride not at all.  fp32 out (the graph
+//   output only): s8::dequantize, stored straight from the registers (8 lanes write 32
+//   contiguous bytes of a pixel), no staging.  No fused MaxPool: the entry pools after it
 //   (maxpool_nhwc_s8, exact: max commutes with the monotonic requantisation), as the dense int8
 //   entries do.
 // * Shared memory (tma_sparse_s8.cu's table): KB 128 stages are 40 KB (128x256) / 32 KB
@@ -74,7 +75,6 @@
 #include "kernels/cuda/conv/ptx.cuh"
 #include "kernels/cuda/conv/ptx_sparse.cuh"
 #include "kernels/cuda/conv/tma_mainloop.cuh"
-#include "kernels/cuda/conv/tma_transpose_epilogue.cuh"
 
 namespace cnnrt::cuda::tma_sparse_s8_detail {
 
@@ -206,23 +206,18 @@ struct TmaSparseS8Epilogue {
   static __device__ __forceinline__ void store(const int (&acc)[MI][BN / 2],
                                                const TmaSparseS8Params& p,
                                                const tma_detail::TmaUnit& u) {
-    const int ch_base = u.m_blk * BM + u.cw * (BM / 2);
-    if constexpr (!FLOAT_OUT) {
-      int8_t* stg = reinterpret_cast<int8_t*>(u.after_ring + (u.cw * 4 + u.warp) * kWarpStaging);
-      tma_detail::transpose_store_s8<BN, kChunk>(acc, p, stg, ch_base, u.warp, u.lane,
-                                                 tma_detail::LinearRows{u.n0 + u.lane, p.m, 32});
-    } else {
-      const int g = u.lane / 4, t = u.lane % 4;
-      float* y = static_cast<float*>(p.y);
+    const int g = u.lane / 4, t = u.lane % 4;
 #pragma unroll
-      for (int i = 0; i < MI; ++i) {
-        const int ch0 = ch_base + 64 * i + 16 * u.warp;  // the warp's 16
-        if (ch0 >= p.out_stride) continue;  // warp-uniform: a channel group past the tensor
-        const int c[2] = {ch0 + g, ch0 + g + 8};
-        const bool in[2] = {c[0] < p.out_c, c[1] < p.out_c};
-        const int bias[2] = {in[0] ? __ldg(p.bias + c[0]) : 0, in[1] ? __ldg(p.bias + c[1]) : 0};
-        const float mult[2] = {in[0] ? __ldg(p.multiplier + c[0]) : 0.f,
-                               in[1] ? __ldg(p.multiplier + c[1]) : 0.f};
+    for (int i = 0; i < MI; ++i) {
+      const int ch0 = u.m_blk * BM + u.cw * (BM / 2) + 64 * i + 16 * u.warp;  // the warp's 16
+      if (ch0 >= p.out_stride) continue;  // warp-uniform: a channel group past the tensor
+      const int c[2] = {ch0 + g, ch0 + g + 8};
+      const bool in[2] = {c[0] < p.out_c, c[1] < p.out_c};
+      const int bias[2] = {in[0] ? __ldg(p.bias + c[0]) : 0, in[1] ? __ldg(p.bias + c[1]) : 0};
+      const float mult[2] = {in[0] ? __ldg(p.multiplier + c[0]) : 0.f,
+                             in[1] ? __ldg(p.multiplier + c[1]) : 0.f};
+      if constexpr (FLOAT_OUT) {
+        float* y = static_cast<float*>(p.y);
 #pragma unroll
         for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
@@ -236,6 +231,31 @@ struct TmaSparseS8Epilogue {
                                          p.float_hi)
                         : 0.f;
             }
+      } else {
+        int8_t* stg = reinterpret_cast<int8_t*>(u.after_ring + (u.cw * 4 + u.warp) * kWarpStaging);
+        int8_t* y = static_cast<int8_t*>(p.y);
+#pragma unroll
+        for (int c0 = 0; c0 < BN; c0 += kChunk) {
+          __syncwarp();  // the previous pass's reads are done
+#pragma unroll
+          for (int jj = 0; jj < kChunk / 8; ++jj)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+#pragma unroll
+              for (int q = 0; q < 2; ++q) {
+                const int v = acc[i][4 * (c0 / 8 + jj) + 2 * h + q] + bias[h];
+                stg[(8 * jj + 2 * t + q) * 16 + g + 8 * h] =
+                    in[h] ? s8::requantize(v, mult[h], p.lo, p.hi) : int8_t{0};
+              }
+          __syncwarp();
+#pragma unroll
+          for (int r = 0; r < kChunk / 32; ++r) {
+            const int px = u.lane + 32 * r, pixel = u.n0 + c0 + px;
+            const uint4 out = *reinterpret_cast<const uint4*>(stg + px * 16);
+            if (pixel < p.m)
+              *reinterpret_cast<uint4*>(y + size_t(pixel) * p.out_stride + ch0) = out;
+          }
+        }
       }
     }
   }

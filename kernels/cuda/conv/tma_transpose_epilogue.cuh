@@ -1,8 +1,8 @@
 // The write-out of the weights-as-A TMA convs (tma_mainloop.cuh's kWeightsAreA instances: the
-// 2:4 sparse conv_fp16_sparse24_tma / conv_int8_sparse24_tma, the dense narrow-channel instance
-// tma_wa_kernel.cuh, and the window conv tma_window_kernel.cuh): [channel][pixel] accumulators
-// out to NHWC through each warp's staging tile — fp16 (transpose_store) and int8
-// (transpose_store_s8).
+// 2:4 sparse conv_fp16_sparse24_tma, the dense narrow-channel instance tma_wa_kernel.cuh, and
+// the window convs tma_window_kernel.cuh): [channel][pixel] accumulators out to NHWC through
+// each warp's staging tile — fp16 (transpose_store) and int8 (transpose_store_s8, the int8
+// window conv's; conv_int8_sparse24_tma keeps its own byte stores, faster there: run 41h).
 //
 // DESIGN NOTE
 // * Weights as A make the accumulators [channel][pixel] (register 4j + 2h + q of m64 block i:
