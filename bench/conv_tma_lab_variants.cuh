@@ -31,6 +31,35 @@ static Launch prepare_variant(const Variant& v, Geom g, const __half* x, const _
   return Launch{map_x(g, x), map_w(g, w, BN / CL), g, std::min(v.ctas / CL, g.units) * CL, bias, y};
 }
 
+// A launch configuration of `grid` CTAs of the TMA convs' 384 threads, in clusters of `cl` along
+// x (attr: the caller's storage for the cluster attribute).
+static cudaLaunchConfig_t cluster_config(int grid, size_t smem, int cl, cudaStream_t st,
+                                         cudaLaunchAttribute* attr) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3(cnnrt::cuda::tma_detail::kThreads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = st;
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = cl;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cfg;
+}
+// Opts kernel image `kern` into `smem` bytes and checks its 168 registers at entry (setmaxnreg's
+// budget; an inc that cannot be met would hang): exits otherwise.
+static void prepare_image(const void* kern, size_t smem, const char* name) {
+  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  cudaFuncAttributes fa;
+  CK(cudaFuncGetAttributes(&fa, kern));
+  if (fa.numRegs != 168) {
+    std::fprintf(stderr, "%s: %d registers at entry, setmaxnreg needs 168\n", name, fa.numRegs);
+    std::exit(2);
+  }
+}
+
 // The mainloop's geometry (both parameter structs name it alike), bias, y, units and ReLU.
 template <class P>
 static void fill_params(const Launch& l, P& p) {
@@ -51,18 +80,9 @@ static void fill_params(const Launch& l, P& p) {
 
 template <int BM, int BN, int STAGES, int CL>
 static void run_variant(const Launch& l, cudaStream_t st) {
-  cudaLaunchConfig_t cfg{};
   cudaLaunchAttribute attr[1];
-  cfg.gridDim = dim3(l.grid);
-  cfg.blockDim = dim3(cnnrt::cuda::tma_detail::kThreads);
-  cfg.dynamicSmemBytes = cnnrt::cuda::tma_detail::TmaTile<BM, BN, STAGES, CL>::kSmem;
-  cfg.stream = st;
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = CL;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
+  const cudaLaunchConfig_t cfg = cluster_config(
+      l.grid, cnnrt::cuda::tma_detail::TmaTile<BM, BN, STAGES, CL>::kSmem, CL, st, attr);
   cnnrt::cuda::tma_detail::TmaConvParams p;
   fill_params(l, p);
   p.n_tiles = l.g.n_tiles;
@@ -74,26 +94,11 @@ template <int BM, int BN, int STAGES, int CL>
 static Variant make_variant(const char* name, int sms) {
   auto kern = cnnrt::cuda::tma_detail::conv_tma_kernel<BM, BN, STAGES, CL, false>;
   const size_t smem = cnnrt::cuda::tma_detail::TmaTile<BM, BN, STAGES, CL>::kSmem;
-  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  cudaFuncAttributes fa;
-  CK(cudaFuncGetAttributes(&fa, kern));
-  if (fa.numRegs != 168) {
-    std::fprintf(stderr, "%s: %d registers at entry, setmaxnreg needs 168\n", name, fa.numRegs);
-    std::exit(2);
-  }
+  prepare_image(reinterpret_cast<const void*>(kern), smem, name);
   int ctas = sms;
   if (CL > 1) {
-    cudaLaunchConfig_t cfg{};
     cudaLaunchAttribute attr[1];
-    cfg.gridDim = dim3(sms / CL * CL);
-    cfg.blockDim = dim3(384);
-    cfg.dynamicSmemBytes = smem;
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = CL;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
+    const cudaLaunchConfig_t cfg = cluster_config(sms / CL * CL, smem, CL, 0, attr);
     int clusters = 0;
     CK(cudaOccupancyMaxActiveClusters(&clusters, kern, &cfg));
     ctas = clusters > 0 ? clusters * CL : sms / CL * CL;
@@ -125,13 +130,7 @@ template <int BM, int BN, int STAGES>
 static Variant make_wa_variant(const char* name, int sms) {
   auto kern = cnnrt::cuda::tma_detail::conv_tma_wa_kernel<BM, BN, STAGES, false>;
   const size_t smem = cnnrt::cuda::tma_detail::wa_smem_bytes<BM, BN, STAGES, false>();
-  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  cudaFuncAttributes fa;
-  CK(cudaFuncGetAttributes(&fa, kern));
-  if (fa.numRegs != 168) {
-    std::fprintf(stderr, "%s: %d registers at entry, setmaxnreg needs 168\n", name, fa.numRegs);
-    std::exit(2);
-  }
+  prepare_image(reinterpret_cast<const void*>(kern), smem, name);
   return Variant{name, BM, BN, 1, prepare_wa<BM, BN, STAGES>, run_wa<BM, BN, STAGES>, sms};
 }
 
@@ -175,14 +174,7 @@ static void run_window(const Launch& l, cudaStream_t st) {
 static Variant make_window_variant(const char* name, int sms) {
   using namespace cnnrt::cuda::tma_window;
   auto kern = conv_window_kernel<WindowF16, 3, 3, 4>;
-  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                          int(smem_bytes<WindowF16>(kMaxTaps))));
-  cudaFuncAttributes fa;
-  CK(cudaFuncGetAttributes(&fa, kern));
-  if (fa.numRegs != 168) {
-    std::fprintf(stderr, "%s: %d registers at entry, setmaxnreg needs 168\n", name, fa.numRegs);
-    std::exit(2);
-  }
+  prepare_image(reinterpret_cast<const void*>(kern), smem_bytes<WindowF16>(kMaxTaps), name);
   return Variant{name, 64, kWN, 1, prepare_window, run_window, sms, window_serves};
 }
 

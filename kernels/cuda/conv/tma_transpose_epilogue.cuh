@@ -54,6 +54,15 @@ struct LinearRows {
 };
 
 #ifdef CNNRT_WGMMA_DEVICE
+// Four 8x8 b16 matrices of the warp's fragments (w[m]: row lane / 4, columns 2 (lane % 4), +1 of
+// matrix m) stored transposed: row r of matrix m at the address lane 8m + r gives.
+__device__ __forceinline__ void stmatrix_x4_trans(uint32_t addr, const uint32_t (&w)[4]) {
+  asm volatile(
+      "stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
+      "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3])
+      : "memory");
+}
+
 // One warp's write-out of MI m64 blocks x WN pixels (design note): the warp's 16 channels of
 // block i are ch_base + 64i + 16 * warp.., its pixels pix0 + 0 .. WN - 1, where the cursor
 // `rows` (LinearRows or the like, at pix0 + lane / 2) maps them to output rows (NHWC: out_c
@@ -112,10 +121,7 @@ __device__ __forceinline__ void transpose_store(const float (&acc)[MI][WN / 2], 
         }
         const int px = 8 * (jj + st_mi / 2) + st_row, hh = st_mi % 2;
         const uint32_t addr = ptx::smem_u32(stg + px * 16 + (hh ^ ((px >> 2) & 1)) * 8);
-        asm volatile(
-            "stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
-            "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3])
-            : "memory");
+        stmatrix_x4_trans(addr, w);
       }
       __syncwarp();
 #pragma unroll
@@ -179,10 +185,7 @@ __device__ __forceinline__ void transpose_store_s8(const int (&acc)[MI][WN / 2],
           w[m] = word;
         }
         const uint32_t addr = ptx::smem_u32(stg + (8 * (jj + st_mi) + st_row) * 16);
-        asm volatile(
-            "stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
-            "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3])
-            : "memory");
+        stmatrix_x4_trans(addr, w);
       }
       __syncwarp();
 #pragma unroll
