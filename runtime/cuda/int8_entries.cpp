@@ -374,7 +374,8 @@ class ConvInt8Kernel final : public LayerKernel {
     s2d_tma_.out_stride = stride;
     tma_.emplace(wide);
     if (!always && ConvS8Window::supports(wide) && ConvS8Window::device_supported())
-      window_.emplace(wide);
+      window_.emplace(wide, narrow_s8_small_sums(layer.weight.data(), layer.bias.data(),
+                                                 conv_.out_c, layer.per_channel));
     // Above the batch whose default tiles fill the SMs (conv_fp16_s2d's rule; on conv1 the wave
     // model takes a BN = 64 tile, whose units, not 128x128's, are the grid).
     tma_max_fallback_ =

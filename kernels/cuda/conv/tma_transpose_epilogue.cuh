@@ -142,7 +142,9 @@ __device__ __forceinline__ void transpose_store(const float (&acc)[MI][WN / 2], 
 // (int8 NHWC/16, out_stride bytes per pixel; channels >= out_c are the padding lanes' zeros),
 // the warp's 16 channels ch_base + 64i + 16 * warp.. of each pixel, the cursor `rows` at pixel
 // first + lane (step 32).  stg: the warp's staging, CHUNK pixels x 16 bytes.
-template <int WN, int CHUNK, int MI, class P, class Rows>
+// SMALL: every |acc + bias| < 2^22 (the host proved it: narrow_s8_small_sums), so
+// s8::requantize_small — the same bits without the quarter-rate int <-> float conversions.
+template <int WN, int CHUNK, bool SMALL, int MI, class P, class Rows>
 __device__ __forceinline__ void transpose_store_s8(const int (&acc)[MI][WN / 2], const P& p,
                                                    int8_t* stg, int ch_base, int warp, int lane,
                                                    const Rows& first_rows) {
@@ -156,7 +158,11 @@ __device__ __forceinline__ void transpose_store_s8(const int (&acc)[MI][WN / 2],
     if (ch0 >= p.out_stride) continue;             // warp-uniform: a group past the tensor
     const int c[2] = {ch0 + g, ch0 + g + 8};
     const bool in[2] = {c[0] < p.out_c, c[1] < p.out_c};
-    const int bias[2] = {in[0] ? __ldg(p.bias + c[0]) : 0, in[1] ? __ldg(p.bias + c[1]) : 0};
+    int bias[2] = {in[0] ? __ldg(p.bias + c[0]) : 0, in[1] ? __ldg(p.bias + c[1]) : 0};
+    if constexpr (SMALL) {
+      bias[0] = s8::small_sum_bias(bias[0]);
+      bias[1] = s8::small_sum_bias(bias[1]);
+    }
     const float mult[2] = {in[0] ? __ldg(p.multiplier + c[0]) : 0.f,
                            in[1] ? __ldg(p.multiplier + c[1]) : 0.f};
     Rows rows_of = first_rows;
@@ -177,10 +183,17 @@ __device__ __forceinline__ void transpose_store_s8(const int (&acc)[MI][WN / 2],
           for (int q = 0; q < 2; ++q)
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-              const int8_t v =
-                  in[h] ? s8::requantize(acc[i][4 * j + 2 * h + q] + bias[h], mult[h], p.lo, p.hi)
-                        : int8_t{0};
-              word |= uint32_t(uint8_t(v)) << (8 * (2 * q + h));
+              uint32_t v = 0;
+              if (in[h]) {
+                if constexpr (SMALL)
+                  v = s8::requantize_small(acc[i][4 * j + 2 * h + q] + bias[h], mult[h],
+                                           float(p.lo), float(p.hi)) &
+                      0xFFu;
+                else
+                  v = uint8_t(
+                      s8::requantize(acc[i][4 * j + 2 * h + q] + bias[h], mult[h], p.lo, p.hi));
+              }
+              word |= v << (8 * (2 * q + h));
             }
           w[m] = word;
         }

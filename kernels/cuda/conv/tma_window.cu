@@ -187,7 +187,8 @@ bool ConvS8Window::supports(const S8Conv& c) {
 
 bool ConvS8Window::device_supported() { return ConvFp16Wgmma::device_supported(); }
 
-ConvS8Window::ConvS8Window(const S8Conv& conv) : conv_(conv) {
+ConvS8Window::ConvS8Window(const S8Conv& conv, bool small_sums)
+    : conv_(conv), small_sums_(small_sums) {
   if (!supports(conv))
     throw Error(
         "conv_int8_window: unsupported conv (needs a stride-1 unpadded 3x3 conv over a 64-byte "
@@ -229,6 +230,7 @@ void ConvS8Window::forward(const ConvS8WindowInput& input, void* y, cudaStream_t
   p.out_stride = conv_.out_stride;
   p.lo = conv_.lo;
   p.hi = conv_.hi;
+  p.small_sums = small_sums_ ? 1 : 0;
   kKernelS8<<<ctas_of(p.units, sms_), tma_window::kThreads,
               tma_window::smem_bytes<WindowS8>(tma_window::kMaxTaps), stream>>>(input.map, w_map_,
                                                                                 p);

@@ -82,14 +82,17 @@ class ConvS8Window {
   static bool supports(const S8Conv& conv);
   static bool device_supported();
   // Keeps `conv` (its device weight, bias and multipliers: the caller's, alive as long as this);
-  // encodes the weight map, checks the kernel images.  Throws cnnrt::Error.
-  explicit ConvS8Window(const S8Conv& conv);
+  // encodes the weight map, checks the kernel images.  Throws cnnrt::Error.  small_sums: every
+  // |acc + bias| < 2^22 (narrow_s8_small_sums on the layer's integers), so the epilogue takes
+  // the conversion-free requantisation (the same bits).
+  ConvS8Window(const S8Conv& conv, bool small_sums);
   long long units(int batch) const;
   ConvS8WindowInput encode_input(const void* x, int batch) const;
   void forward(const ConvS8WindowInput& input, void* y, cudaStream_t stream) const;
 
  private:
   S8Conv conv_;
+  bool small_sums_ = false;
   int sms_ = 132;
   CUtensorMap w_map_;
 };

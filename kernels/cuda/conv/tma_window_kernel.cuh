@@ -83,6 +83,7 @@ struct TmaWindowS8Params : WindowGeometry {
   int8_t* y = nullptr;                // int8 NHWC/16 [n * out_h * out_w][out_stride]
   int out_stride = 0;
   int lo = -127, hi = 127;
+  int small_sums = 0;  // every |acc + bias| < 2^22: the conversion-free requantisation
 };
 
 // Element traits: a k-tile row of kRowBytes (one tap's 64 channels: 64 halves, the 128-byte
@@ -247,8 +248,12 @@ __device__ __forceinline__ void window_kernel_body(const CUtensorMap& tmap_x,
                                                         warp, lane,
                                                         WindowRows(p, int(u * kWN) + lane / 2, 16));
       else
-        tma_detail::transpose_store_s8<kWN, kChunk>(acc, p, reinterpret_cast<int8_t*>(stg), 0, warp,
-                                                    lane, WindowRows(p, int(u * kWN) + lane, 32));
+        p.small_sums ? tma_detail::transpose_store_s8<kWN, kChunk, true>(
+                           acc, p, reinterpret_cast<int8_t*>(stg), 0, warp, lane,
+                           WindowRows(p, int(u * kWN) + lane, 32))
+                     : tma_detail::transpose_store_s8<kWN, kChunk, false>(
+                           acc, p, reinterpret_cast<int8_t*>(stg), 0, warp, lane,
+                           WindowRows(p, int(u * kWN) + lane, 32));
     }
   }
 }
