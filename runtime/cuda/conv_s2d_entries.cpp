@@ -20,7 +20,8 @@
 //     the rewrite (conv1: 3x3 over 57x57, x' at 48 channels read as 64, 3 k16 steps per tap):
 //     each input pixel comes from L2 about twice instead of the im2col TMA conv's 9 times, and
 //     the zero channels are never multiplied; the pool staged (pre-pool tensor in the workspace).
-//     It runs at every batch (batch 1 too: 26 units on as many CTAs).  conv1's inner conv at
+//     It runs at every batch (batch 1 too: 26 units on as many CTAs), so where it serves the
+//     default entry builds none of the others.  conv1's inner conv at
 //     batch 256 on an H100: 0.159 ms on the TMA form's 256x64 tiles, 0.116 here (the lab's
 //     64-channel x'; docs/PERFORMANCE.md run 41).
 //   - TMA (conv_fp16_tma, kernels/cuda/conv/tma_conv.h): the same x' read as C' rounded up to 64
@@ -35,8 +36,8 @@
 //     inner conv (docs/kernels/space_to_depth.md, "The TMA inner conv").
 //   - wgmma (conv_fp16_wgmma, sm_90a) over x' at pad8(C') channels (conv1: 48 -> 64, 3x3, pool
 //     fused), where its grid fills the SMs;
-//   - ConvFp16 (igemm, every sm_80+ GPU, split-K at small batches), always built by the default
-//     entry: small batches, other devices.
+//   - ConvFp16 (igemm, every sm_80+ GPU, split-K at small batches), built by the default entry
+//     wherever the window conv does not serve: small batches, other devices.
 //   variant = 8 * inner launch id + 2 * InnerKind + (reads NCHW fp32).
 // * Workspace: [x' for the batch, 256-byte aligned | the inner conv's own part (igemm's split-K
 //   partials, the TMA's staged pre-pool tensor)].  The TMA form's im2col tensor map holds x''s
@@ -128,41 +129,42 @@ class ConvFp16S2dKernel final : public Fp16Kernel {
                     S2dInner inner) {
     const SpaceToDepthConv conv = s2d_conv_of(shape).value();
     rearrange_ = conv.rearrange;
-    const std::vector<float> rearranged_weight = space_to_depth_weights(conv, weight);
-    if (inner == S2dInner::Auto) conv_.emplace(conv.transformed, rearranged_weight.data(), bias);
-    if (inner != S2dInner::Tma && ConvFp16Wgmma::supports(conv.transformed) &&
-        ConvFp16Wgmma::device_supported()) {
-      wgmma_ = std::make_unique<ConvFp16Wgmma>(conv.transformed, rearranged_weight.data(), bias);
-      wgmma_max_fallback_ = inner == S2dInner::Wgmma ? -1 : fallback_max_batch([this](int b) {
-        return wgmma_->plan(b).ctas;
-      });
-    }
     const std::optional<SpaceToDepthConv> windowed =
         (inner == S2dInner::Auto || inner == S2dInner::Window) && ConvFp16Window::device_supported()
             ? window_form_of(shape, conv)
             : std::nullopt;
     if (windowed) {
+      // It runs at every batch (run 41e: at batch 1-8 AlexNet's forward 0.5-2.6 us faster than on
+      // igemm), so no other inner conv is built beside it.
       window_ = std::make_unique<ConvFp16Window>(windowed->transformed,
                                                  space_to_depth_weights(*windowed, weight).data(),
                                                  bias, conv.rearrange.out_c_stride());
-      // Every batch (run 41f: at batch 1-8 AlexNet's forward 0.5-2.6 us faster than on igemm).
-      window_max_fallback_ = -1;
-    }
-    const std::optional<SpaceToDepthConv> wide =
-        (inner == S2dInner::Auto || inner == S2dInner::Tma) && ConvFp16Tma::device_supported()
-            ? tma_form_of(shape, conv)
-            : std::nullopt;
-    if (wide) {
-      // The TMA reads x' as rearranged for the other inner convs (C' channels, conv1: 48) and
-      // fills channels C'..63 with zeros itself (ConvFp16Tma's stored_in_c), whose weights are
-      // zero: no 64-channel copy (run 36e: the 64-channel rearrangement took 119 us at batch 256
-      // against 84 us for 48 channels).
-      tma_ = std::make_unique<ConvFp16Tma>(wide->transformed,
-                                           space_to_depth_weights(*wide, weight).data(), bias,
-                                           conv.rearrange.out_c_stride());
-      tma_max_fallback_ = inner == S2dInner::Tma
-                              ? -1
-                              : fallback_max_batch([this](int b) { return tma_->plan(b).units; });
+    } else {
+      const std::vector<float> rearranged_weight = space_to_depth_weights(conv, weight);
+      if (inner == S2dInner::Auto) conv_.emplace(conv.transformed, rearranged_weight.data(), bias);
+      if ((inner == S2dInner::Auto || inner == S2dInner::Wgmma) &&
+          ConvFp16Wgmma::supports(conv.transformed) && ConvFp16Wgmma::device_supported()) {
+        wgmma_ = std::make_unique<ConvFp16Wgmma>(conv.transformed, rearranged_weight.data(), bias);
+        wgmma_max_fallback_ = inner == S2dInner::Wgmma ? -1 : fallback_max_batch([this](int b) {
+          return wgmma_->plan(b).ctas;
+        });
+      }
+      const std::optional<SpaceToDepthConv> wide =
+          (inner == S2dInner::Auto || inner == S2dInner::Tma) && ConvFp16Tma::device_supported()
+              ? tma_form_of(shape, conv)
+              : std::nullopt;
+      if (wide) {
+        // The TMA reads x' as rearranged for the other inner convs (C' channels, conv1: 48) and
+        // fills channels C'..63 with zeros itself (ConvFp16Tma's stored_in_c), whose weights are
+        // zero: no 64-channel copy (run 36e: the 64-channel rearrangement took 119 us at batch
+        // 256 against 84 us for 48 channels).
+        tma_ = std::make_unique<ConvFp16Tma>(wide->transformed,
+                                             space_to_depth_weights(*wide, weight).data(), bias,
+                                             conv.rearrange.out_c_stride());
+        tma_max_fallback_ = inner == S2dInner::Tma
+                                ? -1
+                                : fallback_max_batch([this](int b) { return tma_->plan(b).units; });
+      }
     }
     if ((inner == S2dInner::Tma && !tma_) || (inner == S2dInner::Wgmma && !wgmma_) ||
         (inner == S2dInner::Window && !window_))
@@ -176,7 +178,7 @@ class ConvFp16S2dKernel final : public Fp16Kernel {
     KernelPlan plan;
     int inner = 0;
     InnerKind kind = kIgemm;
-    if (window_ && info.batch > window_max_fallback_) {
+    if (window_) {
       kind = kWindow;
       plan.variant_name = "s2d" + std::to_string(rearrange_.out_c_stride()) + "+" + window_->name();
       // Both parts 256-byte aligned, as the arena's buffers are.
@@ -226,7 +228,7 @@ class ConvFp16S2dKernel final : public Fp16Kernel {
     if (kind == kWindow) {
       if (!window_ || args.state == nullptr)
         throw Error("conv_fp16_s2d: a window variant without the window conv or its state");
-      const ConvFp16WindowInput input =
+      const ConvWindowInput input =
           static_cast<const WindowInputMaps*>(args.state)
               ->find_or_encode(rearranged, args.batch, [this](const void* x, int b) {
                 return window_->encode_input(x, b);
@@ -255,7 +257,7 @@ class ConvFp16S2dKernel final : public Fp16Kernel {
 
  private:
   using TmaInputMaps = tma::InputMaps<ConvFp16TmaInput>;
-  using WindowInputMaps = tma::InputMaps<ConvFp16WindowInput>;
+  using WindowInputMaps = tma::InputMaps<ConvWindowInput>;
   SpaceToDepthShape rearrange_;   // x' at pad8(C') channels (the TMA reads it as 64, zero-filled)
   std::optional<ConvFp16> conv_;  // the default entry's: every batch no other conv takes
   std::unique_ptr<ConvFp16Wgmma> wgmma_;
@@ -264,7 +266,6 @@ class ConvFp16S2dKernel final : public Fp16Kernel {
   // Each runs above its batch (pinned: -1, every batch; max: never).
   int wgmma_max_fallback_ = std::numeric_limits<int>::max();
   int tma_max_fallback_ = std::numeric_limits<int>::max();
-  int window_max_fallback_ = std::numeric_limits<int>::max();
 };
 
 void add_s2d_entry(KernelRegistry& registry, const std::string& name, S2dInner inner,

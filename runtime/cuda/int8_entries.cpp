@@ -372,10 +372,13 @@ class ConvInt8Kernel final : public LayerKernel {
     wide.weight = static_cast<const int8_t*>(tma_weight_.get());
     s2d_tma_ = s2d_;
     s2d_tma_.out_stride = stride;
-    tma_.emplace(wide);
-    if (!always && ConvS8Window::supports(wide) && ConvS8Window::device_supported())
+    if (!always && ConvS8Window::supports(wide) && ConvS8Window::device_supported()) {
+      // The window conv runs at every batch (header comment): no TMA GEMM beside it.
       window_.emplace(wide, narrow_s8_small_sums(layer.weight.data(), layer.bias.data(),
                                                  conv_.out_c, layer.per_channel));
+      return;
+    }
+    tma_.emplace(wide);
     // Above the batch whose default tiles fill the SMs (conv_fp16_s2d's rule; on conv1 the wave
     // model takes a BN = 64 tile, whose units, not 128x128's, are the grid).
     tma_max_fallback_ =
@@ -407,11 +410,11 @@ class ConvInt8Kernel final : public LayerKernel {
 
   // The window conv's variant code (run()'s TMA codes are tiles below it).
   static constexpr int kWindowCode = 1 << 12;
-  using WindowInputMaps = tma::InputMaps<ConvS8WindowInput>;
+  using WindowInputMaps = tma::InputMaps<ConvWindowInput>;
   void run_window(const void* state, const void* x, void* y, int batch, cudaStream_t stream) const {
     if (state == nullptr || !window_)
       throw Error("conv_int8_window: run() without its prepared state");
-    const ConvS8WindowInput input = static_cast<const WindowInputMaps*>(state)->find_or_encode(
+    const ConvWindowInput input = static_cast<const WindowInputMaps*>(state)->find_or_encode(
         x, batch, [this](const void* p, int b) { return window_->encode_input(p, b); });
     window_->forward(input, y, stream);
   }
@@ -429,8 +432,8 @@ class ConvInt8Kernel final : public LayerKernel {
   S8Conv conv_;
   S8SpaceToDepth s2d_;
   S8SpaceToDepth s2d_tma_;              // the TMA GEMM's map: channel stride tma_block_channels
-  DeviceArray tma_weight_;              // the TMA GEMM's weight rows at that stride
-  std::optional<ConvS8Window> window_;  // conv_int8_s2d's window conv over the same (default)
+  DeviceArray tma_weight_;              // the TMA GEMM's / window conv's rows at that stride
+  std::optional<ConvS8Window> window_;  // the default entry's window conv over that map
   int taps_h_ = 0, taps_w_ = 0, tap_stride_ = 1;  // space-to-depth: the original kernel
   std::optional<NhwcPool> pool_;
   Int8Device device_;

@@ -79,8 +79,9 @@
 //   ones) and kSplitN: weights as A with the consumer warpgroups splitting N instead of M (each
 //   all BM channels x BN / 2 pixels: TmaRing::kMI / kWN), for out_c too narrow to give each
 //   warpgroup its own m64 blocks — the dense weights-as-A instance (tma_wa_kernel.cuh, the lab's
-//   "wa" tiles; docs/PERFORMANCE.md run 41a).  The epilogue of the sparse instance transposes the [channel][pixel]
-//   accumulators through per-warp staging; a pooled layer runs staged (tma_sparse.cu).
+//   "wa" tiles; docs/PERFORMANCE.md run 41a).  The epilogue of the sparse instance transposes the
+//   [channel][pixel] accumulators through per-warp staging; a pooled layer runs staged
+//   (tma_sparse.cu).
 #pragma once
 
 #include <cuda.h>

@@ -53,7 +53,6 @@ void prepare_images(const char* kernel) {
 long long virtual_pixels(int in_h, int in_w, int batch) {
   return (long long)std::max(batch, 1) * in_h * in_w;
 }
-long long units_of(long long pixels) { return (pixels + tma_window::kWN - 1) / tma_window::kWN; }
 // One unit per CTA while they last (a small batch's latency: batch 1 is 26 units), then the
 // persistent grid's one CTA per SM, its consumers alternating units.
 int ctas_of(long long units, int sms) { return int(std::min<long long>(sms, units)); }
@@ -70,7 +69,7 @@ void fill_geometry(WindowGeometry& p, int out_c, int in_h, int in_w, int out_h, 
   p.c_steps = c_steps;
   const long long pixels = virtual_pixels(in_h, in_w, batch);
   p.pixels = int(pixels);
-  p.units = units_of(pixels);
+  p.units = (pixels + tma_window::kWN - 1) / tma_window::kWN;
 }
 // The window's rows fit the slab, the virtual pixels an int at a batch of 4096 (design note).
 bool window_extent_ok(int in_h, int in_w) {
@@ -128,10 +127,6 @@ ConvFp16Window::~ConvFp16Window() {
   cudaFree(bias_);
 }
 
-long long ConvFp16Window::units(int batch) const {
-  return units_of(virtual_pixels(shape_.in_h, shape_.in_w, batch));
-}
-int ConvFp16Window::ctas(int batch) const { return ctas_of(units(batch), sms_); }
 size_t ConvFp16Window::workspace_bytes(int batch) const {
   if (!shape_.pool) return 0;
   return size_t(std::max(batch, 1)) * shape_.conv_h * shape_.conv_w * shape_.out_c * sizeof(__half);
@@ -140,8 +135,8 @@ const char* ConvFp16Window::name() const {
   return shape_.pool ? "window_3x3_n128+maxpool" : "window_3x3_n128";
 }
 
-ConvFp16WindowInput ConvFp16Window::encode_input(const void* x, int batch) const {
-  ConvFp16WindowInput input;
+ConvWindowInput ConvFp16Window::encode_input(const void* x, int batch) const {
+  ConvWindowInput input;
   input.x = x;
   input.batch = batch;
   // [virtual pixels][stored_in_c]: boxes of 128 pixels x 64 channels, the channels past the
@@ -153,7 +148,7 @@ ConvFp16WindowInput ConvFp16Window::encode_input(const void* x, int batch) const
   return input;
 }
 
-void ConvFp16Window::forward(const ConvFp16WindowInput& input, void* y, cudaStream_t stream,
+void ConvFp16Window::forward(const ConvWindowInput& input, void* y, cudaStream_t stream,
                              void* workspace) const {
   const int batch = std::max(input.batch, 1);
   if (shape_.pool && workspace == nullptr)
@@ -164,7 +159,7 @@ void ConvFp16Window::forward(const ConvFp16WindowInput& input, void* y, cudaStre
   p.bias = bias_;
   p.y = static_cast<__half*>(shape_.pool ? workspace : y);
   p.act = epilogue_clamp_of(shape_);
-  kernel_of(c_steps_)<<<ctas(batch), tma_window::kThreads,
+  kernel_of(c_steps_)<<<ctas_of(p.units, sms_), tma_window::kThreads,
                         tma_window::smem_bytes<WindowF16>(tma_window::kMaxTaps), stream>>>(
       input.map, w_map_, p);
   CNNRT_CUDA_CHECK_LAUNCH();
@@ -206,12 +201,8 @@ ConvS8Window::ConvS8Window(const S8Conv& conv, bool small_sums)
                          size_t(conv.k_pad), size_t(conv.out_c), size_t(conv.k_pad), 64, 64, 64);
 }
 
-long long ConvS8Window::units(int batch) const {
-  return units_of(virtual_pixels(conv_.in_h, conv_.in_w, batch));
-}
-
-ConvS8WindowInput ConvS8Window::encode_input(const void* x, int batch) const {
-  ConvS8WindowInput input;
+ConvWindowInput ConvS8Window::encode_input(const void* x, int batch) const {
+  ConvWindowInput input;
   input.x = x;
   input.batch = batch;
   tma::encode_weight_map("conv_int8_window", &input.map, CU_TENSOR_MAP_DATA_TYPE_UINT8, x, 64,
@@ -220,7 +211,7 @@ ConvS8WindowInput ConvS8Window::encode_input(const void* x, int batch) const {
   return input;
 }
 
-void ConvS8Window::forward(const ConvS8WindowInput& input, void* y, cudaStream_t stream) const {
+void ConvS8Window::forward(const ConvWindowInput& input, void* y, cudaStream_t stream) const {
   const int batch = std::max(input.batch, 1);
   TmaWindowS8Params p;
   fill_geometry(p, conv_.out_c, conv_.in_h, conv_.in_w, conv_.out_h, conv_.out_w, 2, batch);

@@ -20,8 +20,9 @@
 
 namespace cnnrt::cuda {
 
-// The slab tensor map of one input buffer at one batch (host data, ~1 us to encode).
-struct ConvFp16WindowInput {
+// The slab tensor map of one input buffer at one batch (host data, ~1 us to encode), of either
+// element type.
+struct ConvWindowInput {
   CUtensorMap map;
   const void* x = nullptr;
   int batch = 0;
@@ -43,23 +44,21 @@ class ConvFp16Window {
   ConvFp16Window(const ConvFp16Window&) = delete;
   ConvFp16Window& operator=(const ConvFp16Window&) = delete;
 
-  // Units (128 virtual pixels each) and persistent CTAs at `batch`; the workspace forward()
-  // needs (the pre-pool tensor of a fused pool, else 0); a plan name.
-  long long units(int batch) const;
-  int ctas(int batch) const;
+  // The workspace forward() needs at `batch` (the pre-pool tensor of a fused pool, else 0); a
+  // plan name.
   size_t workspace_bytes(int batch) const;
   const char* name() const;
 
   // The input's slab map; encode once per (x, batch) and keep it.  Host only; checked.
-  ConvFp16WindowInput encode_input(const void* x, int batch) const;
+  ConvWindowInput encode_input(const void* x, int batch) const;
   // y = clamp(conv(x) + b) (then pooled, through `workspace`), on `stream`.
-  void forward(const ConvFp16WindowInput& input, void* y, cudaStream_t stream,
+  void forward(const ConvWindowInput& input, void* y, cudaStream_t stream,
                void* workspace = nullptr) const;
   size_t weight_bytes() const;
 
  private:
   ConvShape shape_;
-  int stored_in_c_ = 0, c_steps_ = 4, sms_ = 132;
+  int stored_in_c_ = 0, c_steps_ = 4, sms_ = 132;  // c_steps_: k16 steps per tap (3 or 4)
   __half* w_ = nullptr;
   float* bias_ = nullptr;
   size_t bytes_ = 0;
@@ -72,11 +71,6 @@ class ConvFp16Window {
 // form of conv1, x' quantised at 64 bytes per pixel), out_c <= 64, int8 output (out_stride <=
 // 64), in_w <= 63; the weight rows [out_c][9 x 64] (k_pad 576) as that form packs them.  No
 // pool: the entry pools the output.
-struct ConvS8WindowInput {
-  CUtensorMap map;
-  const void* x = nullptr;
-  int batch = 0;
-};
 class ConvS8Window {
  public:
   static bool supports(const S8Conv& conv);
@@ -86,9 +80,8 @@ class ConvS8Window {
   // |acc + bias| < 2^22 (narrow_s8_small_sums on the layer's integers), so the epilogue takes
   // the conversion-free requantisation (the same bits).
   ConvS8Window(const S8Conv& conv, bool small_sums);
-  long long units(int batch) const;
-  ConvS8WindowInput encode_input(const void* x, int batch) const;
-  void forward(const ConvS8WindowInput& input, void* y, cudaStream_t stream) const;
+  ConvWindowInput encode_input(const void* x, int batch) const;
+  void forward(const ConvWindowInput& input, void* y, cudaStream_t stream) const;
 
  private:
   S8Conv conv_;
