@@ -1,8 +1,10 @@
 // Registry entries of the CUDA int8 linear kernels (kernels/cuda/linear_s8.h, linear_s8_lt.h),
 // precision int8:
-//   linear_int8       GEMV at batch <= 8, else cuBLASLt's int8 GEMM (int32 out, our epilogue)
-//                     where it has a kernel for the shape, else the tensor-core GEMM;
-//                     linear_int8_gemm, linear_int8_gemv, linear_int8_cublaslt and
+//   linear_int8       GEMV at batch <= 8; above, on Hopper (sm_90a) the TMA GEMM split over K
+//                     (linear_s8_tma.h), elsewhere cuBLASLt's int8 GEMM (int32 out, our
+//                     epilogue) where it has a kernel for the shape, else the tensor-core GEMM;
+//                     linear_int8_tma (Hopper only), linear_int8_gemm, linear_int8_gemv,
+//                     linear_int8_cublaslt and
 //                     linear_int8_stream (linear_s8_stream.h: weights as the MMA's M,
 //                     streamed once, split over K with exact int32 sums; a comparison entry
 //                     only) force one path (profiles, tests; the cuBLASLt one falls back to
@@ -19,18 +21,20 @@
 
 #include "graph/host_parallel.h"
 #include "graph/host_vector.h"
+#include "kernels/cuda/conv/tma_encode.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_traits.h"
 #include "kernels/cuda/elementwise_fp16.h"
 #include "kernels/cuda/linear_s8.h"
 #include "kernels/cuda/linear_s8_lt.h"
 #include "kernels/cuda/linear_s8_stream.h"
+#include "kernels/cuda/linear_s8_tma.h"
 #include "runtime/cuda/int8_layer_prep.h"
 
 namespace cnnrt::cuda {
 namespace {
 
-enum class LinearPath { Auto, Gemm, Gemv, Cublaslt, Stream };
+enum class LinearPath { Auto, Gemm, Gemv, Cublaslt, Stream, Tma };
 
 // A linear layer's int8 weights on the device, with the S8Conv that describes them: the same
 // for every int8 linear entry (they differ in the kernel they launch), so prepared once per
@@ -96,6 +100,11 @@ class LinearInt8Kernel final : public LayerKernel {
         linear_(weights_->linear),
         device_(weights_->device) {
     if (path_ == LinearPath::Cublaslt) lt();
+    // The TMA GEMM where it serves this layer on this device (the Tma path's factory is only
+    // offered there: linear_tma_supported).
+    if ((path_ == LinearPath::Auto || path_ == LinearPath::Tma) &&
+        LinearS8Tma::device_supported() && linear_s8_tma_serves(linear_))
+      tma_ = std::make_unique<LinearS8Tma>(linear_);
     // The streaming GEMM reads its own tiled copy of the weight, packed once here on the device
     // (none for a described target: nothing runs there).
     if (path_ == LinearPath::Stream && !plan_only()) {
@@ -136,6 +145,15 @@ class LinearInt8Kernel final : public LayerKernel {
       plan.streamed_weight_bytes = device_.weight.bytes();
       return plan;
     }
+    if (tma_ && (path_ == LinearPath::Tma || kTmaDefault)) {
+      auto state = std::make_shared<TmaState>();
+      state->plan = tma_->plan(info.batch);
+      plan.variant = kTma;
+      plan.variant_name = state->plan.name;
+      plan.workspace_bytes = state->plan.workspace_bytes;
+      plan.state = std::move(state);
+      return plan;
+    }
     if (path_ == LinearPath::Auto || path_ == LinearPath::Cublaslt) {
       std::shared_ptr<const LtGemmS8::Plan> lt_plan = lt().plan(info.batch);
       if (lt_plan) {
@@ -157,7 +175,15 @@ class LinearInt8Kernel final : public LayerKernel {
   void run(const KernelArgs& args) override {
     const auto stream = static_cast<cudaStream_t>(args.stream);
     // A forced GEMV at a batch above its limit runs in slices of kGemvS8MaxBatch samples.
-    if (args.variant < kCublaslt) {
+    if (args.variant == kTma) {
+      const auto* state = static_cast<const TmaState*>(args.state);
+      if (state == nullptr || !tma_)
+        throw Error("linear_int8_tma: run() without its prepared state");
+      const LinearS8TmaInput input = state->maps.find_or_encode(
+          args.inputs.at(0), args.batch,
+          [this](const void* x, int batch) { return tma_->encode_input(x, batch); });
+      tma_->forward(state->plan, input, args.output, args.workspace, stream);
+    } else if (args.variant < kCublaslt) {
       linear_s8_stream(linear_, packed_.get(), args.inputs.at(0), args.output, args.batch,
                        kCublaslt - args.variant, args.workspace, stream);
     } else if (args.variant == kCublaslt) {
@@ -183,8 +209,17 @@ class LinearInt8Kernel final : public LayerKernel {
 
  private:
   // Variants: the GEMV, cuBLASLt, below it the streaming GEMM with s K slices (kCublaslt - s:
-  // -2, -3, ..), else the tensor-core GEMM's split-K count (>= 1).
-  static constexpr int kGemv = 0, kCublaslt = -1;
+  // -2, -3, ..), the TMA GEMM (kTma), else the tensor-core GEMM's split-K count (1 .. 16).
+  static constexpr int kGemv = 0, kCublaslt = -1, kTma = 1 << 12;
+  // Whether linear_int8 takes the TMA GEMM above the GEMV batches where it serves (else
+  // cuBLASLt): docs/PERFORMANCE.md run 42.
+  static constexpr bool kTmaDefault = true;
+  // The TMA path's prepared state: its plan at the batch and the context's input maps.
+  struct TmaState {
+    LinearS8TmaPlan plan;
+    tma::InputMaps<LinearS8TmaInput> maps;
+  };
+  std::unique_ptr<LinearS8Tma> tma_;  // Auto / Tma paths on a device where it serves
   LinearPath path_;
   std::shared_ptr<const Int8LinearWeights> weights_;  // shared with the layer's other entries
   const S8Conv& linear_;                              // weights_->linear
@@ -205,9 +240,14 @@ class LinearInt8Kernel final : public LayerKernel {
 bool linear_supported(const Node& node) {
   return linear_shape_supported(node) && node.input_shapes[0][0] <= ref::kMaxInt8Reduction;
 }
+// linear_int8_tma: a Hopper device with the sm_90a image (every linear shape the int8 entries
+// take is a 1x1 GEMM it serves).
+bool linear_tma_supported(const Node& node) {
+  return linear_supported(node) && LinearS8Tma::device_supported();
+}
 
 EntryRow linear_row(const char* name, LinearPath path) {
-  return {name, OpKind::Linear, linear_supported,
+  return {name, OpKind::Linear, path == LinearPath::Tma ? linear_tma_supported : linear_supported,
           [path](const KernelBuildContext& context) -> std::unique_ptr<LayerKernel> {
             return std::make_unique<LinearInt8Kernel>(context, path);
           }};
@@ -224,7 +264,8 @@ void register_int8_linear_kernels(KernelRegistry& registry) {
   EntryRow stream = linear_row("linear_int8_stream", LinearPath::Stream);
   stream.baseline = true;
   add_entries(registry, Device::CUDA, Precision::INT8, 5,
-              {linear_row("linear_int8_gemm", LinearPath::Gemm), stream,
+              {linear_row("linear_int8_tma", LinearPath::Tma),
+               linear_row("linear_int8_gemm", LinearPath::Gemm), stream,
                linear_row("linear_int8_cublaslt", LinearPath::Cublaslt),
                linear_row("linear_int8_gemv", LinearPath::Gemv)});
 }

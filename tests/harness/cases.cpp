@@ -79,6 +79,9 @@ std::vector<OpCase> linear_cases() {
   // Either side of the fp16 linear's GEMV/cuBLASLt switch (kGemvMaxBatch = 8).
   cases.push_back(linear_case(300, 45, true, kRelu, 8));
   cases.push_back(linear_case(300, 45, true, kRelu, 9));
+  // The int8 TMA linear's other batch tiles: 128 (batch 65-128) and two of 256 (batch > 256).
+  cases.push_back(linear_case(259, 130, true, kRelu, 70));
+  cases.push_back(linear_case(300, 45, true, kNone, 300));
   for (int batch : {1, 16})
     cases.push_back(linear_case(9216, 4096, true, kRelu, batch, {256, 6, 6}, "alexnet_fc6"));
   cases.push_back(linear_case(4096, 4096, true, kRelu, 3, {}, "alexnet_fc7"));

@@ -82,6 +82,12 @@
 //   "wa" tiles; docs/PERFORMANCE.md run 41a).  The epilogue of the sparse instance transposes the
 //   [channel][pixel] accumulators through per-warp staging; a pooled layer runs staged
 //   (tma_sparse.cu).
+// * Split K (traits with kSplitK: the int8 linear, tma_linear_s8_kernel.cuh).  A linear at batch
+//   16-256 is a skinny GEMM whose weight is read once (M = out features as A, N = the batch as
+//   B): few output tiles and a long K, so the units are (channel tile, batch tile, K slice),
+//   the slice slowest (unit_k_range), and the producer loads B as one tiled box of BN rows of
+//   the [batch][K] input (no im2col: BN need not be whole boxes of 128).  The epilogue writes
+//   the slice's raw int32 sums; a pass after the kernel adds the slices (exact) and requantises.
 #pragma once
 
 #include <cuda.h>
@@ -157,6 +163,7 @@ struct TmaUnit {
   int m_blk, n0;        // M block (of BM rows, or a pooled tiling's tile) and first column
   int cw, warp, lane;   // consumer warpgroup (0, 1: rows cw * BM / 2 ..), warp in it, lane
   uint8_t* after_ring;  // dynamic shared memory past the ring (a fused pool's staging)
+  int ks = 0;           // split-K slice (kSplitK instances; 0 otherwise)
 };
 
 #ifdef CNNRT_WGMMA_DEVICE
@@ -206,7 +213,7 @@ struct TmaDense {
   using Acc = AccT;
   static constexpr int kRowBytes = RowBytes, kTileElems = RowBytes / int(sizeof(T));
   // The roles of the dense instances: im2col activations are A, weights B, no metadata.
-  static constexpr bool kWeightsAreA = false, kSplitN = false, kMeta = false;
+  static constexpr bool kWeightsAreA = false, kSplitN = false, kMeta = false, kSplitK = false;
   static constexpr int kARowBytes = RowBytes;
 #ifdef CNNRT_WGMMA_DEVICE
   template <int BN, int MI>
@@ -302,12 +309,30 @@ __device__ __forceinline__ uint32_t cluster_rank() {
 // both the CTAs working at one time share their im2col boxes through L2.
 template <class E, int BN, int CL, class P>
 __device__ __forceinline__ void unit_coords(const P& p, int u, uint32_t rank, int& m_blk, int& n0) {
-  if constexpr (E::kWeightsAreA) {
+  if constexpr (E::kSplitK) {
+    m_blk = u % p.m_tiles;
+    n0 = (u / p.m_tiles % p.n_tiles) * BN;
+  } else if constexpr (E::kWeightsAreA) {
     m_blk = u % p.m_tiles;
     n0 = (u / p.m_tiles) * BN;
   } else {
     m_blk = (u / p.n_tiles) * CL + int(rank);
     n0 = (u % p.n_tiles) * BN;
+  }
+}
+
+// Split K (kSplitK instances): unit u's slice of K, slice ks = u / (m_tiles * n_tiles) (the
+// slowest index), k-tiles [k0, k1); every slice has at least one k-tile (the host's split).
+template <class E, class P>
+__device__ __forceinline__ void unit_k_range(const P& p, int u, int& ks, int& k0, int& k1) {
+  if constexpr (E::kSplitK) {
+    ks = u / (p.m_tiles * p.n_tiles);
+    k0 = ks * p.k_per_split;
+    k1 = min(p.k_tiles, k0 + p.k_per_split);
+  } else {
+    ks = 0;
+    k0 = 0;
+    k1 = p.k_tiles;
   }
 }
 
@@ -328,7 +353,10 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
   // kWA: the roles (weights are A, im2col boxes B); kSparse: 2:4 metadata to supply (the
   // sparse instances, which are also kWA).
   constexpr bool kWA = E::kWeightsAreA, kSparse = E::kMeta;
-  static_assert(!kWA || (CL == 1 && BN % 128 == 0), "weights as A: no cluster, whole boxes");
+  static_assert(!kWA || (CL == 1 && (BN % 128 == 0 || E::kSplitK)),
+                "weights as A: no cluster, whole im2col boxes");
+  static_assert(!E::kSplitK || (kWA && !kSparse && !E::kSplitN && BN <= 256),
+                "split K: dense weights as A, B one tiled box of at most 256 rows");
   static_assert(!kSparse || kWA, "2:4 metadata belongs to weights as A");
   static_assert(!E::kSplitN || (kWA && BM % 64 == 0 && BN <= 512),
                 "split N: weights as A, whole m64 blocks, at most n256 per warpgroup");
@@ -359,57 +387,76 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
       for (int u = first; u < p.units; u += step) {
         int m_blk, n0;
         unit_coords<E, BN, CL>(p, u, rank, m_blk, n0);
-        // The first output pixel of the unit's im2col boxes: its M block's (dense; a fused
-        // pool's tile table) or its N block's (weights as A).
-        int m_first;
-        if constexpr (kWA)
-          m_first = n0;
-        else
-          m_first = Epi::first_row(p, m_blk);
-        int aw[C::kBoxes], ah[C::kBoxes], an[C::kBoxes];
-#pragma unroll
-        for (int i = 0; i < C::kBoxes; ++i) {
-          const int m = m_first + 128 * i, img = m / pix, rem = m - img * pix;
-          const int oy = rem / p.conv_w, ox = rem - oy * p.conv_w;
-          aw[i] = ox * p.sw - p.pad_left;
-          ah[i] = oy * p.sh - p.pad_top;
-          an[i] = img;
-        }
-        int cb = 0, r = 0, s = 0;  // the k-tile's channel block and tap, advanced incrementally
-        for (int kt = 0; kt < p.k_tiles; ++kt) {
-          mbarrier_wait_parity(smem_u32(&empty_bar[stage]), phase ^ 1);
-          const uint32_t fb = smem_u32(&full_bar[stage]);
-          mbar_expect_tx(fb, C::kStage);
-          const uint32_t a_dst = ring + stage * C::kStage, b_dst = a_dst + C::kA;
-          if constexpr (kWA) {
-            // A: the BM (compressed) weight rows of the k-tile; B: the im2col boxes of the BN
-            // pixels: both counted in kStage (the consumers load the metadata themselves).
+        if constexpr (E::kSplitK) {
+          // A GEMM (the linear): per k-tile of the unit's slice, BM weight rows and the BN rows
+          // of B ([n][K], K-major) as two tiled boxes.
+          int ks, k0, k1;
+          unit_k_range<E>(p, u, ks, k0, k1);
+          for (int kt = k0; kt < k1; ++kt) {
+            mbarrier_wait_parity(smem_u32(&empty_bar[stage]), phase ^ 1);
+            const uint32_t fb = smem_u32(&full_bar[stage]);
+            mbar_expect_tx(fb, C::kStage);
+            const uint32_t a_dst = ring + stage * C::kStage;
             tma_load_2d(a_dst, &tmap_w, kt * E::kWeightTileElems, m_blk * BM, fb);
-#pragma unroll
-            for (int i = 0; i < C::kBoxes; ++i)
-              tma_load_im2col(b_dst + i * 128 * E::kRowBytes, &tmap_x, cb * E::kTileElems, aw[i],
-                              ah[i], an[i], uint16_t(s), uint16_t(r), fb);
-          } else {
-#pragma unroll
-            for (int i = 0; i < C::kMI; ++i)
-              tma_load_im2col(a_dst + i * 128 * E::kRowBytes, &tmap_x, cb * E::kTileElems, aw[i],
-                              ah[i], an[i], uint16_t(s), uint16_t(r), fb);
-            if (CL == 1)
-              tma_load_2d(b_dst, &tmap_w, kt * E::kTileElems, n0, fb);
-            else
-              tma_load_2d_mc(b_dst + rank * (C::kB / CL), &tmap_w, kt * E::kTileElems,
-                             n0 + int(rank) * (BN / CL), fb, uint16_t((1u << CL) - 1));
-          }
-          if (++cb == p.c_blocks) {
-            cb = 0;
-            if (++s == p.kw) {
-              s = 0;
-              ++r;
+            tma_load_2d(a_dst + C::kA, &tmap_x, kt * E::kTileElems, n0, fb);
+            if (++stage == STAGES) {
+              stage = 0;
+              phase ^= 1;
             }
           }
-          if (++stage == STAGES) {
-            stage = 0;
-            phase ^= 1;
+        } else {
+          // The first output pixel of the unit's im2col boxes: its M block's (dense; a fused
+          // pool's tile table) or its N block's (weights as A).
+          int m_first;
+          if constexpr (kWA)
+            m_first = n0;
+          else
+            m_first = Epi::first_row(p, m_blk);
+          int aw[C::kBoxes], ah[C::kBoxes], an[C::kBoxes];
+#pragma unroll
+          for (int i = 0; i < C::kBoxes; ++i) {
+            const int m = m_first + 128 * i, img = m / pix, rem = m - img * pix;
+            const int oy = rem / p.conv_w, ox = rem - oy * p.conv_w;
+            aw[i] = ox * p.sw - p.pad_left;
+            ah[i] = oy * p.sh - p.pad_top;
+            an[i] = img;
+          }
+          int cb = 0, r = 0, s = 0;  // the k-tile's channel block and tap, advanced incrementally
+          for (int kt = 0; kt < p.k_tiles; ++kt) {
+            mbarrier_wait_parity(smem_u32(&empty_bar[stage]), phase ^ 1);
+            const uint32_t fb = smem_u32(&full_bar[stage]);
+            mbar_expect_tx(fb, C::kStage);
+            const uint32_t a_dst = ring + stage * C::kStage, b_dst = a_dst + C::kA;
+            if constexpr (kWA) {
+              // A: the BM (compressed) weight rows of the k-tile; B: the im2col boxes of the BN
+              // pixels: both counted in kStage (the consumers load the metadata themselves).
+              tma_load_2d(a_dst, &tmap_w, kt * E::kWeightTileElems, m_blk * BM, fb);
+#pragma unroll
+              for (int i = 0; i < C::kBoxes; ++i)
+                tma_load_im2col(b_dst + i * 128 * E::kRowBytes, &tmap_x, cb * E::kTileElems, aw[i],
+                                ah[i], an[i], uint16_t(s), uint16_t(r), fb);
+            } else {
+#pragma unroll
+              for (int i = 0; i < C::kMI; ++i)
+                tma_load_im2col(a_dst + i * 128 * E::kRowBytes, &tmap_x, cb * E::kTileElems, aw[i],
+                                ah[i], an[i], uint16_t(s), uint16_t(r), fb);
+              if (CL == 1)
+                tma_load_2d(b_dst, &tmap_w, kt * E::kTileElems, n0, fb);
+              else
+                tma_load_2d_mc(b_dst + rank * (C::kB / CL), &tmap_w, kt * E::kTileElems,
+                               n0 + int(rank) * (BN / CL), fb, uint16_t((1u << CL) - 1));
+            }
+            if (++cb == p.c_blocks) {
+              cb = 0;
+              if (++s == p.kw) {
+                s = 0;
+                ++r;
+              }
+            }
+            if (++stage == STAGES) {
+              stage = 0;
+              phase ^= 1;
+            }
           }
         }
       }
@@ -543,19 +590,24 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
         meta_src = copy_first_meta(u + step);  // in flight during this unit's epilogue
       } else {
         NoMeta none;
-        for (int kt = 0; kt < p.k_tiles; ++kt) k_tile(none, none, kt, 0);
+        int ks, k0, k1;
+        unit_k_range<E>(p, u, ks, k0, k1);
+        for (int kt = k0; kt < k1; ++kt) k_tile(none, none, kt, 0);
         wgmma_wait<0>();
       }
 #pragma unroll
       for (int i = 0; i < C::kMI; ++i) fence_operands(acc[i]);
       release(prev);
+      int unit_ks, unused_k0, unused_k1;
+      unit_k_range<E>(p, u, unit_ks, unused_k0, unused_k1);
       const TmaUnit unit{
           m_blk,
           n0,
           cw,
           warp,
           lane,
-          smem_raw + (ring - smem_u32(smem_raw)) + STAGES * C::kStage + C::kMetaSlots * C::kMetaSlot};
+          smem_raw + (ring - smem_u32(smem_raw)) + STAGES * C::kStage + C::kMetaSlots * C::kMetaSlot,
+          unit_ks};
       Epi::store(acc, p, unit);
     }
   }

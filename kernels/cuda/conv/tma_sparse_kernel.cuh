@@ -88,7 +88,7 @@ struct TmaSparseParams {
 // The sparse element traits of tma_conv_mainloop (its design note lists what they declare).
 struct TmaSparseF16 {
   using Acc = float;
-  static constexpr bool kWeightsAreA = true, kSplitN = false, kMeta = true;
+  static constexpr bool kWeightsAreA = true, kSplitN = false, kMeta = true, kSplitK = false;
   // B: im2col rows of 64 channels (128 bytes, the 128-byte swizzle), the k-tile's TMA channel step.
   static constexpr int kRowBytes = 128, kTileElems = 64;
   // A: the 32 kept halves of a row's 64 K (64 bytes, the 64-byte swizzle), the weight box's step.

@@ -106,7 +106,7 @@ template <int KB>
 struct TmaSparseS8 {
   static_assert(KB == 128 || KB == 64, "k-tiles of 128 or 64 channels");
   using Acc = int;
-  static constexpr bool kWeightsAreA = true, kSplitN = false, kMeta = true;
+  static constexpr bool kWeightsAreA = true, kSplitN = false, kMeta = true, kSplitK = false;
   // B: im2col rows of KB channels (KB bytes, the KB-byte swizzle), the k-tile's TMA channel step.
   static constexpr int kRowBytes = KB, kTileElems = KB;
   // A: the KB / 2 kept int8 of a row's KB K, the weight box's K step.

@@ -36,7 +36,7 @@ namespace cnnrt::cuda::tma_detail {
 // Dense fp16 weights as A, the consumer warpgroups splitting N (tma_mainloop.cuh's traits).
 struct TmaF16WeightsA {
   using Acc = float;
-  static constexpr bool kWeightsAreA = true, kSplitN = true, kMeta = false;
+  static constexpr bool kWeightsAreA = true, kSplitN = true, kMeta = false, kSplitK = false;
   // Both operands: k-tile rows of 64 halves (128 bytes, the 128-byte swizzle).
   static constexpr int kRowBytes = 128, kTileElems = 64, kARowBytes = 128, kWeightTileElems = 64;
 #ifdef CNNRT_WGMMA_DEVICE

@@ -1,0 +1,180 @@
+// linear_int8_tma: the Hopper int8 linear on the TMA mainloop, split over K — host side (shape
+// rule, tensor maps, batch tile and split choice, launch).  The kernel and its design note are
+// kernels/cuda/conv/tma_linear_s8_kernel.cuh.
+//
+// DESIGN NOTE
+// * Batch tile BN: the smallest of 64, 128, 256 that holds the batch (one batch tile up to 256;
+//   above, tiles of 256), so few rows of B are zero fill and a stage stays small: 24, 32 or
+//   48 KB, hence 9, 6 or 4 stages in the 227 KB opt-in — the weight bytes in flight per SM
+//   (96-144 KB) cover DRAM's latency at ~3 TB/s many times over.
+// * Split: units = out-feature tiles x batch tiles x K slices, the slices as many as keep the
+//   units within one wave of the SMs (at least one k-tile each): each SM streams its own part
+//   of the weight once.  AlexNet at 64 / 256: fc6 32 x 4 slices of 18 k-tiles, fc7 32 x 4 of
+//   8, fc8 8 x 16 of 2.  The slices' sums go to the workspace ([splits][batch][out_stride]
+//   int32: 16 MB for fc6 at 256, L2-resident between the two kernels) and finish_s8_split adds
+//   them and requantises.
+// * The input map is encoded per input pointer and batch (~1 us) and cached by the caller
+//   (tma::InputMaps), like the TMA convs'.
+#include <algorithm>
+#include <climits>
+#include <string>
+#include <vector>
+
+#include "cnnrt/error.h"
+#include "kernels/cuda/conv/tma_encode.h"
+#include "kernels/cuda/conv/tma_linear_s8_kernel.cuh"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_traits.h"
+#include "kernels/cuda/linear_s8_tma.h"
+
+namespace cnnrt::cuda {
+
+namespace {
+
+using tma_linear_detail::kBM;
+using tma_linear_detail::TmaLinearS8Params;
+
+struct BatchTile {
+  int bn, stages;
+};
+constexpr BatchTile kBatchTiles[] = {{64, 9}, {128, 6}, {256, 4}};
+constexpr int kBatchTileCount = sizeof(kBatchTiles) / sizeof(kBatchTiles[0]);
+constexpr int kKTileBytes = 128;
+
+using KernelFn = void (*)(CUtensorMap, CUtensorMap, TmaLinearS8Params);
+template <int T>
+KernelFn instance() {
+  return tma_linear_detail::linear_tma_s8_kernel<kBatchTiles[T].bn, kBatchTiles[T].stages>;
+}
+KernelFn kernel_of(int tile) {
+  return tile == 0 ? instance<0>() : tile == 1 ? instance<1>() : instance<2>();
+}
+template <int T>
+constexpr size_t smem_of() {
+  return tma_linear_detail::TmaLinearS8Ring<kBatchTiles[T].bn, kBatchTiles[T].stages>::kSmem;
+}
+size_t smem_of(int tile) {
+  return tile == 0 ? smem_of<0>() : tile == 1 ? smem_of<1>() : smem_of<2>();
+}
+static_assert(smem_of<0>() == 1024 + 9 * (128 + 64) * 128, "the ring: stages x (A + B) rows");
+
+std::vector<tma::KernelImage> kernel_images() {
+  static const char* const names[] = {"128x64", "128x128", "128x256"};
+  std::vector<tma::KernelImage> images;
+  for (int t = 0; t < kBatchTileCount; ++t)
+    images.push_back({reinterpret_cast<const void*>(kernel_of(t)), names[t], smem_of(t)});
+  return images;
+}
+
+int batch_tile_of(int batch) {
+  int t = 0;
+  while (t + 1 < kBatchTileCount && kBatchTiles[t].bn < batch) ++t;
+  return t;
+}
+
+}  // namespace
+
+class LinearS8TmaImpl {
+ public:
+  S8Conv linear;
+  int sms = 132;
+  int k_tiles = 0;
+  CUtensorMap w_map;
+};
+
+bool linear_s8_tma_serves(const S8Conv& c) {
+  return c.groups == 1 && c.in_h == 1 && c.in_w == 1 && c.out_h == 1 && c.out_w == 1 && c.kh == 1 &&
+         c.kw == 1 && c.in_c >= 1 && c.in_stride == padded16(c.in_c) && c.k_total == c.in_stride &&
+         c.k_pad >= c.k_total && c.k_pad % 64 == 0 && c.out_c >= 1 &&
+         c.out_stride == (c.float_output ? (c.out_c + 7) / 8 * 8 : padded16(c.out_c)) &&
+         c.weight != nullptr && (long long)c.out_stride * 256 < INT_MAX / 64;
+}
+
+bool LinearS8Tma::device_supported() { return wgmma_s8_device_supported(); }
+
+LinearS8Tma::LinearS8Tma(const S8Conv& linear) : impl_(std::make_unique<LinearS8TmaImpl>()) {
+  LinearS8TmaImpl& m = *impl_;
+  m.linear = linear;
+  if (!linear_s8_tma_serves(linear))
+    throw Error(
+        "linear_int8_tma: unsupported linear (needs a 1x1 int8 GEMM description: K = "
+        "pad16(in features), weight rows of k_pad % 64 == 0 bytes)");
+  if (!device_supported())
+    throw Error("linear_int8_tma: needs a compute capability 9.0 device and the sm_90a build");
+  m.k_tiles = (linear.in_stride + kKTileBytes - 1) / kKTileBytes;
+  m.sms = std::max(device_traits().sms, 1);
+  for (int t = 0; t < kBatchTileCount; ++t)
+    if (device_traits().smem_optin < smem_of(t) + 256)
+      throw Error("linear_int8_tma: the device offers too little shared memory per block");
+  if (plan_only()) return;  // a described target: no maps, no attributes
+  static const std::string problem = tma::register_problem(kernel_images(), tma_detail::kEntryRegs);
+  if (!problem.empty()) throw Error("linear_int8_tma: " + problem);
+  tma::opt_in_smem(kernel_images());
+  // A: [out_c][k_pad] rows, boxes of 128 bytes of K x kBM rows; K past in_stride and rows past
+  // out_c are the TMA's zero fill.
+  tma::encode_weight_map("linear_int8_tma", &m.w_map, CU_TENSOR_MAP_DATA_TYPE_UINT8, linear.weight,
+                         size_t(linear.in_stride), size_t(linear.out_c), size_t(linear.k_pad),
+                         kKTileBytes, kBM, kKTileBytes);
+}
+
+LinearS8Tma::~LinearS8Tma() = default;
+
+LinearS8TmaPlan LinearS8Tma::plan(int batch) const {
+  const LinearS8TmaImpl& m = *impl_;
+  LinearS8TmaPlan plan;
+  const int t = batch_tile_of(batch);
+  plan.batch = std::max(batch, 1);
+  plan.bn = kBatchTiles[t].bn;
+  plan.stages = kBatchTiles[t].stages;
+  plan.m_tiles = (m.linear.out_c + kBM - 1) / kBM;
+  plan.n_tiles = (plan.batch + plan.bn - 1) / plan.bn;
+  const int tiles = plan.m_tiles * plan.n_tiles;
+  const int wanted = std::max(1, std::min(m.k_tiles, m.sms / std::max(tiles, 1)));
+  plan.k_per_split = (m.k_tiles + wanted - 1) / wanted;
+  plan.splits = (m.k_tiles + plan.k_per_split - 1) / plan.k_per_split;
+  plan.units = tiles * plan.splits;
+  plan.ctas = tma::persistent_ctas(plan.units, m.sms);
+  const size_t sums = size_t(plan.splits) * plan.batch * m.linear.out_stride * sizeof(int32_t);
+  plan.workspace_bytes = (sums + 255) / 256 * 256;
+  plan.name =
+      "tma_s8_linear_128x" + std::to_string(plan.bn) + " split-k " + std::to_string(plan.splits);
+  return plan;
+}
+
+LinearS8TmaInput LinearS8Tma::encode_input(const void* x, int batch) const {
+  const LinearS8TmaImpl& m = *impl_;
+  LinearS8TmaInput input;
+  input.x = x;
+  input.batch = batch;
+  tma::encode_weight_map(
+      "linear_int8_tma", &input.map, CU_TENSOR_MAP_DATA_TYPE_UINT8, x, size_t(m.linear.in_stride),
+      size_t(std::max(batch, 1)), size_t(m.linear.in_stride), kKTileBytes,
+      kBatchTiles[batch_tile_of(batch)].bn, kKTileBytes, "cuTensorMapEncodeTiled (input)");
+  return input;
+}
+
+void LinearS8Tma::forward(const LinearS8TmaPlan& plan, const LinearS8TmaInput& input, void* y,
+                          void* workspace, cudaStream_t stream) const {
+  const LinearS8TmaImpl& m = *impl_;
+  if (input.batch != plan.batch || plan.units == 0) {
+    if (input.batch <= 0) return;
+    throw Error("linear_int8_tma: run at a batch the plan was not made for");
+  }
+  if (workspace == nullptr) throw Error("linear_int8_tma: run without its workspace");
+  TmaLinearS8Params p;
+  p.partial = static_cast<int*>(workspace);
+  p.batch = plan.batch;
+  p.out_stride = m.linear.out_stride;
+  p.m_tiles = plan.m_tiles;
+  p.n_tiles = plan.n_tiles;
+  p.k_tiles = m.k_tiles;
+  p.k_per_split = plan.k_per_split;
+  p.units = plan.units;
+  const int t = batch_tile_of(plan.batch);
+  kernel_of(t)<<<plan.ctas, tma_linear_detail::kThreads, smem_of(t), stream>>>(input.map, m.w_map,
+                                                                               p);
+  CNNRT_CUDA_CHECK_LAUNCH();
+  finish_s8_split(m.linear, p.partial, plan.splits, plan.batch, y, stream);
+}
+
+}  // namespace cnnrt::cuda
