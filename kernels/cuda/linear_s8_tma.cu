@@ -72,6 +72,26 @@ int batch_tile_of(int batch) {
   return t;
 }
 
+// The weight in tiles (packed form): tile (mt, kt) = rows mt * kBM .. +kBM of K bytes kt * 128
+// .. +128, stored as kBM contiguous 128-byte rows at row (mt * k_tiles + kt) * kBM; zeros past
+// out_c and past in_stride.  One thread per 16 bytes.
+__global__ void pack_tiles_kernel(const int8_t* __restrict__ w, int out_c, int in_stride, int k_pad,
+                                  int k_tiles, int4* __restrict__ packed, int64_t chunks) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < chunks;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int c16 = int(i % 8);
+    const int64_t row = i / 8;  // packed row
+    const int r = int(row % kBM);
+    const int64_t tile = row / kBM;
+    const int kt = int(tile % k_tiles), mt = int(tile / k_tiles);
+    const int o = mt * kBM + r, k = kt * kKTileBytes + c16 * 16;
+    int4 v = make_int4(0, 0, 0, 0);
+    if (o < out_c && k < in_stride)  // in_stride % 16 == 0: a chunk is all in or all out
+      v = *reinterpret_cast<const int4*>(w + size_t(o) * k_pad + k);
+    packed[i] = v;
+  }
+}
+
 }  // namespace
 
 class LinearS8TmaImpl {
@@ -80,6 +100,10 @@ class LinearS8TmaImpl {
   int sms = 132;
   int k_tiles = 0;
   CUtensorMap w_map;
+  void* packed = nullptr;  // the packed form's copy (cudaMalloc), else nullptr
+  ~LinearS8TmaImpl() {
+    if (packed != nullptr) cudaFree(packed);
+  }
 };
 
 bool linear_s8_tma_serves(const S8Conv& c) {
@@ -92,7 +116,8 @@ bool linear_s8_tma_serves(const S8Conv& c) {
 
 bool LinearS8Tma::device_supported() { return wgmma_s8_device_supported(); }
 
-LinearS8Tma::LinearS8Tma(const S8Conv& linear) : impl_(std::make_unique<LinearS8TmaImpl>()) {
+LinearS8Tma::LinearS8Tma(const S8Conv& linear, bool packed)
+    : impl_(std::make_unique<LinearS8TmaImpl>()) {
   LinearS8TmaImpl& m = *impl_;
   m.linear = linear;
   if (!linear_s8_tma_serves(linear))
@@ -110,11 +135,34 @@ LinearS8Tma::LinearS8Tma(const S8Conv& linear) : impl_(std::make_unique<LinearS8
   static const std::string problem = tma::register_problem(kernel_images(), tma_detail::kEntryRegs);
   if (!problem.empty()) throw Error("linear_int8_tma: " + problem);
   tma::opt_in_smem(kernel_images());
-  // A: [out_c][k_pad] rows, boxes of 128 bytes of K x kBM rows; K past in_stride and rows past
-  // out_c are the TMA's zero fill.
-  tma::encode_weight_map("linear_int8_tma", &m.w_map, CU_TENSOR_MAP_DATA_TYPE_UINT8, linear.weight,
-                         size_t(linear.in_stride), size_t(linear.out_c), size_t(linear.k_pad),
-                         kKTileBytes, kBM, kKTileBytes);
+  if (!packed) {
+    // A: [out_c][k_pad] rows, boxes of 128 bytes of K x kBM rows; K past in_stride and rows
+    // past out_c are the TMA's zero fill.
+    tma::encode_weight_map("linear_int8_tma", &m.w_map, CU_TENSOR_MAP_DATA_TYPE_UINT8,
+                           linear.weight, size_t(linear.in_stride), size_t(linear.out_c),
+                           size_t(linear.k_pad), kKTileBytes, kBM, kKTileBytes);
+    return;
+  }
+  // A from the tile-packed copy: each box is kBM x 128 contiguous bytes.
+  const int m_tiles = (linear.out_c + kBM - 1) / kBM;
+  const int64_t rows = int64_t(m_tiles) * m.k_tiles * kBM;
+  CNNRT_CUDA_CHECK(cudaMalloc(&m.packed, size_t(rows) * kKTileBytes));
+  const int64_t chunks = rows * (kKTileBytes / 16);
+  pack_tiles_kernel<<<int(std::min<int64_t>((chunks + 255) / 256, 1 << 16)), 256>>>(
+      linear.weight, linear.out_c, linear.in_stride, linear.k_pad, m.k_tiles,
+      static_cast<int4*>(m.packed), chunks);
+  CNNRT_CUDA_CHECK_LAUNCH();
+  CNNRT_CUDA_CHECK(cudaDeviceSynchronize());
+  tma::encode_weight_map("linear_int8_tma", &m.w_map, CU_TENSOR_MAP_DATA_TYPE_UINT8, m.packed,
+                         size_t(kKTileBytes), size_t(rows), size_t(kKTileBytes), kKTileBytes, kBM,
+                         kKTileBytes);
+}
+
+size_t LinearS8Tma::packed_bytes() const {
+  const LinearS8TmaImpl& m = *impl_;
+  return m.packed == nullptr
+             ? 0
+             : size_t((m.linear.out_c + kBM - 1) / kBM) * m.k_tiles * kBM * kKTileBytes;
 }
 
 LinearS8Tma::~LinearS8Tma() = default;
@@ -170,6 +218,7 @@ void LinearS8Tma::forward(const LinearS8TmaPlan& plan, const LinearS8TmaInput& i
   p.k_tiles = m.k_tiles;
   p.k_per_split = plan.k_per_split;
   p.units = plan.units;
+  p.packed_a = m.packed != nullptr ? 1 : 0;
   const int t = batch_tile_of(plan.batch);
   kernel_of(t)<<<plan.ctas, tma_linear_detail::kThreads, smem_of(t), stream>>>(input.map, m.w_map,
                                                                                p);

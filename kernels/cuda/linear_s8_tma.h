@@ -47,12 +47,15 @@ class LinearS8Tma {
   static bool device_supported();
 
   // `linear`'s weight, bias and multipliers are on the device and outlive this.  Encodes the
-  // weight map and checks the kernel images' register count.  Throws cnnrt::Error.
-  explicit LinearS8Tma(const S8Conv& linear);
+  // weight map and checks the kernel images' register count.  packed: the kernel reads its own
+  // copy of the weight packed in 16 KB tiles (each TMA box one contiguous block; made here, on
+  // the device), else the [out][k_pad] rows in place.  Throws cnnrt::Error.
+  explicit LinearS8Tma(const S8Conv& linear, bool packed = false);
   ~LinearS8Tma();
   LinearS8Tma(const LinearS8Tma&) = delete;
   LinearS8Tma& operator=(const LinearS8Tma&) = delete;
 
+  size_t packed_bytes() const;  // the packed copy's device bytes (0 without)
   // Batch tile, stages and split for `batch` on this device's SMs.
   LinearS8TmaPlan plan(int batch) const;
   LinearS8TmaInput encode_input(const void* x, int batch) const;

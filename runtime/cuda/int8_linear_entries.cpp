@@ -34,7 +34,7 @@
 namespace cnnrt::cuda {
 namespace {
 
-enum class LinearPath { Auto, Gemm, Gemv, Cublaslt, Stream, Tma };
+enum class LinearPath { Auto, Gemm, Gemv, Cublaslt, Stream, Tma, TmaPacked };
 
 // A linear layer's int8 weights on the device, with the S8Conv that describes them: the same
 // for every int8 linear entry (they differ in the kernel they launch), so prepared once per
@@ -102,9 +102,9 @@ class LinearInt8Kernel final : public LayerKernel {
     if (path_ == LinearPath::Cublaslt) lt();
     // The TMA GEMM where it serves this layer on this device (the Tma path's factory is only
     // offered there: linear_tma_supported).
-    if ((path_ == LinearPath::Auto || path_ == LinearPath::Tma) &&
+    if ((path_ == LinearPath::Auto || path_ == LinearPath::Tma || path_ == LinearPath::TmaPacked) &&
         LinearS8Tma::device_supported() && linear_s8_tma_serves(linear_))
-      tma_ = std::make_unique<LinearS8Tma>(linear_);
+      tma_ = std::make_unique<LinearS8Tma>(linear_, path_ == LinearPath::TmaPacked);
     // The streaming GEMM reads its own tiled copy of the weight, packed once here on the device
     // (none for a described target: nothing runs there).
     if (path_ == LinearPath::Stream && !plan_only()) {
@@ -145,7 +145,7 @@ class LinearInt8Kernel final : public LayerKernel {
       plan.streamed_weight_bytes = device_.weight.bytes();
       return plan;
     }
-    if (tma_ && (path_ == LinearPath::Tma || kTmaDefault)) {
+    if (tma_ && (path_ != LinearPath::Auto || kTmaDefault)) {
       auto state = std::make_shared<TmaState>();
       state->plan = tma_->plan(info.batch);
       plan.variant = kTma;
@@ -204,7 +204,7 @@ class LinearInt8Kernel final : public LayerKernel {
   }
   size_t weight_bytes() const override {
     return device_.weight.bytes() + device_.bias.bytes() + device_.multiplier.bytes() +
-           packed_.bytes();
+           packed_.bytes() + (tma_ ? tma_->packed_bytes() : 0);
   }
 
  private:
@@ -247,7 +247,8 @@ bool linear_tma_supported(const Node& node) {
 }
 
 EntryRow linear_row(const char* name, LinearPath path) {
-  return {name, OpKind::Linear, path == LinearPath::Tma ? linear_tma_supported : linear_supported,
+  const bool tma = path == LinearPath::Tma || path == LinearPath::TmaPacked;
+  return {name, OpKind::Linear, tma ? linear_tma_supported : linear_supported,
           [path](const KernelBuildContext& context) -> std::unique_ptr<LayerKernel> {
             return std::make_unique<LinearInt8Kernel>(context, path);
           }};
@@ -265,6 +266,7 @@ void register_int8_linear_kernels(KernelRegistry& registry) {
   stream.baseline = true;
   add_entries(registry, Device::CUDA, Precision::INT8, 5,
               {linear_row("linear_int8_tma", LinearPath::Tma),
+               linear_row("linear_int8_tma_packed", LinearPath::TmaPacked),
                linear_row("linear_int8_gemm", LinearPath::Gemm), stream,
                linear_row("linear_int8_cublaslt", LinearPath::Cublaslt),
                linear_row("linear_int8_gemv", LinearPath::Gemv)});
