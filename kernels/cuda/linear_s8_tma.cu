@@ -8,11 +8,12 @@
 //   48 KB, hence 9, 6 or 4 stages in the 227 KB opt-in — the weight bytes in flight per SM
 //   (96-144 KB) cover DRAM's latency at ~3 TB/s many times over.
 // * Split: units = out-feature tiles x batch tiles x K slices, the slices as many as keep the
-//   units within one wave of the SMs (at least one k-tile each): each SM streams its own part
-//   of the weight once.  AlexNet at 64 / 256: fc6 32 x 4 slices of 18 k-tiles, fc7 32 x 4 of
-//   8, fc8 8 x 16 of 2.  The slices' sums go to the workspace ([splits][batch][out_stride]
-//   int32: 16 MB for fc6 at 256, L2-resident between the two kernels) and finish_s8_split adds
-//   them and requantises.
+//   units within one wave of the SMs, at most kMaxSplits and at least one k-tile each: each SM
+//   streams its own part of the weight once.  AlexNet at 16-256: fc6 and fc7 32 channel tiles
+//   x 4 slices (18 / 8 k-tiles), fc8 8 x 4 (8 k-tiles).  The slices' sums meet in the workspace
+//   ([splits][batch][out_stride] int32) and the last slice's CTA of each tile reduces them
+//   (the kernel's design note); its counter per tile lives in the caller's per-context state,
+//   zeroed once (forward's `counters`): the reducing CTA resets it.
 // * The input map is encoded per input pointer and batch (~1 us) and cached by the caller
 //   (tma::InputMaps), like the TMA convs'.
 #include <algorithm>
@@ -40,6 +41,9 @@ struct BatchTile {
 constexpr BatchTile kBatchTiles[] = {{64, 9}, {128, 6}, {256, 4}};
 constexpr int kBatchTileCount = sizeof(kBatchTiles) / sizeof(kBatchTiles[0]);
 constexpr int kKTileBytes = 128;
+// At most this many K slices: the last slice's CTA reads the others' sums (BN = 256: 128 KB
+// each) before its epilogue, serially.
+constexpr int kMaxSplits = 4;
 
 using KernelFn = void (*)(CUtensorMap, CUtensorMap, TmaLinearS8Params);
 template <int T>
@@ -49,14 +53,16 @@ KernelFn instance() {
 KernelFn kernel_of(int tile) {
   return tile == 0 ? instance<0>() : tile == 1 ? instance<1>() : instance<2>();
 }
+// The ring and, after it, the epilogue's flag.
 template <int T>
 constexpr size_t smem_of() {
-  return tma_linear_detail::TmaLinearS8Ring<kBatchTiles[T].bn, kBatchTiles[T].stages>::kSmem;
+  return tma_linear_detail::TmaLinearS8Ring<kBatchTiles[T].bn, kBatchTiles[T].stages>::kSmem +
+         tma_linear_detail::TmaLinearS8Epilogue<kBatchTiles[T].bn>::kStaging;
 }
 size_t smem_of(int tile) {
   return tile == 0 ? smem_of<0>() : tile == 1 ? smem_of<1>() : smem_of<2>();
 }
-static_assert(smem_of<0>() == 1024 + 9 * (128 + 64) * 128, "the ring: stages x (A + B) rows");
+static_assert(smem_of<0>() == 1024 + 9 * (128 + 64) * 128 + 16, "stages x (A + B) rows + flag");
 
 std::vector<tma::KernelImage> kernel_images() {
   static const char* const names[] = {"128x64", "128x128", "128x256"};
@@ -72,26 +78,6 @@ int batch_tile_of(int batch) {
   return t;
 }
 
-// The weight in tiles (packed form): tile (mt, kt) = rows mt * kBM .. +kBM of K bytes kt * 128
-// .. +128, stored as kBM contiguous 128-byte rows at row (mt * k_tiles + kt) * kBM; zeros past
-// out_c and past in_stride.  One thread per 16 bytes.
-__global__ void pack_tiles_kernel(const int8_t* __restrict__ w, int out_c, int in_stride, int k_pad,
-                                  int k_tiles, int4* __restrict__ packed, int64_t chunks) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < chunks;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const int c16 = int(i % 8);
-    const int64_t row = i / 8;  // packed row
-    const int r = int(row % kBM);
-    const int64_t tile = row / kBM;
-    const int kt = int(tile % k_tiles), mt = int(tile / k_tiles);
-    const int o = mt * kBM + r, k = kt * kKTileBytes + c16 * 16;
-    int4 v = make_int4(0, 0, 0, 0);
-    if (o < out_c && k < in_stride)  // in_stride % 16 == 0: a chunk is all in or all out
-      v = *reinterpret_cast<const int4*>(w + size_t(o) * k_pad + k);
-    packed[i] = v;
-  }
-}
-
 }  // namespace
 
 class LinearS8TmaImpl {
@@ -100,10 +86,6 @@ class LinearS8TmaImpl {
   int sms = 132;
   int k_tiles = 0;
   CUtensorMap w_map;
-  void* packed = nullptr;  // the packed form's copy (cudaMalloc), else nullptr
-  ~LinearS8TmaImpl() {
-    if (packed != nullptr) cudaFree(packed);
-  }
 };
 
 bool linear_s8_tma_serves(const S8Conv& c) {
@@ -116,8 +98,7 @@ bool linear_s8_tma_serves(const S8Conv& c) {
 
 bool LinearS8Tma::device_supported() { return wgmma_s8_device_supported(); }
 
-LinearS8Tma::LinearS8Tma(const S8Conv& linear, bool packed)
-    : impl_(std::make_unique<LinearS8TmaImpl>()) {
+LinearS8Tma::LinearS8Tma(const S8Conv& linear) : impl_(std::make_unique<LinearS8TmaImpl>()) {
   LinearS8TmaImpl& m = *impl_;
   m.linear = linear;
   if (!linear_s8_tma_serves(linear))
@@ -135,34 +116,12 @@ LinearS8Tma::LinearS8Tma(const S8Conv& linear, bool packed)
   static const std::string problem = tma::register_problem(kernel_images(), tma_detail::kEntryRegs);
   if (!problem.empty()) throw Error("linear_int8_tma: " + problem);
   tma::opt_in_smem(kernel_images());
-  if (!packed) {
-    // A: [out_c][k_pad] rows, boxes of 128 bytes of K x kBM rows; K past in_stride and rows
-    // past out_c are the TMA's zero fill.
-    tma::encode_weight_map("linear_int8_tma", &m.w_map, CU_TENSOR_MAP_DATA_TYPE_UINT8,
-                           linear.weight, size_t(linear.in_stride), size_t(linear.out_c),
-                           size_t(linear.k_pad), kKTileBytes, kBM, kKTileBytes);
-    return;
-  }
-  // A from the tile-packed copy: each box is kBM x 128 contiguous bytes.
-  const int m_tiles = (linear.out_c + kBM - 1) / kBM;
-  const int64_t rows = int64_t(m_tiles) * m.k_tiles * kBM;
-  CNNRT_CUDA_CHECK(cudaMalloc(&m.packed, size_t(rows) * kKTileBytes));
-  const int64_t chunks = rows * (kKTileBytes / 16);
-  pack_tiles_kernel<<<int(std::min<int64_t>((chunks + 255) / 256, 1 << 16)), 256>>>(
-      linear.weight, linear.out_c, linear.in_stride, linear.k_pad, m.k_tiles,
-      static_cast<int4*>(m.packed), chunks);
-  CNNRT_CUDA_CHECK_LAUNCH();
-  CNNRT_CUDA_CHECK(cudaDeviceSynchronize());
-  tma::encode_weight_map("linear_int8_tma", &m.w_map, CU_TENSOR_MAP_DATA_TYPE_UINT8, m.packed,
-                         size_t(kKTileBytes), size_t(rows), size_t(kKTileBytes), kKTileBytes, kBM,
-                         kKTileBytes);
-}
-
-size_t LinearS8Tma::packed_bytes() const {
-  const LinearS8TmaImpl& m = *impl_;
-  return m.packed == nullptr
-             ? 0
-             : size_t((m.linear.out_c + kBM - 1) / kBM) * m.k_tiles * kBM * kKTileBytes;
+  // A: [out_c][k_pad] rows, boxes of 128 bytes of K x kBM rows; K past in_stride and rows past
+  // out_c are the TMA's zero fill.  (A copy packed in 16 KB tiles, each box one contiguous
+  // block, streamed no faster: docs/PERFORMANCE.md run 42b.)
+  tma::encode_weight_map("linear_int8_tma", &m.w_map, CU_TENSOR_MAP_DATA_TYPE_UINT8, linear.weight,
+                         size_t(linear.in_stride), size_t(linear.out_c), size_t(linear.k_pad),
+                         kKTileBytes, kBM, kKTileBytes);
 }
 
 LinearS8Tma::~LinearS8Tma() = default;
@@ -177,13 +136,16 @@ LinearS8TmaPlan LinearS8Tma::plan(int batch) const {
   plan.m_tiles = (m.linear.out_c + kBM - 1) / kBM;
   plan.n_tiles = (plan.batch + plan.bn - 1) / plan.bn;
   const int tiles = plan.m_tiles * plan.n_tiles;
-  const int wanted = std::max(1, std::min(m.k_tiles, m.sms / std::max(tiles, 1)));
+  const int wanted = std::max(1, std::min({m.k_tiles, m.sms / std::max(tiles, 1), kMaxSplits}));
   plan.k_per_split = (m.k_tiles + wanted - 1) / wanted;
   plan.splits = (m.k_tiles + plan.k_per_split - 1) / plan.k_per_split;
   plan.units = tiles * plan.splits;
   plan.ctas = tma::persistent_ctas(plan.units, m.sms);
-  const size_t sums = size_t(plan.splits) * plan.batch * m.linear.out_stride * sizeof(int32_t);
+  const size_t sums = plan.splits > 1
+                          ? size_t(plan.splits) * plan.batch * m.linear.out_stride * sizeof(int32_t)
+                          : 0;
   plan.workspace_bytes = (sums + 255) / 256 * 256;
+  plan.counters = plan.splits > 1 ? tiles : 0;
   plan.name =
       "tma_s8_linear_128x" + std::to_string(plan.bn) + " split-k " + std::to_string(plan.splits);
   return plan;
@@ -202,28 +164,39 @@ LinearS8TmaInput LinearS8Tma::encode_input(const void* x, int batch) const {
 }
 
 void LinearS8Tma::forward(const LinearS8TmaPlan& plan, const LinearS8TmaInput& input, void* y,
-                          void* workspace, cudaStream_t stream) const {
+                          void* workspace, int* counters, cudaStream_t stream) const {
   const LinearS8TmaImpl& m = *impl_;
   if (input.batch != plan.batch || plan.units == 0) {
     if (input.batch <= 0) return;
     throw Error("linear_int8_tma: run at a batch the plan was not made for");
   }
-  if (workspace == nullptr) throw Error("linear_int8_tma: run without its workspace");
+  if (plan.splits > 1 && (workspace == nullptr || counters == nullptr))
+    throw Error("linear_int8_tma: a split-K run without its workspace or counters");
+  const S8Conv& c = m.linear;
   TmaLinearS8Params p;
   p.partial = static_cast<int*>(workspace);
+  p.counters = counters;
+  p.bias = c.bias;
+  p.multiplier = c.multiplier;
+  p.y = y;
   p.batch = plan.batch;
-  p.out_stride = m.linear.out_stride;
+  p.out_c = c.out_c;
+  p.out_stride = c.out_stride;
+  p.float_output = c.float_output ? 1 : 0;
+  p.lo = c.lo;
+  p.hi = c.hi;
+  p.float_lo = c.float_lo;
+  p.float_hi = c.float_hi;
+  p.splits = plan.splits;
   p.m_tiles = plan.m_tiles;
   p.n_tiles = plan.n_tiles;
   p.k_tiles = m.k_tiles;
   p.k_per_split = plan.k_per_split;
   p.units = plan.units;
-  p.packed_a = m.packed != nullptr ? 1 : 0;
   const int t = batch_tile_of(plan.batch);
   kernel_of(t)<<<plan.ctas, tma_linear_detail::kThreads, smem_of(t), stream>>>(input.map, m.w_map,
                                                                                p);
   CNNRT_CUDA_CHECK_LAUNCH();
-  finish_s8_split(m.linear, p.partial, plan.splits, plan.batch, y, stream);
 }
 
 }  // namespace cnnrt::cuda

@@ -34,7 +34,7 @@
 namespace cnnrt::cuda {
 namespace {
 
-enum class LinearPath { Auto, Gemm, Gemv, Cublaslt, Stream, Tma, TmaPacked };
+enum class LinearPath { Auto, Gemm, Gemv, Cublaslt, Stream, Tma };
 
 // A linear layer's int8 weights on the device, with the S8Conv that describes them: the same
 // for every int8 linear entry (they differ in the kernel they launch), so prepared once per
@@ -102,9 +102,9 @@ class LinearInt8Kernel final : public LayerKernel {
     if (path_ == LinearPath::Cublaslt) lt();
     // The TMA GEMM where it serves this layer on this device (the Tma path's factory is only
     // offered there: linear_tma_supported).
-    if ((path_ == LinearPath::Auto || path_ == LinearPath::Tma || path_ == LinearPath::TmaPacked) &&
+    if ((path_ == LinearPath::Auto || path_ == LinearPath::Tma) &&
         LinearS8Tma::device_supported() && linear_s8_tma_serves(linear_))
-      tma_ = std::make_unique<LinearS8Tma>(linear_, path_ == LinearPath::TmaPacked);
+      tma_ = std::make_unique<LinearS8Tma>(linear_);
     // The streaming GEMM reads its own tiled copy of the weight, packed once here on the device
     // (none for a described target: nothing runs there).
     if (path_ == LinearPath::Stream && !plan_only()) {
@@ -148,6 +148,11 @@ class LinearInt8Kernel final : public LayerKernel {
     if (tma_ && (path_ != LinearPath::Auto || kTmaDefault)) {
       auto state = std::make_shared<TmaState>();
       state->plan = tma_->plan(info.batch);
+      // The split-K tiles' arrival counters: zero now, left zero by every forward.
+      if (state->plan.counters > 0 && !plan_only()) {
+        state->counters = DeviceArray(sizeof(int) * size_t(state->plan.counters));
+        CNNRT_CUDA_CHECK(cudaMemset(state->counters.get(), 0, state->counters.bytes()));
+      }
       plan.variant = kTma;
       plan.variant_name = state->plan.name;
       plan.workspace_bytes = state->plan.workspace_bytes;
@@ -182,7 +187,8 @@ class LinearInt8Kernel final : public LayerKernel {
       const LinearS8TmaInput input = state->maps.find_or_encode(
           args.inputs.at(0), args.batch,
           [this](const void* x, int batch) { return tma_->encode_input(x, batch); });
-      tma_->forward(state->plan, input, args.output, args.workspace, stream);
+      tma_->forward(state->plan, input, args.output, args.workspace,
+                    static_cast<int*>(state->counters.get()), stream);
     } else if (args.variant < kCublaslt) {
       linear_s8_stream(linear_, packed_.get(), args.inputs.at(0), args.output, args.batch,
                        kCublaslt - args.variant, args.workspace, stream);
@@ -204,7 +210,7 @@ class LinearInt8Kernel final : public LayerKernel {
   }
   size_t weight_bytes() const override {
     return device_.weight.bytes() + device_.bias.bytes() + device_.multiplier.bytes() +
-           packed_.bytes() + (tma_ ? tma_->packed_bytes() : 0);
+           packed_.bytes();
   }
 
  private:
@@ -218,6 +224,7 @@ class LinearInt8Kernel final : public LayerKernel {
   struct TmaState {
     LinearS8TmaPlan plan;
     tma::InputMaps<LinearS8TmaInput> maps;
+    DeviceArray counters;  // the context's split-K arrival counters (LinearS8Tma::forward)
   };
   std::unique_ptr<LinearS8Tma> tma_;  // Auto / Tma paths on a device where it serves
   LinearPath path_;
@@ -247,8 +254,7 @@ bool linear_tma_supported(const Node& node) {
 }
 
 EntryRow linear_row(const char* name, LinearPath path) {
-  const bool tma = path == LinearPath::Tma || path == LinearPath::TmaPacked;
-  return {name, OpKind::Linear, tma ? linear_tma_supported : linear_supported,
+  return {name, OpKind::Linear, path == LinearPath::Tma ? linear_tma_supported : linear_supported,
           [path](const KernelBuildContext& context) -> std::unique_ptr<LayerKernel> {
             return std::make_unique<LinearInt8Kernel>(context, path);
           }};
@@ -266,7 +272,6 @@ void register_int8_linear_kernels(KernelRegistry& registry) {
   stream.baseline = true;
   add_entries(registry, Device::CUDA, Precision::INT8, 5,
               {linear_row("linear_int8_tma", LinearPath::Tma),
-               linear_row("linear_int8_tma_packed", LinearPath::TmaPacked),
                linear_row("linear_int8_gemm", LinearPath::Gemm), stream,
                linear_row("linear_int8_cublaslt", LinearPath::Cublaslt),
                linear_row("linear_int8_gemv", LinearPath::Gemv)});

@@ -439,6 +439,18 @@ EntryRun run_kernel(LayerKernel& kernel, const CaseData& data, const OpCase& op_
     for (size_t i = 0; i < kGuardBytes; ++i)
       run.guard_bytes_written += guard_after[i] != guard_before[i];
   }
+  // CUDA kernels run a second time into a fresh poisoned buffer (the int8 ones must repeat the
+  // bytes: test_harness.cpp): a kernel that keeps state between runs (linear_int8_tma's split-K
+  // arrival counters) must leave it as it found it.
+  if (!in_place && device.device() == Device::CUDA) {
+    Buffer again = device.alloc_poisoned(out_bytes);
+    args.output = again.get();
+    kernel.run(args);
+    device.synchronize();
+    std::vector<uint8_t> second(out_bytes);
+    device.download(second.data(), again.get(), out_bytes);
+    run.rerun_differs = second != host;
+  }
   run.nonzero_padding = nonzero_padding(host, out_type, node.output_shape, batch);
   run.output.resize(static_cast<size_t>(batch * shape_elements(node.output_shape)));
   ref::convert_tensor(host.data(), out_type, run.output.data(), fp32_nchw(), node.output_shape,

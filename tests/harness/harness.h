@@ -128,6 +128,7 @@ struct EntryRun {
   std::vector<float> output;  // NCHW fp32, the reference's order
   int64_t nonzero_padding = 0;
   int64_t guard_bytes_written = 0;  // bytes changed in the guard band past the output
+  bool rerun_differs = false;       // a second run (CUDA) gave other bytes
 };
 
 // Runs `kernel` (created for data.node()) once on `device` with input 0 in `input0_type` and

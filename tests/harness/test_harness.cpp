@@ -133,6 +133,10 @@ std::string check_kernel(LayerKernel& kernel, const CaseData& data, const OpCase
     ++g_counts.checks;
     EXPECT_EQ(run.nonzero_padding, 0) << "padding lanes of the output must be zeros";
     EXPECT_EQ(run.guard_bytes_written, 0) << "the kernel wrote past its output";
+    // Integer kernels are exact whatever the order of their sums: a second run must repeat the
+    // first byte for byte (float kernels may reduce in another order: cuBLAS split-K).
+    if (type.dtype == DType::I8)
+      EXPECT_FALSE(run.rerun_differs) << "a second run gave other bytes (state kept between runs?)";
     const std::string failure = judge(run.output);
     EXPECT_TRUE(failure.empty()) << failure;
 

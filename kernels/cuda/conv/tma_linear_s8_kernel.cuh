@@ -13,12 +13,14 @@
 //   the batch zero-filled), m64nBNk32 .s32.s8.s8 wgmma, 128-byte k-tiles with the 128-byte
 //   swizzle.  The weight's rows and the input's K are zero past in_stride (the boxes' fill).
 // * Split K (the mainloop's kSplitK): units (channel tile, batch tile, K slice), the slice
-//   slowest, as many slices as keep the units within one wave of the SMs (the host: fc6 at 256
-//   is 32 channel tiles x 4 slices of 18 k-tiles).  The epilogue writes the raw int32 sums of
-//   its slice to partial[ks][n][out_stride] (no bias); finish_s8_split adds the slices (integer
-//   sums: exact, in any order) and applies the int8 family's epilogue, so the result is the
-//   integer reference's bit for bit.  A store instruction writes 8 consecutive channels (32
-//   bytes, one sector) of 4 samples.
+//   slowest, at most 4 slices and as many as keep the units within one wave of the SMs (the
+//   host: fc6 is 32 channel tiles x 4 slices of 18 k-tiles).  The slices are reduced in the
+//   kernel: each writes its raw int32 sums to partial[ks][n][out_stride] and counts itself in on
+//   its tile's counter; the last to arrive adds the others' sums (integers: exact, in any order)
+//   and applies the int8 family's epilogue (epilogue_s8.cuh), so the result is the integer
+//   reference's bit for bit.  A separate finishing pass (run 42b) read the partial sums back
+//   from DRAM (the weight stream had evicted them from L2): 5-11 us per layer.  A store or load
+//   instruction covers 8 consecutive channels (32 bytes, one sector) of 4 samples.
 #pragma once
 
 #include <cuda.h>
@@ -26,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cuda/conv/epilogue_s8.cuh"
 #include "kernels/cuda/conv/ptx.cuh"
 #include "kernels/cuda/conv/tma_mainloop.cuh"
 
@@ -38,10 +41,15 @@ constexpr int kBM = 128;  // out features per tile: one m64 block per consumer w
 // features (m_tiles of kBM), N = batch (n_tiles of BN), K = in_stride in k_tiles of 128 bytes,
 // k_per_split of them per slice.
 struct TmaLinearS8Params {
-  int* partial = nullptr;  // [splits][batch][out_stride] int32
-  int batch = 0, out_stride = 0;
-  int m_tiles = 0, n_tiles = 0, k_tiles = 0, k_per_split = 0, units = 0;
-  int packed_a = 0;  // the weight map is over linear_s8_tma's tile-packed copy
+  int* partial = nullptr;             // [splits][batch][out_stride] int32 (splits > 1)
+  int* counters = nullptr;            // [m_tiles * n_tiles] zeros: slices arrived (splits > 1)
+  const int32_t* bias = nullptr;      // bias_q [out_c]
+  const float* multiplier = nullptr;  // M[c] (int8 out) or D[c] (fp32 out)
+  void* y = nullptr;                  // int8 [batch][out_stride] or fp32 [batch][out_stride]
+  int batch = 0, out_c = 0, out_stride = 0, float_output = 0;
+  int lo = -127, hi = 127;
+  float float_lo = 0, float_hi = 0;
+  int m_tiles = 0, n_tiles = 0, k_tiles = 0, k_per_split = 0, splits = 1, units = 0;
   // The mainloop's conv geometry, unused by the split-K producer (duck-typed fields).
   int conv_h = 1, conv_w = 1, sh = 1, sw = 1, pad_top = 0, pad_left = 0, kw = 1, c_blocks = 1;
 };
@@ -63,29 +71,74 @@ struct TmaS8Linear {
 template <int BN, int STAGES>
 using TmaLinearS8Ring = tma_detail::TmaRing<TmaS8Linear, kBM, BN, STAGES>;
 
-// The slice's raw sums.  m64nBN register layout: warp w holds channels 16w + lane / 4 + 8h of
-// its warpgroup's m64 block, reg 4j + 2h + e the sample 8j + 2 (lane % 4) + e.
+// The epilogue.  m64nBN register layout: warp w holds channels 16w + lane / 4 + 8h of its
+// warpgroup's m64 block, reg 4j + 2h + e the sample 8j + 2 (lane % 4) + e.  One slice: the int8
+// family's epilogue from the registers.  Several: every slice's CTA writes its raw sums to
+// partial[ks], then counts itself in on its tile's counter (after a fence); the last to arrive
+// adds the other slices' sums (read through L2: they were written moments ago) to its own
+// registers, applies the epilogue and resets the counter for the next run.
 template <int BN>
 struct TmaLinearS8Epilogue {
-  static constexpr size_t kStaging = 0;  // stores from registers: no staging after the ring
+  static constexpr size_t kStaging = 16;  // the "last slice" flag the consumers share
 #ifdef CNNRT_WGMMA_DEVICE
   template <int MI>
   static __device__ __forceinline__ void store(const int (&acc)[MI][BN / 2],
                                                const TmaLinearS8Params& p,
                                                const tma_detail::TmaUnit& u) {
     static_assert(MI == 1, "one m64 block per consumer warpgroup");
-    int* slice = p.partial + size_t(u.ks) * p.batch * p.out_stride;
     const int q = u.lane % 4;
+    const int ch0 = u.m_blk * kBM + u.cw * 64 + u.warp * 16 + u.lane / 4;
+    const size_t slice_elems = size_t(p.batch) * p.out_stride;
+    if (p.splits > 1) {
+      int* slice = p.partial + size_t(u.ks) * slice_elems;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int ch = ch0 + 8 * h;
+        if (ch >= p.out_stride) continue;
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int n = u.n0 + 8 * j + 2 * q + e;
+            if (n < p.batch) slice[size_t(n) * p.out_stride + ch] = acc[0][4 * j + 2 * h + e];
+          }
+      }
+      __threadfence();                  // the sums are visible device-wide before the count says so
+      ptx::named_barrier_sync(1, 256);  // the two consumer warpgroups
+      int* last = reinterpret_cast<int*>(u.after_ring);
+      if (u.cw == 0 && u.warp == 0 && u.lane == 0) {
+        int* counter = p.counters + u.m_blk + p.m_tiles * (u.n0 / BN);
+        const int arrived = atomicAdd(counter, 1) + 1;
+        *last = arrived == p.splits;
+        if (arrived == p.splits) *counter = 0;  // every slice has counted: ready for the next run
+      }
+      ptx::named_barrier_sync(1, 256);  // the two consumer warpgroups
+      if (*last == 0) return;
+      __threadfence();  // the other slices' sums are read after their counts
+    }
+    const bool fp32 = p.float_output != 0;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int ch = u.m_blk * kBM + u.cw * 64 + u.warp * 16 + u.lane / 4 + 8 * h;
+      const int ch = ch0 + 8 * h;
       if (ch >= p.out_stride) continue;
+      const bool real = ch < p.out_c;  // channels out_c .. out_stride - 1: padding lanes, zeros
+      const int bias = real ? __ldg(p.bias + ch) : 0;
+      const float mult = real ? __ldg(p.multiplier + ch) : 0.f;
 #pragma unroll
       for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int n = u.n0 + 8 * j + 2 * q + e;
-          if (n < p.batch) slice[size_t(n) * p.out_stride + ch] = acc[0][4 * j + 2 * h + e];
+          if (n >= p.batch) continue;
+          const size_t at = size_t(n) * p.out_stride + ch;
+          int v = acc[0][4 * j + 2 * h + e];
+          for (int z = 0; z < p.splits; ++z)
+            if (z != u.ks) v += __ldcg(p.partial + z * slice_elems + at);
+          if (fp32)
+            static_cast<float*>(p.y)[at] =
+                real ? s8::dequantize(v + bias, mult, p.float_lo, p.float_hi) : 0.f;
+          else
+            static_cast<int8_t*>(p.y)[at] = real ? s8::requantize(v + bias, mult, p.lo, p.hi) : 0;
         }
     }
   }

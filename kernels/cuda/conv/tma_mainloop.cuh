@@ -397,12 +397,7 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
             const uint32_t fb = smem_u32(&full_bar[stage]);
             mbar_expect_tx(fb, C::kStage);
             const uint32_t a_dst = ring + stage * C::kStage;
-            // The weight as [out][K] rows, or packed in tiles (p.packed_a: tile (m_blk, kt) is
-            // BM contiguous rows of one k-tile, at row (m_blk * k_tiles + kt) * BM).
-            if (p.packed_a)
-              tma_load_2d(a_dst, &tmap_w, 0, (m_blk * p.k_tiles + kt) * BM, fb);
-            else
-              tma_load_2d(a_dst, &tmap_w, kt * E::kWeightTileElems, m_blk * BM, fb);
+            tma_load_2d(a_dst, &tmap_w, kt * E::kWeightTileElems, m_blk * BM, fb);
             tma_load_2d(a_dst + C::kA, &tmap_x, kt * E::kTileElems, n0, fb);
             if (++stage == STAGES) {
               stage = 0;
