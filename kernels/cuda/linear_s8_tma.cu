@@ -41,9 +41,9 @@ struct BatchTile {
 constexpr BatchTile kBatchTiles[] = {{64, 9}, {128, 6}, {256, 4}};
 constexpr int kBatchTileCount = sizeof(kBatchTiles) / sizeof(kBatchTiles[0]);
 constexpr int kKTileBytes = 128;
-// At most this many K slices: the last slice's CTA reads the others' sums (BN = 256: 128 KB
-// each) before its epilogue, serially.
-constexpr int kMaxSplits = 4;
+// At most this many K slices: the last slice's CTA reads every slice's sums (BN = 256: 128 KB
+// each) before its epilogue.
+using tma_linear_detail::kMaxSplits;
 
 using KernelFn = void (*)(CUtensorMap, CUtensorMap, TmaLinearS8Params);
 template <int T>

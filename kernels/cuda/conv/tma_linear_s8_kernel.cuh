@@ -35,7 +35,8 @@
 namespace cnnrt::cuda::tma_linear_detail {
 
 constexpr int kThreads = tma_detail::kThreads;
-constexpr int kBM = 128;  // out features per tile: one m64 block per consumer warpgroup
+constexpr int kBM = 128;       // out features per tile: one m64 block per consumer warpgroup
+constexpr int kMaxSplits = 4;  // K slices at most (linear_s8_tma.cu's split choice)
 
 // What the mainloop and the epilogue read besides the two tensor maps.  GEMM view: M = out
 // features (m_tiles of kBM), N = batch (n_tiles of BN), K = in_stride in k_tiles of 128 bytes,
@@ -116,30 +117,106 @@ struct TmaLinearS8Epilogue {
       if (*last == 0) return;
       __threadfence();  // the other slices' sums are read after their counts
     }
-    const bool fp32 = p.float_output != 0;
+    if (p.splits == 1) {  // the epilogue from the registers
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int ch = ch0 + 8 * h;
-      if (ch >= p.out_stride) continue;
-      const bool real = ch < p.out_c;  // channels out_c .. out_stride - 1: padding lanes, zeros
-      const int bias = real ? __ldg(p.bias + ch) : 0;
-      const float mult = real ? __ldg(p.multiplier + ch) : 0.f;
+      for (int h = 0; h < 2; ++h) {
+        const int ch = ch0 + 8 * h;
+        if (ch >= p.out_stride) continue;
 #pragma unroll
-      for (int j = 0; j < BN / 8; ++j)
+        for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int n = u.n0 + 8 * j + 2 * q + e;
-          if (n >= p.batch) continue;
-          const size_t at = size_t(n) * p.out_stride + ch;
-          int v = acc[0][4 * j + 2 * h + e];
-          for (int z = 0; z < p.splits; ++z)
-            if (z != u.ks) v += __ldcg(p.partial + z * slice_elems + at);
-          if (fp32)
-            static_cast<float*>(p.y)[at] =
-                real ? s8::dequantize(v + bias, mult, p.float_lo, p.float_hi) : 0.f;
-          else
-            static_cast<int8_t*>(p.y)[at] = real ? s8::requantize(v + bias, mult, p.lo, p.hi) : 0;
+          for (int e = 0; e < 2; ++e) {
+            const int n = u.n0 + 8 * j + 2 * q + e;
+            if (n < p.batch)
+              store_one(p, size_t(n) * p.out_stride + ch, ch, acc[0][4 * j + 2 * h + e]);
+          }
+      }
+      return;
+    }
+    reduce_slices(p, u);
+  }
+
+  // One output: channel ch's epilogue on the full sum v, at element `at` of y (padding lanes
+  // out_c .. out_stride - 1 get zeros).
+  static __device__ __forceinline__ void store_one(const TmaLinearS8Params& p, size_t at, int ch,
+                                                   int v) {
+    const bool real = ch < p.out_c;
+    const int bias = real ? __ldg(p.bias + ch) : 0;
+    const float mult = real ? __ldg(p.multiplier + ch) : 0.f;
+    if (p.float_output)
+      static_cast<float*>(p.y)[at] =
+          real ? s8::dequantize(v + bias, mult, p.float_lo, p.float_hi) : 0.f;
+    else
+      static_cast<int8_t*>(p.y)[at] = real ? s8::requantize(v + bias, mult, p.lo, p.hi) : 0;
+  }
+
+  // Four consecutive channels' outputs from their full sums: one 4-byte (int8) or 16-byte
+  // (fp32) store (out_stride % 4 == 0 and ch % 4 == 0 keep them aligned).
+  static __device__ __forceinline__ void store_quad(const TmaLinearS8Params& p, size_t at, int ch,
+                                                    const int4& v) {
+    const int sums[4] = {v.x, v.y, v.z, v.w};
+    float f[4];
+    uint32_t word = 0;
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const bool real = ch + c < p.out_c;
+      const int bias = real ? __ldg(p.bias + ch + c) : 0;
+      const float mult = real ? __ldg(p.multiplier + ch + c) : 0.f;
+      if (p.float_output)
+        f[c] = real ? s8::dequantize(sums[c] + bias, mult, p.float_lo, p.float_hi) : 0.f;
+      else
+        word |= uint32_t(uint8_t(real ? s8::requantize(sums[c] + bias, mult, p.lo, p.hi) : 0))
+                << (8 * c);
+    }
+    if (p.float_output)
+      *reinterpret_cast<float4*>(static_cast<float*>(p.y) + at) =
+          make_float4(f[0], f[1], f[2], f[3]);
+    else
+      *reinterpret_cast<uint32_t*>(static_cast<int8_t*>(p.y) + at) = word;
+  }
+
+  // The last slice's CTA: the tile's sums of every slice (its own included) read back through
+  // L2 four channels at a time (int4, coalesced: a warp reads 512 contiguous bytes of a row),
+  // kUnroll quads per thread with all their loads issued before any is used (run 42c: one
+  // element at a time, each load waiting on L2 before the next, took ~250 us on fc6), added up
+  // and stored by store_one.
+  static __device__ __forceinline__ void reduce_slices(const TmaLinearS8Params& p,
+                                                       const tma_detail::TmaUnit& u) {
+    constexpr int kQuads = kBM / 4, kUnroll = 8;
+    const int t = u.cw * 128 + u.warp * 32 + u.lane;
+    const int rows = min(BN, p.batch - u.n0);
+    const int total = rows * kQuads;
+    const size_t slice_elems = size_t(p.batch) * p.out_stride;
+    const int4* __restrict__ partial = reinterpret_cast<const int4*>(p.partial);
+    for (int i0 = t; i0 < total; i0 += 256 * kUnroll) {
+      int4 sum[kUnroll];
+      size_t at[kUnroll];
+      int ch[kUnroll];
+      bool in[kUnroll];
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k) {
+        const int i = i0 + 256 * k;
+        ch[k] = u.m_blk * kBM + (i % kQuads) * 4;
+        in[k] = i < total && ch[k] < p.out_stride;
+        at[k] = in[k] ? size_t(u.n0 + i / kQuads) * p.out_stride + ch[k] : 0;
+        sum[k] = in[k] ? __ldcg(partial + at[k] / 4) : make_int4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int z = 1; z < kMaxSplits; ++z) {
+        if (z >= p.splits) break;
+#pragma unroll
+        for (int k = 0; k < kUnroll; ++k) {
+          if (!in[k]) continue;
+          const int4 v = __ldcg(partial + (z * slice_elems + at[k]) / 4);
+          sum[k].x += v.x;
+          sum[k].y += v.y;
+          sum[k].z += v.z;
+          sum[k].w += v.w;
         }
+      }
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k)
+        if (in[k]) store_quad(p, at[k], ch[k], sum[k]);
     }
   }
 #endif  // CNNRT_WGMMA_DEVICE
