@@ -148,14 +148,8 @@ class LinearInt8Kernel final : public LayerKernel {
     if (tma_ && (path_ != LinearPath::Auto || kTmaDefault)) {
       auto state = std::make_shared<TmaState>();
       state->plan = tma_->plan(info.batch);
-      // The split-K tiles' arrival counters: zero now, left zero by every forward.
-      if (state->plan.counters > 0 && !plan_only()) {
-        state->counters = DeviceArray(sizeof(int) * size_t(state->plan.counters));
-        CNNRT_CUDA_CHECK(cudaMemset(state->counters.get(), 0, state->counters.bytes()));
-      }
       plan.variant = kTma;
       plan.variant_name = state->plan.name;
-      plan.workspace_bytes = state->plan.workspace_bytes;
       plan.state = std::move(state);
       return plan;
     }
@@ -187,8 +181,7 @@ class LinearInt8Kernel final : public LayerKernel {
       const LinearS8TmaInput input = state->maps.find_or_encode(
           args.inputs.at(0), args.batch,
           [this](const void* x, int batch) { return tma_->encode_input(x, batch); });
-      tma_->forward(state->plan, input, args.output, args.workspace,
-                    static_cast<int*>(state->counters.get()), stream);
+      tma_->forward(state->plan, input, args.output, stream);
     } else if (args.variant < kCublaslt) {
       linear_s8_stream(linear_, packed_.get(), args.inputs.at(0), args.output, args.batch,
                        kCublaslt - args.variant, args.workspace, stream);
@@ -224,7 +217,6 @@ class LinearInt8Kernel final : public LayerKernel {
   struct TmaState {
     LinearS8TmaPlan plan;
     tma::InputMaps<LinearS8TmaInput> maps;
-    DeviceArray counters;  // the context's split-K arrival counters (LinearS8Tma::forward)
   };
   std::unique_ptr<LinearS8Tma> tma_;  // Auto / Tma paths on a device where it serves
   LinearPath path_;

@@ -12,15 +12,16 @@
 //   tiles of BN = 64, 128 or 256: one tiled TMA box of BN rows x 128 bytes per k-tile, rows past
 //   the batch zero-filled), m64nBNk32 .s32.s8.s8 wgmma, 128-byte k-tiles with the 128-byte
 //   swizzle.  The weight's rows and the input's K are zero past in_stride (the boxes' fill).
-// * Split K (the mainloop's kSplitK): units (channel tile, batch tile, K slice), the slice
-//   slowest, at most 4 slices and as many as keep the units within one wave of the SMs (the
-//   host: fc6 is 32 channel tiles x 4 slices of 18 k-tiles).  The slices are reduced in the
-//   kernel: each writes its raw int32 sums to partial[ks][n][out_stride] and counts itself in on
-//   its tile's counter; the last to arrive adds the others' sums (integers: exact, in any order)
-//   and applies the int8 family's epilogue (epilogue_s8.cuh), so the result is the integer
-//   reference's bit for bit.  A separate finishing pass (run 42b) read the partial sums back
-//   from DRAM (the weight stream had evicted them from L2): 5-11 us per layer.  A store or load
-//   instruction covers 8 consecutive channels (32 bytes, one sector) of 4 samples.
+// * Split K (the mainloop's kSplitK): units (channel tile, batch tile, K slice), a tile's
+//   slices consecutive and launched as one thread-block cluster, at most 4 slices and as many
+//   as the cluster occupancy keeps within one wave (the host: fc6 is 32 channel tiles x 4 slices
+//   of 18 k-tiles).  The slices are reduced inside the cluster through distributed shared
+//   memory (TmaLinearS8Epilogue) and the int8 family's epilogue (epilogue_s8.cuh) applied to the
+//   full sums (integers: exact in any order), so the result is the integer reference's bit for
+//   bit.  Tried first (run 42b-d): a finishing pass over partial sums in global memory read them
+//   back from DRAM (5-11 us per layer: the weight stream had evicted them from L2), and the
+//   last slice's CTA reducing them from global memory after a fence and an arrival counter
+//   added ~10 us per layer whatever its size.
 #pragma once
 
 #include <cuda.h>
@@ -42,14 +43,13 @@ constexpr int kMaxSplits = 4;  // K slices at most (linear_s8_tma.cu's split cho
 // features (m_tiles of kBM), N = batch (n_tiles of BN), K = in_stride in k_tiles of 128 bytes,
 // k_per_split of them per slice.
 struct TmaLinearS8Params {
-  int* partial = nullptr;             // [splits][batch][out_stride] int32 (splits > 1)
-  int* counters = nullptr;            // [m_tiles * n_tiles] zeros: slices arrived (splits > 1)
   const int32_t* bias = nullptr;      // bias_q [out_c]
   const float* multiplier = nullptr;  // M[c] (int8 out) or D[c] (fp32 out)
   void* y = nullptr;                  // int8 [batch][out_stride] or fp32 [batch][out_stride]
   int batch = 0, out_c = 0, out_stride = 0, float_output = 0;
   int lo = -127, hi = 127;
   float float_lo = 0, float_hi = 0;
+  // splits: K slices per tile = the cluster's CTAs (1: no cluster, a persistent grid).
   int m_tiles = 0, n_tiles = 0, k_tiles = 0, k_per_split = 0, splits = 1, units = 0;
   // The mainloop's conv geometry, unused by the split-K producer (duck-typed fields).
   int conv_h = 1, conv_w = 1, sh = 1, sw = 1, pad_top = 0, pad_left = 0, kw = 1, c_blocks = 1;
@@ -74,13 +74,20 @@ using TmaLinearS8Ring = tma_detail::TmaRing<TmaS8Linear, kBM, BN, STAGES>;
 
 // The epilogue.  m64nBN register layout: warp w holds channels 16w + lane / 4 + 8h of its
 // warpgroup's m64 block, reg 4j + 2h + e the sample 8j + 2 (lane % 4) + e.  One slice: the int8
-// family's epilogue from the registers.  Several: every slice's CTA writes its raw sums to
-// partial[ks], then counts itself in on its tile's counter (after a fence); the last to arrive
-// adds the other slices' sums (read through L2: they were written moments ago) to its own
-// registers, applies the epilogue and resets the counter for the next run.
-template <int BN>
+// family's epilogue from the registers.  Several (a cluster of `splits` CTAs, one per slice):
+// each CTA stages its raw sums in its own ring (free once the mainloop is done) as [sample]
+// [kRowInts] int32 rows, cluster barrier, then CTA ks reduces sample rows ks * BN / splits ..
+// of the tile, reading the four channels of a quad from every CTA's staging through
+// distributed shared memory, and stores their outputs; a second barrier keeps every CTA's
+// staging alive until its peers have read it.  No partial sums leave the cluster.
+template <int BN, int STAGES>
 struct TmaLinearS8Epilogue {
-  static constexpr size_t kStaging = 16;  // the "last slice" flag the consumers share
+  static constexpr size_t kStaging = 0;
+  // A staged sample row: 128 channels + 4 ints of padding, so that a warp's stores from the
+  // register layout (4 sample rows x 8 channels) fall in 32 different banks.
+  static constexpr int kRowInts = kBM + 4;
+  static constexpr uint32_t kRingBytes = STAGES * TmaLinearS8Ring<BN, STAGES>::kStage;
+  static_assert(uint32_t(BN) * kRowInts * 4 <= kRingBytes, "the staged sums fit the ring");
 #ifdef CNNRT_WGMMA_DEVICE
   template <int MI>
   static __device__ __forceinline__ void store(const int (&acc)[MI][BN / 2],
@@ -88,39 +95,11 @@ struct TmaLinearS8Epilogue {
                                                const tma_detail::TmaUnit& u) {
     static_assert(MI == 1, "one m64 block per consumer warpgroup");
     const int q = u.lane % 4;
-    const int ch0 = u.m_blk * kBM + u.cw * 64 + u.warp * 16 + u.lane / 4;
-    const size_t slice_elems = size_t(p.batch) * p.out_stride;
-    if (p.splits > 1) {
-      int* slice = p.partial + size_t(u.ks) * slice_elems;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int ch = ch0 + 8 * h;
-        if (ch >= p.out_stride) continue;
-#pragma unroll
-        for (int j = 0; j < BN / 8; ++j)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int n = u.n0 + 8 * j + 2 * q + e;
-            if (n < p.batch) slice[size_t(n) * p.out_stride + ch] = acc[0][4 * j + 2 * h + e];
-          }
-      }
-      __threadfence();                  // the sums are visible device-wide before the count says so
-      ptx::named_barrier_sync(1, 256);  // the two consumer warpgroups
-      int* last = reinterpret_cast<int*>(u.after_ring);
-      if (u.cw == 0 && u.warp == 0 && u.lane == 0) {
-        int* counter = p.counters + u.m_blk + p.m_tiles * (u.n0 / BN);
-        const int arrived = atomicAdd(counter, 1) + 1;
-        *last = arrived == p.splits;
-        if (arrived == p.splits) *counter = 0;  // every slice has counted: ready for the next run
-      }
-      ptx::named_barrier_sync(1, 256);  // the two consumer warpgroups
-      if (*last == 0) return;
-      __threadfence();  // the other slices' sums are read after their counts
-    }
+    const int ch_local = u.cw * 64 + u.warp * 16 + u.lane / 4;
     if (p.splits == 1) {  // the epilogue from the registers
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int ch = ch0 + 8 * h;
+        const int ch = u.m_blk * kBM + ch_local + 8 * h;
         if (ch >= p.out_stride) continue;
 #pragma unroll
         for (int j = 0; j < BN / 8; ++j)
@@ -133,7 +112,25 @@ struct TmaLinearS8Epilogue {
       }
       return;
     }
-    reduce_slices(p, u);
+    int* staged = reinterpret_cast<int*>(u.after_ring - kRingBytes);
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+          staged[(8 * j + 2 * q + e) * kRowInts + ch_local + 8 * h] = acc[0][4 * j + 2 * h + e];
+    tma_detail::cluster_sync_all();  // every slice's sums staged and visible to the cluster
+    reduce_slices(p, u, ptx::smem_u32(staged));
+    tma_detail::cluster_sync_all();  // the peers are done reading this CTA's staging
+  }
+
+  // The producer warpgroup's part: the two cluster barriers of a split store().
+  static __device__ __forceinline__ void producer_join(const TmaLinearS8Params& p) {
+    if (p.splits > 1) {
+      tma_detail::cluster_sync_all();
+      tma_detail::cluster_sync_all();
+    }
   }
 
   // One output: channel ch's epilogue on the full sum v, at element `at` of y (padding lanes
@@ -175,39 +172,42 @@ struct TmaLinearS8Epilogue {
       *reinterpret_cast<uint32_t*>(static_cast<int8_t*>(p.y) + at) = word;
   }
 
-  // The last slice's CTA: the tile's sums of every slice (its own included) read back through
-  // L2 four channels at a time (int4, coalesced: a warp reads 512 contiguous bytes of a row),
-  // kUnroll quads per thread with all their loads issued before any is used (run 42c: one
-  // element at a time, each load waiting on L2 before the next, took ~250 us on fc6), added up
-  // and stored by store_one.
+  // A quad of int32 at shared address `addr` of CTA `cta` of the cluster.
+  static __device__ __forceinline__ int4 load_cluster(uint32_t addr, uint32_t cta) {
+    int4 v;
+    asm volatile(
+        "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %4, %5;\n"
+        "ld.shared::cluster.v4.s32 {%0, %1, %2, %3}, [ra];\n}\n"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "r"(addr), "r"(cta));
+    return v;
+  }
+
+  // CTA ks's share of the tile: its sample rows, 32 quads of channels each, kUnroll quads per
+  // consumer thread with every CTA's loads issued before any is used.
   static __device__ __forceinline__ void reduce_slices(const TmaLinearS8Params& p,
-                                                       const tma_detail::TmaUnit& u) {
+                                                       const tma_detail::TmaUnit& u,
+                                                       uint32_t staged) {
     constexpr int kQuads = kBM / 4, kUnroll = 8;
     const int t = u.cw * 128 + u.warp * 32 + u.lane;
-    const int rows = min(BN, p.batch - u.n0);
+    const int per = (BN + p.splits - 1) / p.splits;
+    const int row0 = u.ks * per;
+    const int rows = min(min(per, BN - row0), p.batch - u.n0 - row0);
     const int total = rows * kQuads;
-    const size_t slice_elems = size_t(p.batch) * p.out_stride;
-    const int4* __restrict__ partial = reinterpret_cast<const int4*>(p.partial);
     for (int i0 = t; i0 < total; i0 += 256 * kUnroll) {
       int4 sum[kUnroll];
-      size_t at[kUnroll];
-      int ch[kUnroll];
-      bool in[kUnroll];
 #pragma unroll
-      for (int k = 0; k < kUnroll; ++k) {
-        const int i = i0 + 256 * k;
-        ch[k] = u.m_blk * kBM + (i % kQuads) * 4;
-        in[k] = i < total && ch[k] < p.out_stride;
-        at[k] = in[k] ? size_t(u.n0 + i / kQuads) * p.out_stride + ch[k] : 0;
-        sum[k] = in[k] ? __ldcg(partial + at[k] / 4) : make_int4(0, 0, 0, 0);
-      }
+      for (int k = 0; k < kUnroll; ++k) sum[k] = make_int4(0, 0, 0, 0);
 #pragma unroll
-      for (int z = 1; z < kMaxSplits; ++z) {
+      for (int z = 0; z < kMaxSplits; ++z) {
         if (z >= p.splits) break;
 #pragma unroll
         for (int k = 0; k < kUnroll; ++k) {
-          if (!in[k]) continue;
-          const int4 v = __ldcg(partial + (z * slice_elems + at[k]) / 4);
+          const int i = i0 + 256 * k;
+          if (i >= total) continue;
+          const uint32_t addr =
+              staged + uint32_t(((row0 + i / kQuads) * kRowInts + (i % kQuads) * 4) * 4);
+          const int4 v = load_cluster(addr, uint32_t(z));
           sum[k].x += v.x;
           sum[k].y += v.y;
           sum[k].z += v.z;
@@ -215,8 +215,12 @@ struct TmaLinearS8Epilogue {
         }
       }
 #pragma unroll
-      for (int k = 0; k < kUnroll; ++k)
-        if (in[k]) store_quad(p, at[k], ch[k], sum[k]);
+      for (int k = 0; k < kUnroll; ++k) {
+        const int i = i0 + 256 * k;
+        const int ch = u.m_blk * kBM + (i % kQuads) * 4;
+        if (i < total && ch < p.out_stride)
+          store_quad(p, size_t(u.n0 + row0 + i / kQuads) * p.out_stride + ch, ch, sum[k]);
+      }
     }
   }
 #endif  // CNNRT_WGMMA_DEVICE
@@ -227,7 +231,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     linear_tma_s8_kernel(const __grid_constant__ CUtensorMap tmap_x,
                          const __grid_constant__ CUtensorMap tmap_w, const TmaLinearS8Params p) {
 #ifdef CNNRT_WGMMA_DEVICE
-  tma_detail::tma_conv_mainloop<TmaS8Linear, kBM, BN, STAGES, 1, TmaLinearS8Epilogue<BN>>(
+  tma_detail::tma_conv_mainloop<TmaS8Linear, kBM, BN, STAGES, 1, TmaLinearS8Epilogue<BN, STAGES>>(
       tmap_x, tmap_w, p);
 #endif
 }
