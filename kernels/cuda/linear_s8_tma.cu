@@ -7,14 +7,13 @@
 //   above, tiles of 256), so few rows of B are zero fill and a stage stays small: 24, 32 or
 //   48 KB, hence 9, 6 or 4 stages in the 227 KB opt-in — the weight bytes in flight per SM
 //   (96-144 KB) cover DRAM's latency at ~3 TB/s many times over.
-// * Split: units = out-feature tiles x batch tiles x K slices, the slices of a tile one
-//   thread-block cluster (cudaLaunchKernelEx), as many slices as keep every cluster resident in
-//   one wave (cudaOccupancyMaxActiveClusters, asked once per tile and cluster size), at most
-//   kMaxSplits and at least one k-tile each: each SM streams its own part of the weight once.
-//   AlexNet at 16-256: fc6 and fc7 32 channel tiles x 4 slices (18 / 8 k-tiles), fc8 8 x 4
-//   (8 k-tiles).  One slice (a tile count that fills the SMs alone): a persistent grid, no
-//   cluster.  The slices meet in distributed shared memory (the kernel's design note): no
-//   workspace.
+// * Split: units = out-feature tiles x batch tiles x K slices, the slices as many as keep the
+//   units within one wave of the SMs, at most kMaxSplits and at least one k-tile each: each SM
+//   streams its own part of the weight once.  AlexNet at 16-256: fc6 32 x 4 slices of 18
+//   k-tiles, fc7 32 x 4 of 8, fc8 8 x 4 of 8.  The slices' sums go to the workspace
+//   ([splits][batch][out_stride] int32: 16 MB for fc6 at 256) and finish_s8_split adds them and
+//   requantises.  The sums come back from DRAM, not L2 (run 42b: the weight stream evicts them),
+//   5-11 us per layer; the kernel's design note lists the reductions tried instead.
 // * The input map is encoded per input pointer and batch (~1 us) and cached by the caller
 //   (tma::InputMaps), like the TMA convs'.
 #include <algorithm>
@@ -42,7 +41,9 @@ struct BatchTile {
 constexpr BatchTile kBatchTiles[] = {{64, 9}, {128, 6}, {256, 4}};
 constexpr int kBatchTileCount = sizeof(kBatchTiles) / sizeof(kBatchTiles[0]);
 constexpr int kKTileBytes = 128;
-using tma_linear_detail::kMaxSplits;
+// At most this many K slices: each adds batch x out_stride int32 that the finishing pass reads
+// back (fc8 at 256 in 16 slices: 16 MB for a 4 MB weight, 9 us; docs/PERFORMANCE.md run 42b).
+constexpr int kMaxSplits = 4;
 
 using KernelFn = void (*)(CUtensorMap, CUtensorMap, TmaLinearS8Params);
 template <int T>
@@ -59,7 +60,7 @@ constexpr size_t smem_of() {
 size_t smem_of(int tile) {
   return tile == 0 ? smem_of<0>() : tile == 1 ? smem_of<1>() : smem_of<2>();
 }
-static_assert(smem_of<0>() == 1024 + 9 * (128 + 64) * 128, "stages x (A + B) rows");
+static_assert(smem_of<0>() == 1024 + 9 * (128 + 64) * 128, "the ring: stages x (A + B) rows");
 
 std::vector<tma::KernelImage> kernel_images() {
   static const char* const names[] = {"128x64", "128x128", "128x256"};
@@ -83,8 +84,6 @@ class LinearS8TmaImpl {
   int sms = 132;
   int k_tiles = 0;
   CUtensorMap w_map;
-  // Clusters of s CTAs (s = 2 .. kMaxSplits) of batch tile t resident at once (index s - 2).
-  int max_clusters[kBatchTileCount][kMaxSplits - 1] = {};
 };
 
 bool linear_s8_tma_serves(const S8Conv& c) {
@@ -115,24 +114,8 @@ LinearS8Tma::LinearS8Tma(const S8Conv& linear) : impl_(std::make_unique<LinearS8
   static const std::string problem = tma::register_problem(kernel_images(), tma_detail::kEntryRegs);
   if (!problem.empty()) throw Error("linear_int8_tma: " + problem);
   tma::opt_in_smem(kernel_images());
-  for (int t = 0; t < kBatchTileCount; ++t)
-    for (int size = 2; size <= kMaxSplits; ++size) {
-      cudaLaunchConfig_t config = {};
-      config.gridDim = dim3(unsigned(size * m.sms));
-      config.blockDim = dim3(tma_linear_detail::kThreads);
-      config.dynamicSmemBytes = smem_of(t);
-      cudaLaunchAttribute cluster;
-      cluster.id = cudaLaunchAttributeClusterDimension;
-      cluster.val.clusterDim.x = unsigned(size);
-      cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
-      config.attrs = &cluster;
-      config.numAttrs = 1;
-      CNNRT_CUDA_CHECK(
-          cudaOccupancyMaxActiveClusters(&m.max_clusters[t][size - 2], kernel_of(t), &config));
-    }
   // A: [out_c][k_pad] rows, boxes of 128 bytes of K x kBM rows; K past in_stride and rows past
-  // out_c are the TMA's zero fill.  (A copy packed in 16 KB tiles, each box one contiguous
-  // block, streamed no faster: docs/PERFORMANCE.md run 42b.)
+  // out_c are the TMA's zero fill.
   tma::encode_weight_map("linear_int8_tma", &m.w_map, CU_TENSOR_MAP_DATA_TYPE_UINT8, linear.weight,
                          size_t(linear.in_stride), size_t(linear.out_c), size_t(linear.k_pad),
                          kKTileBytes, kBM, kKTileBytes);
@@ -150,14 +133,13 @@ LinearS8TmaPlan LinearS8Tma::plan(int batch) const {
   plan.m_tiles = (m.linear.out_c + kBM - 1) / kBM;
   plan.n_tiles = (plan.batch + plan.bn - 1) / plan.bn;
   const int tiles = plan.m_tiles * plan.n_tiles;
-  // The most slices whose clusters are all resident at once (a described target: the SMs).
-  int wanted = std::max(1, std::min({m.k_tiles, m.sms / std::max(tiles, 1), kMaxSplits}));
-  while (wanted > 1 && !plan_only() && m.max_clusters[t][wanted - 2] < tiles) --wanted;
+  const int wanted = std::max(1, std::min({m.k_tiles, m.sms / std::max(tiles, 1), kMaxSplits}));
   plan.k_per_split = (m.k_tiles + wanted - 1) / wanted;
   plan.splits = (m.k_tiles + plan.k_per_split - 1) / plan.k_per_split;
   plan.units = tiles * plan.splits;
-  // Split: one CTA per unit, clusters of `splits`; else a persistent grid.
-  plan.ctas = plan.splits > 1 ? plan.units : tma::persistent_ctas(plan.units, m.sms);
+  plan.ctas = tma::persistent_ctas(plan.units, m.sms);
+  const size_t sums = size_t(plan.splits) * plan.batch * m.linear.out_stride * sizeof(int32_t);
+  plan.workspace_bytes = (sums + 255) / 256 * 256;
   plan.name =
       "tma_s8_linear_128x" + std::to_string(plan.bn) + " split-k " + std::to_string(plan.splits);
   return plan;
@@ -176,44 +158,27 @@ LinearS8TmaInput LinearS8Tma::encode_input(const void* x, int batch) const {
 }
 
 void LinearS8Tma::forward(const LinearS8TmaPlan& plan, const LinearS8TmaInput& input, void* y,
-                          cudaStream_t stream) const {
+                          void* workspace, cudaStream_t stream) const {
   const LinearS8TmaImpl& m = *impl_;
   if (input.batch != plan.batch || plan.units == 0) {
     if (input.batch <= 0) return;
     throw Error("linear_int8_tma: run at a batch the plan was not made for");
   }
-  const S8Conv& c = m.linear;
+  if (workspace == nullptr) throw Error("linear_int8_tma: run without its workspace");
   TmaLinearS8Params p;
-  p.bias = c.bias;
-  p.multiplier = c.multiplier;
-  p.y = y;
+  p.partial = static_cast<int*>(workspace);
   p.batch = plan.batch;
-  p.out_c = c.out_c;
-  p.out_stride = c.out_stride;
-  p.float_output = c.float_output ? 1 : 0;
-  p.lo = c.lo;
-  p.hi = c.hi;
-  p.float_lo = c.float_lo;
-  p.float_hi = c.float_hi;
-  p.splits = plan.splits;
+  p.out_stride = m.linear.out_stride;
   p.m_tiles = plan.m_tiles;
   p.n_tiles = plan.n_tiles;
   p.k_tiles = m.k_tiles;
   p.k_per_split = plan.k_per_split;
   p.units = plan.units;
   const int t = batch_tile_of(plan.batch);
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(unsigned(plan.ctas));
-  config.blockDim = dim3(tma_linear_detail::kThreads);
-  config.dynamicSmemBytes = smem_of(t);
-  config.stream = stream;
-  cudaLaunchAttribute cluster;
-  cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = unsigned(plan.splits);
-  cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
-  config.attrs = &cluster;
-  config.numAttrs = plan.splits > 1 ? 1 : 0;
-  CNNRT_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel_of(t), input.map, m.w_map, p));
+  kernel_of(t)<<<plan.ctas, tma_linear_detail::kThreads, smem_of(t), stream>>>(input.map, m.w_map,
+                                                                               p);
+  CNNRT_CUDA_CHECK_LAUNCH();
+  finish_s8_split(m.linear, p.partial, plan.splits, plan.batch, y, stream);
 }
 
 }  // namespace cnnrt::cuda

@@ -5,7 +5,7 @@
 // The layer is the int8 family's S8Conv of a linear (in_h = in_w = out_h = out_w = 1, kernel
 // 1x1, weight rows of k_pad bytes as linear_int8 packs them, K = in_stride): the same weights,
 // biases and multipliers as every int8 linear entry, and the same arithmetic (bit for bit the
-// integer reference): raw int32 sums per K slice, reduced in the kernel's cluster.
+// integer reference): raw int32 sums per K slice, then finish_s8_split.
 #pragma once
 
 #include <cuda.h>
@@ -26,6 +26,7 @@ struct LinearS8TmaPlan {
   int splits = 0, k_per_split = 0;  // K slices and k-tiles (128 bytes) per slice
   int m_tiles = 0, n_tiles = 0;     // out-feature tiles of 128, batch tiles of bn
   int units = 0, ctas = 0;          // m_tiles x n_tiles x splits; persistent CTAs
+  size_t workspace_bytes = 0;       // the slices' int32 sums
   std::string name;                 // e.g. "tma_s8_linear_128x256 split-k 4"
 };
 
@@ -55,8 +56,9 @@ class LinearS8Tma {
   // Batch tile, stages and split for `batch` on this device's SMs.
   LinearS8TmaPlan plan(int batch) const;
   LinearS8TmaInput encode_input(const void* x, int batch) const;
-  // x: [batch][in_stride] int8; y: [batch][out_stride] int8 or fp32.
-  void forward(const LinearS8TmaPlan& plan, const LinearS8TmaInput& input, void* y,
+  // x: [batch][in_stride] int8; y: [batch][out_stride] int8 or fp32; workspace: the plan's
+  // workspace_bytes (16-byte aligned).
+  void forward(const LinearS8TmaPlan& plan, const LinearS8TmaInput& input, void* y, void* workspace,
                cudaStream_t stream) const;
 
  private:

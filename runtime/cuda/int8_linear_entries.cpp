@@ -145,11 +145,12 @@ class LinearInt8Kernel final : public LayerKernel {
       plan.streamed_weight_bytes = device_.weight.bytes();
       return plan;
     }
-    if (tma_ && (path_ != LinearPath::Auto || kTmaDefault)) {
+    if (tma_ && (path_ == LinearPath::Tma || kTmaDefault)) {
       auto state = std::make_shared<TmaState>();
       state->plan = tma_->plan(info.batch);
       plan.variant = kTma;
       plan.variant_name = state->plan.name;
+      plan.workspace_bytes = state->plan.workspace_bytes;
       plan.state = std::move(state);
       return plan;
     }
@@ -181,7 +182,7 @@ class LinearInt8Kernel final : public LayerKernel {
       const LinearS8TmaInput input = state->maps.find_or_encode(
           args.inputs.at(0), args.batch,
           [this](const void* x, int batch) { return tma_->encode_input(x, batch); });
-      tma_->forward(state->plan, input, args.output, stream);
+      tma_->forward(state->plan, input, args.output, args.workspace, stream);
     } else if (args.variant < kCublaslt) {
       linear_s8_stream(linear_, packed_.get(), args.inputs.at(0), args.output, args.batch,
                        kCublaslt - args.variant, args.workspace, stream);

@@ -63,6 +63,11 @@ void conv_s8_igemm(const S8Conv& conv, const void* x, void* y, int batch, cudaSt
 // The epilogue alone on `rows` rows of raw int32 sums acc [rows][out_stride] (no bias): y gets
 // int8_output / float_output of them (a library GEMM's int32 product, e.g. linear_s8_lt.h).
 void finish_s8(const S8Conv& conv, const int32_t* acc, int rows, void* y, cudaStream_t stream);
+// The same on `splits` slices of raw sums, partial [splits][rows][out_stride] (16-byte aligned;
+// out_stride % 4 == 0), added up (exact) before the epilogue: a split-K GEMM's finish
+// (linear_s8_tma.h).  Throws cnnrt::Error on a stride that is not a multiple of 4.
+void finish_s8_split(const S8Conv& conv, const int32_t* partial, int splits, int rows, void* y,
+                     cudaStream_t stream);
 // The split count that gives `sms` multiprocessors two waves of CTAs (1: no split).
 int igemm_s8_splits(const S8Conv& conv, int batch, int sms);
 size_t igemm_s8_split_bytes(const S8Conv& conv, int batch, int splits);

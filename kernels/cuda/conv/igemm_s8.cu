@@ -160,6 +160,38 @@ __global__ void split_k_finish_kernel(const S8Conv p, const int* __restrict__ pa
   }
 }
 
+// split_k_finish_kernel on four consecutive channels per thread (out_stride % 4 == 0: pad16 or
+// pad8 rows): int4 loads of each slice, one 4- or 16-byte store.  The linears' split-K finish
+// (finish_s8_split), where the scalar form's byte stores and per-element division cost more than
+// the sums' reads.
+__global__ void split_k_finish4_kernel(const S8Conv p, const int4* __restrict__ partial, int splits,
+                                       void* __restrict__ y, int64_t quads) {
+  const int stride_quads = p.out_stride / 4;
+  for (int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; index < quads;
+       index += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int c = static_cast<int>(index % stride_quads) * 4;
+    int4 acc = partial[index];
+    for (int z = 1; z < splits; ++z) {
+      const int4 v = partial[z * quads + index];
+      acc.x += v.x;
+      acc.y += v.y;
+      acc.z += v.z;
+      acc.w += v.w;
+    }
+    if (p.float_output) {
+      static_cast<float4*>(y)[index] =
+          make_float4(s8::float_output(p, c, acc.x), s8::float_output(p, c + 1, acc.y),
+                      s8::float_output(p, c + 2, acc.z), s8::float_output(p, c + 3, acc.w));
+    } else {
+      const uint32_t word = uint32_t(uint8_t(s8::int8_output(p, c, acc.x))) |
+                            uint32_t(uint8_t(s8::int8_output(p, c + 1, acc.y))) << 8 |
+                            uint32_t(uint8_t(s8::int8_output(p, c + 2, acc.z))) << 16 |
+                            uint32_t(uint8_t(s8::int8_output(p, c + 3, acc.w))) << 24;
+      static_cast<uint32_t*>(y)[index] = word;
+    }
+  }
+}
+
 // int8 output: requantised into a shared tile, then 16-byte row segments to global memory.
 template <int BN>
 __device__ void store_int8(const S8Conv& p, int8_t* y, int8_t* stage, int m0, int n0, int total_m,
@@ -299,6 +331,19 @@ void finish_s8(const S8Conv& conv, const int32_t* acc, int rows, void* y, cudaSt
   if (total <= 0) return;
   const int blocks = static_cast<int>(std::min<int64_t>((total + 255) / 256, 1 << 20));
   split_k_finish_kernel<<<blocks, 256, 0, stream>>>(conv, acc, 1, y, total);
+  CNNRT_CUDA_CHECK_LAUNCH();
+}
+
+void finish_s8_split(const S8Conv& conv, const int32_t* partial, int splits, int rows, void* y,
+                     cudaStream_t stream) {
+  if (conv.out_stride % 4 != 0 || splits < 1)
+    throw Error("finish_s8_split: rows of " + std::to_string(conv.out_stride) +
+                " channels (not a multiple of 4) or " + std::to_string(splits) + " slices");
+  const int64_t quads = static_cast<int64_t>(rows) * conv.out_stride / 4;
+  if (quads <= 0) return;
+  const int blocks = static_cast<int>(std::min<int64_t>((quads + 255) / 256, 1 << 20));
+  split_k_finish4_kernel<<<blocks, 256, 0, stream>>>(conv, reinterpret_cast<const int4*>(partial),
+                                                     splits, y, quads);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 

@@ -85,10 +85,9 @@
 // * Split K (traits with kSplitK: the int8 linear, tma_linear_s8_kernel.cuh).  A linear at batch
 //   16-256 is a skinny GEMM whose weight is read once (M = out features as A, N = the batch as
 //   B): few output tiles and a long K, so the units are (channel tile, batch tile, K slice),
-//   a tile's slices consecutive (unit_k_range: the host launches them as one cluster), and the
-//   producer loads B as one tiled box of BN rows of the [batch][K] input (no im2col: BN need not
-//   be whole boxes of 128).  The epilogue reduces the slices through distributed shared memory;
-//   the producer warpgroup joins its cluster barriers (Epi::producer_join).
+//   the slice slowest (unit_k_range), and the producer loads B as one tiled box of BN rows of
+//   the [batch][K] input (no im2col: BN need not be whole boxes of 128).  The epilogue writes
+//   the slice's raw int32 sums; a pass after the kernel adds the slices (exact) and requantises.
 #pragma once
 
 #include <cuda.h>
@@ -311,9 +310,8 @@ __device__ __forceinline__ uint32_t cluster_rank() {
 template <class E, int BN, int CL, class P>
 __device__ __forceinline__ void unit_coords(const P& p, int u, uint32_t rank, int& m_blk, int& n0) {
   if constexpr (E::kSplitK) {
-    const int tile = u / p.splits;  // the slices of a tile are consecutive units (a cluster)
-    m_blk = tile % p.m_tiles;
-    n0 = (tile / p.m_tiles) * BN;
+    m_blk = u % p.m_tiles;
+    n0 = (u / p.m_tiles % p.n_tiles) * BN;
   } else if constexpr (E::kWeightsAreA) {
     m_blk = u % p.m_tiles;
     n0 = (u / p.m_tiles) * BN;
@@ -323,13 +321,12 @@ __device__ __forceinline__ void unit_coords(const P& p, int u, uint32_t rank, in
   }
 }
 
-// Split K (kSplitK instances): unit u's slice of K, slice ks = u % splits (the fastest index:
-// a tile's slices are one cluster), k-tiles [k0, k1); every slice has at least one k-tile (the
-// host's split).
+// Split K (kSplitK instances): unit u's slice of K, slice ks = u / (m_tiles * n_tiles) (the
+// slowest index), k-tiles [k0, k1); every slice has at least one k-tile (the host's split).
 template <class E, class P>
 __device__ __forceinline__ void unit_k_range(const P& p, int u, int& ks, int& k0, int& k1) {
   if constexpr (E::kSplitK) {
-    ks = u % p.splits;
+    ks = u / (p.m_tiles * p.n_tiles);
     k0 = ks * p.k_per_split;
     k1 = min(p.k_tiles, k0 + p.k_per_split);
   } else {
@@ -614,10 +611,6 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
       Epi::store(acc, p, unit);
     }
   }
-  // Split K: the producer warpgroup joins the cluster barriers of the slices' reduction
-  // (tma_linear_s8_kernel.cuh), which every thread of the cluster arrives at.
-  if constexpr (E::kSplitK)
-    if (wg == 0) Epi::producer_join(p);
   if (CL > 1) cluster_sync_all();  // no CTA leaves while its peer may still arrive on its barriers
 }
 #endif  // CNNRT_WGMMA_DEVICE
