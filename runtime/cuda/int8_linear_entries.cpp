@@ -1,7 +1,7 @@
 // Registry entries of the CUDA int8 linear kernels (kernels/cuda/linear_s8.h, linear_s8_lt.h),
 // precision int8:
-//   linear_int8       GEMV at batch <= 8; above, on Hopper (sm_90a) the TMA GEMM split over K
-//                     (linear_s8_tma.h), elsewhere cuBLASLt's int8 GEMM (int32 out, our
+//   linear_int8       GEMV at batch <= 8; above 128 on Hopper (sm_90a) the TMA GEMM split over
+//                     K (linear_s8_tma.h); else cuBLASLt's int8 GEMM (int32 out, our
 //                     epilogue) where it has a kernel for the shape, else the tensor-core GEMM;
 //                     linear_int8_tma (Hopper only), linear_int8_gemm, linear_int8_gemv,
 //                     linear_int8_cublaslt and
@@ -145,7 +145,8 @@ class LinearInt8Kernel final : public LayerKernel {
       plan.streamed_weight_bytes = device_.weight.bytes();
       return plan;
     }
-    if (tma_ && (path_ == LinearPath::Tma || kTmaDefault)) {
+    if (tma_ &&
+        (path_ == LinearPath::Tma || (path_ == LinearPath::Auto && info.batch >= kTmaMinBatch))) {
       auto state = std::make_shared<TmaState>();
       state->plan = tma_->plan(info.batch);
       plan.variant = kTma;
@@ -211,9 +212,10 @@ class LinearInt8Kernel final : public LayerKernel {
   // Variants: the GEMV, cuBLASLt, below it the streaming GEMM with s K slices (kCublaslt - s:
   // -2, -3, ..), the TMA GEMM (kTma), else the tensor-core GEMM's split-K count (1 .. 16).
   static constexpr int kGemv = 0, kCublaslt = -1, kTma = 1 << 12;
-  // Whether linear_int8 takes the TMA GEMM above the GEMV batches where it serves (else
-  // cuBLASLt): docs/PERFORMANCE.md run 42.
-  static constexpr bool kTmaDefault = true;
+  // linear_int8 takes the TMA GEMM from this batch (its 256-row batch tile) on: AlexNet int8
+  // at 256 1.2-2.4 % faster than on cuBLASLt in three leases, at 64 within 0.4 %, at 16 -2 to
+  // +2 % (docs/PERFORMANCE.md run 42).
+  static constexpr int kTmaMinBatch = 129;
   // The TMA path's prepared state: its plan at the batch and the context's input maps.
   struct TmaState {
     LinearS8TmaPlan plan;

@@ -440,8 +440,9 @@ EntryRun run_kernel(LayerKernel& kernel, const CaseData& data, const OpCase& op_
       run.guard_bytes_written += guard_after[i] != guard_before[i];
   }
   // CUDA kernels run a second time into a fresh poisoned buffer (the int8 ones must repeat the
-  // bytes: test_harness.cpp): a kernel that keeps state between runs (linear_int8_tma's split-K
-  // arrival counters) must leave it as it found it.
+  // bytes: test_harness.cpp): a kernel that keeps state between runs (a split-K arrival counter,
+  // a cached map) must leave it as it found it, and one that writes nothing the second time
+  // shows as poison.
   if (!in_place && device.device() == Device::CUDA) {
     Buffer again = device.alloc_poisoned(out_bytes);
     args.output = again.get();
