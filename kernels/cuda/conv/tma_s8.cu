@@ -53,6 +53,7 @@ namespace cnnrt::cuda {
 
 namespace {
 
+using tma_s8_detail::kPairedRows;
 using tma_s8_detail::TmaS8Params;
 using tma_s8_detail::TmaS8Tile;
 
@@ -84,10 +85,11 @@ int bn_map_index(int bn) {
 
 using KernelFn = void (*)(CUtensorMap, CUtensorMap, TmaS8Params);
 
+// KB: 64, 128 or kPairedRows (128 bytes of K per k-tile: stages128).
 template <int T, int KB, bool F>
 KernelFn instance() {
   constexpr TileInfo t = kTiles[T];
-  return tma_s8_detail::conv_tma_s8_kernel < t.bm, t.bn, KB == 128 ? t.stages128 : t.stages64, KB,
+  return tma_s8_detail::conv_tma_s8_kernel < t.bm, t.bn, KB == 64 ? t.stages64 : t.stages128, KB,
          F > ;
 }
 template <int KB, bool F>
@@ -110,16 +112,23 @@ KernelFn kernel_of_tile(int tile) {
 KernelFn kernel_of(int tile, int kb, bool float_out) {
   if (kb == 128)
     return float_out ? kernel_of_tile<128, true>(tile) : kernel_of_tile<128, false>(tile);
+  if (kb == kPairedRows)
+    return float_out ? kernel_of_tile<kPairedRows, true>(tile)
+                     : kernel_of_tile<kPairedRows, false>(tile);
   return float_out ? kernel_of_tile<64, true>(tile) : kernel_of_tile<64, false>(tile);
 }
 int stages_of(int tile, int kb) {
-  return kb == 128 ? kTiles[tile].stages128 : kTiles[tile].stages64;
+  return kb == 64 ? kTiles[tile].stages64 : kTiles[tile].stages128;
 }
+// The bytes of K per k-tile (a stage holds BM + BN rows of them).
+int k_tile_bytes(int kb) { return kb == 64 ? 64 : 128; }
 size_t smem_of(int tile, int kb) {
   const TileInfo& t = kTiles[tile];
-  return tma::ring_smem_bytes(t.bm, t.bn, stages_of(tile, kb), kb);
+  return tma::ring_smem_bytes(t.bm, t.bn, stages_of(tile, kb), k_tile_bytes(kb));
 }
 static_assert(TmaS8Tile<128, 128, 12, 64>::kSmem == 1024 + 12 * 256 * 64, "smem_of mirrors it");
+static_assert(TmaS8Tile<128, 192, 5, kPairedRows>::kSmem == 1024 + 5 * 320 * 128,
+              "paired rows: 128 bytes of K per stage row");
 
 // The instances whose k-tile rows are one of `kbs` bytes, each with int8 and fp32 output.
 std::vector<tma::KernelImage> kernel_images(std::initializer_list<int> kbs) {
@@ -134,14 +143,16 @@ std::vector<tma::KernelImage> kernel_images(std::initializer_list<int> kbs) {
 // setmaxnreg's budget holds only when every instance starts at exactly kEntryRegs registers.
 void check_register_counts() {
   static const std::string problem =
-      tma::register_problem(kernel_images({64, 128}), tma_detail::kEntryRegs);
+      tma::register_problem(kernel_images({64, 128, kPairedRows}), tma_detail::kEntryRegs);
   if (!problem.empty()) throw Error("conv_int8_tma: " + problem);
 }
 
 // The im2col box's upper corner along one axis: out positions exactly (design note).
 int upper_corner(int in, int out, int stride, int pad) { return (out - 1) * stride - in - pad + 1; }
 using tma::corner_ok;
-int k_bytes_of(const S8Conv& conv) { return conv.in_stride % 128 == 0 ? 128 : 64; }
+// The default k-tile rows: 128 bytes where the channel stride allows, else the 64-byte blocks
+// paired (docs/PERFORMANCE.md run 43).
+int k_bytes_of(const S8Conv& conv) { return conv.in_stride % 128 == 0 ? 128 : kPairedRows; }
 
 }  // namespace
 
@@ -225,8 +236,10 @@ ConvS8Tma::ConvS8Tma(const S8Conv& conv, int k_bytes) : impl_(std::make_unique<C
   p.pad_top = conv.pad_h;
   p.pad_left = conv.pad_w;
   p.kw = conv.kw;
-  p.c_blocks = conv.in_stride / m.kb;
-  p.k_tiles = conv.kh * conv.kw * p.c_blocks;
+  const int block_bytes = m.kb == kPairedRows ? 64 : m.kb;
+  p.c_blocks = conv.in_stride / block_bytes;
+  p.a_blocks = conv.kh * conv.kw * p.c_blocks;
+  p.k_tiles = m.kb == kPairedRows ? (p.a_blocks + 1) / 2 : p.a_blocks;
   p.lo = conv.lo;
   p.hi = conv.hi;
   p.float_lo = conv.float_lo;
@@ -243,7 +256,8 @@ ConvS8Tma::ConvS8Tma(const S8Conv& conv, int k_bytes) : impl_(std::make_unique<C
   for (int i = 0; i < kBnWidthCount; ++i)
     tma::encode_weight_map("conv_int8_tma", &m.w_maps[i], CU_TENSOR_MAP_DATA_TYPE_UINT8,
                            conv.weight, size_t(conv.k_total), size_t(conv.out_c),
-                           size_t(conv.k_pad), m.kb, kBnWidths[i], m.kb);
+                           size_t(conv.k_pad), k_tile_bytes(m.kb), kBnWidths[i],
+                           k_tile_bytes(m.kb));
 }
 
 ConvS8Tma::~ConvS8Tma() = default;
@@ -255,7 +269,8 @@ ConvS8TmaPlan ConvS8Tma::plan(int batch, int variant) const {
   const long long rows = (long long)std::max(batch, 1) * m.conv.out_h * m.conv.out_w;
   ConvS8TmaPlan plan;
   plan.variant = variant;
-  plan.name = std::string("tma_s8_") + t.name + "_k" + std::to_string(m.kb) + "_s" +
+  plan.name = std::string("tma_s8_") + t.name +
+              (m.kb == kPairedRows ? std::string("_k64x2") : "_k" + std::to_string(m.kb)) + "_s" +
               std::to_string(stages_of(variant, m.kb));
   plan.units = tma::tile_units(rows, t.bm, m.conv.out_c, t.bn);
   plan.ctas = tma::persistent_ctas(plan.units, m.sms);
@@ -272,7 +287,7 @@ ConvS8TmaInput ConvS8Tma::encode_input(const void* x, int batch) const {
   ConvS8TmaInput input;
   input.x = x;
   input.batch = batch;
-  input.map = tma_s8_input_map("conv_int8_tma", m.conv, x, batch, m.kb);
+  input.map = tma_s8_input_map("conv_int8_tma", m.conv, x, batch, m.kb == 128 ? 128 : 64);
   return input;
 }
 

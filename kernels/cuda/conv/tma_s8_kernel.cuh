@@ -10,7 +10,9 @@
 //   KB bytes = KB int8 channels (KB 128 with the 128-byte swizzle where the channel stride is a
 //   multiple of 128; KB 64 with the 64-byte swizzle where it is 64 mod 128, e.g. AlexNet's 64 /
 //   192 channels, so no zero channels are multiplied), wgmma m64nNk32 .s32.s8.s8 (KB / 32 per
-//   k-tile, +32 bytes of descriptor each), int32 accumulators.
+//   k-tile, +32 bytes of descriptor each), int32 accumulators.  Where the channel stride is 64
+//   mod 128 the default is the paired form (TmaS8Pairs): 128 bytes of K per k-tile from two
+//   64-byte im2col boxes, so each mbarrier round trip carries a 128-byte k-tile's MMA work.
 // * What is int8's own is the epilogue (TmaS8Epilogue): the int8 family's requantise / dequantise
 //   (epilogue_s8.cuh, the reference's one float step) from the int32 registers, with the
 //   mainloop's quad transpose for 16-byte int8 stores.
@@ -20,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/conv/epilogue_s8.cuh"
 #include "kernels/cuda/conv/ptx.cuh"
@@ -43,10 +46,18 @@ struct TmaS8Params {
   int n_tiles = 0, units = 0;
   int lo = -127, hi = 127;
   float float_lo = 0, float_hi = 0;
+  int a_blocks = 0;  // paired rows: the 64-byte blocks of K (kh * kw * c_blocks)
 };
 
+// A k-tile's rows: KB = 64 or 128 bytes (TmaS8<KB>), or kPairedRows: two 64-byte blocks of K per
+// k-tile (TmaS8Pairs, tma_mainloop.cuh).
+constexpr int kPairedRows = 1;
+template <int KB>
+using S8Traits =
+    std::conditional_t<KB == kPairedRows, tma_detail::TmaS8Pairs, tma_detail::TmaS8<KB>>;
+
 template <int BM, int BN, int STAGES, int KB>
-using TmaS8Tile = tma_detail::TmaRing<tma_detail::TmaS8<KB>, BM, BN, STAGES>;
+using TmaS8Tile = tma_detail::TmaRing<S8Traits<KB>, BM, BN, STAGES>;
 
 #ifdef CNNRT_WGMMA_DEVICE
 // conv_int8_tma's side of tma_conv_mainloop: tiles of BM consecutive rows, the int8 epilogue.
@@ -140,14 +151,15 @@ struct TmaS8Epilogue {
 };
 #endif  // CNNRT_WGMMA_DEVICE
 
-// BM x BN tiles, a ring of STAGES, KB-byte k-tiles; FLOAT_OUT: dequantised fp32 output.
+// BM x BN tiles, a ring of STAGES, k-tiles of KB bytes (or kPairedRows); FLOAT_OUT: dequantised
+// fp32 output.
 template <int BM, int BN, int STAGES, int KB, bool FLOAT_OUT>
 __global__ void __launch_bounds__(kThreads, 1)
     conv_tma_s8_kernel(const __grid_constant__ CUtensorMap tmap_x,
                        const __grid_constant__ CUtensorMap tmap_w, const TmaS8Params p) {
 #ifdef CNNRT_WGMMA_DEVICE
-  tma_detail::tma_conv_mainloop<tma_detail::TmaS8<KB>, BM, BN, STAGES, 1,
-                                TmaS8Epilogue<BM, BN, FLOAT_OUT>>(tmap_x, tmap_w, p);
+  tma_detail::tma_conv_mainloop<S8Traits<KB>, BM, BN, STAGES, 1, TmaS8Epilogue<BM, BN, FLOAT_OUT>>(
+      tmap_x, tmap_w, p);
 #endif
 }
 
