@@ -235,8 +235,8 @@ TEST(S2dTma, WindowConvServesConv1sRewriteOnly) {
 }
 
 // conv_int8_s2d on a described H100: its GEMM is conv_int8_window over the 64-byte-stride map at
-// every batch (the window conv's int8 instance); conv_int8_s2d_tma pins conv_int8_tma (64-byte
-// k-tiles, 256x64 at 256) and conv_int8_s2d_wgmma the wgmma GEMM.
+// every batch (the window conv's int8 instance); conv_int8_s2d_tma pins conv_int8_tma (paired
+// 64-byte k-tile rows, 256x64 at 256) and conv_int8_s2d_wgmma the wgmma GEMM.
 TEST(S2dTma, Int8DefaultEntryTakesTheWindowConvForAlexNetConv1OnH100) {
   PlanTargetScope h100(target_traits("h100"));
   if (!ConvS8Tma::device_supported()) GTEST_SKIP() << "a build without the sm_90a image";
@@ -247,7 +247,7 @@ TEST(S2dTma, Int8DefaultEntryTakesTheWindowConvForAlexNetConv1OnH100) {
     EXPECT_EQ(b.rfind("quantise+s2d64+window_s8_3x3_n128+pool", 0), 0u) << b;
   }
   const std::string pinned = planned_variant("conv_int8_s2d_tma", node, 256, &calibration);
-  EXPECT_EQ(pinned.rfind("quantise+s2d64+tma_s8_256x64_k64_", 0), 0u) << pinned;
+  EXPECT_EQ(pinned.rfind("quantise+s2d64+tma_s8_256x64_k64x2_", 0), 0u) << pinned;
   const std::string pinned1 = planned_variant("conv_int8_s2d_tma", node, 1, &calibration);
   EXPECT_NE(pinned1.find("s2d64+tma_s8_"), std::string::npos) << pinned1;
   const std::string wgmma = planned_variant("conv_int8_s2d_wgmma", node, 256, &calibration);

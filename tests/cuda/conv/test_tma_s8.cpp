@@ -52,8 +52,9 @@ TEST(ConvTmaS8, RegistryEntryIsPreferredOverWgmmaAndNarrowAndItsTilesAreCandidat
 }
 
 TEST(ConvTmaS8, ShapeRule) {
-  EXPECT_TRUE(tma_s8_serves(s8conv(64, 27, 192, 5, 2)));   // AlexNet conv2 (64-byte k-tiles)
-  EXPECT_TRUE(tma_s8_serves(s8conv(192, 13, 384, 3, 1)));  // conv3 (64-byte k-tiles)
+  EXPECT_TRUE(
+      tma_s8_serves(s8conv(64, 27, 192, 5, 2)));  // AlexNet conv2 (paired 64-byte k-tile rows)
+  EXPECT_TRUE(tma_s8_serves(s8conv(192, 13, 384, 3, 1)));  // conv3 (paired 64-byte k-tile rows)
   EXPECT_TRUE(tma_s8_serves(s8conv(384, 13, 256, 3, 1)));  // conv4 (128-byte k-tiles)
   EXPECT_TRUE(tma_s8_serves(s8conv(192, 13, 200, 3, 1)));  // out_c with padding lanes
   EXPECT_TRUE(tma_s8_serves(s8conv(128, 13, 16, 1, 0, 2)));
@@ -80,7 +81,8 @@ TEST(ConvTmaS8, ShapeRule) {
 }
 
 // The wave model's tiles for AlexNet at batch 64 and 256 on an H100: conv_fp16_tma's, but
-// 256x128 where it ties 128x256 on waves (conv4 / conv5: int8's own speed for it, tma_s8.cu).
+// 256x128 where it ties 128x256 on waves (conv4 / conv5: int8's own speed for it, tma_s8.cu);
+// conv2 / conv3 (64 mod 128 channels) on paired 64-byte k-tile rows.
 TEST(ConvTmaS8, DefaultTileOnAlexNet) {
   PlanTargetScope h100(target_traits("h100"));
   if (!ConvS8Tma::device_supported()) GTEST_SKIP() << "a build without the sm_90a image";
@@ -89,8 +91,8 @@ TEST(ConvTmaS8, DefaultTileOnAlexNet) {
     const char* tile;
     const char* k_tile;
   };
-  const Layer layers[] = {{s8conv(64, 27, 192, 5, 2), "128x192", "_k64_"},
-                          {s8conv(192, 13, 384, 3, 1), "256x128", "_k64_"},
+  const Layer layers[] = {{s8conv(64, 27, 192, 5, 2), "128x192", "_k64x2_"},
+                          {s8conv(192, 13, 384, 3, 1), "256x128", "_k64x2_"},
                           {s8conv(384, 13, 256, 3, 1), "256x128", "_k128_"},
                           {s8conv(256, 13, 256, 3, 1), "256x128", "_k128_"}};
   for (const Layer& layer : layers) {
