@@ -49,12 +49,43 @@ struct TmaS8Params {
   int a_blocks = 0;  // paired rows: the 64-byte blocks of K (kh * kw * c_blocks)
 };
 
+// int8 whose channel stride is 64 mod 128 (AlexNet conv2: 64 channels, conv3: 192): a k-tile is
+// two consecutive 64-byte blocks of K (two taps, or two channel blocks of one tap), each brought
+// by its own im2col box of 64-byte rows (64-byte swizzle) into its half of the stage's A, and
+// 128 bytes of K of the weight rows (128-byte swizzle) as B; four k32 wgmma per m64 block, two
+// from each half.  Why: with one 64-byte block per k-tile (TmaS8<64>) every mbarrier round trip
+// carries half the MMA work of a 128-byte one, and the int8 consumers' per-k-tile cost, not the
+// bytes, bounds them (docs/PERFORMANCE.md runs 40b, 43).  The host counts k-tiles as
+// ceil(blocks / 2); an odd last block's partner repeats it against zero weights (K past k_total
+// is the weight map's zero fill).
+struct TmaS8Pairs {
+  using Acc = int;
+  static constexpr bool kWeightsAreA = false, kSplitN = false, kMeta = false, kSplitK = false;
+  static constexpr int kRowBytes = 128, kTileElems = 128;  // B rows; the weight's K step
+  static constexpr int kARowBytes = 64, kABlocks = 2, kABlockElems = 64;
+#ifdef CNNRT_WGMMA_DEVICE
+  // a: this warpgroup's first A row in the first block's half (MI m64 blocks of 64-byte rows);
+  // the second half is 128 * MI rows (the tile's BM) further.
+  template <int BN, int MI>
+  static __device__ __forceinline__ void mma_k_tile(int (&acc)[MI][BN / 2], uint32_t a,
+                                                    uint32_t b) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+#pragma unroll
+      for (int i = 0; i < MI; ++i)
+        ptx::MmaS8<BN>::run(
+            acc[i],
+            tma_detail::desc_of<64>(a + (k / 2) * (128 * MI) * 64 + i * 64 * 64 + (k % 2) * 32),
+            tma_detail::desc_of<128>(b + k * 32));
+  }
+#endif
+};
+
 // A k-tile's rows: KB = 64 or 128 bytes (TmaS8<KB>), or kPairedRows: two 64-byte blocks of K per
 // k-tile (TmaS8Pairs, tma_mainloop.cuh).
 constexpr int kPairedRows = 1;
 template <int KB>
-using S8Traits =
-    std::conditional_t<KB == kPairedRows, tma_detail::TmaS8Pairs, tma_detail::TmaS8<KB>>;
+using S8Traits = std::conditional_t<KB == kPairedRows, TmaS8Pairs, tma_detail::TmaS8<KB>>;
 
 template <int BM, int BN, int STAGES, int KB>
 using TmaS8Tile = tma_detail::TmaRing<S8Traits<KB>, BM, BN, STAGES>;
