@@ -126,10 +126,9 @@ LinearS8Tma::~LinearS8Tma() = default;
 LinearS8TmaPlan LinearS8Tma::plan(int batch) const {
   const LinearS8TmaImpl& m = *impl_;
   LinearS8TmaPlan plan;
-  const int t = batch_tile_of(batch);
   plan.batch = std::max(batch, 1);
-  plan.bn = kBatchTiles[t].bn;
-  plan.stages = kBatchTiles[t].stages;
+  plan.tile = batch_tile_of(plan.batch);
+  plan.bn = kBatchTiles[plan.tile].bn;
   plan.m_tiles = (m.linear.out_c + kBM - 1) / kBM;
   plan.n_tiles = (plan.batch + plan.bn - 1) / plan.bn;
   const int tiles = plan.m_tiles * plan.n_tiles;
@@ -160,10 +159,9 @@ LinearS8TmaInput LinearS8Tma::encode_input(const void* x, int batch) const {
 void LinearS8Tma::forward(const LinearS8TmaPlan& plan, const LinearS8TmaInput& input, void* y,
                           void* workspace, cudaStream_t stream) const {
   const LinearS8TmaImpl& m = *impl_;
-  if (input.batch != plan.batch || plan.units == 0) {
-    if (input.batch <= 0) return;
+  if (input.batch <= 0) return;
+  if (input.batch != plan.batch)
     throw Error("linear_int8_tma: run at a batch the plan was not made for");
-  }
   if (workspace == nullptr) throw Error("linear_int8_tma: run without its workspace");
   TmaLinearS8Params p;
   p.partial = static_cast<int*>(workspace);
@@ -174,9 +172,8 @@ void LinearS8Tma::forward(const LinearS8TmaPlan& plan, const LinearS8TmaInput& i
   p.k_tiles = m.k_tiles;
   p.k_per_split = plan.k_per_split;
   p.units = plan.units;
-  const int t = batch_tile_of(plan.batch);
-  kernel_of(t)<<<plan.ctas, tma_linear_detail::kThreads, smem_of(t), stream>>>(input.map, m.w_map,
-                                                                               p);
+  kernel_of(plan.tile)<<<plan.ctas, tma_linear_detail::kThreads, smem_of(plan.tile), stream>>>(
+      input.map, m.w_map, p);
   CNNRT_CUDA_CHECK_LAUNCH();
   finish_s8_split(m.linear, p.partial, plan.splits, plan.batch, y, stream);
 }

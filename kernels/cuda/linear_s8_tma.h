@@ -22,7 +22,7 @@ class LinearS8TmaImpl;
 
 struct LinearS8TmaPlan {
   int batch = 0;
-  int bn = 0, stages = 0;           // batch tile (64, 128, 256) and the ring's stages
+  int tile = 0, bn = 0;             // batch tile: its index and rows (64, 128, 256)
   int splits = 0, k_per_split = 0;  // K slices and k-tiles (128 bytes) per slice
   int m_tiles = 0, n_tiles = 0;     // out-feature tiles of 128, batch tiles of bn
   int units = 0, ctas = 0;          // m_tiles x n_tiles x splits; persistent CTAs

@@ -48,8 +48,6 @@ struct TmaLinearS8Params {
   int* partial = nullptr;  // [splits][batch][out_stride] int32
   int batch = 0, out_stride = 0;
   int m_tiles = 0, n_tiles = 0, k_tiles = 0, k_per_split = 0, units = 0;
-  // The mainloop's conv geometry, unused by the split-K producer (duck-typed fields).
-  int conv_h = 1, conv_w = 1, sh = 1, sw = 1, pad_top = 0, pad_left = 0, kw = 1, c_blocks = 1;
 };
 
 // int8 weights as A, the batch as B, split K (tma_mainloop.cuh's traits).

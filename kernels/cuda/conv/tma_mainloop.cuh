@@ -99,6 +99,7 @@
 
 #include "kernels/cuda/conv/ptx.cuh"
 #include "kernels/cuda/conv/tma_encode.h"
+#include "kernels/cuda/conv/tma_ptx.cuh"
 
 namespace cnnrt::cuda::tma_detail {
 
@@ -248,75 +249,6 @@ template <int KB>
 using TmaS8 = TmaDense<int8_t, int, KB>;
 
 #ifdef CNNRT_WGMMA_DEVICE
-__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
-               : "memory");
-}
-// Arrive on the barrier at the same shared offset in CTA `cta` of the cluster.  CTA-scope
-// release (the default): with .release.cluster the multicast variants ran at half speed (a
-// cluster-scope fence per k-tile; docs/kernels/conv_fp16_tma.md).
-__device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar, uint32_t cta) {
-  asm volatile(
-      "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\n"
-      "mbarrier.arrive.shared::cluster.b64 _, [ra];\n}\n" ::"r"(bar),
-      "r"(cta)
-      : "memory");
-}
-__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, int c0, int c1,
-                                            uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-      " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
-      : "memory");
-}
-__device__ __forceinline__ void tma_load_2d_mc(uint32_t dst, const CUtensorMap* map, int c0, int c1,
-                                               uint32_t bar, uint16_t mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-      ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
-      : "memory");
-}
-// 128 pixels x one k-tile row of channels starting at the output pixel whose tap-(0,0) input is
-// (w, h) of image n, shifted by the tap (off_w, off_h); zeros outside the bounding box / tensor.
-__device__ __forceinline__ void tma_load_im2col(uint32_t dst, const CUtensorMap* map, int c, int w,
-                                                int h, int n, uint16_t off_w, uint16_t off_h,
-                                                uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes"
-      " [%0], [%1, {%2, %3, %4, %5}], [%6], {%7, %8};\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c), "r"(w), "r"(h), "r"(n), "r"(bar), "h"(off_w),
-      "h"(off_h)
-      : "memory");
-}
-// 4x4 transpose of 32-bit words across the 4 lanes of a quad (two butterfly stages): lane q's
-// w[t] becomes lane t's former w[q].  Both epilogues use it so every lane stores 16 contiguous
-// bytes of a row (8 fp16 columns, or 16 int8 after two byte permutes).
-__device__ __forceinline__ void quad_transpose(uint32_t (&w)[4], int q) {
-#pragma unroll
-  for (int bit = 2; bit >= 1; bit >>= 1) {
-    const bool hi = (q & bit) != 0;
-#pragma unroll
-    for (int t = 0; t < 4; ++t) {
-      if (t & bit) continue;
-      const uint32_t recv = __shfl_xor_sync(0xffffffffu, hi ? w[t] : w[t | bit], bit);
-      if (hi)
-        w[t] = recv;
-      else
-        w[t | bit] = recv;
-    }
-  }
-}
-__device__ __forceinline__ void cluster_sync_all() {
-  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
-}
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-
 // Unit u's tile: its M block and first N column.  Dense: M = pixels, units ordered n (channel
 // tiles) fastest; weights as A: M = channels, and units ordered m (channel tiles) fastest, so in
 // both the CTAs working at one time share their im2col boxes through L2.
@@ -396,7 +328,13 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
     if (threadIdx.x == 0) {
       int stage = 0;
       uint32_t phase = 0;
-      const int pix = p.conv_h * p.conv_w;
+      // Pixels per image of the im2col boxes (split K has none: B is a tiled box of rows).
+      const int pix = [&] {
+        if constexpr (E::kSplitK)
+          return 1;
+        else
+          return p.conv_h * p.conv_w;
+      }();
       for (int u = first; u < p.units; u += step) {
         int m_blk, n0;
         unit_coords<E, BN, CL>(p, u, rank, m_blk, n0);

@@ -120,8 +120,10 @@ KernelFn kernel_of(int tile, int kb, bool float_out) {
 int stages_of(int tile, int kb) {
   return kb == 64 ? kTiles[tile].stages64 : kTiles[tile].stages128;
 }
-// The bytes of K per k-tile (a stage holds BM + BN rows of them).
+// The bytes of K per k-tile (a stage holds BM + BN rows of them), and per im2col box row (a
+// paired k-tile's two boxes hold 64 each).
 int k_tile_bytes(int kb) { return kb == 64 ? 64 : 128; }
+int box_bytes(int kb) { return kb == 128 ? 128 : 64; }
 size_t smem_of(int tile, int kb) {
   const TileInfo& t = kTiles[tile];
   return tma::ring_smem_bytes(t.bm, t.bn, stages_of(tile, kb), k_tile_bytes(kb));
@@ -236,8 +238,7 @@ ConvS8Tma::ConvS8Tma(const S8Conv& conv, int k_bytes) : impl_(std::make_unique<C
   p.pad_top = conv.pad_h;
   p.pad_left = conv.pad_w;
   p.kw = conv.kw;
-  const int block_bytes = m.kb == kPairedRows ? 64 : m.kb;
-  p.c_blocks = conv.in_stride / block_bytes;
+  p.c_blocks = conv.in_stride / box_bytes(m.kb);
   p.a_blocks = conv.kh * conv.kw * p.c_blocks;
   p.k_tiles = m.kb == kPairedRows ? (p.a_blocks + 1) / 2 : p.a_blocks;
   p.lo = conv.lo;
@@ -287,7 +288,7 @@ ConvS8TmaInput ConvS8Tma::encode_input(const void* x, int batch) const {
   ConvS8TmaInput input;
   input.x = x;
   input.batch = batch;
-  input.map = tma_s8_input_map("conv_int8_tma", m.conv, x, batch, m.kb == 128 ? 128 : 64);
+  input.map = tma_s8_input_map("conv_int8_tma", m.conv, x, batch, box_bytes(m.kb));
   return input;
 }
 
