@@ -92,6 +92,7 @@
 #include "kernels/cuda/device_traits.h"
 #include "kernels/cuda/gemv_common.cuh"
 #include "kernels/cuda/linear_sparse24.h"
+#include "kernels/cuda/linear_sparse24_stage.cuh"
 
 namespace cnnrt::cuda {
 
@@ -310,39 +311,6 @@ __device__ __forceinline__ void round_of_slabs(const Sparse24Geometry& g, const 
                                                                 samples, acc);
 }
 
-// Staged x: the pass's samples copied by the whole block into `xs` ([samples][x_stride] halves)
-// in slot order — xs[4t + i] is element i of slot t's group — so the math reads a group's 4
-// inputs with one 8-byte shared load whatever the flatten (ncu on an H100, docs/PERFORMANCE.md
-// run 22: 41 % of the batch-1 kernel's stall cycles waited on the gathered global x loads).
-// QuadMajor: one thread per slot t = q·C + c, its 4 pixels' inputs (consecutive threads:
-// consecutive channels, so the 2-byte loads coalesce and the 8-byte stores are conflict-free).
-// Slots past `groups` are never read.  The caller's barrier publishes the copy.
-template <Sparse24Input kInput>
-__device__ __forceinline__ void stage_x(const Sparse24Geometry& g, const __half* x, __half* xs,
-                                        int samples) {
-  const unsigned short* xb = reinterpret_cast<const unsigned short*>(x);
-  for (int b = 0; b < samples; ++b, xb += g.x_stride, xs += g.x_stride) {
-    if constexpr (kInput == Sparse24Input::Vector) {  // the same order: a 16-byte copy
-      const uint4* src = reinterpret_cast<const uint4*>(xb);
-      uint4* dst = reinterpret_cast<uint4*>(xs);
-      for (int v = threadIdx.x; v < g.x_stride / 8; v += blockDim.x) dst[v] = __ldg(src + v);
-    } else if constexpr (kInput == Sparse24Input::QuadMajor) {
-      for (int t = threadIdx.x; t < g.groups; t += blockDim.x) {
-        const QuadMajorWalk walk(g, t);  // x_base: pixel 4q, channel c
-        uint32_t h[4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) h[i] = __ldg(xb + walk.x_base + i * g.channels);
-        *reinterpret_cast<uint2*>(xs + 4 * t) = make_uint2(h[0] | h[1] << 16, h[2] | h[3] << 16);
-      }
-    } else {
-      for (int e = threadIdx.x; e < 4 * g.groups; e += blockDim.x) {
-        const int at = g.gather_x(e >> 2, e & 3);
-        reinterpret_cast<unsigned short*>(xs)[e] = at >= 0 ? __ldg(xb + at) : 0;
-      }
-    }
-  }
-}
-
 // Block: kBlockWarps warps = (kBlockWarps / split) row groups × split slab slices; group k owns
 // rows [row0, row0 + kRows).  rows_pad (a multiple of 8) is a multiple of kRows, so a row group is
 // wholly inside or wholly past the matrix.  Every warp reaches every barrier of every pass.
@@ -395,7 +363,7 @@ __global__ void __launch_bounds__(kBlockWarps * 32, min_blocks_per_sm(kPass))
     }
     const __half* xin = xp;
     if constexpr (kStaged) {
-      stage_x<kInput>(g, xp, staged_x, samples);
+      sparse24_stage::stage_x<kInput>(g, xp, staged_x, samples, g.x_stride);
       __syncthreads();  // the copy is complete (the previous pass's reads: its last barrier)
       xin = staged_x;
     }

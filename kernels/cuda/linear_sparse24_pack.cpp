@@ -1,6 +1,7 @@
-// 2:4 sparse fp16 linear: the host side of the packed layout — the geometry a weight gets and the
-// repack of a compressed weight into slabs (the layout is described atop linear_sparse24.cu and in
-// linear_sparse24.h).  Host code only, so the kernel file holds the kernel.
+// 2:4 sparse fp16 linears: the host side of the packed layouts — the geometry a weight gets and the
+// repack of a compressed weight into the CUDA-core GEMV's slabs (described atop linear_sparse24.cu
+// and in linear_sparse24.h) or into the mma.sp GEMV's lane-ordered fragments
+// (linear_sparse24_mma.h).  Host code only, so the kernel files hold the kernels.
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include "graph/host_parallel.h"
 #include "kernels/cuda/device_traits.h"
 #include "kernels/cuda/linear_sparse24.h"
+#include "kernels/cuda/linear_sparse24_mma.h"
 
 namespace cnnrt::cuda {
 
@@ -90,6 +92,90 @@ HostSparse24 pack_sparse24(const sparse24::Compressed& weight, const float* bias
           std::memcpy(meta + 2 * lane, &nibbles, sizeof(nibbles));
         }
       }
+    }
+  });
+  return host;
+}
+
+// --- the mma.sp GEMV's layout ------------------------------------------------------------------
+
+Sparse24MmaGeometry sparse24_mma_geometry(int out_features, int in_features,
+                                          const Shape& flattened_source) {
+  Sparse24MmaGeometry g;
+  g.map = sparse24_geometry(out_features, in_features, flattened_source);
+  g.row_tiles = (out_features + kSpMmaTileRows - 1) / kSpMmaTileRows;
+  g.chunks = (g.map.groups + kSpMmaChunkGroups - 1) / kSpMmaChunkGroups;
+  g.tile_bytes = int64_t(g.chunks) * kSpMmaChunkBytes;
+  g.x_row = g.chunks * kSpMmaChunkGroups * 4 + 8;
+  return g;
+}
+
+HostSparse24Mma pack_sparse24_mma(const sparse24::Compressed& weight, const float* bias,
+                                  const Shape& flattened_source) {
+  const sparse24::WeightShape& s = weight.shape;
+  if (s.taps != 1) throw Error("sparse24 linear: a linear weight has one tap");
+  const size_t groups = static_cast<size_t>(s.groups_per_row());
+  const size_t words = static_cast<size_t>(weight.meta_words_per_row());
+  if (weight.values.size() != static_cast<size_t>(s.rows) * groups * 2 ||
+      weight.meta.size() != static_cast<size_t>(s.rows) * words)
+    throw Error("sparse24 linear: compressed weight does not match its shape");
+  HostSparse24Mma host;
+  Sparse24MmaGeometry& g = host.geometry;
+  g = sparse24_mma_geometry(s.rows, s.channels, flattened_source);
+  host.weight.assign(static_cast<size_t>(g.row_tiles) * g.tile_bytes, 0);
+  host.bias.assign(g.map.rows_pad, 0.0f);
+  if (bias != nullptr) std::copy(bias, bias + s.rows, host.bias.begin());
+  if (plan_only()) return host;  // a described target: sizes only
+
+  // The PyTorch group a (row, slot) holds, or -1 for padding (rows past out, slots past groups).
+  auto group_at = [&](int row, int slot) { return row < s.rows ? g.map.group_of_slot(slot) : -1; };
+  auto kept_pair = [&](int row, int slot) {  // fp16 bits of the two kept values, kept0 low
+    const int group = group_at(row, slot);
+    __half pair[2] = {__float2half_rn(0.0f), __float2half_rn(0.0f)};
+    if (group >= 0) {
+      const size_t at = static_cast<size_t>(row) * groups + static_cast<size_t>(group);
+      pair[0] = __float2half_rn(weight.values[2 * at]);
+      pair[1] = __float2half_rn(weight.values[2 * at + 1]);
+    }
+    uint32_t bits = 0;
+    std::memcpy(&bits, pair, sizeof(bits));
+    return bits;
+  };
+  auto nibbles4 = [&](int row, int slot0) {  // slots slot0..+3 at bits 4j; padding {0, 1}
+    uint32_t v = 0;
+    for (int j = 0; j < 4; ++j) {
+      const int group = group_at(row, slot0 + j);
+      const uint32_t nibble =
+          group < 0
+              ? 0x4u
+              : (weight.meta[static_cast<size_t>(row) * words + group / 4] >> (4 * (group % 4))) &
+                    0xFu;
+      v |= nibble << (4 * j);
+    }
+    return v;
+  };
+  parallel_for(static_cast<size_t>(g.row_tiles), 4, [&](size_t begin, size_t end) {
+    for (size_t tile = begin; tile < end; ++tile) {
+      uint8_t* tile_bytes = host.weight.data() + tile * g.tile_bytes;
+      const int row0 = static_cast<int>(tile) * kSpMmaTileRows;
+      for (int c = 0; c < g.chunks; ++c)
+        for (int lane = 0; lane < 32; ++lane) {
+          const int gr = lane >> 2, t = lane & 3;
+          for (int step = 0; step < kSpMmaChunkSteps; ++step) {
+            const int slot0 = c * kSpMmaChunkGroups + step * kSpMmaStepGroups;
+            const uint32_t a[4] = {
+                kept_pair(row0 + gr, slot0 + t), kept_pair(row0 + gr + 8, slot0 + t),
+                kept_pair(row0 + gr, slot0 + 4 + t), kept_pair(row0 + gr + 8, slot0 + 4 + t)};
+            std::memcpy(tile_bytes + Sparse24MmaGeometry::step_offset(c, step, lane), a, sizeof(a));
+          }
+          uint32_t meta[4];
+          for (int w = 0; w < 4; ++w) {  // the word step 4 (t / 2) + w needs from role t % 2
+            const int step = 4 * (t / 2) + w;
+            const int slot0 = c * kSpMmaChunkGroups + step * kSpMmaStepGroups + 4 * (t % 2);
+            meta[w] = nibbles4(row0 + gr, slot0) | nibbles4(row0 + gr + 8, slot0) << 16;
+          }
+          std::memcpy(tile_bytes + Sparse24MmaGeometry::meta_offset(c, lane), meta, sizeof(meta));
+        }
     }
   });
   return host;

@@ -1,0 +1,253 @@
+// 2:4 sparse fp16 linear for small batches on the sparse tensor cores (sm_80+): mma.sp GEMV.
+//
+// Regime.  At batch ≤ 8 a linear is bound by its weight bytes: a 2:4 weight streams its kept
+// values and a nibble per group, 1.125 bytes per dense weight instead of 2, so the bound is 1.78×
+// the dense GEMV (AlexNet fc6: 42.5 MB against 75.5).  The CUDA-core sparse GEMV
+// (linear_sparse24.cu) spends ~19 instructions per group of 4 on picking and converting inputs;
+// ncu found it latency-bound at 1.8 TB/s (docs/PERFORMANCE.md runs 22-23): the issue slots
+// that should keep loads in flight went to the math.  Here the math is the tensor core's: one
+// mma.sp.m16n8k32 consumes 512 bytes of kept weights (16 rows × K 32) with the batch as N (8
+// columns; at batch 1, 7 of them are wasted, which costs nothing since the tensor pipe idles
+// anyway).  Per 512 bytes a lane issues one 16-byte weight load, an eighth of a metadata load,
+// one ldmatrix of x, one shuffle and one MMA: the instruction stream no longer limits the loads.
+//
+// Layout (linear_sparse24_mma.h): fragments packed in lane order at build time, so each load is
+// a coalesced 512-byte warp read straight into the MMA's A registers, no shared memory; a chunk
+// (8 K steps, 4.5 KB) is 9 such loads, the ninth the chunk's metadata.
+//
+// x: staged per block in shared memory in the CUDA-core kernel's slot order (linear_sparse24_
+// stage.cuh; the fc6 flatten's transpose is 4 loads per 8 slots), one row per sample of the pass,
+// rows chunks × 256 + 8 halves apart so ldmatrix's 8 rows (samples) fall in distinct banks; K
+// past the real groups is zeroed (zero weights times stale shared memory could be NaN).  The B
+// fragment is one ldmatrix.x4 of the [sample][K 32] tile (row lane & 7, column 8 (lane >> 3));
+// lanes of samples the pass lacks point at its last sample (their output columns are dropped).
+//
+// Work split: a block of 8 warps owns 8 / S row tiles; a row tile's chunks are cut into S
+// contiguous ranges, one per warp (S from sparse24_mma_choose_split: ≥ 16 warps per SM wanted,
+// each with a chunk or more).  A warp issues its next chunk's 9 loads before it multiplies the
+// current one (72 registers of loads in flight, 9 KB a warp).  Its 16 × 8 partial sums meet the
+// other S - 1 in shared memory; one thread per (row, sample) adds the fp32 bias, applies ReLU
+// (NaN kept) and writes fp16.  A pass holds up to 8 samples (fewer where their staged x would not
+// fit a block's shared memory); larger batches loop over passes inside the launch, streaming the
+// weight again (above 8 the sparse tensor-core GEMMs are the tool, not this kernel).
+//
+// Predicted (H100, batch 1, fc6 in the network as run 23 measured the CUDA-core kernel): bound
+// by 42.5 MB at the dense GEMV's 2.5 TB/s plus ~3 µs of ramp and tail: ~20 µs against 24 → 1.5×
+// the dense GEMV without and more with the context's L2 prefetch of the stream; fc7 (18.9 MB):
+// ~10 µs, 1.6×.
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <string>
+
+#include "cnnrt/error.h"
+#include "kernels/cuda/conv/ptx.cuh"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_traits.h"
+#include "kernels/cuda/gemv_common.cuh"
+#include "kernels/cuda/linear_sparse24_mma.h"
+#include "kernels/cuda/linear_sparse24_stage.cuh"
+
+namespace cnnrt::cuda {
+
+namespace {
+
+constexpr int kWarps = 8;                                       // per block
+constexpr int kTargetWarpsPerSm = 16;                           // streaming warps wanted per SM
+constexpr int kPartialFloats = kSpMmaTileRows * kSpMmaMaxPass;  // a warp's 16 × 8 sums
+constexpr size_t kPartialBytes = size_t(kWarps) * kPartialFloats * sizeof(float);
+
+struct Chunk {
+  uint4 a[kSpMmaChunkSteps];  // A fragments of the 8 steps
+  uint4 meta;                 // 4 metadata words (linear_sparse24_mma.h: which steps)
+};
+
+__device__ __forceinline__ void load_chunk(Chunk& chunk, const uint8_t* tile, int c, int lane) {
+  const uint4* p =
+      reinterpret_cast<const uint4*>(tile + Sparse24MmaGeometry::step_offset(c, 0, lane));
+#pragma unroll
+  for (int s = 0; s < kSpMmaChunkSteps; ++s) chunk.a[s] = load_streaming(p + s * 32);
+  chunk.meta = load_streaming(p + kSpMmaChunkSteps * 32);
+}
+
+__device__ __forceinline__ uint32_t word(const uint4& v, int w) {  // w: a constant
+  return w == 0 ? v.x : w == 1 ? v.y : w == 2 ? v.z : v.w;
+}
+
+// The 8 MMAs of one chunk.  x_addr: this lane's ldmatrix row address for the chunk's step 0.
+__device__ __forceinline__ void mma_chunk(float (&acc)[4], const Chunk& chunk, uint32_t x_addr) {
+#pragma unroll
+  for (int s = 0; s < kSpMmaChunkSteps; ++s) {
+    uint32_t b[4];
+    ptx::ldmatrix_x4(b, x_addr + s * kSpMmaStepGroups * 4 * 2);  // K 32 = 64 bytes a step
+    // Steps 0-3: lanes 0 and 1 of a quad hold their word; steps 4-7: lanes 2 and 3 do.
+    const uint32_t own = word(chunk.meta, s & 3);
+    const uint32_t e = s < 4 ? own : __shfl_xor_sync(0xffffffffu, own, 2);
+    const uint32_t a[4] = {chunk.a[s].x, chunk.a[s].y, chunk.a[s].z, chunk.a[s].w};
+    ptx::mma_sp_16832(acc, a, b, e);
+  }
+}
+
+template <Sparse24Input kInput>
+__global__ void __launch_bounds__(kWarps * 32)
+    sparse24_mma_gemv_kernel(const uint8_t* __restrict__ weight, const float* __restrict__ bias,
+                             const __half* __restrict__ x, __half* __restrict__ y,
+                             const Sparse24MmaGeometry g, int batch, int pass, int split,
+                             bool relu) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  float* partial = reinterpret_cast<float*>(smem);               // [kWarps][16 rows][8 samples]
+  __half* xs = reinterpret_cast<__half*>(smem + kPartialBytes);  // [pass][x_row]
+
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int tiles_per_block = kWarps / split;
+  const int slice = warp % split;
+  const int tile = blockIdx.x * tiles_per_block + warp / split;
+  const bool live = tile < g.row_tiles;
+  const int c_begin = slice * g.chunks / split, c_end = (slice + 1) * g.chunks / split;
+  const uint8_t* tile_w = weight + int64_t(live ? tile : 0) * g.tile_bytes;
+  const int k_halves = g.chunks * kSpMmaChunkGroups * 4;
+  const int filled = sparse24_stage::staged_halves(g.map);
+
+  for (int first = 0; first < batch; first += pass) {
+    const int samples = min(pass, batch - first);
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    Chunk current;
+    // The first chunk's loads go out before x is staged: their DRAM latency covers the staging.
+    if (live && c_begin < c_end) load_chunk(current, tile_w, c_begin, lane);
+    sparse24_stage::stage_x<kInput>(g.map, x + int64_t(first) * g.map.x_stride, xs, samples,
+                                    g.x_row);
+    const int tail = k_halves - filled;  // zero K past what stage_x wrote, 2 halves a thread
+    for (int v = threadIdx.x; v < samples * (tail / 2); v += blockDim.x) {
+      const int b = v / (tail / 2), i = v - b * (tail / 2);
+      reinterpret_cast<uint32_t*>(xs + b * g.x_row + filled)[i] = 0u;
+    }
+    __syncthreads();  // x staged (the previous pass's reads ended at its last barrier)
+
+    if (live) {
+      const int row = min(lane & 7, samples - 1);  // ldmatrix row = sample
+      const uint32_t x_addr = ptx::smem_u32(xs + row * g.x_row + 8 * (lane >> 3));
+      for (int c = c_begin; c < c_end; ++c) {
+        Chunk next;
+        if (c + 1 < c_end) load_chunk(next, tile_w, c + 1, lane);
+        mma_chunk(acc, current, x_addr + c * kSpMmaChunkGroups * 4 * 2);
+        current = next;
+      }
+    }
+    // acc: rows g and g + 8 of the tile, samples 2t and 2t + 1 (the D fragment).
+    const int gr = lane >> 2, t = lane & 3;
+    float* mine = partial + warp * kPartialFloats;
+    mine[gr * kSpMmaMaxPass + 2 * t] = acc[0];
+    mine[gr * kSpMmaMaxPass + 2 * t + 1] = acc[1];
+    mine[(gr + 8) * kSpMmaMaxPass + 2 * t] = acc[2];
+    mine[(gr + 8) * kSpMmaMaxPass + 2 * t + 1] = acc[3];
+    __syncthreads();
+
+    // One thread per (tile of the block, row, sample): the S slices' sums, bias, ReLU.
+    for (int o = threadIdx.x; o < tiles_per_block * kSpMmaTileRows * samples; o += blockDim.x) {
+      const int local = o / (kSpMmaTileRows * samples), r = o / samples % kSpMmaTileRows;
+      const int b = o % samples;
+      const int out_row = (blockIdx.x * tiles_per_block + local) * kSpMmaTileRows + r;
+      if (out_row >= g.map.rows_pad) continue;  // rows of the last tile past pad8(out)
+      float sum = bias[out_row];
+      for (int s = 0; s < split; ++s)
+        sum += partial[(local * split + s) * kPartialFloats + r * kSpMmaMaxPass + b];
+      if (relu) sum = (sum > 0.0f || sum != sum) ? sum : 0.0f;  // keeps NaN
+      y[int64_t(first + b) * g.map.rows_pad + out_row] = __float2half_rn(sum);
+    }
+    __syncthreads();  // xs and partial are reused by the next pass
+  }
+}
+
+const void* kernel_for(Sparse24Input input) {
+  switch (input) {
+    case Sparse24Input::Vector:
+      return reinterpret_cast<const void*>(sparse24_mma_gemv_kernel<Sparse24Input::Vector>);
+    case Sparse24Input::QuadMajor:
+      return reinterpret_cast<const void*>(sparse24_mma_gemv_kernel<Sparse24Input::QuadMajor>);
+    default:
+      return reinterpret_cast<const void*>(sparse24_mma_gemv_kernel<Sparse24Input::Gather>);
+  }
+}
+
+// The halves of one staged sample for in_features (the geometry's x_row without building it).
+size_t staged_row_bytes(int in_features) {
+  const int groups = (in_features + 3) / 4;
+  const int chunks = (groups + kSpMmaChunkGroups - 1) / kSpMmaChunkGroups;
+  return (size_t(chunks) * kSpMmaChunkGroups * 4 + 8) * 2;
+}
+
+}  // namespace
+
+int sparse24_mma_max_pass(int in_features) {
+  const DeviceTraits& traits = device_traits();
+  if (traits.cc() < 80 || in_features < 1) return 0;
+  const size_t room = traits.smem_optin > kPartialBytes ? traits.smem_optin - kPartialBytes : 0;
+  return int(std::min<size_t>(kSpMmaMaxPass, room / staged_row_bytes(in_features)));
+}
+
+Sparse24MmaWeights::Sparse24MmaWeights(const HostSparse24Mma& host)
+    : geometry_(host.geometry), weight_(host.weight.size()), bias_(upload_fp32(host.bias)) {
+  max_pass_ = sparse24_mma_max_pass(geometry_.map.in_features);
+  if (max_pass_ < 1)
+    throw Error("linear_fp16_sparse24_mma: needs an sm_80+ GPU and " +
+                std::to_string(staged_row_bytes(geometry_.map.in_features)) +
+                " bytes of shared memory for one sample of x");
+  weight_.upload(host.weight.data(), host.weight.size());
+  if (plan_only()) return;
+  // The limit only permits: each launch asks for what its pass needs.
+  const size_t most = kPartialBytes + geometry_.staged_x_bytes(max_pass_);
+  CNNRT_CUDA_CHECK(cudaFuncSetAttribute(kernel_for(geometry_.map.input),
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(most)));
+}
+
+int sparse24_mma_choose_split(const Sparse24MmaGeometry& geometry, int sm_count) {
+  if (geometry.row_tiles < 1 || geometry.chunks < 1 || sm_count < 1)
+    throw Error("sparse24_mma_choose_split: invalid shape row_tiles=" +
+                std::to_string(geometry.row_tiles) + " chunks=" + std::to_string(geometry.chunks));
+  const int64_t target = int64_t(sm_count) * kTargetWarpsPerSm;
+  int split = 1;
+  while (split < kWarps && int64_t(geometry.row_tiles) * split < target &&
+         split * 2 <= geometry.chunks)
+    split *= 2;
+  return split;
+}
+
+void gemv_sparse24_mma_fp16(const Sparse24MmaWeights& weights, bool relu, const void* x, void* y,
+                            int64_t batch, cudaStream_t stream, int split) {
+  if (x == y) throw Error("gemv_sparse24_mma_fp16: input and output must not alias");
+  if (split != 0 && split != 1 && split != 2 && split != 4 && split != 8)
+    throw Error("gemv_sparse24_mma_fp16: split must be 0 (auto), 1, 2, 4 or 8, got " +
+                std::to_string(split));
+  if (batch <= 0) return;
+  if (batch > (int64_t{1} << 30)) throw Error("gemv_sparse24_mma_fp16: batch too large");
+  const Sparse24MmaGeometry& g = weights.geometry();
+  const int s = split != 0 ? split : sparse24_mma_choose_split(g, current_sm_count());
+  // Samples per pass: the batch spread evenly over the fewest passes the shared memory allows.
+  const int64_t passes = (batch + weights.max_pass() - 1) / weights.max_pass();
+  const int pass = static_cast<int>((batch + passes - 1) / passes);
+  const int tiles_per_block = kWarps / s;
+  const int blocks = (g.row_tiles + tiles_per_block - 1) / tiles_per_block;
+  const size_t smem = kPartialBytes + g.staged_x_bytes(pass);
+  const auto* w = static_cast<const uint8_t*>(weights.weight());
+  const auto* xh = static_cast<const __half*>(x);
+  auto* yh = static_cast<__half*>(y);
+  const int n = static_cast<int>(batch);
+  switch (g.map.input) {
+    case Sparse24Input::Vector:
+      sparse24_mma_gemv_kernel<Sparse24Input::Vector>
+          <<<blocks, kWarps * 32, smem, stream>>>(w, weights.bias(), xh, yh, g, n, pass, s, relu);
+      break;
+    case Sparse24Input::QuadMajor:
+      sparse24_mma_gemv_kernel<Sparse24Input::QuadMajor>
+          <<<blocks, kWarps * 32, smem, stream>>>(w, weights.bias(), xh, yh, g, n, pass, s, relu);
+      break;
+    case Sparse24Input::Gather:
+      sparse24_mma_gemv_kernel<Sparse24Input::Gather>
+          <<<blocks, kWarps * 32, smem, stream>>>(w, weights.bias(), xh, yh, g, n, pass, s, relu);
+      break;
+  }
+  CNNRT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace cnnrt::cuda
