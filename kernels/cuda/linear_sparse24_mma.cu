@@ -24,17 +24,24 @@
 //
 // Work split: a block of 8 warps owns 8 / S row tiles; a row tile's chunks are cut into S
 // contiguous ranges, one per warp (S from sparse24_mma_choose_split: ≥ 16 warps per SM wanted,
-// each with a chunk or more).  A warp issues its next chunk's 9 loads before it multiplies the
-// current one (72 registers of loads in flight, 9 KB a warp).  Its 16 × 8 partial sums meet the
-// other S - 1 in shared memory; one thread per (row, sample) adds the fp32 bias, applies ReLU
-// (NaN kept) and writes fp16.  A pass holds up to 8 samples (fewer where their staged x would not
-// fit a block's shared memory); larger batches loop over passes inside the launch, streaming the
-// weight again (above 8 the sparse tensor-core GEMMs are the tool, not this kernel).
+// each with a chunk or more).  A warp issues its first two chunks' loads (9 KB) before x is
+// staged and keeps two chunks in flight after (two register buffers with constant indices, ≤ 128
+// registers: 2 blocks an SM).  Its 16 × 8 partial sums meet the other S - 1 in shared memory; one
+// thread per (row, sample) adds the fp32 bias, applies ReLU (NaN kept) and writes fp16.  A pass
+// holds up to 8 samples (fewer where their staged x would not fit a block's shared memory);
+// larger batches loop over passes inside the launch, streaming the weight again (above 8 the
+// sparse tensor-core GEMMs are the tool, not this kernel).
 //
-// Predicted (H100, batch 1, fc6 in the network as run 23 measured the CUDA-core kernel): bound
-// by 42.5 MB at the dense GEMV's 2.5 TB/s plus ~3 µs of ramp and tail: ~20 µs against 24 → 1.5×
-// the dense GEMV without and more with the context's L2 prefetch of the stream; fc7 (18.9 MB):
-// ~10 µs, 1.6×.
+// Predicted (H100, batch 1, in the network): ~4-5 µs of fixed cost per GEMV (launch, first DRAM
+// round trip, tail: the dense GEMV's fc8 takes 8 µs for 8 MB) plus the stream at the dense GEMV's
+// ~3 TB/s: fc6 ~19 µs (1.6× the dense GEMV's 30), fc7 ~11 µs (1.45×).
+// Measured (docs/PERFORMANCE.md run 44): fc6 20.2 µs, fc7 12.3 µs (1.49×, 1.29× the dense GEMV;
+// the CUDA-core kernel: 24.5, 12.7); ncu from a cold L2: 20.7 / 11.6 µs against the dense 29.0 /
+// 15.0, at 64 % / 49 % of peak DRAM bandwidth where the dense fc6 reaches 78 %.  Tried, not
+// kept (same run): 16 warps a block, one chunk in flight (32 warps an SM at ≤ 64 registers) —
+// fc6 +0.5-1 µs; prefetch.global.L2 of a warp's whole range at the start — fc6 +1 µs, the
+// network slower.  What limits it is the stream's efficiency at this size (ramp and tail weigh a
+// 20 µs kernel), not the instruction issue the CUDA-core kernel was bound by.
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -52,8 +59,8 @@ namespace cnnrt::cuda {
 
 namespace {
 
-constexpr int kWarps = 8;                                       // per block
-constexpr int kTargetWarpsPerSm = 16;                           // streaming warps wanted per SM
+constexpr int kWarps = 8;              // per block
+constexpr int kTargetWarpsPerSm = 16;  // streaming warps wanted per SM (2 blocks of ≤ 128 regs)
 constexpr int kPartialFloats = kSpMmaTileRows * kSpMmaMaxPass;  // a warp's 16 × 8 sums
 constexpr size_t kPartialBytes = size_t(kWarps) * kPartialFloats * sizeof(float);
 
@@ -89,7 +96,7 @@ __device__ __forceinline__ void mma_chunk(float (&acc)[4], const Chunk& chunk, u
 }
 
 template <Sparse24Input kInput>
-__global__ void __launch_bounds__(kWarps * 32)
+__global__ void __launch_bounds__(kWarps * 32, 2)
     sparse24_mma_gemv_kernel(const uint8_t* __restrict__ weight, const float* __restrict__ bias,
                              const __half* __restrict__ x, __half* __restrict__ y,
                              const Sparse24MmaGeometry g, int batch, int pass, int split,
@@ -111,9 +118,10 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int first = 0; first < batch; first += pass) {
     const int samples = min(pass, batch - first);
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    Chunk current;
-    // The first chunk's loads go out before x is staged: their DRAM latency covers the staging.
-    if (live && c_begin < c_end) load_chunk(current, tile_w, c_begin, lane);
+    Chunk buf[2];  // chunks c and c + 1 in flight at the top of each step of the loop below
+    // The first two chunks' loads go out before x is staged: their DRAM latency covers it.
+    if (live && c_begin < c_end) load_chunk(buf[0], tile_w, c_begin, lane);
+    if (live && c_begin + 1 < c_end) load_chunk(buf[1], tile_w, c_begin + 1, lane);
     sparse24_stage::stage_x<kInput>(g.map, x + int64_t(first) * g.map.x_stride, xs, samples,
                                     g.x_row);
     const int tail = k_halves - filled;  // zero K past what stage_x wrote, 2 halves a thread
@@ -126,11 +134,14 @@ __global__ void __launch_bounds__(kWarps * 32)
     if (live) {
       const int row = min(lane & 7, samples - 1);  // ldmatrix row = sample
       const uint32_t x_addr = ptx::smem_u32(xs + row * g.x_row + 8 * (lane >> 3));
-      for (int c = c_begin; c < c_end; ++c) {
-        Chunk next;
-        if (c + 1 < c_end) load_chunk(next, tile_w, c + 1, lane);
-        mma_chunk(acc, current, x_addr + c * kSpMmaChunkGroups * 4 * 2);
-        current = next;
+      constexpr uint32_t kChunkX = kSpMmaChunkGroups * 4 * 2;  // bytes of x a chunk reads
+      for (int c = c_begin; c < c_end; c += 2) {               // constant buffer indices: no moves
+        mma_chunk(acc, buf[0], x_addr + c * kChunkX);
+        if (c + 2 < c_end) load_chunk(buf[0], tile_w, c + 2, lane);
+        if (c + 1 < c_end) {
+          mma_chunk(acc, buf[1], x_addr + (c + 1) * kChunkX);
+          if (c + 3 < c_end) load_chunk(buf[1], tile_w, c + 3, lane);
+        }
       }
     }
     // acc: rows g and g + 8 of the tile, samples 2t and 2t + 1 (the D fragment).
