@@ -56,7 +56,8 @@
 // (18) four and a tail of 2 slabs.  x stays on the read-only L1 path.  Per-warp sums are
 // shuffled, S partials meet in shared memory with the fp32 bias and the ReLU (NaN kept).
 //
-// Staged x (batch-1 passes, where 4 blocks still fit an SM: Sparse24Weights decides once).  ncu
+// Staged x (batch-1 passes, where 4 blocks still fit an SM: Sparse24Weights decides once; the
+// copy is linear_sparse24_stage.cuh, shared with the mma.sp GEMV).  ncu
 // on an H100 (docs/PERFORMANCE.md run 22) found the kernel latency-bound, not bandwidth-bound:
 // 0.41 instructions issued per scheduler cycle, 41 % of the stall cycles waiting on L1TEX — the
 // x loads, each behind its nibble and index (30 % of them missed L1).  So the block first copies
