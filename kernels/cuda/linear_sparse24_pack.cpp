@@ -48,15 +48,25 @@ Sparse24Geometry sparse24_geometry(int out_features, int in_features,
   return g;
 }
 
+namespace {
+
+// Both layouts pack a linear's compressed weight: one tap, arrays of the sizes its shape says.
+void check_linear(const sparse24::Compressed& weight) {
+  const sparse24::WeightShape& s = weight.shape;
+  if (s.taps != 1) throw Error("sparse24 linear: a linear weight has one tap");
+  if (weight.values.size() != static_cast<size_t>(s.rows) * s.groups_per_row() * 2 ||
+      weight.meta.size() != static_cast<size_t>(s.rows) * weight.meta_words_per_row())
+    throw Error("sparse24 linear: compressed weight does not match its shape");
+}
+
+}  // namespace
+
 HostSparse24 pack_sparse24(const sparse24::Compressed& weight, const float* bias,
                            const Shape& flattened_source) {
   const sparse24::WeightShape& s = weight.shape;
-  if (s.taps != 1) throw Error("sparse24 linear: a linear weight has one tap");
+  check_linear(weight);
   const size_t groups = static_cast<size_t>(s.groups_per_row());
   const size_t words = static_cast<size_t>(weight.meta_words_per_row());
-  if (weight.values.size() != static_cast<size_t>(s.rows) * groups * 2 ||
-      weight.meta.size() != static_cast<size_t>(s.rows) * words)
-    throw Error("sparse24 linear: compressed weight does not match its shape");
   HostSparse24 host;
   Sparse24Geometry& g = host.geometry;
   g = sparse24_geometry(s.rows, s.channels, flattened_source);
@@ -113,12 +123,9 @@ Sparse24MmaGeometry sparse24_mma_geometry(int out_features, int in_features,
 HostSparse24Mma pack_sparse24_mma(const sparse24::Compressed& weight, const float* bias,
                                   const Shape& flattened_source) {
   const sparse24::WeightShape& s = weight.shape;
-  if (s.taps != 1) throw Error("sparse24 linear: a linear weight has one tap");
+  check_linear(weight);
   const size_t groups = static_cast<size_t>(s.groups_per_row());
   const size_t words = static_cast<size_t>(weight.meta_words_per_row());
-  if (weight.values.size() != static_cast<size_t>(s.rows) * groups * 2 ||
-      weight.meta.size() != static_cast<size_t>(s.rows) * words)
-    throw Error("sparse24 linear: compressed weight does not match its shape");
   HostSparse24Mma host;
   Sparse24MmaGeometry& g = host.geometry;
   g = sparse24_mma_geometry(s.rows, s.channels, flattened_source);

@@ -17,8 +17,19 @@
 #include "harness/tolerance.h"
 #include "kernels/cpu/reference.h"
 #include "kernels/cpu/sparse24.h"
+#include "runtime/cuda/cuda_registry.h"
 
 namespace cnnrt::sparse24_test {
+
+// A registry holding the two sparse linear entries only.
+inline const KernelRegistry& sparse_registry() {
+  static KernelRegistry* registry = [] {
+    auto* r = new KernelRegistry();
+    cuda::register_sparse_linear_kernels(*r);
+    return r;
+  }();
+  return *registry;
+}
 
 struct SparseCase {
   int in = 0, out = 0;

@@ -30,15 +30,6 @@ using namespace sparse24_test;  // NOLINT: the shared cases and helpers
 
 const char* const kEntry = "linear_fp16_sparse24_mma";
 
-const KernelRegistry& sparse_registry() {
-  static KernelRegistry* registry = [] {
-    auto* r = new KernelRegistry();
-    cuda::register_sparse_linear_kernels(*r);
-    return r;
-  }();
-  return *registry;
-}
-
 // --- host-only ---------------------------------------------------------------------------------
 
 TEST(LinearSparse24Mma, GeometryOfAlexNetsLinears) {
