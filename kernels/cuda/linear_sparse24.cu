@@ -124,9 +124,6 @@ __device__ __forceinline__ uint32_t load_x2(const __half* xs, int index) {
 __device__ __forceinline__ uint32_t byte_perm(uint32_t lo, uint32_t hi, uint32_t selector) {
   return __byte_perm(lo, hi, selector);
 }
-__device__ __forceinline__ uint32_t component(const uint4& v, int j) {  // j: a constant
-  return j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w;
-}
 __device__ __forceinline__ float2 half2_bits_to_float2(uint32_t bits) {
   __half2 h;
   memcpy(&h, &bits, sizeof(bits));
@@ -187,7 +184,7 @@ __device__ __forceinline__ void slab_math(const Sparse24Geometry& g, const __hal
         live0 = live0 && at0 >= 0;
         live1 = live1 && at1 >= 0;
       }
-      const float2 w = half2_bits_to_float2(component(values[0], j));
+      const float2 w = half2_bits_to_float2(sparse24_stage::word_of(values[0], j));
 #pragma unroll
       for (int b = 0; b < kPass; ++b) {
         if (b > 0 && b >= samples) break;  // uniform: the last pass of a batch may be short
@@ -206,7 +203,7 @@ __device__ __forceinline__ void slab_math(const Sparse24Geometry& g, const __hal
       uint32_t selector[kRows];
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
-        uint32_t pair = component(values[r], j), nibble = (meta[r] >> (4 * j)) & 0xFu;
+        uint32_t pair = sparse24_stage::word_of(values[r], j), nibble = (meta[r] >> (4 * j)) & 0xFu;
         asm volatile("" : "+r"(pair), "+r"(nibble) : "f"(acc[r][0]));
         w[r] = half2_bits_to_float2(pair);
         selector[r] = sparse24_selector(nibble);

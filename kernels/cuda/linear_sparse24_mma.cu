@@ -77,10 +77,6 @@ __device__ __forceinline__ void load_chunk(Chunk& chunk, const uint8_t* tile, in
   chunk.meta = load_streaming(p + kSpMmaChunkSteps * 32);
 }
 
-__device__ __forceinline__ uint32_t word(const uint4& v, int w) {  // w: a constant
-  return w == 0 ? v.x : w == 1 ? v.y : w == 2 ? v.z : v.w;
-}
-
 // The 8 MMAs of one chunk.  x_addr: this lane's ldmatrix row address for the chunk's step 0.
 __device__ __forceinline__ void mma_chunk(float (&acc)[4], const Chunk& chunk, uint32_t x_addr) {
 #pragma unroll
@@ -88,7 +84,7 @@ __device__ __forceinline__ void mma_chunk(float (&acc)[4], const Chunk& chunk, u
     uint32_t b[4];
     ptx::ldmatrix_x4(b, x_addr + s * kSpMmaStepGroups * 4 * 2);  // K 32 = 64 bytes a step
     // Steps 0-3: lanes 0 and 1 of a quad hold their word; steps 4-7: lanes 2 and 3 do.
-    const uint32_t own = word(chunk.meta, s & 3);
+    const uint32_t own = sparse24_stage::word_of(chunk.meta, s & 3);
     const uint32_t e = s < 4 ? own : __shfl_xor_sync(0xffffffffu, own, 2);
     const uint32_t a[4] = {chunk.a[s].x, chunk.a[s].y, chunk.a[s].z, chunk.a[s].w};
     ptx::mma_sp_16832(acc, a, b, e);
@@ -180,11 +176,9 @@ const void* kernel_for(Sparse24Input input) {
   }
 }
 
-// The halves of one staged sample for in_features (the geometry's x_row without building it).
+// Bytes of one staged sample of x (x_row does not depend on the rows or the flatten).
 size_t staged_row_bytes(int in_features) {
-  const int groups = (in_features + 3) / 4;
-  const int chunks = (groups + kSpMmaChunkGroups - 1) / kSpMmaChunkGroups;
-  return (size_t(chunks) * kSpMmaChunkGroups * 4 + 8) * 2;
+  return sparse24_mma_geometry(1, in_features, {}).staged_x_bytes(1);
 }
 
 }  // namespace
@@ -201,7 +195,7 @@ Sparse24MmaWeights::Sparse24MmaWeights(const HostSparse24Mma& host)
   max_pass_ = sparse24_mma_max_pass(geometry_.map.in_features);
   if (max_pass_ < 1)
     throw Error("linear_fp16_sparse24_mma: needs an sm_80+ GPU and " +
-                std::to_string(staged_row_bytes(geometry_.map.in_features)) +
+                std::to_string(geometry_.staged_x_bytes(1)) +
                 " bytes of shared memory for one sample of x");
   weight_.upload(host.weight.data(), host.weight.size());
   if (plan_only()) return;

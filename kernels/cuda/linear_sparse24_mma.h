@@ -77,7 +77,7 @@ HostSparse24Mma pack_sparse24_mma(const sparse24::Compressed& weight, const floa
 
 // Samples one pass stages, for a layer of `in_features` on the current device: up to 8 while
 // their staged x fits one block's shared memory; 0 when not even one sample does (then the
-// kernel cannot serve the layer).  Also false below sm_80 (no mma.sp).
+// kernel cannot serve the layer), and 0 below sm_80 (no mma.sp).
 int sparse24_mma_max_pass(int in_features);
 
 // The packed weight and bias on the device (sizes only while planning for a described target).

@@ -196,8 +196,7 @@ class ConvInt8Kernel final : public LayerKernel {
                           std::to_string(s2d_tma_.out_stride) + "+window_s8_3x3_n128" +
                           (pool_ ? "+pool" : "");
       plan.state = std::make_shared<const WindowInputMaps>();
-      const Workspace parts = workspace_parts(info.batch, 1, true);
-      plan.workspace_bytes = parts.partial + parts.partial_bytes;
+      plan.workspace_bytes = workspace_parts(info.batch, 1, true).total();
       return plan;
     }
     if (tma_ && info.batch > tma_max_fallback_) {
@@ -209,8 +208,7 @@ class ConvInt8Kernel final : public LayerKernel {
         plan.variant_name = std::string(fp32_source ? "quantise+" : "") + "s2d" +
                             std::to_string(s2d_tma_.out_stride) + "+" + plan.variant_name;
       plan.state = std::make_shared<const TmaInputMaps>();
-      const Workspace parts = workspace_parts(info.batch, 1, true);
-      plan.workspace_bytes = parts.partial + parts.partial_bytes;
+      plan.workspace_bytes = workspace_parts(info.batch, 1, true).total();
       return plan;
     }
     const bool on_wgmma = use_wgmma_ && info.batch > wgmma_max_fallback_;
@@ -227,8 +225,7 @@ class ConvInt8Kernel final : public LayerKernel {
       plan.variant_name = std::string(fp32_source ? "quantise+" : "") + "s2d+" + gemm;
     if (splits > 1) plan.variant_name += " split-k " + std::to_string(splits);
     if (pool_) plan.variant_name += "+pool";
-    const Workspace parts = workspace_parts(info.batch, splits, false);
-    plan.workspace_bytes = parts.partial + parts.partial_bytes;
+    plan.workspace_bytes = workspace_parts(info.batch, splits, false).total();
     return plan;
   }
   void run(const KernelArgs& args) override {
@@ -239,8 +236,7 @@ class ConvInt8Kernel final : public LayerKernel {
     const int splits = on_tma ? 1 : code / 2;
     const Workspace parts = workspace_parts(args.batch, splits, on_tma);
     char* workspace = static_cast<char*>(args.workspace);
-    if (workspace == nullptr && parts.partial + parts.partial_bytes > 0)
-      throw Error("conv int8: no workspace");
+    if (workspace == nullptr && parts.total() > 0) throw Error("conv int8: no workspace");
     const void* x = args.inputs.at(0);
     if (path_ == ConvPath::SpaceToDepth) {
       space_to_depth_s8(on_tma ? s2d_tma_ : s2d_, x, (code & 1) != 0, workspace, args.batch,
@@ -279,6 +275,7 @@ class ConvInt8Kernel final : public LayerKernel {
   // map is the TMA form's.
   struct Workspace {
     size_t pre_pool = 0, partial = 0, partial_bytes = 0;
+    size_t total() const { return partial + partial_bytes; }  // the split-K sums come last
   };
   Workspace workspace_parts(int batch, int splits, bool on_tma) const {
     Workspace parts;

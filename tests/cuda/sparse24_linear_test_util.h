@@ -114,6 +114,38 @@ inline const SparseCase kCases[] = {
     {20, 13, {1, 4, 5}, true, true},
 };
 
+// One case's data for the GPU kernels' sweep over batches up to max_batch: the pruned weight
+// compressed, its bias (empty without), x drawn once (batch b uses the first b samples) and the
+// CPU reference for all max_batch samples.
+struct CaseRun {
+  sparse24::Compressed compressed;
+  std::vector<float> bias, x, expected;
+};
+
+inline CaseRun case_run(const SparseCase& c, int max_batch, std::mt19937& rng) {
+  CaseRun r;
+  const std::vector<float> weight = pruned_weight(c.out, c.in, rng);
+  if (c.bias) r.bias = nonzero_fp16_values(c.out, rng, 0.05f, 1.0f);
+  r.x = nonzero_fp16_values(static_cast<size_t>(max_batch) * c.in, rng, 0.05f, 1.0f);
+  r.compressed = compress(weight, c.out, c.in);
+  r.expected = sparse_reference(r.compressed, r.bias, r.x, max_batch, c.relu);
+  return r;
+}
+
+// launch(output) writes `batch` samples into NaN-filled bytes; they must match the reference's
+// first `batch` samples, and the padded output features must come out exactly zero.
+template <class Launch>
+void expect_batch_output(const SparseCase& c, const CaseRun& r, int batch, Launch launch) {
+  test::DeviceMem output(static_cast<size_t>(batch) * test::pad8(c.out) * 2);  // NaN bytes
+  launch(output.get());
+  CNNRT_CUDA_CHECK(cudaDeviceSynchronize());
+  int64_t bad_padding = 0;
+  const auto got = test::from_nhwc(output.halves(), batch, c.out, 1, 1, &bad_padding);
+  expect_close(got,
+               std::vector<float>(r.expected.begin(), r.expected.begin() + size_t(batch) * c.out));
+  EXPECT_EQ(bad_padding, 0);
+}
+
 // A graph holding (optionally) a flatten and the linear reading it, weight marked 2:4.
 struct SparseGraph {
   Graph graph;

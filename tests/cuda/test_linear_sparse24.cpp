@@ -285,33 +285,22 @@ TEST(LinearSparse24, MatchesTheCpuReferenceOnOddShapesBatchesAndSplits) {
   constexpr int kMaxBatch = 17;
   std::mt19937 rng(41);
   for (const SparseCase& c : kCases) {
-    const std::vector<float> weight = pruned_weight(c.out, c.in, rng);
-    const std::vector<float> bias =
-        c.bias ? nonzero_fp16_values(c.out, rng, 0.05f, 1.0f) : std::vector<float>{};
-    const std::vector<float> x =
-        nonzero_fp16_values(static_cast<size_t>(kMaxBatch) * c.in, rng, 0.05f, 1.0f);
-    const sparse24::Compressed compressed = compress(weight, c.out, c.in);
-    const std::vector<float> expected = sparse_reference(compressed, bias, x, kMaxBatch, c.relu);
+    const CaseRun r = case_run(c, kMaxBatch, rng);
     const cuda::Sparse24Weights weights(
-        cuda::pack_sparse24(compressed, c.bias ? bias.data() : nullptr, c.flattened));
+        cuda::pack_sparse24(r.compressed, c.bias ? r.bias.data() : nullptr, c.flattened));
     // Batch-1 passes stage x in shared memory on Hopper (every case here is small enough).
     if (cuda::device_traits().cc() == 90) EXPECT_TRUE(weights.stages_x()) << describe(c);
-    DeviceMem input(gpu_input(x, kMaxBatch, c));
+    DeviceMem input(gpu_input(r.x, kMaxBatch, c));
     for (int batch : {1, 3, 9, 17})
       for (int split : {0, 1, 2, 4, 8})
         for (bool stage : {true, false}) {
           if (!stage && batch > 1) continue;  // only batch-1 passes stage x
           SCOPED_TRACE(describe(c) + " batch " + std::to_string(batch) + " split " +
                        std::to_string(split) + (stage ? "" : " x unstaged"));
-          DeviceMem output(static_cast<size_t>(batch) * test::pad8(c.out) * 2);  // NaN bytes
-          cuda::gemv_sparse24_fp16(weights, c.relu, input.get(), output.get(), batch, nullptr,
-                                   split, stage);
-          CNNRT_CUDA_CHECK(cudaDeviceSynchronize());
-          int64_t bad_padding = 0;
-          const auto got = test::from_nhwc(output.halves(), batch, c.out, 1, 1, &bad_padding);
-          expect_close(
-              got, std::vector<float>(expected.begin(), expected.begin() + size_t(batch) * c.out));
-          EXPECT_EQ(bad_padding, 0);
+          expect_batch_output(c, r, batch, [&](void* output) {
+            cuda::gemv_sparse24_fp16(weights, c.relu, input.get(), output, batch, nullptr, split,
+                                     stage);
+          });
         }
   }
 }

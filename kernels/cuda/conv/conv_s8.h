@@ -61,7 +61,8 @@ struct S8SplitK {
 void conv_s8_igemm(const S8Conv& conv, const void* x, void* y, int batch, cudaStream_t stream,
                    const S8SplitK* split = nullptr);
 // The epilogue alone on `rows` rows of raw int32 sums acc [rows][out_stride] (no bias): y gets
-// int8_output / float_output of them (a library GEMM's int32 product, e.g. linear_s8_lt.h).
+// int8_output / float_output of them (a library GEMM's int32 product, e.g. linear_s8_lt.h): the
+// one-slice finish_s8_split, with its alignment and stride conditions.
 void finish_s8(const S8Conv& conv, const int32_t* acc, int rows, void* y, cudaStream_t stream);
 // The same on `splits` slices of raw sums, partial [splits][rows][out_stride] (16-byte aligned;
 // out_stride % 4 == 0), added up (exact) before the epilogue: a split-K GEMM's finish

@@ -122,7 +122,7 @@ __device__ void store_float(const S8Conv& p, float* y, int m0, int n0, int total
 }
 
 // Split-K partial sums: the raw int32 accumulators of K-slice blockIdx.z (no bias), as int2 pairs
-// into [split][m][out_stride]; split_k_finish_kernel adds them up (exact: integers) and applies
+// into [split][m][out_stride]; split_k_finish4_kernel adds them up (exact: integers) and applies
 // the epilogue.
 template <int BN>
 __device__ void store_partial(const S8Conv& p, int* partial, int m0, int n0, int total_m,
@@ -146,24 +146,11 @@ __device__ void store_partial(const S8Conv& p, int* partial, int m0, int n0, int
     }
 }
 
-__global__ void split_k_finish_kernel(const S8Conv p, const int* __restrict__ partial, int splits,
-                                      void* __restrict__ y, int64_t total) {
-  for (int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; index < total;
-       index += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int c = static_cast<int>(index % p.out_stride);
-    int acc = 0;
-    for (int z = 0; z < splits; ++z) acc += partial[z * total + index];
-    if (p.float_output)
-      static_cast<float*>(y)[index] = s8::float_output(p, c, acc);
-    else
-      static_cast<int8_t*>(y)[index] = s8::int8_output(p, c, acc);
-  }
-}
-
-// split_k_finish_kernel on four consecutive channels per thread (out_stride % 4 == 0: pad16 or
-// pad8 rows): int4 loads of each slice, one 4- or 16-byte store.  The linears' split-K finish
-// (finish_s8_split), where the scalar form's byte stores and per-element division cost more than
-// the sums' reads.
+// The split-K finish (finish_s8_split) of every int8 GEMM — the igemm convs and linears, the TMA
+// linear, cuBLASLt's int32 output: adds the slices' sums (exact: integers) and applies the
+// epilogue, four consecutive channels per thread (out_stride % 4 == 0: pad16 or pad8 rows) with
+// int4 loads of each slice and one 4- or 16-byte store (a scalar form's byte stores and
+// per-element division cost more than the sums' reads).
 __global__ void split_k_finish4_kernel(const S8Conv p, const int4* __restrict__ partial, int splits,
                                        void* __restrict__ y, int64_t quads) {
   const int stride_quads = p.out_stride / 4;
@@ -289,11 +276,7 @@ void launch(const S8Conv& conv, const int8_t* x, void* y, int total_m, int split
       conv, x, y, total_m, splits > 1 ? partial : nullptr, per_split);
   CNNRT_CUDA_CHECK_LAUNCH();
   if (splits <= 1) return;
-  const int64_t total = static_cast<int64_t>(total_m) * conv.out_stride;
-  const int blocks = static_cast<int>(std::min<int64_t>((total + 255) / 256, 1 << 20));
-  split_k_finish_kernel<<<blocks, 256, 0, stream>>>(conv, partial, static_cast<int>(grid.z), y,
-                                                    total);
-  CNNRT_CUDA_CHECK_LAUNCH();
+  finish_s8_split(conv, partial, static_cast<int>(grid.z), total_m, y, stream);
 }
 
 // 128-wide tiles once the layer is wide and its 128 x 128 grid still fills an H100 (~132 SMs)
@@ -327,11 +310,7 @@ void conv_s8_igemm(const S8Conv& conv, const void* x, void* y, int batch, cudaSt
 }
 
 void finish_s8(const S8Conv& conv, const int32_t* acc, int rows, void* y, cudaStream_t stream) {
-  const int64_t total = static_cast<int64_t>(rows) * conv.out_stride;
-  if (total <= 0) return;
-  const int blocks = static_cast<int>(std::min<int64_t>((total + 255) / 256, 1 << 20));
-  split_k_finish_kernel<<<blocks, 256, 0, stream>>>(conv, acc, 1, y, total);
-  CNNRT_CUDA_CHECK_LAUNCH();
+  finish_s8_split(conv, acc, 1, rows, y, stream);
 }
 
 void finish_s8_split(const S8Conv& conv, const int32_t* partial, int splits, int rows, void* y,
