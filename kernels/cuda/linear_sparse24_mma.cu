@@ -96,7 +96,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
     sparse24_mma_gemv_kernel(const uint8_t* __restrict__ weight, const float* __restrict__ bias,
                              const __half* __restrict__ x, __half* __restrict__ y,
                              const Sparse24MmaGeometry g, int batch, int pass, int split,
-                             bool relu) {
+                             bool interleave, bool relu) {
   extern __shared__ __align__(16) uint8_t smem[];
   float* partial = reinterpret_cast<float*>(smem);               // [kWarps][16 rows][8 samples]
   __half* xs = reinterpret_cast<__half*>(smem + kPartialBytes);  // [pass][x_row]
@@ -106,7 +106,11 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   const int slice = warp % split;
   const int tile = blockIdx.x * tiles_per_block + warp / split;
   const bool live = tile < g.row_tiles;
-  const int c_begin = slice * g.chunks / split, c_end = (slice + 1) * g.chunks / split;
+  // This warp's chunks: c_begin, c_begin + c_step, ... below c_end (a contiguous range, or every
+  // split-th chunk from `slice` when interleaved).
+  const int c_begin = interleave ? slice : slice * g.chunks / split;
+  const int c_end = interleave ? g.chunks : (slice + 1) * g.chunks / split;
+  const int c_step = interleave ? split : 1;
   const uint8_t* tile_w = weight + int64_t(live ? tile : 0) * g.tile_bytes;
   const int k_halves = g.chunks * kSpMmaChunkGroups * 4;
   const int filled = sparse24_stage::staged_halves(g.map);
@@ -117,7 +121,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
     Chunk buf[2];  // chunks c and c + 1 in flight at the top of each step of the loop below
     // The first two chunks' loads go out before x is staged: their DRAM latency covers it.
     if (live && c_begin < c_end) load_chunk(buf[0], tile_w, c_begin, lane);
-    if (live && c_begin + 1 < c_end) load_chunk(buf[1], tile_w, c_begin + 1, lane);
+    if (live && c_begin + c_step < c_end) load_chunk(buf[1], tile_w, c_begin + c_step, lane);
     sparse24_stage::stage_x<kInput>(g.map, x + int64_t(first) * g.map.x_stride, xs, samples,
                                     g.x_row);
     const int tail = k_halves - filled;  // zero K past what stage_x wrote, 2 halves a thread
@@ -131,12 +135,12 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
       const int row = min(lane & 7, samples - 1);  // ldmatrix row = sample
       const uint32_t x_addr = ptx::smem_u32(xs + row * g.x_row + 8 * (lane >> 3));
       constexpr uint32_t kChunkX = kSpMmaChunkGroups * 4 * 2;  // bytes of x a chunk reads
-      for (int c = c_begin; c < c_end; c += 2) {               // constant buffer indices: no moves
+      for (int c = c_begin; c < c_end; c += 2 * c_step) {      // constant buffer indices
         mma_chunk(acc, buf[0], x_addr + c * kChunkX);
-        if (c + 2 < c_end) load_chunk(buf[0], tile_w, c + 2, lane);
-        if (c + 1 < c_end) {
-          mma_chunk(acc, buf[1], x_addr + (c + 1) * kChunkX);
-          if (c + 3 < c_end) load_chunk(buf[1], tile_w, c + 3, lane);
+        if (c + 2 * c_step < c_end) load_chunk(buf[0], tile_w, c + 2 * c_step, lane);
+        if (c + c_step < c_end) {
+          mma_chunk(acc, buf[1], x_addr + (c + c_step) * kChunkX);
+          if (c + 3 * c_step < c_end) load_chunk(buf[1], tile_w, c + 3 * c_step, lane);
         }
       }
     }
@@ -219,7 +223,7 @@ int sparse24_mma_choose_split(const Sparse24MmaGeometry& geometry, int sm_count)
 }
 
 void gemv_sparse24_mma_fp16(const Sparse24MmaWeights& weights, bool relu, const void* x, void* y,
-                            int64_t batch, cudaStream_t stream, int split) {
+                            int64_t batch, cudaStream_t stream, int split, bool interleave) {
   if (x == y) throw Error("gemv_sparse24_mma_fp16: input and output must not alias");
   if (split != 0 && split != 1 && split != 2 && split != 4 && split != 8)
     throw Error("gemv_sparse24_mma_fp16: split must be 0 (auto), 1, 2, 4 or 8, got " +
@@ -240,16 +244,16 @@ void gemv_sparse24_mma_fp16(const Sparse24MmaWeights& weights, bool relu, const 
   const int n = static_cast<int>(batch);
   switch (g.map.input) {
     case Sparse24Input::Vector:
-      sparse24_mma_gemv_kernel<Sparse24Input::Vector>
-          <<<blocks, kWarps * 32, smem, stream>>>(w, weights.bias(), xh, yh, g, n, pass, s, relu);
+      sparse24_mma_gemv_kernel<Sparse24Input::Vector><<<blocks, kWarps * 32, smem, stream>>>(
+          w, weights.bias(), xh, yh, g, n, pass, s, interleave, relu);
       break;
     case Sparse24Input::QuadMajor:
-      sparse24_mma_gemv_kernel<Sparse24Input::QuadMajor>
-          <<<blocks, kWarps * 32, smem, stream>>>(w, weights.bias(), xh, yh, g, n, pass, s, relu);
+      sparse24_mma_gemv_kernel<Sparse24Input::QuadMajor><<<blocks, kWarps * 32, smem, stream>>>(
+          w, weights.bias(), xh, yh, g, n, pass, s, interleave, relu);
       break;
     case Sparse24Input::Gather:
-      sparse24_mma_gemv_kernel<Sparse24Input::Gather>
-          <<<blocks, kWarps * 32, smem, stream>>>(w, weights.bias(), xh, yh, g, n, pass, s, relu);
+      sparse24_mma_gemv_kernel<Sparse24Input::Gather><<<blocks, kWarps * 32, smem, stream>>>(
+          w, weights.bias(), xh, yh, g, n, pass, s, interleave, relu);
       break;
   }
   CNNRT_CUDA_CHECK_LAUNCH();

@@ -105,6 +105,7 @@ int sparse24_mma_choose_split(const Sparse24MmaGeometry& geometry, int sm_count)
 // samples (each pass streams the weight again).  x and y must not alias.  split: 1, 2, 4 or 8
 // (0: sparse24_mma_choose_split on the current device).
 void gemv_sparse24_mma_fp16(const Sparse24MmaWeights& weights, bool relu, const void* x, void* y,
-                            int64_t batch, cudaStream_t stream, int split = 0);
+                            int64_t batch, cudaStream_t stream, int split = 0,
+                            bool interleave = false);
 
 }  // namespace cnnrt::cuda

@@ -107,6 +107,10 @@ __global__ void maxpool_kernel(const NhwcPool p, int stride, const T* __restrict
   }
 }
 
+__device__ __forceinline__ uint4 max_s8x16(uint4 a, uint4 b) {
+  return make_uint4(__vmaxs4(a.x, b.x), __vmaxs4(a.y, b.y), __vmaxs4(a.z, b.z), __vmaxs4(a.w, b.w));
+}
+
 // The int8 fused pool, 16 channels per thread: four __vmaxs4 (per-byte signed max) per window
 // tap on 16-byte rows.  The padding lanes are zeros in the pre-pool tensor, so their max is 0.
 __global__ void maxpool_s8x16_kernel(const NhwcPool p, const uint4* __restrict__ x,
@@ -125,15 +129,23 @@ __global__ void maxpool_s8x16_kernel(const NhwcPool p, const uint4* __restrict__
               y1 = min(oy * p.stride_h - p.pad_h + p.kh, p.h);
     const int x0 = max(ox * p.stride_w - p.pad_w, 0),
               x1 = min(ox * p.stride_w - p.pad_w + p.kw, p.w);
-    uint4 best = image[(static_cast<int64_t>(y0) * p.w + x0) * groups];  // a real element
-    for (int iy = y0; iy < y1; ++iy)
-      for (int ix = x0; ix < x1; ++ix) {
-        const uint4 v = image[(static_cast<int64_t>(iy) * p.w + ix) * groups];
-        best.x = __vmaxs4(best.x, v.x);
-        best.y = __vmaxs4(best.y, v.y);
-        best.z = __vmaxs4(best.z, v.z);
-        best.w = __vmaxs4(best.w, v.w);
-      }
+    const uint4* corner = image + (static_cast<int64_t>(y0) * p.w + x0) * groups;
+    uint4 best = *corner;  // a real element
+    if (y1 - y0 == 3 && x1 - x0 == 3) {
+      // A whole 3x3 window (AlexNet's pools): its nine loads issued together.  The loop below
+      // keeps one or two in flight per thread, and the pass is bound by loads in flight (as
+      // maxpool_fp16's, docs/PERFORMANCE.md runs 38b-c).
+      uint4 v[8];
+#pragma unroll
+      for (int t = 1; t < 9; ++t)
+        v[t - 1] = corner[(static_cast<int64_t>(t / 3) * p.w + t % 3) * groups];
+#pragma unroll
+      for (int t = 0; t < 8; ++t) best = max_s8x16(best, v[t]);
+    } else {
+      for (int iy = y0; iy < y1; ++iy)
+        for (int ix = x0; ix < x1; ++ix)
+          best = max_s8x16(best, image[(static_cast<int64_t>(iy) * p.w + ix) * groups]);
+    }
     y[index] = best;
   }
 }
