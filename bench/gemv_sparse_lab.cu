@@ -1,7 +1,8 @@
 // Sparse GEMV lab: the 2:4 mma.sp GEMV (kernels/cuda/linear_sparse24_mma.h) against the dense
 // register GEMV on AlexNet's fc6 / fc7 / fc8 at batch 1, the L2 flushed before each timed launch
 // (the network streams each weight from DRAM once), median of --iters.  Besides the kernel at
-// every split, with contiguous and interleaved chunk ranges per warp, it times a probe that
+// every split, with x copied into shared memory before the first weight loads (early) or staged
+// after them (late; Sparse24Stage), it times a probe that
 // streams the same packed bytes with the same grid, warps and loads in flight but no staged x,
 // no MMA and no epilogue: the gap between the two is what the kernel adds to the stream, the
 // probe's own time what this grid can stream at all.  Usage: gemv_sparse_lab [--iters N]
@@ -31,13 +32,11 @@ constexpr int kWarps = 8;
 // into one word, written only if it matches a value it never does (so nothing is elided).
 __global__ void __launch_bounds__(kWarps * 32, 2)
     stream_probe(const uint8_t* __restrict__ weight, int row_tiles, int chunks, int64_t tile_bytes,
-                 int split, bool interleave, uint32_t* sink) {
+                 int split, uint32_t* sink) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int slice = warp % split, tile = blockIdx.x * (kWarps / split) + warp / split;
   if (tile >= row_tiles) return;
-  const int c_begin = interleave ? slice : slice * chunks / split;
-  const int c_end = interleave ? chunks : (slice + 1) * chunks / split;
-  const int c_step = interleave ? split : 1;
+  const int c_begin = slice * chunks / split, c_end = (slice + 1) * chunks / split;
   const uint8_t* tile_w = weight + int64_t(tile) * tile_bytes;
   uint32_t fold = 0;
   uint4 buf[2][cc::kSpMmaChunkSteps + 1];
@@ -52,13 +51,13 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
     for (int s = 0; s <= cc::kSpMmaChunkSteps; ++s) fold ^= b[s].x ^ b[s].y ^ b[s].z ^ b[s].w;
   };
   if (c_begin < c_end) load(buf[0], c_begin);
-  if (c_begin + c_step < c_end) load(buf[1], c_begin + c_step);
-  for (int c = c_begin; c < c_end; c += 2 * c_step) {
+  if (c_begin + 1 < c_end) load(buf[1], c_begin + 1);
+  for (int c = c_begin; c < c_end; c += 2) {
     use(buf[0]);
-    if (c + 2 * c_step < c_end) load(buf[0], c + 2 * c_step);
-    if (c + c_step < c_end) {
+    if (c + 2 < c_end) load(buf[0], c + 2);
+    if (c + 1 < c_end) {
       use(buf[1]);
-      if (c + 3 * c_step < c_end) load(buf[1], c + 3 * c_step);
+      if (c + 3 < c_end) load(buf[1], c + 3);
     }
   }
   if (fold == 0x9e3779b9u) sink[blockIdx.x] = fold;
@@ -132,25 +131,24 @@ int main(int argc, char** argv) {
     const int pick = cc::sparse24_mma_choose_split(g, prop.multiProcessorCount);
     for (int split : {1, 2, 4, 8}) {
       if (split > g.chunks) continue;
-      for (bool interleave : {false, true}) {
+      for (cc::Sparse24Stage stage : {cc::Sparse24Stage::Late, cc::Sparse24Stage::Early}) {
         const double ms = median_event_ms(
-            [&](int) {
-              cc::gemv_sparse24_mma_fp16(sparse, true, x, y, 1, stream, split, interleave);
-            },
+            [&](int) { cc::gemv_sparse24_mma_fp16(sparse, true, x, y, 1, stream, split, stage); },
             iters, stream, flush_l2);
         const int blocks = (g.row_tiles + kWarps / split - 1) / (kWarps / split);
         const double probe_ms = median_event_ms(
             [&](int) {
               stream_probe<<<blocks, kWarps * 32, 0, stream>>>(
                   static_cast<const uint8_t*>(sparse.weight()), g.row_tiles, g.chunks, g.tile_bytes,
-                  split, interleave, sink);
+                  split, sink);
               CNNRT_CUDA_CHECK_LAUNCH();
             },
             iters, stream, flush_l2);
         std::printf(
             "%s  mma.sp split %d%s %-11s %8.4f ms  %5.2f TB/s  %5.2fx dense | probe %8.4f "
             "ms %5.2f TB/s\n",
-            c.name, split, split == pick ? "*" : " ", interleave ? "interleaved" : "contiguous", ms,
+            c.name, split, split == pick ? "*" : " ",
+            stage == cc::Sparse24Stage::Early ? "x early" : "x late", ms,
             sparse_bytes / (ms * 1e-3) / 1e12, dense_ms / ms, probe_ms,
             sparse_bytes / (probe_ms * 1e-3) / 1e12);
       }
