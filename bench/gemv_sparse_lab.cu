@@ -1,8 +1,7 @@
 // Sparse GEMV lab: the 2:4 mma.sp GEMV (kernels/cuda/linear_sparse24_mma.h) against the dense
 // register GEMV on AlexNet's fc6 / fc7 / fc8 at batch 1, the L2 flushed before each timed launch
 // (the network streams each weight from DRAM once), median of --iters.  Besides the kernel at
-// every split, with x copied into shared memory before the first weight loads (early) or staged
-// after them (late; Sparse24Stage), it times a probe that
+// every split, it times a probe that
 // streams the same packed bytes with the same grid, warps and loads in flight but no staged x,
 // no MMA and no epilogue: the gap between the two is what the kernel adds to the stream, the
 // probe's own time what this grid can stream at all.  Usage: gemv_sparse_lab [--iters N]
@@ -131,10 +130,10 @@ int main(int argc, char** argv) {
     const int pick = cc::sparse24_mma_choose_split(g, prop.multiProcessorCount);
     for (int split : {1, 2, 4, 8}) {
       if (split > g.chunks) continue;
-      for (cc::Sparse24Stage stage : {cc::Sparse24Stage::Late, cc::Sparse24Stage::Early}) {
+      {
         const double ms = median_event_ms(
-            [&](int) { cc::gemv_sparse24_mma_fp16(sparse, true, x, y, 1, stream, split, stage); },
-            iters, stream, flush_l2);
+            [&](int) { cc::gemv_sparse24_mma_fp16(sparse, true, x, y, 1, stream, split); }, iters,
+            stream, flush_l2);
         const int blocks = (g.row_tiles + kWarps / split - 1) / (kWarps / split);
         const double probe_ms = median_event_ms(
             [&](int) {
@@ -145,12 +144,10 @@ int main(int argc, char** argv) {
             },
             iters, stream, flush_l2);
         std::printf(
-            "%s  mma.sp split %d%s %-11s %8.4f ms  %5.2f TB/s  %5.2fx dense | probe %8.4f "
+            "%s  mma.sp split %d%s %8.4f ms  %5.2f TB/s  %5.2fx dense | probe %8.4f "
             "ms %5.2f TB/s\n",
-            c.name, split, split == pick ? "*" : " ",
-            stage == cc::Sparse24Stage::Early ? "x early" : "x late", ms,
-            sparse_bytes / (ms * 1e-3) / 1e12, dense_ms / ms, probe_ms,
-            sparse_bytes / (probe_ms * 1e-3) / 1e12);
+            c.name, split, split == pick ? "*" : " ", ms, sparse_bytes / (ms * 1e-3) / 1e12,
+            dense_ms / ms, probe_ms, sparse_bytes / (probe_ms * 1e-3) / 1e12);
       }
     }
     CNNRT_CUDA_CHECK(cudaFree(x));

@@ -77,15 +77,16 @@ __device__ __forceinline__ void load_chunk(Chunk& chunk, const uint8_t* tile, in
   chunk.meta = load_streaming(p + kSpMmaChunkSteps * 32);
 }
 
-// The early copy of x (Sparse24Stage::Early): `samples` rows of x_stride halves into dst (rows
-// dst_stride halves apart) by cp.async — no registers, so it is issued before the weight loads and
-// is not queued behind them — as one commit group.
-__device__ __forceinline__ void copy_x_async(const __half* x, int x_stride, __half* dst,
-                                             int dst_stride, int samples) {
+// A vector x's copy into shared memory (its slot order is x's own): `samples` rows of x_stride
+// halves into xs (rows x_row halves apart) by cp.async — no registers, so it is issued before the
+// first weight loads and its L2 round trip is not queued behind them (design note) — as one
+// commit group.
+__device__ __forceinline__ void copy_vector_x(const __half* x, int x_stride, __half* xs, int x_row,
+                                              int samples) {
   const int vectors = x_stride / 8;
   for (int v = threadIdx.x; v < samples * vectors; v += blockDim.x) {
     const int b = v / vectors, i = v - b * vectors;
-    ptx::cp_async_16(ptx::smem_u32(dst + b * dst_stride + 8 * i), x + b * x_stride + 8 * i, 16);
+    ptx::cp_async_16(ptx::smem_u32(xs + b * x_row + 8 * i), x + b * x_stride + 8 * i, 16);
   }
   ptx::cp_async_commit();
 }
@@ -109,12 +110,10 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
     sparse24_mma_gemv_kernel(const uint8_t* __restrict__ weight, const float* __restrict__ bias,
                              const __half* __restrict__ x, __half* __restrict__ y,
                              const Sparse24MmaGeometry g, int batch, int pass, int split,
-                             bool early, bool relu) {
+                             bool relu) {
   extern __shared__ __align__(16) uint8_t smem[];
   float* partial = reinterpret_cast<float*>(smem);               // [kWarps][16 rows][8 samples]
   __half* xs = reinterpret_cast<__half*>(smem + kPartialBytes);  // [pass][x_row]
-  // The early copy's raw x ([pass][x_stride], not Vector: that one lands in xs directly).
-  __half* raw = xs + pass * g.x_row;
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int tiles_per_block = kWarps / split;
@@ -131,22 +130,17 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     Chunk buf[2];  // chunks c and c + 1 in flight at the top of each step of the loop below
     const __half* x_pass = x + int64_t(first) * g.map.x_stride;
-    // Early: x's copy goes out first, so its L2 round trip is not queued behind the weights.
-    if (early)
-      copy_x_async(x_pass, g.map.x_stride, kInput == Sparse24Input::Vector ? xs : raw,
-                   kInput == Sparse24Input::Vector ? g.x_row : g.map.x_stride, samples);
-    // The first two chunks' loads go out before x is staged: their DRAM latency covers it.
+    // A vector x is copied first (cp.async: it lands while the weights stream); a flatten's
+    // staging permutes through registers and goes after the first two chunks' loads, whose DRAM
+    // latency covers it.
+    if constexpr (kInput == Sparse24Input::Vector)
+      copy_vector_x(x_pass, g.map.x_stride, xs, g.x_row, samples);
     if (live && c_begin < c_end) load_chunk(buf[0], tile_w, c_begin, lane);
     if (live && c_begin + 1 < c_end) load_chunk(buf[1], tile_w, c_begin + 1, lane);
-    if (!early) {
-      sparse24_stage::stage_x<kInput>(g.map, x_pass, xs, samples, g.x_row);
-    } else {
+    if constexpr (kInput == Sparse24Input::Vector)
       ptx::cp_async_wait<0>();
-      if constexpr (kInput != Sparse24Input::Vector) {
-        __syncthreads();  // every thread's part of the raw copy landed
-        sparse24_stage::stage_x<kInput, true>(g.map, raw, xs, samples, g.x_row);
-      }
-    }
+    else
+      sparse24_stage::stage_x<kInput>(g.map, x_pass, xs, samples, g.x_row);
     const int tail = k_halves - filled;  // zero K past what stage_x wrote, 2 halves a thread
     for (int v = threadIdx.x; v < samples * (tail / 2); v += blockDim.x) {
       const int b = v / (tail / 2), i = v - b * (tail / 2);
@@ -203,11 +197,6 @@ const void* kernel_for(Sparse24Input input) {
   }
 }
 
-// Shared memory of the early copy's raw rows for `pass` samples (Vector: none, it lands staged).
-size_t early_copy_bytes(const Sparse24MmaGeometry& g, int pass) {
-  return g.map.input == Sparse24Input::Vector ? 0 : size_t(pass) * g.map.x_stride * 2;
-}
-
 // Bytes of one staged sample of x (x_row does not depend on the rows or the flatten).
 size_t staged_row_bytes(int in_features) {
   return sparse24_mma_geometry(1, in_features, {}).staged_x_bytes(1);
@@ -231,11 +220,8 @@ Sparse24MmaWeights::Sparse24MmaWeights(const HostSparse24Mma& host)
                 " bytes of shared memory for one sample of x");
   weight_.upload(host.weight.data(), host.weight.size());
   if (plan_only()) return;
-  // The limit only permits: each launch asks for what its pass needs (the early copy's raw rows
-  // where they fit).
-  const size_t most =
-      std::min(device_traits().smem_optin, kPartialBytes + geometry_.staged_x_bytes(max_pass_) +
-                                               early_copy_bytes(geometry_, max_pass_));
+  // The limit only permits: each launch asks for what its pass needs.
+  const size_t most = kPartialBytes + geometry_.staged_x_bytes(max_pass_);
   CNNRT_CUDA_CHECK(cudaFuncSetAttribute(kernel_for(geometry_.map.input),
                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         static_cast<int>(most)));
@@ -254,7 +240,7 @@ int sparse24_mma_choose_split(const Sparse24MmaGeometry& geometry, int sm_count)
 }
 
 void gemv_sparse24_mma_fp16(const Sparse24MmaWeights& weights, bool relu, const void* x, void* y,
-                            int64_t batch, cudaStream_t stream, int split, Sparse24Stage stage) {
+                            int64_t batch, cudaStream_t stream, int split) {
   if (x == y) throw Error("gemv_sparse24_mma_fp16: input and output must not alias");
   if (split != 0 && split != 1 && split != 2 && split != 4 && split != 8)
     throw Error("gemv_sparse24_mma_fp16: split must be 0 (auto), 1, 2, 4 or 8, got " +
@@ -268,32 +254,23 @@ void gemv_sparse24_mma_fp16(const Sparse24MmaWeights& weights, bool relu, const 
   const int pass = static_cast<int>((batch + passes - 1) / passes);
   const int tiles_per_block = kWarps / s;
   const int blocks = (g.row_tiles + tiles_per_block - 1) / tiles_per_block;
-  // The early copy where its raw rows fit beside the staged ones (always, at the batches a GEMV
-  // is for; a forced Early that does not fit is refused).
-  const size_t late_smem = kPartialBytes + g.staged_x_bytes(pass);
-  const size_t early_smem = late_smem + early_copy_bytes(g, pass);
-  const bool early = stage == Sparse24Stage::Early ||
-                     (stage == Sparse24Stage::Auto && early_smem <= device_traits().smem_optin);
-  if (early && early_smem > device_traits().smem_optin)
-    throw Error("gemv_sparse24_mma_fp16: the early copy of " + std::to_string(pass) +
-                " samples does not fit a block's shared memory");
-  const size_t smem = early ? early_smem : late_smem;
+  const size_t smem = kPartialBytes + g.staged_x_bytes(pass);
   const auto* w = static_cast<const uint8_t*>(weights.weight());
   const auto* xh = static_cast<const __half*>(x);
   auto* yh = static_cast<__half*>(y);
   const int n = static_cast<int>(batch);
   switch (g.map.input) {
     case Sparse24Input::Vector:
-      sparse24_mma_gemv_kernel<Sparse24Input::Vector><<<blocks, kWarps * 32, smem, stream>>>(
-          w, weights.bias(), xh, yh, g, n, pass, s, early, relu);
+      sparse24_mma_gemv_kernel<Sparse24Input::Vector>
+          <<<blocks, kWarps * 32, smem, stream>>>(w, weights.bias(), xh, yh, g, n, pass, s, relu);
       break;
     case Sparse24Input::QuadMajor:
-      sparse24_mma_gemv_kernel<Sparse24Input::QuadMajor><<<blocks, kWarps * 32, smem, stream>>>(
-          w, weights.bias(), xh, yh, g, n, pass, s, early, relu);
+      sparse24_mma_gemv_kernel<Sparse24Input::QuadMajor>
+          <<<blocks, kWarps * 32, smem, stream>>>(w, weights.bias(), xh, yh, g, n, pass, s, relu);
       break;
     case Sparse24Input::Gather:
-      sparse24_mma_gemv_kernel<Sparse24Input::Gather><<<blocks, kWarps * 32, smem, stream>>>(
-          w, weights.bias(), xh, yh, g, n, pass, s, early, relu);
+      sparse24_mma_gemv_kernel<Sparse24Input::Gather>
+          <<<blocks, kWarps * 32, smem, stream>>>(w, weights.bias(), xh, yh, g, n, pass, s, relu);
       break;
   }
   CNNRT_CUDA_CHECK_LAUNCH();

@@ -101,17 +101,10 @@ class Sparse24MmaWeights {
 // keep the weight stream in flight, at least one chunk each.
 int sparse24_mma_choose_split(const Sparse24MmaGeometry& geometry, int sm_count);
 
-// When a block copies x into shared memory: Early — a raw cp.async copy issued before the first
-// weight loads, then staged from shared memory; Late — staged from global memory after them (the
-// form before run 45); Auto — Early where its raw rows fit beside the staged ones (design note
-// atop linear_sparse24_mma.cu).  Forcing one is for the tests and the lab.
-enum class Sparse24Stage { Auto, Late, Early };
-
 // y = x · Wᵀ + b (ReLU when `relu`) for any batch, in one launch: passes of up to max_pass()
 // samples (each pass streams the weight again).  x and y must not alias.  split: 1, 2, 4 or 8
 // (0: sparse24_mma_choose_split on the current device).
 void gemv_sparse24_mma_fp16(const Sparse24MmaWeights& weights, bool relu, const void* x, void* y,
-                            int64_t batch, cudaStream_t stream, int split = 0,
-                            Sparse24Stage stage = Sparse24Stage::Auto);
+                            int64_t batch, cudaStream_t stream, int split = 0);
 
 }  // namespace cnnrt::cuda

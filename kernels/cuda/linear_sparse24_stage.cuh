@@ -27,20 +27,10 @@ __device__ __forceinline__ uint32_t word_of(const uint4& v, int w) {  // w: a co
   return w == 0 ? v.x : w == 1 ? v.y : w == 2 ? v.z : v.w;
 }
 
-// x's loads: global memory through the read-only path, or (kShared) plain loads of a copy of x
-// already in shared memory (the mma.sp GEMV's early copy, linear_sparse24_mma.cu).
-template <bool kShared, typename T>
-__device__ __forceinline__ T load_x(const T* p) {
-  if constexpr (kShared)
-    return *p;
-  else
-    return __ldg(p);
-}
-
 // Copies `samples` samples of x ([samples][g.x_stride]) into xs ([samples][xs_stride] halves) in
 // slot order: every slot below g.groups (Vector: the whole x_stride).  The caller's barrier
-// publishes the copy.  kShared: x is in shared memory (see load_x).
-template <Sparse24Input kInput, bool kShared = false>
+// publishes the copy.
+template <Sparse24Input kInput>
 __device__ __forceinline__ void stage_x(const Sparse24Geometry& g, const __half* x, __half* xs,
                                         int samples, int xs_stride) {
   const unsigned short* xb = reinterpret_cast<const unsigned short*>(x);
@@ -50,7 +40,7 @@ __device__ __forceinline__ void stage_x(const Sparse24Geometry& g, const __half*
     for (int v = threadIdx.x; v < samples * vectors; v += blockDim.x) {
       const int b = v / vectors, i = v - b * vectors;
       reinterpret_cast<uint4*>(xo + b * xs_stride)[i] =
-          load_x<kShared>(reinterpret_cast<const uint4*>(xb + b * g.x_stride) + i);
+          __ldg(reinterpret_cast<const uint4*>(xb + b * g.x_stride) + i);
     }
   } else if constexpr (kInput == Sparse24Input::QuadMajor) {
     if (g.channels % 8 == 0) {  // (pixel quad, 8 channels) items: the header's transpose
@@ -62,7 +52,7 @@ __device__ __forceinline__ void stage_x(const Sparse24Geometry& g, const __half*
             reinterpret_cast<const uint4*>(xb + b * g.x_stride + 4 * quad * g.channels) + octet;
         uint4 pixel[4];  // the 8 channels of pixels 4q .. 4q + 3
 #pragma unroll
-        for (int i = 0; i < 4; ++i) pixel[i] = load_x<kShared>(src + i * octets);
+        for (int i = 0; i < 4; ++i) pixel[i] = __ldg(src + i * octets);
         // Slots q·C + 8·octet + j (j = 0..7): 64 contiguous bytes, 16-byte aligned (C % 8 == 0).
         uint4* dst =
             reinterpret_cast<uint4*>(xo + b * xs_stride + 4 * (quad * g.channels)) + 4 * octet;
@@ -84,7 +74,7 @@ __device__ __forceinline__ void stage_x(const Sparse24Geometry& g, const __half*
         uint32_t h[4];
 #pragma unroll
         for (int i = 0; i < 4; ++i)
-          h[i] = load_x<kShared>(xb + b * g.x_stride + walk.x_base + i * g.channels);
+          h[i] = __ldg(xb + b * g.x_stride + walk.x_base + i * g.channels);
         *reinterpret_cast<uint2*>(xo + b * xs_stride + 4 * t) =
             make_uint2(h[0] | h[1] << 16, h[2] | h[3] << 16);
       }
@@ -93,7 +83,7 @@ __device__ __forceinline__ void stage_x(const Sparse24Geometry& g, const __half*
     for (int v = threadIdx.x; v < samples * 4 * g.groups; v += blockDim.x) {
       const int b = v / (4 * g.groups), e = v - b * 4 * g.groups;
       const int at = g.gather_x(e >> 2, e & 3);
-      xo[b * xs_stride + e] = at >= 0 ? load_x<kShared>(xb + b * g.x_stride + at) : 0;
+      xo[b * xs_stride + e] = at >= 0 ? __ldg(xb + b * g.x_stride + at) : 0;
     }
   }
 }
