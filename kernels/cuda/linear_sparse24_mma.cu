@@ -16,7 +16,8 @@
 // (8 K steps, 4.5 KB) is 9 such loads, the ninth the chunk's metadata.
 //
 // x: staged per block in shared memory in the CUDA-core kernel's slot order (linear_sparse24_
-// stage.cuh; the fc6 flatten's transpose is 4 loads per 8 slots), one row per sample of the pass,
+// stage.cuh; the fc6 flatten's transpose is 4 loads per 8 slots; a vector's slot order is its own,
+// so it is one cp.async copy issued before the weight loads), one row per sample of the pass,
 // rows chunks × 256 + 8 halves apart so ldmatrix's 8 rows (samples) fall in distinct banks; K
 // past the real groups is zeroed (zero weights times stale shared memory could be NaN).  The B
 // fragment is one ldmatrix.x4 of the [sample][K 32] tile (row lane & 7, column 8 (lane >> 3));
@@ -42,6 +43,14 @@
 // fc6 +0.5-1 µs; prefetch.global.L2 of a warp's whole range at the start — fc6 +1 µs, the
 // network slower.  What limits it is the stream's efficiency at this size (ramp and tail weigh a
 // 20 µs kernel), not the instruction issue the CUDA-core kernel was bound by.
+// Run 45 (bench/gemv_sparse_lab, L2 flushed): a probe that only streams the packed bytes with this
+// grid and loads in flight (no x, no MMA, no epilogue) runs fc6 / fc7 in 21.2 / 12.3 µs (2.0 /
+// 1.5 TB/s; the dense GEMV 2.25 / 1.8), the kernel 23.1 / 14.0: the grid's stream itself is most
+// of the gap to the bytes' bound, the kernel's own work ~1.5 µs.  A vector x (fc7, fc8) is copied
+// by cp.async *before* the first weight loads, so its L2 round trip is not queued behind them
+// (fc7 in the network 12.2-12.4 → 11.8-11.9 µs, lab 14.0 → 13.6); the same for a flatten (a raw
+// cp.async copy, then the transposing stage from shared memory behind a second barrier) cost fc6
+// +1.2 µs in the network and was not kept.
 #include <cuda_fp16.h>
 
 #include <algorithm>
