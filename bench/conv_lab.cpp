@@ -43,7 +43,11 @@
 // after it is the same for both and not timed).  "*" marks the sparse plan's pick.
 //
 // --s8 times every tile of the dense conv_int8_tma on AlexNet conv2-conv5 at batch 64 and 256,
-// each row checked to give the default tile's output to the byte; "*" marks the default.
+// each row checked to give the default tile's output to the byte; "*" marks the default.  On the
+// pooled layers (conv2, conv5) it then times the pool's two forms: the staged one (the default
+// tile's conv + maxpool_nhwc_s8) and the fused instance of every tile that fuses the pool, each
+// fused output checked against the staged one to the byte, with the model's time; "*" marks
+// plan(batch)'s pick (tma_s8.cu, "Fused or staged").
 //
 // Every igemm row carries its model time too (igemm_plan.cpp; the direct fallback has none):
 // issue 9 asks that tile choice be "checked against measurements", which these columns are.

@@ -1,6 +1,7 @@
 // conv_lab's --s8 and --sparse-s8 tables (conv_lab.cpp's header comment says what they time):
 // --s8, every tile of the dense conv_int8_tma, each checked to give
-// the default tile's output to the byte; --sparse-s8, the int8 2:4 conv_int8_sparse24_tma (every
+// the default tile's output to the byte, and on pooled layers the fused-pool tiles against the
+// staged form (conv + maxpool_nhwc_s8); --sparse-s8, the int8 2:4 conv_int8_sparse24_tma (every
 // tile) against the dense conv_int8_tma (its plan) on the same pruned, quantised weights.  Both are
 // the pre-pool conv alone with its ReLU (a pooled layer's maxpool_nhwc_s8 pass after it is the same
 // for both and not timed), int8 NHWC/16 in and out.
@@ -101,6 +102,54 @@ void free_device_layer(const cnnrt::cuda::S8Conv& conv) {
     CNNRT_CUDA_CHECK(cudaFree(const_cast<void*>(p)));
 }
 
+// A pooled layer at `batch`: the fused-pool instance of every tile that runs the pool fused and
+// the staged form (the default tile's conv into a pre-pool buffer, then maxpool_nhwc_s8: what the
+// entry runs when staged), each with the cost model's time (tma_s8.cu, "Fused or staged"); every
+// fused output is checked against the staged one to the byte.  "*" marks plan(batch)'s pick.
+void time_pool_forms(const Layer& l, const ConvShape& s, const cnnrt::cuda::S8Conv& conv, int batch,
+                     void* const (&x)[2], double flops, int iters, cudaStream_t stream) {
+  using cnnrt::cuda::ConvS8Tma;
+  using cnnrt::cuda::ConvS8TmaPlan;
+  const cnnrt::cuda::NhwcPool pool{l.oc, s.conv_h, s.conv_w, s.out_h, s.out_w, 3, 3, 2, 2, 0, 0};
+  const ConvS8Tma kernel(conv, 0, pool);
+  const size_t pre_bytes = size_t(batch) * s.conv_h * s.conv_w * conv.out_stride;
+  const size_t out_bytes = size_t(batch) * s.out_h * s.out_w * conv.out_stride;
+  void *pre = nullptr, *y = nullptr;
+  CNNRT_CUDA_CHECK(cudaMalloc(&pre, pre_bytes));
+  CNNRT_CUDA_CHECK(cudaMalloc(&y, out_bytes));
+  const cnnrt::cuda::ConvS8TmaInput in[2] = {kernel.encode_input(x[0], batch),
+                                             kernel.encode_input(x[1], batch)};
+  auto run = [&](const ConvS8TmaPlan& p, int i) {
+    if (p.fused_pool) {
+      kernel.forward(p.variant, in[i % 2], y, stream);
+    } else {
+      kernel.forward(p.variant, in[i % 2], pre, stream);
+      cnnrt::cuda::maxpool_nhwc_s8(pool, pre, y, batch, stream);
+    }
+  };
+  std::vector<int8_t> expected(out_bytes), got(out_bytes);
+  const ConvS8TmaPlan pick = kernel.plan(batch);
+  std::vector<ConvS8TmaPlan> plans = {kernel.plan_staged(batch)};
+  for (int t = 0; t < int(ConvS8Tma::tile_names().size()); ++t)
+    if (ConvS8Tma::tile_fuses_pool(conv, pool, t)) plans.push_back(kernel.plan(batch, t));
+  for (const ConvS8TmaPlan& p : plans) {
+    CNNRT_CUDA_CHECK(cudaMemsetAsync(y, 0x5a, out_bytes, stream));
+    run(p, 0);
+    CNNRT_CUDA_CHECK(cudaMemcpyAsync((&p == &plans[0] ? expected : got).data(), y, out_bytes,
+                                     cudaMemcpyDeviceToHost, stream));
+    CNNRT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    const bool same = &p == &plans[0] || got == expected;
+    const double ms = median_event_ms([&](int i) { run(p, i); }, iters, stream);
+    char label[160];
+    std::snprintf(label, sizeof(label), "conv_int8_tma %s%s (%s)", p.name.c_str(),
+                  p.fused_pool ? "" : " + maxpool_nhwc_s8", same ? "= staged bytes" : "MISMATCH");
+    print_row(l.name, batch, label, ms, flops, p.variant == pick.variant ? "*" : "",
+              p.estimated_us);
+  }
+  CNNRT_CUDA_CHECK(cudaFree(pre));
+  CNNRT_CUDA_CHECK(cudaFree(y));
+}
+
 }  // namespace
 
 void run_s8_lab(int iters, cudaStream_t stream) {
@@ -165,6 +214,7 @@ void run_s8_lab(int iters, cudaStream_t stream) {
       };
       time_tiles(kernel);
       if (rows64) time_tiles(*rows64);
+      if (l.pool) time_pool_forms(l, s, conv, batch, x, flops, iters, stream);
       CNNRT_CUDA_CHECK(cudaFree(y));
       for (void* p : x) CNNRT_CUDA_CHECK(cudaFree(p));
     }

@@ -9,8 +9,11 @@
 //                     entries)
 //   conv_int8_tma     dense convs with a channel stride % 64 == 0 on Hopper's TMA-fed,
 //                     warp-specialised wgmma kernel (kernels/cuda/conv/tma_s8.h), conv_int8_igemm's
-//                     split-K plan at batches its tiles leave SMs idle; conv_int8_tma_<BM>x<BN>
-//                     pin one tile at every batch (comparison entries: profiles, tests)
+//                     split-K plan at batches its tiles leave SMs idle; a max-pool runs fused
+//                     in its epilogue where its plan says so (int8 out; tma_s8.cu, "Fused or
+//                     staged"); conv_int8_tma_<BM>x<BN> pin one tile at every batch (a pooled
+//                     conv only on the tiles that fuse its pool), conv_int8_tma_staged the conv
+//                     then the pool pass (comparison entries: profiles, tests)
 //   conv_int8_wgmma   dense convs (groups 1, dilation 1, out_c % 64 == 0) on Hopper's wgmma
 //                     m64nNk32 s8 (sm_90a), conv_int8_igemm's split-K plan at small batches
 //   conv_int8_narrow  dense convs with K = kh·kw·pad16(in_c) <= 160 bytes and out_c <= 256 (the
@@ -27,7 +30,9 @@
 // uploads them.  So the GPU's integers are the reference's by construction and only the
 // per-element arithmetic runs on the device.  A conv that writes the graph output
 // dequantises in its epilogue (fp32 NHWC/8 out).  A fused max-pool runs after the conv on the
-// pre-pool tensor (in the workspace), exact because max commutes with the requantisation.
+// pre-pool tensor (in the workspace), exact because max commutes with the requantisation —
+// except where conv_int8_tma's plan fuses it into the conv's epilogue (no pre-pool tensor).
+// The node-level shape rules are int8_conv_rules.cpp's.
 // The GEMM of conv_int8_wgmma and conv_int8_s2d is chosen once per context (prepare()): the
 // wgmma kernel where it serves the (rearranged) conv on this device and its 128-row tiles fill
 // the SMs at the context's batch, else the mma.sync GEMM with split-K — the fp16 wgmma entries'
@@ -61,6 +66,7 @@
 #include "kernels/cuda/elementwise_fp16.h"
 #include "runtime/calibration.h"
 #include "runtime/cuda/cuda_registry.h"
+#include "runtime/cuda/int8_conv_rules.h"
 #include "runtime/cuda/int8_layer_prep.h"
 
 namespace cnnrt::cuda {
@@ -68,40 +74,25 @@ namespace {
 
 // --- conv ----------------------------------------------------------------------------------------
 
-// K of the int8 contract: products per output (docs/QUANTIZATION.md, "Overflow").
-bool conv_fits_int32(const ConvShape& shape) {
-  return static_cast<int64_t>(shape.in_c / shape.conv.groups) * shape.conv.kernel_h *
-             shape.conv.kernel_w <=
-         ref::kMaxInt8Reduction;
-}
-
 enum class ConvPath { Gemm, Direct, SpaceToDepth, Depthwise, Narrow, Tma };
 // Whether the GEMM may run on the Hopper wgmma kernel: never, when its grid fills the SMs, always.
 // The space-to-depth path's TMA GEMM takes the same three settings.
 enum class Wgmma { Off, Auto, Always };
 
-// The node-level part of wgmma_s8_serves (the rest holds for every int8 GEMM conv's S8Conv).
-bool wgmma_shape_ok(const ConvShape& shape) {
-  return shape.conv.groups == 1 && shape.conv.dilation_h == 1 && shape.conv.dilation_w == 1 &&
-         shape.out_c % 64 == 0;
-}
+// The node-level shape rules (int8_conv_rules.h).
+using namespace int8_rules;
 
-// Space-to-depth pays where padding the channels to 16 would waste most of K, and the blocks
-// carry no pixel that no tap reads (kernel >= stride): the fp16 family's rule (conv_fp16_s2d).
-bool s2d_eligible(const ConvShape& shape) {
-  const ConvAttrs& a = shape.conv;
-  return a.groups == 1 && a.stride_h == a.stride_w && a.stride_h >= 2 && a.dilation_h == 1 &&
-         a.dilation_w == 1 && a.kernel_h >= a.stride_h && a.kernel_w >= a.stride_w &&
-         shape.in_c <= 4 && a.stride_h * a.stride_h * shape.in_c <= 64;
-}
-
-int ceil_div(int a, int b) { return (a + b - 1) / b; }
+// ConvPath::Tma's tile argument for conv_int8_tma_staged: always the staged pool form (the conv
+// on the default tile, then the pool pass); tiles are 0 .. tile count - 1.
+constexpr int kPinStaged = 1000;
 
 class ConvInt8Kernel final : public LayerKernel {
  public:
-  // tma_tile (ConvPath::Tma): the pinned tile, or -1 for the wave model's and the small-batch
-  // fallback to the mma.sync GEMM.  s2d_tma (ConvPath::SpaceToDepth): whether its GEMM may run on
-  // the TMA kernel (header comment), as `wgmma` says for the wgmma kernel.
+  // tma_tile (ConvPath::Tma): the pinned tile (fused with a max-pool where it runs it: the
+  // entries' rule, int8_conv_rules.h), kPinStaged (the staged pool form), or -1 for the kernel's
+  // own plan and the small-batch fallback to the mma.sync GEMM.  s2d_tma (ConvPath::SpaceToDepth):
+  // whether its GEMM may run on the TMA kernel (header comment), as `wgmma` says for the wgmma
+  // kernel.
   ConvInt8Kernel(const KernelBuildContext& context, const char* name, ConvPath path,
                  Wgmma wgmma = Wgmma::Off, int tma_tile = -1, Wgmma s2d_tma = Wgmma::Off)
       : path_(path), tma_tile_(tma_tile) {
@@ -128,6 +119,7 @@ class ConvInt8Kernel final : public LayerKernel {
     conv_.dil_h = a.dilation_h;
     conv_.dil_w = a.dilation_w;
     conv_.groups = a.groups;
+    pool_ = nhwc_pool_of(*shape);
     if (path == ConvPath::SpaceToDepth) rearrange_for_s2d(*shape);
     // The wgmma kernel's k-tile is 128 bytes; the mma.sync GEMM takes that padding too.
     const bool wgmma_candidate = (path == ConvPath::Gemm || path == ConvPath::SpaceToDepth) &&
@@ -151,7 +143,7 @@ class ConvInt8Kernel final : public LayerKernel {
       if (!tma_s8_serves(conv_))
         throw_error(node_site(context), std::string(name) + ": shape not served");
       try {
-        tma_.emplace(conv_);
+        tma_.emplace(conv_, 0, pool_);  // fused with the pool where the plan says so
       } catch (const Error& error) {
         throw_error(node_site(context), error.what());
       }
@@ -167,12 +159,6 @@ class ConvInt8Kernel final : public LayerKernel {
     if (path == ConvPath::SpaceToDepth && wgmma == Wgmma::Always && !use_wgmma_)
       throw_error(node_site(context),
                   std::string(name) + ": the wgmma GEMM does not serve this conv");
-    if (shape->pool) {
-      pool_ = NhwcPool{shape->out_c,          shape->conv_h,         shape->conv_w,
-                       shape->out_h,          shape->out_w,          shape->pool->kernel_h,
-                       shape->pool->kernel_w, shape->pool->stride_h, shape->pool->stride_w,
-                       shape->pool->pad_h,    shape->pool->pad_w};
-    }
   }
   // The space-to-depth entry also reads the fp32 NCHW graph input, quantising it itself.
   std::vector<TensorType> input_types(size_t) const override {
@@ -184,8 +170,10 @@ class ConvInt8Kernel final : public LayerKernel {
   // is 0 for the wgmma kernel, else the mma.sync GEMM's split-K count (more than 1 when its
   // tiles alone would leave SMs idle, small batches).
   // Workspace: [space-to-depth map][pre-pool tensor][split-K partial sums], each 256-aligned.
-  // ConvPath::Tma on its own kernel: variant = -1 - tile, the state caches the input's im2col
-  // maps (encoded on a context's first run per input pointer, as conv_fp16_tma does).
+  // ConvPath::Tma on its own kernel: variant = -1 - 2 * launch id (ConvS8TmaPlan::variant: a tile,
+  // or ConvS8Tma::kFusedVariant + tile for the pool fused: no pool pass, no pre-pool tensor), the
+  // state caches the input's im2col maps (encoded on a context's first run per input pointer, as
+  // conv_fp16_tma does).
   KernelPlan prepare(const PrepareInfo& info) const override {
     KernelPlan plan;
     const bool fp32_source = path_ == ConvPath::SpaceToDepth && !info.input_types.empty() &&
@@ -200,15 +188,16 @@ class ConvInt8Kernel final : public LayerKernel {
       return plan;
     }
     if (tma_ && info.batch > tma_max_fallback_) {
-      const ConvS8TmaPlan p =
-          tma_tile_ < 0 ? tma_->plan(info.batch) : tma_->plan(info.batch, tma_tile_);
+      const ConvS8TmaPlan p = tma_tile_ < 0             ? tma_->plan(info.batch)
+                              : tma_tile_ == kPinStaged ? tma_->plan_staged(info.batch)
+                                                        : tma_->plan(info.batch, tma_tile_);
       plan.variant = -1 - (2 * p.variant + (fp32_source ? 1 : 0));
-      plan.variant_name = p.name + (pool_ ? "+pool" : "");
+      plan.variant_name = p.name + (pool_ && !p.fused_pool ? "+pool" : "");
       if (path_ == ConvPath::SpaceToDepth)
         plan.variant_name = std::string(fp32_source ? "quantise+" : "") + "s2d" +
                             std::to_string(s2d_tma_.out_stride) + "+" + plan.variant_name;
       plan.state = std::make_shared<const TmaInputMaps>();
-      plan.workspace_bytes = workspace_parts(info.batch, 1, true).total();
+      plan.workspace_bytes = workspace_parts(info.batch, 1, true, p.fused_pool).total();
       return plan;
     }
     const bool on_wgmma = use_wgmma_ && info.batch > wgmma_max_fallback_;
@@ -234,7 +223,9 @@ class ConvInt8Kernel final : public LayerKernel {
     const bool on_tma = args.variant < 0;
     const int code = on_tma ? -1 - args.variant : args.variant;
     const int splits = on_tma ? 1 : code / 2;
-    const Workspace parts = workspace_parts(args.batch, splits, on_tma);
+    // The pool fused into conv_int8_tma's epilogue: the kernel writes the pooled output itself.
+    const bool fused_pool = on_tma && code / 2 != kWindowCode && ConvS8Tma::is_fused(code / 2);
+    const Workspace parts = workspace_parts(args.batch, splits, on_tma, fused_pool);
     char* workspace = static_cast<char*>(args.workspace);
     if (workspace == nullptr && parts.total() > 0) throw Error("conv int8: no workspace");
     const void* x = args.inputs.at(0);
@@ -243,7 +234,8 @@ class ConvInt8Kernel final : public LayerKernel {
                         stream);
       x = workspace;
     }
-    void* conv_out = pool_ ? static_cast<void*>(workspace + parts.pre_pool) : args.output;
+    void* conv_out =
+        pool_ && !fused_pool ? static_cast<void*>(workspace + parts.pre_pool) : args.output;
     if (path_ == ConvPath::Direct) {
       conv_s8_direct(conv_, x, conv_out, args.batch, stream);
     } else if (path_ == ConvPath::Depthwise) {
@@ -260,7 +252,7 @@ class ConvInt8Kernel final : public LayerKernel {
       const S8SplitK split{splits, reinterpret_cast<int*>(workspace + parts.partial)};
       conv_s8_igemm(conv_, x, conv_out, args.batch, stream, &split);
     }
-    if (pool_)
+    if (pool_ && !fused_pool)
       pool_conv_output(*pool_, conv_.float_output, conv_out, args.output, args.batch, stream);
   }
   size_t weight_bytes() const override {
@@ -272,19 +264,19 @@ class ConvInt8Kernel final : public LayerKernel {
   static size_t round_up_bytes(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
   // Byte offsets of the workspace's parts for `batch` (see prepare()); on_tma: the space-to-depth
-  // map is the TMA form's.
+  // map is the TMA form's; fused_pool: no pre-pool tensor.
   struct Workspace {
     size_t pre_pool = 0, partial = 0, partial_bytes = 0;
     size_t total() const { return partial + partial_bytes; }  // the split-K sums come last
   };
-  Workspace workspace_parts(int batch, int splits, bool on_tma) const {
+  Workspace workspace_parts(int batch, int splits, bool on_tma, bool fused_pool = false) const {
     Workspace parts;
     const S8SpaceToDepth& s2d = on_tma ? s2d_tma_ : s2d_;
     if (path_ == ConvPath::SpaceToDepth)
       parts.pre_pool =
           round_up_bytes(static_cast<size_t>(batch) * s2d.blocks_h * s2d.blocks_w * s2d.out_stride);
     parts.partial = parts.pre_pool;
-    if (pool_)
+    if (pool_ && !fused_pool)
       parts.partial += round_up_bytes(static_cast<size_t>(batch) * conv_.out_h * conv_.out_w *
                                       conv_.out_stride * (conv_.float_output ? sizeof(float) : 1));
     parts.partial_bytes = igemm_s8_split_bytes(conv_, batch, splits);
@@ -417,7 +409,7 @@ class ConvInt8Kernel final : public LayerKernel {
   }
 
   ConvPath path_;
-  int tma_tile_ = -1;             // ConvPath::Tma: pinned tile, or -1
+  int tma_tile_ = -1;             // ConvPath::Tma: pinned tile, kPinStaged, or -1
   std::optional<ConvS8Tma> tma_;  // ConvPath::Tma's kernel (its weights are device_'s), or the
                                   // space-to-depth path's TMA GEMM (tma_weight_)
   int tma_max_fallback_ = 0;      // ... runs above this batch, else the mma.sync GEMM
@@ -436,76 +428,6 @@ class ConvInt8Kernel final : public LayerKernel {
   Int8Device device_;
 };
 
-bool conv_s2d_supported(const Node& node) {
-  const std::optional<ConvShape> shape = conv_shape_of(node);
-  return shape && s2d_eligible(*shape) && conv_fits_int32(*shape);
-}
-// ... and its TMA GEMM serves it on this device (prepare_s2d_tma's conv: the blocks at
-// tma_block_channels channels, a ceil(k/s) kernel at stride 1 without padding).
-bool conv_s2d_tma_supported(const Node& node) {
-  if (!conv_s2d_supported(node) || !ConvS8Tma::device_supported()) return false;
-  const ConvShape shape = *conv_shape_of(node);
-  const int s = shape.conv.stride_h, channels = s * s * shape.in_c;
-  S8Conv conv;
-  conv.in_c = channels;
-  conv.in_stride = tma_block_channels(channels);
-  conv.kh = ceil_div(shape.conv.kernel_h, s);
-  conv.kw = ceil_div(shape.conv.kernel_w, s);
-  conv.out_c = shape.out_c;
-  conv.out_h = shape.conv_h;
-  conv.out_w = shape.conv_w;
-  conv.in_h = conv.out_h + conv.kh - 1;
-  conv.in_w = conv.out_w + conv.kw - 1;
-  conv.out_stride = padded16(shape.out_c);
-  conv.k_total = conv.k_pad = conv.kh * conv.kw * conv.in_stride;
-  return conv.in_stride > 0 && tma_s8_serves(conv);
-}
-// ... and its wgmma GEMM serves it on this device (the rearranged conv keeps out_c:
-// wgmma_s8_serves' out_c % 64 is the only rule the s2d conv can miss).
-bool conv_s2d_wgmma_supported(const Node& node) {
-  return conv_s2d_supported(node) && wgmma_s8_device_supported() &&
-         conv_shape_of(node)->out_c % 64 == 0;
-}
-bool conv_igemm_supported(const Node& node) {
-  const std::optional<ConvShape> shape = conv_shape_of(node);
-  return shape && shape->conv.groups == 1 && conv_fits_int32(*shape);
-}
-// The node-level form of narrow_s8_serves: K = kh·kw·pad16(in_c) bytes and the int8 output's
-// channel stride within the narrow kernel's limits.
-bool conv_narrow_supported(const Node& node) {
-  const std::optional<ConvShape> shape = conv_shape_of(node);
-  return shape && shape->conv.groups == 1 && conv_fits_int32(*shape) &&
-         shape->conv.kernel_h * shape->conv.kernel_w * padded16(shape->in_c) <= kNarrowS8MaxK &&
-         padded16(shape->out_c) <= kNarrowS8MaxN;
-}
-bool conv_wgmma_supported(const Node& node) {
-  const std::optional<ConvShape> shape = conv_shape_of(node);
-  return shape && wgmma_shape_ok(*shape) && conv_fits_int32(*shape) && wgmma_s8_device_supported();
-}
-// The node-level form of tma_s8_serves: the S8Conv the entry would build (int8 output; an fp32
-// output's stride is the kernel's too).
-bool conv_tma_supported(const Node& node) {
-  const std::optional<ConvShape> shape = conv_shape_of(node);
-  if (!shape || shape->residual || !conv_fits_int32(*shape) || !ConvS8Tma::device_supported())
-    return false;
-  return tma_s8_serves(s8_conv_of(*shape, false));
-}
-// The default entry leaves the small-K layers to conv_int8_narrow (one or two k-tiles: the
-// narrow kernel's memory-bound loop is built for them).
-bool conv_tma_default_supported(const Node& node) {
-  return conv_tma_supported(node) && !conv_narrow_supported(node);
-}
-bool conv_depthwise_supported(const Node& node) {
-  const std::optional<ConvShape> shape = conv_shape_of(node);
-  // No fused residual: int8 kernels have no residual epilogue (the builder never fuses one
-  // where int8 layers are possible).
-  return shape && shape->conv.groups == shape->in_c && shape->in_c == shape->out_c &&
-         !shape->residual && conv_fits_int32(*shape);
-}
-bool conv_direct_supported(const Node& node) {
-  const std::optional<ConvShape> shape = conv_shape_of(node);
-  return shape && conv_fits_int32(*shape);
-}
 }  // namespace
 
 // conv_int8_tma's priority: above conv_int8_wgmma (15) and conv_int8_narrow (16, which the
@@ -536,22 +458,30 @@ void register_int8_kernels(KernelRegistry& registry) {
                 },
                 false, false, /*baseline=*/true}});
   // conv_int8_tma: the TMA mainloop, above conv_int8_wgmma (docs/kernels/conv_int8_tma.md); its
-  // pinned tiles below every other int8 conv, never a default.
+  // pinned tiles (a pooled conv only on the tiles that run its pool fused) and its staged pool
+  // form below every other int8 conv, never a default.
   add_entries(registry, Device::CUDA, Precision::INT8, kTmaPriority,
               {{"conv_int8_tma", OpKind::Conv, conv_tma_default_supported,
                 [](const KernelBuildContext& context) -> std::unique_ptr<LayerKernel> {
                   return std::make_unique<ConvInt8Kernel>(context, "conv_int8_tma", ConvPath::Tma);
                 }}});
   const std::vector<std::string>& tiles = ConvS8Tma::tile_names();
-  for (size_t t = 0; t < tiles.size(); ++t) {
-    const std::string name = "conv_int8_tma_" + tiles[t];
-    add_entries(registry, Device::CUDA, Precision::INT8, 4,
-                {{name, OpKind::Conv, conv_tma_supported,
-                  [name, t](const KernelBuildContext& context) -> std::unique_ptr<LayerKernel> {
-                    return std::make_unique<ConvInt8Kernel>(context, name.c_str(), ConvPath::Tma,
-                                                            Wgmma::Off, int(t));
-                  },
-                  false, false, /*baseline=*/true}});
+  for (size_t t = 0; t <= tiles.size(); ++t) {
+    const bool staged = t == tiles.size();
+    const std::string name = "conv_int8_tma_" + (staged ? std::string("staged") : tiles[t]);
+    const int pinned = staged ? kPinStaged : int(t);
+    add_entries(
+        registry, Device::CUDA, Precision::INT8, 4,
+        {{name, OpKind::Conv,
+          [pinned](const Node& node) {
+            return pinned == kPinStaged ? conv_tma_staged_supported(node)
+                                        : conv_tma_tile_supported(node, pinned);
+          },
+          [name, pinned](const KernelBuildContext& context) -> std::unique_ptr<LayerKernel> {
+            return std::make_unique<ConvInt8Kernel>(context, name.c_str(), ConvPath::Tma,
+                                                    Wgmma::Off, pinned);
+          },
+          false, false, /*baseline=*/true}});
   }
   // Above conv_int8_igemm: measured faster wherever its grid fills the SMs (docs/PERFORMANCE.md,
   // run 17), and it falls back to that GEMM's split-K plan below.

@@ -142,7 +142,9 @@ std::vector<OpCase> conv_cases() {
   add(ConvSpec(16, 7, 5, 24, 3).pad(1).act(kRelu).pool(2, 2), {33});
   add(ConvSpec(64, 13, 13, 128, 3).pad(1).act(kRelu), {3});  // wgmma-eligible shape
   // Grids that fill an H100/H200: the wgmma entries run their own kernels, not the small-batch
-  // fallback (conv_fp16_wgmma_ws takes no fused pool, hence the second row).
+  // fallback (conv_fp16_wgmma_ws takes no fused pool, hence the second row).  The pooled row is
+  // also where the default conv_int8_tma runs its fused MaxPool (256x128 on paired rows:
+  // tests/cuda/conv/test_tma_s8.cpp checks the plan).
   add(ConvSpec(64, 27, 27, 64, 3).pad(1).act(kRelu).pool(3, 2).tag("fill"), {33});
   add(ConvSpec(64, 27, 27, 64, 3).pad(1).act(kRelu).tag("fill"), {33});
   add(ConvSpec(64, 14, 14, 192, 1).act(kRelu6).tag("fill"), {90});  // wgmma, clamp epilogue
@@ -163,11 +165,12 @@ std::vector<OpCase> conv_cases() {
   add(ConvSpec(128, 13, 13, 72, 3).stride(2).pad_extra(1, 1).act(kRelu6).tag("tma"), {3});
   add(ConvSpec(64, 13, 13, 64, 1).stride(2).residual().tag("tma"), {1});
   add(ConvSpec(128, 7, 9, 24, 3).pad(1).residual().act(kClip).tag("tma"), {3});
-  // conv_fp16_tma's fused MaxPool (tiles of whole pooled rows, crossing images): AlexNet conv5
-  // and conv2 shapes at small width (13x13 pool 3/2; 27x27 5x5 pool 3/2), pool 2/2 on 9x11 (a
-  // conv row past the last window), a padded pool (pad 1: windows clipped at every edge), a
-  // ceil-mode pool, identity activation (negative values pooled) and out_c not a multiple of
-  // the tile.
+  // conv_fp16_tma's and conv_int8_tma's fused MaxPool (tiles of whole pooled rows, crossing
+  // images; the int8 one on its pinned 256x128 / 128x256 entries, int8 output — the fp32 output
+  // pools staged — and conv_int8_tma_staged the staged form): AlexNet conv5 and conv2 shapes at
+  // small width (13x13 pool 3/2; 27x27 5x5 pool 3/2), pool 2/2 on 9x11 (a conv row past the last
+  // window), a padded pool (pad 1: windows clipped at every edge), a ceil-mode pool, identity
+  // activation (negative values pooled) and out_c not a multiple of the tile.
   add(ConvSpec(256, 13, 13, 64, 3).pad(1).act(kRelu).pool(3, 2).tag("tma"), {1, 3});
   add(ConvSpec(64, 27, 27, 192, 5).pad(2).act(kRelu).pool(3, 2).tag("tma"), {1, 3});
   add(ConvSpec(64, 9, 11, 40, 3).pad(1).pool(2, 2).tag("tma"), {1, 3});

@@ -44,7 +44,8 @@
 //   its first pooled row — still one im2col box per 128 rows, the mainloop unchanged.  The host
 //   packs pooled rows greedily into tiles (as many as the BM pixels cover, across image
 //   boundaries, since the box runs on into the next image) until a tile ends with an image: a
-//   period of whole images, its tile table in TmaPoolTiling; windows that overlap two tiles
+//   period of whole images, its tile table in TmaPoolTiling (tma_pool_tiling.h: the tiling and
+//   its planner, shared with conv_int8_tma's fused pool); windows that overlap two tiles
 //   (pool 3 / stride 2 shares a conv row) are recomputed, never combined across CTAs, so the
 //   result is exact and deterministic.  The epilogue stages kPoolChunk columns of the tile
 //   (bias + clamp -> fp16, after the ring: the ring already holds the next tile) and both
@@ -159,59 +160,18 @@ constexpr bool every_tile_has_a_weight_map() {
 }
 static_assert(every_tile_has_a_weight_map(), "a tile width without a weight map (kBnWidths)");
 
-// The fused pool's tiling for tiles of bm rows (tma_kernel.cuh's TmaPoolTiling): greedy, each
-// tile takes as many consecutive pooled rows as the bm conv pixels from its first pooled row's
-// first conv row cover, crossing image boundaries, until a tile ends with an image (the period);
-// if that takes more than kMaxPoolTiles tiles, tiles stop at every image's end (period 1 image).
-// Nothing when one pooled row's windows span more than bm pixels.
+// The fused pool's tiling of shape `s` for tiles of bm rows (tma_pool_tiling.h, shared with
+// conv_int8_tma); nothing without a pool or when one pooled row's windows span more than bm
+// pixels.
 std::optional<TmaPoolTiling> pool_tiling_of(const ConvShape& s, int bm) {
   if (!s.pool) return std::nullopt;
-  TmaConvParams p;
-  p.conv_h = s.conv_h;
-  p.conv_w = s.conv_w;
-  TmaPoolTiling& t = p.pool;
-  t.out_h = s.out_h;
-  t.out_w = s.out_w;
-  t.pk_h = s.pool->kernel_h;
-  t.pk_w = s.pool->kernel_w;
-  t.ps_h = s.pool->stride_h;
-  t.ps_w = s.pool->stride_w;
-  t.pp_h = s.pool->pad_h;
-  t.pp_w = s.pool->pad_w;
-  for (bool cross : {true, false}) {
-    int g = 0, tiles = 0;
-    bool closed = false;
-    while (tiles < tma_detail::kMaxPoolTiles) {
-      const int lo = tma_detail::pool_conv_lo(p, g), image_end = (g / t.out_h + 1) * t.out_h;
-      int count = 0;
-      while ((cross || g + count < image_end) && tma_detail::pool_conv_hi(p, g + count) - lo <= bm)
-        ++count;
-      if (count == 0) return std::nullopt;
-      t.first[tiles] = g;
-      t.count[tiles] = count;
-      ++tiles;
-      g += count;
-      if (g % t.out_h == 0) {
-        closed = true;
-        break;
-      }
-    }
-    if (closed) {
-      t.period_rows = g;
-      t.period_tiles = tiles;
-      return t;
-    }
-  }
-  return std::nullopt;
+  const PoolAttrs& a = *s.pool;
+  return tma::pool_tiling_of(s.conv_h, s.conv_w,
+                             tma::pool_window(s.out_h, s.out_w, a.kernel_h, a.kernel_w, a.stride_h,
+                                              a.stride_w, a.pad_h, a.pad_w),
+                             bm);
 }
-// M tiles of a pooled tiling at `batch`.
-long long pool_m_tiles(const TmaPoolTiling& t, int batch) {
-  const long long rows = (long long)std::max(batch, 1) * t.out_h;
-  long long tiles = rows / t.period_rows * t.period_tiles;
-  const long long rest = rows % t.period_rows;
-  for (int j = 0; j < t.period_tiles; ++j) tiles += t.first[j] < rest ? 1 : 0;
-  return tiles;
-}
+using tma::pool_m_tiles;
 
 // The instances with k-tile rows of one of `row_bytes`: each tile plain and with a residual, and
 // pooled where it has a pooled instance.

@@ -14,8 +14,8 @@
 //   (residual,) clamp, fp16, a 4x4 word transpose across each quad so every lane stores 16
 //   contiguous bytes; a fused MaxPool instead stages the tile in shared memory after the ring and
 //   reduces whole pooled rows (pool_epilogue), and its tiles start at the first conv row under
-//   their first pooled row (first_row: the host's TmaPoolTiling), which is all the mainloop sees
-//   of the pool.
+//   their first pooled row (first_row: the host's TmaPoolTiling, tma_pool_tiling.h, which the
+//   int8 kernel's fused pool shares), which is all the mainloop sees of the pool.
 #pragma once
 
 #include <cuda.h>
@@ -28,23 +28,9 @@
 #include "kernels/cuda/conv/epilogue_params.h"
 #include "kernels/cuda/conv/ptx.cuh"
 #include "kernels/cuda/conv/tma_mainloop.cuh"
+#include "kernels/cuda/conv/tma_pool_tiling.h"
 
 namespace cnnrt::cuda::tma_detail {
-
-// The fused MaxPool's tiling (POOL instances; the host builds it, tma_conv.cu's design note).  A
-// tile owns `count` consecutive pooled rows g (global: image g / out_h, row g % out_h) and
-// computes the BM conv pixels from the first conv row under its first pooled row on: one
-// contiguous M range (the im2col box crosses image boundaries), which the host checked covers
-// every window of its pooled rows.  Tiles repeat with a period of whole images: tile t is entry
-// t % period_tiles of the table, shifted by (t / period_tiles) * period_rows pooled rows.
-constexpr int kMaxPoolTiles = 64;
-struct TmaPoolTiling {
-  int out_h = 0, out_w = 0;  // pooled extent
-  int pk_h = 1, pk_w = 1, ps_h = 1, ps_w = 1, pp_h = 0, pp_w = 0;
-  int rows_total = 0;  // batch * out_h (set per launch)
-  int period_rows = 0, period_tiles = 0;
-  int first[kMaxPoolTiles] = {}, count[kMaxPoolTiles] = {};
-};
 
 // Everything the kernel reads besides the two tensor maps.  GEMM view: M = batch * conv_h *
 // conv_w output pixels, N = out_c, K = kh * kw * in_c in (kh, kw, c) order, in_c a multiple of
@@ -60,27 +46,8 @@ struct TmaConvParams {
   int c_blocks = 0, k_tiles = 0;  // in_c / (halves per k-tile row), kh * kw * c_blocks
   int n_tiles = 0, units = 0;     // N tiles, (cluster m-block group, n tile) pairs
   EpilogueClamp act;              // after the bias (and the residual)
-  TmaPoolTiling pool;             // POOL instances only
+  TmaPoolTiling pool;             // POOL instances only (tma_pool_tiling.h)
 };
-
-// Pooled row g's conv rows as an M range [lo, hi) of whole conv rows (clipped to its image).
-__host__ __device__ __forceinline__ int pool_conv_lo(const TmaConvParams& p, int g) {
-  const int img = g / p.pool.out_h, cy = (g - img * p.pool.out_h) * p.pool.ps_h - p.pool.pp_h;
-  return (img * p.conv_h + (cy > 0 ? cy : 0)) * p.conv_w;
-}
-__host__ __device__ __forceinline__ int pool_conv_hi(const TmaConvParams& p, int g) {
-  const int img = g / p.pool.out_h;
-  const int end = (g - img * p.pool.out_h) * p.pool.ps_h - p.pool.pp_h + p.pool.pk_h;
-  return (img * p.conv_h + (end < p.conv_h ? end : p.conv_h)) * p.conv_w;
-}
-// Tile t of the pooled tiling: its first pooled row and how many it owns (the batch's last tile
-// may own fewer).
-__host__ __device__ __forceinline__ void pool_tile_rows(const TmaPoolTiling& t, int tile, int& g0,
-                                                        int& count) {
-  const int period = tile / t.period_tiles, j = tile - period * t.period_tiles;
-  g0 = period * t.period_rows + t.first[j];
-  count = t.rows_total - g0 < t.count[j] ? t.rows_total - g0 : t.count[j];
-}
 
 // The fp16 ring (TmaRing) of RB-byte k-tile rows plus the fused pool's staging.  CL (cluster
 // size) only names the lab's multicast variants: the ring is the same.

@@ -35,15 +35,48 @@
 //   out: conv_int8_s2d's TMA GEMM, int8_entries.cpp) and any out_c <= 64 without padding
 //   columns.
 // * The tensor maps and the kernel images' checks are tma_encode.h's, as for conv_fp16_tma.
+// * Fused MaxPool (POOL instances: 128x256 and 256x128, KB 128 and paired rows, int8 out; issue
+//   10: conv5's separate pool pass was 12.5 of its 66.9 us at batch 256).  conv_fp16_tma's
+//   tiling, shared (tma_pool_tiling.h): a tile owns whole pooled rows, computes the BM conv
+//   pixels from the first conv row under its first pooled row (one im2col box per 128 rows: the
+//   mainloop unchanged), tiles packed greedily across image boundaries with a period of whole
+//   images; halo rows are recomputed, never combined across CTAs.  The epilogue requantises
+//   exactly as the unpooled one (the same bytes: requantised_tile), stages the whole BM x BN
+//   int8 tile after the ring (32 KB: the 4-stage rings of both tiles are 193 KB, so ring +
+//   staging is 225 KB and no stage is given up; 16-byte units XOR-swizzled by row parity, so
+//   the quarter-warp stores and the window loads touch every bank once), and both consumer
+//   warpgroups reduce every (pooled pixel, 16 channels) with __vmaxs4 over the window's cells
+//   inside the conv output, one 16-byte store each.  Max commutes with the monotone
+//   requantisation and clamp, so the result is the reference's conv -> requantise -> maxpool bit
+//   for bit; padding lanes are the max of staged zeros.  AlexNet conv5 (13x13, pool 3/2 -> 6x6):
+//   8 pooled rows per 256-row tile (3 tiles per 4 images), 192 M tiles at batch 256 against 169
+//   unpooled, the same 3 waves on 132 SMs with both n tiles; 128x256 holds 3-4 pooled rows (427
+//   M tiles, 4 waves).  Only those two tiles: BN 192 / 64 waste columns or stages on the layers
+//   that have a pool, and 128x128's 7 stages leave no room for the staging.  fp32 outputs (the
+//   graph output) keep the staged pool: the fused reduction is on int8 bytes.
+// * Fused or staged (plan(batch), once per context; conv_fp16_tma's rule in time): fused = the
+//   pooled tiling's units on the best pooled tile, staged = the default (unpooled) tile's units
+//   plus tma::staged_pool_seconds (the pre-pool tensor read, the pooled one written, a launch);
+//   a kernel takes ceil(units / SMs) waves of 2 * BM * BN * K / (speed * kSmOps) (kSmOps 8.5e12
+//   for 128 bytes of K per k-tile, 6.0e12 for 64-byte blocks: AlexNet conv2-conv5 at batch 256,
+//   H100).  Modelled, batch 256: conv5 fused 256x128 52 us against staged 52 + 7; conv2
+//   (27x27, out_c 192, paired rows) staged 128x192 157 + 18 us against fused 256x128 239 (two n
+//   tiles of 128 for 192 channels: a third of the MMA work on padding columns, and 4 pooled rows
+//   per 9 conv rows: an eighth recomputed): conv2 stays staged, at batch 64 too.  The entry
+//   (runtime/cuda/int8_entries.cpp) skips its pool pass and the pre-pool workspace for a fused
+//   plan; pinned tiles run fused where they can (the fp16 entries' rule: conv_int8_tma_<tile>
+//   serves a pooled conv only on a tile that fuses it), conv_int8_tma_staged pins the staged form.
 #include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cnnrt/error.h"
 #include "kernels/cuda/conv/tma_encode.h"
+#include "kernels/cuda/conv/tma_pool_tiling.h"
 #include "kernels/cuda/conv/tma_s8.h"
 #include "kernels/cuda/conv/tma_s8_kernel.cuh"
 #include "kernels/cuda/cuda_check.h"
@@ -63,13 +96,18 @@ using tma_s8_detail::TmaS8Tile;
 // 256x128 carries int8's own speed: where it ties 128x256 on waves (AlexNet conv4 / conv5 at
 // batch 64 and 256) it ran 2-4 % faster in int8 (`conv_lab --s8`, docs/PERFORMANCE.md run 40a),
 // where fp16's lab had it 5 % slower.
+// pool: the tile has fused-MaxPool instances (int8 out, 128 bytes of K per k-tile: KB 128 and
+// the paired rows; design note, "Fused MaxPool"): 128x256 and 256x128, whose rings leave room
+// for the 32 KB staging at their stage counts.
 struct TileInfo : tma::TileShape {
   int stages128, stages64;
+  bool pool;
 };
 constexpr tma::TileShape kInt8Tile256x128 = {256, 128, 1.02, "256x128"};
 constexpr TileInfo kTiles[] = {
-    {tma::kTileShapes[0], 7, 12}, {tma::kTileShapes[1], 5, 10}, {tma::kTileShapes[2], 4, 8},
-    {kInt8Tile256x128, 4, 8},     {tma::kTileShapes[5], 5, 10}, {tma::kTileShapes[6], 8, 16},
+    {tma::kTileShapes[0], 7, 12, false}, {tma::kTileShapes[1], 5, 10, false},
+    {tma::kTileShapes[2], 4, 8, true},   {kInt8Tile256x128, 4, 8, true},
+    {tma::kTileShapes[5], 5, 10, false}, {tma::kTileShapes[6], 8, 16, false},
 };
 static_assert(kInt8Tile256x128.bm == tma::kTileShapes[3].bm &&
                   kInt8Tile256x128.bn == tma::kTileShapes[3].bn,
@@ -84,6 +122,7 @@ int bn_map_index(int bn) {
 }
 
 using KernelFn = void (*)(CUtensorMap, CUtensorMap, TmaS8Params);
+using PooledKernelFn = void (*)(CUtensorMap, CUtensorMap, tma_s8_detail::TmaS8PoolParams);
 
 // KB: 64, 128 or kPairedRows (128 bytes of K per k-tile: stages128).
 template <int T, int KB, bool F>
@@ -109,6 +148,29 @@ KernelFn kernel_of_tile(int tile) {
       return instance<5, KB, F>();
   }
 }
+// The fused-pool instances: the two tiles with TileInfo::pool, KB 128 or paired rows, int8 out.
+constexpr int kPool128x256 = 2, kPool256x128 = 3;
+constexpr bool pooled_tiles_match_the_table() {
+  int pooled = 0;
+  for (const TileInfo& t : kTiles) pooled += t.pool ? 1 : 0;
+  return pooled == 2 && kTiles[kPool128x256].pool && kTiles[kPool256x128].pool;
+}
+static_assert(pooled_tiles_match_the_table(), "one pooled_kernel_of case per pooled tile");
+template <int T, int KB>
+PooledKernelFn pooled_instance() {
+  constexpr TileInfo t = kTiles[T];
+  return tma_s8_detail::conv_tma_s8_pool_kernel<t.bm, t.bn, t.stages128, KB>;
+}
+PooledKernelFn pooled_kernel_of(int tile, int kb) {
+  if (kb == kPairedRows)
+    return tile == kPool128x256 ? pooled_instance<kPool128x256, kPairedRows>()
+                                : pooled_instance<kPool256x128, kPairedRows>();
+  return tile == kPool128x256 ? pooled_instance<kPool128x256, 128>()
+                              : pooled_instance<kPool256x128, 128>();
+}
+// Whether tile `tile` has a fused-pool instance with k-tile rows `kb`.
+bool has_pooled_instance(int tile, int kb) { return kTiles[tile].pool && kb != 64; }
+
 KernelFn kernel_of(int tile, int kb, bool float_out) {
   if (kb == 128)
     return float_out ? kernel_of_tile<128, true>(tile) : kernel_of_tile<128, false>(tile);
@@ -124,22 +186,39 @@ int stages_of(int tile, int kb) {
 // paired k-tile's two boxes hold 64 each).
 int k_tile_bytes(int kb) { return kb == 64 ? 64 : 128; }
 int box_bytes(int kb) { return kb == 128 ? 128 : 64; }
-size_t smem_of(int tile, int kb) {
+// The ring, plus the fused pool's staging (the whole BM x BN int8 tile) for a pooled instance.
+size_t smem_of(int tile, int kb, bool pooled = false) {
   const TileInfo& t = kTiles[tile];
-  return tma::ring_smem_bytes(t.bm, t.bn, stages_of(tile, kb), k_tile_bytes(kb));
+  return tma::ring_smem_bytes(t.bm, t.bn, stages_of(tile, kb), k_tile_bytes(kb)) +
+         (pooled ? size_t(t.bm) * t.bn : 0);
 }
+static_assert(tma_s8_detail::kPoolStaging<256, 128> == 256 * 128, "smem_of mirrors it");
+// The pooled tiles' rings with their staging within the 227 KB opt-in, less 2 KB for the
+// kernel's static part (the mbarriers, aligned: ptxas reports 1 KB) — at their unpooled stage
+// counts.
+static_assert(TmaS8Tile<256, 128, 4, 128>::kSmem + tma_s8_detail::kPoolStaging<256, 128> <=
+                      227 * 1024 - 2048 &&
+                  TmaS8Tile<128, 256, 4, kPairedRows>::kSmem +
+                          tma_s8_detail::kPoolStaging<128, 256> <=
+                      227 * 1024 - 2048,
+              "ring + staging fit the opt-in");
 static_assert(TmaS8Tile<128, 128, 12, 64>::kSmem == 1024 + 12 * 256 * 64, "smem_of mirrors it");
 static_assert(TmaS8Tile<128, 192, 5, kPairedRows>::kSmem == 1024 + 5 * 320 * 128,
               "paired rows: 128 bytes of K per stage row");
 
-// The instances whose k-tile rows are one of `kbs` bytes, each with int8 and fp32 output.
+// The instances whose k-tile rows are one of `kbs` bytes, each with int8 and fp32 output, and
+// the fused-pool ones where the tile has them.
 std::vector<tma::KernelImage> kernel_images(std::initializer_list<int> kbs) {
   std::vector<tma::KernelImage> images;
   for (int t = 0; t < kTileCount; ++t)
-    for (int kb : kbs)
+    for (int kb : kbs) {
       for (bool f : {false, true})
         images.push_back(
             {reinterpret_cast<const void*>(kernel_of(t, kb, f)), kTiles[t].name, smem_of(t, kb)});
+      if (has_pooled_instance(t, kb))
+        images.push_back({reinterpret_cast<const void*>(pooled_kernel_of(t, kb)), kTiles[t].name,
+                          smem_of(t, kb, true)});
+    }
   return images;
 }
 // setmaxnreg's budget holds only when every instance starts at exactly kEntryRegs registers.
@@ -155,6 +234,32 @@ using tma::corner_ok;
 // The default k-tile rows: 128 bytes where the channel stride allows, else the 64-byte blocks
 // paired (docs/PERFORMANCE.md run 43).
 int k_bytes_of(const S8Conv& conv) { return conv.in_stride % 128 == 0 ? 128 : kPairedRows; }
+
+// The wave model in time (design note, "Fused or staged"): per-SM int8 throughput of a speed-1.0
+// tile with 128 bytes of K per k-tile (AlexNet conv4 / conv5 at batch 256 on 256x128, H100:
+// 9.0 / 8.2e12 op/s) and with 64-byte blocks (conv2 on 128x192, conv3 on 256x128, paired:
+// 5.9 / 6.4e12; the 64-byte rows take it too).
+constexpr double kSmOps128 = 8.5e12, kSmOps64 = 6.0e12;
+double tile_seconds(const S8Conv& c, const TileInfo& t, int kb) {
+  const double k = double(c.kh) * c.kw * c.in_stride;
+  return 2.0 * t.bm * t.bn * k / (t.speed * (kb == 128 ? kSmOps128 : kSmOps64));
+}
+
+using tma_detail::TmaPoolTiling;
+TmaPoolTiling window_of(const NhwcPool& pool) {
+  return tma::pool_window(pool.out_h, pool.out_w, pool.kh, pool.kw, pool.stride_h, pool.stride_w,
+                          pool.pad_h, pool.pad_w);
+}
+// The fused pool's tiling of `pool` after `conv` for tiles of bm rows: nothing where the pool
+// cannot run fused (an fp32 output, a window that may hold no conv cell, a pool of another
+// tensor, one pooled row's windows wider than bm pixels).
+std::optional<TmaPoolTiling> pool_tiling_for(const S8Conv& conv, const NhwcPool& pool, int bm) {
+  const TmaPoolTiling w = window_of(pool);
+  if (conv.float_output || !tma::pool_window_ok(w) || pool.c != conv.out_c ||
+      pool.h != conv.out_h || pool.w != conv.out_w)
+    return std::nullopt;
+  return tma::pool_tiling_of(conv.out_h, conv.out_w, w, bm);
+}
 
 }  // namespace
 
@@ -202,18 +307,29 @@ class ConvS8TmaImpl {
   TmaS8Params base;
   int kb = 128;
   int sms = 132;
-  CUtensorMap w_maps[kBnWidthCount];  // per kBnWidths
+  std::optional<NhwcPool> pool;
+  std::optional<TmaPoolTiling> pool_tiling[2];  // fused pool: tiles of 128 / 256 rows
+  CUtensorMap w_maps[kBnWidthCount];            // per kBnWidths
   const CUtensorMap& w_map(int bn) const { return w_maps[bn_map_index(bn)]; }
+  const std::optional<TmaPoolTiling>& tiling(int bm) const { return pool_tiling[bm == 256]; }
+  // Whether tile t runs the pool fused: a pooled instance with these k-tile rows and a tiling.
+  bool fuses(int t) const { return has_pooled_instance(t, kb) && tiling(kTiles[t].bm).has_value(); }
 };
 
 bool ConvS8Tma::device_supported() { return wgmma_s8_device_supported(); }
+
+bool ConvS8Tma::tile_fuses_pool(const S8Conv& conv, const NhwcPool& pool, int tile) {
+  return tile >= 0 && tile < kTileCount && has_pooled_instance(tile, k_bytes_of(conv)) &&
+         pool_tiling_for(conv, pool, kTiles[tile].bm).has_value();
+}
 
 const std::vector<std::string>& ConvS8Tma::tile_names() {
   static const std::vector<std::string> names = tma::tile_names_of(kTiles);
   return names;
 }
 
-ConvS8Tma::ConvS8Tma(const S8Conv& conv, int k_bytes) : impl_(std::make_unique<ConvS8TmaImpl>()) {
+ConvS8Tma::ConvS8Tma(const S8Conv& conv, int k_bytes, const std::optional<NhwcPool>& pool)
+    : impl_(std::make_unique<ConvS8TmaImpl>()) {
   ConvS8TmaImpl& m = *impl_;
   m.conv = conv;
   if (!tma_s8_serves(conv))
@@ -245,10 +361,15 @@ ConvS8Tma::ConvS8Tma(const S8Conv& conv, int k_bytes) : impl_(std::make_unique<C
   p.hi = conv.hi;
   p.float_lo = conv.float_lo;
   p.float_hi = conv.float_hi;
+  m.pool = pool;
+  if (pool && m.kb != 64) {
+    m.pool_tiling[0] = pool_tiling_for(conv, *pool, 128);
+    m.pool_tiling[1] = pool_tiling_for(conv, *pool, 256);
+  }
   const DeviceTraits& device = device_traits();
   m.sms = std::max(device.sms, 1);
   for (int t = 0; t < kTileCount; ++t)
-    if (device.smem_optin < smem_of(t, m.kb) + 256)
+    if (device.smem_optin < smem_of(t, m.kb, has_pooled_instance(t, m.kb)) + 256)
       throw Error("conv_int8_tma: the device offers too little shared memory per block");
   if (plan_only()) return;  // a described target: no maps, no attributes
 
@@ -263,24 +384,80 @@ ConvS8Tma::ConvS8Tma(const S8Conv& conv, int k_bytes) : impl_(std::make_unique<C
 
 ConvS8Tma::~ConvS8Tma() = default;
 
+namespace {
+// Tile `tile`'s plan at `batch`, fused with the pool or the conv alone; estimated_us the wave
+// model's time of the kernel (waves x tile time).
+ConvS8TmaPlan plan_tile(const ConvS8TmaImpl& m, int batch, int tile, bool fused) {
+  const TileInfo& t = kTiles[tile];
+  ConvS8TmaPlan plan;
+  plan.variant = fused ? ConvS8Tma::kFusedVariant + tile : tile;
+  plan.name = std::string("tma_s8_") + t.name +
+              (m.kb == kPairedRows ? std::string("_k64x2") : "_k" + std::to_string(m.kb)) + "_s" +
+              std::to_string(stages_of(tile, m.kb)) + (fused ? "_fusedpool" : "");
+  if (fused) {
+    plan.units = tma::pool_m_tiles(*m.tiling(t.bm), batch) * ((m.conv.out_c + t.bn - 1) / t.bn);
+  } else {
+    const long long rows = (long long)std::max(batch, 1) * m.conv.out_h * m.conv.out_w;
+    plan.units = tma::tile_units(rows, t.bm, m.conv.out_c, t.bn);
+  }
+  plan.ctas = tma::persistent_ctas(plan.units, m.sms);
+  plan.fused_pool = fused;
+  plan.estimated_us = 1e6 * tma::waves(plan.units, m.sms) * tile_seconds(m.conv, t, m.kb);
+  return plan;
+}
+// The conv alone on the wave model's tile: the fewest waves x tile area / speed (the measured
+// default of every unpooled conv; tma_encode.h's cheapest_tile).
+ConvS8TmaPlan unpooled_plan(const ConvS8TmaImpl& m, int batch) {
+  const int tile =
+      tma::cheapest_tile(kTiles, m.sms, [&](int t) { return plan_tile(m, batch, t, false).units; });
+  return plan_tile(m, batch, tile, false);
+}
+}  // namespace
+
 ConvS8TmaPlan ConvS8Tma::plan(int batch, int variant) const {
   const ConvS8TmaImpl& m = *impl_;
   tma::check_tile("conv_int8_tma", variant, kTileCount);
-  const TileInfo& t = kTiles[variant];
-  const long long rows = (long long)std::max(batch, 1) * m.conv.out_h * m.conv.out_w;
-  ConvS8TmaPlan plan;
-  plan.variant = variant;
-  plan.name = std::string("tma_s8_") + t.name +
-              (m.kb == kPairedRows ? std::string("_k64x2") : "_k" + std::to_string(m.kb)) + "_s" +
-              std::to_string(stages_of(variant, m.kb));
-  plan.units = tma::tile_units(rows, t.bm, m.conv.out_c, t.bn);
-  plan.ctas = tma::persistent_ctas(plan.units, m.sms);
-  return plan;
+  return plan_tile(m, batch, variant, m.fuses(variant));
+}
+
+bool ConvS8Tma::fuses_pool() const {
+  for (int t = 0; t < kTileCount; ++t)
+    if (impl_->fuses(t)) return true;
+  return false;
+}
+
+ConvS8TmaPlan ConvS8Tma::plan_fused(int batch) const {
+  const ConvS8TmaImpl& m = *impl_;
+  if (!m.pool) throw Error("conv_int8_tma: plan_fused() of a conv without a pool");
+  ConvS8TmaPlan best;
+  bool found = false;
+  for (int t = 0; t < kTileCount; ++t) {
+    if (!m.fuses(t)) continue;
+    const ConvS8TmaPlan p = plan_tile(m, batch, t, true);
+    if (!found || p.estimated_us < best.estimated_us) best = p;
+    found = true;
+  }
+  if (!found) throw Error("conv_int8_tma: no tile runs this conv's pool fused");
+  return best;
+}
+
+ConvS8TmaPlan ConvS8Tma::plan_staged(int batch) const {
+  const ConvS8TmaImpl& m = *impl_;
+  if (!m.pool) throw Error("conv_int8_tma: plan_staged() of a conv without a pool");
+  ConvS8TmaPlan p = unpooled_plan(m, batch);
+  const size_t b = size_t(std::max(batch, 1)),
+               row = size_t(m.conv.out_stride) * (m.conv.float_output ? sizeof(float) : 1);
+  p.estimated_us += 1e6 * tma::staged_pool_seconds(b * m.conv.out_h * m.conv.out_w * row,
+                                                   b * size_t(m.pool->out_h) * m.pool->out_w * row);
+  return p;
 }
 
 ConvS8TmaPlan ConvS8Tma::plan(int batch) const {
-  return plan(batch,
-              tma::cheapest_tile(kTiles, impl_->sms, [&](int t) { return plan(batch, t).units; }));
+  const ConvS8TmaImpl& m = *impl_;
+  if (!m.pool) return unpooled_plan(m, batch);
+  if (!fuses_pool()) return plan_staged(batch);
+  const ConvS8TmaPlan fused = plan_fused(batch), staged = plan_staged(batch);
+  return staged.estimated_us < fused.estimated_us ? staged : fused;
 }
 
 ConvS8TmaInput ConvS8Tma::encode_input(const void* x, int batch) const {
@@ -295,18 +472,33 @@ ConvS8TmaInput ConvS8Tma::encode_input(const void* x, int batch) const {
 void ConvS8Tma::forward(int variant, const ConvS8TmaInput& input, void* y,
                         cudaStream_t stream) const {
   const ConvS8TmaImpl& m = *impl_;
-  const ConvS8TmaPlan plan = this->plan(input.batch, variant);
-  if (plan.units == 0 || input.batch <= 0) return;
-  const TileInfo& t = kTiles[variant];
+  const bool fused = is_fused(variant);
+  const int tile = fused ? variant - kFusedVariant : variant;
+  tma::check_tile("conv_int8_tma", tile, kTileCount);
+  const TileInfo& t = kTiles[tile];
+  if (fused && !m.fuses(tile))
+    throw Error(std::string("conv_int8_tma: tile ") + t.name + " does not fuse this conv's pool");
+  if (input.batch <= 0) return;
+  const ConvS8TmaPlan plan = plan_tile(m, input.batch, tile, fused);
+  if (plan.units == 0) return;
   TmaS8Params p = m.base;
   p.y = y;
   p.m = int((long long)input.batch * m.conv.out_h * m.conv.out_w);
   p.n_tiles = (m.conv.out_c + t.bn - 1) / t.bn;
   p.units = int(plan.units);
-  kernel_of(
-      variant, m.kb,
-      m.conv.float_output)<<<plan.ctas, tma_s8_detail::kThreads, smem_of(variant, m.kb), stream>>>(
-      input.map, m.w_map(t.bn), p);
+  const size_t smem = smem_of(tile, m.kb, fused);
+  if (fused) {
+    tma_s8_detail::TmaS8PoolParams pooled;
+    static_cast<TmaS8Params&>(pooled) = p;
+    pooled.pool = *m.tiling(t.bm);
+    pooled.pool.rows_total = input.batch * m.pool->out_h;
+    pooled_kernel_of(tile, m.kb)<<<plan.ctas, tma_s8_detail::kThreads, smem, stream>>>(
+        input.map, m.w_map(t.bn), pooled);
+  } else {
+    kernel_of(tile, m.kb,
+              m.conv.float_output)<<<plan.ctas, tma_s8_detail::kThreads, smem, stream>>>(
+        input.map, m.w_map(t.bn), p);
+  }
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 

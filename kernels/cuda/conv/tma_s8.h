@@ -7,15 +7,18 @@
 // 1, dilation 1, channel stride a multiple of 64 (64-byte k-tiles where it is not a multiple of
 // 128), kernel <= 64, stride 1-8, padding the im2col bounding box expresses (the bottom/right
 // padding is whatever out_h/out_w imply: TF-SAME included), any out_c (padding lanes written as
-// zeros); int8 NHWC/16 or fp32 NHWC/8 out.  No fused pool and no split-K: the registry entry
-// runs maxpool_nhwc_s8 after it and falls back to conv_s8_igemm at batches that leave SMs idle.
-// The design note is atop tma_s8.cu.
+// zeros); int8 NHWC/16 or fp32 NHWC/8 out.  A max-pool after the conv (given at construction)
+// runs fused with it on int8 outputs where a tile's pooled instance and the cost model say so
+// (plan(batch): fused or staged, tma_s8.cu's design note); staged, the caller pools the conv's
+// output (the registry entry: maxpool_nhwc_s8).  No split-K: the entry falls back to
+// conv_s8_igemm at batches that leave SMs idle.  The design note is atop tma_s8.cu.
 #pragma once
 
 #include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,11 +28,16 @@ namespace cnnrt::cuda {
 
 class ConvS8TmaImpl;
 
+// One launch: which tile runs and its grid.  With a max-pool the launch is either fused (the
+// tile's pooled instance writes the pooled tensor: variant = ConvS8Tma::kFusedVariant + tile, the
+// name ends in "_fusedpool") or the conv alone (variant = tile), after which the caller pools.
 struct ConvS8TmaPlan {
-  int variant = 0;      // tile index into ConvS8Tma::tile_names()
-  std::string name;     // e.g. "tma_s8_128x256_k128_s4"
-  long long units = 0;  // output tiles at the planned batch
-  int ctas = 0;         // persistent CTAs (<= SMs)
+  int variant = 0;          // tile index into ConvS8Tma::tile_names(), or kFusedVariant + tile
+  std::string name;         // e.g. "tma_s8_128x256_k128_s4", "tma_s8_256x128_k128_s4_fusedpool"
+  long long units = 0;      // output tiles at the planned batch
+  int ctas = 0;             // persistent CTAs (<= SMs)
+  bool fused_pool = false;  // y is the pooled tensor: no pool pass after it
+  double estimated_us = 0;  // the wave model's time (staged: the pool pass included)
 };
 
 // The im2col tensor map of one input buffer at one batch (host data, ~1 us to encode).
@@ -52,19 +60,43 @@ class ConvS8Tma {
   // "128x128", "128x192", "128x256", "256x128", "256x64", "128x64".
   static const std::vector<std::string>& tile_names();
 
+  // Whether pinned tile `tile` runs `pool` fused after `conv` (int8 output, the default k-tile
+  // rows): it has a pooled instance and its pooled tiling covers every window (no device query).
+  static bool tile_fuses_pool(const S8Conv& conv, const NhwcPool& pool, int tile);
+
   // `conv` describes the layer with its weight, bias and multipliers already on the device (the
   // int8 entry's upload: rows of k_pad bytes, k_pad a multiple of 64); they must outlive this.
   // Encodes the weight maps, checks the kernel images' register count.  Throws cnnrt::Error.
   // k_bytes: the k-tile row, 0 for the default (128 where the channel stride is a multiple of
-  // 128, else 64); 64 forces the 64-byte rows on any stride (conv_lab --s8 times both).
-  explicit ConvS8Tma(const S8Conv& conv, int k_bytes = 0);
+  // 128, else two 64-byte blocks); 64 forces the 64-byte rows on any stride (conv_lab --s8 times
+  // both; no pooled instance has them).  pool: the max-pool after the conv (pre-pool extent =
+  // conv.out_h x out_w), which int8 outputs may run fused.
+  explicit ConvS8Tma(const S8Conv& conv, int k_bytes = 0,
+                     const std::optional<NhwcPool>& pool = std::nullopt);
   ~ConvS8Tma();
   ConvS8Tma(const ConvS8Tma&) = delete;
   ConvS8Tma& operator=(const ConvS8Tma&) = delete;
 
-  ConvS8TmaPlan plan(int batch) const;               // the wave model's tile
-  ConvS8TmaPlan plan(int batch, int variant) const;  // a pinned tile
+  // Launch ids at and above this are the fused-pool instance of tile (id - kFusedVariant).
+  static constexpr int kFusedVariant = 16;
+  static bool is_fused(int variant) { return variant >= kFusedVariant; }
+
+  // The default for `batch`: the wave model's tile; with a pool it can fuse, the cheaper in
+  // modelled time of plan_fused(batch) and plan_staged(batch).
+  ConvS8TmaPlan plan(int batch) const;
+  // A pinned tile (index into tile_names()): fused with the pool where the tile can fuse it
+  // (tile_fuses_pool and int8 output), else the conv alone.
+  ConvS8TmaPlan plan(int batch, int variant) const;
+  // With a pool only (throws otherwise): the best fused tile (plan_fused also throws where no
+  // tile fuses the pool), and the staged form: the default tile's conv alone, its estimate with
+  // the pool pass (tma::staged_pool_seconds) the caller runs after it.
+  ConvS8TmaPlan plan_fused(int batch) const;
+  ConvS8TmaPlan plan_staged(int batch) const;
+  // Whether some tile fuses the pool (int8 output and a pool given).
+  bool fuses_pool() const;
+
   ConvS8TmaInput encode_input(const void* x, int batch) const;
+  // y: the conv's output, or the pooled tensor where `variant` is fused.
   void forward(int variant, const ConvS8TmaInput& input, void* y, cudaStream_t stream) const;
   void forward(int variant, const void* x, void* y, int batch, cudaStream_t stream) const {
     forward(variant, encode_input(x, batch), y, stream);

@@ -15,7 +15,11 @@
 //   64-byte im2col boxes, so each mbarrier round trip carries a 128-byte k-tile's MMA work.
 // * What is int8's own is the epilogue (TmaS8Epilogue): the int8 family's requantise / dequantise
 //   (epilogue_s8.cuh, the reference's one float step) from the int32 registers, with the
-//   mainloop's quad transpose for 16-byte int8 stores.
+//   mainloop's quad transpose for 16-byte int8 stores.  A fused MaxPool (POOL instances, int8
+//   out) takes conv_fp16_tma's tiling (tma_pool_tiling.h: tiles of whole pooled rows, first_row
+//   the first conv row under a tile's first pooled row, all the mainloop sees of the pool), stages
+//   the same requantised bytes of the whole tile after the ring (BM x BN bytes, XOR-swizzled
+//   16-byte units) and reduces each window with __vmaxs4 (pool_epilogue_s8).
 #pragma once
 
 #include <cuda.h>
@@ -27,6 +31,7 @@
 #include "kernels/cuda/conv/epilogue_s8.cuh"
 #include "kernels/cuda/conv/ptx.cuh"
 #include "kernels/cuda/conv/tma_mainloop.cuh"
+#include "kernels/cuda/conv/tma_pool_tiling.h"
 
 namespace cnnrt::cuda::tma_s8_detail {
 
@@ -48,6 +53,15 @@ struct TmaS8Params {
   float float_lo = 0, float_hi = 0;
   int a_blocks = 0;  // paired rows: the 64-byte blocks of K (kh * kw * c_blocks)
 };
+// The POOL instances' parameters: the fused MaxPool's tiling (tma_pool_tiling.h) besides.  A
+// struct of their own, so the unpooled instances keep their small parameter block (ptxas loads
+// it into registers up front; with the 0.5 KB tiling in it, it read the parameters where used
+// instead and every unpooled instance's code changed).
+struct TmaS8PoolParams : TmaS8Params {
+  tma_detail::TmaPoolTiling pool;
+};
+template <bool POOL>
+using TmaS8ParamsOf = std::conditional_t<POOL, TmaS8PoolParams, TmaS8Params>;
 
 // int8 whose channel stride is 64 mod 128 (AlexNet conv2: 64 channels, conv3: 192): a k-tile is
 // two consecutive 64-byte blocks of K (two taps, or two channel blocks of one tap), each brought
@@ -90,27 +104,156 @@ using S8Traits = std::conditional_t<KB == kPairedRows, TmaS8Pairs, tma_detail::T
 template <int BM, int BN, int STAGES, int KB>
 using TmaS8Tile = tma_detail::TmaRing<S8Traits<KB>, BM, BN, STAGES>;
 
+// The fused MaxPool's staging (POOL instances), after the ring: the whole tile's int8 values, BM
+// rows of BN bytes (32 KB for 256x128 and 128x256: with their 4-stage rings 225 KB in all).
+// 16-byte unit k of row r lies at unit k ^ (4 (r & 1)) of the row (staged_at): a quarter warp's
+// 16-byte stores (rows r and r + 1, units 4g..4g + 3 each) and the reduction's loads (8 units of
+// one cell) then each touch all 32 banks once.
+template <int BM, int BN>
+constexpr size_t kPoolStaging = size_t(BM) * BN;
+
 #ifdef CNNRT_WGMMA_DEVICE
-// conv_int8_tma's side of tma_conv_mainloop: tiles of BM consecutive rows, the int8 epilogue.
-// FLOAT_OUT: dequantised fp32 output.
-template <int BM, int BN, bool FLOAT_OUT>
+template <int BN>
+__device__ __forceinline__ int staged_at(int row, int unit) {
+  static_assert(BN % 128 == 0, "whole 128-byte bank rows: the swizzle stays within the row");
+  return row * BN + ((unit ^ ((row & 1) << 2)) << 4);
+}
+
+// The int8 output of one tile from its accumulators, 16 consecutive bytes at a time: acc +
+// bias_q, requantize (epilogue_s8.cuh: the reference's float step; channels >= out_c are the
+// padding lanes, zeros), then sink(row, col, bytes) with the row (0..BM) and the first column (a
+// multiple of 16) relative to the tile.  Register layout of m64nN: warp w rows 16w..16w+15; reg
+// 4j+2h+{0,1} = row lane/4 + 8h, cols 8j + 2(lane%4) + {0,1}.  Per 64 columns: lane q packs j =
+// 2t, 2t + 1 (cols 16t + 2q.., 16t + 8 + 2q..) into word t; the quad transpose gives lane q cols
+// 16q + 2t.. and 16q + 8 + 2t.. from lane t, which two byte permutes order into 16 consecutive
+// bytes (a quad's four sinks cover 64 contiguous columns of a row).
+template <int BM, int BN, int MI, class Sink>
+__device__ __forceinline__ void requantised_tile(const int (&acc)[MI][BN / 2], const TmaS8Params& p,
+                                                 const tma_detail::TmaUnit& u, Sink&& sink) {
+  using tma_detail::quad_transpose;
+  const int q = u.lane % 4;
+#pragma unroll
+  for (int i = 0; i < MI; ++i) {
+    const int row0 = u.cw * (BM / 2) + i * 64 + u.warp * 16 + u.lane / 4;
+#pragma unroll
+    for (int g = 0; g < BN / 64; ++g) {
+      int bq[8][2];
+      float mq[8][2];
+#pragma unroll
+      for (int jj = 0; jj < 8; ++jj)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int col = u.n0 + 64 * g + 8 * jj + 2 * q + e;
+          bq[jj][e] = col < p.out_c ? __ldg(p.bias + col) : 0;
+          mq[jj][e] = col < p.out_c ? __ldg(p.multiplier + col) : 0.f;
+        }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        uint32_t w[4];
+#pragma unroll
+        for (int t = 0; t < 4; ++t) {
+          uint32_t word = 0;
+#pragma unroll
+          for (int half = 0; half < 2; ++half)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int jj = 2 * t + half, j = 8 * g + jj;
+              const int col = u.n0 + 64 * g + 8 * jj + 2 * q + e;
+              const int8_t v = col < p.out_c ? s8::requantize(acc[i][4 * j + 2 * h + e] + bq[jj][e],
+                                                              mq[jj][e], p.lo, p.hi)
+                                             : int8_t{0};
+              word |= uint32_t(uint8_t(v)) << (8 * (2 * half + e));
+            }
+          w[t] = word;
+        }
+        quad_transpose(w, q);
+        sink(row0 + 8 * h, 64 * g + 16 * q,
+             make_uint4(__byte_perm(w[0], w[1], 0x5410), __byte_perm(w[2], w[3], 0x5410),
+                        __byte_perm(w[0], w[1], 0x7632), __byte_perm(w[2], w[3], 0x7632)));
+      }
+    }
+  }
+}
+
+// The fused-MaxPool epilogue of one tile (tma_pool_tiling.h's tiling; tma_s8.cu's design note),
+// run by both consumer warpgroups (256 threads, named barrier 1): the tile's int8 values into the
+// staging (requantised_tile: the unpooled epilogue's bytes), then every (pooled pixel, 16
+// channels) of the tile's pooled rows takes the byte-wise signed max (__vmaxs4) of its window's
+// staged cells and stores 16 bytes.  Max commutes with the monotone requantisation (and the
+// clamp), so this is the reference's conv -> requantise -> maxpool bit for bit.  Window cells
+// outside the conv output (pool padding, ceil-mode overhang) are skipped; every window holds a
+// real cell (the host's pool_window_ok), so the -128 start never survives.  Channels out_c..
+// out_stride - 1 are the max of staged zeros: zeros.  The first barrier keeps the previous tile's
+// readers ahead of the new writes (the ring already holds the next tile: the staging is its own).
+template <int BM, int BN, int MI>
+__device__ __forceinline__ void pool_epilogue_s8(const int (&acc)[MI][BN / 2],
+                                                 const TmaS8PoolParams& p,
+                                                 const tma_detail::TmaUnit& u) {
+  constexpr int kVecs = BN / 16;
+  uint8_t* stg = u.after_ring;
+  const tma_detail::TmaPoolTiling& t = p.pool;
+  int g0, count;
+  tma_detail::pool_tile_rows(t, u.m_blk, g0, count);
+  const int m_first = tma_detail::pool_conv_lo(p, g0), tid = threadIdx.x - 128;
+  ptx::named_barrier_sync(1, 256);
+  requantised_tile<BM, BN>(acc, p, u, [&](int row, int col, const uint4& bytes) {
+    *reinterpret_cast<uint4*>(stg + staged_at<BN>(row, col / 16)) = bytes;
+  });
+  ptx::named_barrier_sync(1, 256);
+  int8_t* y = static_cast<int8_t*>(p.y);
+  for (int id = tid; id < count * t.out_w * kVecs; id += 256) {
+    const int v = id % kVecs, rest = id / kVecs, px = rest % t.out_w, g = g0 + rest / t.out_w;
+    const int col = u.n0 + 16 * v;
+    if (col >= p.out_stride) continue;
+    const int img = g / t.out_h, py = g - img * t.out_h;
+    uint32_t best[4] = {0x80808080u, 0x80808080u, 0x80808080u, 0x80808080u};  // -128 per byte
+    for (int a = 0; a < t.pk_h; ++a) {
+      const int cy = py * t.ps_h - t.pp_h + a;
+      if (cy < 0 || cy >= p.conv_h) continue;
+      for (int b = 0; b < t.pk_w; ++b) {
+        const int cx = px * t.ps_w - t.pp_w + b;
+        if (cx < 0 || cx >= p.conv_w) continue;
+        const int local = (img * p.conv_h + cy) * p.conv_w + cx - m_first;
+        const uint4 cell = *reinterpret_cast<const uint4*>(stg + staged_at<BN>(local, v));
+        best[0] = __vmaxs4(best[0], cell.x);
+        best[1] = __vmaxs4(best[1], cell.y);
+        best[2] = __vmaxs4(best[2], cell.z);
+        best[3] = __vmaxs4(best[3], cell.w);
+      }
+    }
+    *reinterpret_cast<uint4*>(y + (size_t(g) * t.out_w + px) * p.out_stride + col) =
+        make_uint4(best[0], best[1], best[2], best[3]);
+  }
+}
+
+// conv_int8_tma's side of tma_conv_mainloop: tiles of BM consecutive rows (POOL: the host's
+// pooled tiling, p.pool, whose tiles start at the first conv row under their first pooled row),
+// the int8 epilogue.  FLOAT_OUT: dequantised fp32 output; POOL: the fused MaxPool (int8 out).
+template <int BM, int BN, bool FLOAT_OUT, bool POOL>
 struct TmaS8Epilogue {
-  static __device__ __forceinline__ int first_row(const TmaS8Params&, int m_blk) {
-    return m_blk * BM;
+  using Params = TmaS8ParamsOf<POOL>;
+  static __device__ __forceinline__ int first_row(const Params& p, int m_blk) {
+    if constexpr (POOL) {
+      int g0, count;
+      tma_detail::pool_tile_rows(p.pool, m_blk, g0, count);
+      return tma_detail::pool_conv_lo(p, g0);
+    } else {
+      return m_blk * BM;
+    }
   }
   template <int MI>
-  static __device__ __forceinline__ void store(const int (&acc)[MI][BN / 2], const TmaS8Params& p,
+  static __device__ __forceinline__ void store(const int (&acc)[MI][BN / 2], const Params& p,
                                                const tma_detail::TmaUnit& u) {
-    using tma_detail::quad_transpose;
-    // Epilogue: register layout of m64nN: warp w rows 16w..16w+15; reg 4j+2h+{0,1} = row
-    // lane/4 + 8h, cols 8j + 2(lane%4) + {0,1}.  Channels >= out_c are the padding lanes
-    // (zeros); columns >= out_stride are not stored.
-    const int q = u.lane % 4;
+    if constexpr (POOL) {
+      pool_epilogue_s8<BM, BN>(acc, p, u);
+    } else if constexpr (FLOAT_OUT) {
+      // Register layout as requantised_tile's; channels >= out_c are the padding lanes (zeros),
+      // columns >= out_stride are not stored.
+      const int q = u.lane % 4;
+      float* y = static_cast<float*>(p.y);
 #pragma unroll
-    for (int i = 0; i < MI; ++i) {
-      const int row0 = u.m_blk * BM + u.cw * (BM / 2) + i * 64 + u.warp * 16 + u.lane / 4;
-      if constexpr (FLOAT_OUT) {
-        float* y = static_cast<float*>(p.y);
+      for (int i = 0; i < MI; ++i) {
+        const int row0 = u.m_blk * BM + u.cw * (BM / 2) + i * 64 + u.warp * 16 + u.lane / 4;
 #pragma unroll
         for (int j = 0; j < BN / 8; ++j) {
           const int col = u.n0 + 8 * j + 2 * q;
@@ -129,54 +272,14 @@ struct TmaS8Epilogue {
             *reinterpret_cast<float2*>(y + size_t(row) * p.out_stride + col) = v;
           }
         }
-      } else {
-        // Per 64 columns: lane q packs j = 2t, 2t + 1 (cols 16t + 2q.., 16t + 8 + 2q..) into
-        // word t; the quad transpose gives lane q cols 16q + 2t.. and 16q + 8 + 2t.. from lane
-        // t, which two byte permutes order into 16 consecutive bytes (one 16-byte store).
-        int8_t* y = static_cast<int8_t*>(p.y);
-#pragma unroll
-        for (int g = 0; g < BN / 64; ++g) {
-          int bq[8][2];
-          float mq[8][2];
-#pragma unroll
-          for (int jj = 0; jj < 8; ++jj)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const int col = u.n0 + 64 * g + 8 * jj + 2 * q + e;
-              bq[jj][e] = col < p.out_c ? __ldg(p.bias + col) : 0;
-              mq[jj][e] = col < p.out_c ? __ldg(p.multiplier + col) : 0.f;
-            }
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            uint32_t w[4];
-#pragma unroll
-            for (int t = 0; t < 4; ++t) {
-              uint32_t word = 0;
-#pragma unroll
-              for (int half = 0; half < 2; ++half)
-#pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                  const int jj = 2 * t + half, j = 8 * g + jj;
-                  const int col = u.n0 + 64 * g + 8 * jj + 2 * q + e;
-                  const int8_t v = col < p.out_c
-                                       ? s8::requantize(acc[i][4 * j + 2 * h + e] + bq[jj][e],
-                                                        mq[jj][e], p.lo, p.hi)
-                                       : int8_t{0};
-                  word |= uint32_t(uint8_t(v)) << (8 * (2 * half + e));
-                }
-              w[t] = word;
-            }
-            quad_transpose(w, q);
-            const int row = row0 + 8 * h, col = u.n0 + 64 * g + 16 * q;
-            if (row < p.m && col < p.out_stride) {
-              const uint4 out =
-                  make_uint4(__byte_perm(w[0], w[1], 0x5410), __byte_perm(w[2], w[3], 0x5410),
-                             __byte_perm(w[0], w[1], 0x7632), __byte_perm(w[2], w[3], 0x7632));
-              *reinterpret_cast<uint4*>(y + size_t(row) * p.out_stride + col) = out;
-            }
-          }
-        }
       }
+    } else {
+      int8_t* y = static_cast<int8_t*>(p.y);
+      requantised_tile<BM, BN>(acc, p, u, [&](int r, int c, const uint4& bytes) {
+        const int row = u.m_blk * BM + r, col = u.n0 + c;
+        if (row < p.m && col < p.out_stride)
+          *reinterpret_cast<uint4*>(y + size_t(row) * p.out_stride + col) = bytes;
+      });
     }
   }
 };
@@ -189,8 +292,20 @@ __global__ void __launch_bounds__(kThreads, 1)
     conv_tma_s8_kernel(const __grid_constant__ CUtensorMap tmap_x,
                        const __grid_constant__ CUtensorMap tmap_w, const TmaS8Params p) {
 #ifdef CNNRT_WGMMA_DEVICE
-  tma_detail::tma_conv_mainloop<S8Traits<KB>, BM, BN, STAGES, 1, TmaS8Epilogue<BM, BN, FLOAT_OUT>>(
-      tmap_x, tmap_w, p);
+  tma_detail::tma_conv_mainloop<S8Traits<KB>, BM, BN, STAGES, 1,
+                                TmaS8Epilogue<BM, BN, FLOAT_OUT, false>>(tmap_x, tmap_w, p);
+#endif
+}
+
+// The same with the fused MaxPool over p.pool's tiling, int8 output (dynamic shared memory: the
+// ring + kPoolStaging<BM, BN>).  A kernel of its own for its own parameter struct.
+template <int BM, int BN, int STAGES, int KB>
+__global__ void __launch_bounds__(kThreads, 1)
+    conv_tma_s8_pool_kernel(const __grid_constant__ CUtensorMap tmap_x,
+                            const __grid_constant__ CUtensorMap tmap_w, const TmaS8PoolParams p) {
+#ifdef CNNRT_WGMMA_DEVICE
+  tma_detail::tma_conv_mainloop<S8Traits<KB>, BM, BN, STAGES, 1,
+                                TmaS8Epilogue<BM, BN, false, true>>(tmap_x, tmap_w, p);
 #endif
 }
 
