@@ -31,8 +31,7 @@
 // per-element arithmetic runs on the device.  A conv that writes the graph output
 // dequantises in its epilogue (fp32 NHWC/8 out).  A fused max-pool runs after the conv on the
 // pre-pool tensor (in the workspace), exact because max commutes with the requantisation —
-// except where conv_int8_tma's plan fuses it into the conv's epilogue or the igemm's split-K
-// finish pools as it requantises (int8 out; no pre-pool tensor either way).
+// except where conv_int8_tma's plan fuses it into the conv's epilogue (no pre-pool tensor).
 // The node-level shape rules are int8_conv_rules.cpp's.
 // The GEMM of conv_int8_wgmma and conv_int8_s2d is chosen once per context (prepare()): the
 // wgmma kernel where it serves the (rearranged) conv on this device and its 128-row tiles fill
@@ -214,9 +213,8 @@ class ConvInt8Kernel final : public LayerKernel {
     if (path_ == ConvPath::SpaceToDepth)
       plan.variant_name = std::string(fp32_source ? "quantise+" : "") + "s2d+" + gemm;
     if (splits > 1) plan.variant_name += " split-k " + std::to_string(splits);
-    if (pool_) plan.variant_name += pool_in_finish(splits) ? "+pool in the finish" : "+pool";
-    plan.workspace_bytes =
-        workspace_parts(info.batch, splits, false, pool_in_finish(splits)).total();
+    if (pool_) plan.variant_name += "+pool";
+    plan.workspace_bytes = workspace_parts(info.batch, splits, false).total();
     return plan;
   }
   void run(const KernelArgs& args) override {
@@ -225,10 +223,8 @@ class ConvInt8Kernel final : public LayerKernel {
     const bool on_tma = args.variant < 0;
     const int code = on_tma ? -1 - args.variant : args.variant;
     const int splits = on_tma ? 1 : code / 2;
-    // The pool fused into conv_int8_tma's epilogue or into the igemm's split-K finish: the
-    // kernels write the pooled output themselves.
-    const bool fused_pool =
-        on_tma ? code / 2 != kWindowCode && ConvS8Tma::is_fused(code / 2) : pool_in_finish(splits);
+    // The pool fused into conv_int8_tma's epilogue: the kernel writes the pooled output itself.
+    const bool fused_pool = on_tma && code / 2 != kWindowCode && ConvS8Tma::is_fused(code / 2);
     const Workspace parts = workspace_parts(args.batch, splits, on_tma, fused_pool);
     char* workspace = static_cast<char*>(args.workspace);
     if (workspace == nullptr && parts.total() > 0) throw Error("conv int8: no workspace");
@@ -253,8 +249,7 @@ class ConvInt8Kernel final : public LayerKernel {
     } else if (splits == 0) {
       conv_s8_wgmma(conv_, x, conv_out, args.batch, stream);
     } else {
-      const S8SplitK split{splits, reinterpret_cast<int*>(workspace + parts.partial),
-                           fused_pool ? &*pool_ : nullptr};
+      const S8SplitK split{splits, reinterpret_cast<int*>(workspace + parts.partial)};
       conv_s8_igemm(conv_, x, conv_out, args.batch, stream, &split);
     }
     if (pool_ && !fused_pool)
@@ -267,9 +262,6 @@ class ConvInt8Kernel final : public LayerKernel {
 
  private:
   static size_t round_up_bytes(size_t bytes) { return (bytes + 255) / 256 * 256; }
-  // The igemm's split-K finish max-pools as it requantises (finish_s8_split_pool): at small
-  // batches no pre-pool tensor and no pool launch (int8 output only).
-  bool pool_in_finish(int splits) const { return pool_ && splits > 1 && !conv_.float_output; }
 
   // Byte offsets of the workspace's parts for `batch` (see prepare()); on_tma: the space-to-depth
   // map is the TMA form's; fused_pool: no pre-pool tensor.

@@ -51,13 +51,9 @@ struct S8Conv {
 // Split-K for GEMMs with few output tiles and a long K (the linear layers at batch 9..256): K
 // in `splits` slices, each CTA's raw int32 sums into `partial` ([splits][M][out_stride]), then
 // one pass adds the slices (integer sums: exact) and applies the epilogue.
-struct NhwcPool;
 struct S8SplitK {
   int splits = 1;
   int* partial = nullptr;  // igemm_s8_split_bytes() bytes of device memory
-  // The layer's max-pool, done by the finish itself (int8 out, splits > 1 only): y is then the
-  // pooled tensor, and neither the pre-pool tensor nor a pool pass exists.  Null: no pool.
-  const NhwcPool* pool = nullptr;
 };
 
 // groups == 1 only: the tensor-core implicit GEMM.  x: int8 NHWC/16; y: int8 NHWC/16 or fp32
@@ -117,12 +113,6 @@ struct NhwcPool {
   int kh = 1, kw = 1, stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
 };
 void maxpool_nhwc_s8(const NhwcPool& pool, const void* x, void* y, int batch, cudaStream_t stream);
-// finish_s8_split and maxpool_nhwc_s8 in one pass (int8 out): each pooled (pixel, 4 channels)
-// adds the slices of every cell of its window, requantises them and keeps the byte-wise max, the
-// reference's conv -> requantise -> maxpool bit for bit (max commutes with the monotone
-// requantisation).  partial [splits][batch · pool.h · pool.w][out_stride]; y pooled NHWC/16.
-void finish_s8_split_pool(const S8Conv& conv, const NhwcPool& pool, const int32_t* partial,
-                          int splits, int batch, void* y, cudaStream_t stream);
 void maxpool_nhwc_f32(const NhwcPool& pool, const float* x, float* y, int batch,
                       cudaStream_t stream);
 

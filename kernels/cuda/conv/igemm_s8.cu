@@ -19,10 +19,8 @@
 // staged through shared memory and written as 16-byte rows (channel padding written as zeros);
 // the fp32 (graph output) form writes float2 pairs straight from the registers.  A fused max-pool
 // runs after this kernel (conv_s8.h: maxpool_nhwc_s8) on the pre-pool tensor — exact, since
-// max commutes with the monotonic requantisation — not inside it; with split-K (small batches)
-// the finish pools instead (finish_s8_split_pool: each pooled cell's window summed, requantised
-// and maxed in one pass), so no pre-pool tensor and no pool launch (AlexNet conv2 / conv5 at
-// batch 1: three launches became two).
+// max commutes with the monotonic requantisation — not inside it: fusing it through
+// pool_tiling.h is the next step for speed, not for correctness.
 //
 // Exactness: int32 accumulation of int8 products is associative, so the MMA's internal order
 // cannot change the result; the one float step is the reference's (docs/QUANTIZATION.md).
@@ -181,49 +179,6 @@ __global__ void split_k_finish4_kernel(const S8Conv p, const int4* __restrict__ 
   }
 }
 
-// finish_s8_split_pool: one thread per (pooled pixel, 4 channels); per window cell the slices'
-// int4 sums, requantised to four bytes, then a byte-wise max (the -128 start never survives: every
-// window holds a real cell).  At batch 1 the pool pass after the finish was a launch of its own
-// for a few hundred KB (AlexNet conv2, conv5).
-__global__ void split_k_finish_pool4_kernel(const S8Conv p, const NhwcPool pool,
-                                            const int4* __restrict__ partial, int splits,
-                                            int64_t slice_quads, uint32_t* __restrict__ y,
-                                            int64_t quads) {
-  const int stride_quads = p.out_stride / 4;
-  for (int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; index < quads;
-       index += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int cq = static_cast<int>(index % stride_quads), c = 4 * cq;
-    const int64_t pixel = index / stride_quads;
-    const int ox = static_cast<int>(pixel % pool.out_w);
-    const int64_t rest = pixel / pool.out_w;
-    const int oy = static_cast<int>(rest % pool.out_h);
-    const int64_t n = rest / pool.out_h;
-    const int y0 = max(oy * pool.stride_h - pool.pad_h, 0),
-              y1 = min(oy * pool.stride_h - pool.pad_h + pool.kh, pool.h);
-    const int x0 = max(ox * pool.stride_w - pool.pad_w, 0),
-              x1 = min(ox * pool.stride_w - pool.pad_w + pool.kw, pool.w);
-    uint32_t best = 0x80808080u;
-    for (int iy = y0; iy < y1; ++iy)
-      for (int ix = x0; ix < x1; ++ix) {
-        const int64_t at = ((n * pool.h + iy) * pool.w + ix) * stride_quads + cq;
-        int4 acc = partial[at];
-        for (int z = 1; z < splits; ++z) {
-          const int4 v = partial[z * slice_quads + at];
-          acc.x += v.x;
-          acc.y += v.y;
-          acc.z += v.z;
-          acc.w += v.w;
-        }
-        const uint32_t word = uint32_t(uint8_t(s8::int8_output(p, c, acc.x))) |
-                              uint32_t(uint8_t(s8::int8_output(p, c + 1, acc.y))) << 8 |
-                              uint32_t(uint8_t(s8::int8_output(p, c + 2, acc.z))) << 16 |
-                              uint32_t(uint8_t(s8::int8_output(p, c + 3, acc.w))) << 24;
-        best = __vmaxs4(best, word);
-      }
-    y[index] = best;
-  }
-}
-
 // int8 output: requantised into a shared tile, then 16-byte row segments to global memory.
 template <int BN>
 __device__ void store_int8(const S8Conv& p, int8_t* y, int8_t* stage, int m0, int n0, int total_m,
@@ -307,8 +262,8 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <int BN>
-void launch(const S8Conv& conv, const int8_t* x, void* y, int batch, int total_m, int splits,
-            int* partial, const NhwcPool* pool, cudaStream_t stream) {
+void launch(const S8Conv& conv, const int8_t* x, void* y, int total_m, int splits, int* partial,
+            cudaStream_t stream) {
   // The attribute is per kernel and process: set once (thread-safe static initialisation).
   static const cudaError_t configured = cudaFuncSetAttribute(
       igemm_s8_kernel<BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, Tile<BN>::kSmem);
@@ -321,10 +276,7 @@ void launch(const S8Conv& conv, const int8_t* x, void* y, int batch, int total_m
       conv, x, y, total_m, splits > 1 ? partial : nullptr, per_split);
   CNNRT_CUDA_CHECK_LAUNCH();
   if (splits <= 1) return;
-  if (pool != nullptr)
-    finish_s8_split_pool(conv, *pool, partial, static_cast<int>(grid.z), batch, y, stream);
-  else
-    finish_s8_split(conv, partial, static_cast<int>(grid.z), total_m, y, stream);
+  finish_s8_split(conv, partial, static_cast<int>(grid.z), total_m, y, stream);
 }
 
 // 128-wide tiles once the layer is wide and its 128 x 128 grid still fills an H100 (~132 SMs)
@@ -351,16 +303,10 @@ void conv_s8_igemm(const S8Conv& conv, const void* x, void* y, int batch, cudaSt
   const int splits = split ? split->splits : 1;
   int* partial = split ? split->partial : nullptr;
   if (splits > 1 && partial == nullptr) throw Error("conv_s8_igemm: split-K without a workspace");
-  const NhwcPool* pool = split ? split->pool : nullptr;
-  if (pool != nullptr && (splits <= 1 || conv.float_output || pool->h != conv.out_h ||
-                          pool->w != conv.out_w || pool->c != conv.out_c))
-    throw Error(
-        "conv_s8_igemm: a pool in the finish needs split-K, int8 output and the conv's "
-        "output extent");
   if (wide_tiles(conv, total_m))
-    launch<128>(conv, in, y, batch, static_cast<int>(total_m), splits, partial, pool, stream);
+    launch<128>(conv, in, y, static_cast<int>(total_m), splits, partial, stream);
   else
-    launch<64>(conv, in, y, batch, static_cast<int>(total_m), splits, partial, pool, stream);
+    launch<64>(conv, in, y, static_cast<int>(total_m), splits, partial, stream);
 }
 
 void finish_s8(const S8Conv& conv, const int32_t* acc, int rows, void* y, cudaStream_t stream) {
@@ -377,21 +323,6 @@ void finish_s8_split(const S8Conv& conv, const int32_t* partial, int splits, int
   const int blocks = static_cast<int>(std::min<int64_t>((quads + 255) / 256, 1 << 20));
   split_k_finish4_kernel<<<blocks, 256, 0, stream>>>(conv, reinterpret_cast<const int4*>(partial),
                                                      splits, y, quads);
-  CNNRT_CUDA_CHECK_LAUNCH();
-}
-
-void finish_s8_split_pool(const S8Conv& conv, const NhwcPool& pool, const int32_t* partial,
-                          int splits, int batch, void* y, cudaStream_t stream) {
-  if (conv.out_stride % 4 != 0 || splits < 1 || conv.float_output)
-    throw Error("finish_s8_split_pool: int8 rows of " + std::to_string(conv.out_stride) +
-                " channels (a multiple of 4) and at least one slice needed");
-  const int64_t quads = static_cast<int64_t>(batch) * pool.out_h * pool.out_w * conv.out_stride / 4;
-  if (quads <= 0) return;
-  const int64_t slice_quads = static_cast<int64_t>(batch) * pool.h * pool.w * conv.out_stride / 4;
-  const int blocks = static_cast<int>(std::min<int64_t>((quads + 255) / 256, 1 << 20));
-  split_k_finish_pool4_kernel<<<blocks, 256, 0, stream>>>(
-      conv, pool, reinterpret_cast<const int4*>(partial), splits, slice_quads,
-      static_cast<uint32_t*>(y), quads);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 
