@@ -208,15 +208,11 @@ class ConvInt8Kernel final : public LayerKernel {
                                                        : gemm;
     const bool no_gemm =
         path_ == ConvPath::Direct || path_ == ConvPath::Depthwise || path_ == ConvPath::Narrow;
-    const int splits =
-        no_gemm    ? 1
-        : on_wgmma ? 0
-                   : igemm_s8_splits(conv_, info.batch, sms_, cluster_ ? kMaxClusterSplits : 16);
+    const int splits = no_gemm ? 1 : on_wgmma ? 0 : igemm_s8_splits(conv_, info.batch, sms_);
     plan.variant = splits * 2 + (fp32_source ? 1 : 0);
     if (path_ == ConvPath::SpaceToDepth)
       plan.variant_name = std::string(fp32_source ? "quantise+" : "") + "s2d+" + gemm;
-    if (splits > 1)
-      plan.variant_name += " split-k " + std::to_string(splits) + (cluster_ ? " (cluster)" : "");
+    if (splits > 1) plan.variant_name += " split-k " + std::to_string(splits);
     if (pool_) plan.variant_name += "+pool";
     plan.workspace_bytes = workspace_parts(info.batch, splits, false).total();
     return plan;
@@ -253,7 +249,7 @@ class ConvInt8Kernel final : public LayerKernel {
     } else if (splits == 0) {
       conv_s8_wgmma(conv_, x, conv_out, args.batch, stream);
     } else {
-      const S8SplitK split{splits, reinterpret_cast<int*>(workspace + parts.partial), cluster_};
+      const S8SplitK split{splits, reinterpret_cast<int*>(workspace + parts.partial)};
       conv_s8_igemm(conv_, x, conv_out, args.batch, stream, &split);
     }
     if (pool_ && !fused_pool)
@@ -283,7 +279,7 @@ class ConvInt8Kernel final : public LayerKernel {
     if (pool_ && !fused_pool)
       parts.partial += round_up_bytes(static_cast<size_t>(batch) * conv_.out_h * conv_.out_w *
                                       conv_.out_stride * (conv_.float_output ? sizeof(float) : 1));
-    parts.partial_bytes = cluster_ ? 0 : igemm_s8_split_bytes(conv_, batch, splits);
+    parts.partial_bytes = igemm_s8_split_bytes(conv_, batch, splits);
     return parts;
   }
 
@@ -429,9 +425,6 @@ class ConvInt8Kernel final : public LayerKernel {
   std::optional<ConvS8Window> window_;  // the default entry's window conv over that map
   int taps_h_ = 0, taps_w_ = 0, tap_stride_ = 1;  // space-to-depth: the original kernel
   std::optional<NhwcPool> pool_;
-  // The igemm's split-K slices meet in a thread-block cluster (sm_90+: no partial sums in global
-  // memory, no finish kernel), decided once for the device.
-  bool cluster_ = igemm_s8_cluster_supported();
   Int8Device device_;
 };
 

@@ -54,13 +54,7 @@ struct S8Conv {
 struct S8SplitK {
   int splits = 1;
   int* partial = nullptr;  // igemm_s8_split_bytes() bytes of device memory
-  // The slices of each output tile reduced inside one thread-block cluster through distributed
-  // shared memory (igemm_s8_cluster_supported(), splits <= kMaxClusterSplits): no partial sums
-  // in global memory (`partial` unused) and no finish kernel.
-  bool cluster = false;
 };
-constexpr int kMaxClusterSplits = 8;  // the portable cluster size
-bool igemm_s8_cluster_supported();    // the current device has clusters (sm_90+)
 
 // groups == 1 only: the tensor-core implicit GEMM.  x: int8 NHWC/16; y: int8 NHWC/16 or fp32
 // NHWC/8.  `split` (optional): split-K as planned by igemm_s8_splits.
@@ -75,9 +69,8 @@ void finish_s8(const S8Conv& conv, const int32_t* acc, int rows, void* y, cudaSt
 // (linear_s8_tma.h).  Throws cnnrt::Error on a stride that is not a multiple of 4.
 void finish_s8_split(const S8Conv& conv, const int32_t* partial, int splits, int rows, void* y,
                      cudaStream_t stream);
-// The split count that gives `sms` multiprocessors two waves of CTAs (1: no split), at most
-// max_splits (kMaxClusterSplits for a cluster split-K).
-int igemm_s8_splits(const S8Conv& conv, int batch, int sms, int max_splits = 16);
+// The split count that gives `sms` multiprocessors two waves of CTAs (1: no split).
+int igemm_s8_splits(const S8Conv& conv, int batch, int sms);
 size_t igemm_s8_split_bytes(const S8Conv& conv, int batch, int splits);
 // Depthwise layers (groups == in_c == out_c; depthwise_s8.cu): 3x3 and 5x5 at stride 1 or 2
 // on a kernel that stages its input tile in shared memory (dp4a over taps, 4 channels x 8

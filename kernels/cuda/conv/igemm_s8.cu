@@ -33,7 +33,6 @@
 #include "kernels/cuda/conv/mma_s8_tile.cuh"
 #include "kernels/cuda/conv/ptx.cuh"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/device_traits.h"
 
 namespace cnnrt::cuda {
 namespace {
@@ -211,45 +210,7 @@ __device__ void store_int8(const S8Conv& p, int8_t* y, int8_t* stage, int m0, in
   }
 }
 
-// kCluster: the split-K slices of one output tile are one thread-block cluster along z (sm_90+,
-// at most 8): each CTA but rank 0 parks its sums in its own shared memory, rank 0 adds them
-// through distributed shared memory (in rank order; integers, so exact whatever the order) and
-// runs the epilogue — no partial sums in global memory and no finish kernel (design note).
-template <int BN, bool kCluster>
-__device__ __forceinline__ bool cluster_reduce(int8_t* smem, int (&acc)[Tile<BN>::kMI][4][4]) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if constexpr (kCluster) {
-    constexpr int kVecs = Tile<BN>::kMI * 4;  // int4s of sums per thread
-    static_assert(kVecs * 16 * kThreads <= Tile<BN>::kSmem, "the parked sums fit the ring");
-    // [vector][thread] int4: a warp's 16-byte writes and reads are 512 contiguous bytes.
-    const uint32_t park = ptx::smem_u32(smem) + threadIdx.x * 16;
-    const uint32_t rank = ptx::cluster_rank();
-    if (rank != 0) {
-#pragma unroll
-      for (int v = 0; v < kVecs; ++v)
-        *reinterpret_cast<int4*>(smem + (v * kThreads + threadIdx.x) * 16) = make_int4(
-            acc[v / 4][v % 4][0], acc[v / 4][v % 4][1], acc[v / 4][v % 4][2], acc[v / 4][v % 4][3]);
-    }
-    ptx::cluster_sync_all();  // the parked sums are visible to rank 0
-    if (rank == 0) {
-      for (uint32_t r = 1; r < gridDim.z; ++r)
-#pragma unroll
-        for (int v = 0; v < kVecs; ++v) {
-          const int4 add = ptx::ld_cluster_s32x4(park + v * kThreads * 16, r);
-          acc[v / 4][v % 4][0] += add.x;
-          acc[v / 4][v % 4][1] += add.y;
-          acc[v / 4][v % 4][2] += add.z;
-          acc[v / 4][v % 4][3] += add.w;
-        }
-    }
-    ptx::cluster_sync_all();  // no CTA leaves (freeing its shared memory) before rank 0 has read it
-    return rank == 0;
-  }
-#endif
-  return !kCluster;  // no cluster (or below sm_90, where the host never launches one)
-}
-
-template <int BN, bool kCluster>
+template <int BN>
 __global__ void __launch_bounds__(kThreads)
     igemm_s8_kernel(const S8Conv p, const int8_t* __restrict__ x, void* __restrict__ y, int total_m,
                     int* __restrict__ partial, int tiles_per_split) {
@@ -290,8 +251,7 @@ __global__ void __launch_bounds__(kThreads)
   s8_tile::cp_async_ring<kStages>(first, tiles, load_tile, [&](int slot) {
     mma_tile<BN>(ring_a + slot * T::kStageA, ring_b + slot * T::kStageB, warp_m, warp_n, lane, acc);
   });
-  __syncthreads();  // the ring is reused as the output stage (and the cluster's parking)
-  if (!cluster_reduce<BN, kCluster>(smem, acc)) return;  // a slice rank 0 has added
+  __syncthreads();  // the ring is reused as the output stage
 
   if (partial != nullptr)
     store_partial<BN>(p, partial, m0, n0, total_m, warp_m, warp_n, lane, acc);
@@ -303,40 +263,16 @@ __global__ void __launch_bounds__(kThreads)
 
 template <int BN>
 void launch(const S8Conv& conv, const int8_t* x, void* y, int total_m, int splits, int* partial,
-            bool cluster, cudaStream_t stream) {
-  // The attributes are per kernel and process: set once (thread-safe static initialisation).
-  static const cudaError_t configured = [] {
-    cudaError_t status = cudaFuncSetAttribute(
-        igemm_s8_kernel<BN, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, Tile<BN>::kSmem);
-    if (status == cudaSuccess)
-      status = cudaFuncSetAttribute(igemm_s8_kernel<BN, true>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize, Tile<BN>::kSmem);
-    return status;
-  }();
+            cudaStream_t stream) {
+  // The attribute is per kernel and process: set once (thread-safe static initialisation).
+  static const cudaError_t configured = cudaFuncSetAttribute(
+      igemm_s8_kernel<BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, Tile<BN>::kSmem);
   CNNRT_CUDA_CHECK(configured);
   const int tiles = conv.k_pad / kBK, per_split = (tiles + splits - 1) / splits;
   const dim3 grid(static_cast<unsigned>((total_m + kBM - 1) / kBM),
                   static_cast<unsigned>((conv.out_stride + BN - 1) / BN),
                   static_cast<unsigned>((tiles + per_split - 1) / per_split));
-  if (cluster && grid.z > 1) {
-    // One cluster per output tile: its grid.z slices (<= kMaxClusterSplits).
-    cudaLaunchConfig_t config = {};
-    config.gridDim = grid;
-    config.blockDim = dim3(kThreads);
-    config.dynamicSmemBytes = Tile<BN>::kSmem;
-    config.stream = stream;
-    cudaLaunchAttribute attribute;
-    attribute.id = cudaLaunchAttributeClusterDimension;
-    attribute.val.clusterDim.x = 1;
-    attribute.val.clusterDim.y = 1;
-    attribute.val.clusterDim.z = grid.z;
-    config.attrs = &attribute;
-    config.numAttrs = 1;
-    CNNRT_CUDA_CHECK(cudaLaunchKernelEx(&config, igemm_s8_kernel<BN, true>, conv, x, y, total_m,
-                                        static_cast<int*>(nullptr), per_split));
-    return;
-  }
-  igemm_s8_kernel<BN, false><<<grid, kThreads, Tile<BN>::kSmem, stream>>>(
+  igemm_s8_kernel<BN><<<grid, kThreads, Tile<BN>::kSmem, stream>>>(
       conv, x, y, total_m, splits > 1 ? partial : nullptr, per_split);
   CNNRT_CUDA_CHECK_LAUNCH();
   if (splits <= 1) return;
@@ -366,19 +302,12 @@ void conv_s8_igemm(const S8Conv& conv, const void* x, void* y, int batch, cudaSt
   const auto* in = static_cast<const int8_t*>(x);
   const int splits = split ? split->splits : 1;
   int* partial = split ? split->partial : nullptr;
-  const bool cluster = split != nullptr && split->cluster && splits > 1;
-  if (cluster && (splits > kMaxClusterSplits || !igemm_s8_cluster_supported()))
-    throw Error("conv_s8_igemm: a cluster split-K of " + std::to_string(splits) +
-                " slices needs an sm_90+ GPU and at most " + std::to_string(kMaxClusterSplits));
-  if (splits > 1 && !cluster && partial == nullptr)
-    throw Error("conv_s8_igemm: split-K without a workspace");
+  if (splits > 1 && partial == nullptr) throw Error("conv_s8_igemm: split-K without a workspace");
   if (wide_tiles(conv, total_m))
-    launch<128>(conv, in, y, static_cast<int>(total_m), splits, partial, cluster, stream);
+    launch<128>(conv, in, y, static_cast<int>(total_m), splits, partial, stream);
   else
-    launch<64>(conv, in, y, static_cast<int>(total_m), splits, partial, cluster, stream);
+    launch<64>(conv, in, y, static_cast<int>(total_m), splits, partial, stream);
 }
-
-bool igemm_s8_cluster_supported() { return device_traits().cc() >= 90; }
 
 void finish_s8(const S8Conv& conv, const int32_t* acc, int rows, void* y, cudaStream_t stream) {
   finish_s8_split(conv, acc, 1, rows, y, stream);
@@ -397,14 +326,14 @@ void finish_s8_split(const S8Conv& conv, const int32_t* partial, int splits, int
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 
-int igemm_s8_splits(const S8Conv& conv, int batch, int sms, int max_splits) {
+int igemm_s8_splits(const S8Conv& conv, int batch, int sms) {
   const int64_t total_m = static_cast<int64_t>(batch) * conv.out_h * conv.out_w;
   const int bn = wide_tiles(conv, total_m) ? 128 : 64;
   const int64_t ctas = (total_m + kBM - 1) / kBM * ((conv.out_stride + bn - 1) / bn);
   const int tiles = conv.k_pad / kBK;
   // Enough CTAs for two waves, each slice at least 4 K-tiles (256 bytes of K), at most 16.
   int64_t splits = (2 * static_cast<int64_t>(sms) + ctas - 1) / ctas;
-  splits = std::min<int64_t>({splits, tiles / 4, std::min(max_splits, 16)});
+  splits = std::min<int64_t>({splits, tiles / 4, 16});
   return static_cast<int>(std::max<int64_t>(splits, 1));
 }
 

@@ -96,31 +96,6 @@ __device__ __forceinline__ void mma_sp_16832(float (&c)[4], const uint32_t (&a)[
 #endif
 }
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-// Thread-block clusters (sm_90+, the plain sm_90 pass included): the barrier of all the cluster's
-// threads (release / acquire: shared-memory writes before it are visible to the cluster's reads
-// after it), this CTA's rank, and a 16-byte read of another CTA's shared memory at the address
-// `local` has in this one (distributed shared memory).
-__device__ __forceinline__ void cluster_sync_all() {
-  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
-}
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ int4 ld_cluster_s32x4(uint32_t local, uint32_t rank) {
-  uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(local), "r"(rank));
-  int4 v;
-  asm volatile("ld.shared::cluster.v4.s32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "r"(remote)
-               : "memory");
-  return v;
-}
-#endif
-
 #ifdef CNNRT_WGMMA_DEVICE
 // Makes this thread's generic-proxy shared-memory writes (cp.async results included, once
 // waited for) visible to the async proxy that wgmma reads through.

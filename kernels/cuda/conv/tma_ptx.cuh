@@ -1,7 +1,7 @@
 // The TMA mainloop's PTX wrappers (tma_mainloop.cuh and the window conv's kernel use them):
 // mbarrier expect-tx and cluster arrive, the tiled / multicast / im2col bulk tensor loads, the
-// quad transpose of the epilogues' 16-byte stores.  The generic wgmma / mbarrier wrappers and the
-// cluster barrier and rank are ptx.cuh's.
+// quad transpose of the epilogues' 16-byte stores, and the cluster barrier and rank.  The generic
+// wgmma / mbarrier wrappers are ptx.cuh's.
 #pragma once
 
 #include <cuda.h>
@@ -73,8 +73,14 @@ __device__ __forceinline__ void quad_transpose(uint32_t (&w)[4], int q) {
     }
   }
 }
-using ptx::cluster_rank;  // the cluster barrier and rank: ptx.cuh's (the int8 igemm's too)
-using ptx::cluster_sync_all;
+__device__ __forceinline__ void cluster_sync_all() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
 #endif  // CNNRT_WGMMA_DEVICE
 
 }  // namespace cnnrt::cuda::tma_detail
