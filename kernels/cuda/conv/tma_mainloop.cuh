@@ -343,12 +343,15 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
           // of B ([n][K], K-major) as two tiled boxes.
           int ks, k0, k1;
           unit_k_range<E>(p, u, ks, k0, k1);
+          // The weight is read once: evict it first, keeping the partial sums in L2.
+          const uint64_t stream_policy = l2_evict_first_policy();
           for (int kt = k0; kt < k1; ++kt) {
             mbarrier_wait_parity(smem_u32(&empty_bar[stage]), phase ^ 1);
             const uint32_t fb = smem_u32(&full_bar[stage]);
             mbar_expect_tx(fb, C::kStage);
             const uint32_t a_dst = ring + stage * C::kStage;
-            tma_load_2d(a_dst, &tmap_w, kt * E::kWeightTileElems, m_blk * BM, fb);
+            tma_load_2d_hint(a_dst, &tmap_w, kt * E::kWeightTileElems, m_blk * BM, fb,
+                             stream_policy);
             tma_load_2d(a_dst + C::kA, &tmap_x, kt * E::kTileElems, n0, fb);
             if (++stage == STAGES) {
               stage = 0;
