@@ -12,8 +12,11 @@
 //   streams its own part of the weight once.  AlexNet at 16-256: fc6 32 x 4 slices of 18
 //   k-tiles, fc7 32 x 4 of 8, fc8 8 x 4 of 8.  The slices' sums go to the workspace
 //   ([splits][batch][out_stride] int32: 16 MB for fc6 at 256) and finish_s8_split adds them and
-//   requantises.  The sums come back from DRAM, not L2 (run 42b: the weight stream evicts them),
-//   5-11 us per layer; the kernel's design note lists the reductions tried instead.
+//   requantises.  The sums came back from DRAM, not L2 (run 42b: the weight stream evicted
+//   them), 5-11 us per layer; since run 45g the weight's boxes are loaded with an L2
+//   evict-first policy (tma_mainloop.cuh's split-K branch), which keeps them: fc6 at 16 / 64 /
+//   256 26.8 / 28.1 / 36.8 -> 23.7 / 26.1 / 34.8 us.  The kernel's design note lists the
+//   reductions tried instead.
 // * The input map is encoded per input pointer and batch (~1 us) and cached by the caller
 //   (tma::InputMaps), like the TMA convs'.
 #include <algorithm>

@@ -1,6 +1,6 @@
 // Registry entries of the CUDA int8 linear kernels (kernels/cuda/linear_s8.h, linear_s8_lt.h),
 // precision int8:
-//   linear_int8       GEMV at batch <= 8; above 128 on Hopper (sm_90a) the TMA GEMM split over
+//   linear_int8       GEMV at batch <= 8; above 32 on Hopper (sm_90a) the TMA GEMM split over
 //                     K (linear_s8_tma.h); else cuBLASLt's int8 GEMM (int32 out, our
 //                     epilogue) where it has a kernel for the shape, else the tensor-core GEMM;
 //                     linear_int8_tma (Hopper only), linear_int8_gemm, linear_int8_gemv,
@@ -212,10 +212,12 @@ class LinearInt8Kernel final : public LayerKernel {
   // Variants: the GEMV, cuBLASLt, below it the streaming GEMM with s K slices (kCublaslt - s:
   // -2, -3, ..), the TMA GEMM (kTma), else the tensor-core GEMM's split-K count (1 .. 16).
   static constexpr int kGemv = 0, kCublaslt = -1, kTma = 1 << 12;
-  // linear_int8 takes the TMA GEMM from this batch (its 256-row batch tile) on: AlexNet int8
-  // at 256 1.2-2.4 % faster than on cuBLASLt in three leases, at 64 within 0.4 %, at 16 -2 to
-  // +2 % (docs/PERFORMANCE.md run 42).
-  static constexpr int kTmaMinBatch = 129;
+  // linear_int8 takes the TMA GEMM from this batch on: AlexNet int8 at 256 1.2-2.4 % faster than
+  // on cuBLASLt (run 42); since its weight stream is evict-first in L2 (the partial sums stay
+  // there for the finish), at 64 1.5 % faster too (0.2124 against 0.2157 ms; fc6 26.1 against
+  // 28.2 us), while at 16 the two were within 2 % before that change (docs/PERFORMANCE.md runs
+  // 42, 45g): the 64-row batch tile and up.
+  static constexpr int kTmaMinBatch = 33;
   // The TMA path's prepared state: its plan at the batch and the context's input maps.
   struct TmaState {
     LinearS8TmaPlan plan;
