@@ -6,8 +6,6 @@
 #include <cuda_fp16.h>
 
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <random>
 #include <vector>
 
@@ -18,21 +16,9 @@ using cnnrt::bench::median_event_ms;
 
 int main(int argc, char** argv) {
   int iters = 200;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--iters") && i + 1 < argc) {
-      iters = std::max(20, std::atoi(argv[++i]));
-    } else {
-      std::fprintf(stderr, "usage: gemv_lab [--iters N>=20]\n");
-      return 2;
-    }
-  }
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-    std::fprintf(stderr, "gemv_lab: no CUDA device\n");
-    return 1;
-  }
   cudaDeviceProp prop;
-  CNNRT_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  if (const int status = cnnrt::bench::start_lab(argc, argv, "gemv_lab", &iters, &prop))
+    return status;
   std::printf("device: %s, %d SMs, L2 %d MB; median of %d launches, L2 flushed before each\n",
               prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20, iters);
   cudaStream_t stream;

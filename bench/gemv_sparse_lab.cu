@@ -8,8 +8,6 @@
 #include <cuda_fp16.h>
 
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <random>
 #include <vector>
 
@@ -66,21 +64,9 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
 
 int main(int argc, char** argv) {
   int iters = 200;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--iters") && i + 1 < argc) {
-      iters = std::max(20, std::atoi(argv[++i]));
-    } else {
-      std::fprintf(stderr, "usage: gemv_sparse_lab [--iters N>=20]\n");
-      return 2;
-    }
-  }
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-    std::fprintf(stderr, "gemv_sparse_lab: no CUDA device\n");
-    return 1;
-  }
   cudaDeviceProp prop;
-  CNNRT_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  if (const int status = cnnrt::bench::start_lab(argc, argv, "gemv_sparse_lab", &iters, &prop))
+    return status;
   std::printf(
       "device: %s, %d SMs, L2 %d MB; batch 1, median of %d launches, L2 flushed before "
       "each\n",

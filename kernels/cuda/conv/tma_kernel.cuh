@@ -105,25 +105,17 @@ __device__ __forceinline__ void pool_epilogue(const float (&acc)[C::kMI][BN / 2]
       const int v = id % kVecs, rest = id / kVecs, px = rest % t.out_w, g = g0 + rest / t.out_w;
       const int col = n0 + c0 + 8 * v;
       if (col >= p.out_c) continue;
-      const int img = g / t.out_h, py = g - img * t.out_h;
       __half2 best[4] = {neg_inf, neg_inf, neg_inf, neg_inf};
-      for (int a = 0; a < t.pk_h; ++a) {
-        const int cy = py * t.ps_h - t.pp_h + a;
-        if (cy < 0 || cy >= p.conv_h) continue;
-        for (int b = 0; b < t.pk_w; ++b) {
-          const int cx = px * t.ps_w - t.pp_w + b;
-          if (cx < 0 || cx >= p.conv_w) continue;
-          const int local = (img * p.conv_h + cy) * p.conv_w + cx - m_first;
-          const uint4 cell = *reinterpret_cast<const uint4*>(stg + local * kPitch + 8 * v);
-          const uint32_t w4[4] = {cell.x, cell.y, cell.z, cell.w};
+      for_each_window_cell(p, g, px, m_first, [&](int local) {
+        const uint4 cell = *reinterpret_cast<const uint4*>(stg + local * kPitch + 8 * v);
+        const uint32_t w4[4] = {cell.x, cell.y, cell.z, cell.w};
 #pragma unroll
-          for (int k = 0; k < 4; ++k) {
-            __half2 hv;
-            *reinterpret_cast<uint32_t*>(&hv) = w4[k];
-            best[k] = __hmax2(best[k], hv);
-          }
+        for (int k = 0; k < 4; ++k) {
+          __half2 hv;
+          *reinterpret_cast<uint32_t*>(&hv) = w4[k];
+          best[k] = __hmax2(best[k], hv);
         }
-      }
+      });
       uint4 out;
       out.x = *reinterpret_cast<uint32_t*>(&best[0]);
       out.y = *reinterpret_cast<uint32_t*>(&best[1]);

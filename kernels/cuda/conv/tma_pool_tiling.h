@@ -51,6 +51,25 @@ __host__ __device__ __forceinline__ void pool_tile_rows(const TmaPoolTiling& t, 
   count = t.rows_total - g0 < t.count[j] ? t.rows_total - g0 : t.count[j];
 }
 
+// The cells of pooled pixel (row g, column px)'s window that lie inside the conv output (pool
+// padding and ceil-mode overhang skipped): cell(local) for each, local its row in a tile whose
+// first conv pixel is m_first.  Both fused-MaxPool epilogues walk their staged tile with it.
+template <class P, class Cell>
+__device__ __forceinline__ void for_each_window_cell(const P& p, int g, int px, int m_first,
+                                                     Cell&& cell) {
+  const TmaPoolTiling& t = p.pool;
+  const int img = g / t.out_h, py = g - img * t.out_h;
+  for (int a = 0; a < t.pk_h; ++a) {
+    const int cy = py * t.ps_h - t.pp_h + a;
+    if (cy < 0 || cy >= p.conv_h) continue;
+    for (int b = 0; b < t.pk_w; ++b) {
+      const int cx = px * t.ps_w - t.pp_w + b;
+      if (cx < 0 || cx >= p.conv_w) continue;
+      cell((img * p.conv_h + cy) * p.conv_w + cx - m_first);
+    }
+  }
+}
+
 }  // namespace cnnrt::cuda::tma_detail
 
 namespace cnnrt::cuda::tma {

@@ -205,22 +205,14 @@ __device__ __forceinline__ void pool_epilogue_s8(const int (&acc)[MI][BN / 2],
     const int v = id % kVecs, rest = id / kVecs, px = rest % t.out_w, g = g0 + rest / t.out_w;
     const int col = u.n0 + 16 * v;
     if (col >= p.out_stride) continue;
-    const int img = g / t.out_h, py = g - img * t.out_h;
     uint32_t best[4] = {0x80808080u, 0x80808080u, 0x80808080u, 0x80808080u};  // -128 per byte
-    for (int a = 0; a < t.pk_h; ++a) {
-      const int cy = py * t.ps_h - t.pp_h + a;
-      if (cy < 0 || cy >= p.conv_h) continue;
-      for (int b = 0; b < t.pk_w; ++b) {
-        const int cx = px * t.ps_w - t.pp_w + b;
-        if (cx < 0 || cx >= p.conv_w) continue;
-        const int local = (img * p.conv_h + cy) * p.conv_w + cx - m_first;
-        const uint4 cell = *reinterpret_cast<const uint4*>(stg + staged_at<BN>(local, v));
-        best[0] = __vmaxs4(best[0], cell.x);
-        best[1] = __vmaxs4(best[1], cell.y);
-        best[2] = __vmaxs4(best[2], cell.z);
-        best[3] = __vmaxs4(best[3], cell.w);
-      }
-    }
+    tma_detail::for_each_window_cell(p, g, px, m_first, [&](int local) {
+      const uint4 cell = *reinterpret_cast<const uint4*>(stg + staged_at<BN>(local, v));
+      best[0] = __vmaxs4(best[0], cell.x);
+      best[1] = __vmaxs4(best[1], cell.y);
+      best[2] = __vmaxs4(best[2], cell.z);
+      best[3] = __vmaxs4(best[3], cell.w);
+    });
     *reinterpret_cast<uint4*>(y + (size_t(g) * t.out_w + px) * p.out_stride + col) =
         make_uint4(best[0], best[1], best[2], best[3]);
   }
