@@ -66,6 +66,10 @@
 //   (runtime/cuda/int8_entries.cpp) skips its pool pass and the pre-pool workspace for a fused
 //   plan; pinned tiles run fused where they can (the fp16 entries' rule: conv_int8_tma_<tile>
 //   serves a pooled conv only on a tile that fuses it), conv_int8_tma_staged pins the staged form.
+//   Measured (docs/PERFORMANCE.md run 45c, H100): conv5 fused 0.0638 ms at 256 against 0.0636
+//   staged (whose pool pass run 45a had just made faster: ~8 us, not 12.5) — the fused epilogue,
+//   not overlapped with the next tile's MMAs, costs what the pass did; the network 2.9 us
+//   faster (no pool launch, no 11 MB pre-pool tensor).
 #include <algorithm>
 #include <climits>
 #include <cstdint>
