@@ -34,13 +34,6 @@ bool wgmma_shape_ok(const ConvShape& shape) {
          shape.out_c % 64 == 0;
 }
 
-std::optional<NhwcPool> nhwc_pool_of(const ConvShape& shape) {
-  if (!shape.pool) return std::nullopt;
-  const PoolAttrs& p = *shape.pool;
-  return NhwcPool{shape.out_c, shape.conv_h, shape.conv_w, shape.out_h, shape.out_w, p.kernel_h,
-                  p.kernel_w,  p.stride_h,   p.stride_w,   p.pad_h,     p.pad_w};
-}
-
 bool conv_s2d_supported(const Node& node) {
   const std::optional<ConvShape> shape = conv_shape_of(node);
   return shape && s2d_eligible(*shape) && conv_fits_int32(*shape);

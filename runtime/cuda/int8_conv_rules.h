@@ -1,10 +1,7 @@
 // The node-level shape rules of the CUDA int8 conv entries (runtime/cuda/int8_entries.cpp): which
-// nodes each entry serves, decided from the fused node alone (no device work, no weights), and
-// the conv's max-pool as the int8 kernels take it.  Apart from the entries' kernel so that file
-// stays one file's length.
+// nodes each entry serves, decided from the fused node alone (no device work, no weights).  Apart
+// from the entries' kernel so that file stays one file's length.
 #pragma once
-
-#include <optional>
 
 #include "graph/ir.h"
 #include "kernels/cuda/conv/conv_s8.h"
@@ -17,9 +14,6 @@ bool conv_fits_int32(const ConvShape& shape);
 // The node-level part of wgmma_s8_serves (the rest holds for every int8 GEMM conv's S8Conv).
 bool wgmma_shape_ok(const ConvShape& shape);
 inline int ceil_div(int a, int b) { return (a + b - 1) / b; }
-
-// The fused max-pool of a conv shape over its pre-pool (conv) output, or nothing.
-std::optional<NhwcPool> nhwc_pool_of(const ConvShape& shape);
 
 // conv_int8_s2d: strided convs with few input channels; _tma / _wgmma: and its TMA / wgmma GEMM
 // serves the rearranged conv on this device.

@@ -45,6 +45,13 @@ TensorType output_type_of(const Int8Device& device) {
   return device.output_scale == 0 ? fp32_nhwc8() : int8_nhwc16(device.output_scale);
 }
 
+std::optional<NhwcPool> nhwc_pool_of(const ConvShape& shape) {
+  if (!shape.pool) return std::nullopt;
+  const PoolAttrs& p = *shape.pool;
+  return NhwcPool{shape.out_c, shape.conv_h, shape.conv_w, shape.out_h, shape.out_w, p.kernel_h,
+                  p.kernel_w,  p.stride_h,   p.stride_w,   p.pad_h,     p.pad_w};
+}
+
 S8Conv s8_conv_of(const ConvShape& shape, bool float_output) {
   const ConvAttrs& a = shape.conv;
   S8Conv conv;

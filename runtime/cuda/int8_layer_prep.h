@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "kernels/cpu/int8_ref.h"
 #include "kernels/cuda/conv/conv_s8.h"
@@ -39,6 +40,10 @@ void upload_layer(const ref::Int8Layer& layer, const int8_t* packed, size_t pack
 // NHWC/8 out, K over the channel stride); the epilogue's scalars are filled by upload_layer.
 // One description for the dense and the 2:4 int8 entries, so their shape rules see one conv.
 S8Conv s8_conv_of(const ConvShape& shape, bool float_output);
+
+// The fused max-pool of a conv shape over its pre-pool (conv) output, or nothing: as the dense
+// and the 2:4 int8 conv entries both take it.
+std::optional<NhwcPool> nhwc_pool_of(const ConvShape& shape);
 
 // The fused max-pool after an int8 conv (conv_out: its pre-pool tensor), in the conv's output
 // form: fp32 NHWC/8 for the graph output, else int8 NHWC/16.

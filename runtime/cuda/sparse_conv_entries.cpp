@@ -241,11 +241,7 @@ class SparseS8TmaConvKernel final : public LayerKernel {
     } catch (const Error& error) {
       throw_error(node_site(context), error.what());
     }
-    if (shape->pool)
-      pool_ = NhwcPool{shape->out_c,          shape->conv_h,         shape->conv_w,
-                       shape->out_h,          shape->out_w,          shape->pool->kernel_h,
-                       shape->pool->kernel_w, shape->pool->stride_h, shape->pool->stride_w,
-                       shape->pool->pad_h,    shape->pool->pad_w};
+    pool_ = nhwc_pool_of(*shape);
   }
   std::vector<TensorType> input_types(size_t) const override {
     return {int8_nhwc16(device_.input_scale)};
