@@ -14,6 +14,8 @@
 #include "cnnrt/error.h"
 #include "kernels/cuda/concat_fp16.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.h"
+#include "kernels/cuda/pdl.cuh"
 
 namespace cnnrt::cuda {
 namespace {
@@ -24,6 +26,7 @@ constexpr int kThreads = 256;
 template <typename T>
 __global__ void slice_kernel(const T* __restrict__ x, int in_stride, T* __restrict__ y,
                              int out_stride, int offset, int copy, int zeros, int64_t rows) {
+  pdl_enter();
   const int width = copy + zeros;
   const int64_t total = rows * width;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
@@ -43,9 +46,8 @@ void launch_slice(const void* x, int in_stride, void* y, int out_stride, int off
   if (work == 0) return;
   const int grid = static_cast<int>(
       std::max<int64_t>(1, std::min<int64_t>((work + kThreads - 1) / kThreads, 132 * 16)));
-  slice_kernel<T><<<grid, kThreads, 0, stream>>>(static_cast<const T*>(x), in_stride,
-                                                 static_cast<T*>(y), out_stride, offset, copy,
-                                                 zeros, rows);
+  launch_kernel(slice_kernel<T>, grid, kThreads, 0, stream, static_cast<const T*>(x), in_stride,
+                static_cast<T*>(y), out_stride, offset, copy, zeros, rows);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 

@@ -9,6 +9,8 @@
 #include "cnnrt/error.h"
 #include "kernels/cuda/convert.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.h"
+#include "kernels/cuda/pdl.cuh"
 
 namespace cnnrt::cuda {
 namespace {
@@ -69,6 +71,7 @@ __device__ __forceinline__ void store_value(int8_t* y, int64_t i, float v, float
 template <typename In, typename Out>
 __global__ void convert_kernel(const In* __restrict__ x, Out* __restrict__ y, int64_t total,
                                Addressing in, Addressing out, float in_scale, float out_scale) {
+  pdl_enter();
   for (int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; index < total;
        index += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t n = index / out.sample_elements();
@@ -85,8 +88,8 @@ void launch(const void* x, void* y, int64_t total, const Addressing& in, const A
             float in_scale, float out_scale, cudaStream_t stream) {
   const int blocks =
       static_cast<int>(std::min<int64_t>((total + kThreads - 1) / kThreads, kMaxBlocks));
-  convert_kernel<In, Out><<<blocks, kThreads, 0, stream>>>(
-      static_cast<const In*>(x), static_cast<Out*>(y), total, in, out, in_scale, out_scale);
+  launch_kernel(convert_kernel<In, Out>, blocks, kThreads, 0, stream, static_cast<const In*>(x),
+                static_cast<Out*>(y), total, in, out, in_scale, out_scale);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 

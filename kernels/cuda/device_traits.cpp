@@ -8,6 +8,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <regex>
@@ -78,6 +79,16 @@ constexpr Preset kPresets[] = {
     {"l40s", "NVIDIA L40S (target)", 89, 142},
 };
 
+// CNNRT_PDL=0 turns programmatic dependent launch off (launch.h); unset or 1 leaves it on.
+bool programmatic_launch_allowed() {
+  const char* knob = std::getenv("CNNRT_PDL");
+  if (knob == nullptr) return true;
+  const std::string value(knob);
+  if (value != "0" && value != "1")
+    throw Error("CNNRT_PDL must be 0 (off) or 1 (on), got '" + value + "'");
+  return value == "1";
+}
+
 DeviceTraits query_device(int device) {
   cudaDeviceProp prop{};
   CNNRT_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
@@ -93,6 +104,7 @@ DeviceTraits query_device(int device) {
   CNNRT_CUDA_CHECK(
       cudaDeviceGetAttribute(&value, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
   t.smem_per_sm = size_t(value);
+  t.programmatic_launch = t.cc() >= 90 && programmatic_launch_allowed();
   return t;
 }
 

@@ -25,6 +25,9 @@ struct DeviceTraits {
   // wgmma files' probe kernel instead (ConvFp16Wgmma::device_supported).
   bool wgmma_image = false;
   bool described = false;  // from a target, not a device: plan only
+  // Kernels may be launched with programmatic stream serialisation (launch.h): compute
+  // capability 9.0+, unless CNNRT_PDL=0.  Never set for a described target (nothing launches).
+  bool programmatic_launch = false;
 
   int cc() const { return cc_major * 10 + cc_minor; }
 };

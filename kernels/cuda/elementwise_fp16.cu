@@ -16,6 +16,8 @@
 #include "graph/host_parallel.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/elementwise_fp16.h"
+#include "kernels/cuda/launch.h"
+#include "kernels/cuda/pdl.cuh"
 
 namespace cnnrt::cuda {
 
@@ -110,6 +112,7 @@ union Vec8 {
 __device__ __forceinline__ float relu_keep_nan(float v) { return (v > 0.0f || v != v) ? v : 0.0f; }
 
 __global__ void relu_kernel(const uint4* __restrict__ x, uint4* y, int64_t vectors) {
+  pdl_enter();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < vectors;
        i += int64_t(gridDim.x) * blockDim.x) {
     Vec8 v;
@@ -124,6 +127,7 @@ __global__ void relu_kernel(const uint4* __restrict__ x, uint4* y, int64_t vecto
 }
 
 __global__ void add_kernel(const uint4* a, const uint4* b, uint4* y, int64_t vectors, bool relu) {
+  pdl_enter();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < vectors;
        i += int64_t(gridDim.x) * blockDim.x) {
     Vec8 va, vb;
@@ -147,6 +151,7 @@ __global__ void add_kernel(const uint4* a, const uint4* b, uint4* y, int64_t vec
 __global__ void channel_affine_kernel(const uint4* x, uint4* y, int64_t vectors,
                                       int vectors_per_row, const float* __restrict__ scale,
                                       const float* __restrict__ shift, bool relu) {
+  pdl_enter();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < vectors;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int c0 = static_cast<int>(i % vectors_per_row) * 8;
@@ -170,6 +175,7 @@ __global__ void channel_affine_kernel(const uint4* x, uint4* y, int64_t vectors,
 // One thread per output half of one sample's padded vector.
 __global__ void flatten_kernel(const __half* __restrict__ x, __half* __restrict__ y, int64_t batch,
                                int c, int64_t pixels, int c_stride, int64_t out_stride) {
+  pdl_enter();
   const int64_t total = batch * out_stride;
   const int64_t real = pixels * c;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
@@ -198,8 +204,8 @@ void relu_fp16(const void* x, void* y, int64_t count, cudaStream_t stream) {
   check_vector_count(count, "relu_fp16");
   const int64_t vectors = count / 8;
   if (vectors == 0) return;
-  relu_kernel<<<grid_for(vectors), kThreads, 0, stream>>>(static_cast<const uint4*>(x),
-                                                          static_cast<uint4*>(y), vectors);
+  launch_kernel(relu_kernel, grid_for(vectors), kThreads, 0, stream, static_cast<const uint4*>(x),
+                static_cast<uint4*>(y), vectors);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 
@@ -208,9 +214,8 @@ void add_fp16(const void* a, const void* b, void* y, int64_t count, bool relu,
   check_vector_count(count, "add_fp16");
   const int64_t vectors = count / 8;
   if (vectors == 0) return;
-  add_kernel<<<grid_for(vectors), kThreads, 0, stream>>>(static_cast<const uint4*>(a),
-                                                         static_cast<const uint4*>(b),
-                                                         static_cast<uint4*>(y), vectors, relu);
+  launch_kernel(add_kernel, grid_for(vectors), kThreads, 0, stream, static_cast<const uint4*>(a),
+                static_cast<const uint4*>(b), static_cast<uint4*>(y), vectors, relu);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 
@@ -219,9 +224,9 @@ void channel_affine_fp16(const void* x, void* y, int64_t rows, int channel_strid
   check_vector_count(channel_stride, "channel_affine_fp16");
   const int64_t vectors = rows * (channel_stride / 8);
   if (vectors == 0) return;
-  channel_affine_kernel<<<grid_for(vectors), kThreads, 0, stream>>>(
-      static_cast<const uint4*>(x), static_cast<uint4*>(y), vectors, channel_stride / 8, scale,
-      shift, relu);
+  launch_kernel(channel_affine_kernel, grid_for(vectors), kThreads, 0, stream,
+                static_cast<const uint4*>(x), static_cast<uint4*>(y), vectors, channel_stride / 8,
+                scale, shift, relu);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 
@@ -236,9 +241,9 @@ void flatten_nhwc_fp16(const void* x, void* y, int64_t batch, int c, int h, int 
   const int64_t out_stride = round_up8(pixels * c);
   const int64_t total = batch * out_stride;
   if (total == 0) return;
-  flatten_kernel<<<grid_for(total), kThreads, 0, stream>>>(
-      static_cast<const __half*>(x), static_cast<__half*>(y), batch, c, pixels,
-      static_cast<int>(round_up8(c)), out_stride);
+  launch_kernel(flatten_kernel, grid_for(total), kThreads, 0, stream, static_cast<const __half*>(x),
+                static_cast<__half*>(y), batch, c, pixels, static_cast<int>(round_up8(c)),
+                out_stride);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 

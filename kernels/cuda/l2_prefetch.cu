@@ -16,6 +16,8 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/l2_prefetch.h"
+#include "kernels/cuda/launch.h"
+#include "kernels/cuda/pdl.cuh"
 
 namespace cnnrt::cuda {
 namespace {
@@ -26,6 +28,7 @@ constexpr int kCtas = 16, kThreads = 256;
 
 __global__ void l2_prefetch_kernel(const char* base, size_t bytes, size_t block_bytes,
                                    size_t prefix_lines, size_t lines) {
+  pdl_enter();
   const size_t stride = size_t(gridDim.x) * blockDim.x;
   for (size_t j = size_t(blockIdx.x) * blockDim.x + threadIdx.x; j < lines; j += stride) {
     const size_t offset = (j / prefix_lines) * block_bytes + (j % prefix_lines) * kLine;
@@ -63,9 +66,9 @@ void l2_prefetch(const L2PrefetchPattern& pattern, cudaStream_t stream) {
   if (pattern.base == nullptr || pattern.prefetched_bytes() == 0) return;
   const size_t blocks = (pattern.bytes + pattern.block_bytes - 1) / pattern.block_bytes;
   const size_t prefix_lines = pattern.prefix_bytes / kLine;
-  l2_prefetch_kernel<<<kCtas, kThreads, 0, stream>>>(static_cast<const char*>(pattern.base),
-                                                     pattern.bytes, pattern.block_bytes,
-                                                     prefix_lines, blocks * prefix_lines);
+  launch_kernel(l2_prefetch_kernel, kCtas, kThreads, 0, stream,
+                static_cast<const char*>(pattern.base), pattern.bytes, pattern.block_bytes,
+                prefix_lines, blocks * prefix_lines);
   CNNRT_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -15,7 +15,9 @@
 
 #include "cnnrt/error.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/layout.h"
+#include "kernels/cuda/pdl.cuh"
 
 namespace cnnrt::cuda {
 namespace {
@@ -30,6 +32,7 @@ union Pack8 {
 
 __global__ void nchw_to_nhwc_kernel(const float* __restrict__ x, uint4* __restrict__ y,
                                     int64_t samples, int channels, int64_t pixels, int groups) {
+  pdl_enter();
   const int64_t total = samples * groups * pixels;
   for (int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; index < total;
        index += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -52,6 +55,7 @@ __global__ void nchw_to_nhwc_kernel(const float* __restrict__ x, uint4* __restri
 
 __global__ void nhwc_to_nchw_kernel(const uint4* __restrict__ x, float* __restrict__ y,
                                     int64_t samples, int channels, int64_t pixels, int groups) {
+  pdl_enter();
   const int64_t total = samples * groups * pixels;
   for (int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; index < total;
        index += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -83,6 +87,7 @@ __device__ __forceinline__ uint32_t mix32(uint32_t value) {
 }
 
 __global__ void fill_uniform_kernel(float* __restrict__ y, int64_t count, uint32_t seed) {
+  pdl_enter();
   for (int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; index < count;
        index += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const uint32_t low = static_cast<uint32_t>(index);
@@ -117,8 +122,8 @@ void nchw_fp32_to_nhwc_fp16(const float* x, void* y, int64_t n, int c, int h, in
   const int64_t pixels = static_cast<int64_t>(h) * w;
   const int64_t work = n * groups * pixels;
   if (work == 0) return;
-  nchw_to_nhwc_kernel<<<blocks_for(work), kThreads, 0, stream>>>(x, static_cast<uint4*>(y), n, c,
-                                                                 pixels, groups);
+  launch_kernel(nchw_to_nhwc_kernel, blocks_for(work), kThreads, 0, stream, x,
+                static_cast<uint4*>(y), n, c, pixels, groups);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 
@@ -130,8 +135,8 @@ void nhwc_fp16_to_nchw_fp32(const void* x, float* y, int64_t n, int c, int h, in
   const int64_t pixels = static_cast<int64_t>(h) * w;
   const int64_t work = n * groups * pixels;
   if (work == 0) return;
-  nhwc_to_nchw_kernel<<<blocks_for(work), kThreads, 0, stream>>>(static_cast<const uint4*>(x), y, n,
-                                                                 c, pixels, groups);
+  launch_kernel(nhwc_to_nchw_kernel, blocks_for(work), kThreads, 0, stream,
+                static_cast<const uint4*>(x), y, n, c, pixels, groups);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 
@@ -145,7 +150,7 @@ void padded_rows_fp16_to_fp32(const void* x, float* y, int64_t rows, int feature
 void fill_uniform_fp32(float* y, int64_t count, uint32_t seed, cudaStream_t stream) {
   if (count < 0) throw Error("fill_uniform_fp32: negative count");
   if (count == 0) return;
-  fill_uniform_kernel<<<blocks_for(count), kThreads, 0, stream>>>(y, count, seed);
+  launch_kernel(fill_uniform_kernel, blocks_for(count), kThreads, 0, stream, y, count, seed);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 

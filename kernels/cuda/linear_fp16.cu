@@ -47,7 +47,9 @@
 #include "cnnrt/error.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/gemv_common.cuh"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/linear_fp16.h"
+#include "kernels/cuda/pdl.cuh"
 
 namespace cnnrt::cuda {
 
@@ -137,6 +139,7 @@ __global__ void __launch_bounds__(kGemvBlockWarps * 32)
     gemv_kernel(const uint4* __restrict__ weight, const float* __restrict__ bias,
                 const uint4* __restrict__ x, Out* __restrict__ y, int rows, int y_stride,
                 int k_vectors, int split, bool relu) {
+  pdl_enter();
   constexpr int kRows = gemv_rows_per_warp(kBatch);
   constexpr int kUnroll = gemv_unroll(kRows);
   constexpr int kOutputs = kRows * kBatch;  // ≤ 32: one lane per (row, sample) below
@@ -191,9 +194,10 @@ void launch_gemv(const GemmWeights& wts, bool relu, const void* x, void* y, int 
   const int rows = wts.rows_pad();
   const int rows_per_block = kGemvBlockWarps / split * kRows;
   const int blocks = (rows + rows_per_block - 1) / rows_per_block;
-  gemv_kernel<kBatch, Out><<<blocks, kGemvBlockWarps * 32, 0, stream>>>(
-      static_cast<const uint4*>(wts.weight()), wts.bias_fp32(), static_cast<const uint4*>(x),
-      static_cast<Out*>(y), rows, y_stride, wts.cols_pad() / 8, split, relu);
+  launch_kernel(gemv_kernel<kBatch, Out>, blocks, kGemvBlockWarps * 32, 0, stream,
+                static_cast<const uint4*>(wts.weight()), wts.bias_fp32(),
+                static_cast<const uint4*>(x), static_cast<Out*>(y), rows, y_stride,
+                wts.cols_pad() / 8, split, relu);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 

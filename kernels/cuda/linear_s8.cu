@@ -23,7 +23,9 @@
 #include "kernels/cuda/conv/epilogue_s8.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/gemv_common.cuh"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/linear_s8.h"
+#include "kernels/cuda/pdl.cuh"
 
 namespace cnnrt::cuda {
 namespace {
@@ -62,6 +64,7 @@ __device__ __forceinline__ void gemv_s8_round(const uint4* w, const int4* x, int
 template <int kBatch>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_s8_kernel(const S8Conv p, const int8_t* __restrict__ x, void* __restrict__ y) {
+  pdl_enter();
   constexpr int kUnroll = unroll_for(kBatch);
   const int lane = threadIdx.x & 31;
   const int feature = blockIdx.x * kWarps + (threadIdx.x >> 5);
@@ -96,8 +99,8 @@ __global__ void __launch_bounds__(kWarps * 32)
 template <int kBatch>
 void launch(const S8Conv& linear, const void* x, void* y, cudaStream_t stream) {
   const int blocks = (linear.out_stride + kWarps - 1) / kWarps;
-  gemv_s8_kernel<kBatch>
-      <<<blocks, kWarps * 32, 0, stream>>>(linear, static_cast<const int8_t*>(x), y);
+  launch_kernel(gemv_s8_kernel<kBatch>, blocks, kWarps * 32, 0, stream, linear,
+                static_cast<const int8_t*>(x), y);
 }
 
 }  // namespace

@@ -29,6 +29,7 @@
 #include "kernels/cuda/conv/tma_linear_s8_kernel.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_traits.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/linear_s8_tma.h"
 
 namespace cnnrt::cuda {
@@ -175,8 +176,8 @@ void LinearS8Tma::forward(const LinearS8TmaPlan& plan, const LinearS8TmaInput& i
   p.k_tiles = m.k_tiles;
   p.k_per_split = plan.k_per_split;
   p.units = plan.units;
-  kernel_of(plan.tile)<<<plan.ctas, tma_linear_detail::kThreads, smem_of(plan.tile), stream>>>(
-      input.map, m.w_map, p);
+  launch_kernel(kernel_of(plan.tile), plan.ctas, tma_linear_detail::kThreads, smem_of(plan.tile),
+                stream, input.map, m.w_map, p);
   CNNRT_CUDA_CHECK_LAUNCH();
   finish_s8_split(m.linear, p.partial, plan.splits, plan.batch, y, stream);
 }

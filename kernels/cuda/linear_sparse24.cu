@@ -92,8 +92,10 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_traits.h"
 #include "kernels/cuda/gemv_common.cuh"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/linear_sparse24.h"
 #include "kernels/cuda/linear_sparse24_stage.cuh"
+#include "kernels/cuda/pdl.cuh"
 
 namespace cnnrt::cuda {
 
@@ -317,6 +319,7 @@ __global__ void __launch_bounds__(kBlockWarps * 32, min_blocks_per_sm(kPass))
     sparse24_gemv_kernel(const uint8_t* __restrict__ weight, const float* __restrict__ bias,
                          const __half* __restrict__ x, __half* __restrict__ y,
                          const Sparse24Geometry g, int batch, int split, bool relu) {
+  pdl_enter();
   constexpr int kRows = rows_per_warp(kPass);
   constexpr int kUnroll = unroll_for(kRows);
   constexpr int kOutputs = kRows * kPass;  // ≤ 32: one lane per (row, sample) below
@@ -417,9 +420,9 @@ void launch_pass(const Sparse24Weights& w, bool relu, const void* x, void* y, in
   const int rows_per_block = kBlockWarps / split * rows_per_warp(kPass);
   const int blocks = (g.rows_pad + rows_per_block - 1) / rows_per_block;
   const size_t smem = kStaged ? staged_x_bytes(g) : 0;
-  sparse24_gemv_kernel<kPass, kInput, kStaged><<<blocks, kBlockWarps * 32, smem, stream>>>(
-      static_cast<const uint8_t*>(w.weight()), w.bias(), static_cast<const __half*>(x),
-      static_cast<__half*>(y), g, batch, split, relu);
+  launch_kernel(sparse24_gemv_kernel<kPass, kInput, kStaged>, blocks, kBlockWarps * 32, smem,
+                stream, static_cast<const uint8_t*>(w.weight()), w.bias(),
+                static_cast<const __half*>(x), static_cast<__half*>(y), g, batch, split, relu);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 

@@ -61,8 +61,10 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_traits.h"
 #include "kernels/cuda/gemv_common.cuh"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/linear_sparse24_mma.h"
 #include "kernels/cuda/linear_sparse24_stage.cuh"
+#include "kernels/cuda/pdl.cuh"
 
 namespace cnnrt::cuda {
 
@@ -120,6 +122,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
                              const __half* __restrict__ x, __half* __restrict__ y,
                              const Sparse24MmaGeometry g, int batch, int pass, int split,
                              bool relu) {
+  pdl_enter();
   extern __shared__ __align__(16) uint8_t smem[];
   float* partial = reinterpret_cast<float*>(smem);               // [kWarps][16 rows][8 samples]
   __half* xs = reinterpret_cast<__half*>(smem + kPartialBytes);  // [pass][x_row]
@@ -270,16 +273,16 @@ void gemv_sparse24_mma_fp16(const Sparse24MmaWeights& weights, bool relu, const 
   const int n = static_cast<int>(batch);
   switch (g.map.input) {
     case Sparse24Input::Vector:
-      sparse24_mma_gemv_kernel<Sparse24Input::Vector>
-          <<<blocks, kWarps * 32, smem, stream>>>(w, weights.bias(), xh, yh, g, n, pass, s, relu);
+      launch_kernel(sparse24_mma_gemv_kernel<Sparse24Input::Vector>, blocks, kWarps * 32, smem,
+                    stream, w, weights.bias(), xh, yh, g, n, pass, s, relu);
       break;
     case Sparse24Input::QuadMajor:
-      sparse24_mma_gemv_kernel<Sparse24Input::QuadMajor>
-          <<<blocks, kWarps * 32, smem, stream>>>(w, weights.bias(), xh, yh, g, n, pass, s, relu);
+      launch_kernel(sparse24_mma_gemv_kernel<Sparse24Input::QuadMajor>, blocks, kWarps * 32, smem,
+                    stream, w, weights.bias(), xh, yh, g, n, pass, s, relu);
       break;
     case Sparse24Input::Gather:
-      sparse24_mma_gemv_kernel<Sparse24Input::Gather>
-          <<<blocks, kWarps * 32, smem, stream>>>(w, weights.bias(), xh, yh, g, n, pass, s, relu);
+      launch_kernel(sparse24_mma_gemv_kernel<Sparse24Input::Gather>, blocks, kWarps * 32, smem,
+                    stream, w, weights.bias(), xh, yh, g, n, pass, s, relu);
       break;
   }
   CNNRT_CUDA_CHECK_LAUNCH();

@@ -12,7 +12,9 @@
 
 #include "cnnrt/error.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/lrn_fp16.h"
+#include "kernels/cuda/pdl.cuh"
 
 namespace cnnrt::cuda {
 namespace {
@@ -22,6 +24,7 @@ constexpr int kThreads = 256;
 __global__ void lrn_kernel(const __half* __restrict__ x, __half* __restrict__ y, int64_t rows,
                            int channels, int stride, int before, int after, float alpha_over_size,
                            float beta, float k) {
+  pdl_enter();
   const int64_t total = rows * stride;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -53,10 +56,10 @@ void lrn_fp16(const void* x, void* y, int64_t rows, int channels, int channel_st
   if (work == 0) return;
   const int grid = static_cast<int>(
       std::max<int64_t>(1, std::min<int64_t>((work + kThreads - 1) / kThreads, 132 * 16)));
-  lrn_kernel<<<grid, kThreads, 0, stream>>>(
-      static_cast<const __half*>(x), static_cast<__half*>(y), rows, channels, channel_stride,
-      attrs.size / 2, (attrs.size - 1) / 2, attrs.alpha / static_cast<float>(attrs.size),
-      attrs.beta, attrs.k);
+  launch_kernel(lrn_kernel, grid, kThreads, 0, stream, static_cast<const __half*>(x),
+                static_cast<__half*>(y), rows, channels, channel_stride, attrs.size / 2,
+                (attrs.size - 1) / 2, attrs.alpha / static_cast<float>(attrs.size), attrs.beta,
+                attrs.k);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 

@@ -21,6 +21,8 @@
 
 #include "cnnrt/error.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.h"
+#include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/pool_fp16.h"
 
 namespace cnnrt::cuda {
@@ -83,6 +85,7 @@ __device__ __forceinline__ void accumulate(float (&acc)[8], const Vec8& v) {
 template <bool kMax, typename Window>
 __global__ void pool_kernel(const uint4* __restrict__ x, uint4* __restrict__ y, Geometry g,
                             Window window) {
+  pdl_enter();
   const int groups = g.c_stride / 8;
   const int64_t total = g.batch * g.oh * g.ow * groups;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
@@ -135,6 +138,7 @@ constexpr int kGapChunks = 32, kGapPixelLanes = 8;
 // grid = (ceil(chunks / 32), batch); block = (32, 8).
 __global__ void global_avgpool_kernel(const uint4* __restrict__ x, uint4* __restrict__ y,
                                       Geometry g) {
+  pdl_enter();
   __shared__ float partial[kGapPixelLanes][kGapChunks][8];
   const int groups = g.c_stride / 8, pixels = g.h * g.w;
   const int lane = threadIdx.x, pixel_lane = threadIdx.y;
@@ -189,8 +193,8 @@ FixedWindow fixed_window(const PoolAttrs& a) {
 template <bool kMax, typename Window>
 void launch(const void* x, void* y, const Geometry& g, const Window& window, cudaStream_t stream) {
   if (g.batch == 0) return;
-  pool_kernel<kMax, Window><<<grid_for(g), kThreads, 0, stream>>>(
-      static_cast<const uint4*>(x), static_cast<uint4*>(y), g, window);
+  launch_kernel(pool_kernel<kMax, Window>, grid_for(g), kThreads, 0, stream,
+                static_cast<const uint4*>(x), static_cast<uint4*>(y), g, window);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 
@@ -213,8 +217,8 @@ void adaptive_avgpool_fp16(const void* x, void* y, int64_t batch, int c, int h, 
     if (g.batch == 0) return;
     if (g.batch > 65535) throw Error("pool_fp16: global average pool batch over 65535");
     const dim3 grid((g.c_stride / 8 + kGapChunks - 1) / kGapChunks, static_cast<unsigned>(g.batch));
-    global_avgpool_kernel<<<grid, dim3(kGapChunks, kGapPixelLanes), 0, stream>>>(
-        static_cast<const uint4*>(x), static_cast<uint4*>(y), g);
+    launch_kernel(global_avgpool_kernel, grid, dim3(kGapChunks, kGapPixelLanes), 0, stream,
+                  static_cast<const uint4*>(x), static_cast<uint4*>(y), g);
     CNNRT_CUDA_CHECK_LAUNCH();
     return;
   }

@@ -9,6 +9,8 @@
 
 #include "cnnrt/error.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.h"
+#include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/reference_fp32.h"
 
 namespace cnnrt::cuda {
@@ -46,6 +48,7 @@ struct ConvArgs {
 __global__ void conv_kernel(const float* __restrict__ x, float* __restrict__ y, ConvArgs g,
                             const float* __restrict__ weight, const float* __restrict__ bias,
                             const float* __restrict__ residual, float lo, float hi) {
+  pdl_enter();
   const int64_t total = g.batch * g.oh * g.ow * g.oc_stride;
   CNNRT_GRID_STRIDE_LOOP(index, total) {
     const int o = static_cast<int>(index % g.oc_stride);
@@ -108,6 +111,7 @@ __device__ __forceinline__ float pixel(const float* x, const PoolArgs& g, int64_
 
 // Padding counts as -inf; NaN wins (as PyTorch and ref::maxpool2d).
 __global__ void maxpool_kernel(const float* __restrict__ x, float* __restrict__ y, PoolArgs g) {
+  pdl_enter();
   const int64_t total = g.batch * g.oh * g.ow * g.c_stride;
   CNNRT_GRID_STRIDE_LOOP(index, total) {
     int64_t n;
@@ -135,6 +139,7 @@ __global__ void maxpool_kernel(const float* __restrict__ x, float* __restrict__ 
 // The window clipped to the padded input's bottom/right edge (a ceil_mode window may hang past
 // it), then to the input; the divisor counts the first (count_include_pad) or the second.
 __global__ void avgpool_kernel(const float* __restrict__ x, float* __restrict__ y, PoolArgs g) {
+  pdl_enter();
   const int64_t total = g.batch * g.oh * g.ow * g.c_stride;
   CNNRT_GRID_STRIDE_LOOP(index, total) {
     int64_t n;
@@ -158,6 +163,7 @@ __global__ void avgpool_kernel(const float* __restrict__ x, float* __restrict__ 
 
 __global__ void adaptive_avgpool_kernel(const float* __restrict__ x, float* __restrict__ y,
                                         PoolArgs g) {
+  pdl_enter();
   const int64_t total = g.batch * g.oh * g.ow * g.c_stride;
   CNNRT_GRID_STRIDE_LOOP(index, total) {
     int64_t n;
@@ -183,6 +189,7 @@ __global__ void linear_kernel(const float* __restrict__ x, float* __restrict__ y
                               int in_features, int in_stride, const float* __restrict__ weight,
                               const float* __restrict__ bias, int out_features, int out_stride,
                               float lo, float hi) {
+  pdl_enter();
   CNNRT_GRID_STRIDE_LOOP(index, batch * out_stride) {
     const int o = static_cast<int>(index % out_stride);
     const int64_t n = index / out_stride;
@@ -203,6 +210,7 @@ __global__ void linear_kernel(const float* __restrict__ x, float* __restrict__ y
 
 __global__ void clamp_kernel(const float* x, float* y, int64_t total, int channels, int stride,
                              float lo, float hi) {
+  pdl_enter();
   CNNRT_GRID_STRIDE_LOOP(index, total) {
     const int c = static_cast<int>(index % stride);
     y[index] = c < channels ? clamp_value(x[index], lo, hi) : 0.0f;
@@ -211,6 +219,7 @@ __global__ void clamp_kernel(const float* x, float* y, int64_t total, int channe
 
 __global__ void add_kernel(const float* a, const float* b, float* y, int64_t total, int channels,
                            int stride, float lo, float hi) {
+  pdl_enter();
   CNNRT_GRID_STRIDE_LOOP(index, total) {
     const int c = static_cast<int>(index % stride);
     y[index] = c < channels ? clamp_value(a[index] + b[index], lo, hi) : 0.0f;
@@ -221,6 +230,7 @@ __global__ void batchnorm_kernel(const float* x, float* y, int64_t total, int ch
                                  const float* __restrict__ gamma, const float* __restrict__ beta,
                                  const float* __restrict__ mean, const float* __restrict__ var,
                                  float eps, float lo, float hi) {
+  pdl_enter();
   CNNRT_GRID_STRIDE_LOOP(index, total) {
     const int c = static_cast<int>(index % stride);
     if (c >= channels) {
@@ -237,6 +247,7 @@ __global__ void batchnorm_kernel(const float* x, float* y, int64_t total, int ch
 
 // One thread per row: it reads its row completely before writing it, so x == y is safe.
 __global__ void softmax_kernel(const float* x, float* y, int64_t rows, int channels, int stride) {
+  pdl_enter();
   CNNRT_GRID_STRIDE_LOOP(row, rows) {
     const float* in = x + row * stride;
     float* out = y + row * stride;
@@ -254,6 +265,7 @@ __global__ void softmax_kernel(const float* x, float* y, int64_t rows, int chann
 __global__ void lrn_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t total,
                            int channels, int stride, int before, int after, float k,
                            float alpha_over_size, float beta) {
+  pdl_enter();
   CNNRT_GRID_STRIDE_LOOP(index, total) {
     const int c = static_cast<int>(index % stride);
     if (c >= channels) {
@@ -276,6 +288,7 @@ __global__ void lrn_kernel(const float* __restrict__ x, float* __restrict__ y, i
 __global__ void concat_slice_kernel(const float* __restrict__ x, float* __restrict__ y,
                                     int64_t rows, int channels, int in_stride, int out_offset,
                                     int out_stride) {
+  pdl_enter();
   CNNRT_GRID_STRIDE_LOOP(index, rows * channels) {
     const int c = static_cast<int>(index % channels);
     const int64_t row = index / channels;
@@ -285,6 +298,7 @@ __global__ void concat_slice_kernel(const float* __restrict__ x, float* __restri
 
 // Zeros lanes [first, stride) of every row.
 __global__ void zero_tail_kernel(float* y, int64_t rows, int first, int stride) {
+  pdl_enter();
   const int width = stride - first;
   CNNRT_GRID_STRIDE_LOOP(index, rows * width) {
     const int64_t row = index / width;
@@ -294,6 +308,7 @@ __global__ void zero_tail_kernel(float* y, int64_t rows, int first, int stride) 
 
 __global__ void flatten_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t batch,
                                int channels, int64_t pixels, int c_stride, int64_t out_stride) {
+  pdl_enter();
   CNNRT_GRID_STRIDE_LOOP(index, batch * out_stride) {
     const int64_t n = index / out_stride;
     const int64_t feature = index - n * out_stride;
@@ -395,8 +410,8 @@ void conv2d_fp32(const float* x, float* y, const Fp32ConvGeometry& geometry, con
   g.in_per_group = g.c / a.groups;
   g.out_per_group = g.oc / a.groups;
   const int64_t total = g.batch * g.oh * g.ow * g.oc_stride;
-  conv_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, y, g, weight, bias, residual, clamp.lo,
-                                                          clamp.hi);
+  launch_kernel(conv_kernel, blocks_for(total), kThreads, 0, stream, x, y, g, weight, bias,
+                residual, clamp.lo, clamp.hi);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 
@@ -404,7 +419,8 @@ void maxpool_fp32(const float* x, float* y, const Fp32Map& input, const PoolAttr
                   int out_w, cudaStream_t stream) {
   check_map("maxpool_fp32", input);
   const PoolArgs g = pool_args(input, attrs, out_h, out_w);
-  maxpool_kernel<<<blocks_for(g.batch * g.oh * g.ow * g.c_stride), kThreads, 0, stream>>>(x, y, g);
+  launch_kernel(maxpool_kernel, blocks_for(g.batch * g.oh * g.ow * g.c_stride), kThreads, 0, stream,
+                x, y, g);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 
@@ -412,7 +428,8 @@ void avgpool_fp32(const float* x, float* y, const Fp32Map& input, const PoolAttr
                   int out_w, cudaStream_t stream) {
   check_map("avgpool_fp32", input);
   const PoolArgs g = pool_args(input, attrs, out_h, out_w);
-  avgpool_kernel<<<blocks_for(g.batch * g.oh * g.ow * g.c_stride), kThreads, 0, stream>>>(x, y, g);
+  launch_kernel(avgpool_kernel, blocks_for(g.batch * g.oh * g.ow * g.c_stride), kThreads, 0, stream,
+                x, y, g);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 
@@ -421,8 +438,8 @@ void adaptive_avgpool_fp32(const float* x, float* y, const Fp32Map& input, int o
   check_map("adaptive_avgpool_fp32", input);
   if (out_h < 1 || out_w < 1) throw Error("adaptive_avgpool_fp32: output size must be positive");
   const PoolArgs g = pool_args(input, out_h, out_w);
-  adaptive_avgpool_kernel<<<blocks_for(g.batch * g.oh * g.ow * g.c_stride), kThreads, 0, stream>>>(
-      x, y, g);
+  launch_kernel(adaptive_avgpool_kernel, blocks_for(g.batch * g.oh * g.ow * g.c_stride), kThreads,
+                0, stream, x, y, g);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 
@@ -432,25 +449,24 @@ void linear_fp32(const float* x, float* y, int64_t batch, int in_features, int i
   if (batch < 1 || in_features < 1 || out_features < 1 || in_stride != stride8(in_features) ||
       out_stride != stride8(out_features) || weight == nullptr || bias == nullptr)
     throw Error("linear_fp32: bad sizes or missing packed weights");
-  linear_kernel<<<blocks_for(batch * out_stride), kThreads, 0, stream>>>(
-      x, y, batch, in_features, in_stride, weight, bias, out_features, out_stride, clamp.lo,
-      clamp.hi);
+  launch_kernel(linear_kernel, blocks_for(batch * out_stride), kThreads, 0, stream, x, y, batch,
+                in_features, in_stride, weight, bias, out_features, out_stride, clamp.lo, clamp.hi);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 void clamp_fp32(const float* x, float* y, const Fp32Rows& rows, Fp32Clamp clamp,
                 cudaStream_t stream) {
   check_rows("clamp_fp32", rows);
-  clamp_kernel<<<blocks_for(rows.elements()), kThreads, 0, stream>>>(
-      x, y, rows.elements(), rows.channels, rows.stride, clamp.lo, clamp.hi);
+  launch_kernel(clamp_kernel, blocks_for(rows.elements()), kThreads, 0, stream, x, y,
+                rows.elements(), rows.channels, rows.stride, clamp.lo, clamp.hi);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 void add_fp32(const float* a, const float* b, float* y, const Fp32Rows& rows, Fp32Clamp clamp,
               cudaStream_t stream) {
   check_rows("add_fp32", rows);
-  add_kernel<<<blocks_for(rows.elements()), kThreads, 0, stream>>>(
-      a, b, y, rows.elements(), rows.channels, rows.stride, clamp.lo, clamp.hi);
+  launch_kernel(add_kernel, blocks_for(rows.elements()), kThreads, 0, stream, a, b, y,
+                rows.elements(), rows.channels, rows.stride, clamp.lo, clamp.hi);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 
@@ -458,16 +474,16 @@ void batchnorm_fp32(const float* x, float* y, const Fp32Rows& rows, const float*
                     const float* beta, const float* mean, const float* var, float eps,
                     Fp32Clamp clamp, cudaStream_t stream) {
   check_rows("batchnorm_fp32", rows);
-  batchnorm_kernel<<<blocks_for(rows.elements()), kThreads, 0, stream>>>(
-      x, y, rows.elements(), rows.channels, rows.stride, gamma, beta, mean, var, eps, clamp.lo,
-      clamp.hi);
+  launch_kernel(batchnorm_kernel, blocks_for(rows.elements()), kThreads, 0, stream, x, y,
+                rows.elements(), rows.channels, rows.stride, gamma, beta, mean, var, eps, clamp.lo,
+                clamp.hi);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 void softmax_fp32(const float* x, float* y, const Fp32Rows& rows, cudaStream_t stream) {
   check_rows("softmax_fp32", rows);
-  softmax_kernel<<<blocks_for(rows.rows), kThreads, 0, stream>>>(x, y, rows.rows, rows.channels,
-                                                                 rows.stride);
+  launch_kernel(softmax_kernel, blocks_for(rows.rows), kThreads, 0, stream, x, y, rows.rows,
+                rows.channels, rows.stride);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 
@@ -477,9 +493,9 @@ void lrn_fp32(const float* x, float* y, const Fp32Rows& rows, const LRNAttrs& at
   if (attrs.size < 1) throw Error("lrn_fp32: size must be positive");
   if (x == y) throw Error("lrn_fp32: x and y must not alias");
   const float alpha_over_size = attrs.alpha / attrs.size;  // float, as ref::lrn computes it
-  lrn_kernel<<<blocks_for(rows.elements()), kThreads, 0, stream>>>(
-      x, y, rows.elements(), rows.channels, rows.stride, attrs.size / 2, (attrs.size - 1) / 2,
-      attrs.k, alpha_over_size, attrs.beta);
+  launch_kernel(lrn_kernel, blocks_for(rows.elements()), kThreads, 0, stream, x, y, rows.elements(),
+                rows.channels, rows.stride, attrs.size / 2, (attrs.size - 1) / 2, attrs.k,
+                alpha_over_size, attrs.beta);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 
@@ -496,14 +512,14 @@ void concat_fp32(const std::vector<const float*>& inputs, const std::vector<int>
   int offset = 0;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i] == y) throw Error("concat_fp32: the output must not alias an input");
-    concat_slice_kernel<<<blocks_for(rows * channels[i]), kThreads, 0, stream>>>(
-        inputs[i], y, rows, channels[i], stride8(channels[i]), offset, out_stride);
+    launch_kernel(concat_slice_kernel, blocks_for(rows * channels[i]), kThreads, 0, stream,
+                  inputs[i], y, rows, channels[i], stride8(channels[i]), offset, out_stride);
     CNNRT_CUDA_CHECK_LAUNCH();
     offset += channels[i];
   }
   if (out_stride > total) {
-    zero_tail_kernel<<<blocks_for(rows * (out_stride - total)), kThreads, 0, stream>>>(
-        y, rows, total, out_stride);
+    launch_kernel(zero_tail_kernel, blocks_for(rows * (out_stride - total)), kThreads, 0, stream, y,
+                  rows, total, out_stride);
     CNNRT_CUDA_CHECK_LAUNCH();
   }
 }
@@ -513,8 +529,8 @@ void flatten_fp32(const float* x, float* y, const Fp32Map& input, cudaStream_t s
   if (x == y) throw Error("flatten_fp32: compacting cannot run in place");
   const int64_t pixels = static_cast<int64_t>(input.height) * input.width;
   const int64_t out_stride = (pixels * input.channels + 7) / 8 * 8;
-  flatten_kernel<<<blocks_for(input.batch * out_stride), kThreads, 0, stream>>>(
-      x, y, input.batch, input.channels, pixels, stride8(input.channels), out_stride);
+  launch_kernel(flatten_kernel, blocks_for(input.batch * out_stride), kThreads, 0, stream, x, y,
+                input.batch, input.channels, pixels, stride8(input.channels), out_stride);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 

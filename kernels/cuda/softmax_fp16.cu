@@ -14,6 +14,8 @@
 
 #include "cnnrt/error.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.h"
+#include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/softmax_fp16.h"
 
 namespace cnnrt::cuda {
@@ -38,6 +40,7 @@ __device__ __forceinline__ float warp_sum(float v) {
 
 __global__ void softmax_kernel(const uint4* x, uint4* y, int64_t rows, int channels,
                                int vectors_per_row) {
+  pdl_enter();
   const int lane = threadIdx.x & 31;
   const int64_t warps = int64_t(gridDim.x) * kWarpsPerBlock;
   for (int64_t row = blockIdx.x * int64_t(kWarpsPerBlock) + threadIdx.x / 32; row < rows;
@@ -86,8 +89,8 @@ void softmax_fp16(const void* x, void* y, int64_t rows, int channels, int channe
   if (rows == 0) return;
   const int64_t blocks = (rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
   const int grid = static_cast<int>(std::min<int64_t>(blocks, 132 * 32));
-  softmax_kernel<<<grid, kWarpsPerBlock * 32, 0, stream>>>(
-      static_cast<const uint4*>(x), static_cast<uint4*>(y), rows, channels, channel_stride / 8);
+  launch_kernel(softmax_kernel, grid, kWarpsPerBlock * 32, 0, stream, static_cast<const uint4*>(x),
+                static_cast<uint4*>(y), rows, channels, channel_stride / 8);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 

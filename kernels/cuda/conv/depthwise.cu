@@ -94,6 +94,8 @@
 #include "kernels/cuda/conv/epilogue_params.h"
 #include "kernels/cuda/conv/ptx.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.h"
+#include "kernels/cuda/pdl.cuh"
 
 namespace cnnrt::cuda {
 namespace {
@@ -214,6 +216,7 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks)
     depthwise_tiled_kernel(const uint4* __restrict__ x, const float4* __restrict__ w,
                            const float4* __restrict__ bias, const uint2* __restrict__ residual,
                            uint2* __restrict__ y, DwParams p) {
+  pdl_enter();
   extern __shared__ __align__(16) unsigned char smem[];
   constexpr int kSpan = (T - 1) * S + K;
   constexpr int kWeightBytes = K * K * kGroup * 4, kBiasBytes = kGroup * 4;
@@ -294,6 +297,7 @@ __global__ void __launch_bounds__(kGenericThreads)
     depthwise_generic_kernel(const uint4* __restrict__ x, const float4* __restrict__ w,
                              const float4* __restrict__ bias, const uint2* __restrict__ residual,
                              uint2* __restrict__ y, DwParams p) {
+  pdl_enter();
   int i = blockIdx.x * kGenericThreads + threadIdx.x;
   if (i >= p.total) return;
   const int chunk = i % p.chunks;
@@ -388,8 +392,9 @@ template <int K, int S, int T>
 void launch_tiled(const void* x, const float4* w, const float4* b, const void* r, void* y,
                   const DwParams& p, const dim3& grid, cudaStream_t stream) {
   const unsigned threads = 8u * (1u << p.tiles_log2) * p.block_rows;
-  depthwise_tiled_kernel<K, S, T><<<grid, threads, smem_bytes_of(p, K, S), stream>>>(
-      static_cast<const uint4*>(x), w, b, static_cast<const uint2*>(r), static_cast<uint2*>(y), p);
+  launch_kernel(depthwise_tiled_kernel<K, S, T>, grid, threads, smem_bytes_of(p, K, S), stream,
+                static_cast<const uint4*>(x), w, b, static_cast<const uint2*>(r),
+                static_cast<uint2*>(y), p);
 }
 
 }  // namespace
@@ -454,9 +459,9 @@ void DepthwiseConvFp16::forward(const void* x, const void* residual, void* y, in
     p.total = static_cast<int>(total);
     const unsigned blocks =
         static_cast<unsigned>((p.total + kGenericThreads - 1) / kGenericThreads);
-    depthwise_generic_kernel<<<blocks, kGenericThreads, 0, stream>>>(
-        static_cast<const uint4*>(x), w, b, static_cast<const uint2*>(r), static_cast<uint2*>(y),
-        p);
+    launch_kernel(depthwise_generic_kernel, blocks, kGenericThreads, 0, stream,
+                  static_cast<const uint4*>(x), w, b, static_cast<const uint2*>(r),
+                  static_cast<uint2*>(y), p);
     CNNRT_CUDA_CHECK_LAUNCH();
     return;
   }

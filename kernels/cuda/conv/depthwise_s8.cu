@@ -85,6 +85,8 @@
 #include "kernels/cuda/conv/epilogue_s8.cuh"
 #include "kernels/cuda/conv/ptx.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.h"
+#include "kernels/cuda/pdl.cuh"
 
 namespace cnnrt::cuda {
 namespace {
@@ -177,6 +179,7 @@ template <int K, int S, bool kFloat>
 __global__ void __launch_bounds__(kMaxThreads, kMinBlocks)
     depthwise_s8_staged(const S8Conv p, const DwTiling t, const int8_t* __restrict__ x,
                         const int8_t* __restrict__ w, void* __restrict__ y) {
+  pdl_enter();
   extern __shared__ __align__(16) unsigned char smem[];
   constexpr int kChunks = weight_chunks(K, S), kWeightBytes = group_weight_bytes(K, S);
   constexpr int kGroups = (kTile * S + 4) / 4;  // column groups of 4 a thread reads per row
@@ -354,11 +357,11 @@ void launch_staged(const S8Conv& conv, const DwTiling& t, const int8_t* x, void*
                    const dim3& grid, cudaStream_t stream) {
   const unsigned threads = 8u * t.tiles * t.rows;
   if (conv.float_output)
-    depthwise_s8_staged<K, S, true>
-        <<<grid, threads, t.smem_bytes, stream>>>(conv, t, x, conv.weight, y);
+    launch_kernel(depthwise_s8_staged<K, S, true>, grid, threads, t.smem_bytes, stream, conv, t, x,
+                  conv.weight, y);
   else
-    depthwise_s8_staged<K, S, false>
-        <<<grid, threads, t.smem_bytes, stream>>>(conv, t, x, conv.weight, y);
+    launch_kernel(depthwise_s8_staged<K, S, false>, grid, threads, t.smem_bytes, stream, conv, t, x,
+                  conv.weight, y);
 }
 
 // --- the generic kernel --------------------------------------------------------------------
@@ -386,6 +389,7 @@ template <bool kFloat>
 __global__ void depthwise_s8_kernel(const S8Conv p, const uint4* __restrict__ x,
                                     const uint4* __restrict__ w, void* __restrict__ y, int total,
                                     int groups16) {
+  pdl_enter();
   for (int index = blockIdx.x * blockDim.x + threadIdx.x; index < total;
        index += gridDim.x * blockDim.x) {
     const int group = index % groups16;
@@ -452,10 +456,11 @@ void launch_generic(const S8Conv& conv, const void* x, void* y, int batch, cudaS
     const auto* in = static_cast<const uint4*>(x) + first * in_per_sample;
     void* out = static_cast<char*>(y) + first * out_bytes;
     if (conv.float_output)
-      depthwise_s8_kernel<true><<<blocks, kThreads, 0, stream>>>(conv, in, w, out, total, groups16);
+      launch_kernel(depthwise_s8_kernel<true>, blocks, kThreads, 0, stream, conv, in, w, out, total,
+                    groups16);
     else
-      depthwise_s8_kernel<false>
-          <<<blocks, kThreads, 0, stream>>>(conv, in, w, out, total, groups16);
+      launch_kernel(depthwise_s8_kernel<false>, blocks, kThreads, 0, stream, conv, in, w, out,
+                    total, groups16);
     CNNRT_CUDA_CHECK_LAUNCH();
   }
 }

@@ -9,12 +9,14 @@
 
 #include "kernels/cuda/conv/epilogue.cuh"
 #include "kernels/cuda/conv/igemm_params.h"
+#include "kernels/cuda/pdl.cuh"
 
 namespace cnnrt::cuda::conv_detail {
 
 // p.w: [out_c][kh][kw][cpg] fp16; p.bias: [out_c] fp32; p.pool is the identity window (1/1/0)
 // when the layer has none.
 __global__ void conv_direct_kernel(const ConvParams p) {
+  pdl_enter();
   const long long total = (long long)p.batch * p.out_h * p.out_w * p.out_cs;
   for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
        idx += (long long)gridDim.x * blockDim.x) {

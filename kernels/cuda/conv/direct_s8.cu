@@ -20,6 +20,8 @@
 #include "kernels/cuda/conv/conv_s8.h"
 #include "kernels/cuda/conv/epilogue_s8.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.h"
+#include "kernels/cuda/pdl.cuh"
 
 namespace cnnrt::cuda {
 namespace {
@@ -57,6 +59,7 @@ __device__ int direct_sum(const S8Conv& p, const int8_t* __restrict__ image, int
 template <bool kFloat>
 __global__ void direct_s8_kernel(const S8Conv p, const int8_t* __restrict__ x, void* __restrict__ y,
                                  int64_t total) {
+  pdl_enter();
   for (int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; index < total;
        index += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int c = static_cast<int>(index % p.out_stride);
@@ -78,6 +81,7 @@ __global__ void direct_s8_kernel(const S8Conv p, const int8_t* __restrict__ x, v
 template <typename T>
 __global__ void maxpool_kernel(const NhwcPool p, int stride, const T* __restrict__ x,
                                T* __restrict__ y, int64_t total) {
+  pdl_enter();
   for (int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; index < total;
        index += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int c = static_cast<int>(index % stride);
@@ -115,6 +119,7 @@ __device__ __forceinline__ uint4 max_s8x16(uint4 a, uint4 b) {
 // tap on 16-byte rows.  The padding lanes are zeros in the pre-pool tensor, so their max is 0.
 __global__ void maxpool_s8x16_kernel(const NhwcPool p, const uint4* __restrict__ x,
                                      uint4* __restrict__ y, int64_t total) {
+  pdl_enter();
   const int groups = padded16(p.c) / 16;
   for (int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; index < total;
        index += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -155,7 +160,8 @@ void launch_maxpool(const NhwcPool& pool, int stride, const T* x, T* y, int batc
                     cudaStream_t stream) {
   const int64_t total = static_cast<int64_t>(batch) * pool.out_h * pool.out_w * stride;
   if (total <= 0) return;
-  maxpool_kernel<T><<<blocks_for(total), kThreads, 0, stream>>>(pool, stride, x, y, total);
+  launch_kernel(maxpool_kernel<T>, blocks_for(total), kThreads, 0, stream, pool, stride, x, y,
+                total);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 
@@ -168,9 +174,11 @@ void conv_s8_direct(const S8Conv& conv, const void* x, void* y, int batch, cudaS
   if (total <= 0) return;
   const auto* in = static_cast<const int8_t*>(x);
   if (conv.float_output)
-    direct_s8_kernel<true><<<blocks_for(total), kThreads, 0, stream>>>(conv, in, y, total);
+    launch_kernel(direct_s8_kernel<true>, blocks_for(total), kThreads, 0, stream, conv, in, y,
+                  total);
   else
-    direct_s8_kernel<false><<<blocks_for(total), kThreads, 0, stream>>>(conv, in, y, total);
+    launch_kernel(direct_s8_kernel<false>, blocks_for(total), kThreads, 0, stream, conv, in, y,
+                  total);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 
@@ -178,8 +186,8 @@ void maxpool_nhwc_s8(const NhwcPool& pool, const void* x, void* y, int batch, cu
   const int64_t total =
       static_cast<int64_t>(batch) * pool.out_h * pool.out_w * (padded16(pool.c) / 16);
   if (total <= 0) return;
-  maxpool_s8x16_kernel<<<blocks_for(total), kThreads, 0, stream>>>(
-      pool, static_cast<const uint4*>(x), static_cast<uint4*>(y), total);
+  launch_kernel(maxpool_s8x16_kernel, blocks_for(total), kThreads, 0, stream, pool,
+                static_cast<const uint4*>(x), static_cast<uint4*>(y), total);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 

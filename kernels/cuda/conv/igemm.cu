@@ -21,6 +21,7 @@
 #include "kernels/cuda/conv/igemm_kernel.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/elementwise_fp16.h"
+#include "kernels/cuda/launch.h"
 
 namespace cnnrt::cuda {
 
@@ -311,9 +312,9 @@ void ConvFp16Impl::launch_igemm(const Candidate& c, bool fused, const void* x, v
   const long long grid_y = (long long)p.n_tiles * p.groups;
   if (grid_x >= (1LL << 31) || grid_y > 65535 || splits > 65535)
     throw Error("conv_fp16: batch " + std::to_string(batch) + " exceeds the launch grid");
-  kernel_of(c.config, gather(),
-            pool_kernel)<<<dim3(unsigned(grid_x), unsigned(grid_y), unsigned(splits)), cfg.threads,
-                           c.smem, stream>>>(p);
+  launch_kernel(kernel_of(c.config, gather(), pool_kernel),
+                dim3(unsigned(grid_x), unsigned(grid_y), unsigned(splits)), cfg.threads, c.smem,
+                stream, p);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 
@@ -332,10 +333,10 @@ void ConvFp16Impl::launch_finish(bool fp32, const void* ws, int splits, void* y,
     const int grid_y = ceil_div(p.out_cs, 8 * conv_detail::kFinishChunks);
     if (grid_x >= (1LL << 31))
       throw Error("conv_fp16: batch " + std::to_string(batch) + " exceeds the launch grid");
-    conv_detail::conv_splitk_finish_kernel<<<
-        dim3(unsigned(grid_x), unsigned(grid_y)), conv_detail::kFinishThreads,
-        conv_detail::finish_smem_bytes(finish.tile_th, finish.tile_tw), stream>>>(
-        p, static_cast<const float*>(ws), splits);
+    launch_kernel(conv_detail::conv_splitk_finish_kernel, dim3(unsigned(grid_x), unsigned(grid_y)),
+                  conv_detail::kFinishThreads,
+                  conv_detail::finish_smem_bytes(finish.tile_th, finish.tile_tw), stream, p,
+                  static_cast<const float*>(ws), splits);
     CNNRT_CUDA_CHECK_LAUNCH();
     return;
   }
@@ -343,11 +344,11 @@ void ConvFp16Impl::launch_finish(bool fp32, const void* ws, int splits, void* y,
   const long long blocks =
       std::max(1LL, std::min<long long>(ceil_div(total, kFlatFinishThreads), (long long)sms * 16));
   if (fp32)
-    conv_detail::conv_finish_kernel<true>
-        <<<unsigned(blocks), kFlatFinishThreads, 0, stream>>>(p, ws, splits);
+    launch_kernel(conv_detail::conv_finish_kernel<true>, unsigned(blocks), kFlatFinishThreads, 0,
+                  stream, p, ws, splits);
   else
-    conv_detail::conv_finish_kernel<false>
-        <<<unsigned(blocks), kFlatFinishThreads, 0, stream>>>(p, ws, splits);
+    launch_kernel(conv_detail::conv_finish_kernel<false>, unsigned(blocks), kFlatFinishThreads, 0,
+                  stream, p, ws, splits);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 
@@ -363,7 +364,7 @@ void ConvFp16Impl::launch_direct(const void* x, void* y, int batch, cudaStream_t
   const long long total = (long long)batch * p.out_h * p.out_w * p.out_cs;
   const long long blocks =
       std::max(1LL, std::min<long long>(ceil_div(total, kDirectThreads), (long long)sms * 64));
-  conv_detail::conv_direct_kernel<<<unsigned(blocks), kDirectThreads, 0, stream>>>(p);
+  launch_kernel(conv_detail::conv_direct_kernel, unsigned(blocks), kDirectThreads, 0, stream, p);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 

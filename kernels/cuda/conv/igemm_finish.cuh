@@ -10,6 +10,7 @@
 
 #include "kernels/cuda/conv/epilogue.cuh"
 #include "kernels/cuda/conv/igemm_params.h"
+#include "kernels/cuda/pdl.cuh"
 
 namespace cnnrt::cuda::conv_detail {
 
@@ -28,6 +29,7 @@ using epilogue::zero_channels_from;
 template <bool FP32>
 __global__ void __launch_bounds__(256)
     conv_finish_kernel(const ConvParams p, const void* ws, int splits) {
+  pdl_enter();
   const int chunks = p.out_cs / 8;
   const long long total = (long long)p.batch * p.out_h * p.out_w * chunks;
   const size_t split_stride = size_t(p.m_total) * p.n_limit;
@@ -122,6 +124,7 @@ __global__ void __launch_bounds__(256)
 // finish_smem_bytes(th, tw); the host keeps th * tw small (<= kFinishMaxPixels).
 __global__ void __launch_bounds__(kFinishThreads)
     conv_splitk_finish_kernel(const ConvParams p, const float* ws, int splits) {
+  pdl_enter();
   extern __shared__ __align__(16) float s_v[];  // [tile_th][tile_tw][kFinishChunks * 8]
   constexpr int kQuads = kFinishChunks * 2;     // float4s per pixel
   int t = blockIdx.x;

@@ -59,6 +59,7 @@
 #include "kernels/cuda/conv/igemm_params.h"
 #include "kernels/cuda/conv/pool_tiling.h"
 #include "kernels/cuda/conv/ptx.cuh"
+#include "kernels/cuda/pdl.cuh"
 
 namespace cnnrt::cuda::conv_detail {
 
@@ -421,6 +422,7 @@ template <int BM, int BN, int WARPS_M, int WARPS_N, int STAGES, bool GATHER, boo
           int BK = kBK>
 __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32, igemm_min_blocks(BM, BN, WARPS_M, WARPS_N))
     conv_igemm_kernel(const ConvParams p) {
+  pdl_enter();
   using C = IgemmCfg<BM, BN, WARPS_M, WARPS_N, STAGES, GATHER, POOL, BK>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __half* s_a = reinterpret_cast<__half*>(smem_raw);

@@ -33,6 +33,8 @@
 #include "kernels/cuda/conv/mma_s8_tile.cuh"
 #include "kernels/cuda/conv/ptx.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.h"
+#include "kernels/cuda/pdl.cuh"
 
 namespace cnnrt::cuda {
 namespace {
@@ -153,6 +155,7 @@ __device__ void store_partial(const S8Conv& p, int* partial, int m0, int n0, int
 // per-element division cost more than the sums' reads).
 __global__ void split_k_finish4_kernel(const S8Conv p, const int4* __restrict__ partial, int splits,
                                        void* __restrict__ y, int64_t quads) {
+  pdl_enter();
   const int stride_quads = p.out_stride / 4;
   for (int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; index < quads;
        index += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -214,6 +217,7 @@ template <int BN>
 __global__ void __launch_bounds__(kThreads)
     igemm_s8_kernel(const S8Conv p, const int8_t* __restrict__ x, void* __restrict__ y, int total_m,
                     int* __restrict__ partial, int tiles_per_split) {
+  pdl_enter();
   using T = Tile<BN>;
   extern __shared__ __align__(128) int8_t smem[];
   const uint32_t ring_a = ptx::smem_u32(smem);
@@ -272,8 +276,8 @@ void launch(const S8Conv& conv, const int8_t* x, void* y, int total_m, int split
   const dim3 grid(static_cast<unsigned>((total_m + kBM - 1) / kBM),
                   static_cast<unsigned>((conv.out_stride + BN - 1) / BN),
                   static_cast<unsigned>((tiles + per_split - 1) / per_split));
-  igemm_s8_kernel<BN><<<grid, kThreads, Tile<BN>::kSmem, stream>>>(
-      conv, x, y, total_m, splits > 1 ? partial : nullptr, per_split);
+  launch_kernel(igemm_s8_kernel<BN>, grid, kThreads, Tile<BN>::kSmem, stream, conv, x, y, total_m,
+                splits > 1 ? partial : nullptr, per_split);
   CNNRT_CUDA_CHECK_LAUNCH();
   if (splits <= 1) return;
   finish_s8_split(conv, partial, static_cast<int>(grid.z), total_m, y, stream);
@@ -321,8 +325,8 @@ void finish_s8_split(const S8Conv& conv, const int32_t* partial, int splits, int
   const int64_t quads = static_cast<int64_t>(rows) * conv.out_stride / 4;
   if (quads <= 0) return;
   const int blocks = static_cast<int>(std::min<int64_t>((quads + 255) / 256, 1 << 20));
-  split_k_finish4_kernel<<<blocks, 256, 0, stream>>>(conv, reinterpret_cast<const int4*>(partial),
-                                                     splits, y, quads);
+  launch_kernel(split_k_finish4_kernel, blocks, 256, 0, stream, conv,
+                reinterpret_cast<const int4*>(partial), splits, y, quads);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 

@@ -17,7 +17,9 @@
 #include "kernels/cuda/conv/im2col_gemm.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/elementwise_fp16.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/linear_fp16.h"
+#include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/pool_fp16.h"
 
 namespace cnnrt::cuda {
@@ -35,6 +37,7 @@ size_t align_up(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 __global__ void im2col_kernel(const uint4* __restrict__ x, uint4* __restrict__ cols, int64_t batch,
                               int groups8, int h, int w, int kh, int kw, int stride_h, int stride_w,
                               int pad_h, int pad_w, int dil_h, int dil_w, int oh, int ow) {
+  pdl_enter();
   const int row_vectors = kh * kw * groups8;
   const int64_t total = batch * oh * ow * row_vectors;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
@@ -65,10 +68,10 @@ void im2col_nhwc_fp16(const void* x, void* cols, int64_t batch, int c, int h, in
   if (work == 0) return;
   const int grid = static_cast<int>(
       std::max<int64_t>(1, std::min<int64_t>((work + kThreads - 1) / kThreads, 132 * 16)));
-  im2col_kernel<<<grid, kThreads, 0, stream>>>(
-      static_cast<const uint4*>(x), static_cast<uint4*>(cols), batch, groups8, h, w, conv.kernel_h,
-      conv.kernel_w, conv.stride_h, conv.stride_w, conv.pad_h, conv.pad_w, conv.dilation_h,
-      conv.dilation_w, oh, ow);
+  launch_kernel(im2col_kernel, grid, kThreads, 0, stream, static_cast<const uint4*>(x),
+                static_cast<uint4*>(cols), batch, groups8, h, w, conv.kernel_h, conv.kernel_w,
+                conv.stride_h, conv.stride_w, conv.pad_h, conv.pad_w, conv.dilation_h,
+                conv.dilation_w, oh, ow);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 

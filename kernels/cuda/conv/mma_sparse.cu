@@ -22,6 +22,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_traits.h"
 #include "kernels/cuda/elementwise_fp16.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/pool_fp16.h"
 
 namespace cnnrt::cuda {
@@ -165,8 +166,8 @@ void ConvFp16Sparse24Mma::forward(int variant, const void* x, const void* residu
   p.m_total = (long long)batch * m.shape.conv_h * m.shape.conv_w;
   const dim3 grid(static_cast<unsigned>(ceil_div(p.m_total, kBN)),
                   static_cast<unsigned>(m.channel_tiles));
-  kernel_of(
-      m.stages)<<<grid, mma_sp_detail::kThreads, mma_sp_detail::smem_bytes(m.stages), stream>>>(p);
+  launch_kernel(kernel_of(m.stages), grid, mma_sp_detail::kThreads,
+                mma_sp_detail::smem_bytes(m.stages), stream, p);
   CNNRT_CUDA_CHECK_LAUNCH();
   if (staged)
     maxpool_fp16(workspace, y, batch, m.shape.out_c, m.shape.conv_h, m.shape.conv_w, *m.shape.pool,

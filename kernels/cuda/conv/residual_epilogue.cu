@@ -14,6 +14,8 @@
 #include "cnnrt/error.h"
 #include "kernels/cuda/conv/residual_epilogue.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.h"
+#include "kernels/cuda/pdl.cuh"
 
 namespace cnnrt::cuda {
 namespace {
@@ -22,6 +24,7 @@ constexpr int kThreads = 256;
 
 __global__ void residual_add_kernel(uint4* y, const uint4* __restrict__ r, int64_t vectors,
                                     int vectors_per_pixel, int channels, EpilogueClamp clamp) {
+  pdl_enter();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < vectors;
        i += int64_t(gridDim.x) * blockDim.x) {
     uint4 a = y[i];
@@ -54,9 +57,8 @@ void residual_add_fp16(void* y, const void* r, int64_t pixels, int channels, int
   if (vectors == 0) return;
   const int blocks =
       static_cast<int>(std::min<int64_t>((vectors + kThreads - 1) / kThreads, 132 * 16));
-  residual_add_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<uint4*>(y),
-                                                       static_cast<const uint4*>(r), vectors,
-                                                       channel_stride / 8, channels, clamp);
+  launch_kernel(residual_add_kernel, blocks, kThreads, 0, stream, static_cast<uint4*>(y),
+                static_cast<const uint4*>(r), vectors, channel_stride / 8, channels, clamp);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 

@@ -42,6 +42,8 @@
 
 #include "kernels/cuda/conv/s2d_tile.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.h"
+#include "kernels/cuda/pdl.cuh"
 
 namespace cnnrt::cuda {
 namespace s2d_tile {
@@ -110,6 +112,7 @@ template <typename Convert, int kBlock, bool kPairs>
 __global__ void __launch_bounds__(kS2dMaxWarpsPerCta * 32)
     s2d_tile_kernel(const float* __restrict__ x, uint4* __restrict__ y, const S2dTileShape s,
                     const S2dTilePlan plan, const Convert convert) {
+  pdl_enter();
   using Bits = typename Convert::Bits;
   using Cols = Columns<kPairs>;
   extern __shared__ uint4 s2d_tile_smem[];
@@ -241,11 +244,11 @@ void launch_block(const float* x, void* y, const S2dTileShape& shape, const S2dT
                   const Convert& convert, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(plan.ctas)), threads(plan.warps_per_cta * 32);
   if (plan.pairs)
-    s2d_tile_kernel<Convert, kBlock, true><<<grid, threads, plan.smem_bytes, stream>>>(
-        x, static_cast<uint4*>(y), shape, plan, convert);
+    launch_kernel(s2d_tile_kernel<Convert, kBlock, true>, grid, threads, plan.smem_bytes, stream, x,
+                  static_cast<uint4*>(y), shape, plan, convert);
   else
-    s2d_tile_kernel<Convert, kBlock, false><<<grid, threads, plan.smem_bytes, stream>>>(
-        x, static_cast<uint4*>(y), shape, plan, convert);
+    launch_kernel(s2d_tile_kernel<Convert, kBlock, false>, grid, threads, plan.smem_bytes, stream,
+                  x, static_cast<uint4*>(y), shape, plan, convert);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 

@@ -24,6 +24,8 @@
 #include "kernels/cuda/conv/s2d_tile.cuh"
 #include "kernels/cuda/conv/space_to_depth.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.h"
+#include "kernels/cuda/pdl.cuh"
 
 namespace cnnrt::cuda {
 namespace {
@@ -59,6 +61,7 @@ struct NchwFp32Source {
 template <typename Source>
 __global__ void space_to_depth_kernel(Source source, uint4* __restrict__ y, SpaceToDepthParams p,
                                       long long total_chunks) {
+  pdl_enter();
   const long long step = static_cast<long long>(gridDim.x) * blockDim.x;
   for (long long index = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
        index < total_chunks; index += step) {
@@ -167,8 +170,8 @@ void launch(Source source, void* y, const SpaceToDepthShape& shape, int batch,
   constexpr int kThreads = 256;
   // The grid-stride loop covers anything past this cap; 2^20 CTAs is far beyond a full wave.
   const long long blocks = std::min<long long>((total + kThreads - 1) / kThreads, 1LL << 20);
-  space_to_depth_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-      source, static_cast<uint4*>(y), p, total);
+  launch_kernel(space_to_depth_kernel<Source>, static_cast<unsigned>(blocks), kThreads, 0, stream,
+                source, static_cast<uint4*>(y), p, total);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 

@@ -102,6 +102,7 @@
 #include "kernels/cuda/conv/wgmma.h"
 #include "kernels/cuda/conv/wgmma_common.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/pool_fp16.h"
 
 namespace cnnrt::cuda {
@@ -480,9 +481,8 @@ void ConvFp16Tma::forward(int variant, const ConvFp16TmaInput& input, const void
   p.units = int(units);
   const int ctas = tma::persistent_ctas(units, m.sms);
   const int kind = pooled ? tma_f16::kPooled : residual != nullptr ? tma_f16::kResidual : 0;
-  kernel_of(tile, kind,
-            m.row_bytes)<<<ctas, tma_detail::kThreads, smem_of(tile, kind, m.row_bytes), stream>>>(
-      input.map, m.w_map(t.bn), p);
+  launch_kernel(kernel_of(tile, kind, m.row_bytes), ctas, tma_detail::kThreads,
+                smem_of(tile, kind, m.row_bytes), stream, input.map, m.w_map(t.bn), p);
   CNNRT_CUDA_CHECK_LAUNCH();
   if (staged)
     maxpool_fp16(workspace, y, batch, m.shape.out_c, m.shape.conv_h, m.shape.conv_w, *m.shape.pool,

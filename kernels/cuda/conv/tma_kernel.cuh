@@ -29,6 +29,7 @@
 #include "kernels/cuda/conv/ptx.cuh"
 #include "kernels/cuda/conv/tma_mainloop.cuh"
 #include "kernels/cuda/conv/tma_pool_tiling.h"
+#include "kernels/cuda/pdl.cuh"
 
 namespace cnnrt::cuda::tma_detail {
 
@@ -231,6 +232,7 @@ template <int BM, int BN, int STAGES, int CL, bool RESIDUAL, bool POOL = false, 
 __global__ void __launch_bounds__(kThreads, 1)
     conv_tma_kernel(const __grid_constant__ CUtensorMap tmap_x,
                     const __grid_constant__ CUtensorMap tmap_w, const TmaConvParams p) {
+  pdl_enter();
 #ifdef CNNRT_WGMMA_DEVICE
   static_assert(!POOL || (CL == 1 && !RESIDUAL), "the fused pool: no cluster, no residual");
   static_assert(!POOL || BN % TmaTile<BM, BN, STAGES, CL, RB>::kPoolChunk == 0,

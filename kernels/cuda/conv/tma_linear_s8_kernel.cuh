@@ -35,6 +35,7 @@
 
 #include "kernels/cuda/conv/ptx.cuh"
 #include "kernels/cuda/conv/tma_mainloop.cuh"
+#include "kernels/cuda/pdl.cuh"
 
 namespace cnnrt::cuda::tma_linear_detail {
 
@@ -100,6 +101,7 @@ template <int BN, int STAGES>
 __global__ void __launch_bounds__(kThreads, 1)
     linear_tma_s8_kernel(const __grid_constant__ CUtensorMap tmap_x,
                          const __grid_constant__ CUtensorMap tmap_w, const TmaLinearS8Params p) {
+  pdl_enter();
 #ifdef CNNRT_WGMMA_DEVICE
   tma_detail::tma_conv_mainloop<TmaS8Linear, kBM, BN, STAGES, 1, TmaLinearS8Epilogue<BN>>(
       tmap_x, tmap_w, p);

@@ -85,6 +85,7 @@
 #include "kernels/cuda/conv/tma_s8_kernel.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_traits.h"
+#include "kernels/cuda/launch.h"
 
 namespace cnnrt::cuda {
 
@@ -496,12 +497,11 @@ void ConvS8Tma::forward(int variant, const ConvS8TmaInput& input, void* y,
     static_cast<TmaS8Params&>(pooled) = p;
     pooled.pool = *m.tiling(t.bm);
     pooled.pool.rows_total = input.batch * m.pool->out_h;
-    pooled_kernel_of(tile, m.kb)<<<plan.ctas, tma_s8_detail::kThreads, smem, stream>>>(
-        input.map, m.w_map(t.bn), pooled);
+    launch_kernel(pooled_kernel_of(tile, m.kb), plan.ctas, tma_s8_detail::kThreads, smem, stream,
+                  input.map, m.w_map(t.bn), pooled);
   } else {
-    kernel_of(tile, m.kb,
-              m.conv.float_output)<<<plan.ctas, tma_s8_detail::kThreads, smem, stream>>>(
-        input.map, m.w_map(t.bn), p);
+    launch_kernel(kernel_of(tile, m.kb, m.conv.float_output), plan.ctas, tma_s8_detail::kThreads,
+                  smem, stream, input.map, m.w_map(t.bn), p);
   }
   CNNRT_CUDA_CHECK_LAUNCH();
 }

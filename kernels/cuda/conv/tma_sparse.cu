@@ -53,6 +53,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_traits.h"
 #include "kernels/cuda/elementwise_fp16.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/pool_fp16.h"
 
 namespace cnnrt::cuda {
@@ -311,9 +312,8 @@ void ConvFp16Sparse24Tma::forward(int variant, const ConvFp16TmaInput& input, co
   p.y = static_cast<__half*>(staged ? workspace : y);
   p.residual = static_cast<const __half*>(residual);
   const int ctas = tma::persistent_ctas(units, m.sms);
-  kernel_of(variant,
-            residual != nullptr)<<<ctas, tma_sparse_detail::kThreads, smem_of(variant), stream>>>(
-      input.map, m.w_map(t.bm), p);
+  launch_kernel(kernel_of(variant, residual != nullptr), ctas, tma_sparse_detail::kThreads,
+                smem_of(variant), stream, input.map, m.w_map(t.bm), p);
   CNNRT_CUDA_CHECK_LAUNCH();
   if (staged)
     maxpool_fp16(workspace, y, batch, m.shape.out_c, m.shape.conv_h, m.shape.conv_w, *m.shape.pool,

@@ -61,6 +61,7 @@
 #include "kernels/cuda/conv/ptx_sparse.cuh"
 #include "kernels/cuda/conv/tma_mainloop.cuh"
 #include "kernels/cuda/conv/tma_transpose_epilogue.cuh"
+#include "kernels/cuda/pdl.cuh"
 
 namespace cnnrt::cuda::tma_sparse_detail {
 
@@ -187,6 +188,7 @@ template <int BM, int BN, int STAGES, bool RESIDUAL>
 __global__ void __launch_bounds__(kThreads, 1)
     conv_tma_sparse_kernel(const __grid_constant__ CUtensorMap tmap_x,
                            const __grid_constant__ CUtensorMap tmap_w, const TmaSparseParams p) {
+  pdl_enter();
 #ifdef CNNRT_WGMMA_DEVICE
   tma_detail::tma_conv_mainloop<TmaSparseF16, BM, BN, STAGES, 1,
                                 TmaSparseEpilogue<BM, BN, RESIDUAL>>(tmap_x, tmap_w, p);

@@ -54,6 +54,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_traits.h"
 #include "kernels/cuda/elementwise_fp16.h"  // DeviceArray
+#include "kernels/cuda/launch.h"
 
 namespace cnnrt::cuda {
 
@@ -276,9 +277,9 @@ void ConvS8Sparse24Tma::forward(int variant, const ConvS8TmaInput& input, void* 
   p.m = int((long long)input.batch * m.conv.out_h * m.conv.out_w);
   p.m_tiles = (m.conv.out_c + t.bm - 1) / t.bm;
   p.units = int(plan.units);
-  kernel_of(variant, m.kb, m.conv.float_output)<<<plan.ctas, tma_sparse_s8_detail::kThreads,
-                                                  smem_of(variant, m.kb), stream>>>(
-      input.map, m.w_map(t.bm), p);
+  launch_kernel(kernel_of(variant, m.kb, m.conv.float_output), plan.ctas,
+                tma_sparse_s8_detail::kThreads, smem_of(variant, m.kb), stream, input.map,
+                m.w_map(t.bm), p);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 

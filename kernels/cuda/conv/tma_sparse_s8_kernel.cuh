@@ -75,6 +75,7 @@
 #include "kernels/cuda/conv/ptx.cuh"
 #include "kernels/cuda/conv/ptx_sparse.cuh"
 #include "kernels/cuda/conv/tma_mainloop.cuh"
+#include "kernels/cuda/pdl.cuh"
 
 namespace cnnrt::cuda::tma_sparse_s8_detail {
 
@@ -270,6 +271,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     conv_tma_sparse_s8_kernel(const __grid_constant__ CUtensorMap tmap_x,
                               const __grid_constant__ CUtensorMap tmap_w,
                               const TmaSparseS8Params p) {
+  pdl_enter();
 #ifdef CNNRT_WGMMA_DEVICE
   tma_detail::tma_conv_mainloop<TmaSparseS8<KB>, BM, BN, STAGES, 1,
                                 TmaSparseS8Epilogue<BM, BN, FLOAT_OUT>>(tmap_x, tmap_w, p);

@@ -15,6 +15,7 @@
 #include "kernels/cuda/conv/wgmma.h"
 #include "kernels/cuda/conv/wgmma_common.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/pool_fp16.h"
 
 namespace cnnrt::cuda {
@@ -159,9 +160,9 @@ void ConvFp16Window::forward(const ConvWindowInput& input, void* y, cudaStream_t
   p.bias = bias_;
   p.y = static_cast<__half*>(shape_.pool ? workspace : y);
   p.act = epilogue_clamp_of(shape_);
-  kernel_of(c_steps_)<<<ctas_of(p.units, sms_), tma_window::kThreads,
-                        tma_window::smem_bytes<WindowF16>(tma_window::kMaxTaps), stream>>>(
-      input.map, w_map_, p);
+  launch_kernel(kernel_of(c_steps_), ctas_of(p.units, sms_), tma_window::kThreads,
+                tma_window::smem_bytes<WindowF16>(tma_window::kMaxTaps), stream, input.map, w_map_,
+                p);
   CNNRT_CUDA_CHECK_LAUNCH();
   if (shape_.pool)
     maxpool_fp16(workspace, y, batch, shape_.out_c, shape_.conv_h, shape_.conv_w, *shape_.pool,
@@ -222,9 +223,9 @@ void ConvS8Window::forward(const ConvWindowInput& input, void* y, cudaStream_t s
   p.lo = conv_.lo;
   p.hi = conv_.hi;
   p.small_sums = small_sums_ ? 1 : 0;
-  kKernelS8<<<ctas_of(p.units, sms_), tma_window::kThreads,
-              tma_window::smem_bytes<WindowS8>(tma_window::kMaxTaps), stream>>>(input.map, w_map_,
-                                                                                p);
+  launch_kernel(kKernelS8, ctas_of(p.units, sms_), tma_window::kThreads,
+                tma_window::smem_bytes<WindowS8>(tma_window::kMaxTaps), stream, input.map, w_map_,
+                p);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 

@@ -15,6 +15,7 @@
 #include "kernels/cuda/conv/wgmma_kernel.cuh"
 #include "kernels/cuda/conv/wgmma_pool_plan.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.h"
 
 namespace cnnrt::cuda {
 
@@ -270,8 +271,8 @@ void ConvFp16Wgmma::forward(int variant, const void* x, const void* residual, vo
                        wgmma_detail::smem_bytes(m.bn, m.stages), variant, x, residual, y, batch, p);
   if (launch.grid_x == 0) return;
   const dim3 grid(launch.grid_x, static_cast<unsigned>(m.shape.out_c / m.bn));
-  kernel_of(m.bn, m.stages, m.pool(),
-            upper_clamp(m.shape))<<<grid, wgmma_detail::kThreads, launch.smem, stream>>>(p);
+  launch_kernel(kernel_of(m.bn, m.stages, m.pool(), upper_clamp(m.shape)), grid,
+                wgmma_detail::kThreads, launch.smem, stream, p);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 

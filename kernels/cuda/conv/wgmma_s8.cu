@@ -36,6 +36,8 @@
 #include "kernels/cuda/conv/ptx.cuh"
 #include "kernels/cuda/conv/wgmma_kernel.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.h"
+#include "kernels/cuda/pdl.cuh"
 
 namespace cnnrt::cuda {
 namespace wgmma_detail {
@@ -117,6 +119,7 @@ __device__ __forceinline__ void s8_store_float(const int (&acc)[BN / 2], const W
 
 template <int BN, bool FLOAT_OUT>
 __global__ void __launch_bounds__(kThreads, 1) conv_wgmma_s8_kernel(const WgmmaS8Params p) {
+  pdl_enter();
 #ifdef CNNRT_WGMMA_DEVICE
   constexpr int kStage = (kBM + BN) * 128;
   static_assert(kBM * (BN + 16) <= kStages * kStage, "the int8 staging tile aliases the ring");
@@ -187,7 +190,7 @@ void launch(const WgmmaS8Params& p, cudaStream_t stream) {
   CNNRT_CUDA_CHECK(configured);
   const dim3 grid(static_cast<unsigned>((p.m_total + wgmma_detail::kBM - 1) / wgmma_detail::kBM),
                   static_cast<unsigned>(p.out_c / BN));
-  kernel<<<grid, wgmma_detail::kThreads, smem, stream>>>(p);
+  launch_kernel(kernel, grid, wgmma_detail::kThreads, smem, stream, p);
   CNNRT_CUDA_CHECK_LAUNCH();
 }
 

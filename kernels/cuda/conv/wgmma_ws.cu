@@ -82,6 +82,8 @@
 #include "kernels/cuda/conv/wgmma_common.h"
 #include "kernels/cuda/conv/wgmma_ws.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.h"
+#include "kernels/cuda/pdl.cuh"
 
 namespace cnnrt::cuda {
 namespace wgmma_ws_detail {
@@ -304,6 +306,7 @@ struct WsCta {
 
 template <int BM, int BN, int STAGES>
 __global__ void __launch_bounds__(kThreads, 1) conv_wgmma_ws_kernel(const WsParams p) {
+  pdl_enter();
 #ifdef CNNRT_WGMMA_DEVICE
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   WsCta<BM, BN, STAGES> cta(p, smem_raw);
@@ -407,7 +410,7 @@ void prepare_kernel(size_t optin) {
 template <int T>
 void launch(long long m_tiles, int n_tiles, const WsParams& p, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(m_tiles), static_cast<unsigned>(n_tiles));
-  kernel_of<T>()<<<grid, wgmma_ws_detail::kThreads, smem_of<T>(), stream>>>(p);
+  launch_kernel(kernel_of<T>(), grid, wgmma_ws_detail::kThreads, smem_of<T>(), stream, p);
 }
 
 std::string tile_name(int t) {
