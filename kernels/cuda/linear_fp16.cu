@@ -139,7 +139,6 @@ __global__ void __launch_bounds__(kGemvBlockWarps * 32)
     gemv_kernel(const uint4* __restrict__ weight, const float* __restrict__ bias,
                 const uint4* __restrict__ x, Out* __restrict__ y, int rows, int y_stride,
                 int k_vectors, int split, bool relu) {
-  pdl_enter();
   constexpr int kRows = gemv_rows_per_warp(kBatch);
   constexpr int kUnroll = gemv_unroll(kRows);
   constexpr int kOutputs = kRows * kBatch;  // ≤ 32: one lane per (row, sample) below
@@ -150,6 +149,15 @@ __global__ void __launch_bounds__(kGemvBlockWarps * 32)
   const int groups = kGemvBlockWarps / split;
   const int slice = warp % split;
   const int row0 = (blockIdx.x * groups + warp / split) * kRows;
+  // The warp's first round of weight chunks into L2 before the wait (pdl.cuh): one lane per
+  // 128-byte line.
+  if (row0 < rows && (lane & 7) == 0)
+    for (int u = 0; u < kUnroll; ++u)
+      for (int r = 0; r < kRows; ++r) {
+        const int idx = slice * 32 + lane + 32 * split * u;
+        if (idx < k_vectors) prefetch_l2(weight + static_cast<int64_t>(row0 + r) * k_vectors + idx);
+      }
+  pdl_enter();
 
   float acc[kRows][kBatch];
 #pragma unroll

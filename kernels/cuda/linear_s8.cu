@@ -64,10 +64,15 @@ __device__ __forceinline__ void gemv_s8_round(const uint4* w, const int4* x, int
 template <int kBatch>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_s8_kernel(const S8Conv p, const int8_t* __restrict__ x, void* __restrict__ y) {
-  pdl_enter();
   constexpr int kUnroll = unroll_for(kBatch);
   const int lane = threadIdx.x & 31;
   const int feature = blockIdx.x * kWarps + (threadIdx.x >> 5);
+  // The warp's first round of weight chunks into L2 before the wait (pdl.cuh): one lane per
+  // 128-byte line.
+  if (feature < p.out_c && (lane & 7) == 0)
+    for (int u = 0; u < kUnroll && lane + 32 * u < p.in_stride / 16; ++u)
+      prefetch_l2(p.weight + static_cast<int64_t>(feature) * p.k_pad + (lane + 32 * u) * 16);
+  pdl_enter();
   if (feature >= p.out_stride) return;
   int acc[kBatch] = {};
   if (feature < p.out_c) {

@@ -122,7 +122,6 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
                              const __half* __restrict__ x, __half* __restrict__ y,
                              const Sparse24MmaGeometry g, int batch, int pass, int split,
                              bool relu) {
-  pdl_enter();
   extern __shared__ __align__(16) uint8_t smem[];
   float* partial = reinterpret_cast<float*>(smem);               // [kWarps][16 rows][8 samples]
   __half* xs = reinterpret_cast<__half*>(smem + kPartialBytes);  // [pass][x_row]
@@ -137,18 +136,24 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   const int k_halves = g.chunks * kSpMmaChunkGroups * 4;
   const int filled = sparse24_stage::staged_halves(g.map);
 
+  // Chunks c and c + 1 in flight at the top of each step of the loop below.  The first pass's
+  // first two are loaded before the wait (pdl.cuh: weights, which no kernel writes), so their
+  // DRAM latency overlaps the kernel before this one.
+  Chunk buf[2];
+  if (live && c_begin < c_end) load_chunk(buf[0], tile_w, c_begin, lane);
+  if (live && c_begin + 1 < c_end) load_chunk(buf[1], tile_w, c_begin + 1, lane);
+  pdl_enter();
+
   for (int first = 0; first < batch; first += pass) {
     const int samples = min(pass, batch - first);
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    Chunk buf[2];  // chunks c and c + 1 in flight at the top of each step of the loop below
     const __half* x_pass = x + int64_t(first) * g.map.x_stride;
-    // A vector x is copied first (cp.async: it lands while the weights stream); a flatten's
-    // staging permutes through registers and goes after the first two chunks' loads, whose DRAM
-    // latency covers it.
+    // A vector x is copied by cp.async (it lands while the weights stream); a flatten's staging
+    // permutes through registers after the first two chunks' loads, whose DRAM latency covers it.
     if constexpr (kInput == Sparse24Input::Vector)
       copy_vector_x(x_pass, g.map.x_stride, xs, g.x_row, samples);
-    if (live && c_begin < c_end) load_chunk(buf[0], tile_w, c_begin, lane);
-    if (live && c_begin + 1 < c_end) load_chunk(buf[1], tile_w, c_begin + 1, lane);
+    if (first > 0 && live && c_begin < c_end) load_chunk(buf[0], tile_w, c_begin, lane);
+    if (first > 0 && live && c_begin + 1 < c_end) load_chunk(buf[1], tile_w, c_begin + 1, lane);
     if constexpr (kInput == Sparse24Input::Vector)
       ptx::cp_async_wait<0>();
     else

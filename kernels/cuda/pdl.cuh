@@ -16,15 +16,54 @@
 //                                      their own pdl_enter(); only one grid ahead is ever resident
 //                                      early, and never before all of this grid is resident, so a
 //                                      grid never waits for slots held by a later one.
-// A kernel that is launched without launch_kernel (a plain <<< >>>) serialises fully as before.
+// A kernel may split the two (pdl_wait, then pdl_launch_dependents) to do constant-only work
+// first: prefetch_rows_l2 below.  A kernel that is launched without launch_kernel (a plain
+// <<< >>>) serialises fully as before.
 #pragma once
+
+#include <cstddef>
+#include <cstdint>
 
 namespace cnnrt::cuda {
 
-__device__ __forceinline__ void pdl_enter() {
+__device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;\n\tgriddepcontrol.launch_dependents;" ::: "memory");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
+}
+
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void pdl_enter() {
+  pdl_wait();
+  pdl_launch_dependents();
+}
+
+// One 128-byte line of a constant (see below) into L2.
+__device__ __forceinline__ void prefetch_l2(const void* address) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(address));
+}
+
+// Before pdl_wait(), a kernel may touch what no kernel writes — its weights — and nothing else.
+// This asks L2 for `rows` rows (`pitch` bytes apart) of bytes [begin, end) of such a constant
+// matrix, one prefetch.global.L2 per 128-byte line, spread over the block's threads: issued while
+// the previous kernel still runs, the weight's DRAM latency is off this kernel's critical path.
+__device__ __forceinline__ void prefetch_rows_l2(const void* base, size_t pitch, int rows,
+                                                 size_t begin, size_t end) {
+  if (rows <= 0 || end <= begin) return;
+  const size_t first = begin & ~size_t(127), lines = (end - first + 127) / 128;
+  const size_t total = lines * size_t(rows);
+  const int threads = blockDim.x * blockDim.y * blockDim.z;
+  const int tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  for (size_t i = tid; i < total; i += threads) {
+    const char* line =
+        static_cast<const char*>(base) + (i / lines) * pitch + first + (i % lines) * 128;
+    prefetch_l2(line);
+  }
 }
 
 }  // namespace cnnrt::cuda

@@ -422,8 +422,22 @@ template <int BM, int BN, int WARPS_M, int WARPS_N, int STAGES, bool GATHER, boo
           int BK = kBK>
 __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32, igemm_min_blocks(BM, BN, WARPS_M, WARPS_N))
     conv_igemm_kernel(const ConvParams p) {
-  pdl_enter();
   using C = IgemmCfg<BM, BN, WARPS_M, WARPS_N, STAGES, GATHER, POOL, BK>;
+  // K range of this CTA: everything, or one split-K slice (grid.z) of it.  Its weight rows are
+  // pulled into L2 before the wait (pdl.cuh), while the kernel before it still runs.
+  int kt_begin = 0, k_tiles = p.k_tiles;
+  if constexpr (!POOL) {
+    if (p.split_k > 0) {
+      kt_begin = blockIdx.z * p.split_k;
+      k_tiles = min(p.split_k, p.k_tiles - kt_begin);
+    }
+  }
+  {
+    const int group = blockIdx.y / p.n_tiles, n0 = (blockIdx.y % p.n_tiles) * BN;
+    prefetch_rows_l2(p.w + (size_t(group) * p.w_rows + n0) * p.w_k, size_t(p.w_k) * 2, BN,
+                     size_t(kt_begin) * BK * 2, size_t(kt_begin + k_tiles) * BK * 2);
+  }
+  pdl_enter();
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __half* s_a = reinterpret_cast<__half*>(smem_raw);
   __half* s_b = s_a + STAGES * C::kAStage;
@@ -453,14 +467,6 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32, igemm_min_blocks(BM, BN
   const int stream_rows = POOL ? p.tile.pass_rows : 0;  // > 0: row-streaming pool
   // The staging tile aliases the ring when single-pass.
   __half* s_c = passes == 1 ? s_a : reinterpret_cast<__half*>(s_rows + BM);
-  // K range of this CTA: everything, or one split-K slice (grid.z) of it.
-  int kt_begin = 0, k_tiles = p.k_tiles;
-  if constexpr (!POOL) {
-    if (p.split_k > 0) {
-      kt_begin = blockIdx.z * p.split_k;
-      k_tiles = min(p.split_k, p.k_tiles - kt_begin);
-    }
-  }
   VecLoader va{tid % C::kCh, 0, 0, 0, 0};
   uint32_t gather_regs[C::kGatherPer / 2];
 

@@ -217,6 +217,13 @@ template <int BN>
 __global__ void __launch_bounds__(kThreads)
     igemm_s8_kernel(const S8Conv p, const int8_t* __restrict__ x, void* __restrict__ y, int total_m,
                     int* __restrict__ partial, int tiles_per_split) {
+  // This CTA's K-tiles: all of them, or split-K slice blockIdx.z.  Its weight rows are pulled
+  // into L2 before the wait (pdl.cuh), while the kernel before it still runs.
+  const int first = blockIdx.z * tiles_per_split;
+  const int tiles = min(p.k_pad / kBK - first, tiles_per_split);
+  prefetch_rows_l2(p.weight + static_cast<int64_t>(blockIdx.y) * BN * p.k_pad, p.k_pad,
+                   min(BN, p.out_c - static_cast<int>(blockIdx.y) * BN), size_t(first) * kBK,
+                   size_t(first + tiles) * kBK);
   pdl_enter();
   using T = Tile<BN>;
   extern __shared__ __align__(128) int8_t smem[];
@@ -249,9 +256,6 @@ __global__ void __launch_bounds__(kThreads)
   };
 
   int acc[T::kMI][4][4] = {};
-  // This CTA's K-tiles: all of them, or split-K slice blockIdx.z.
-  const int first = blockIdx.z * tiles_per_split;
-  const int tiles = min(p.k_pad / kBK - first, tiles_per_split);
   s8_tile::cp_async_ring<kStages>(first, tiles, load_tile, [&](int slot) {
     mma_tile<BN>(ring_a + slot * T::kStageA, ring_b + slot * T::kStageB, warp_m, warp_n, lane, acc);
   });
