@@ -1,20 +1,41 @@
 // The one way cnnrt launches its own kernels: cudaLaunchKernelEx, with programmatic stream
-// serialisation where the device has it (compute capability 9.0+; device_traits), so that in a
-// captured forward each kernel's launch and ramp overlap the tail of the one before (the edges
-// become programmatic graph edges).  The kernel must begin with pdl_enter() (pdl.cuh), which
-// makes that overlap safe; every __global__ function in kernels/cuda does.
+// serialisation while a ProgrammaticLaunchScope on this thread asks for it, so that in a captured
+// forward each kernel's launch, and the weight prefetch before its griddepcontrol.wait, overlap
+// the tail of the one before (the edges become programmatic graph edges).  The kernel must begin
+// with pdl_enter() or pdl_wait() (pdl.cuh), which makes that overlap safe; every __global__
+// function in kernels/cuda does.
 //
-// CNNRT_PDL=0 in the environment turns it off (read once per device, for A/B timing).  The
+// Who asks: the CUDA context, around its forward's launches, when it decided so at creation
+// (runtime/cuda/cuda_context.cpp: a device with it, DeviceTraits::programmatic_launch, and a
+// small batch, where it was measured to pay).  Outside a scope every launch is plain.  The
 // launch's status is checked here: a bad configuration throws at the launch site.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <utility>
 
 #include "kernels/cuda/cuda_check.h"
 
 namespace cnnrt::cuda {
+
+// Whether launch_kernel on this thread asks for programmatic stream serialisation.
+inline thread_local bool programmatic_launch_on = false;
+
+// Sets programmatic_launch_on for its lifetime (restoring the previous value after).
+class ProgrammaticLaunchScope {
+ public:
+  explicit ProgrammaticLaunchScope(bool on) : previous_(programmatic_launch_on) {
+    programmatic_launch_on = on;
+  }
+  ~ProgrammaticLaunchScope() { programmatic_launch_on = previous_; }
+  ProgrammaticLaunchScope(const ProgrammaticLaunchScope&) = delete;
+  ProgrammaticLaunchScope& operator=(const ProgrammaticLaunchScope&) = delete;
+
+ private:
+  bool previous_;
+};
 
 template <typename... Params, typename... Args>
 void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem_bytes,
@@ -28,7 +49,7 @@ void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem
   config.dynamicSmemBytes = smem_bytes;
   config.stream = stream;
   config.attrs = attribute;
-  config.numAttrs = device_traits().programmatic_launch ? 1 : 0;
+  config.numAttrs = programmatic_launch_on ? 1 : 0;
   CNNRT_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
 }
 

@@ -50,16 +50,20 @@ __device__ __forceinline__ void prefetch_l2(const void* address) {
 
 // Before pdl_wait(), a kernel may touch what no kernel writes — its weights — and nothing else.
 // This asks L2 for `rows` rows (`pitch` bytes apart) of bytes [begin, end) of such a constant
-// matrix, one prefetch.global.L2 per 128-byte line, spread over the block's threads: issued while
-// the previous kernel still runs, the weight's DRAM latency is off this kernel's critical path.
+// matrix, one prefetch.global.L2 per 128-byte line: issued while the previous kernel still runs,
+// the weight's DRAM latency is off this kernel's critical path.  `parts` CTAs that read the same
+// slice (a conv's M tiles) share the lines — this one, `part`, takes its share — so the requests
+// are not repeated once per CTA.
 __device__ __forceinline__ void prefetch_rows_l2(const void* base, size_t pitch, int rows,
-                                                 size_t begin, size_t end) {
+                                                 size_t begin, size_t end, unsigned part,
+                                                 unsigned parts) {
   if (rows <= 0 || end <= begin) return;
   const size_t first = begin & ~size_t(127), lines = (end - first + 127) / 128;
   const size_t total = lines * size_t(rows);
-  const int threads = blockDim.x * blockDim.y * blockDim.z;
-  const int tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
-  for (size_t i = tid; i < total; i += threads) {
+  const size_t from = total * part / parts, to = total * (part + 1) / parts;
+  const unsigned threads = blockDim.x * blockDim.y * blockDim.z;
+  const unsigned tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  for (size_t i = from + tid; i < to; i += threads) {
     const char* line =
         static_cast<const char*>(base) + (i / lines) * pitch + first + (i % lines) * 128;
     prefetch_l2(line);

@@ -20,6 +20,7 @@
 
 #include "kernels/cpu/convert_ref.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/layout.h"
 
 namespace cnnrt::cuda {
@@ -119,6 +120,9 @@ CudaContext::CudaContext(std::shared_ptr<const EngineImpl> engine, int batch, bo
   input_elements_ = batch_ * shape_elements(e.graph->input.shape);
   output_elements_ = batch_ * shape_elements(e.tensors.at(e.output_tensor).shape);
   prepared_ = prepare_context(e, batch_, keep_all_tensors);
+  const DeviceTraits& device = device_traits();
+  programmatic_launch_ = device.programmatic_launch && (batch_ <= kProgrammaticLaunchMaxBatch ||
+                                                        device.programmatic_launch_every_batch);
 
   // Weights were uploaded at build on other streams (pageable copies may still be in flight)
   // and our stream is non-blocking, so it would not wait for them: settle everything once here.
@@ -253,6 +257,7 @@ void CudaContext::run_step(size_t i, const KernelArgs& args) {
 void CudaContext::enqueue_forward(const std::vector<KernelArgs>& args, bool annotate,
                                   std::vector<EventHandle>* events) {
   NvtxRange forward_range(annotate ? "forward" : nullptr);
+  ProgrammaticLaunchScope programmatic(programmatic_launch_);
   const bool prefetch = events == nullptr && side_stream_ != nullptr;
   if (prefetch) {
     // A side branch: the prefetch runs beside the first steps and must be done (issued) before

@@ -20,6 +20,7 @@
 
 #include "kernels/cuda/device_traits.h"
 #include "kernels/cuda/elementwise_fp16.h"
+#include "kernels/cuda/launch.h"
 #include "runtime/cuda/device_info.h"
 
 namespace cnnrt::cuda {
@@ -43,7 +44,23 @@ TEST(ProgrammaticLaunch, OnWhereTheDeviceHasItUnlessTurnedOff) {
   const DeviceTraits& traits = device_traits();
   const char* knob = std::getenv("CNNRT_PDL");
   const bool off = knob != nullptr && std::string(knob) == "0";
+  const bool every = knob != nullptr && std::string(knob) == "1";
   EXPECT_EQ(traits.programmatic_launch, traits.cc() >= 90 && !off) << traits.name;
+  EXPECT_EQ(traits.programmatic_launch_every_batch, traits.cc() >= 90 && every) << traits.name;
+}
+
+TEST(ProgrammaticLaunch, ScopesNestAndRestore) {
+  EXPECT_FALSE(programmatic_launch_on);
+  {
+    ProgrammaticLaunchScope on(true);
+    EXPECT_TRUE(programmatic_launch_on);
+    {
+      ProgrammaticLaunchScope off(false);
+      EXPECT_FALSE(programmatic_launch_on);
+    }
+    EXPECT_TRUE(programmatic_launch_on);
+  }
+  EXPECT_FALSE(programmatic_launch_on);
 }
 
 // Runs `steps` dependent adds on `stream`; the result is in the returned buffer.
@@ -94,6 +111,8 @@ TEST(ProgrammaticLaunch, ChainOfDependentKernelsSeesEveryWrite) {
   ASSERT_NE(p.pointer, nullptr);
   ASSERT_NE(q.pointer, nullptr);
   CHECK_CUDA(cudaMemcpy(x.pointer, x_bits.data(), count * 2, cudaMemcpyHostToDevice));
+  if (!device_traits().programmatic_launch) GTEST_SKIP() << "no programmatic launch here";
+  ProgrammaticLaunchScope programmatic(true);
   cudaStream_t stream = nullptr;
   CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
 

@@ -435,7 +435,8 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32, igemm_min_blocks(BM, BN
   {
     const int group = blockIdx.y / p.n_tiles, n0 = (blockIdx.y % p.n_tiles) * BN;
     prefetch_rows_l2(p.w + (size_t(group) * p.w_rows + n0) * p.w_k, size_t(p.w_k) * 2, BN,
-                     size_t(kt_begin) * BK * 2, size_t(kt_begin + k_tiles) * BK * 2);
+                     size_t(kt_begin) * BK * 2, size_t(kt_begin + k_tiles) * BK * 2, blockIdx.x,
+                     gridDim.x);
   }
   pdl_enter();
   extern __shared__ __align__(16) unsigned char smem_raw[];

@@ -223,7 +223,7 @@ __global__ void __launch_bounds__(kThreads)
   const int tiles = min(p.k_pad / kBK - first, tiles_per_split);
   prefetch_rows_l2(p.weight + static_cast<int64_t>(blockIdx.y) * BN * p.k_pad, p.k_pad,
                    min(BN, p.out_c - static_cast<int>(blockIdx.y) * BN), size_t(first) * kBK,
-                   size_t(first + tiles) * kBK);
+                   size_t(first + tiles) * kBK, blockIdx.x, gridDim.x);
   pdl_enter();
   using T = Tile<BN>;
   extern __shared__ __align__(128) int8_t smem[];
