@@ -79,15 +79,14 @@ constexpr Preset kPresets[] = {
     {"l40s", "NVIDIA L40S (target)", 89, 142},
 };
 
-// CNNRT_PDL: unset — programmatic dependent launch where the context's rule says (launch.h);
-// 0 — never; 1 — at every batch.  Returns the value, or -1 when unset.
-int programmatic_launch_knob() {
+// CNNRT_PDL=0 turns programmatic dependent launch off (launch.h); unset or 1 leaves it on.
+bool programmatic_launch_allowed() {
   const char* knob = std::getenv("CNNRT_PDL");
-  if (knob == nullptr) return -1;
+  if (knob == nullptr) return true;
   const std::string value(knob);
   if (value != "0" && value != "1")
-    throw Error("CNNRT_PDL must be 0 (off) or 1 (on at every batch), got '" + value + "'");
-  return value == "1" ? 1 : 0;
+    throw Error("CNNRT_PDL must be 0 (off) or 1 (on), got '" + value + "'");
+  return value == "1";
 }
 
 DeviceTraits query_device(int device) {
@@ -105,9 +104,7 @@ DeviceTraits query_device(int device) {
   CNNRT_CUDA_CHECK(
       cudaDeviceGetAttribute(&value, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
   t.smem_per_sm = size_t(value);
-  const int knob = programmatic_launch_knob();
-  t.programmatic_launch = t.cc() >= 90 && knob != 0;
-  t.programmatic_launch_every_batch = t.programmatic_launch && knob == 1;
+  t.programmatic_launch = t.cc() >= 90 && programmatic_launch_allowed();
   return t;
 }
 

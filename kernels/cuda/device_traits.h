@@ -26,11 +26,9 @@ struct DeviceTraits {
   bool wgmma_image = false;
   bool described = false;  // from a target, not a device: plan only
   // Kernels may be launched with programmatic stream serialisation (launch.h): compute
-  // capability 9.0+, unless CNNRT_PDL=0.  Never set for a described target (nothing launches).
-  // A context uses it at the batches where it pays (cuda_context.cpp), or at every batch where
-  // CNNRT_PDL=1 (for timing it against CNNRT_PDL=0).
+  // capability 9.0+, unless CNNRT_PDL=0 (for timing against it).  Never set for a described
+  // target (nothing launches).
   bool programmatic_launch = false;
-  bool programmatic_launch_every_batch = false;
 
   int cc() const { return cc_major * 10 + cc_minor; }
 };

@@ -5,10 +5,10 @@
 // with pdl_enter() or pdl_wait() (pdl.cuh), which makes that overlap safe; every __global__
 // function in kernels/cuda does.
 //
-// Who asks: the CUDA context, around its forward's launches, when it decided so at creation
-// (runtime/cuda/cuda_context.cpp: a device with it, DeviceTraits::programmatic_launch, and a
-// small batch, where it was measured to pay).  Outside a scope every launch is plain.  The
-// launch's status is checked here: a bad configuration throws at the launch site.
+// Who asks: the CUDA context, around its forward's launches, on a device with it
+// (DeviceTraits::programmatic_launch, decided once per device; CNNRT_PDL=0 turns it off).
+// Outside a scope every launch is plain.  The launch's status is checked here: a bad
+// configuration throws at the launch site.
 #pragma once
 
 #include <cuda_runtime.h>

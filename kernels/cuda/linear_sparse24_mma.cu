@@ -142,7 +142,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   Chunk buf[2];
   if (live && c_begin < c_end) load_chunk(buf[0], tile_w, c_begin, lane);
   if (live && c_begin + 1 < c_end) load_chunk(buf[1], tile_w, c_begin + 1, lane);
-  pdl_enter();
+  pdl_wait();
+  pdl_launch_dependents();  // the next layer's GEMV may start streaming (pdl.cuh)
 
   for (int first = 0; first < batch; first += pass) {
     const int samples = min(pass, batch - first);

@@ -1,24 +1,28 @@
 // Programmatic dependent launch, the kernel side (sm_90+; a no-op below).
 //
-// Why: at batch 1 a forward is ~15 short kernels and each boundary costs the next grid's launch
-// and ramp after the previous grid's last block has gone (docs/PERFORMANCE.md run 46).  A kernel
-// launched by launch_kernel (launch.h) on a device that allows it may be scheduled while the
-// kernel before it in the stream is still running; this is what keeps that safe.
+// Why: at small batches a forward is ~15 short kernels, and each boundary costs the next grid's
+// launch and ramp after the previous grid has finished.  A kernel launched by launch_kernel
+// (launch.h) inside a ProgrammaticLaunchScope may be scheduled before the kernel ahead of it in
+// the stream has completed; this is what keeps that safe.
 //
-// pdl_enter() is the first statement of every kernel launch_kernel may launch:
-//   griddepcontrol.wait              — block until the previous grid has completed and its memory
-//                                      is visible (a no-op when launched without the attribute);
-//                                      nothing of the kernel touches global memory before it, so
-//                                      neither a read of the previous layer's output nor a write
-//                                      over a buffer it still reads can race;
-//   griddepcontrol.launch_dependents — let the next grid be scheduled once every block of this
-//                                      one has got here.  The next grid's blocks then wait in
-//                                      their own pdl_enter(); only one grid ahead is ever resident
-//                                      early, and never before all of this grid is resident, so a
-//                                      grid never waits for slots held by a later one.
-// A kernel may split the two (pdl_wait, then pdl_launch_dependents) to do constant-only work
-// first: prefetch_rows_l2 below.  A kernel that is launched without launch_kernel (a plain
-// <<< >>>) serialises fully as before.
+// pdl_enter() (or pdl_wait()) comes before the kernel's first access to memory any kernel
+// writes: griddepcontrol.wait blocks until the previous grid has completed and its writes are
+// visible (a no-op when launched without the attribute), so neither a read of the previous
+// layer's output nor a write over a buffer it still reads can race.  Before it a kernel may only
+// touch constants — its weights: prefetch_rows_l2 below, or loads into registers.
+//
+// When the next grid is scheduled: by default when every block of this one has exited (the
+// implicit trigger), so the next grid's launch and its pre-wait prefetch overlap this grid's
+// completion and memory flush.  A kernel may call pdl_launch_dependents() to let it be scheduled
+// as soon as every block of this grid has got there — earlier, but then the next grid's blocks
+// take whichever SMs have room while this one still runs.  Measured (docs/PERFORMANCE.md run
+// 46): early triggers in every kernel made AlexNet fp16 at batch 4-16 up to 15 % slower (grids
+// that do not fill the GPU landed on a few SMs), while the implicit trigger was never slower; so
+// only the GEMVs trigger early — the next layer's GEMV then fills the room beside a one-wave grid
+// and streams its first weights while this one drains (the 2:4 linears at batch 1: -2 µs).
+//   griddepcontrol.launch_dependents is issued after the wait, so at most one grid is ever
+//   scheduled ahead, and never before all of this grid is resident.
+// A kernel that is launched with a plain <<< >>> serialises fully as before.
 #pragma once
 
 #include <cstddef>
@@ -38,10 +42,7 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 #endif
 }
 
-__device__ __forceinline__ void pdl_enter() {
-  pdl_wait();
-  pdl_launch_dependents();
-}
+__device__ __forceinline__ void pdl_enter() { pdl_wait(); }
 
 // One 128-byte line of a constant (see below) into L2.
 __device__ __forceinline__ void prefetch_l2(const void* address) {

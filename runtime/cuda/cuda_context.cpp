@@ -120,9 +120,7 @@ CudaContext::CudaContext(std::shared_ptr<const EngineImpl> engine, int batch, bo
   input_elements_ = batch_ * shape_elements(e.graph->input.shape);
   output_elements_ = batch_ * shape_elements(e.tensors.at(e.output_tensor).shape);
   prepared_ = prepare_context(e, batch_, keep_all_tensors);
-  const DeviceTraits& device = device_traits();
-  programmatic_launch_ = device.programmatic_launch && (batch_ <= kProgrammaticLaunchMaxBatch ||
-                                                        device.programmatic_launch_every_batch);
+  programmatic_launch_ = device_traits().programmatic_launch;
 
   // Weights were uploaded at build on other streams (pageable copies may still be in flight)
   // and our stream is non-blocking, so it would not wait for them: settle everything once here.

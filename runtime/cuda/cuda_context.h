@@ -117,12 +117,9 @@ class CudaContext final : public ContextImpl {
 
   std::shared_ptr<const EngineImpl> engine_;
   const int batch_;
-  // The forward's kernels are launched with programmatic stream serialisation (launch.h): on
-  // a device with it, at batch <= kProgrammaticLaunchMaxBatch (or every batch: CNNRT_PDL=1).
-  // Measured (docs/PERFORMANCE.md run 46, H100): AlexNet int8 at batch 1-2 and the 2:4 sparse
-  // linears at batch 1 gain (launch and weight prefetch overlap the kernel before); from batch 8
-  // on, every engine lost 1-10 %.
-  static constexpr int kProgrammaticLaunchMaxBatch = 2;
+  // The forward's kernels are launched with programmatic stream serialisation (launch.h) on a
+  // device with it: each kernel's launch and weight prefetch overlap the completion of the one
+  // before (docs/PERFORMANCE.md run 46).
   bool programmatic_launch_ = false;
   PreparedContext prepared_;
   int64_t input_elements_ = 0, output_elements_ = 0;  // per batch, fp32 values

@@ -44,9 +44,7 @@ TEST(ProgrammaticLaunch, OnWhereTheDeviceHasItUnlessTurnedOff) {
   const DeviceTraits& traits = device_traits();
   const char* knob = std::getenv("CNNRT_PDL");
   const bool off = knob != nullptr && std::string(knob) == "0";
-  const bool every = knob != nullptr && std::string(knob) == "1";
   EXPECT_EQ(traits.programmatic_launch, traits.cc() >= 90 && !off) << traits.name;
-  EXPECT_EQ(traits.programmatic_launch_every_batch, traits.cc() >= 90 && every) << traits.name;
 }
 
 TEST(ProgrammaticLaunch, ScopesNestAndRestore) {
