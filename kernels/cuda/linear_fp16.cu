@@ -157,8 +157,7 @@ __global__ void __launch_bounds__(kGemvBlockWarps * 32)
         const int idx = slice * 32 + lane + 32 * split * u;
         if (idx < k_vectors) prefetch_l2(weight + static_cast<int64_t>(row0 + r) * k_vectors + idx);
       }
-  pdl_wait();
-  pdl_launch_dependents();  // the next layer's GEMV may start streaming (pdl.cuh)
+  pdl_enter();
 
   float acc[kRows][kBatch];
 #pragma unroll

@@ -72,8 +72,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   if (feature < p.out_c && (lane & 7) == 0)
     for (int u = 0; u < kUnroll && lane + 32 * u < p.in_stride / 16; ++u)
       prefetch_l2(p.weight + static_cast<int64_t>(feature) * p.k_pad + (lane + 32 * u) * 16);
-  pdl_wait();
-  pdl_launch_dependents();  // the next layer's GEMV may start streaming (pdl.cuh)
+  pdl_enter();
   if (feature >= p.out_stride) return;
   int acc[kBatch] = {};
   if (feature < p.out_c) {

@@ -16,12 +16,13 @@
 // completion and memory flush.  A kernel may call pdl_launch_dependents() to let it be scheduled
 // as soon as every block of this grid has got there — earlier, but then the next grid's blocks
 // take whichever SMs have room while this one still runs.  Measured (docs/PERFORMANCE.md run
-// 46): early triggers in every kernel made AlexNet fp16 at batch 4-16 up to 15 % slower (grids
-// that do not fill the GPU landed on a few SMs), while the implicit trigger was never slower; so
-// only the GEMVs trigger early — the next layer's GEMV then fills the room beside a one-wave grid
-// and streams its first weights while this one drains (the 2:4 linears at batch 1: -2 µs).
-//   griddepcontrol.launch_dependents is issued after the wait, so at most one grid is ever
-//   scheduled ahead, and never before all of this grid is resident.
+// 46, AlexNet on an H100): early triggers in every kernel made fp16 at batch 4-16 up to 15 %
+// slower (grids that do not fill the GPU landed on a few SMs); in the dense GEMVs alone they
+// cost fp16 2 µs at batch 1; the implicit trigger was never slower than no PDL.  Only the 2:4
+// mma GEMV triggers early: the next layer's blocks then stream their first weights while it
+// drains (AlexNet with fc6 and fc7 2:4 at batch 1: 0.0785 -> 0.0758 ms).  It is issued after
+// the wait, so at most one grid is ever scheduled ahead, and never before all of this grid is
+// resident.
 // A kernel that is launched with a plain <<< >>> serialises fully as before.
 #pragma once
 
