@@ -213,8 +213,8 @@ class ConvInt8Kernel final : public LayerKernel {
     if (path_ == ConvPath::SpaceToDepth)
       plan.variant_name = std::string(fp32_source ? "quantise+" : "") + "s2d+" + gemm;
     if (splits > 1) plan.variant_name += " split-k " + std::to_string(splits);
-    if (pool_) plan.variant_name += finish_pools(splits) ? "+pooling finish" : "+pool";
-    plan.workspace_bytes = workspace_parts(info.batch, splits, false, finish_pools(splits)).total();
+    if (pool_) plan.variant_name += "+pool";
+    plan.workspace_bytes = workspace_parts(info.batch, splits, false).total();
     return plan;
   }
   void run(const KernelArgs& args) override {
@@ -224,9 +224,7 @@ class ConvInt8Kernel final : public LayerKernel {
     const int code = on_tma ? -1 - args.variant : args.variant;
     const int splits = on_tma ? 1 : code / 2;
     // The pool fused into conv_int8_tma's epilogue: the kernel writes the pooled output itself.
-    // Or into the igemm's split-K finish (igemm_s8_finish_pools): no pool pass either.
-    const bool fused_pool =
-        on_tma ? code / 2 != kWindowCode && ConvS8Tma::is_fused(code / 2) : finish_pools(splits);
+    const bool fused_pool = on_tma && code / 2 != kWindowCode && ConvS8Tma::is_fused(code / 2);
     const Workspace parts = workspace_parts(args.batch, splits, on_tma, fused_pool);
     char* workspace = static_cast<char*>(args.workspace);
     if (workspace == nullptr && parts.total() > 0) throw Error("conv int8: no workspace");
@@ -252,7 +250,7 @@ class ConvInt8Kernel final : public LayerKernel {
       conv_s8_wgmma(conv_, x, conv_out, args.batch, stream);
     } else {
       const S8SplitK split{splits, reinterpret_cast<int*>(workspace + parts.partial)};
-      conv_s8_igemm(conv_, x, conv_out, args.batch, stream, &split, fused_pool ? &*pool_ : nullptr);
+      conv_s8_igemm(conv_, x, conv_out, args.batch, stream, &split);
     }
     if (pool_ && !fused_pool)
       pool_conv_output(*pool_, conv_.float_output, conv_out, args.output, args.batch, stream);
@@ -264,14 +262,6 @@ class ConvInt8Kernel final : public LayerKernel {
 
  private:
   static size_t round_up_bytes(size_t bytes) { return (bytes + 255) / 256 * 256; }
-
-  // The igemm path's split-K finish takes the pool itself (batch-1 AlexNet conv2 and conv5: a
-  // launch and the pre-pool tensor fewer).
-  bool finish_pools(int splits) const {
-    const bool gemm =
-        path_ != ConvPath::Direct && path_ != ConvPath::Depthwise && path_ != ConvPath::Narrow;
-    return gemm && pool_ && igemm_s8_finish_pools(conv_, *pool_, splits);
-  }
 
   // Byte offsets of the workspace's parts for `batch` (see prepare()); on_tma: the space-to-depth
   // map is the TMA form's; fused_pool: no pre-pool tensor.

@@ -56,17 +56,10 @@ struct S8SplitK {
   int* partial = nullptr;  // igemm_s8_split_bytes() bytes of device memory
 };
 
-struct NhwcPool;
-
 // groups == 1 only: the tensor-core implicit GEMM.  x: int8 NHWC/16; y: int8 NHWC/16 or fp32
-// NHWC/8.  `split` (optional): split-K as planned by igemm_s8_splits.  `pool` (optional, where
-// igemm_s8_finish_pools): the conv's max-pool, taken by the split-K finish itself — y is then
-// the pooled map, and no pre-pool tensor is written.
+// NHWC/8.  `split` (optional): split-K as planned by igemm_s8_splits.
 void conv_s8_igemm(const S8Conv& conv, const void* x, void* y, int batch, cudaStream_t stream,
-                   const S8SplitK* split = nullptr, const NhwcPool* pool = nullptr);
-// Whether the split-K finish can take `pool` (the conv's max-pool): int8 output, a split, and a
-// window that fits the finish's tile.
-bool igemm_s8_finish_pools(const S8Conv& conv, const NhwcPool& pool, int splits);
+                   const S8SplitK* split = nullptr);
 // The epilogue alone on `rows` rows of raw int32 sums acc [rows][out_stride] (no bias): y gets
 // int8_output / float_output of them (a library GEMM's int32 product, e.g. linear_s8_lt.h): the
 // one-slice finish_s8_split, with its alignment and stride conditions.

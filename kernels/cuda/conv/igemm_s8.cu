@@ -19,8 +19,8 @@
 // staged through shared memory and written as 16-byte rows (channel padding written as zeros);
 // the fp32 (graph output) form writes float2 pairs straight from the registers.  A fused max-pool
 // runs after this kernel (conv_s8.h: maxpool_nhwc_s8) on the pre-pool tensor — exact, since
-// max commutes with the monotonic requantisation — or, under split-K, inside the finish
-// (split_k_finish_pool_kernel below: AlexNet conv2 and conv5 at batch 1).
+// max commutes with the monotonic requantisation — not inside it: fusing it through
+// pool_tiling.h is the next step for speed, not for correctness.
 //
 // Exactness: int32 accumulation of int8 products is associative, so the MMA's internal order
 // cannot change the result; the one float step is the reference's (docs/QUANTIZATION.md).
@@ -182,133 +182,6 @@ __global__ void split_k_finish4_kernel(const S8Conv p, const int4* __restrict__ 
   }
 }
 
-// The split-K finish with the conv's max-pool (int8 out): one pass instead of the finish and the
-// pool pass (maxpool_nhwc_s8), and no pre-pool tensor.  One CTA owns a tile of tile_ph x tile_pw
-// pooled pixels x 32 channels of one image.  Phase 1: each conv pixel of the region the tile's
-// windows cover (tile_th x tile_tw, at most kPoolFinishPixels) is summed over the slices once
-// (int4 loads, exact) and requantised to four int8 bytes in shared memory.  Phase 2: each pooled
-// pixel takes __vmaxs4 over its window's cells — the max of the requantised values, which is the
-// staged form's (requantisation is monotonic; docs/QUANTIZATION.md), bit for bit.  Why a tile: a
-// thread per pooled pixel re-summing every slice of every cell of its window cost AlexNet int8
-// 8.8 µs at batch 1 (docs/PERFORMANCE.md run 45d); this sums each conv pixel once per tile
-// (neighbouring tiles share their border rows and columns).
-struct PoolFinishTiling {
-  int tile_ph = 1, tile_pw = 1, tile_th = 1, tile_tw = 1, tiles_x = 1, tiles_y = 1;
-};
-constexpr int kPoolFinishQuads = 8;    // 32 channels a CTA: 8 words of 4 int8
-constexpr int kPoolFinishPixels = 64;  // conv pixels a tile's region holds at most
-constexpr int kPoolFinishThreads = 256;
-
-__global__ void __launch_bounds__(kPoolFinishThreads)
-    split_k_finish_pool_kernel(const S8Conv p, const NhwcPool pool, const PoolFinishTiling t,
-                               const int4* __restrict__ partial, int splits, int total_m,
-                               uint32_t* __restrict__ y) {
-  pdl_enter();
-  __shared__ uint32_t cells[kPoolFinishPixels * kPoolFinishQuads];
-  int b = blockIdx.x;
-  const int tile_x = b % t.tiles_x;
-  b /= t.tiles_x;
-  const int tile_y = b % t.tiles_y;
-  const int n = b / t.tiles_y;
-  const int stride_quads = p.out_stride / 4, quad0 = blockIdx.y * kPoolFinishQuads;
-  const int cy0 = tile_y * t.tile_ph * pool.stride_h - pool.pad_h;
-  const int cx0 = tile_x * t.tile_pw * pool.stride_w - pool.pad_w;
-  const int64_t slice = static_cast<int64_t>(total_m) * stride_quads;
-
-  // Phase 1: the region's conv pixels, each summed and requantised once.  Cells outside the
-  // conv map are never read in phase 2.
-  for (int id = threadIdx.x; id < t.tile_th * t.tile_tw * kPoolFinishQuads; id += blockDim.x) {
-    const int q = id % kPoolFinishQuads, px = id / kPoolFinishQuads;
-    const int cy = cy0 + px / t.tile_tw, cx = cx0 + px % t.tile_tw, quad = quad0 + q;
-    if (cy < 0 || cy >= pool.h || cx < 0 || cx >= pool.w || quad >= stride_quads) continue;
-    const int64_t index =
-        ((static_cast<int64_t>(n) * pool.h + cy) * pool.w + cx) * stride_quads + quad;
-    int4 acc = partial[index];
-    int z = 1;
-    for (; z + 4 <= splits; z += 4) {  // four independent loads in flight
-      int4 v[4];
-#pragma unroll
-      for (int u = 0; u < 4; ++u) v[u] = partial[(z + u) * slice + index];
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        acc.x += v[u].x;
-        acc.y += v[u].y;
-        acc.z += v[u].z;
-        acc.w += v[u].w;
-      }
-    }
-    for (; z < splits; ++z) {
-      const int4 v = partial[z * slice + index];
-      acc.x += v.x;
-      acc.y += v.y;
-      acc.z += v.z;
-      acc.w += v.w;
-    }
-    const int c = quad * 4;
-    cells[px * kPoolFinishQuads + q] = uint32_t(uint8_t(s8::int8_output(p, c, acc.x))) |
-                                       uint32_t(uint8_t(s8::int8_output(p, c + 1, acc.y))) << 8 |
-                                       uint32_t(uint8_t(s8::int8_output(p, c + 2, acc.z))) << 16 |
-                                       uint32_t(uint8_t(s8::int8_output(p, c + 3, acc.w))) << 24;
-  }
-  __syncthreads();
-
-  // Phase 2: each pooled pixel's window maximum; padding never wins.
-  for (int id = threadIdx.x; id < t.tile_ph * t.tile_pw * kPoolFinishQuads; id += blockDim.x) {
-    const int q = id % kPoolFinishQuads, o = id / kPoolFinishQuads;
-    const int py = o / t.tile_pw, px = o % t.tile_pw;
-    const int oy = tile_y * t.tile_ph + py, ox = tile_x * t.tile_pw + px, quad = quad0 + q;
-    if (oy >= pool.out_h || ox >= pool.out_w || quad >= stride_quads) continue;
-    uint32_t best = 0x80808080u;  // -128 per byte
-    for (int i = 0; i < pool.kh; ++i) {
-      const int ly = py * pool.stride_h + i, cy = cy0 + ly;
-      if (cy < 0 || cy >= pool.h) continue;
-      for (int j = 0; j < pool.kw; ++j) {
-        const int lx = px * pool.stride_w + j, cx = cx0 + lx;
-        if (cx < 0 || cx >= pool.w) continue;
-        best = __vmaxs4(best, cells[(ly * t.tile_tw + lx) * kPoolFinishQuads + q]);
-      }
-    }
-    y[((static_cast<int64_t>(n) * pool.out_h + oy) * pool.out_w + ox) * stride_quads + quad] = best;
-  }
-}
-
-// The largest tile (rows first wide, then tall) whose region fits kPoolFinishPixels.
-PoolFinishTiling pool_finish_tiling(const NhwcPool& pool) {
-  PoolFinishTiling best;
-  for (int pw = pool.out_w; pw >= 1; --pw) {
-    const int tw = (pw - 1) * pool.stride_w + pool.kw;
-    if (pool.kh * tw > kPoolFinishPixels) continue;
-    int ph = 1;
-    while (ph < pool.out_h && (ph * pool.stride_h + pool.kh) * tw <= kPoolFinishPixels) ++ph;
-    best = {ph,
-            pw,
-            (ph - 1) * pool.stride_h + pool.kh,
-            tw,
-            (pool.out_w + pw - 1) / pw,
-            (pool.out_h + ph - 1) / ph};
-    return best;
-  }
-  best.tile_th = 0;  // a window wider than the tile's room: the caller refuses
-  return best;
-}
-
-void finish_s8_split_pool(const S8Conv& conv, const NhwcPool& pool, const int32_t* partial,
-                          int splits, int batch, void* y, cudaStream_t stream) {
-  const PoolFinishTiling t = pool_finish_tiling(pool);
-  if (conv.float_output || conv.out_stride % 4 != 0 || t.tile_th == 0 || pool.h != conv.out_h ||
-      pool.w != conv.out_w)
-    throw Error("finish_s8_split_pool: not an int8 conv whose pool window fits a tile");
-  const int64_t ctas = static_cast<int64_t>(t.tiles_x) * t.tiles_y * batch;
-  if (ctas >= (int64_t{1} << 31)) throw Error("finish_s8_split_pool: batch exceeds the grid");
-  const dim3 grid(
-      static_cast<unsigned>(ctas),
-      static_cast<unsigned>((conv.out_stride / 4 + kPoolFinishQuads - 1) / kPoolFinishQuads));
-  launch_kernel(split_k_finish_pool_kernel, grid, kPoolFinishThreads, 0, stream, conv, pool, t,
-                reinterpret_cast<const int4*>(partial), splits,
-                static_cast<int>(int64_t{batch} * conv.out_h * conv.out_w),
-                static_cast<uint32_t*>(y));
-}
-
 // int8 output: requantised into a shared tile, then 16-byte row segments to global memory.
 template <int BN>
 __device__ void store_int8(const S8Conv& p, int8_t* y, int8_t* stage, int m0, int n0, int total_m,
@@ -398,7 +271,7 @@ __global__ void __launch_bounds__(kThreads)
 
 template <int BN>
 void launch(const S8Conv& conv, const int8_t* x, void* y, int total_m, int splits, int* partial,
-            const NhwcPool* pool, int batch, cudaStream_t stream) {
+            cudaStream_t stream) {
   // The attribute is per kernel and process: set once (thread-safe static initialisation).
   static const cudaError_t configured = cudaFuncSetAttribute(
       igemm_s8_kernel<BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, Tile<BN>::kSmem);
@@ -411,10 +284,7 @@ void launch(const S8Conv& conv, const int8_t* x, void* y, int total_m, int split
                 splits > 1 ? partial : nullptr, per_split);
   CNNRT_CUDA_CHECK_LAUNCH();
   if (splits <= 1) return;
-  if (pool != nullptr)
-    finish_s8_split_pool(conv, *pool, partial, static_cast<int>(grid.z), batch, y, stream);
-  else
-    finish_s8_split(conv, partial, static_cast<int>(grid.z), total_m, y, stream);
+  finish_s8_split(conv, partial, static_cast<int>(grid.z), total_m, y, stream);
 }
 
 // 128-wide tiles once the layer is wide and its 128 x 128 grid still fills an H100 (~132 SMs)
@@ -428,13 +298,8 @@ bool wide_tiles(const S8Conv& conv, int64_t total_m) {
 
 }  // namespace
 
-bool igemm_s8_finish_pools(const S8Conv& conv, const NhwcPool& pool, int splits) {
-  return splits > 1 && !conv.float_output && conv.out_stride % 4 == 0 && pool.h == conv.out_h &&
-         pool.w == conv.out_w && pool_finish_tiling(pool).tile_th > 0;
-}
-
 void conv_s8_igemm(const S8Conv& conv, const void* x, void* y, int batch, cudaStream_t stream,
-                   const S8SplitK* split, const NhwcPool* pool) {
+                   const S8SplitK* split) {
   if (conv.groups != 1 || conv.in_stride % 16 != 0 || conv.k_pad % kBK != 0 ||
       conv.k_pad < conv.k_total || conv.k_total != conv.kh * conv.kw * conv.in_stride)
     throw Error("conv_s8_igemm: invalid conv description");
@@ -446,12 +311,10 @@ void conv_s8_igemm(const S8Conv& conv, const void* x, void* y, int batch, cudaSt
   const int splits = split ? split->splits : 1;
   int* partial = split ? split->partial : nullptr;
   if (splits > 1 && partial == nullptr) throw Error("conv_s8_igemm: split-K without a workspace");
-  if (pool != nullptr && !igemm_s8_finish_pools(conv, *pool, splits))
-    throw Error("conv_s8_igemm: the split-K finish cannot pool this conv");
   if (wide_tiles(conv, total_m))
-    launch<128>(conv, in, y, static_cast<int>(total_m), splits, partial, pool, batch, stream);
+    launch<128>(conv, in, y, static_cast<int>(total_m), splits, partial, stream);
   else
-    launch<64>(conv, in, y, static_cast<int>(total_m), splits, partial, pool, batch, stream);
+    launch<64>(conv, in, y, static_cast<int>(total_m), splits, partial, stream);
 }
 
 void finish_s8(const S8Conv& conv, const int32_t* acc, int rows, void* y, cudaStream_t stream) {
