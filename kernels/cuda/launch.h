@@ -3,7 +3,7 @@
 // forward each kernel's launch, and the weight prefetch before its griddepcontrol.wait, overlap
 // the tail of the one before (the edges become programmatic graph edges).  The kernel must begin
 // with pdl_enter() or pdl_wait() (pdl.cuh), which makes that overlap safe; every __global__
-// function in kernels/cuda does.
+// function in kernels/cuda does (but the two wgmma probes, which are launched plainly).
 //
 // Who asks: the CUDA context, around its forward's launches, on a device with it
 // (DeviceTraits::programmatic_launch, decided once per device; CNNRT_PDL=0 turns it off).
