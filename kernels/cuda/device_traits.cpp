@@ -79,16 +79,6 @@ constexpr Preset kPresets[] = {
     {"l40s", "NVIDIA L40S (target)", 89, 142},
 };
 
-// CNNRT_PDL=0 turns programmatic dependent launch off (launch.h); unset or 1 leaves it on.
-bool programmatic_launch_allowed() {
-  const char* knob = std::getenv("CNNRT_PDL");
-  if (knob == nullptr) return true;
-  const std::string value(knob);
-  if (value != "0" && value != "1")
-    throw Error("CNNRT_PDL must be 0 (off) or 1 (on), got '" + value + "'");
-  return value == "1";
-}
-
 DeviceTraits query_device(int device) {
   cudaDeviceProp prop{};
   CNNRT_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
@@ -104,13 +94,21 @@ DeviceTraits query_device(int device) {
   CNNRT_CUDA_CHECK(
       cudaDeviceGetAttribute(&value, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
   t.smem_per_sm = size_t(value);
-  t.programmatic_launch = t.cc() >= 90 && programmatic_launch_allowed();
+  t.programmatic_launch = t.cc() >= 90 && programmatic_launch_allowed(std::getenv("CNNRT_PDL"));
   return t;
 }
 
 thread_local const DeviceTraits* active_target = nullptr;
 
 }  // namespace
+
+bool programmatic_launch_allowed(const char* knob) {
+  if (knob == nullptr) return true;
+  const std::string value(knob);
+  if (value != "0" && value != "1")
+    throw Error("CNNRT_PDL must be 0 (off) or 1 (on), got '" + value + "'");
+  return value == "1";
+}
 
 std::string target_names() {
   std::string names;

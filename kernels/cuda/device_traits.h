@@ -33,6 +33,10 @@ struct DeviceTraits {
   int cc() const { return cc_major * 10 + cc_minor; }
 };
 
+// The value of CNNRT_PDL (nullptr: unset) read as whether programmatic dependent launch may be
+// used (launch.h): unset or "1" yes, "0" no; anything else throws Error naming the variable.
+bool programmatic_launch_allowed(const char* knob);
+
 // The target named by `spec`: a preset (h100, h100-pcie, h200, a100, a100-40gb, l4, l40s) or
 // `smXY:SMS` (compute capability X.Y, SMS multiprocessors, shared memory from the
 // architecture's table).  Throws Error naming the spec and the presets.

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "cnnrt/error.h"
 #include "kernels/cuda/device_traits.h"
 #include "kernels/cuda/elementwise_fp16.h"
 #include "kernels/cuda/launch.h"
@@ -45,6 +46,22 @@ TEST(ProgrammaticLaunch, OnWhereTheDeviceHasItUnlessTurnedOff) {
   const char* knob = std::getenv("CNNRT_PDL");
   const bool off = knob != nullptr && std::string(knob) == "0";
   EXPECT_EQ(traits.programmatic_launch, traits.cc() >= 90 && !off) << traits.name;
+}
+
+TEST(ProgrammaticLaunch, TheKnobIsZeroOrOne) {
+  EXPECT_TRUE(programmatic_launch_allowed(nullptr));
+  EXPECT_TRUE(programmatic_launch_allowed("1"));
+  EXPECT_FALSE(programmatic_launch_allowed("0"));
+  for (const char* bad : {"", "yes", "2", "0 "}) {
+    try {
+      programmatic_launch_allowed(bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const Error& error) {
+      EXPECT_NE(std::string(error.what()).find("CNNRT_PDL"), std::string::npos) << error.what();
+      EXPECT_NE(std::string(error.what()).find("'" + std::string(bad) + "'"), std::string::npos)
+          << error.what();
+    }
+  }
 }
 
 TEST(ProgrammaticLaunch, ScopesNestAndRestore) {
