@@ -26,7 +26,7 @@ constexpr int kThreads = 256;
 template <typename T>
 __global__ void slice_kernel(const T* __restrict__ x, int in_stride, T* __restrict__ y,
                              int out_stride, int offset, int copy, int zeros, int64_t rows) {
-  pdl_enter();
+  pdl_wait();
   const int width = copy + zeros;
   const int64_t total = rows * width;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
@@ -48,7 +48,6 @@ void launch_slice(const void* x, int in_stride, void* y, int out_stride, int off
       std::max<int64_t>(1, std::min<int64_t>((work + kThreads - 1) / kThreads, 132 * 16)));
   launch_kernel(slice_kernel<T>, grid, kThreads, 0, stream, static_cast<const T*>(x), in_stride,
                 static_cast<T*>(y), out_stride, offset, copy, zeros, rows);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace

@@ -71,7 +71,7 @@ __device__ __forceinline__ void store_value(int8_t* y, int64_t i, float v, float
 template <typename In, typename Out>
 __global__ void convert_kernel(const In* __restrict__ x, Out* __restrict__ y, int64_t total,
                                Addressing in, Addressing out, float in_scale, float out_scale) {
-  pdl_enter();
+  pdl_wait();
   for (int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; index < total;
        index += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t n = index / out.sample_elements();
@@ -90,7 +90,6 @@ void launch(const void* x, void* y, int64_t total, const Addressing& in, const A
       static_cast<int>(std::min<int64_t>((total + kThreads - 1) / kThreads, kMaxBlocks));
   launch_kernel(convert_kernel<In, Out>, blocks, kThreads, 0, stream, static_cast<const In*>(x),
                 static_cast<Out*>(y), total, in, out, in_scale, out_scale);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 // The output type's dispatch, the input's already fixed.

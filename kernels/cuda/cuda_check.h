@@ -28,7 +28,8 @@ namespace cnnrt::cuda {
                                       __LINE__);                                          \
   } while (0)
 
-// After a kernel launch: reports launch-configuration errors immediately.
+// After a plain <<< >>> launch (the labs): reports launch-configuration errors immediately.
+// cnnrt's own kernels go through launch_kernel (launch.h), which checks its launch itself.
 #define CNNRT_CUDA_CHECK_LAUNCH() CNNRT_CUDA_CHECK(cudaGetLastError())
 
 #define CNNRT_CUBLAS_CHECK(call)                                                               \

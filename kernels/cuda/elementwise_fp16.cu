@@ -112,7 +112,7 @@ union Vec8 {
 __device__ __forceinline__ float relu_keep_nan(float v) { return (v > 0.0f || v != v) ? v : 0.0f; }
 
 __global__ void relu_kernel(const uint4* __restrict__ x, uint4* y, int64_t vectors) {
-  pdl_enter();
+  pdl_wait();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < vectors;
        i += int64_t(gridDim.x) * blockDim.x) {
     Vec8 v;
@@ -127,7 +127,7 @@ __global__ void relu_kernel(const uint4* __restrict__ x, uint4* y, int64_t vecto
 }
 
 __global__ void add_kernel(const uint4* a, const uint4* b, uint4* y, int64_t vectors, bool relu) {
-  pdl_enter();
+  pdl_wait();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < vectors;
        i += int64_t(gridDim.x) * blockDim.x) {
     Vec8 va, vb;
@@ -151,7 +151,7 @@ __global__ void add_kernel(const uint4* a, const uint4* b, uint4* y, int64_t vec
 __global__ void channel_affine_kernel(const uint4* x, uint4* y, int64_t vectors,
                                       int vectors_per_row, const float* __restrict__ scale,
                                       const float* __restrict__ shift, bool relu) {
-  pdl_enter();
+  pdl_wait();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < vectors;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int c0 = static_cast<int>(i % vectors_per_row) * 8;
@@ -175,7 +175,7 @@ __global__ void channel_affine_kernel(const uint4* x, uint4* y, int64_t vectors,
 // One thread per output half of one sample's padded vector.
 __global__ void flatten_kernel(const __half* __restrict__ x, __half* __restrict__ y, int64_t batch,
                                int c, int64_t pixels, int c_stride, int64_t out_stride) {
-  pdl_enter();
+  pdl_wait();
   const int64_t total = batch * out_stride;
   const int64_t real = pixels * c;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
@@ -206,7 +206,6 @@ void relu_fp16(const void* x, void* y, int64_t count, cudaStream_t stream) {
   if (vectors == 0) return;
   launch_kernel(relu_kernel, grid_for(vectors), kThreads, 0, stream, static_cast<const uint4*>(x),
                 static_cast<uint4*>(y), vectors);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 void add_fp16(const void* a, const void* b, void* y, int64_t count, bool relu,
@@ -216,7 +215,6 @@ void add_fp16(const void* a, const void* b, void* y, int64_t count, bool relu,
   if (vectors == 0) return;
   launch_kernel(add_kernel, grid_for(vectors), kThreads, 0, stream, static_cast<const uint4*>(a),
                 static_cast<const uint4*>(b), static_cast<uint4*>(y), vectors, relu);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 void channel_affine_fp16(const void* x, void* y, int64_t rows, int channel_stride,
@@ -227,7 +225,6 @@ void channel_affine_fp16(const void* x, void* y, int64_t rows, int channel_strid
   launch_kernel(channel_affine_kernel, grid_for(vectors), kThreads, 0, stream,
                 static_cast<const uint4*>(x), static_cast<uint4*>(y), vectors, channel_stride / 8,
                 scale, shift, relu);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 void copy_fp16(const void* x, void* y, size_t bytes, cudaStream_t stream) {
@@ -244,7 +241,6 @@ void flatten_nhwc_fp16(const void* x, void* y, int64_t batch, int c, int h, int 
   launch_kernel(flatten_kernel, grid_for(total), kThreads, 0, stream, static_cast<const __half*>(x),
                 static_cast<__half*>(y), batch, c, pixels, static_cast<int>(round_up8(c)),
                 out_stride);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace cnnrt::cuda

@@ -28,7 +28,7 @@ constexpr int kCtas = 16, kThreads = 256;
 
 __global__ void l2_prefetch_kernel(const char* base, size_t bytes, size_t block_bytes,
                                    size_t prefix_lines, size_t lines) {
-  pdl_enter();
+  pdl_wait();
   const size_t stride = size_t(gridDim.x) * blockDim.x;
   for (size_t j = size_t(blockIdx.x) * blockDim.x + threadIdx.x; j < lines; j += stride) {
     const size_t offset = (j / prefix_lines) * block_bytes + (j % prefix_lines) * kLine;

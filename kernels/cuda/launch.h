@@ -1,9 +1,10 @@
 // The one way cnnrt launches its own kernels: cudaLaunchKernelEx, with programmatic stream
 // serialisation while a ProgrammaticLaunchScope on this thread asks for it, so that in a captured
 // forward each kernel's launch, and the weight prefetch before its griddepcontrol.wait, overlap
-// the tail of the one before (the edges become programmatic graph edges).  The kernel must begin
-// with pdl_enter() or pdl_wait() (pdl.cuh), which makes that overlap safe; every __global__
-// function in kernels/cuda does (but the two wgmma probes, which are launched plainly).
+// the tail of the one before (the edges become programmatic graph edges).  The kernel must call
+// pdl_wait() (pdl.cuh) before it touches memory another kernel writes, which makes that overlap
+// safe; every __global__ function in kernels/cuda does (but the two wgmma probes, which are
+// launched plainly).
 //
 // Who asks: the CUDA context, around its forward's launches, on a device with it
 // (DeviceTraits::programmatic_launch, decided once per device; CNNRT_PDL=0 turns it off).
@@ -50,7 +51,9 @@ void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem
   config.stream = stream;
   config.attrs = attribute;
   config.numAttrs = programmatic_launch_on ? 1 : 0;
-  CNNRT_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+  const cudaError_t status = cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+  if (status != cudaSuccess) cudaGetLastError();  // cleared, so no later check reports it again
+  CNNRT_CUDA_CHECK(status);
 }
 
 }  // namespace cnnrt::cuda

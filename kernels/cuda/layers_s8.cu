@@ -56,7 +56,7 @@ __device__ Window window_of(const S8Pool& p, int oy, int ox) {
 
 __global__ void pool_s8_kernel(const S8Pool p, const int8_t* __restrict__ x, int8_t* __restrict__ y,
                                int64_t total) {
-  pdl_enter();
+  pdl_wait();
   const int stride = padded16(p.c);
   for (int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; index < total;
        index += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -84,7 +84,7 @@ __global__ void pool_s8_kernel(const S8Pool p, const int8_t* __restrict__ x, int
 
 __global__ void requantize_s8_kernel(const int8_t* x, int8_t* y, int64_t count, float multiplier,
                                      int lo, int hi) {
-  pdl_enter();
+  pdl_wait();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     y[i] = s8::requantize(x[i], multiplier, lo, hi);
@@ -97,7 +97,7 @@ __global__ void requantize_s8_kernel(const int8_t* x, int8_t* y, int64_t count, 
 __global__ void add_s8_kernel(const uint32_t* a, float multiplier_a, const uint32_t* b,
                               float multiplier_b, uint32_t* y, int64_t words, int c, int stride,
                               int lo, int hi) {
-  pdl_enter();
+  pdl_wait();
   for (int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; index < words;
        index += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const uint32_t wa = a[index], wb = b[index];
@@ -119,7 +119,7 @@ __global__ void add_s8_kernel(const uint32_t* a, float multiplier_a, const uint3
 
 __global__ void flatten_s8_kernel(const int8_t* __restrict__ x, int8_t* __restrict__ y,
                                   int64_t total, int c, int pixels, int in_stride, int out_stride) {
-  pdl_enter();
+  pdl_wait();
   for (int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; index < total;
        index += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t n = index / out_stride;
@@ -138,7 +138,6 @@ void pool_s8(const S8Pool& pool, const void* x, void* y, int batch, cudaStream_t
   if (pool.multipliers == nullptr) throw Error("pool_s8: no multiplier table");
   launch_kernel(pool_s8_kernel, blocks_for(total), kThreads, 0, stream, pool,
                 static_cast<const int8_t*>(x), static_cast<int8_t*>(y), total);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 void requantize_s8(const void* x, void* y, int64_t count, float multiplier, int lo, int hi,
@@ -146,7 +145,6 @@ void requantize_s8(const void* x, void* y, int64_t count, float multiplier, int 
   if (count <= 0) return;
   launch_kernel(requantize_s8_kernel, blocks_for(count), kThreads, 0, stream,
                 static_cast<const int8_t*>(x), static_cast<int8_t*>(y), count, multiplier, lo, hi);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 void add_s8(const void* a, float multiplier_a, const void* b, float multiplier_b, void* y,
@@ -157,7 +155,6 @@ void add_s8(const void* a, float multiplier_a, const void* b, float multiplier_b
   launch_kernel(add_s8_kernel, blocks_for(words), kThreads, 0, stream,
                 static_cast<const uint32_t*>(a), multiplier_a, static_cast<const uint32_t*>(b),
                 multiplier_b, static_cast<uint32_t*>(y), words, c, stride, lo, hi);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 void flatten_nhwc_s8(const void* x, void* y, int64_t batch, int c, int h, int w,
@@ -168,7 +165,6 @@ void flatten_nhwc_s8(const void* x, void* y, int64_t batch, int c, int h, int w,
   launch_kernel(flatten_s8_kernel, blocks_for(total), kThreads, 0, stream,
                 static_cast<const int8_t*>(x), static_cast<int8_t*>(y), total, c, h * w,
                 padded16(c), out_stride);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace cnnrt::cuda

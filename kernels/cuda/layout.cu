@@ -32,7 +32,7 @@ union Pack8 {
 
 __global__ void nchw_to_nhwc_kernel(const float* __restrict__ x, uint4* __restrict__ y,
                                     int64_t samples, int channels, int64_t pixels, int groups) {
-  pdl_enter();
+  pdl_wait();
   const int64_t total = samples * groups * pixels;
   for (int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; index < total;
        index += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -55,7 +55,7 @@ __global__ void nchw_to_nhwc_kernel(const float* __restrict__ x, uint4* __restri
 
 __global__ void nhwc_to_nchw_kernel(const uint4* __restrict__ x, float* __restrict__ y,
                                     int64_t samples, int channels, int64_t pixels, int groups) {
-  pdl_enter();
+  pdl_wait();
   const int64_t total = samples * groups * pixels;
   for (int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; index < total;
        index += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -87,7 +87,7 @@ __device__ __forceinline__ uint32_t mix32(uint32_t value) {
 }
 
 __global__ void fill_uniform_kernel(float* __restrict__ y, int64_t count, uint32_t seed) {
-  pdl_enter();
+  pdl_wait();
   for (int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; index < count;
        index += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const uint32_t low = static_cast<uint32_t>(index);
@@ -124,7 +124,6 @@ void nchw_fp32_to_nhwc_fp16(const float* x, void* y, int64_t n, int c, int h, in
   if (work == 0) return;
   launch_kernel(nchw_to_nhwc_kernel, blocks_for(work), kThreads, 0, stream, x,
                 static_cast<uint4*>(y), n, c, pixels, groups);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 void nhwc_fp16_to_nchw_fp32(const void* x, float* y, int64_t n, int c, int h, int w,
@@ -137,7 +136,6 @@ void nhwc_fp16_to_nchw_fp32(const void* x, float* y, int64_t n, int c, int h, in
   if (work == 0) return;
   launch_kernel(nhwc_to_nchw_kernel, blocks_for(work), kThreads, 0, stream,
                 static_cast<const uint4*>(x), y, n, c, pixels, groups);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 void padded_rows_fp16_to_fp32(const void* x, float* y, int64_t rows, int features,
@@ -151,7 +149,6 @@ void fill_uniform_fp32(float* y, int64_t count, uint32_t seed, cudaStream_t stre
   if (count < 0) throw Error("fill_uniform_fp32: negative count");
   if (count == 0) return;
   launch_kernel(fill_uniform_kernel, blocks_for(count), kThreads, 0, stream, y, count, seed);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace cnnrt::cuda

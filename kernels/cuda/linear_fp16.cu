@@ -157,7 +157,7 @@ __global__ void __launch_bounds__(kGemvBlockWarps * 32)
         const int idx = slice * 32 + lane + 32 * split * u;
         if (idx < k_vectors) prefetch_l2(weight + static_cast<int64_t>(row0 + r) * k_vectors + idx);
       }
-  pdl_enter();
+  pdl_wait();
 
   float acc[kRows][kBatch];
 #pragma unroll
@@ -206,7 +206,6 @@ void launch_gemv(const GemmWeights& wts, bool relu, const void* x, void* y, int 
                 static_cast<const uint4*>(wts.weight()), wts.bias_fp32(),
                 static_cast<const uint4*>(x), static_cast<Out*>(y), rows, y_stride,
                 wts.cols_pad() / 8, split, relu);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace

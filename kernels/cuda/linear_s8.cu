@@ -72,7 +72,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   if (feature < p.out_c && (lane & 7) == 0)
     for (int u = 0; u < kUnroll && lane + 32 * u < p.in_stride / 16; ++u)
       prefetch_l2(p.weight + static_cast<int64_t>(feature) * p.k_pad + (lane + 32 * u) * 16);
-  pdl_enter();
+  pdl_wait();
   if (feature >= p.out_stride) return;
   int acc[kBatch] = {};
   if (feature < p.out_c) {
@@ -140,7 +140,6 @@ void gemv_s8(const S8Conv& linear, const void* x, void* y, int batch, cudaStream
       launch<8>(linear, x, y, stream);
       break;
   }
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace cnnrt::cuda

@@ -69,7 +69,7 @@ __global__ void __launch_bounds__(kThreads, 2)  // two CTAs per SM (design note)
     linear_s8_stream_kernel(const S8Conv p, const int8_t* __restrict__ packed,
                             const int8_t* __restrict__ x, int batch, int* __restrict__ sums,
                             int tiles_per_split) {
-  pdl_enter();
+  pdl_wait();
   extern __shared__ __align__(128) int8_t smem[];
   const uint32_t ring_a = ptx::smem_u32(smem);
   const uint32_t ring_b = ring_a + kStages * kStageA;
@@ -126,7 +126,7 @@ __global__ void __launch_bounds__(kThreads, 2)  // two CTAs per SM (design note)
 // packed[(block · k_tiles + kt) · 8192 + r · 64 + c] = weight[block · 128 + r][kt · 64 + c], zero
 // for rows past out_c: one thread per 16 bytes.
 __global__ void pack_kernel(const S8Conv p, int8_t* __restrict__ packed, int64_t chunks) {
-  pdl_enter();
+  pdl_wait();
   const int k_tiles = p.k_pad / kBK;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < chunks;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -162,7 +162,6 @@ void linear_s8_stream_pack(const S8Conv& linear, void* packed, cudaStream_t stre
   const int64_t chunks = static_cast<int64_t>(linear_s8_stream_packed_bytes(linear) / 16);
   const int blocks = static_cast<int>(std::min<int64_t>((chunks + 255) / 256, 1 << 16));
   launch_kernel(pack_kernel, blocks, 256, 0, stream, linear, static_cast<int8_t*>(packed), chunks);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 int linear_s8_stream_splits(const S8Conv& linear, int batch, int sms) {
@@ -202,7 +201,6 @@ void linear_s8_stream(const S8Conv& linear, const void* packed, const void* x, v
   launch_kernel(linear_s8_stream_kernel, grid, kThreads, kSmem, stream, linear,
                 static_cast<const int8_t*>(packed), static_cast<const int8_t*>(x), batch, sums,
                 per_split);
-  CNNRT_CUDA_CHECK_LAUNCH();
   finish_s8(linear, sums, batch, y, stream);
 }
 

@@ -178,7 +178,6 @@ void LinearS8Tma::forward(const LinearS8TmaPlan& plan, const LinearS8TmaInput& i
   p.units = plan.units;
   launch_kernel(kernel_of(plan.tile), plan.ctas, tma_linear_detail::kThreads, smem_of(plan.tile),
                 stream, input.map, m.w_map, p);
-  CNNRT_CUDA_CHECK_LAUNCH();
   finish_s8_split(m.linear, p.partial, plan.splits, plan.batch, y, stream);
 }
 

@@ -319,7 +319,7 @@ __global__ void __launch_bounds__(kBlockWarps * 32, min_blocks_per_sm(kPass))
     sparse24_gemv_kernel(const uint8_t* __restrict__ weight, const float* __restrict__ bias,
                          const __half* __restrict__ x, __half* __restrict__ y,
                          const Sparse24Geometry g, int batch, int split, bool relu) {
-  pdl_enter();
+  pdl_wait();
   constexpr int kRows = rows_per_warp(kPass);
   constexpr int kUnroll = unroll_for(kRows);
   constexpr int kOutputs = kRows * kPass;  // ≤ 32: one lane per (row, sample) below
@@ -423,7 +423,6 @@ void launch_pass(const Sparse24Weights& w, bool relu, const void* x, void* y, in
   launch_kernel(sparse24_gemv_kernel<kPass, kInput, kStaged>, blocks, kBlockWarps * 32, smem,
                 stream, static_cast<const uint8_t*>(w.weight()), w.bias(),
                 static_cast<const __half*>(x), static_cast<__half*>(y), g, batch, split, relu);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 template <Sparse24Input kInput>

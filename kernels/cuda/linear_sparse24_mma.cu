@@ -291,7 +291,6 @@ void gemv_sparse24_mma_fp16(const Sparse24MmaWeights& weights, bool relu, const 
                     stream, w, weights.bias(), xh, yh, g, n, pass, s, relu);
       break;
   }
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace cnnrt::cuda

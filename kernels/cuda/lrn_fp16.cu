@@ -24,7 +24,7 @@ constexpr int kThreads = 256;
 __global__ void lrn_kernel(const __half* __restrict__ x, __half* __restrict__ y, int64_t rows,
                            int channels, int stride, int before, int after, float alpha_over_size,
                            float beta, float k) {
-  pdl_enter();
+  pdl_wait();
   const int64_t total = rows * stride;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -60,7 +60,6 @@ void lrn_fp16(const void* x, void* y, int64_t rows, int channels, int channel_st
                 static_cast<__half*>(y), rows, channels, channel_stride, attrs.size / 2,
                 (attrs.size - 1) / 2, attrs.alpha / static_cast<float>(attrs.size), attrs.beta,
                 attrs.k);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace cnnrt::cuda

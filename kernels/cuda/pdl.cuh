@@ -5,7 +5,7 @@
 // (launch.h) inside a ProgrammaticLaunchScope may be scheduled before the kernel ahead of it in
 // the stream has completed; this is what keeps that safe.
 //
-// pdl_enter() (or pdl_wait()) comes before the kernel's first access to memory any kernel
+// pdl_wait() comes before the kernel's first access to memory any kernel
 // writes: griddepcontrol.wait blocks until the previous grid has completed and its writes are
 // visible (a no-op when launched without the attribute), so neither a read of the previous
 // layer's output nor a write over a buffer it still reads can race.  Before it a kernel may only
@@ -42,8 +42,6 @@ __device__ __forceinline__ void pdl_launch_dependents() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
-
-__device__ __forceinline__ void pdl_enter() { pdl_wait(); }
 
 // One 128-byte line of a constant (see below) into L2.
 __device__ __forceinline__ void prefetch_l2(const void* address) {

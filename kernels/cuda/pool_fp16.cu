@@ -85,7 +85,7 @@ __device__ __forceinline__ void accumulate(float (&acc)[8], const Vec8& v) {
 template <bool kMax, typename Window>
 __global__ void pool_kernel(const uint4* __restrict__ x, uint4* __restrict__ y, Geometry g,
                             Window window) {
-  pdl_enter();
+  pdl_wait();
   const int groups = g.c_stride / 8;
   const int64_t total = g.batch * g.oh * g.ow * groups;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
@@ -138,7 +138,7 @@ constexpr int kGapChunks = 32, kGapPixelLanes = 8;
 // grid = (ceil(chunks / 32), batch); block = (32, 8).
 __global__ void global_avgpool_kernel(const uint4* __restrict__ x, uint4* __restrict__ y,
                                       Geometry g) {
-  pdl_enter();
+  pdl_wait();
   __shared__ float partial[kGapPixelLanes][kGapChunks][8];
   const int groups = g.c_stride / 8, pixels = g.h * g.w;
   const int lane = threadIdx.x, pixel_lane = threadIdx.y;
@@ -195,7 +195,6 @@ void launch(const void* x, void* y, const Geometry& g, const Window& window, cud
   if (g.batch == 0) return;
   launch_kernel(pool_kernel<kMax, Window>, grid_for(g), kThreads, 0, stream,
                 static_cast<const uint4*>(x), static_cast<uint4*>(y), g, window);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
@@ -219,7 +218,6 @@ void adaptive_avgpool_fp16(const void* x, void* y, int64_t batch, int c, int h, 
     const dim3 grid((g.c_stride / 8 + kGapChunks - 1) / kGapChunks, static_cast<unsigned>(g.batch));
     launch_kernel(global_avgpool_kernel, grid, dim3(kGapChunks, kGapPixelLanes), 0, stream,
                   static_cast<const uint4*>(x), static_cast<uint4*>(y), g);
-    CNNRT_CUDA_CHECK_LAUNCH();
     return;
   }
   launch<false>(x, y, make_geometry(batch, c, h, w, oh, ow), AdaptiveWindow{}, stream);

@@ -48,7 +48,7 @@ struct ConvArgs {
 __global__ void conv_kernel(const float* __restrict__ x, float* __restrict__ y, ConvArgs g,
                             const float* __restrict__ weight, const float* __restrict__ bias,
                             const float* __restrict__ residual, float lo, float hi) {
-  pdl_enter();
+  pdl_wait();
   const int64_t total = g.batch * g.oh * g.ow * g.oc_stride;
   CNNRT_GRID_STRIDE_LOOP(index, total) {
     const int o = static_cast<int>(index % g.oc_stride);
@@ -111,7 +111,7 @@ __device__ __forceinline__ float pixel(const float* x, const PoolArgs& g, int64_
 
 // Padding counts as -inf; NaN wins (as PyTorch and ref::maxpool2d).
 __global__ void maxpool_kernel(const float* __restrict__ x, float* __restrict__ y, PoolArgs g) {
-  pdl_enter();
+  pdl_wait();
   const int64_t total = g.batch * g.oh * g.ow * g.c_stride;
   CNNRT_GRID_STRIDE_LOOP(index, total) {
     int64_t n;
@@ -139,7 +139,7 @@ __global__ void maxpool_kernel(const float* __restrict__ x, float* __restrict__ 
 // The window clipped to the padded input's bottom/right edge (a ceil_mode window may hang past
 // it), then to the input; the divisor counts the first (count_include_pad) or the second.
 __global__ void avgpool_kernel(const float* __restrict__ x, float* __restrict__ y, PoolArgs g) {
-  pdl_enter();
+  pdl_wait();
   const int64_t total = g.batch * g.oh * g.ow * g.c_stride;
   CNNRT_GRID_STRIDE_LOOP(index, total) {
     int64_t n;
@@ -163,7 +163,7 @@ __global__ void avgpool_kernel(const float* __restrict__ x, float* __restrict__ 
 
 __global__ void adaptive_avgpool_kernel(const float* __restrict__ x, float* __restrict__ y,
                                         PoolArgs g) {
-  pdl_enter();
+  pdl_wait();
   const int64_t total = g.batch * g.oh * g.ow * g.c_stride;
   CNNRT_GRID_STRIDE_LOOP(index, total) {
     int64_t n;
@@ -189,7 +189,7 @@ __global__ void linear_kernel(const float* __restrict__ x, float* __restrict__ y
                               int in_features, int in_stride, const float* __restrict__ weight,
                               const float* __restrict__ bias, int out_features, int out_stride,
                               float lo, float hi) {
-  pdl_enter();
+  pdl_wait();
   CNNRT_GRID_STRIDE_LOOP(index, batch * out_stride) {
     const int o = static_cast<int>(index % out_stride);
     const int64_t n = index / out_stride;
@@ -210,7 +210,7 @@ __global__ void linear_kernel(const float* __restrict__ x, float* __restrict__ y
 
 __global__ void clamp_kernel(const float* x, float* y, int64_t total, int channels, int stride,
                              float lo, float hi) {
-  pdl_enter();
+  pdl_wait();
   CNNRT_GRID_STRIDE_LOOP(index, total) {
     const int c = static_cast<int>(index % stride);
     y[index] = c < channels ? clamp_value(x[index], lo, hi) : 0.0f;
@@ -219,7 +219,7 @@ __global__ void clamp_kernel(const float* x, float* y, int64_t total, int channe
 
 __global__ void add_kernel(const float* a, const float* b, float* y, int64_t total, int channels,
                            int stride, float lo, float hi) {
-  pdl_enter();
+  pdl_wait();
   CNNRT_GRID_STRIDE_LOOP(index, total) {
     const int c = static_cast<int>(index % stride);
     y[index] = c < channels ? clamp_value(a[index] + b[index], lo, hi) : 0.0f;
@@ -230,7 +230,7 @@ __global__ void batchnorm_kernel(const float* x, float* y, int64_t total, int ch
                                  const float* __restrict__ gamma, const float* __restrict__ beta,
                                  const float* __restrict__ mean, const float* __restrict__ var,
                                  float eps, float lo, float hi) {
-  pdl_enter();
+  pdl_wait();
   CNNRT_GRID_STRIDE_LOOP(index, total) {
     const int c = static_cast<int>(index % stride);
     if (c >= channels) {
@@ -247,7 +247,7 @@ __global__ void batchnorm_kernel(const float* x, float* y, int64_t total, int ch
 
 // One thread per row: it reads its row completely before writing it, so x == y is safe.
 __global__ void softmax_kernel(const float* x, float* y, int64_t rows, int channels, int stride) {
-  pdl_enter();
+  pdl_wait();
   CNNRT_GRID_STRIDE_LOOP(row, rows) {
     const float* in = x + row * stride;
     float* out = y + row * stride;
@@ -265,7 +265,7 @@ __global__ void softmax_kernel(const float* x, float* y, int64_t rows, int chann
 __global__ void lrn_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t total,
                            int channels, int stride, int before, int after, float k,
                            float alpha_over_size, float beta) {
-  pdl_enter();
+  pdl_wait();
   CNNRT_GRID_STRIDE_LOOP(index, total) {
     const int c = static_cast<int>(index % stride);
     if (c >= channels) {
@@ -288,7 +288,7 @@ __global__ void lrn_kernel(const float* __restrict__ x, float* __restrict__ y, i
 __global__ void concat_slice_kernel(const float* __restrict__ x, float* __restrict__ y,
                                     int64_t rows, int channels, int in_stride, int out_offset,
                                     int out_stride) {
-  pdl_enter();
+  pdl_wait();
   CNNRT_GRID_STRIDE_LOOP(index, rows * channels) {
     const int c = static_cast<int>(index % channels);
     const int64_t row = index / channels;
@@ -298,7 +298,7 @@ __global__ void concat_slice_kernel(const float* __restrict__ x, float* __restri
 
 // Zeros lanes [first, stride) of every row.
 __global__ void zero_tail_kernel(float* y, int64_t rows, int first, int stride) {
-  pdl_enter();
+  pdl_wait();
   const int width = stride - first;
   CNNRT_GRID_STRIDE_LOOP(index, rows * width) {
     const int64_t row = index / width;
@@ -308,7 +308,7 @@ __global__ void zero_tail_kernel(float* y, int64_t rows, int first, int stride) 
 
 __global__ void flatten_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t batch,
                                int channels, int64_t pixels, int c_stride, int64_t out_stride) {
-  pdl_enter();
+  pdl_wait();
   CNNRT_GRID_STRIDE_LOOP(index, batch * out_stride) {
     const int64_t n = index / out_stride;
     const int64_t feature = index - n * out_stride;
@@ -412,7 +412,6 @@ void conv2d_fp32(const float* x, float* y, const Fp32ConvGeometry& geometry, con
   const int64_t total = g.batch * g.oh * g.ow * g.oc_stride;
   launch_kernel(conv_kernel, blocks_for(total), kThreads, 0, stream, x, y, g, weight, bias,
                 residual, clamp.lo, clamp.hi);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 void maxpool_fp32(const float* x, float* y, const Fp32Map& input, const PoolAttrs& attrs, int out_h,
@@ -421,7 +420,6 @@ void maxpool_fp32(const float* x, float* y, const Fp32Map& input, const PoolAttr
   const PoolArgs g = pool_args(input, attrs, out_h, out_w);
   launch_kernel(maxpool_kernel, blocks_for(g.batch * g.oh * g.ow * g.c_stride), kThreads, 0, stream,
                 x, y, g);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 void avgpool_fp32(const float* x, float* y, const Fp32Map& input, const PoolAttrs& attrs, int out_h,
@@ -430,7 +428,6 @@ void avgpool_fp32(const float* x, float* y, const Fp32Map& input, const PoolAttr
   const PoolArgs g = pool_args(input, attrs, out_h, out_w);
   launch_kernel(avgpool_kernel, blocks_for(g.batch * g.oh * g.ow * g.c_stride), kThreads, 0, stream,
                 x, y, g);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 void adaptive_avgpool_fp32(const float* x, float* y, const Fp32Map& input, int out_h, int out_w,
@@ -440,7 +437,6 @@ void adaptive_avgpool_fp32(const float* x, float* y, const Fp32Map& input, int o
   const PoolArgs g = pool_args(input, out_h, out_w);
   launch_kernel(adaptive_avgpool_kernel, blocks_for(g.batch * g.oh * g.ow * g.c_stride), kThreads,
                 0, stream, x, y, g);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 void linear_fp32(const float* x, float* y, int64_t batch, int in_features, int in_stride,
@@ -451,7 +447,6 @@ void linear_fp32(const float* x, float* y, int64_t batch, int in_features, int i
     throw Error("linear_fp32: bad sizes or missing packed weights");
   launch_kernel(linear_kernel, blocks_for(batch * out_stride), kThreads, 0, stream, x, y, batch,
                 in_features, in_stride, weight, bias, out_features, out_stride, clamp.lo, clamp.hi);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 void clamp_fp32(const float* x, float* y, const Fp32Rows& rows, Fp32Clamp clamp,
@@ -459,7 +454,6 @@ void clamp_fp32(const float* x, float* y, const Fp32Rows& rows, Fp32Clamp clamp,
   check_rows("clamp_fp32", rows);
   launch_kernel(clamp_kernel, blocks_for(rows.elements()), kThreads, 0, stream, x, y,
                 rows.elements(), rows.channels, rows.stride, clamp.lo, clamp.hi);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 void add_fp32(const float* a, const float* b, float* y, const Fp32Rows& rows, Fp32Clamp clamp,
@@ -467,7 +461,6 @@ void add_fp32(const float* a, const float* b, float* y, const Fp32Rows& rows, Fp
   check_rows("add_fp32", rows);
   launch_kernel(add_kernel, blocks_for(rows.elements()), kThreads, 0, stream, a, b, y,
                 rows.elements(), rows.channels, rows.stride, clamp.lo, clamp.hi);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 void batchnorm_fp32(const float* x, float* y, const Fp32Rows& rows, const float* gamma,
@@ -477,14 +470,12 @@ void batchnorm_fp32(const float* x, float* y, const Fp32Rows& rows, const float*
   launch_kernel(batchnorm_kernel, blocks_for(rows.elements()), kThreads, 0, stream, x, y,
                 rows.elements(), rows.channels, rows.stride, gamma, beta, mean, var, eps, clamp.lo,
                 clamp.hi);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 void softmax_fp32(const float* x, float* y, const Fp32Rows& rows, cudaStream_t stream) {
   check_rows("softmax_fp32", rows);
   launch_kernel(softmax_kernel, blocks_for(rows.rows), kThreads, 0, stream, x, y, rows.rows,
                 rows.channels, rows.stride);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 void lrn_fp32(const float* x, float* y, const Fp32Rows& rows, const LRNAttrs& attrs,
@@ -496,7 +487,6 @@ void lrn_fp32(const float* x, float* y, const Fp32Rows& rows, const LRNAttrs& at
   launch_kernel(lrn_kernel, blocks_for(rows.elements()), kThreads, 0, stream, x, y, rows.elements(),
                 rows.channels, rows.stride, attrs.size / 2, (attrs.size - 1) / 2, attrs.k,
                 alpha_over_size, attrs.beta);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 void concat_fp32(const std::vector<const float*>& inputs, const std::vector<int>& channels,
@@ -514,13 +504,11 @@ void concat_fp32(const std::vector<const float*>& inputs, const std::vector<int>
     if (inputs[i] == y) throw Error("concat_fp32: the output must not alias an input");
     launch_kernel(concat_slice_kernel, blocks_for(rows * channels[i]), kThreads, 0, stream,
                   inputs[i], y, rows, channels[i], stride8(channels[i]), offset, out_stride);
-    CNNRT_CUDA_CHECK_LAUNCH();
     offset += channels[i];
   }
   if (out_stride > total) {
     launch_kernel(zero_tail_kernel, blocks_for(rows * (out_stride - total)), kThreads, 0, stream, y,
                   rows, total, out_stride);
-    CNNRT_CUDA_CHECK_LAUNCH();
   }
 }
 
@@ -531,7 +519,6 @@ void flatten_fp32(const float* x, float* y, const Fp32Map& input, cudaStream_t s
   const int64_t out_stride = (pixels * input.channels + 7) / 8 * 8;
   launch_kernel(flatten_kernel, blocks_for(input.batch * out_stride), kThreads, 0, stream, x, y,
                 input.batch, input.channels, pixels, stride8(input.channels), out_stride);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 void copy_fp32(const float* x, float* y, int64_t count, cudaStream_t stream) {

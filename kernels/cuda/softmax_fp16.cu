@@ -40,7 +40,7 @@ __device__ __forceinline__ float warp_sum(float v) {
 
 __global__ void softmax_kernel(const uint4* x, uint4* y, int64_t rows, int channels,
                                int vectors_per_row) {
-  pdl_enter();
+  pdl_wait();
   const int lane = threadIdx.x & 31;
   const int64_t warps = int64_t(gridDim.x) * kWarpsPerBlock;
   for (int64_t row = blockIdx.x * int64_t(kWarpsPerBlock) + threadIdx.x / 32; row < rows;
@@ -91,7 +91,6 @@ void softmax_fp16(const void* x, void* y, int64_t rows, int channels, int channe
   const int grid = static_cast<int>(std::min<int64_t>(blocks, 132 * 32));
   launch_kernel(softmax_kernel, grid, kWarpsPerBlock * 32, 0, stream, static_cast<const uint4*>(x),
                 static_cast<uint4*>(y), rows, channels, channel_stride / 8);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace cnnrt::cuda

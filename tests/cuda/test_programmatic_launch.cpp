@@ -19,29 +19,20 @@
 #include <vector>
 
 #include "cnnrt/error.h"
+#include "cuda/fp16_test_util.h"
 #include "kernels/cuda/device_traits.h"
 #include "kernels/cuda/elementwise_fp16.h"
 #include "kernels/cuda/launch.h"
-#include "runtime/cuda/device_info.h"
 
 namespace cnnrt::cuda {
 namespace {
 
-#define SKIP_WITHOUT_GPU() \
-  if (!cuda_device_present()) GTEST_SKIP() << "no CUDA device"
+using test::DeviceMem;
 
 #define CHECK_CUDA(call) ASSERT_EQ((call), cudaSuccess) << #call
 
-struct DeviceBuffer {
-  void* pointer = nullptr;
-  explicit DeviceBuffer(size_t bytes) {
-    if (cudaMalloc(&pointer, bytes) != cudaSuccess) pointer = nullptr;
-  }
-  ~DeviceBuffer() { cudaFree(pointer); }
-};
-
 TEST(ProgrammaticLaunch, OnWhereTheDeviceHasItUnlessTurnedOff) {
-  SKIP_WITHOUT_GPU();
+  CNNRT_REQUIRE_CUDA_DEVICE();
   const DeviceTraits& traits = device_traits();
   const char* knob = std::getenv("CNNRT_PDL");
   const bool off = knob != nullptr && std::string(knob) == "0";
@@ -78,24 +69,23 @@ TEST(ProgrammaticLaunch, ScopesNestAndRestore) {
   EXPECT_FALSE(programmatic_launch_on);
 }
 
-// Runs `steps` dependent adds on `stream`; the result is in the returned buffer.
-void* enqueue_chain(const void* x, void* p, void* q, int64_t count, int steps,
-                    cudaStream_t stream) {
-  add_fp16(x, x, p, count, false, stream);
-  void* last = p;
+// Runs `steps` dependent adds of x's `count` halves on `stream`; the result is in the returned
+// buffer (p or q).
+const DeviceMem& enqueue_chain(const DeviceMem& x, const DeviceMem& p, const DeviceMem& q,
+                               int64_t count, int steps, cudaStream_t stream) {
+  add_fp16(x.get(), x.get(), p.get(), count, false, stream);
+  const DeviceMem* last = &p;
   for (int i = 1; i < steps; ++i) {
-    void* next = last == p ? q : p;
-    add_fp16(last, x, next, count, false, stream);
+    const DeviceMem* next = last == &p ? &q : &p;
+    add_fp16(last->get(), x.get(), next->get(), count, false, stream);
     last = next;
   }
-  return last;
+  return *last;
 }
 
-void expect_multiple(const std::vector<uint16_t>& x_bits, const void* result, int64_t count,
+void expect_multiple(const std::vector<uint16_t>& x_bits, const DeviceMem& result, int64_t count,
                      int multiple, const std::string& what) {
-  std::vector<__half> y(count);
-  ASSERT_EQ(cudaMemcpy(y.data(), result, count * sizeof(__half), cudaMemcpyDeviceToHost),
-            cudaSuccess);
+  const std::vector<__half> y = result.halves();
   int64_t wrong = 0, first = -1;
   for (int64_t i = 0; i < count; ++i) {
     __half_raw raw;
@@ -111,7 +101,7 @@ void expect_multiple(const std::vector<uint16_t>& x_bits, const void* result, in
 }
 
 TEST(ProgrammaticLaunch, ChainOfDependentKernelsSeesEveryWrite) {
-  SKIP_WITHOUT_GPU();
+  CNNRT_REQUIRE_CUDA_DEVICE();
   const int64_t count = int64_t(3) << 20;  // 3 Mi halves: many waves of add_fp16's blocks
   const int steps = 40;                    // values up to 41 · 7: exact in fp16
   std::mt19937 generator(7);
@@ -121,25 +111,21 @@ TEST(ProgrammaticLaunch, ChainOfDependentKernelsSeesEveryWrite) {
     const __half_raw raw = __half(float(digit(generator)));
     bits = raw.x;
   }
-  DeviceBuffer x(count * 2), p(count * 2), q(count * 2);
-  ASSERT_NE(x.pointer, nullptr);
-  ASSERT_NE(p.pointer, nullptr);
-  ASSERT_NE(q.pointer, nullptr);
-  CHECK_CUDA(cudaMemcpy(x.pointer, x_bits.data(), count * 2, cudaMemcpyHostToDevice));
+  const DeviceMem x(x_bits), p(count * 2), q(count * 2);
   if (!device_traits().programmatic_launch) GTEST_SKIP() << "no programmatic launch here";
   ProgrammaticLaunchScope programmatic(true);
   cudaStream_t stream = nullptr;
   CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
 
-  const void* launched = enqueue_chain(x.pointer, p.pointer, q.pointer, count, steps, stream);
+  const DeviceMem& launched = enqueue_chain(x, p, q, count, steps, stream);
   CHECK_CUDA(cudaStreamSynchronize(stream));
   expect_multiple(x_bits, launched, count, steps + 1, "launched");
 
-  CHECK_CUDA(cudaMemset(p.pointer, 0, count * 2));
-  CHECK_CUDA(cudaMemset(q.pointer, 0, count * 2));
+  CHECK_CUDA(cudaMemset(p.get(), 0, count * 2));
+  CHECK_CUDA(cudaMemset(q.get(), 0, count * 2));
   cudaGraph_t graph = nullptr;
   CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  const void* captured = enqueue_chain(x.pointer, p.pointer, q.pointer, count, steps, stream);
+  const DeviceMem& captured = enqueue_chain(x, p, q, count, steps, stream);
   CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
   cudaGraphExec_t exec = nullptr;
   CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
@@ -147,7 +133,7 @@ TEST(ProgrammaticLaunch, ChainOfDependentKernelsSeesEveryWrite) {
     CHECK_CUDA(cudaGraphLaunch(exec, stream));
     CHECK_CUDA(cudaStreamSynchronize(stream));
     expect_multiple(x_bits, captured, count, steps + 1, "replay " + std::to_string(replay));
-    CHECK_CUDA(cudaMemsetAsync(p.pointer, 0, count * 2, stream));
+    CHECK_CUDA(cudaMemsetAsync(p.get(), 0, count * 2, stream));
   }
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);

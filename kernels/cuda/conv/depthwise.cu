@@ -216,7 +216,7 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks)
     depthwise_tiled_kernel(const uint4* __restrict__ x, const float4* __restrict__ w,
                            const float4* __restrict__ bias, const uint2* __restrict__ residual,
                            uint2* __restrict__ y, DwParams p) {
-  pdl_enter();
+  pdl_wait();
   extern __shared__ __align__(16) unsigned char smem[];
   constexpr int kSpan = (T - 1) * S + K;
   constexpr int kWeightBytes = K * K * kGroup * 4, kBiasBytes = kGroup * 4;
@@ -297,7 +297,7 @@ __global__ void __launch_bounds__(kGenericThreads)
     depthwise_generic_kernel(const uint4* __restrict__ x, const float4* __restrict__ w,
                              const float4* __restrict__ bias, const uint2* __restrict__ residual,
                              uint2* __restrict__ y, DwParams p) {
-  pdl_enter();
+  pdl_wait();
   int i = blockIdx.x * kGenericThreads + threadIdx.x;
   if (i >= p.total) return;
   const int chunk = i % p.chunks;
@@ -462,7 +462,6 @@ void DepthwiseConvFp16::forward(const void* x, const void* residual, void* y, in
     launch_kernel(depthwise_generic_kernel, blocks, kGenericThreads, 0, stream,
                   static_cast<const uint4*>(x), w, b, static_cast<const uint2*>(r),
                   static_cast<uint2*>(y), p);
-    CNNRT_CUDA_CHECK_LAUNCH();
     return;
   }
   const long long spatial =
@@ -486,7 +485,6 @@ void DepthwiseConvFp16::forward(const void* x, const void* residual, void* y, in
     default:
       launch_tiled<5, 2, kTile>(x, w, b, r, y, p, grid, stream);
   }
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace cnnrt::cuda

@@ -179,7 +179,7 @@ template <int K, int S, bool kFloat>
 __global__ void __launch_bounds__(kMaxThreads, kMinBlocks)
     depthwise_s8_staged(const S8Conv p, const DwTiling t, const int8_t* __restrict__ x,
                         const int8_t* __restrict__ w, void* __restrict__ y) {
-  pdl_enter();
+  pdl_wait();
   extern __shared__ __align__(16) unsigned char smem[];
   constexpr int kChunks = weight_chunks(K, S), kWeightBytes = group_weight_bytes(K, S);
   constexpr int kGroups = (kTile * S + 4) / 4;  // column groups of 4 a thread reads per row
@@ -389,7 +389,7 @@ template <bool kFloat>
 __global__ void depthwise_s8_kernel(const S8Conv p, const uint4* __restrict__ x,
                                     const uint4* __restrict__ w, void* __restrict__ y, int total,
                                     int groups16) {
-  pdl_enter();
+  pdl_wait();
   for (int index = blockIdx.x * blockDim.x + threadIdx.x; index < total;
        index += gridDim.x * blockDim.x) {
     const int group = index % groups16;
@@ -461,7 +461,6 @@ void launch_generic(const S8Conv& conv, const void* x, void* y, int batch, cudaS
     else
       launch_kernel(depthwise_s8_kernel<false>, blocks, kThreads, 0, stream, conv, in, w, out,
                     total, groups16);
-    CNNRT_CUDA_CHECK_LAUNCH();
   }
 }
 
@@ -549,7 +548,6 @@ void conv_s8_depthwise(const S8Conv& conv, const void* x, void* y, int batch, cu
       default:
         launch_staged<5, 2>(conv, t, in, out, grid, stream);
     }
-    CNNRT_CUDA_CHECK_LAUNCH();
   }
 }
 

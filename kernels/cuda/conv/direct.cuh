@@ -16,7 +16,7 @@ namespace cnnrt::cuda::conv_detail {
 // p.w: [out_c][kh][kw][cpg] fp16; p.bias: [out_c] fp32; p.pool is the identity window (1/1/0)
 // when the layer has none.
 __global__ void conv_direct_kernel(const ConvParams p) {
-  pdl_enter();
+  pdl_wait();
   const long long total = (long long)p.batch * p.out_h * p.out_w * p.out_cs;
   for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
        idx += (long long)gridDim.x * blockDim.x) {

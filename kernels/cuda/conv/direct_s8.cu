@@ -59,7 +59,7 @@ __device__ int direct_sum(const S8Conv& p, const int8_t* __restrict__ image, int
 template <bool kFloat>
 __global__ void direct_s8_kernel(const S8Conv p, const int8_t* __restrict__ x, void* __restrict__ y,
                                  int64_t total) {
-  pdl_enter();
+  pdl_wait();
   for (int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; index < total;
        index += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int c = static_cast<int>(index % p.out_stride);
@@ -81,7 +81,7 @@ __global__ void direct_s8_kernel(const S8Conv p, const int8_t* __restrict__ x, v
 template <typename T>
 __global__ void maxpool_kernel(const NhwcPool p, int stride, const T* __restrict__ x,
                                T* __restrict__ y, int64_t total) {
-  pdl_enter();
+  pdl_wait();
   for (int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; index < total;
        index += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int c = static_cast<int>(index % stride);
@@ -119,7 +119,7 @@ __device__ __forceinline__ uint4 max_s8x16(uint4 a, uint4 b) {
 // tap on 16-byte rows.  The padding lanes are zeros in the pre-pool tensor, so their max is 0.
 __global__ void maxpool_s8x16_kernel(const NhwcPool p, const uint4* __restrict__ x,
                                      uint4* __restrict__ y, int64_t total) {
-  pdl_enter();
+  pdl_wait();
   const int groups = padded16(p.c) / 16;
   for (int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; index < total;
        index += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -162,7 +162,6 @@ void launch_maxpool(const NhwcPool& pool, int stride, const T* x, T* y, int batc
   if (total <= 0) return;
   launch_kernel(maxpool_kernel<T>, blocks_for(total), kThreads, 0, stream, pool, stride, x, y,
                 total);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
@@ -179,7 +178,6 @@ void conv_s8_direct(const S8Conv& conv, const void* x, void* y, int batch, cudaS
   else
     launch_kernel(direct_s8_kernel<false>, blocks_for(total), kThreads, 0, stream, conv, in, y,
                   total);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 void maxpool_nhwc_s8(const NhwcPool& pool, const void* x, void* y, int batch, cudaStream_t stream) {
@@ -188,7 +186,6 @@ void maxpool_nhwc_s8(const NhwcPool& pool, const void* x, void* y, int batch, cu
   if (total <= 0) return;
   launch_kernel(maxpool_s8x16_kernel, blocks_for(total), kThreads, 0, stream, pool,
                 static_cast<const uint4*>(x), static_cast<uint4*>(y), total);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 void maxpool_nhwc_f32(const NhwcPool& pool, const float* x, float* y, int batch,

@@ -315,7 +315,6 @@ void ConvFp16Impl::launch_igemm(const Candidate& c, bool fused, const void* x, v
   launch_kernel(kernel_of(c.config, gather(), pool_kernel),
                 dim3(unsigned(grid_x), unsigned(grid_y), unsigned(splits)), cfg.threads, c.smem,
                 stream, p);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 // Second kernel of the workspace variants: y = pool(finish(workspace)).
@@ -337,7 +336,6 @@ void ConvFp16Impl::launch_finish(bool fp32, const void* ws, int splits, void* y,
                   conv_detail::kFinishThreads,
                   conv_detail::finish_smem_bytes(finish.tile_th, finish.tile_tw), stream, p,
                   static_cast<const float*>(ws), splits);
-    CNNRT_CUDA_CHECK_LAUNCH();
     return;
   }
   const long long total = (long long)batch * p.out_h * p.out_w * (p.out_cs / 8);
@@ -349,7 +347,6 @@ void ConvFp16Impl::launch_finish(bool fp32, const void* ws, int splits, void* y,
   else
     launch_kernel(conv_detail::conv_finish_kernel<false>, unsigned(blocks), kFlatFinishThreads, 0,
                   stream, p, ws, splits);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 void ConvFp16Impl::launch_direct(const void* x, void* y, int batch, cudaStream_t stream,
@@ -365,7 +362,6 @@ void ConvFp16Impl::launch_direct(const void* x, void* y, int batch, cudaStream_t
   const long long blocks =
       std::max(1LL, std::min<long long>(ceil_div(total, kDirectThreads), (long long)sms * 64));
   launch_kernel(conv_detail::conv_direct_kernel, unsigned(blocks), kDirectThreads, 0, stream, p);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 // `residual`: the fused residual (shape.residual), nullptr otherwise; never with a pool, so the

@@ -29,7 +29,7 @@ using epilogue::zero_channels_from;
 template <bool FP32>
 __global__ void __launch_bounds__(256)
     conv_finish_kernel(const ConvParams p, const void* ws, int splits) {
-  pdl_enter();
+  pdl_wait();
   const int chunks = p.out_cs / 8;
   const long long total = (long long)p.batch * p.out_h * p.out_w * chunks;
   const size_t split_stride = size_t(p.m_total) * p.n_limit;
@@ -124,7 +124,7 @@ __global__ void __launch_bounds__(256)
 // finish_smem_bytes(th, tw); the host keeps th * tw small (<= kFinishMaxPixels).
 __global__ void __launch_bounds__(kFinishThreads)
     conv_splitk_finish_kernel(const ConvParams p, const float* ws, int splits) {
-  pdl_enter();
+  pdl_wait();
   extern __shared__ __align__(16) float s_v[];  // [tile_th][tile_tw][kFinishChunks * 8]
   constexpr int kQuads = kFinishChunks * 2;     // float4s per pixel
   int t = blockIdx.x;

@@ -438,7 +438,7 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32, igemm_min_blocks(BM, BN
                      size_t(kt_begin) * BK * 2, size_t(kt_begin + k_tiles) * BK * 2, blockIdx.x,
                      gridDim.x);
   }
-  pdl_enter();
+  pdl_wait();
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __half* s_a = reinterpret_cast<__half*>(smem_raw);
   __half* s_b = s_a + STAGES * C::kAStage;

@@ -155,7 +155,7 @@ __device__ void store_partial(const S8Conv& p, int* partial, int m0, int n0, int
 // per-element division cost more than the sums' reads).
 __global__ void split_k_finish4_kernel(const S8Conv p, const int4* __restrict__ partial, int splits,
                                        void* __restrict__ y, int64_t quads) {
-  pdl_enter();
+  pdl_wait();
   const int stride_quads = p.out_stride / 4;
   for (int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; index < quads;
        index += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -224,7 +224,7 @@ __global__ void __launch_bounds__(kThreads)
   prefetch_rows_l2(p.weight + static_cast<int64_t>(blockIdx.y) * BN * p.k_pad, p.k_pad,
                    min(BN, p.out_c - static_cast<int>(blockIdx.y) * BN), size_t(first) * kBK,
                    size_t(first + tiles) * kBK, blockIdx.x, gridDim.x);
-  pdl_enter();
+  pdl_wait();
   using T = Tile<BN>;
   extern __shared__ __align__(128) int8_t smem[];
   const uint32_t ring_a = ptx::smem_u32(smem);
@@ -282,7 +282,6 @@ void launch(const S8Conv& conv, const int8_t* x, void* y, int total_m, int split
                   static_cast<unsigned>((tiles + per_split - 1) / per_split));
   launch_kernel(igemm_s8_kernel<BN>, grid, kThreads, Tile<BN>::kSmem, stream, conv, x, y, total_m,
                 splits > 1 ? partial : nullptr, per_split);
-  CNNRT_CUDA_CHECK_LAUNCH();
   if (splits <= 1) return;
   finish_s8_split(conv, partial, static_cast<int>(grid.z), total_m, y, stream);
 }
@@ -331,7 +330,6 @@ void finish_s8_split(const S8Conv& conv, const int32_t* partial, int splits, int
   const int blocks = static_cast<int>(std::min<int64_t>((quads + 255) / 256, 1 << 20));
   launch_kernel(split_k_finish4_kernel, blocks, 256, 0, stream, conv,
                 reinterpret_cast<const int4*>(partial), splits, y, quads);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 int igemm_s8_splits(const S8Conv& conv, int batch, int sms) {

@@ -175,7 +175,7 @@ template <int KS, Out kOut>
 __global__ void __launch_bounds__(kThreads, 2)
     narrow_s8_kernel(const S8Conv p, const Layout l, const int8_t* __restrict__ x,
                      void* __restrict__ y, int64_t total_m, int tiles, bool contiguous) {
-  pdl_enter();
+  pdl_wait();
   extern __shared__ __align__(128) int8_t smem[];
   const uint32_t base = ptx::smem_u32(smem);
   const uint32_t weights = base + l.weights, ring = base + l.ring;
@@ -347,7 +347,6 @@ void launch(const S8Conv& conv, const Layout& l, const int8_t* x, void* y, int64
   const int ctas = static_cast<int>(std::min<int64_t>(tiles, std::max(per_sm, 1) * int64_t{sms}));
   launch_kernel(kernel, ctas, kThreads, l.total, stream, conv, l, x, y, total_m,
                 static_cast<int>(tiles), contiguous);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 template <int KS>

@@ -37,7 +37,7 @@ size_t align_up(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 __global__ void im2col_kernel(const uint4* __restrict__ x, uint4* __restrict__ cols, int64_t batch,
                               int groups8, int h, int w, int kh, int kw, int stride_h, int stride_w,
                               int pad_h, int pad_w, int dil_h, int dil_w, int oh, int ow) {
-  pdl_enter();
+  pdl_wait();
   const int row_vectors = kh * kw * groups8;
   const int64_t total = batch * oh * ow * row_vectors;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
@@ -72,7 +72,6 @@ void im2col_nhwc_fp16(const void* x, void* cols, int64_t batch, int c, int h, in
                 static_cast<uint4*>(cols), batch, groups8, h, w, conv.kernel_h, conv.kernel_w,
                 conv.stride_h, conv.stride_w, conv.pad_h, conv.pad_w, conv.dilation_h,
                 conv.dilation_w, oh, ow);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 struct Im2colGemmConv::Impl {

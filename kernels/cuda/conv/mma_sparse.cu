@@ -168,7 +168,6 @@ void ConvFp16Sparse24Mma::forward(int variant, const void* x, const void* residu
                   static_cast<unsigned>(m.channel_tiles));
   launch_kernel(kernel_of(m.stages), grid, mma_sp_detail::kThreads,
                 mma_sp_detail::smem_bytes(m.stages), stream, p);
-  CNNRT_CUDA_CHECK_LAUNCH();
   if (staged)
     maxpool_fp16(workspace, y, batch, m.shape.out_c, m.shape.conv_h, m.shape.conv_w, *m.shape.pool,
                  m.shape.out_h, m.shape.out_w, stream);

@@ -173,7 +173,7 @@ __device__ __forceinline__ void sp_stage_acc(const float (&acc)[4][4][4], __half
 // grid: x = pixel tiles of 128, y = channel tiles of 128.
 template <int kStages>
 __global__ void __launch_bounds__(kThreads, 1) conv_mma_sp_kernel(const SpConvParams p) {
-  pdl_enter();
+  pdl_wait();
   using C = SpCfg;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __half* s_x = reinterpret_cast<__half*>(smem_raw);  // activations ring (B)

@@ -24,7 +24,7 @@ constexpr int kThreads = 256;
 
 __global__ void residual_add_kernel(uint4* y, const uint4* __restrict__ r, int64_t vectors,
                                     int vectors_per_pixel, int channels, EpilogueClamp clamp) {
-  pdl_enter();
+  pdl_wait();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < vectors;
        i += int64_t(gridDim.x) * blockDim.x) {
     uint4 a = y[i];
@@ -59,7 +59,6 @@ void residual_add_fp16(void* y, const void* r, int64_t pixels, int channels, int
       static_cast<int>(std::min<int64_t>((vectors + kThreads - 1) / kThreads, 132 * 16));
   launch_kernel(residual_add_kernel, blocks, kThreads, 0, stream, static_cast<uint4*>(y),
                 static_cast<const uint4*>(r), vectors, channel_stride / 8, channels, clamp);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace cnnrt::cuda

@@ -53,7 +53,7 @@ __device__ __forceinline__ int8_t s2d_value(const S8SpaceToDepth& p, const void*
 template <bool kFp32Source>
 __global__ void space_to_depth_kernel(const S8SpaceToDepth p, const void* __restrict__ x,
                                       uint4* __restrict__ y, int64_t total) {
-  pdl_enter();
+  pdl_wait();
   const int in_stride = padded16(p.c), groups = p.out_stride / 16;
   for (int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; index < total;
        index += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -112,7 +112,6 @@ void space_to_depth_s8(const S8SpaceToDepth& s2d, const void* x, bool fp32_nchw_
     launch_kernel(space_to_depth_kernel<true>, blocks, kThreads, 0, stream, s2d, x, out, total);
   else
     launch_kernel(space_to_depth_kernel<false>, blocks, kThreads, 0, stream, s2d, x, out, total);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace cnnrt::cuda

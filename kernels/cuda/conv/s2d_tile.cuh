@@ -112,7 +112,7 @@ template <typename Convert, int kBlock, bool kPairs>
 __global__ void __launch_bounds__(kS2dMaxWarpsPerCta * 32)
     s2d_tile_kernel(const float* __restrict__ x, uint4* __restrict__ y, const S2dTileShape s,
                     const S2dTilePlan plan, const Convert convert) {
-  pdl_enter();
+  pdl_wait();
   using Bits = typename Convert::Bits;
   using Cols = Columns<kPairs>;
   extern __shared__ uint4 s2d_tile_smem[];
@@ -249,7 +249,6 @@ void launch_block(const float* x, void* y, const S2dTileShape& shape, const S2dT
   else
     launch_kernel(s2d_tile_kernel<Convert, kBlock, false>, grid, threads, plan.smem_bytes, stream,
                   x, static_cast<uint4*>(y), shape, plan, convert);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 // Launches the planned kernel (plan.tiled must hold) on `stream`: one capturable launch.

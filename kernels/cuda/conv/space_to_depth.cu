@@ -61,7 +61,7 @@ struct NchwFp32Source {
 template <typename Source>
 __global__ void space_to_depth_kernel(Source source, uint4* __restrict__ y, SpaceToDepthParams p,
                                       long long total_chunks) {
-  pdl_enter();
+  pdl_wait();
   const long long step = static_cast<long long>(gridDim.x) * blockDim.x;
   for (long long index = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
        index < total_chunks; index += step) {
@@ -172,7 +172,6 @@ void launch(Source source, void* y, const SpaceToDepthShape& shape, int batch,
   const long long blocks = std::min<long long>((total + kThreads - 1) / kThreads, 1LL << 20);
   launch_kernel(space_to_depth_kernel<Source>, static_cast<unsigned>(blocks), kThreads, 0, stream,
                 source, static_cast<uint4*>(y), p, total);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace

@@ -483,7 +483,6 @@ void ConvFp16Tma::forward(int variant, const ConvFp16TmaInput& input, const void
   const int kind = pooled ? tma_f16::kPooled : residual != nullptr ? tma_f16::kResidual : 0;
   launch_kernel(kernel_of(tile, kind, m.row_bytes), ctas, tma_detail::kThreads,
                 smem_of(tile, kind, m.row_bytes), stream, input.map, m.w_map(t.bn), p);
-  CNNRT_CUDA_CHECK_LAUNCH();
   if (staged)
     maxpool_fp16(workspace, y, batch, m.shape.out_c, m.shape.conv_h, m.shape.conv_w, *m.shape.pool,
                  m.shape.out_h, m.shape.out_w, stream);

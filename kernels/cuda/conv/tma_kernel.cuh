@@ -232,7 +232,7 @@ template <int BM, int BN, int STAGES, int CL, bool RESIDUAL, bool POOL = false, 
 __global__ void __launch_bounds__(kThreads, 1)
     conv_tma_kernel(const __grid_constant__ CUtensorMap tmap_x,
                     const __grid_constant__ CUtensorMap tmap_w, const TmaConvParams p) {
-  pdl_enter();
+  pdl_wait();
 #ifdef CNNRT_WGMMA_DEVICE
   static_assert(!POOL || (CL == 1 && !RESIDUAL), "the fused pool: no cluster, no residual");
   static_assert(!POOL || BN % TmaTile<BM, BN, STAGES, CL, RB>::kPoolChunk == 0,

@@ -101,7 +101,7 @@ template <int BN, int STAGES>
 __global__ void __launch_bounds__(kThreads, 1)
     linear_tma_s8_kernel(const __grid_constant__ CUtensorMap tmap_x,
                          const __grid_constant__ CUtensorMap tmap_w, const TmaLinearS8Params p) {
-  pdl_enter();
+  pdl_wait();
 #ifdef CNNRT_WGMMA_DEVICE
   tma_detail::tma_conv_mainloop<TmaS8Linear, kBM, BN, STAGES, 1, TmaLinearS8Epilogue<BN>>(
       tmap_x, tmap_w, p);

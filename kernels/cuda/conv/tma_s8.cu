@@ -503,7 +503,6 @@ void ConvS8Tma::forward(int variant, const ConvS8TmaInput& input, void* y,
     launch_kernel(kernel_of(tile, m.kb, m.conv.float_output), plan.ctas, tma_s8_detail::kThreads,
                   smem, stream, input.map, m.w_map(t.bn), p);
   }
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace cnnrt::cuda

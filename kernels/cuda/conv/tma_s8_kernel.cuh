@@ -284,7 +284,7 @@ template <int BM, int BN, int STAGES, int KB, bool FLOAT_OUT>
 __global__ void __launch_bounds__(kThreads, 1)
     conv_tma_s8_kernel(const __grid_constant__ CUtensorMap tmap_x,
                        const __grid_constant__ CUtensorMap tmap_w, const TmaS8Params p) {
-  pdl_enter();
+  pdl_wait();
 #ifdef CNNRT_WGMMA_DEVICE
   tma_detail::tma_conv_mainloop<S8Traits<KB>, BM, BN, STAGES, 1,
                                 TmaS8Epilogue<BM, BN, FLOAT_OUT, false>>(tmap_x, tmap_w, p);
@@ -297,7 +297,7 @@ template <int BM, int BN, int STAGES, int KB>
 __global__ void __launch_bounds__(kThreads, 1)
     conv_tma_s8_pool_kernel(const __grid_constant__ CUtensorMap tmap_x,
                             const __grid_constant__ CUtensorMap tmap_w, const TmaS8PoolParams p) {
-  pdl_enter();
+  pdl_wait();
 #ifdef CNNRT_WGMMA_DEVICE
   tma_detail::tma_conv_mainloop<S8Traits<KB>, BM, BN, STAGES, 1,
                                 TmaS8Epilogue<BM, BN, false, true>>(tmap_x, tmap_w, p);

@@ -314,7 +314,6 @@ void ConvFp16Sparse24Tma::forward(int variant, const ConvFp16TmaInput& input, co
   const int ctas = tma::persistent_ctas(units, m.sms);
   launch_kernel(kernel_of(variant, residual != nullptr), ctas, tma_sparse_detail::kThreads,
                 smem_of(variant), stream, input.map, m.w_map(t.bm), p);
-  CNNRT_CUDA_CHECK_LAUNCH();
   if (staged)
     maxpool_fp16(workspace, y, batch, m.shape.out_c, m.shape.conv_h, m.shape.conv_w, *m.shape.pool,
                  m.shape.out_h, m.shape.out_w, stream);

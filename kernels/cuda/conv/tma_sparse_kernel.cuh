@@ -188,7 +188,7 @@ template <int BM, int BN, int STAGES, bool RESIDUAL>
 __global__ void __launch_bounds__(kThreads, 1)
     conv_tma_sparse_kernel(const __grid_constant__ CUtensorMap tmap_x,
                            const __grid_constant__ CUtensorMap tmap_w, const TmaSparseParams p) {
-  pdl_enter();
+  pdl_wait();
 #ifdef CNNRT_WGMMA_DEVICE
   tma_detail::tma_conv_mainloop<TmaSparseF16, BM, BN, STAGES, 1,
                                 TmaSparseEpilogue<BM, BN, RESIDUAL>>(tmap_x, tmap_w, p);

@@ -280,7 +280,6 @@ void ConvS8Sparse24Tma::forward(int variant, const ConvS8TmaInput& input, void* 
   launch_kernel(kernel_of(variant, m.kb, m.conv.float_output), plan.ctas,
                 tma_sparse_s8_detail::kThreads, smem_of(variant, m.kb), stream, input.map,
                 m.w_map(t.bm), p);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 size_t ConvS8Sparse24Tma::weight_bytes() const {

@@ -271,7 +271,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     conv_tma_sparse_s8_kernel(const __grid_constant__ CUtensorMap tmap_x,
                               const __grid_constant__ CUtensorMap tmap_w,
                               const TmaSparseS8Params p) {
-  pdl_enter();
+  pdl_wait();
 #ifdef CNNRT_WGMMA_DEVICE
   tma_detail::tma_conv_mainloop<TmaSparseS8<KB>, BM, BN, STAGES, 1,
                                 TmaSparseS8Epilogue<BM, BN, FLOAT_OUT>>(tmap_x, tmap_w, p);

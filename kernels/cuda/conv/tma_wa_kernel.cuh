@@ -72,7 +72,7 @@ template <int BM, int BN, int STAGES, bool RESIDUAL>
 __global__ void __launch_bounds__(kThreads, 1)
     conv_tma_wa_kernel(const __grid_constant__ CUtensorMap tmap_x,
                        const __grid_constant__ CUtensorMap tmap_w, const TmaWaParams p) {
-  pdl_enter();
+  pdl_wait();
 #ifdef CNNRT_WGMMA_DEVICE
   tma_conv_mainloop<TmaF16WeightsA, BM, BN, STAGES, 1, TmaWaEpilogue<BM, BN, STAGES, RESIDUAL>>(
       tmap_x, tmap_w, p);

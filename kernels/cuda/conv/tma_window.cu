@@ -163,7 +163,6 @@ void ConvFp16Window::forward(const ConvWindowInput& input, void* y, cudaStream_t
   launch_kernel(kernel_of(c_steps_), ctas_of(p.units, sms_), tma_window::kThreads,
                 tma_window::smem_bytes<WindowF16>(tma_window::kMaxTaps), stream, input.map, w_map_,
                 p);
-  CNNRT_CUDA_CHECK_LAUNCH();
   if (shape_.pool)
     maxpool_fp16(workspace, y, batch, shape_.out_c, shape_.conv_h, shape_.conv_w, *shape_.pool,
                  shape_.out_h, shape_.out_w, stream);
@@ -226,7 +225,6 @@ void ConvS8Window::forward(const ConvWindowInput& input, void* y, cudaStream_t s
   launch_kernel(kKernelS8, ctas_of(p.units, sms_), tma_window::kThreads,
                 tma_window::smem_bytes<WindowS8>(tma_window::kMaxTaps), stream, input.map, w_map_,
                 p);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace cnnrt::cuda

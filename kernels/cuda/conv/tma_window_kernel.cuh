@@ -266,7 +266,7 @@ template <class E, int KH, int KW, int CSTEPS>
 __global__ void __launch_bounds__(kThreads, 1)
     conv_window_kernel(const __grid_constant__ CUtensorMap tmap_x,
                        const __grid_constant__ CUtensorMap tmap_w, const typename E::Params p) {
-  pdl_enter();
+  pdl_wait();
 #ifdef CNNRT_WGMMA_DEVICE
   window_kernel_body<E, KH, KW, CSTEPS>(tmap_x, tmap_w, p);
 #endif

@@ -273,7 +273,6 @@ void ConvFp16Wgmma::forward(int variant, const void* x, const void* residual, vo
   const dim3 grid(launch.grid_x, static_cast<unsigned>(m.shape.out_c / m.bn));
   launch_kernel(kernel_of(m.bn, m.stages, m.pool(), upper_clamp(m.shape)), grid,
                 wgmma_detail::kThreads, launch.smem, stream, p);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 size_t ConvFp16Wgmma::weight_bytes() const { return impl_->bytes; }

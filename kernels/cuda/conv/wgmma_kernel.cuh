@@ -427,7 +427,7 @@ __device__ __forceinline__ void wg_mainloop(const P& p, WgLoader& ld, uint32_t r
 
 template <int BN, int STAGES, bool POOL, bool CLAMP>
 __global__ void __launch_bounds__(kThreads, 1) conv_wgmma_kernel(const WgmmaParams p) {
-  pdl_enter();
+  pdl_wait();
 #ifdef CNNRT_WGMMA_DEVICE
   static_assert(STAGES >= 3, "the ring keeps one tile under wgmma and one being refilled");
   constexpr int kAStage = kBM * 128, kBStage = BN * 128, kStage = kAStage + kBStage;

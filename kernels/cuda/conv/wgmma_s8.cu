@@ -119,7 +119,7 @@ __device__ __forceinline__ void s8_store_float(const int (&acc)[BN / 2], const W
 
 template <int BN, bool FLOAT_OUT>
 __global__ void __launch_bounds__(kThreads, 1) conv_wgmma_s8_kernel(const WgmmaS8Params p) {
-  pdl_enter();
+  pdl_wait();
 #ifdef CNNRT_WGMMA_DEVICE
   constexpr int kStage = (kBM + BN) * 128;
   static_assert(kBM * (BN + 16) <= kStages * kStage, "the int8 staging tile aliases the ring");
@@ -191,7 +191,6 @@ void launch(const WgmmaS8Params& p, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((p.m_total + wgmma_detail::kBM - 1) / wgmma_detail::kBM),
                   static_cast<unsigned>(p.out_c / BN));
   launch_kernel(kernel, grid, wgmma_detail::kThreads, smem, stream, p);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 template <bool FLOAT_OUT>

@@ -266,7 +266,7 @@ __device__ __forceinline__ void sp_stage_acc(const float (&acc)[MI][32], __half*
 
 template <int MI, bool POOL>
 __global__ void __launch_bounds__(kThreads, 1) conv_wgmma_sp_kernel(const SpParams p) {
-  pdl_enter();
+  pdl_wait();
 #ifdef CNNRT_WGMMA_DEVICE
   constexpr int BC = 64 * MI, STAGES = stages_of(MI), kCRow = BC + 8;
   static_assert(size_t(kBM) * kCRow * 2 <= STAGES * stage_bytes(MI), "staging aliases the ring");
@@ -504,7 +504,6 @@ void ConvFp16Sparse24::forward(int variant, const void* x, const void* residual,
   if (launch.grid_x == 0) return;
   const dim3 grid(launch.grid_x, static_cast<unsigned>(m.shape.out_c / (64 * m.mi)));
   launch_kernel(kernel_of(m.mi, m.pool()), grid, wgsp::kThreads, launch.smem, stream, p);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 size_t ConvFp16Sparse24::weight_bytes() const {

@@ -306,7 +306,7 @@ struct WsCta {
 
 template <int BM, int BN, int STAGES>
 __global__ void __launch_bounds__(kThreads, 1) conv_wgmma_ws_kernel(const WsParams p) {
-  pdl_enter();
+  pdl_wait();
 #ifdef CNNRT_WGMMA_DEVICE
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   WsCta<BM, BN, STAGES> cta(p, smem_raw);
@@ -503,7 +503,6 @@ void ConvFp16WgmmaWs::forward(int variant, const void* x, void* y, int batch,
     launch<1>(m_tiles, n_tiles, p, stream);
   else
     launch<2>(m_tiles, n_tiles, p, stream);
-  CNNRT_CUDA_CHECK_LAUNCH();
 }
 
 size_t ConvFp16WgmmaWs::weight_bytes() const { return impl_->bytes; }
