@@ -55,6 +55,10 @@ struct KernelArgs {
   void* stream = nullptr;       // cudaStream_t for CUDA kernels
   int variant = 0;              // KernelPlan::variant of this context's prepare()
   const void* state = nullptr;  // KernelPlan::state of this context's prepare()
+  // The context prefetches a later step's streamed weights into L2 while this step streams its
+  // own (KernelPlan::streamed_weights; kernels/cuda/l2_prefetch.h): read them evict-first, so
+  // that they do not push the prefetched lines out.  Set once, at context creation.
+  bool stream_evict_first = false;
 };
 
 // A layer's life: its factory prepacks the weights once (build), prepare() decides the variant

@@ -21,6 +21,27 @@ __device__ __forceinline__ uint4 load_streaming(const uint4* p) {
   return v;
 }
 
+// The L2 policy of a weight stream's loads: evict-first where the context prefetched a later
+// layer's weights into L2 (KernelArgs::stream_evict_first: this stream, read once, must not push
+// them out), else evict-normal, a plain load's.  Made once per thread, before the loop.
+__device__ __forceinline__ uint64_t stream_l2_policy(bool evict_first) {
+  uint64_t policy;
+  if (evict_first)
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  else
+    asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+
+// load_streaming under an L2 cache policy (stream_l2_policy).
+__device__ __forceinline__ uint4 load_streaming(const uint4* p, uint64_t policy) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p), "l"(policy));
+  return v;
+}
+
 template <int R, int B>
 __device__ __forceinline__ void store_warp_sums(const float (&acc)[R][B], float* out, int lane) {
   static_assert(R * B <= 32, "one lane per output");

@@ -62,6 +62,23 @@ L2PrefetchPattern l2_prefetch_pattern(const void* base, size_t bytes, size_t bud
   return pattern;
 }
 
+std::vector<PlannedPrefetch> l2_prefetch_plan(const std::vector<WeightStream>& streams,
+                                              size_t budget_bytes, L2PrefetchOrder order) {
+  std::vector<PlannedPrefetch> planned;
+  size_t left = budget_bytes;
+  auto take = [&](size_t i) {
+    const L2PrefetchPattern pattern = l2_prefetch_pattern(streams[i].base, streams[i].bytes, left);
+    const size_t bytes = pattern.prefetched_bytes();
+    if (bytes == 0) return;
+    planned.push_back({i, pattern});
+    left -= std::min(left, bytes);
+  };
+  if (order == L2PrefetchOrder::kLaterFirst)
+    for (size_t i = 1; i < streams.size() && left > 0; ++i) take(i);
+  if (!streams.empty() && left > 0) take(0);
+  return planned;
+}
+
 void l2_prefetch(const L2PrefetchPattern& pattern, cudaStream_t stream) {
   if (pattern.base == nullptr || pattern.prefetched_bytes() == 0) return;
   const size_t blocks = (pattern.bytes + pattern.block_bytes - 1) / pattern.block_bytes;

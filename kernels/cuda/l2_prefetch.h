@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <vector>
 
 namespace cnnrt::cuda {
 
@@ -26,6 +27,31 @@ struct L2PrefetchPattern {
 // The pattern that prefetches about `budget_bytes` of a stream of `bytes`, to a line per period
 // (nothing when that rounds to no line; the whole stream when the budget covers it).
 L2PrefetchPattern l2_prefetch_pattern(const void* base, size_t bytes, size_t budget_bytes);
+
+// A weight stream of the forward (KernelPlan::streamed_weights), in step order.
+struct WeightStream {
+  const void* base = nullptr;
+  size_t bytes = 0;
+};
+
+// Which streams the budget goes to.  kFirstShare: an interleaved share of the first stream only
+// (docs/PERFORMANCE.md run 38).  kLaterFirst: the streams after the first, whole, in step order
+// while they fit; the first of them that does not fit takes the rest as a share; what is still
+// left goes to the first stream as a share.  Why the later ones: the first stream is read right
+// after the prefetch, so its prefetched share saves only what DRAM would have streamed anyway,
+// while a later stream (AlexNet int8's fc7 + fc8: 20.9 MB) can be in L2 whole when its layer
+// starts, provided the streams before it are read evict-first (KernelArgs::stream_evict_first).
+enum class L2PrefetchOrder { kFirstShare, kLaterFirst };
+
+// The patterns (prefetched_bytes() > 0 each, streams with nothing to prefetch left out) that
+// spend at most about `budget_bytes` (to a line per period of each share) on `streams` in
+// `order`.  `stream_index` of each is its index in `streams`.
+struct PlannedPrefetch {
+  size_t stream_index = 0;
+  L2PrefetchPattern pattern;
+};
+std::vector<PlannedPrefetch> l2_prefetch_plan(const std::vector<WeightStream>& streams,
+                                              size_t budget_bytes, L2PrefetchOrder order);
 
 // Issues `prefetch.global.L2` for every 128-byte line of the pattern on `stream`, from a small
 // grid (it runs beside other kernels: it must not take their SMs).  Fire and forget: the kernel

@@ -110,7 +110,8 @@ __device__ __forceinline__ void gemv_step(const uint4 (&w)[kRows], const uint4* 
 // kGuarded predicates each chunk on v < k_vectors (the last, partial round of a slice).
 template <int kBatch, int kRows, int kUnroll, bool kGuarded>
 __device__ __forceinline__ void gemv_round(const uint4* w_rows, const uint4* x, int k_vectors,
-                                           int v, int stride, float (&acc)[kRows][kBatch]) {
+                                           int v, int stride, uint64_t policy,
+                                           float (&acc)[kRows][kBatch]) {
   uint4 w[kUnroll][kRows];
 #pragma unroll
   for (int u = 0; u < kUnroll; ++u)
@@ -119,7 +120,7 @@ __device__ __forceinline__ void gemv_round(const uint4* w_rows, const uint4* x, 
       const int idx = v + stride * u;
       w[u][r] = make_uint4(0u, 0u, 0u, 0u);
       if (!kGuarded || idx < k_vectors)
-        w[u][r] = load_streaming(w_rows + static_cast<int64_t>(r) * k_vectors + idx);
+        w[u][r] = load_streaming(w_rows + static_cast<int64_t>(r) * k_vectors + idx, policy);
     }
 #pragma unroll
   for (int u = 0; u < kUnroll; ++u) {
@@ -138,7 +139,7 @@ template <int kBatch, typename Out>
 __global__ void __launch_bounds__(kGemvBlockWarps * 32)
     gemv_kernel(const uint4* __restrict__ weight, const float* __restrict__ bias,
                 const uint4* __restrict__ x, Out* __restrict__ y, int rows, int y_stride,
-                int k_vectors, int split, bool relu) {
+                int k_vectors, int split, bool relu, bool evict_first) {
   constexpr int kRows = gemv_rows_per_warp(kBatch);
   constexpr int kUnroll = gemv_unroll(kRows);
   constexpr int kOutputs = kRows * kBatch;  // ≤ 32: one lane per (row, sample) below
@@ -168,12 +169,13 @@ __global__ void __launch_bounds__(kGemvBlockWarps * 32)
   if (row0 < rows) {
     const uint4* w_rows = weight + static_cast<int64_t>(row0) * k_vectors;
     const int stride = 32 * split;  // 16-byte vectors between this warp's consecutive chunks
+    const uint64_t policy = stream_l2_policy(evict_first);
     int v = slice * 32 + lane;
     for (; v + stride * (kUnroll - 1) < k_vectors; v += stride * kUnroll)
-      gemv_round<kBatch, kRows, kUnroll, false>(w_rows, x, k_vectors, v, stride, acc);
+      gemv_round<kBatch, kRows, kUnroll, false>(w_rows, x, k_vectors, v, stride, policy, acc);
     // Fewer than kUnroll chunks left for this lane: one predicated round.
     if (v < k_vectors)
-      gemv_round<kBatch, kRows, kUnroll, true>(w_rows, x, k_vectors, v, stride, acc);
+      gemv_round<kBatch, kRows, kUnroll, true>(w_rows, x, k_vectors, v, stride, policy, acc);
   }
 
   store_warp_sums(acc, partial[warp], lane);
@@ -197,7 +199,7 @@ __global__ void __launch_bounds__(kGemvBlockWarps * 32)
 
 template <int kBatch, typename Out>
 void launch_gemv(const GemmWeights& wts, bool relu, const void* x, void* y, int y_stride, int split,
-                 cudaStream_t stream) {
+                 bool evict_first, cudaStream_t stream) {
   constexpr int kRows = gemv_rows_per_warp(kBatch);
   const int rows = wts.rows_pad();
   const int rows_per_block = kGemvBlockWarps / split * kRows;
@@ -205,7 +207,7 @@ void launch_gemv(const GemmWeights& wts, bool relu, const void* x, void* y, int 
   launch_kernel(gemv_kernel<kBatch, Out>, blocks, kGemvBlockWarps * 32, 0, stream,
                 static_cast<const uint4*>(wts.weight()), wts.bias_fp32(),
                 static_cast<const uint4*>(x), static_cast<Out*>(y), rows, y_stride,
-                wts.cols_pad() / 8, split, relu);
+                wts.cols_pad() / 8, split, relu, evict_first);
 }
 
 }  // namespace
@@ -227,7 +229,7 @@ namespace {
 // Both output forms: y_stride values per sample of type Out (see gemv_kernel).
 template <typename Out>
 void gemv_passes(const GemmWeights& weights, bool relu, const void* x, void* y, int64_t batch,
-                 int y_stride, cudaStream_t stream, int split, const char* what) {
+                 int y_stride, cudaStream_t stream, int split, bool evict_first, const char* what) {
   if (x == y) throw Error(std::string(what) + ": input and output must not alias");
   if (split != 0 && split != 1 && split != 2 && split != 4 && split != 8)
     throw Error(std::string(what) + ": split must be 0 (auto), 1, 2, 4 or 8, got " +
@@ -250,28 +252,28 @@ void gemv_passes(const GemmWeights& weights, bool relu, const void* x, void* y, 
     void* yc = y_bytes + done * y_row;
     switch (chunk) {
       case 1:
-        launch_gemv<1, Out>(weights, relu, xc, yc, y_stride, s, stream);
+        launch_gemv<1, Out>(weights, relu, xc, yc, y_stride, s, evict_first, stream);
         break;
       case 2:
-        launch_gemv<2, Out>(weights, relu, xc, yc, y_stride, s, stream);
+        launch_gemv<2, Out>(weights, relu, xc, yc, y_stride, s, evict_first, stream);
         break;
       case 3:
-        launch_gemv<3, Out>(weights, relu, xc, yc, y_stride, s, stream);
+        launch_gemv<3, Out>(weights, relu, xc, yc, y_stride, s, evict_first, stream);
         break;
       case 4:
-        launch_gemv<4, Out>(weights, relu, xc, yc, y_stride, s, stream);
+        launch_gemv<4, Out>(weights, relu, xc, yc, y_stride, s, evict_first, stream);
         break;
       case 5:
-        launch_gemv<5, Out>(weights, relu, xc, yc, y_stride, s, stream);
+        launch_gemv<5, Out>(weights, relu, xc, yc, y_stride, s, evict_first, stream);
         break;
       case 6:
-        launch_gemv<6, Out>(weights, relu, xc, yc, y_stride, s, stream);
+        launch_gemv<6, Out>(weights, relu, xc, yc, y_stride, s, evict_first, stream);
         break;
       case 7:
-        launch_gemv<7, Out>(weights, relu, xc, yc, y_stride, s, stream);
+        launch_gemv<7, Out>(weights, relu, xc, yc, y_stride, s, evict_first, stream);
         break;
       default:
-        launch_gemv<8, Out>(weights, relu, xc, yc, y_stride, s, stream);
+        launch_gemv<8, Out>(weights, relu, xc, yc, y_stride, s, evict_first, stream);
         break;
     }
   }
@@ -280,13 +282,16 @@ void gemv_passes(const GemmWeights& weights, bool relu, const void* x, void* y, 
 }  // namespace
 
 void gemv_fp16(const GemmWeights& weights, bool relu, const void* x, void* y, int64_t batch,
-               cudaStream_t stream, int split) {
-  gemv_passes<__half>(weights, relu, x, y, batch, weights.rows_pad(), stream, split, "gemv_fp16");
+               cudaStream_t stream, int split, bool evict_first) {
+  gemv_passes<__half>(weights, relu, x, y, batch, weights.rows_pad(), stream, split, evict_first,
+                      "gemv_fp16");
 }
 
 void gemv_fp16_to_fp32(const GemmWeights& weights, bool relu, const void* x, float* y,
-                       int64_t batch, int out_features, cudaStream_t stream, int split) {
-  gemv_passes<float>(weights, relu, x, y, batch, out_features, stream, split, "gemv_fp16_to_fp32");
+                       int64_t batch, int out_features, cudaStream_t stream, int split,
+                       bool evict_first) {
+  gemv_passes<float>(weights, relu, x, y, batch, out_features, stream, split, evict_first,
+                     "gemv_fp16_to_fp32");
 }
 
 // --- cuBLASLt ----------------------------------------------------------------------------------

@@ -50,15 +50,17 @@ constexpr int kGemvMaxBatch = 8;
 // passes of at most kGemvMaxBatch (correct but slower than the GEMM; comparison use only).
 // x and y must not alias.  `split` is how many warps share one row's K (1, 2, 4 or 8); 0 lets
 // gemv_choose_split pick it from the shape and the current device's SM count (tests force each
-// value to cover every reduction path).  Throws Error on any other split.
+// value to cover every reduction path).  Throws Error on any other split.  evict_first: the
+// weight's loads go first out of L2 (KernelArgs::stream_evict_first).
 void gemv_fp16(const GemmWeights& weights, bool relu, const void* x, void* y, int64_t batch,
-               cudaStream_t stream, int split = 0);
+               cudaStream_t stream, int split = 0, bool evict_first = false);
 
 // The same product written as the graph output: y [batch, out_features] fp32 (dense, the rows of
 // the padded weight past out_features not written), so a network's last linear layer needs no
 // conversion pass after it.  Same split rule and errors; out_features in 1..rows_pad.
 void gemv_fp16_to_fp32(const GemmWeights& weights, bool relu, const void* x, float* y,
-                       int64_t batch, int out_features, cudaStream_t stream, int split = 0);
+                       int64_t batch, int out_features, cudaStream_t stream, int split = 0,
+                       bool evict_first = false);
 
 // The split the GEMV uses for one pass of `batch` (1..kGemvMaxBatch) vectors over a
 // [rows_pad][cols_pad] weight on `sm_count` SMs: the smallest power of two ≤ 8 that gives the

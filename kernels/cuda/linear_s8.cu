@@ -45,12 +45,12 @@ __device__ __forceinline__ int dot16(const uint4& w, const int4& x, int acc) {
 // sample of x is `chunks` 16-byte vectors too (in_stride bytes, the weight row's real part).
 template <int kBatch, int kUnroll, bool kGuarded>
 __device__ __forceinline__ void gemv_s8_round(const uint4* w, const int4* x, int chunks, int chunk,
-                                              int (&acc)[kBatch]) {
+                                              uint64_t policy, int (&acc)[kBatch]) {
   uint4 wv[kUnroll];
 #pragma unroll
   for (int u = 0; u < kUnroll; ++u) {
     wv[u] = make_uint4(0u, 0u, 0u, 0u);
-    if (!kGuarded || chunk + 32 * u < chunks) wv[u] = load_streaming(w + chunk + 32 * u);
+    if (!kGuarded || chunk + 32 * u < chunks) wv[u] = load_streaming(w + chunk + 32 * u, policy);
   }
 #pragma unroll
   for (int u = 0; u < kUnroll; ++u) {
@@ -63,7 +63,8 @@ __device__ __forceinline__ void gemv_s8_round(const uint4* w, const int4* x, int
 
 template <int kBatch>
 __global__ void __launch_bounds__(kWarps * 32)
-    gemv_s8_kernel(const S8Conv p, const int8_t* __restrict__ x, void* __restrict__ y) {
+    gemv_s8_kernel(const S8Conv p, const int8_t* __restrict__ x, void* __restrict__ y,
+                   bool evict_first) {
   constexpr int kUnroll = unroll_for(kBatch);
   const int lane = threadIdx.x & 31;
   const int feature = blockIdx.x * kWarps + (threadIdx.x >> 5);
@@ -80,10 +81,11 @@ __global__ void __launch_bounds__(kWarps * 32)
         reinterpret_cast<const uint4*>(p.weight + static_cast<int64_t>(feature) * p.k_pad);
     const int4* xv = reinterpret_cast<const int4*>(x);
     const int chunks = p.in_stride / 16;
+    const uint64_t policy = stream_l2_policy(evict_first);
     int chunk = lane;
     for (; chunk + 32 * (kUnroll - 1) < chunks; chunk += 32 * kUnroll)
-      gemv_s8_round<kBatch, kUnroll, false>(w, xv, chunks, chunk, acc);
-    if (chunk < chunks) gemv_s8_round<kBatch, kUnroll, true>(w, xv, chunks, chunk, acc);
+      gemv_s8_round<kBatch, kUnroll, false>(w, xv, chunks, chunk, policy, acc);
+    if (chunk < chunks) gemv_s8_round<kBatch, kUnroll, true>(w, xv, chunks, chunk, policy, acc);
   }
 #pragma unroll
   for (int b = 0; b < kBatch; ++b)
@@ -102,42 +104,43 @@ __global__ void __launch_bounds__(kWarps * 32)
 }
 
 template <int kBatch>
-void launch(const S8Conv& linear, const void* x, void* y, cudaStream_t stream) {
+void launch(const S8Conv& linear, const void* x, void* y, bool evict_first, cudaStream_t stream) {
   const int blocks = (linear.out_stride + kWarps - 1) / kWarps;
   launch_kernel(gemv_s8_kernel<kBatch>, blocks, kWarps * 32, 0, stream, linear,
-                static_cast<const int8_t*>(x), y);
+                static_cast<const int8_t*>(x), y, evict_first);
 }
 
 }  // namespace
 
-void gemv_s8(const S8Conv& linear, const void* x, void* y, int batch, cudaStream_t stream) {
+void gemv_s8(const S8Conv& linear, const void* x, void* y, int batch, cudaStream_t stream,
+             bool evict_first) {
   if (batch < 1) return;
   if (batch > kGemvS8MaxBatch || linear.in_stride % 16 != 0 || linear.k_pad < linear.in_stride)
     throw Error("gemv_s8: batch " + std::to_string(batch) + " or the weight packing is invalid");
   switch (batch) {
     case 1:
-      launch<1>(linear, x, y, stream);
+      launch<1>(linear, x, y, evict_first, stream);
       break;
     case 2:
-      launch<2>(linear, x, y, stream);
+      launch<2>(linear, x, y, evict_first, stream);
       break;
     case 3:
-      launch<3>(linear, x, y, stream);
+      launch<3>(linear, x, y, evict_first, stream);
       break;
     case 4:
-      launch<4>(linear, x, y, stream);
+      launch<4>(linear, x, y, evict_first, stream);
       break;
     case 5:
-      launch<5>(linear, x, y, stream);
+      launch<5>(linear, x, y, evict_first, stream);
       break;
     case 6:
-      launch<6>(linear, x, y, stream);
+      launch<6>(linear, x, y, evict_first, stream);
       break;
     case 7:
-      launch<7>(linear, x, y, stream);
+      launch<7>(linear, x, y, evict_first, stream);
       break;
     default:
-      launch<8>(linear, x, y, stream);
+      launch<8>(linear, x, y, evict_first, stream);
       break;
   }
 }

@@ -17,7 +17,9 @@ namespace cnnrt::cuda {
 constexpr int kGemvS8MaxBatch = 8;
 
 // x: [batch][in_stride] int8; y: [batch][out_stride] int8 or fp32 (padding lanes zero).
-// batch <= kGemvS8MaxBatch.
-void gemv_s8(const S8Conv& linear, const void* x, void* y, int batch, cudaStream_t stream);
+// batch <= kGemvS8MaxBatch.  evict_first: the weight's loads go first out of L2
+// (KernelArgs::stream_evict_first).
+void gemv_s8(const S8Conv& linear, const void* x, void* y, int batch, cudaStream_t stream,
+             bool evict_first = false);
 
 }  // namespace cnnrt::cuda

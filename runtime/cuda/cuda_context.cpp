@@ -206,9 +206,15 @@ void CudaContext::bind_arguments() {
 
 void CudaContext::plan_l2_prefetch() {
   const std::vector<KernelPlan>& plans = prepared_.kernel_plans;
-  size_t step = 1;
-  while (step < plans.size() && plans[step].streamed_weights == nullptr) ++step;
-  if (step >= plans.size()) return;
+  // The streamed weights of the steps after the first (step 0 has nothing before it to overlap).
+  std::vector<WeightStream> streams;
+  std::vector<size_t> stream_steps;
+  for (size_t step = 1; step < plans.size(); ++step)
+    if (plans[step].streamed_weights != nullptr) {
+      streams.push_back({plans[step].streamed_weights, plans[step].streamed_weight_bytes});
+      stream_steps.push_back(step);
+    }
+  if (streams.empty()) return;
   int device = 0, l2_bytes = 0;
   CNNRT_CUDA_CHECK(cudaGetDevice(&device));
   CNNRT_CUDA_CHECK(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device));
@@ -224,9 +230,28 @@ void CudaContext::plan_l2_prefetch() {
                   std::string(knob) + "'");
     budget = size_t(mb * 1e6);
   }
-  const L2PrefetchPattern pattern =
-      l2_prefetch_pattern(plans[step].streamed_weights, plans[step].streamed_weight_bytes, budget);
-  if (pattern.prefetched_bytes() == 0) return;
+  L2PrefetchOrder order = L2PrefetchOrder::kFirstShare;
+  if (const char* knob = std::getenv("CNNRT_L2_PREFETCH_ORDER")) {
+    const std::string value = knob;
+    if (value == "later")
+      order = L2PrefetchOrder::kLaterFirst;
+    else if (value != "first")
+      throw Error("CNNRT_L2_PREFETCH_ORDER must be 'first' or 'later', got '" + value + "'");
+  }
+  bool evict_first = false;
+  if (const char* knob = std::getenv("CNNRT_STREAM_EVICT_FIRST")) {
+    const std::string value = knob;
+    if (value != "0" && value != "1")
+      throw Error("CNNRT_STREAM_EVICT_FIRST must be 0 or 1, got '" + value + "'");
+    evict_first = value == "1";
+  }
+  const std::vector<PlannedPrefetch> planned = l2_prefetch_plan(streams, budget, order);
+  if (planned.empty()) return;
+  // A stream read before a later one whose bytes were prefetched reads evict-first.
+  size_t last = 0;
+  for (const PlannedPrefetch& p : planned) last = std::max(last, p.stream_index);
+  if (evict_first)
+    for (size_t i = 0; i < last; ++i) step_args_[stream_steps[i]].stream_evict_first = true;
   cudaStream_t side = nullptr;
   CNNRT_CUDA_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
   side_stream_.reset(side);
@@ -235,8 +260,9 @@ void CudaContext::plan_l2_prefetch() {
     CNNRT_CUDA_CHECK(cudaEventCreateWithFlags(&handle, cudaEventDisableTiming));
     event->reset(handle);
   }
-  prefetch_ = pattern;
-  prefetch_step_ = step;
+  prefetch_.clear();
+  for (const PlannedPrefetch& p : planned) prefetch_.push_back(p.pattern);
+  prefetch_step_ = stream_steps.front();
 }
 
 void CudaContext::fill_random_input() {
@@ -262,7 +288,7 @@ void CudaContext::enqueue_forward(const std::vector<KernelArgs>& args, bool anno
     // the step it serves; in a captured graph these are a fork and a join edge.
     CNNRT_CUDA_CHECK(cudaEventRecord(fork_event_.get(), stream_.get()));
     CNNRT_CUDA_CHECK(cudaStreamWaitEvent(side_stream_.get(), fork_event_.get(), 0));
-    l2_prefetch(prefetch_, side_stream_.get());
+    for (const L2PrefetchPattern& pattern : prefetch_) l2_prefetch(pattern, side_stream_.get());
     CNNRT_CUDA_CHECK(cudaEventRecord(join_event_.get(), side_stream_.get()));
   }
   for (size_t i = 0; i < engine_->steps.size(); ++i) {

@@ -86,10 +86,12 @@ class CudaContext final : public ContextImpl {
   void fill_random_input();
   // Launches step i with `args`, naming its layer in any error.
   void run_step(size_t i, const KernelArgs& args);
-  // Chooses, once, the step whose streamed weights are prefetched into L2 and how many bytes:
-  // the first step with KernelPlan::streamed_weights that has a step before it, up to 0.4 of the
-  // device's L2 (CNNRT_L2_PREFETCH_MB overrides the budget, 0 turns it off: a lab knob for the
-  // measurements in docs/PERFORMANCE.md).  Creates the side stream and the fork/join events.
+  // Chooses, once, which streamed weights (KernelPlan::streamed_weights of the steps after the
+  // first) are prefetched into L2 and how many bytes of each, up to 0.4 of the device's L2
+  // (l2_prefetch_plan), and which streams read evict-first (KernelArgs::stream_evict_first).
+  // Lab knobs for the measurements in docs/PERFORMANCE.md: CNNRT_L2_PREFETCH_MB overrides the
+  // budget (0 turns it off), CNNRT_L2_PREFETCH_ORDER (first | later) and
+  // CNNRT_STREAM_EVICT_FIRST (0 | 1).  Creates the side stream and the fork/join events.
   void plan_l2_prefetch();
   // The whole forward on stream_.  annotate adds NVTX ranges (eager runs only, never captured);
   // `events` (2 per step) brackets each step, and then there is no L2 prefetch (each step is
@@ -127,9 +129,9 @@ class CudaContext final : public ContextImpl {
   // Declared before the handles that use them so they are destroyed after them.
   DeviceBuffer arena_;
   StreamHandle stream_;
-  // The L2 prefetch (plan_l2_prefetch): its pattern, the step it serves (npos: none), the side
-  // stream it runs on and the events that fork it from stream_ and join it back.
-  L2PrefetchPattern prefetch_;
+  // The L2 prefetch (plan_l2_prefetch): its patterns, the first step it serves (npos: none), the
+  // side stream it runs on and the events that fork it from stream_ and join it back.
+  std::vector<L2PrefetchPattern> prefetch_;
   size_t prefetch_step_ = static_cast<size_t>(-1);
   StreamHandle side_stream_;
   EventHandle fork_event_, join_event_;

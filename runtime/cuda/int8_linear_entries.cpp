@@ -197,7 +197,7 @@ class LinearInt8Kernel final : public LayerKernel {
       for (int first = 0; first < args.batch; first += kGemvS8MaxBatch)
         gemv_s8(linear_, static_cast<const int8_t*>(args.inputs.at(0)) + first * in_bytes,
                 static_cast<char*>(args.output) + first * out_bytes,
-                std::min(kGemvS8MaxBatch, args.batch - first), stream);
+                std::min(kGemvS8MaxBatch, args.batch - first), stream, args.stream_evict_first);
     } else {
       const S8SplitK split{args.variant, static_cast<int*>(args.workspace)};
       conv_s8_igemm(linear_, args.inputs.at(0), args.output, args.batch, stream, &split);

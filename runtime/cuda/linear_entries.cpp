@@ -65,9 +65,10 @@ class LinearFp16Kernel final : public Fp16Kernel {
     if (args.variant == kGemv) {
       if (float_output_)
         gemv_fp16_to_fp32(*weights_, relu_, args.inputs.at(0), static_cast<float*>(args.output),
-                          args.batch, out_features_, stream);
+                          args.batch, out_features_, stream, 0, args.stream_evict_first);
       else
-        gemv_fp16(*weights_, relu_, args.inputs.at(0), args.output, args.batch, stream);
+        gemv_fp16(*weights_, relu_, args.inputs.at(0), args.output, args.batch, stream, 0,
+                  args.stream_evict_first);
       return;
     }
     if (args.state == nullptr) throw Error("linear_fp16: cuBLASLt run without a prepared plan");
