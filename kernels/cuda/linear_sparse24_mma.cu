@@ -80,12 +80,13 @@ struct Chunk {
   uint4 meta;                 // 4 metadata words (linear_sparse24_mma.h: which steps)
 };
 
-__device__ __forceinline__ void load_chunk(Chunk& chunk, const uint8_t* tile, int c, int lane) {
+__device__ __forceinline__ void load_chunk(Chunk& chunk, const uint8_t* tile, int c, int lane,
+                                           uint64_t policy) {
   const uint4* p =
       reinterpret_cast<const uint4*>(tile + Sparse24MmaGeometry::step_offset(c, 0, lane));
 #pragma unroll
-  for (int s = 0; s < kSpMmaChunkSteps; ++s) chunk.a[s] = load_streaming(p + s * 32);
-  chunk.meta = load_streaming(p + kSpMmaChunkSteps * 32);
+  for (int s = 0; s < kSpMmaChunkSteps; ++s) chunk.a[s] = load_streaming(p + s * 32, policy);
+  chunk.meta = load_streaming(p + kSpMmaChunkSteps * 32, policy);
 }
 
 // A vector x's copy into shared memory (its slot order is x's own): `samples` rows of x_stride
@@ -120,8 +121,8 @@ template <Sparse24Input kInput>
 __global__ void __launch_bounds__(kWarps * 32, 2)
     sparse24_mma_gemv_kernel(const uint8_t* __restrict__ weight, const float* __restrict__ bias,
                              const __half* __restrict__ x, __half* __restrict__ y,
-                             const Sparse24MmaGeometry g, int batch, int pass, int split,
-                             bool relu) {
+                             const Sparse24MmaGeometry g, int batch, int pass, int split, bool relu,
+                             bool evict_first) {
   extern __shared__ __align__(16) uint8_t smem[];
   float* partial = reinterpret_cast<float*>(smem);               // [kWarps][16 rows][8 samples]
   __half* xs = reinterpret_cast<__half*>(smem + kPartialBytes);  // [pass][x_row]
@@ -139,9 +140,10 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   // Chunks c and c + 1 in flight at the top of each step of the loop below.  The first pass's
   // first two are loaded before the wait (pdl.cuh: weights, which no kernel writes), so their
   // DRAM latency overlaps the kernel before this one.
+  const uint64_t policy = stream_l2_policy(evict_first);
   Chunk buf[2];
-  if (live && c_begin < c_end) load_chunk(buf[0], tile_w, c_begin, lane);
-  if (live && c_begin + 1 < c_end) load_chunk(buf[1], tile_w, c_begin + 1, lane);
+  if (live && c_begin < c_end) load_chunk(buf[0], tile_w, c_begin, lane, policy);
+  if (live && c_begin + 1 < c_end) load_chunk(buf[1], tile_w, c_begin + 1, lane, policy);
   pdl_wait();
   pdl_launch_dependents();  // the next layer's GEMV may start streaming (pdl.cuh)
 
@@ -153,8 +155,9 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
     // permutes through registers after the first two chunks' loads, whose DRAM latency covers it.
     if constexpr (kInput == Sparse24Input::Vector)
       copy_vector_x(x_pass, g.map.x_stride, xs, g.x_row, samples);
-    if (first > 0 && live && c_begin < c_end) load_chunk(buf[0], tile_w, c_begin, lane);
-    if (first > 0 && live && c_begin + 1 < c_end) load_chunk(buf[1], tile_w, c_begin + 1, lane);
+    if (first > 0 && live && c_begin < c_end) load_chunk(buf[0], tile_w, c_begin, lane, policy);
+    if (first > 0 && live && c_begin + 1 < c_end)
+      load_chunk(buf[1], tile_w, c_begin + 1, lane, policy);
     if constexpr (kInput == Sparse24Input::Vector)
       ptx::cp_async_wait<0>();
     else
@@ -172,10 +175,10 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
       constexpr uint32_t kChunkX = kSpMmaChunkGroups * 4 * 2;  // bytes of x a chunk reads
       for (int c = c_begin; c < c_end; c += 2) {               // constant buffer indices: no moves
         mma_chunk(acc, buf[0], x_addr + c * kChunkX);
-        if (c + 2 < c_end) load_chunk(buf[0], tile_w, c + 2, lane);
+        if (c + 2 < c_end) load_chunk(buf[0], tile_w, c + 2, lane, policy);
         if (c + 1 < c_end) {
           mma_chunk(acc, buf[1], x_addr + (c + 1) * kChunkX);
-          if (c + 3 < c_end) load_chunk(buf[1], tile_w, c + 3, lane);
+          if (c + 3 < c_end) load_chunk(buf[1], tile_w, c + 3, lane, policy);
         }
       }
     }
@@ -258,7 +261,7 @@ int sparse24_mma_choose_split(const Sparse24MmaGeometry& geometry, int sm_count)
 }
 
 void gemv_sparse24_mma_fp16(const Sparse24MmaWeights& weights, bool relu, const void* x, void* y,
-                            int64_t batch, cudaStream_t stream, int split) {
+                            int64_t batch, cudaStream_t stream, int split, bool evict_first) {
   if (x == y) throw Error("gemv_sparse24_mma_fp16: input and output must not alias");
   if (split != 0 && split != 1 && split != 2 && split != 4 && split != 8)
     throw Error("gemv_sparse24_mma_fp16: split must be 0 (auto), 1, 2, 4 or 8, got " +
@@ -280,15 +283,15 @@ void gemv_sparse24_mma_fp16(const Sparse24MmaWeights& weights, bool relu, const 
   switch (g.map.input) {
     case Sparse24Input::Vector:
       launch_kernel(sparse24_mma_gemv_kernel<Sparse24Input::Vector>, blocks, kWarps * 32, smem,
-                    stream, w, weights.bias(), xh, yh, g, n, pass, s, relu);
+                    stream, w, weights.bias(), xh, yh, g, n, pass, s, relu, evict_first);
       break;
     case Sparse24Input::QuadMajor:
       launch_kernel(sparse24_mma_gemv_kernel<Sparse24Input::QuadMajor>, blocks, kWarps * 32, smem,
-                    stream, w, weights.bias(), xh, yh, g, n, pass, s, relu);
+                    stream, w, weights.bias(), xh, yh, g, n, pass, s, relu, evict_first);
       break;
     case Sparse24Input::Gather:
       launch_kernel(sparse24_mma_gemv_kernel<Sparse24Input::Gather>, blocks, kWarps * 32, smem,
-                    stream, w, weights.bias(), xh, yh, g, n, pass, s, relu);
+                    stream, w, weights.bias(), xh, yh, g, n, pass, s, relu, evict_first);
       break;
   }
 }

@@ -103,8 +103,10 @@ int sparse24_mma_choose_split(const Sparse24MmaGeometry& geometry, int sm_count)
 
 // y = x · Wᵀ + b (ReLU when `relu`) for any batch, in one launch: passes of up to max_pass()
 // samples (each pass streams the weight again).  x and y must not alias.  split: 1, 2, 4 or 8
-// (0: sparse24_mma_choose_split on the current device).
+// (0: sparse24_mma_choose_split on the current device).  evict_first: the weight's loads go
+// first out of L2 (KernelArgs::stream_evict_first).
 void gemv_sparse24_mma_fp16(const Sparse24MmaWeights& weights, bool relu, const void* x, void* y,
-                            int64_t batch, cudaStream_t stream, int split = 0);
+                            int64_t batch, cudaStream_t stream, int split = 0,
+                            bool evict_first = false);
 
 }  // namespace cnnrt::cuda

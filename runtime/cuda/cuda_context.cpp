@@ -245,6 +245,12 @@ void CudaContext::plan_l2_prefetch() {
       throw Error("CNNRT_STREAM_EVICT_FIRST must be 0 or 1, got '" + value + "'");
     evict_first = value == "1";
   }
+  if (const char* knob = std::getenv("CNNRT_L2_PREFETCH_JOIN")) {
+    const std::string value = knob;
+    if (value != "before" && value != "end")
+      throw Error("CNNRT_L2_PREFETCH_JOIN must be 'before' or 'end', got '" + value + "'");
+    prefetch_join_at_end_ = value == "end";
+  }
   const std::vector<PlannedPrefetch> planned = l2_prefetch_plan(streams, budget, order);
   if (planned.empty()) return;
   // A stream read before a later one whose bytes were prefetched reads evict-first.
@@ -293,12 +299,14 @@ void CudaContext::enqueue_forward(const std::vector<KernelArgs>& args, bool anno
   }
   for (size_t i = 0; i < engine_->steps.size(); ++i) {
     NvtxRange layer_range(annotate ? engine_->steps[i].name.c_str() : nullptr);
-    if (prefetch && i == prefetch_step_)
+    if (prefetch && !prefetch_join_at_end_ && i == prefetch_step_)
       CNNRT_CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), join_event_.get(), 0));
     if (events) CNNRT_CUDA_CHECK(cudaEventRecord((*events)[2 * i].get(), stream_.get()));
     run_step(i, args[i]);
     if (events) CNNRT_CUDA_CHECK(cudaEventRecord((*events)[2 * i + 1].get(), stream_.get()));
   }
+  if (prefetch && prefetch_join_at_end_)
+    CNNRT_CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), join_event_.get(), 0));
 }
 
 std::vector<LayerProfile> CudaContext::rows_of(const std::vector<double>& times) const {

@@ -133,6 +133,7 @@ class CudaContext final : public ContextImpl {
   // side stream it runs on and the events that fork it from stream_ and join it back.
   std::vector<L2PrefetchPattern> prefetch_;
   size_t prefetch_step_ = static_cast<size_t>(-1);
+  bool prefetch_join_at_end_ = false;  // the join after the last step (CNNRT_L2_PREFETCH_JOIN)
   StreamHandle side_stream_;
   EventHandle fork_event_, join_event_;
   GraphHandle graph_;

@@ -70,7 +70,8 @@ class SparseLinearMmaKernel final : public Fp16Kernel {
   }
   void run(const KernelArgs& args) override {
     gemv_sparse24_mma_fp16(weights_, relu_, args.inputs.at(0), args.output, args.batch,
-                           static_cast<cudaStream_t>(args.stream), args.variant);
+                           static_cast<cudaStream_t>(args.stream), args.variant,
+                           args.stream_evict_first);
   }
   size_t weight_bytes() const override { return weights_.bytes(); }
 
