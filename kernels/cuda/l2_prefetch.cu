@@ -9,7 +9,13 @@
 //  * Grid: 16 CTAs of 256 threads, grid-stride over the pattern's lines.  The forward's other
 //    kernels at batch 1 use 40-130 CTAs of 132 SMs; 16 small CTAs leave them their slots.
 //  * Priority: the default (evict_normal).  evict_last would keep the lines past their one use
-//    and push out what later layers could have found in L2.
+//    and push out what later layers could have found in L2.  The streams read between the
+//    prefetch and the use go evict-first instead (KernelArgs::stream_evict_first), so they do not
+//    push these lines out: without that, prefetching fc7 + fc8 made AlexNet int8 slower (run 47a).
+//  * Which bytes (l2_prefetch_plan): the later streams whole before a share of the first; one
+//    kernel per pattern on the side branch, which joins the forward after its last step (the
+//    prefetch is a hint: nothing waits for it, so no edge breaks the chain of programmatic
+//    launches; joining before the first streamed step cost 0.7-1.0 µs at batch 1, run 47b).
 //  * What it costs: one graph node on a side branch (runtime/cuda/cuda_context.cpp) and DRAM
 //    bandwidth while the early layers run, which at batch 1 read only a few MB.
 #include <algorithm>
@@ -63,7 +69,7 @@ L2PrefetchPattern l2_prefetch_pattern(const void* base, size_t bytes, size_t bud
 }
 
 std::vector<PlannedPrefetch> l2_prefetch_plan(const std::vector<WeightStream>& streams,
-                                              size_t budget_bytes, L2PrefetchOrder order) {
+                                              size_t budget_bytes) {
   std::vector<PlannedPrefetch> planned;
   size_t left = budget_bytes;
   auto take = [&](size_t i) {
@@ -73,8 +79,7 @@ std::vector<PlannedPrefetch> l2_prefetch_plan(const std::vector<WeightStream>& s
     planned.push_back({i, pattern});
     left -= std::min(left, bytes);
   };
-  if (order == L2PrefetchOrder::kLaterFirst)
-    for (size_t i = 1; i < streams.size() && left > 0; ++i) take(i);
+  for (size_t i = 1; i < streams.size() && left > 0; ++i) take(i);
   if (!streams.empty() && left > 0) take(0);
   return planned;
 }

@@ -34,24 +34,22 @@ struct WeightStream {
   size_t bytes = 0;
 };
 
-// Which streams the budget goes to.  kFirstShare: an interleaved share of the first stream only
-// (docs/PERFORMANCE.md run 38).  kLaterFirst: the streams after the first, whole, in step order
-// while they fit; the first of them that does not fit takes the rest as a share; what is still
-// left goes to the first stream as a share.  Why the later ones: the first stream is read right
-// after the prefetch, so its prefetched share saves only what DRAM would have streamed anyway,
-// while a later stream (AlexNet int8's fc7 + fc8: 20.9 MB) can be in L2 whole when its layer
-// starts, provided the streams before it are read evict-first (KernelArgs::stream_evict_first).
-enum class L2PrefetchOrder { kFirstShare, kLaterFirst };
-
-// The patterns (prefetched_bytes() > 0 each, streams with nothing to prefetch left out) that
-// spend at most about `budget_bytes` (to a line per period of each share) on `streams` in
-// `order`.  `stream_index` of each is its index in `streams`.
+// Which bytes of a forward's streams to prefetch: the streams after the first, whole, in step
+// order while they fit the budget; the first of them that does not fit takes the rest as a
+// share; what is still left goes to the first stream as a share.  Why the later ones first: the
+// first stream is read right after the convolutions, so a prefetched share of it only saves
+// what DRAM would have streamed a little later anyway, while a later stream (AlexNet int8's fc7:
+// 16.8 MB) can sit in L2 whole when its layer starts, provided the streams read before it go
+// evict-first (KernelArgs::stream_evict_first).  Measured: docs/PERFORMANCE.md run 47.
+// Returns the patterns (prefetched_bytes() > 0 each; streams with nothing to prefetch left out)
+// that spend at most about `budget_bytes` (to a line per period of each share); `stream_index`
+// of each is its index in `streams`.
 struct PlannedPrefetch {
   size_t stream_index = 0;
   L2PrefetchPattern pattern;
 };
 std::vector<PlannedPrefetch> l2_prefetch_plan(const std::vector<WeightStream>& streams,
-                                              size_t budget_bytes, L2PrefetchOrder order);
+                                              size_t budget_bytes);
 
 // Issues `prefetch.global.L2` for every 128-byte line of the pattern on `stream`, from a small
 // grid (it runs beside other kernels: it must not take their SMs).  Fire and forget: the kernel

@@ -218,10 +218,11 @@ void CudaContext::plan_l2_prefetch() {
   int device = 0, l2_bytes = 0;
   CNNRT_CUDA_CHECK(cudaGetDevice(&device));
   CNNRT_CUDA_CHECK(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device));
-  // 0.4 of the L2 (21 MB on an H100): AlexNet at batch 1 gained 4 µs from 16 to 24 MB and lost
-  // it again past 32 (docs/PERFORMANCE.md run 38a: what the L2 keeps for a GEMV is less than
-  // its size), and batch 2 was neutral up to 16 MB and slower past 24.
-  size_t budget = size_t(l2_bytes) * 2 / 5;
+  // 0.34 of the L2 (17.8 MB on an H100): of the budgets 6-21 MB measured on AlexNet fp16 and
+  // int8 at batch 1-8 (docs/PERFORMANCE.md run 47c), 18 MB gave the lowest geometric mean of
+  // the times against no prefetch; the L2 keeps far less than its size for a later layer
+  // (run 38a).
+  size_t budget = size_t(0.34 * l2_bytes);
   if (const char* knob = std::getenv("CNNRT_L2_PREFETCH_MB")) {
     char* end = nullptr;
     const double mb = std::strtod(knob, &end);
@@ -230,34 +231,12 @@ void CudaContext::plan_l2_prefetch() {
                   std::string(knob) + "'");
     budget = size_t(mb * 1e6);
   }
-  L2PrefetchOrder order = L2PrefetchOrder::kFirstShare;
-  if (const char* knob = std::getenv("CNNRT_L2_PREFETCH_ORDER")) {
-    const std::string value = knob;
-    if (value == "later")
-      order = L2PrefetchOrder::kLaterFirst;
-    else if (value != "first")
-      throw Error("CNNRT_L2_PREFETCH_ORDER must be 'first' or 'later', got '" + value + "'");
-  }
-  bool evict_first = false;
-  if (const char* knob = std::getenv("CNNRT_STREAM_EVICT_FIRST")) {
-    const std::string value = knob;
-    if (value != "0" && value != "1")
-      throw Error("CNNRT_STREAM_EVICT_FIRST must be 0 or 1, got '" + value + "'");
-    evict_first = value == "1";
-  }
-  if (const char* knob = std::getenv("CNNRT_L2_PREFETCH_JOIN")) {
-    const std::string value = knob;
-    if (value != "before" && value != "end")
-      throw Error("CNNRT_L2_PREFETCH_JOIN must be 'before' or 'end', got '" + value + "'");
-    prefetch_join_at_end_ = value == "end";
-  }
-  const std::vector<PlannedPrefetch> planned = l2_prefetch_plan(streams, budget, order);
+  const std::vector<PlannedPrefetch> planned = l2_prefetch_plan(streams, budget);
   if (planned.empty()) return;
   // A stream read before a later one whose bytes were prefetched reads evict-first.
   size_t last = 0;
   for (const PlannedPrefetch& p : planned) last = std::max(last, p.stream_index);
-  if (evict_first)
-    for (size_t i = 0; i < last; ++i) step_args_[stream_steps[i]].stream_evict_first = true;
+  for (size_t i = 0; i < last; ++i) step_args_[stream_steps[i]].stream_evict_first = true;
   cudaStream_t side = nullptr;
   CNNRT_CUDA_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
   side_stream_.reset(side);
@@ -268,7 +247,6 @@ void CudaContext::plan_l2_prefetch() {
   }
   prefetch_.clear();
   for (const PlannedPrefetch& p : planned) prefetch_.push_back(p.pattern);
-  prefetch_step_ = stream_steps.front();
 }
 
 void CudaContext::fill_random_input() {
@@ -290,8 +268,8 @@ void CudaContext::enqueue_forward(const std::vector<KernelArgs>& args, bool anno
   ProgrammaticLaunchScope programmatic(programmatic_launch_);
   const bool prefetch = events == nullptr && side_stream_ != nullptr;
   if (prefetch) {
-    // A side branch: the prefetch runs beside the first steps and must be done (issued) before
-    // the step it serves; in a captured graph these are a fork and a join edge.
+    // A side branch: the prefetch runs beside the first steps; nothing waits for it (a hint), so
+    // it joins back after the last step (in a captured graph a fork and a join edge).
     CNNRT_CUDA_CHECK(cudaEventRecord(fork_event_.get(), stream_.get()));
     CNNRT_CUDA_CHECK(cudaStreamWaitEvent(side_stream_.get(), fork_event_.get(), 0));
     for (const L2PrefetchPattern& pattern : prefetch_) l2_prefetch(pattern, side_stream_.get());
@@ -299,14 +277,11 @@ void CudaContext::enqueue_forward(const std::vector<KernelArgs>& args, bool anno
   }
   for (size_t i = 0; i < engine_->steps.size(); ++i) {
     NvtxRange layer_range(annotate ? engine_->steps[i].name.c_str() : nullptr);
-    if (prefetch && !prefetch_join_at_end_ && i == prefetch_step_)
-      CNNRT_CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), join_event_.get(), 0));
     if (events) CNNRT_CUDA_CHECK(cudaEventRecord((*events)[2 * i].get(), stream_.get()));
     run_step(i, args[i]);
     if (events) CNNRT_CUDA_CHECK(cudaEventRecord((*events)[2 * i + 1].get(), stream_.get()));
   }
-  if (prefetch && prefetch_join_at_end_)
-    CNNRT_CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), join_event_.get(), 0));
+  if (prefetch) CNNRT_CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), join_event_.get(), 0));
 }
 
 std::vector<LayerProfile> CudaContext::rows_of(const std::vector<double>& times) const {

@@ -8,9 +8,9 @@
 //   - its own non-blocking stream;
 //   - a CUDA graph of the forward (every step, conversion steps included), captured once at
 //     creation after one eager warm-up run, so a run is one graph launch between two copies;
-//   - where a step streams its weights from DRAM after earlier steps (a GEMV at batch <= 8), an
-//     L2 prefetch of part of them on a side branch of that graph, forked at its start and joined
-//     before that step (plan_l2_prefetch; kernels/cuda/l2_prefetch.h says why);
+//   - where steps stream their weights from DRAM after earlier steps (GEMVs at batch <= 8), an
+//     L2 prefetch of some of them on a side branch of that graph, forked at its start and joined
+//     after its last step (plan_l2_prefetch; kernels/cuda/l2_prefetch.h says why);
 //   - for run_async, graphs of the same forward that read the caller's device input and write
 //     the caller's device output directly (no copies: one graph launch per run).  One is
 //     captured the first time a pair of buffers is seen and kept for the last few pairs, since
@@ -87,11 +87,10 @@ class CudaContext final : public ContextImpl {
   // Launches step i with `args`, naming its layer in any error.
   void run_step(size_t i, const KernelArgs& args);
   // Chooses, once, which streamed weights (KernelPlan::streamed_weights of the steps after the
-  // first) are prefetched into L2 and how many bytes of each, up to 0.4 of the device's L2
+  // first) are prefetched into L2 and how many bytes of each, up to 0.34 of the device's L2
   // (l2_prefetch_plan), and which streams read evict-first (KernelArgs::stream_evict_first).
-  // Lab knobs for the measurements in docs/PERFORMANCE.md: CNNRT_L2_PREFETCH_MB overrides the
-  // budget (0 turns it off), CNNRT_L2_PREFETCH_ORDER (first | later) and
-  // CNNRT_STREAM_EVICT_FIRST (0 | 1).  Creates the side stream and the fork/join events.
+  // CNNRT_L2_PREFETCH_MB overrides the budget (0 turns it off: a lab knob for the measurements
+  // in docs/PERFORMANCE.md).  Creates the side stream and the fork/join events.
   void plan_l2_prefetch();
   // The whole forward on stream_.  annotate adds NVTX ranges (eager runs only, never captured);
   // `events` (2 per step) brackets each step, and then there is no L2 prefetch (each step is
@@ -129,11 +128,9 @@ class CudaContext final : public ContextImpl {
   // Declared before the handles that use them so they are destroyed after them.
   DeviceBuffer arena_;
   StreamHandle stream_;
-  // The L2 prefetch (plan_l2_prefetch): its patterns, the first step it serves (npos: none), the
-  // side stream it runs on and the events that fork it from stream_ and join it back.
+  // The L2 prefetch (plan_l2_prefetch): its patterns, the side stream it runs on and the events
+  // that fork it from stream_ and join it back.
   std::vector<L2PrefetchPattern> prefetch_;
-  size_t prefetch_step_ = static_cast<size_t>(-1);
-  bool prefetch_join_at_end_ = false;  // the join after the last step (CNNRT_L2_PREFETCH_JOIN)
   StreamHandle side_stream_;
   EventHandle fork_event_, join_event_;
   GraphHandle graph_;

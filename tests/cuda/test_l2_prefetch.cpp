@@ -50,45 +50,41 @@ TEST(L2PrefetchPattern, BudgetsMapToAShareOfEveryPeriod) {
 
 TEST(L2PrefetchPlan, LaterStreamsWholeFirstThenAShareOfTheFirst) {
   const char* base = reinterpret_cast<const char*>(0x10000);
-  // AlexNet int8's fc6 / fc7 / fc8 matrices (k_pad-byte rows) and an H100's 0.4 of L2.
+  // AlexNet int8's fc6 / fc7 / fc8 matrices (k_pad-byte rows) and an H100's 0.34 of L2.
   const std::vector<cuda::WeightStream> int8 = {{base, size_t(4096) * 9216},
                                                 {base + (1 << 28), size_t(4096) * 4096},
                                                 {base + (2 << 28), size_t(1000) * 4096}};
-  const size_t budget = size_t(52428800) * 2 / 5;
-  // The first stream's share (run 38's rule): one pattern, on stream 0, about the budget.
-  const auto first = cuda::l2_prefetch_plan(int8, budget, cuda::L2PrefetchOrder::kFirstShare);
-  ASSERT_EQ(first.size(), 1u);
-  EXPECT_EQ(first[0].stream_index, 0u);
-  EXPECT_NEAR(double(first[0].pattern.prefetched_bytes()), double(budget), int8[0].bytes / 64.0);
-  // Later first: fc7 and fc8 whole (20.9 MB fit the 21.0), the rest under a line per period of
-  // fc6: nothing of it.
-  const auto later = cuda::l2_prefetch_plan(int8, budget, cuda::L2PrefetchOrder::kLaterFirst);
-  ASSERT_EQ(later.size(), 2u);
-  EXPECT_EQ(later[0].stream_index, 1u);
-  EXPECT_EQ(later[0].pattern.prefetched_bytes(), int8[1].bytes);
-  EXPECT_EQ(later[1].stream_index, 2u);
-  EXPECT_EQ(later[1].pattern.prefetched_bytes(), int8[2].bytes);
+  const size_t budget = size_t(0.34 * 52428800);
+  // fc7 whole (16.8 MB), the rest (1.0 MB) a share of fc8, nothing of fc6.
+  const auto planned = cuda::l2_prefetch_plan(int8, budget);
+  ASSERT_EQ(planned.size(), 2u);
+  EXPECT_EQ(planned[0].stream_index, 1u);
+  EXPECT_EQ(planned[0].pattern.prefetched_bytes(), int8[1].bytes);
+  EXPECT_EQ(planned[1].stream_index, 2u);
+  EXPECT_NEAR(double(planned[1].pattern.prefetched_bytes()), double(budget - int8[1].bytes),
+              int8[2].bytes / 64.0);
   // fp16 (twice the bytes): fc7 does not fit, so it takes the whole budget as a share, and fc8
   // and fc6 get nothing.
   std::vector<cuda::WeightStream> fp16 = int8;
   for (cuda::WeightStream& stream : fp16) stream.bytes *= 2;
-  const auto half = cuda::l2_prefetch_plan(fp16, budget, cuda::L2PrefetchOrder::kLaterFirst);
+  const auto half = cuda::l2_prefetch_plan(fp16, budget);
   ASSERT_EQ(half.size(), 1u);
   EXPECT_EQ(half[0].stream_index, 1u);
   EXPECT_NEAR(double(half[0].pattern.prefetched_bytes()), double(budget), fp16[1].bytes / 64.0);
-  // A budget past the later streams spends its rest on the first; one stream alone is the first's
-  // share either way; no budget or no streams, no patterns.
-  const auto rest =
-      cuda::l2_prefetch_plan(int8, budget + 10000000, cuda::L2PrefetchOrder::kLaterFirst);
+  // A budget past the later streams spends its rest on the first; one stream alone gets a share
+  // of it; no budget or no streams, no patterns.
+  const size_t more = int8[1].bytes + int8[2].bytes + 10000000;
+  const auto rest = cuda::l2_prefetch_plan(int8, more);
   ASSERT_EQ(rest.size(), 3u);
+  EXPECT_EQ(rest[1].pattern.prefetched_bytes(), int8[2].bytes);
   EXPECT_EQ(rest[2].stream_index, 0u);
-  EXPECT_NEAR(double(rest[2].pattern.prefetched_bytes()),
-              double(budget + 10000000 - int8[1].bytes - int8[2].bytes), int8[0].bytes / 64.0);
-  const auto one = cuda::l2_prefetch_plan({int8[0]}, budget, cuda::L2PrefetchOrder::kLaterFirst);
+  EXPECT_NEAR(double(rest[2].pattern.prefetched_bytes()), 10000000.0, int8[0].bytes / 64.0);
+  const auto one = cuda::l2_prefetch_plan({int8[0]}, budget);
   ASSERT_EQ(one.size(), 1u);
   EXPECT_EQ(one[0].stream_index, 0u);
-  EXPECT_TRUE(cuda::l2_prefetch_plan(int8, 0, cuda::L2PrefetchOrder::kLaterFirst).empty());
-  EXPECT_TRUE(cuda::l2_prefetch_plan({}, budget, cuda::L2PrefetchOrder::kLaterFirst).empty());
+  EXPECT_NEAR(double(one[0].pattern.prefetched_bytes()), double(budget), int8[0].bytes / 64.0);
+  EXPECT_TRUE(cuda::l2_prefetch_plan(int8, 0).empty());
+  EXPECT_TRUE(cuda::l2_prefetch_plan({}, budget).empty());
 }
 
 TEST(L2PrefetchKernel, RunsOnRaggedStreams) {
@@ -153,20 +149,18 @@ class ScopedEnv {
 TEST(L2PrefetchContext, SameBitsWithAndWithoutPrefetch) {
   if (!cuda::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
   const std::shared_ptr<Engine> engine = gemv_engine();
-  // The default, and the later stream (fc2) prefetched with fc1 read evict-first.
-  const char* const orders[][2] = {{nullptr, nullptr}, {"later", "1"}};
+  // The default budget (fc2 and fc1 whole: 74 KB and 8.4 MB of halves; fc1 read evict-first),
+  // and 1 MB (fc2 whole, a share of fc1).
   for (int batch : {1, 2, 8})
-    for (const auto& order : orders) {
-      SCOPED_TRACE(std::string("order ") + (order[0] ? order[0] : "default"));
+    for (const char* budget : {static_cast<const char*>(nullptr), "1"}) {
+      SCOPED_TRACE(std::string("budget ") + (budget ? budget : "default"));
       std::unique_ptr<ExecutionContext> plain, prefetching;
       {
         ScopedEnv off("CNNRT_L2_PREFETCH_MB", "0");
         plain = engine->create_context(batch);
       }
       {
-        ScopedEnv on("CNNRT_L2_PREFETCH_MB", nullptr);  // the default budget
-        ScopedEnv which("CNNRT_L2_PREFETCH_ORDER", order[0]);
-        ScopedEnv evict("CNNRT_STREAM_EVICT_FIRST", order[1]);
+        ScopedEnv on("CNNRT_L2_PREFETCH_MB", budget);
         prefetching = engine->create_context(batch);
       }
       std::vector<float> input(plain->input_count());
@@ -208,15 +202,6 @@ TEST(L2PrefetchContext, MalformedKnobIsOneClearError) {
     } catch (const Error& error) {
       EXPECT_NE(std::string(error.what()).find("CNNRT_L2_PREFETCH_MB"), std::string::npos)
           << error.what();
-    }
-  }
-  for (const char* knob : {"CNNRT_L2_PREFETCH_ORDER", "CNNRT_STREAM_EVICT_FIRST"}) {
-    ScopedEnv bad(knob, "2x");
-    try {
-      engine->create_context(1);
-      ADD_FAILURE() << "no error for " << knob;
-    } catch (const Error& error) {
-      EXPECT_NE(std::string(error.what()).find(knob), std::string::npos) << error.what();
     }
   }
 }

@@ -153,7 +153,9 @@ TEST(LinearFp16, GemvEverySplitOddShapesAndBatches) {
     for (int batch = 1; batch <= cuda::kGemvMaxBatch; ++batch)
       for (int split : {0, 1, 2, 4, 8}) {
         DeviceMem output(static_cast<size_t>(batch) * test::pad8(shape.rows) * 2);  // NaN bytes
-        cuda::gemv_fp16(weights, relu, input.get(), output.get(), batch, nullptr, split);
+        // Splits 4 and 8 read the weights evict-first (KernelArgs::stream_evict_first).
+        cuda::gemv_fp16(weights, relu, input.get(), output.get(), batch, nullptr, split,
+                        split >= 4);
         CNNRT_CUDA_CHECK(cudaDeviceSynchronize());
         int64_t bad_padding = 0;
         const auto got = test::from_nhwc(output.halves(), batch, shape.rows, 1, 1, &bad_padding);
@@ -192,7 +194,7 @@ TEST(LinearFp16, GemvToFp32WritesTheDenseOutputOnly) {
         const size_t count = static_cast<size_t>(batch) * shape.rows;
         DeviceMem output((count + kGuard) * sizeof(float));
         cuda::gemv_fp16_to_fp32(weights, relu, input.get(), static_cast<float*>(output.get()),
-                                batch, shape.rows, nullptr, split);
+                                batch, shape.rows, nullptr, split, split >= 4);
         CNNRT_CUDA_CHECK(cudaDeviceSynchronize());
         std::vector<float> got(count + kGuard);
         CNNRT_CUDA_CHECK(cudaMemcpy(got.data(), output.get(), got.size() * sizeof(float),

@@ -442,10 +442,12 @@ EntryRun run_kernel(LayerKernel& kernel, const CaseData& data, const OpCase& op_
   // CUDA kernels run a second time into a fresh poisoned buffer (the int8 ones must repeat the
   // bytes: test_harness.cpp): a kernel that keeps state between runs (a split-K arrival counter,
   // a cached map) must leave it as it found it, and one that writes nothing the second time
-  // shows as poison.
+  // shows as poison.  The second run reads its streamed weights evict-first, as the context
+  // asks of a GEMV before a prefetched one (KernelArgs::stream_evict_first): a cache hint only.
   if (!in_place && device.device() == Device::CUDA) {
     Buffer again = device.alloc_poisoned(out_bytes);
     args.output = again.get();
+    args.stream_evict_first = true;
     kernel.run(args);
     device.synchronize();
     std::vector<uint8_t> second(out_bytes);
