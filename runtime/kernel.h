@@ -36,9 +36,6 @@ struct KernelPlan {
   // (kernels/cuda/l2_prefetch.h).  Null when the kernel does not stream its weights.
   const void* streamed_weights = nullptr;
   size_t streamed_weight_bytes = 0;
-  // The pitch of the matrix rows whose K the kernel's warps share (a prefetched share covers a
-  // prefix of every row, so each warp gets its part); 0 where it has no such structure.
-  size_t streamed_row_bytes = 0;
 };
 
 // What prepare() is told: the context's batch and the type of each input as the builder bound

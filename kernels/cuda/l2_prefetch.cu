@@ -29,7 +29,7 @@ namespace cnnrt::cuda {
 namespace {
 
 constexpr size_t kLine = 128;
-constexpr size_t kBlockBytes = 4096;  // default period: a fraction resolution of 1/32
+constexpr size_t kBlockBytes = 4096;  // pattern period: a fraction resolution of 1/32
 constexpr int kCtas = 16, kThreads = 256;
 
 __global__ void l2_prefetch_kernel(const char* base, size_t bytes, size_t block_bytes,
@@ -51,22 +51,20 @@ size_t L2PrefetchPattern::prefetched_bytes() const {
   return full * prefix_bytes + std::min(prefix_bytes, bytes - full * block_bytes);
 }
 
-L2PrefetchPattern l2_prefetch_pattern(const void* base, size_t bytes, size_t budget_bytes,
-                                      size_t row_bytes) {
-  const size_t period = row_bytes > 0 && row_bytes % kLine == 0 ? row_bytes : kBlockBytes;
+L2PrefetchPattern l2_prefetch_pattern(const void* base, size_t bytes, size_t budget_bytes) {
   L2PrefetchPattern pattern;
   pattern.base = base;
   pattern.bytes = bytes;
-  pattern.block_bytes = period;
+  pattern.block_bytes = kBlockBytes;
   if (bytes == 0) return pattern;
   if (budget_bytes >= bytes) {
-    pattern.prefix_bytes = period;
+    pattern.prefix_bytes = kBlockBytes;
     return pattern;
   }
   // The share of each period, rounded to lines (none under half a line per period).
   const double share = double(budget_bytes) / double(bytes);
-  const size_t lines = size_t(share * double(period / kLine) + 0.5);
-  pattern.prefix_bytes = std::min(period, lines * kLine);
+  const size_t lines = size_t(share * (kBlockBytes / kLine) + 0.5);
+  pattern.prefix_bytes = std::min(kBlockBytes, lines * kLine);
   return pattern;
 }
 
@@ -75,8 +73,7 @@ std::vector<PlannedPrefetch> l2_prefetch_plan(const std::vector<WeightStream>& s
   std::vector<PlannedPrefetch> planned;
   size_t left = budget_bytes;
   auto take = [&](size_t i) {
-    const L2PrefetchPattern pattern =
-        l2_prefetch_pattern(streams[i].base, streams[i].bytes, left, streams[i].row_bytes);
+    const L2PrefetchPattern pattern = l2_prefetch_pattern(streams[i].base, streams[i].bytes, left);
     const size_t bytes = pattern.prefetched_bytes();
     if (bytes == 0) return;
     planned.push_back({i, pattern});

@@ -15,11 +15,7 @@ namespace cnnrt::cuda {
 // Which bytes of a stream to prefetch: in every block of `block_bytes`, the first `prefix_bytes`
 // (both multiples of 128, prefix <= block).  An interleaved share rather than the stream's head,
 // so every warp of the consumer, whatever contiguous range it owns, finds the same fraction of
-// its bytes in L2 and none finishes long before the others.  The period is the matrix's row
-// where the consumer says it (WeightStream::row_bytes): a GEMV whose warps split a row's K
-// interleave at 512-byte chunks, so only a prefix of every row gives each of them its share (a
-// 4 KB period over AlexNet fp16 fc7's 8 KB rows gave half the warps all their chunks and the
-// other half none: no faster, run 47d).
+// its bytes in L2 and none finishes long before the others.
 struct L2PrefetchPattern {
   const void* base = nullptr;
   size_t bytes = 0;                 // the stream's length
@@ -29,16 +25,13 @@ struct L2PrefetchPattern {
 };
 
 // The pattern that prefetches about `budget_bytes` of a stream of `bytes`, to a line per period
-// (nothing when that rounds to no line; the whole stream when the budget covers it).  Period:
-// `row_bytes` where it is a non-zero multiple of 128, else 4 KB.
-L2PrefetchPattern l2_prefetch_pattern(const void* base, size_t bytes, size_t budget_bytes,
-                                      size_t row_bytes = 0);
+// (nothing when that rounds to no line; the whole stream when the budget covers it).
+L2PrefetchPattern l2_prefetch_pattern(const void* base, size_t bytes, size_t budget_bytes);
 
 // A weight stream of the forward (KernelPlan::streamed_weights), in step order.
 struct WeightStream {
   const void* base = nullptr;
   size_t bytes = 0;
-  size_t row_bytes = 0;  // KernelPlan::streamed_row_bytes (0: no row structure to follow)
 };
 
 // Which bytes of a forward's streams to prefetch: the streams after the first, whole, in step

@@ -211,8 +211,7 @@ void CudaContext::plan_l2_prefetch() {
   std::vector<size_t> stream_steps;
   for (size_t step = 1; step < plans.size(); ++step)
     if (plans[step].streamed_weights != nullptr) {
-      streams.push_back({plans[step].streamed_weights, plans[step].streamed_weight_bytes,
-                         plans[step].streamed_row_bytes});
+      streams.push_back({plans[step].streamed_weights, plans[step].streamed_weight_bytes});
       stream_steps.push_back(step);
     }
   if (streams.empty()) return;

@@ -143,7 +143,6 @@ class LinearInt8Kernel final : public LayerKernel {
       plan.variant_name = "gemv_s8";
       plan.streamed_weights = linear_.weight;
       plan.streamed_weight_bytes = device_.weight.bytes();
-      plan.streamed_row_bytes = size_t(linear_.k_pad);
       return plan;
     }
     if (tma_ &&

@@ -55,7 +55,6 @@ class LinearFp16Kernel final : public Fp16Kernel {
     if (gemv) {
       plan.streamed_weights = weights_->weight();
       plan.streamed_weight_bytes = weights_->weight_matrix_bytes();
-      plan.streamed_row_bytes = size_t(weights_->cols_pad()) * 2;  // halves
     } else {
       plan.state = gemm().plan(info.batch, 256);
     }

@@ -42,14 +42,6 @@ TEST(L2PrefetchPattern, BudgetsMapToAShareOfEveryPeriod) {
     EXPECT_LE(p.prefix_bytes, p.block_bytes);
     EXPECT_NEAR(double(p.prefetched_bytes()) / stream, share, 1.0 / 64 + 1e-9) << share;
   }
-  // The period follows the matrix's rows where they are whole lines (AlexNet fp16 fc7: 8 KB
-  // rows, half of each), else it is 4 KB.
-  const cuda::L2PrefetchPattern rows =
-      cuda::l2_prefetch_pattern(base, 8192 * 4096, 8192 * 2048, 8192);
-  EXPECT_EQ(rows.block_bytes, 8192u);
-  EXPECT_EQ(rows.prefix_bytes, 4096u);
-  EXPECT_EQ(rows.prefetched_bytes(), 4096u * 4096);
-  EXPECT_EQ(cuda::l2_prefetch_pattern(base, 8000 * 64, 8000 * 32, 8000).block_bytes, 4096u);
   // The last period is clipped to the stream.
   const cuda::L2PrefetchPattern half = cuda::l2_prefetch_pattern(base, 4096 * 3 + 200, 6200);
   EXPECT_EQ(half.prefix_bytes, 2048u);
