@@ -22,6 +22,10 @@ struct L2PrefetchPattern {
   size_t block_bytes = 0;           // period of the pattern
   size_t prefix_bytes = 0;          // prefetched head of each period
   size_t prefetched_bytes() const;  // what the pattern touches (the last block clipped)
+  bool operator==(const L2PrefetchPattern& o) const {
+    return base == o.base && bytes == o.bytes && block_bytes == o.block_bytes &&
+           prefix_bytes == o.prefix_bytes;
+  }
 };
 
 // The pattern that prefetches about `budget_bytes` of a stream of `bytes`, to a line per period

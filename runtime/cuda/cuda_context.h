@@ -10,7 +10,8 @@
 //     creation after one eager warm-up run, so a run is one graph launch between two copies;
 //   - where steps stream their weights from DRAM after earlier steps (GEMVs at batch <= 8), an
 //     L2 prefetch of some of them on a side branch of that graph, forked at its start and joined
-//     after its last step (plan_l2_prefetch; kernels/cuda/l2_prefetch.h says why);
+//     after its last step, its budget the fastest of three timed at creation (plan_l2_prefetch,
+//     capture_fastest; kernels/cuda/l2_prefetch.h says why);
 //   - for run_async, graphs of the same forward that read the caller's device input and write
 //     the caller's device output directly (no copies: one graph launch per run).  One is
 //     captured the first time a pair of buffers is seen and kept for the last few pairs, since
@@ -86,12 +87,21 @@ class CudaContext final : public ContextImpl {
   void fill_random_input();
   // Launches step i with `args`, naming its layer in any error.
   void run_step(size_t i, const KernelArgs& args);
-  // Chooses, once, which streamed weights (KernelPlan::streamed_weights of the steps after the
-  // first) are prefetched into L2 and how many bytes of each, up to 0.34 of the device's L2
-  // (l2_prefetch_plan), and which streams read evict-first (KernelArgs::stream_evict_first).
-  // CNNRT_L2_PREFETCH_MB overrides the budget (0 turns it off: a lab knob for the measurements
-  // in docs/PERFORMANCE.md).  Creates the side stream and the fork/join events.
-  void plan_l2_prefetch();
+  // One way to prefetch weights into L2 while the early steps run: the patterns (none: no
+  // prefetch) and the steps that then read their streams evict-first.
+  struct PrefetchChoice {
+    std::vector<L2PrefetchPattern> patterns;
+    std::vector<size_t> evict_first_steps;
+  };
+  // The candidates, once (empty: no step streams its weights after another, or every budget
+  // rounds to nothing): for each budget — none, 0.23 and 0.34 of the device's L2 —
+  // l2_prefetch_plan's patterns over the streamed weights (KernelPlan::streamed_weights of the
+  // steps after the first), and the streams read before a prefetched one.  CNNRT_L2_PREFETCH_MB
+  // fixes the one budget (0 turns the prefetch off: a lab knob for the measurements in
+  // docs/PERFORMANCE.md).  Creates the side stream and the fork/join events.
+  std::vector<PrefetchChoice> plan_l2_prefetch();
+  // Makes `choice` the one enqueue_forward uses (prefetch_, KernelArgs::stream_evict_first).
+  void apply_prefetch(const PrefetchChoice& choice);
   // The whole forward on stream_.  annotate adds NVTX ranges (eager runs only, never captured);
   // `events` (2 per step) brackets each step, and then there is no L2 prefetch (each step is
   // timed as it runs alone).  Without events the planned prefetch is forked at the start.
@@ -104,6 +114,9 @@ class CudaContext final : public ContextImpl {
     GraphExecHandle exec;
   };
   CapturedGraph capture_graph(const std::vector<KernelArgs>& args);
+  // The forward's graph with each candidate prefetch, timed by interleaved replays; keeps and
+  // applies the fastest (decided once, at creation: outputs are the same bits whichever wins).
+  CapturedGraph capture_fastest(const std::vector<PrefetchChoice>& choices);
   // Where the graph input and the returned tensor appear in step_args_ (bind_plan), and the
   // graph for caller buffers (input, output), captured on first use; nullptr when the pair
   // cannot be bound.
