@@ -15,7 +15,7 @@
 //  * Which bytes (l2_prefetch_plan): the later streams whole before a share of the first; one
 //    kernel per pattern on the side branch, which joins the forward after its last step (the
 //    prefetch is a hint: nothing waits for it, so no edge breaks the chain of programmatic
-//    launches; joining before the first streamed step cost 0.7-1.0 µs at batch 1, run 47b).
+//    launches; joining before the first streamed step cost 0.7-1.1 µs at batch 1, run 47b).
 //  * What it costs: one graph node on a side branch (runtime/cuda/cuda_context.cpp) and DRAM
 //    bandwidth while the early layers run, which at batch 1 read only a few MB.
 #include <algorithm>
