@@ -283,5 +283,6 @@ std::vector<double> ExecutionContext::benchmark(int warmup, int iterations) {
 
 const MemoryPlan& ExecutionContext::memory_plan() const { return impl_->memory_plan(); }
 size_t ExecutionContext::arena_bytes() const { return impl_->memory_plan().arena_bytes; }
+std::string ExecutionContext::describe() const { return impl_->describe(); }
 
 }  // namespace cnnrt

@@ -69,6 +69,8 @@ class ContextImpl {
   virtual std::vector<LayerProfile> compare_kernels(int iterations) = 0;
   virtual std::vector<double> benchmark(int warmup, int iterations) = 0;
   virtual const MemoryPlan& memory_plan() const = 0;
+  // ExecutionContext::describe().
+  virtual std::string describe() const { return ""; }
   virtual size_t input_count() const = 0;   // floats run() reads
   virtual size_t output_count() const = 0;  // floats run() writes
   // After run(), the values of a tensor the context kept as fp32 NCHW, padding lanes dropped:

@@ -80,6 +80,8 @@ int run_bench(const BenchArgs& args) {
     const auto context_start = Clock::now();
     const auto context = engine->create_context(static_cast<int>(batch));
     const double context_ms = ms_since(context_start);
+    if (const std::string decided = context->describe(); !decided.empty())
+      detail("batch " + std::to_string(batch) + ": " + decided);
     const LatencyStats stats = latency_stats(timed_runs(*context, warmup, iterations, batch));
     const double images_per_s = stats.median_ms > 0 ? batch * 1000.0 / stats.median_ms : 0.0;
     const size_t arena = context->arena_bytes();

@@ -254,6 +254,9 @@ class ExecutionContext {
   std::vector<double> benchmark(int warmup, int iterations);
   const MemoryPlan& memory_plan() const;
   size_t arena_bytes() const;
+  // What the context decided at creation beyond the plan, one line each ("" when nothing): on
+  // CUDA the L2 prefetch of the GEMVs' weights, whose budget it chose by timing its candidates.
+  std::string describe() const;
 
   explicit ExecutionContext(std::unique_ptr<ContextImpl> impl);
   ContextImpl& impl() const { return *impl_; }

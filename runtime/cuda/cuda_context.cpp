@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <set>
@@ -235,9 +236,11 @@ std::vector<CudaContext::PrefetchChoice> CudaContext::plan_l2_prefetch() {
   bool any = false;
   for (size_t budget : budgets) {
     PrefetchChoice choice;
+    choice.budget_bytes = budget;
     size_t last = 0;
     for (const PlannedPrefetch& p : l2_prefetch_plan(streams, budget)) {
       choice.patterns.push_back(p.pattern);
+      choice.pattern_steps.push_back(stream_steps[p.stream_index]);
       last = std::max(last, p.stream_index);
     }
     // A stream read before a later one whose bytes were prefetched reads evict-first.
@@ -266,10 +269,35 @@ void CudaContext::apply_prefetch(const PrefetchChoice& choice) {
   for (size_t step : choice.evict_first_steps) step_args_[step].stream_evict_first = true;
 }
 
+std::string CudaContext::describe_prefetch(const PrefetchChoice& choice) const {
+  auto mb = [](size_t bytes) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f MB", double(bytes) / 1e6);
+    return std::string(text);
+  };
+  if (choice.patterns.empty()) return "none";
+  std::string text;
+  for (size_t i = 0; i < choice.patterns.size(); ++i) {
+    const L2PrefetchPattern& p = choice.patterns[i];
+    text += (i ? ", " : "") + engine_->steps[choice.pattern_steps[i]].name + " " +
+            (p.prefetched_bytes() == p.bytes ? mb(p.bytes) + " (whole)"
+                                             : mb(p.prefetched_bytes()) + " of " + mb(p.bytes));
+  }
+  if (!choice.evict_first_steps.empty()) {
+    text += "; read evict-first:";
+    for (size_t step : choice.evict_first_steps) text += " " + engine_->steps[step].name;
+  }
+  return text;
+}
+
 CudaContext::CapturedGraph CudaContext::capture_fastest(
     const std::vector<PrefetchChoice>& choices) {
   if (choices.size() <= 1) {
-    if (!choices.empty()) apply_prefetch(choices.front());
+    if (!choices.empty()) {
+      apply_prefetch(choices.front());
+      prefetch_report_ =
+          "L2 prefetch: " + describe_prefetch(choices.front()) + " (CNNRT_L2_PREFETCH_MB)";
+    }
     return capture_graph(step_args_);
   }
   std::vector<CapturedGraph> graphs;
@@ -297,14 +325,21 @@ CudaContext::CapturedGraph CudaContext::capture_fastest(
     }
   size_t best = 0;
   double best_ms = std::numeric_limits<double>::infinity();
+  std::string timed;
   for (size_t g = 0; g < graphs.size(); ++g) {
     const double ms = median(times[g]);
     if (ms < best_ms) {
       best_ms = ms;
       best = g;
     }
+    char text[64];
+    std::snprintf(text, sizeof text, "%s%.1f MB %.4f ms", g ? ", " : "",
+                  double(choices[g].budget_bytes) / 1e6, ms);
+    timed += text;
   }
   apply_prefetch(choices[best]);
+  prefetch_report_ = "L2 prefetch: " + describe_prefetch(choices[best]) +
+                     " (the fastest of budgets " + timed + ")";
   return std::move(graphs[best]);
 }
 

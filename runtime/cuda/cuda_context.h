@@ -78,6 +78,7 @@ class CudaContext final : public ContextImpl {
   std::vector<LayerProfile> first_run() override;
   std::vector<LayerProfile> compare_kernels(int iterations) override;
   std::vector<double> benchmark(int warmup, int iterations) override;
+  std::string describe() const override { return prefetch_report_; }
   const MemoryPlan& memory_plan() const override { return prepared_.memory; }
   std::vector<float> read_tensor(const std::string& name) const override;
 
@@ -91,7 +92,9 @@ class CudaContext final : public ContextImpl {
   // prefetch) and the steps that then read their streams evict-first.
   struct PrefetchChoice {
     std::vector<L2PrefetchPattern> patterns;
+    std::vector<size_t> pattern_steps;  // the step whose weights each pattern covers
     std::vector<size_t> evict_first_steps;
+    size_t budget_bytes = 0;
   };
   // The candidates, once (empty: no step streams its weights after another, or every budget
   // rounds to nothing): for each budget — none, 0.23 and 0.34 of the device's L2 —
@@ -117,6 +120,8 @@ class CudaContext final : public ContextImpl {
   // The forward's graph with each candidate prefetch, timed by interleaved replays; keeps and
   // applies the fastest (decided once, at creation: outputs are the same bits whichever wins).
   CapturedGraph capture_fastest(const std::vector<PrefetchChoice>& choices);
+  // "fc7 16.8 MB (whole), fc8 1.0 of 4.1 MB; read evict-first: fc6 fc7", or "none".
+  std::string describe_prefetch(const PrefetchChoice& choice) const;
   // Where the graph input and the returned tensor appear in step_args_ (bind_plan), and the
   // graph for caller buffers (input, output), captured on first use; nullptr when the pair
   // cannot be bound.
@@ -144,6 +149,8 @@ class CudaContext final : public ContextImpl {
   // The L2 prefetch (plan_l2_prefetch): its patterns, the side stream it runs on and the events
   // that fork it from stream_ and join it back.
   std::vector<L2PrefetchPattern> prefetch_;
+  // describe(): the prefetch chosen, what it covers and, when timed, each candidate's median.
+  std::string prefetch_report_;
   StreamHandle side_stream_;
   EventHandle fork_event_, join_event_;
   GraphHandle graph_;

@@ -163,6 +163,24 @@ TEST(L2PrefetchContext, SameBitsWithAndWithoutPrefetch) {
         ScopedEnv on("CNNRT_L2_PREFETCH_MB", budget);
         prefetching = engine->create_context(batch);
       }
+      // What each decided (ExecutionContext::describe): nothing without a prefetch.  At 1 MB,
+      // fc2 whole and a share of fc1, read evict-first; by default the timed choice, which may
+      // be no prefetch (timing decides), among no prefetch and both GEMVs whole.
+      EXPECT_EQ(plain->describe(), "");
+      const std::string decided = prefetching->describe();
+      if (budget != nullptr) {
+        EXPECT_EQ(decided.rfind("L2 prefetch: fc2 0.1 MB (whole), fc1 ", 0), 0u) << decided;
+        EXPECT_NE(decided.find("; read evict-first: fc1 (CNNRT_L2_PREFETCH_MB)"), std::string::npos)
+            << decided;
+      } else {
+        const bool none = decided.rfind("L2 prefetch: none (", 0) == 0;
+        const bool both = decided.rfind(
+                              "L2 prefetch: fc2 0.1 MB (whole), fc1 8.4 MB (whole); read "
+                              "evict-first: fc1 (",
+                              0) == 0;
+        EXPECT_TRUE(none || both) << decided;
+        EXPECT_NE(decided.find("the fastest of budgets 0.0 MB "), std::string::npos) << decided;
+      }
       std::vector<float> input(plain->input_count());
       std::mt19937 generator(batch);
       std::uniform_real_distribution<float> distribution(-1.0f, 1.0f);

@@ -214,6 +214,7 @@ TEST(EngineCpu, RunAllocatesNothingAndRepeats) {
   options.device = Device::CPU;
   auto engine = Engine::build(graph, options);
   auto context = engine->create_context(2);
+  EXPECT_EQ(context->describe(), "") << "a CPU context decides nothing beyond its plan";
   std::mt19937 rng(std::random_device{}());
   const auto input = test::random_vector(2 * 3 * 17 * 13, rng);
   std::vector<float> first(2 * 4), second(2 * 4);
