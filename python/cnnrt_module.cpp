@@ -326,6 +326,10 @@ void bind_context(nb::module_& m) {
       .def("benchmark", &benchmark, "warmup"_a = 10, "iterations"_a = 100,
            "End-to-end forward latencies in ms with the input already on the device (no host "
            "copies), one per timed run.")
+      .def(
+          "describe", [](const PyContext& c) { return c.get()->describe(); },
+          "What the context decided at creation beyond the engine's plan, one line each ('' when "
+          "nothing): on CUDA the L2 prefetch it chose by timing its candidates.")
       .def("close", &PyContext::close, "Frees the context; later calls raise RuntimeError.")
       .def_prop_ro("closed", &PyContext::closed)
       .def_prop_ro("batch", [](const PyContext& c) { return c.get()->batch(); })

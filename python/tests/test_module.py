@@ -153,6 +153,7 @@ def test_closed_engine_and_context_raise_runtime_error(digits_reference, seed):
 
 def test_profile_names_every_layer(cpu_digits, seed):
     context = cpu_digits.create_context(3)
+    assert context.describe() == ""  # a CPU context decides nothing beyond the plan
     context.run(random_digits(np.random.default_rng(seed), 3))
     rows = context.profile(iterations=3)
     assert {"name", "sources", "kernel", "variant", "precision", "median_ms", "flops",
