@@ -56,7 +56,9 @@ using EventHandle = std::unique_ptr<std::remove_pointer_t<cudaEvent_t>, EventDel
 using DeviceBuffer = std::unique_ptr<void, DeviceFree>;
 
 EventHandle make_event();  // timing event (cudaEventDefault)
-DeviceBuffer device_alloc(size_t bytes, const std::string& what);  // throws with sizes on OOM
+std::vector<EventHandle> make_events(size_t count);
+double elapsed_ms(const EventHandle& start, const EventHandle& stop);  // throws on failure
+DeviceBuffer device_alloc(size_t bytes, const std::string& what);      // throws with sizes on OOM
 
 class CudaContext final : public ContextImpl {
  public:
