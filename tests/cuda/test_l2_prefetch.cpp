@@ -1,11 +1,12 @@
-// The L2 prefetch of a weight stream (kernels/cuda/l2_prefetch.h) and its use by the CUDA
-// context (a side branch of the forward's graph, forked at the start and joined before the
-// first GEMV step; runtime/cuda/cuda_context.h).
+// The L2 prefetch of weight streams (kernels/cuda/l2_prefetch.h) and its use by the CUDA
+// context (a side branch of the forward's graph, forked at the start and joined after the last
+// step, its budget chosen by timing; runtime/cuda/cuda_context.h).
 //
-// The pattern's arithmetic is checked without a GPU.  On a GPU: the kernel runs on streams whose
-// length is not a multiple of its period; a model whose linears run as GEMVs gives the same bits
-// with the prefetch (the default) and without it (CNNRT_L2_PREFETCH_MB=0), through run(),
-// run_async() and a replay after a batch of other work; a malformed knob is one clear error.
+// The patterns' and the plan's arithmetic is checked without a GPU.  On a GPU: the kernel runs
+// on streams whose length is not a multiple of its period; a model whose linears run as GEMVs
+// gives the same bits with the prefetch (the timed default, and a fixed budget) and without it
+// (CNNRT_L2_PREFETCH_MB=0), through run(), run_async() and a replay after a batch of other work,
+// and describe() says what was chosen; a malformed knob is one clear error.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
