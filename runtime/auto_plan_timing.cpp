@@ -60,7 +60,9 @@ class ProfileTiming : public TimingSource {
   };
   Started start(const Engine& engine, int batch) {
     Started started;
-    started.context = engine.impl().backend->create_context(engine.shared_impl(), batch, false);
+    // Untimed choices: the build creates dozens of these contexts (ContextOptions).
+    started.context = engine.impl().backend->create_context(
+        engine.shared_impl(), batch, {/*keep_all_tensors=*/false, /*timed_choices=*/false});
     started.first = medians(started.context->first_run());
     started.forward_ms = summed(started.first);
     if (baseline_ms_ < 0) baseline_ms_ = started.forward_ms;

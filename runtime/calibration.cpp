@@ -373,7 +373,9 @@ Calibration calibrate(const Graph& graph, const CalibrationInputs& inputs,
     for (int b = 0; b < batches; ++b) {
       const int first = b * batch, count = std::min(batch, samples - first);
       std::unique_ptr<ContextImpl>& context = count == batch ? full : last;
-      if (!context) context = impl.backend->create_context(shared, count, /*keep_all=*/true);
+      if (!context)
+        context = impl.backend->create_context(
+            shared, count, {/*keep_all_tensors=*/true, /*timed_choices=*/false});
       inputs.load(first, count, input.data());
       context->run(input.data(), output.data());
       // Every tensor read back first (one stream), then each tensor's statistics, which are

@@ -264,8 +264,8 @@ class CpuBackend final : public Backend {
     return std::make_unique<CpuConversion>(shape, from, to);
   }
   std::unique_ptr<ContextImpl> create_context(std::shared_ptr<const EngineImpl> engine, int batch,
-                                              bool keep_all_tensors) const override {
-    return std::make_unique<CpuContext>(std::move(engine), batch, keep_all_tensors);
+                                              const ContextOptions& options) const override {
+    return std::make_unique<CpuContext>(std::move(engine), batch, options.keep_all_tensors);
   }
 };
 

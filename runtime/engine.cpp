@@ -182,7 +182,7 @@ std::unique_ptr<ExecutionContext> Engine::create_context(int batch) const {
     throw Error("this engine was built to plan for target '" + impl_->plan_target +
                 "' without a device; it cannot run");
   check_batch(*impl_, batch);
-  return std::make_unique<ExecutionContext>(impl_->backend->create_context(impl_, batch, false));
+  return std::make_unique<ExecutionContext>(impl_->backend->create_context(impl_, batch, {}));
 }
 
 ExecutionPlan Engine::plan(int batch) const {

@@ -83,6 +83,19 @@ class ContextImpl {
 
 class EngineImpl;
 
+// How a context is made (Backend::create_context).
+struct ContextOptions {
+  // No tensor shares memory with another, so after run() every one can be read
+  // (ContextImpl::read_tensor): the calibration collector's context.  Engines' contexts plan
+  // the arena (false).
+  bool keep_all_tensors = false;
+  // Choices a backend makes by timing at creation (the CUDA context's L2-prefetch budget:
+  // capture_fastest).  Off for contexts that only measure or collect (the automatic plan's
+  // timing, the calibration): they take the untimed default, so a build that creates ~45
+  // candidate contexts does not pay a timing for each.
+  bool timed_choices = true;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -91,11 +104,9 @@ class Backend {
   // inserts it); throws Error when this backend cannot convert between the two.
   virtual std::unique_ptr<LayerKernel> make_conversion(const Shape& shape, const TensorType& from,
                                                        const TensorType& to) const = 0;
-  // keep_all_tensors: no tensor shares memory with another, so after run() every one can be
-  // read (ContextImpl::read_tensor): the calibration collector's context.  Engines' contexts
-  // plan the arena (false).
   virtual std::unique_ptr<ContextImpl> create_context(std::shared_ptr<const EngineImpl> engine,
-                                                      int batch, bool keep_all_tensors) const = 0;
+                                                      int batch,
+                                                      const ContextOptions& options) const = 0;
 };
 
 class EngineImpl {

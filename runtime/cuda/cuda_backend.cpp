@@ -131,9 +131,9 @@ class CudaBackend final : public Backend {
                 to_string(from) + " to " + to_string(to));
   }
 
-  std::unique_ptr<ContextImpl> create_context(std::shared_ptr<const EngineImpl> engine,
-                                              int batch, bool keep_all_tensors) const override {
-    return std::make_unique<CudaContext>(std::move(engine), batch, keep_all_tensors);
+  std::unique_ptr<ContextImpl> create_context(std::shared_ptr<const EngineImpl> engine, int batch,
+                                              const ContextOptions& options) const override {
+    return std::make_unique<CudaContext>(std::move(engine), batch, options);
   }
 };
 

@@ -113,14 +113,15 @@ DeviceBuffer device_alloc(size_t bytes, const std::string& what) {
   return DeviceBuffer(pointer);
 }
 
-CudaContext::CudaContext(std::shared_ptr<const EngineImpl> engine, int batch, bool keep_all_tensors)
-    : engine_(std::move(engine)), batch_(batch), keep_all_(keep_all_tensors) {
+CudaContext::CudaContext(std::shared_ptr<const EngineImpl> engine, int batch,
+                         const ContextOptions& options)
+    : engine_(std::move(engine)), batch_(batch), keep_all_(options.keep_all_tensors) {
   if (batch < 1) throw Error("batch must be at least 1, got " + std::to_string(batch));
   const EngineImpl& e = *engine_;
   if (e.steps.empty()) throw Error("CUDA backend: the engine has no layers to run");
   input_elements_ = batch_ * shape_elements(e.graph->input.shape);
   output_elements_ = batch_ * shape_elements(e.tensors.at(e.output_tensor).shape);
-  prepared_ = prepare_context(e, batch_, keep_all_tensors);
+  prepared_ = prepare_context(e, batch_, options.keep_all_tensors);
   programmatic_launch_ = device_traits().programmatic_launch;
 
   // Weights were uploaded at build on other streams (pageable copies may still be in flight)
@@ -147,7 +148,7 @@ CudaContext::CudaContext(std::shared_ptr<const EngineImpl> engine, int batch, bo
     synchronize();
     for (size_t i = 0; i < e.steps.size(); ++i)
       first_run_ms_.push_back(elapsed_ms(events[2 * i], events[2 * i + 1]));
-    CapturedGraph captured = capture_fastest(prefetch_choices);
+    CapturedGraph captured = capture_fastest(prefetch_choices, options.timed_choices);
     graph_ = std::move(captured.graph);
     graph_exec_ = std::move(captured.exec);
     plan_binding();

@@ -62,7 +62,8 @@ DeviceBuffer device_alloc(size_t bytes, const std::string& what);      // throws
 
 class CudaContext final : public ContextImpl {
  public:
-  CudaContext(std::shared_ptr<const EngineImpl> engine, int batch, bool keep_all_tensors = false);
+  CudaContext(std::shared_ptr<const EngineImpl> engine, int batch,
+              const ContextOptions& options = {});
   ~CudaContext() override;
 
   int batch() const override { return batch_; }
@@ -121,7 +122,9 @@ class CudaContext final : public ContextImpl {
   CapturedGraph capture_graph(const std::vector<KernelArgs>& args);
   // The forward's graph with each candidate prefetch, timed by interleaved replays; keeps and
   // applies the fastest (decided once, at creation: outputs are the same bits whichever wins).
-  CapturedGraph capture_fastest(const std::vector<PrefetchChoice>& choices);
+  // Untimed (ContextOptions::timed_choices off): the last candidate, the largest budget (AlexNet
+  // int8's best in every lease of docs/PERFORMANCE.md run 47, fp16's within 4 µs).
+  CapturedGraph capture_fastest(const std::vector<PrefetchChoice>& choices, bool timed);
   // "fc7 16.8 MB (whole), fc8 1.0 of 4.1 MB; read evict-first: fc6 fc7", or "none".
   std::string describe_prefetch(const PrefetchChoice& choice) const;
   // Where the graph input and the returned tensor appear in step_args_ (bind_plan), and the

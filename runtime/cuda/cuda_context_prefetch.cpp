@@ -98,13 +98,14 @@ std::string CudaContext::describe_prefetch(const PrefetchChoice& choice) const {
   return text;
 }
 
-CudaContext::CapturedGraph CudaContext::capture_fastest(
-    const std::vector<PrefetchChoice>& choices) {
-  if (choices.size() <= 1) {
+CudaContext::CapturedGraph CudaContext::capture_fastest(const std::vector<PrefetchChoice>& choices,
+                                                        bool timed) {
+  if (choices.size() <= 1 || !timed) {
     if (!choices.empty()) {
-      apply_prefetch(choices.front());
+      apply_prefetch(choices.back());
       prefetch_report_ =
-          "L2 prefetch: " + describe_prefetch(choices.front()) + " (CNNRT_L2_PREFETCH_MB)";
+          "L2 prefetch: " + describe_prefetch(choices.back()) +
+          (choices.size() == 1 ? " (CNNRT_L2_PREFETCH_MB)" : " (untimed: the largest budget)");
     }
     return capture_graph(step_args_);
   }
@@ -133,7 +134,7 @@ CudaContext::CapturedGraph CudaContext::capture_fastest(
     }
   size_t best = 0;
   double best_ms = std::numeric_limits<double>::infinity();
-  std::string timed;
+  std::string medians;
   for (size_t g = 0; g < graphs.size(); ++g) {
     const double ms = median(times[g]);
     if (ms < best_ms) {
@@ -143,11 +144,11 @@ CudaContext::CapturedGraph CudaContext::capture_fastest(
     char text[64];
     std::snprintf(text, sizeof text, "%s%.1f MB %.4f ms", g ? ", " : "",
                   double(choices[g].budget_bytes) / 1e6, ms);
-    timed += text;
+    medians += text;
   }
   apply_prefetch(choices[best]);
   prefetch_report_ = "L2 prefetch: " + describe_prefetch(choices[best]) +
-                     " (the fastest of budgets " + timed + ")";
+                     " (the fastest of budgets " + medians + ")";
   return std::move(graphs[best]);
 }
 

@@ -61,7 +61,7 @@ TEST_F(AutoPlanCuda, FirstRunReportsTheCreationForward) {
   BuildOptions options;
   options.device = Device::CUDA;
   const auto engine = Engine::build(graph_, options);
-  const auto context = engine->impl().backend->create_context(engine->shared_impl(), 8, false);
+  const auto context = engine->impl().backend->create_context(engine->shared_impl(), 8, {});
   const std::vector<LayerProfile> rows = context->first_run();
   ASSERT_EQ(rows.size(), engine->impl().steps.size());
   for (const LayerProfile& row : rows) EXPECT_GT(row.median_ms, 0) << row.name;

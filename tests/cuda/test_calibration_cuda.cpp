@@ -68,7 +68,7 @@ TEST_F(CudaCalibration, KeptTensorsReadBackAsTheCpuComputesThem) {
     const auto engine = Engine::build(graph_, options);
     const EngineImpl& impl = engine->impl();
     const auto context =
-        impl.backend->create_context(std::shared_ptr<const EngineImpl>(engine, &impl), 4, true);
+        impl.backend->create_context(std::shared_ptr<const EngineImpl>(engine, &impl), 4, {true});
     std::vector<float> out(context->output_count());
     context->run(data_.data(), out.data());
     for (const Step& step : impl.steps)

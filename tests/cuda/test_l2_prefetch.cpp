@@ -20,6 +20,7 @@
 #include "graph/model_loader.h"
 #include "kernels/cuda/l2_prefetch.h"
 #include "runtime/cuda/cuda_backend.h"
+#include "runtime/engine_impl.h"
 
 namespace cnnrt {
 namespace {
@@ -208,6 +209,18 @@ TEST(L2PrefetchContext, SameBitsWithAndWithoutPrefetch) {
       cudaFree(device_in);
       cudaFree(device_out);
     }
+}
+
+// A context made for measuring (the automatic plan's, ContextOptions::timed_choices off) times
+// nothing and takes the largest budget: here both GEMVs whole.
+TEST(L2PrefetchContext, UntimedContextsTakeTheLargestBudget) {
+  if (!cuda::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
+  const std::shared_ptr<Engine> engine = gemv_engine();
+  const auto context = engine->impl().backend->create_context(
+      engine->shared_impl(), 1, {/*keep_all_tensors=*/false, /*timed_choices=*/false});
+  EXPECT_EQ(context->describe(),
+            "L2 prefetch: fc2 0.1 MB (whole), fc1 8.4 MB (whole); read evict-first: fc1 "
+            "(untimed: the largest budget)");
 }
 
 TEST(L2PrefetchContext, MalformedKnobIsOneClearError) {

@@ -186,7 +186,7 @@ TEST(EngineCpu, KeepAllTensorsPlansNoSharingAndReadsEveryTensor) {
 
   std::mt19937 rng(9);
   const auto input = test::random_vector(size_t(batch) * 3 * 11 * 9, rng, -1.0f, 1.0f);
-  const auto context = impl.backend->create_context(engine->shared_impl(), batch, true);
+  const auto context = impl.backend->create_context(engine->shared_impl(), batch, {true});
   std::vector<float> out(context->output_count());
   context->run(input.data(), out.data());
   EXPECT_EQ(context->read_tensor("fc"), out);  // the graph output, read back
