@@ -144,8 +144,11 @@ std::vector<float> run_in_chunks(const Engine& engine, int samples, int batch, i
   const int64_t batch_bytes = std::max<int64_t>(1, batch * input_size * int64_t{sizeof(float)});
   const int per_chunk = static_cast<int>(
       std::clamp<int64_t>(chunk_bytes / batch_bytes, 1, std::max(full_batches, 1)));
+  // Contexts that only collect outputs time no choices at creation (ContextOptions): an
+  // automatic plan runs every candidate over the held-out set.
+  const ContextOptions collect{/*keep_all_tensors=*/false, /*timed_choices=*/false};
   if (full_batches > 0) {
-    std::unique_ptr<ExecutionContext> full = engine.create_context(batch);
+    std::unique_ptr<ExecutionContext> full = create_context(engine, batch, collect);
     for (int done = 0; done < full_batches;) {
       const int runs = std::min(per_chunk, full_batches - done);
       const int first = done * batch;
@@ -155,7 +158,8 @@ std::vector<float> run_in_chunks(const Engine& engine, int samples, int batch, i
   }
   if (const int rest = samples - full_batches * batch; rest > 0) {
     const int first = full_batches * batch;
-    engine.create_context(rest)->run(chunk(first, rest), outputs.data() + first * output_size);
+    create_context(engine, rest, collect)
+        ->run(chunk(first, rest), outputs.data() + first * output_size);
   }
   return outputs;
 }

@@ -178,11 +178,18 @@ void check_batch(const EngineImpl& engine, int batch) {
 }  // namespace
 
 std::unique_ptr<ExecutionContext> Engine::create_context(int batch) const {
-  if (!impl_->plan_target.empty())
-    throw Error("this engine was built to plan for target '" + impl_->plan_target +
+  return cnnrt::create_context(*this, batch, {});
+}
+
+std::unique_ptr<ExecutionContext> create_context(const Engine& engine, int batch,
+                                                 const ContextOptions& options) {
+  const EngineImpl& impl = engine.impl();
+  if (!impl.plan_target.empty())
+    throw Error("this engine was built to plan for target '" + impl.plan_target +
                 "' without a device; it cannot run");
-  check_batch(*impl_, batch);
-  return std::make_unique<ExecutionContext>(impl_->backend->create_context(impl_, batch, {}));
+  check_batch(impl, batch);
+  return std::make_unique<ExecutionContext>(
+      impl.backend->create_context(engine.shared_impl(), batch, options));
 }
 
 ExecutionPlan Engine::plan(int batch) const {

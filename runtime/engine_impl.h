@@ -91,8 +91,8 @@ struct ContextOptions {
   bool keep_all_tensors = false;
   // Choices a backend makes by timing at creation (the CUDA context's L2-prefetch budget:
   // capture_fastest).  Off for contexts that only measure or collect (the automatic plan's
-  // timing, the calibration): they take the untimed default, so a build that creates ~45
-  // candidate contexts does not pay a timing for each.
+  // timing, the held-out runs, the calibration): they take the untimed default, so a build
+  // that creates ~45 candidate contexts does not pay a timing for each.
   bool timed_choices = true;
 };
 
@@ -196,5 +196,10 @@ LayerProfile profile_row(const Step& step, const KernelPlan& plan);
 
 // Median of timing samples (0 for none).
 double median(std::vector<double> values);
+
+// Engine::create_context with the options a tool's own contexts take (ContextOptions: the
+// held-out runs that only collect outputs time no choices); the same checks and errors.
+std::unique_ptr<ExecutionContext> create_context(const Engine& engine, int batch,
+                                                 const ContextOptions& options);
 
 }  // namespace cnnrt
