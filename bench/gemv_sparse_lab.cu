@@ -37,11 +37,12 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   const uint8_t* tile_w = weight + int64_t(tile) * tile_bytes;
   uint32_t fold = 0;
   uint4 buf[2][cc::kSpMmaChunkSteps + 1];
+  const uint64_t policy = cc::stream_l2_policy(false);  // the GEMV's loads, not evict-first
   auto load = [&](uint4(&b)[cc::kSpMmaChunkSteps + 1], int c) {
     const uint4* p =
         reinterpret_cast<const uint4*>(tile_w + cc::Sparse24MmaGeometry::step_offset(c, 0, lane));
 #pragma unroll
-    for (int s = 0; s <= cc::kSpMmaChunkSteps; ++s) b[s] = cc::load_streaming(p + s * 32);
+    for (int s = 0; s <= cc::kSpMmaChunkSteps; ++s) b[s] = cc::load_streaming(p + s * 32, policy);
   };
   auto use = [&](const uint4(&b)[cc::kSpMmaChunkSteps + 1]) {
 #pragma unroll

@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <set>
@@ -58,6 +57,19 @@ std::string layer_prefix(const std::string& layer) {
   return site.format();
 }
 
+std::vector<EventHandle> make_events(size_t count) {
+  std::vector<EventHandle> events;
+  events.reserve(count);
+  for (size_t i = 0; i < count; ++i) events.push_back(make_event());
+  return events;
+}
+
+double elapsed_ms(const EventHandle& start, const EventHandle& stop) {
+  float ms = 0;
+  CNNRT_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+  return ms;
+}
+
 // Median time of `kernel` on `args`: one untimed warm-up, then `iterations` event-timed launches
 // enqueued back to back, one synchronisation at the end.
 double time_kernel(LayerKernel& kernel, const KernelArgs& args, int iterations,
@@ -77,19 +89,6 @@ double time_kernel(LayerKernel& kernel, const KernelArgs& args, int iterations,
 }
 
 }  // namespace
-
-std::vector<EventHandle> make_events(size_t count) {
-  std::vector<EventHandle> events;
-  events.reserve(count);
-  for (size_t i = 0; i < count; ++i) events.push_back(make_event());
-  return events;
-}
-
-double elapsed_ms(const EventHandle& start, const EventHandle& stop) {
-  float ms = 0;
-  CNNRT_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
-  return ms;
-}
 
 EventHandle make_event() {
   cudaEvent_t event = nullptr;
@@ -525,14 +524,18 @@ std::vector<LayerProfile> CudaContext::compare_kernels(int iterations) {
 }
 
 std::vector<double> CudaContext::benchmark(int warmup, int iterations) {
+  return replay_times(graph_exec_.get(), warmup, iterations);
+}
+
+std::vector<double> CudaContext::replay_times(cudaGraphExec_t exec, int warmup, int iterations) {
   cudaStream_t stream = stream_.get();
   std::vector<EventHandle> events = make_events(2 * static_cast<size_t>(iterations));
   fill_random_input();
-  for (int i = 0; i < warmup; ++i) CNNRT_CUDA_CHECK(cudaGraphLaunch(graph_exec_.get(), stream));
+  for (int i = 0; i < warmup; ++i) CNNRT_CUDA_CHECK(cudaGraphLaunch(exec, stream));
   for (int i = 0; i < iterations; ++i) {
     fill_random_input();  // outside the timed pair: the input tensor may hold activations
     CNNRT_CUDA_CHECK(cudaEventRecord(events[2 * i].get(), stream));
-    CNNRT_CUDA_CHECK(cudaGraphLaunch(graph_exec_.get(), stream));
+    CNNRT_CUDA_CHECK(cudaGraphLaunch(exec, stream));
     CNNRT_CUDA_CHECK(cudaEventRecord(events[2 * i + 1].get(), stream));
   }
   synchronize();

@@ -56,9 +56,7 @@ using EventHandle = std::unique_ptr<std::remove_pointer_t<cudaEvent_t>, EventDel
 using DeviceBuffer = std::unique_ptr<void, DeviceFree>;
 
 EventHandle make_event();  // timing event (cudaEventDefault)
-std::vector<EventHandle> make_events(size_t count);
-double elapsed_ms(const EventHandle& start, const EventHandle& stop);  // throws on failure
-DeviceBuffer device_alloc(size_t bytes, const std::string& what);      // throws with sizes on OOM
+DeviceBuffer device_alloc(size_t bytes, const std::string& what);  // throws with sizes on OOM
 
 class CudaContext final : public ContextImpl {
  public:
@@ -125,6 +123,9 @@ class CudaContext final : public ContextImpl {
   // Untimed (ContextOptions::timed_choices off): the last candidate, the largest budget (AlexNet
   // int8's best in every lease of docs/PERFORMANCE.md run 47, fp16's within 4 µs).
   CapturedGraph capture_fastest(const std::vector<PrefetchChoice>& choices, bool timed);
+  // Replays of `exec` on stream_ (benchmark()'s timing): fresh random input before the warm-up
+  // and before each timed replay, one event pair around each, one synchronisation; ms each.
+  std::vector<double> replay_times(cudaGraphExec_t exec, int warmup, int iterations);
   // "fc7 16.8 MB (whole), fc8 1.0 of 4.1 MB; read evict-first: fc6 fc7", or "none".
   std::string describe_prefetch(const PrefetchChoice& choice) const;
   // Where the graph input and the returned tensor appear in step_args_ (bind_plan), and the

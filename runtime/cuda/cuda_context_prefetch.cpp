@@ -114,23 +114,15 @@ CudaContext::CapturedGraph CudaContext::capture_fastest(const std::vector<Prefet
     apply_prefetch(choice);
     graphs.push_back(capture_graph(step_args_));
   }
-  // Rounds of a few replays of each graph, interleaved so that drift (clocks, the L2's state)
-  // meets all alike; the lowest median wins.  At AlexNet's batch 1 the three take ~15 ms.
+  // Rounds of a few replays of each graph (timed as benchmark() times), interleaved so that
+  // drift (clocks, the L2's state) meets all alike; the lowest median wins.  At AlexNet's batch
+  // 1 the three take ~15 ms.
   constexpr int kRounds = 5, kReplays = 8;
-  cudaStream_t stream = stream_.get();
-  std::vector<EventHandle> events = make_events(2 * kReplays);
   std::vector<std::vector<double>> times(graphs.size());
   for (int round = 0; round < kRounds; ++round)
     for (size_t g = 0; g < graphs.size(); ++g) {
-      CNNRT_CUDA_CHECK(cudaGraphLaunch(graphs[g].exec.get(), stream));  // warm-up
-      for (int r = 0; r < kReplays; ++r) {
-        CNNRT_CUDA_CHECK(cudaEventRecord(events[2 * r].get(), stream));
-        CNNRT_CUDA_CHECK(cudaGraphLaunch(graphs[g].exec.get(), stream));
-        CNNRT_CUDA_CHECK(cudaEventRecord(events[2 * r + 1].get(), stream));
-      }
-      synchronize();
-      for (int r = 0; r < kReplays; ++r)
-        times[g].push_back(elapsed_ms(events[2 * r], events[2 * r + 1]));
+      const std::vector<double> some = replay_times(graphs[g].exec.get(), 1, kReplays);
+      times[g].insert(times[g].end(), some.begin(), some.end());
     }
   size_t best = 0;
   double best_ms = std::numeric_limits<double>::infinity();

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/conv/ptx.cuh"
+#include "kernels/cuda/gemv_common.cuh"  // l2_evict_first_policy
 
 namespace cnnrt::cuda::tma_detail {
 
@@ -45,11 +46,6 @@ __device__ __forceinline__ void tma_load_2d_hint(uint32_t dst, const CUtensorMap
       ".L2::cache_hint [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar), "l"(policy)
       : "memory");
-}
-__device__ __forceinline__ uint64_t l2_evict_first_policy() {
-  uint64_t policy;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
-  return policy;
 }
 __device__ __forceinline__ void tma_load_2d_mc(uint32_t dst, const CUtensorMap* map, int c0, int c1,
                                                uint32_t bar, uint16_t mask) {
