@@ -223,15 +223,16 @@ void CudaContext::enqueue_forward(const std::vector<KernelArgs>& args, bool anno
   NvtxRange forward_range(annotate ? "forward" : nullptr);
   ProgrammaticLaunchScope programmatic(programmatic_launch_);
   const bool prefetch = events == nullptr && !prefetch_.empty();
-  if (prefetch) {
-    // A side branch: the prefetch runs beside the first steps; nothing waits for it (a hint), so
-    // it joins back after the last step (in a captured graph a fork and a join edge).
-    CNNRT_CUDA_CHECK(cudaEventRecord(fork_event_.get(), stream_.get()));
-    CNNRT_CUDA_CHECK(cudaStreamWaitEvent(side_stream_.get(), fork_event_.get(), 0));
-    for (const L2PrefetchPattern& pattern : prefetch_) l2_prefetch(pattern, side_stream_.get());
-    CNNRT_CUDA_CHECK(cudaEventRecord(join_event_.get(), side_stream_.get()));
-  }
   for (size_t i = 0; i < engine_->steps.size(); ++i) {
+    if (prefetch && i == prefetch_fork_step_) {
+      // A side branch: the prefetch runs beside the steps from here on; nothing waits for it (a
+      // hint), so it joins back after the last step (in a captured graph a fork and a join
+      // edge).
+      CNNRT_CUDA_CHECK(cudaEventRecord(fork_event_.get(), stream_.get()));
+      CNNRT_CUDA_CHECK(cudaStreamWaitEvent(side_stream_.get(), fork_event_.get(), 0));
+      for (const L2PrefetchPattern& pattern : prefetch_) l2_prefetch(pattern, side_stream_.get());
+      CNNRT_CUDA_CHECK(cudaEventRecord(join_event_.get(), side_stream_.get()));
+    }
     NvtxRange layer_range(annotate ? engine_->steps[i].name.c_str() : nullptr);
     if (events) CNNRT_CUDA_CHECK(cudaEventRecord((*events)[2 * i].get(), stream_.get()));
     run_step(i, args[i]);

@@ -108,7 +108,8 @@ class CudaContext final : public ContextImpl {
   void apply_prefetch(const PrefetchChoice& choice);
   // The whole forward on stream_.  annotate adds NVTX ranges (eager runs only, never captured);
   // `events` (2 per step) brackets each step, and then there is no L2 prefetch (each step is
-  // timed as it runs alone).  Without events the planned prefetch is forked at the start.
+  // timed as it runs alone).  Without events the planned prefetch is forked before step
+  // prefetch_fork_step_.
   void enqueue_forward(const std::vector<KernelArgs>& args, bool annotate,
                        std::vector<EventHandle>* events = nullptr);
   // Profile rows of `times` (one per step).
@@ -155,6 +156,10 @@ class CudaContext final : public ContextImpl {
   // The L2 prefetch (plan_l2_prefetch): its patterns, the side stream it runs on and the events
   // that fork it from stream_ and join it back.
   std::vector<L2PrefetchPattern> prefetch_;
+  // The step the prefetch forks before (plan_l2_prefetch): the one after the heaviest
+  // activation traffic ahead of the first streamed weights, so that traffic does not flush the
+  // prefetched lines (at batch 64, conv1's 38.5 MB fp32 input).
+  size_t prefetch_fork_step_ = 0;
   // describe(): the prefetch chosen, what it covers and, when timed, each candidate's median.
   std::string prefetch_report_;
   StreamHandle side_stream_;

@@ -24,6 +24,17 @@ std::vector<CudaContext::PrefetchChoice> CudaContext::plan_l2_prefetch() {
       stream_steps.push_back(step);
     }
   if (streams.empty()) return {};
+  // Fork after the step with the most activation bytes ahead of the first stream (the later
+  // steps' traffic is smaller, so it evicts less of what the prefetch brings).
+  double heaviest = -1.0;
+  for (size_t step = 0; step < stream_steps.front(); ++step) {
+    const Step& s = engine_->steps[step];
+    const double bytes = step_bytes(*engine_, s, batch_) - double(s.kernel->weight_bytes());
+    if (bytes > heaviest) {
+      heaviest = bytes;
+      prefetch_fork_step_ = step + 1;
+    }
+  }
   int device = 0, l2_bytes = 0;
   CNNRT_CUDA_CHECK(cudaGetDevice(&device));
   CNNRT_CUDA_CHECK(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device));
@@ -95,7 +106,7 @@ std::string CudaContext::describe_prefetch(const PrefetchChoice& choice) const {
     text += "; read evict-first:";
     for (size_t step : choice.evict_first_steps) text += " " + engine_->steps[step].name;
   }
-  return text;
+  return text + "; from " + engine_->steps[prefetch_fork_step_].name;
 }
 
 CudaContext::CapturedGraph CudaContext::capture_fastest(const std::vector<PrefetchChoice>& choices,

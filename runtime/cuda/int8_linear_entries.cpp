@@ -152,6 +152,12 @@ class LinearInt8Kernel final : public LayerKernel {
       plan.variant = kTma;
       plan.variant_name = state->plan.name;
       plan.workspace_bytes = state->plan.workspace_bytes;
+      // One batch tile reads the weight once: the context may prefetch a share of it into L2
+      // while the convolutions run (its bulk loads are evict-first already: run 45g).
+      if (state->plan.n_tiles == 1) {
+        plan.streamed_weights = linear_.weight;
+        plan.streamed_weight_bytes = device_.weight.bytes();
+      }
       plan.state = std::move(state);
       return plan;
     }
