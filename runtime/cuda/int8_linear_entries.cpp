@@ -152,9 +152,11 @@ class LinearInt8Kernel final : public LayerKernel {
       plan.variant = kTma;
       plan.variant_name = state->plan.name;
       plan.workspace_bytes = state->plan.workspace_bytes;
-      // One batch tile reads the weight once: the context may prefetch a share of it into L2
-      // while the convolutions run (its bulk loads are evict-first already: run 45g).
-      if (state->plan.n_tiles == 1) {
+      // One 64-row batch tile reads the weight once: the context may prefetch a share of it
+      // into L2 while the convolutions run (its bulk loads are evict-first already: run 45g).
+      // Not at the 128- and 256-row tiles: at batch 256 every budget was slower than none
+      // (docs/PERFORMANCE.md run 48c), so timing them would only lengthen context creation.
+      if (state->plan.n_tiles == 1 && state->plan.bn <= 64) {
         plan.streamed_weights = linear_.weight;
         plan.streamed_weight_bytes = device_.weight.bytes();
       }
