@@ -104,13 +104,16 @@ using tma_s8_detail::TmaS8Tile;
 // pool: the tile has fused-MaxPool instances (int8 out, 128 bytes of K per k-tile: KB 128 and
 // the paired rows; design note, "Fused MaxPool"): 128x256 and 256x128, whose rings leave room
 // for the 32 KB staging at their stage counts.
+// 128x192 takes 4 stages (8 at KB 64), not the 5 its ring would hold: AlexNet conv2 (paired
+// rows, 13 k-tiles a unit) ran 11 % faster at batch 64 and 7-8 % at 256 with 4, and 3 was
+// between the two, while 256x128 lost 3-9 % at 3 (docs/PERFORMANCE.md run 48e).
 struct TileInfo : tma::TileShape {
   int stages128, stages64;
   bool pool;
 };
 constexpr tma::TileShape kInt8Tile256x128 = {256, 128, 1.02, "256x128"};
 constexpr TileInfo kTiles[] = {
-    {tma::kTileShapes[0], 7, 12, false}, {tma::kTileShapes[1], 5, 10, false},
+    {tma::kTileShapes[0], 7, 12, false}, {tma::kTileShapes[1], 4, 8, false},
     {tma::kTileShapes[2], 4, 8, true},   {kInt8Tile256x128, 4, 8, true},
     {tma::kTileShapes[5], 5, 10, false}, {tma::kTileShapes[6], 8, 16, false},
 };
