@@ -106,7 +106,7 @@ using tma_s8_detail::TmaS8Tile;
 // for the 32 KB staging at their stage counts.
 // 128x192 takes 4 stages (8 at KB 64), not the 5 its ring would hold: AlexNet conv2 (paired
 // rows, 13 k-tiles a unit) ran 11 % faster at batch 64 and 7-8 % at 256 with 4, and 3 was
-// between the two, while 256x128 lost 3-9 % at 3 (docs/PERFORMANCE.md run 48e).
+// between the two, while 256x128 lost 3-10 % at 3 (docs/PERFORMANCE.md run 48e).
 struct TileInfo : tma::TileShape {
   int stages128, stages64;
   bool pool;
