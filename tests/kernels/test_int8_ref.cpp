@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 
@@ -103,6 +105,54 @@ TEST(Int8Helpers, RequantiseRecipeOnHandComputedValues) {
   EXPECT_EQ(y[1], 0);   // -2.5 + 2.5
   EXPECT_EQ(y[2], 95);  // 31.75 + 63.5 = 95.25 → 95
   EXPECT_EQ(y[3], -1);  // 0.75 - 1.5 = -0.75 → -1
+}
+
+// The GPU epilogues' spelling of the same recipe (kernels/cuda/conv/epilogue_s8.cuh: clamp
+// first in float, then round by adding 1.5·2^23 and keep the low byte), written here with host
+// floats, equals ref::requantize on edge values and on random accumulators, multipliers and
+// bounds (the GPU harness checks the device code itself bit for bit).
+int8_t requantize_clamp_first(int32_t acc, float multiplier, ref::Int8Bounds bounds) {
+  volatile float x = static_cast<float>(acc) * multiplier;  // one RNE multiply, no contraction
+  const float clamped =
+      std::fmin(std::fmax(x, static_cast<float>(bounds.lo)), static_cast<float>(bounds.hi));
+  volatile float rounded = clamped + 12582912.0f;
+  float r = rounded;
+  uint32_t bits;
+  std::memcpy(&bits, &r, sizeof bits);
+  return static_cast<int8_t>(static_cast<uint8_t>(bits));
+}
+
+TEST(Int8Helpers, ClampFirstRequantisationEqualsTheReference) {
+  const ref::Int8Bounds bounds[] = {{-127, 127}, {0, 127}, {0, 60}, {-128, 127}, {-5, 3}};
+  const float multipliers[] = {0.5f, 1.0f, 1e-3f, 1.0f / 16777216.0f, 3.7e-5f, 1e30f, 7.0f};
+  const int32_t edges[] = {0,          1,          -1,       2,          5,          -5,
+                           7,          -7,         127,      128,        -128,       -129,
+                           254,        255,        -255,     16777216,   16777217,   16777219,
+                           -16777217,  1 << 22,    -(1 << 22), (1 << 22) - 1, 123456789,
+                           std::numeric_limits<int32_t>::max(), std::numeric_limits<int32_t>::min()};
+  for (const ref::Int8Bounds& b : bounds)
+    for (float m : multipliers)
+      for (int32_t acc : edges)
+        ASSERT_EQ(requantize_clamp_first(acc, m, b), ref::requantize(acc, m, b))
+            << acc << " x " << m << " in [" << b.lo << ", " << b.hi << "]";
+  // Random: accumulators of every magnitude (exponent drawn first), multipliers around the
+  // scales calibration gives, ties made likely by multipliers of a few bits.
+  std::mt19937 rng(20261202);
+  std::uniform_int_distribution<int> magnitude_bits(0, 31), bound_pick(0, 4), sign(0, 1);
+  std::uniform_real_distribution<float> mantissa(0.5f, 1.0f);
+  std::uniform_int_distribution<int> exponent(-30, 2), few_bits(1, 15);
+  for (int i = 0; i < 2000000; ++i) {
+    const int bits = magnitude_bits(rng);
+    int64_t v = bits == 0 ? 0 : int64_t(rng() & ((uint64_t{1} << bits) - 1));
+    if (sign(rng)) v = -v;
+    const int32_t acc = static_cast<int32_t>(std::clamp<int64_t>(
+        v, std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()));
+    const float m = i % 2 ? std::ldexp(mantissa(rng), exponent(rng))
+                          : std::ldexp(float(few_bits(rng)), exponent(rng) - 4);
+    const ref::Int8Bounds& b = bounds[bound_pick(rng)];
+    ASSERT_EQ(requantize_clamp_first(acc, m, b), ref::requantize(acc, m, b))
+        << acc << " x " << m << " in [" << b.lo << ", " << b.hi << "]";
+  }
 }
 
 TEST(Int8Helpers, ActivationBoundsInTheIntegerDomain) {

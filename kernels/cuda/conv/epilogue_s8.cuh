@@ -10,11 +10,27 @@
 
 namespace cnnrt::cuda::s8 {
 
-// acc already holds bias_q[c].  clamp(RNE(fp32(acc) × M)); __float2int_rn saturates to the int32
-// range, so the integer clamp maps out-of-range values as the reference's float clamp does.
+// 1.5·2^23: a float in [2^23, 2^24) has an ulp of 1, so x + kMagic rounds x to an integer (RNE,
+// cvt.rni's ties-to-even: kMagic is even) and, for |x| < 2^22, holds it in its low mantissa bits.
+constexpr float kMagic = 12582912.0f;
+
+// acc already holds bias_q[c].  clamp(RNE(fp32(acc) × M)) as the reference computes it, with the
+// clamp taken first in float and the rounding by kMagic: lo and hi are integers and RNE is
+// monotonic, so clamp(RNE(x)) == RNE(clamp(x)) (x = ±inf included), and RNE of x in [-128, 127]
+// is the low byte of (x + kMagic)'s bits.  Why not __float2int_rn and an integer clamp: int <->
+// float conversions issue at a fraction of the FP32 rate on sm_80-90 (the programming guide's
+// throughput table) and this epilogue ran two per output; fmaxf / fminf / fadd are FP32 ops.
+// tests/kernels/test_int8_ref.cpp (ClampFirstRequantisationEqualsTheReference) checks the
+// identity against the CPU reference on the host; the GPU harness checks every int8 kernel.
+// The bounds as floats (exact: integers in [-128, 127]); hot epilogues convert them once per
+// thread, not per output.
+__device__ __forceinline__ int8_t requantize(int acc, float multiplier, float lo, float hi) {
+  const float x = __fmul_rn(__int2float_rn(acc), multiplier);
+  const float clamped = fminf(fmaxf(x, lo), hi);
+  return static_cast<int8_t>(static_cast<uint8_t>(__float_as_uint(__fadd_rn(clamped, kMagic))));
+}
 __device__ __forceinline__ int8_t requantize(int acc, float multiplier, int lo, int hi) {
-  const int q = __float2int_rn(__fmul_rn(__int2float_rn(acc), multiplier));
-  return static_cast<int8_t>(q < lo ? lo : (q > hi ? hi : q));
+  return requantize(acc, multiplier, __int2float_rn(lo), __int2float_rn(hi));
 }
 
 // requantize() without the int<->float conversion instructions (they issue at a quarter of the
@@ -30,7 +46,6 @@ __device__ __forceinline__ int8_t requantize(int acc, float multiplier, int lo, 
 //              sum's bits (m's low mantissa bits are zero).
 // `biased_acc` is acc + small_sum_bias(bias_q[c]); the result's low byte is the int8 output.
 constexpr int64_t kSmallSumLimit = int64_t{1} << 22;
-constexpr float kMagic = 12582912.0f;  // 1.5·2^23
 __host__ __device__ constexpr int small_sum_bias(int bias) { return bias + 0x4B400000; }
 __device__ __forceinline__ uint32_t requantize_small(int biased_acc, float multiplier, float lo,
                                                      float hi) {

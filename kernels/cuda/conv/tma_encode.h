@@ -149,6 +149,7 @@ struct Im2colGeometry {
   int lower[2], upper[2];
   int stride_w, stride_h;
   int row_elems, row_bytes;
+  int box_pixels = 128;  // pixels per box (the M rows one box brings): 128, or 192 (int8's 192x192)
 };
 CUtensorMap encode_im2col_map(const char* kernel, const void* x, const Im2colGeometry& g);
 

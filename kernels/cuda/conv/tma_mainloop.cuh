@@ -42,6 +42,13 @@
 // * Register budget: 128 x 40 + 256 x 232 = 64512 <= 65536 only when the kernel starts at exactly
 //   168 registers per thread (launch bounds 384, 1); an inc that cannot be satisfied would hang,
 //   so each family's host code checks every image's count (tma::register_problem).
+// * Three consumer warpgroups (CONSUMERS = 3; int8's 192x192 tile, tma_s8.cu): 512 threads, each
+//   consumer one m64 block of the 192 rows x all BN columns, setmaxnreg 32 / 160 from 128 at
+//   entry (TmaRoles<3>), empty barriers of three arrivals, and the tile's A as one im2col box of
+//   192 pixels per 64- or 128-byte block (kBoxPixels: the host encodes that map beside the
+//   128-pixel one).  Why (docs/kernels/conv_int8_tma.md, "What limits it"): the int8 convs are a
+//   latency chain on the cooperative schedule, and 192 x 192 has three wgmma streams where 256 x
+//   128 has two, with 4.7 M MACs per 128-byte k-tile against 4.2 M for the same 48 KB stage.
 // * Weights as A (the 2:4 sparse instance, conv_fp16_sparse24_tma: tma_sparse_kernel.cuh).  Only
 //   operand A of wgmma.mma_async.sp may be 2:4, so the weights become A (M = out_c) and the im2col
 //   boxes B (N = pixels).  Traits with kWeightsAreA = true declare, besides the above:
@@ -103,9 +110,37 @@
 
 namespace cnnrt::cuda::tma_detail {
 
-constexpr int kThreads = 384;  // producer warpgroup + 2 consumer warpgroups
-// setmaxnreg's split (design note); kEntryRegs is what the host checks every image against.
-constexpr int kProducerRegs = 40, kConsumerRegs = 232, kEntryRegs = 168;
+// The warpgroup roles of an instance with C consumer warpgroups: its threads (the producer
+// warpgroup + C), setmaxnreg's split and the registers every image must start at (what the host
+// checks).  C = 2 (every family): 128 x 40 + 256 x 232 = 64512 from 168 at entry.  C = 3 (int8's
+// 192-row tiles, each consumer one m64 block): launch bounds (512, 1) start it at 128; the
+// producer's 32 leave (65536 - 128 x 32) / 384 = 160 per consumer thread (96 accumulators of
+// m64n192 and the epilogue's working set; the producer spilled at 24 on the paired rows).
+template <int C>
+struct TmaRoles;
+template <>
+struct TmaRoles<2> {
+  static constexpr int kThreads = 384, kProducerRegs = 40, kConsumerRegs = 232, kEntryRegs = 168;
+};
+template <>
+struct TmaRoles<3> {
+  static constexpr int kThreads = 512, kProducerRegs = 32, kConsumerRegs = 160, kEntryRegs = 128;
+};
+template <int C>
+constexpr bool roles_fit() {
+  using R = TmaRoles<C>;
+  return R::kThreads == 128 * (C + 1) && R::kEntryRegs * R::kThreads <= 65536 &&
+         128 * R::kProducerRegs + 128 * C * R::kConsumerRegs <= R::kEntryRegs * R::kThreads &&
+         R::kConsumerRegs % 8 == 0 && R::kProducerRegs % 8 == 0;
+}
+static_assert(roles_fit<2>() && roles_fit<3>(), "setmaxnreg's split fits the register file");
+// The consumer warpgroups of a dense tile of BM rows: two of BM / 2 rows where BM is a multiple
+// of 128, three of 64 rows for BM = 192 (tma_s8.cu's 192x192).
+constexpr int consumers_for_rows(int bm) { return bm % 128 == 0 ? 2 : 3; }
+// The two-consumer constants every family but int8's 192-row tiles uses.
+constexpr int kThreads = TmaRoles<2>::kThreads;
+constexpr int kProducerRegs = TmaRoles<2>::kProducerRegs, kConsumerRegs = TmaRoles<2>::kConsumerRegs,
+              kEntryRegs = TmaRoles<2>::kEntryRegs;
 
 // A metadata supplier's bytes per k-tile and m64 block, and the suppliers per CTA (both 0 for
 // dense traits: no metadata).
@@ -152,21 +187,25 @@ struct ABlocks<E, std::void_t<decltype(E::kABlocks)>> {
 // the dynamic shared memory is 1024 bytes of slack + the ring; weights as A, then the consumer
 // threads' kMetaDistance + 1 metadata slots (kMetaSlot bytes each: [block][supplier][bytes],
 // design note); an epilogue's staging comes after them (TmaUnit::after_ring).
-template <class E, int BM, int BN, int STAGES, size_t STAGING = 0>
+template <class E, int BM, int BN, int STAGES, size_t STAGING = 0, int CONSUMERS = 2>
 struct TmaRing {
   static constexpr uint32_t kA = BM * E::kARowBytes * ABlocks<E>::value, kB = BN * E::kRowBytes,
                             kStage = kA + kB;
-  // m64 blocks and columns per consumer warpgroup: the two split M (BM / 2 rows each, all BN
-  // columns), or, weights as A with kSplitN, N (all BM channels, BN / 2 pixels each).
-  static constexpr int kMI = E::kSplitN ? BM / 64 : BM / 128;
+  // m64 blocks and columns per consumer warpgroup: the CONSUMERS split M (BM / CONSUMERS rows
+  // each, all BN columns), or, weights as A with kSplitN, N (all BM channels, BN / 2 pixels each).
+  static constexpr int kMI = E::kSplitN ? BM / 64 : BM / (64 * CONSUMERS);
   static constexpr int kWN = E::kSplitN ? BN / 2 : BN;
+  static_assert(E::kSplitN || BM % (64 * CONSUMERS) == 0, "whole m64 blocks per consumer");
   static constexpr uint32_t kMetaSlot = kMI * MetaSupply<E>::kSuppliers * MetaSupply<E>::kBytes;
   static constexpr int kMetaDistance =
       meta_distance(1024 + size_t(STAGES) * kStage + STAGING, kMetaSlot);
   static constexpr int kMetaSlots = E::kMeta ? kMetaDistance + 1 : 0;
   static constexpr size_t kSmem = 1024 + size_t(STAGES) * kStage + kMetaSlots * kMetaSlot;
-  // Boxes of 128 pixels per stage: the im2col operand is A (BM rows) or, weights as A, B (BN).
-  static constexpr int kBoxes = (E::kWeightsAreA ? BN : BM) / 128;
+  // The im2col operand's boxes per stage (per 64-byte block of a paired k-tile): it is A (BM rows)
+  // or, weights as A, B (BN); boxes of 128 pixels, or one box of all BM = 192 (the 192-row tile's
+  // input map: tma_s8.cu).
+  static constexpr int kBoxPixels = !E::kWeightsAreA && BM % 128 != 0 ? BM : 128;
+  static constexpr int kBoxes = (E::kWeightsAreA ? BN : BM) / kBoxPixels;
   static_assert(kStage % 1024 == 0, "every stage's swizzle atoms stay 1024-byte aligned");
   static_assert(E::kWeightsAreA || kSmem == tma::ring_smem_bytes(BM, BN, STAGES, E::kRowBytes),
                 "the dense ring is the shared host-side formula");
@@ -290,10 +329,14 @@ struct NoMeta {};
 // library runs CL 1), the epilogue Epi (design note).  Called by a __global__ function with
 // __launch_bounds__(kThreads, 1) and TmaRing::kSmem (+ the epilogue's staging) dynamic shared
 // memory.
-template <class E, int BM, int BN, int STAGES, int CL, class Epi, class P>
+// CONSUMERS: the consumer warpgroups (TmaRoles; 3 only for dense tiles of 192 rows, no cluster).
+template <class E, int BM, int BN, int STAGES, int CL, class Epi, int CONSUMERS = 2, class P>
 __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
                                                   const CUtensorMap& tmap_w, const P& p) {
-  using C = TmaRing<E, BM, BN, STAGES, epi_staging<E, Epi>()>;
+  using C = TmaRing<E, BM, BN, STAGES, epi_staging<E, Epi>(), CONSUMERS>;
+  using Roles = TmaRoles<CONSUMERS>;
+  static_assert(CONSUMERS == 2 || (!E::kWeightsAreA && !E::kSplitK && CL == 1),
+                "three consumers: dense im2col-as-A tiles without a cluster");
   using Acc = typename E::Acc;
   // kWA: the roles (weights are A, im2col boxes B); kSparse: 2:4 metadata to supply (the
   // sparse instances, which are also kWA).
@@ -313,7 +356,7 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbarrier_init(smem_u32(&full_bar[s]), 1);
-      mbarrier_init(smem_u32(&empty_bar[s]), 2 * CL);
+      mbarrier_init(smem_u32(&empty_bar[s]), CONSUMERS * CL);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -324,7 +367,7 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
   const int first = blockIdx.x / CL, step = gridDim.x / CL;
 
   if (wg == 0) {  // ---------------- producer warpgroup: one thread issues every TMA
-    setmaxnreg_dec<kProducerRegs>();
+    setmaxnreg_dec<Roles::kProducerRegs>();
     if (threadIdx.x == 0) {
       int stage = 0;
       uint32_t phase = 0;
@@ -369,7 +412,7 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
           int aw[C::kBoxes], ah[C::kBoxes], an[C::kBoxes];
 #pragma unroll
           for (int i = 0; i < C::kBoxes; ++i) {
-            const int m = m_first + 128 * i, img = m / pix, rem = m - img * pix;
+            const int m = m_first + C::kBoxPixels * i, img = m / pix, rem = m - img * pix;
             const int oy = rem / p.conv_w, ox = rem - oy * p.conv_w;
             aw[i] = ox * p.sw - p.pad_left;
             ah[i] = oy * p.sh - p.pad_top;
@@ -395,8 +438,9 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
 #pragma unroll
               for (int half = 0; half < 2; ++half) {
 #pragma unroll
-                for (int i = 0; i < C::kMI; ++i)
-                  tma_load_im2col(a_dst + half * BM * E::kARowBytes + i * 128 * E::kARowBytes,
+                for (int i = 0; i < C::kBoxes; ++i)
+                  tma_load_im2col(a_dst + half * BM * E::kARowBytes +
+                                      i * C::kBoxPixels * E::kARowBytes,
                                   &tmap_x, cb * E::kABlockElems, aw[i], ah[i], an[i], uint16_t(s),
                                   uint16_t(r), fb);
                 if (half == 0 && 2 * kt + 1 < p.a_blocks && ++cb == p.c_blocks) {
@@ -410,8 +454,8 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
               tma_load_2d(b_dst, &tmap_w, kt * E::kTileElems, n0, fb);
             } else {
 #pragma unroll
-              for (int i = 0; i < C::kMI; ++i)
-                tma_load_im2col(a_dst + i * 128 * E::kRowBytes, &tmap_x, cb * E::kTileElems, aw[i],
+              for (int i = 0; i < C::kBoxes; ++i)
+                tma_load_im2col(a_dst + i * C::kBoxPixels * E::kRowBytes, &tmap_x, cb * E::kTileElems, aw[i],
                                 ah[i], an[i], uint16_t(s), uint16_t(r), fb);
               if (CL == 1)
                 tma_load_2d(b_dst, &tmap_w, kt * E::kTileElems, n0, fb);
@@ -435,7 +479,7 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
       }
     }
   } else {  // ---------------- consumer warpgroups: wgmma, then the epilogue from registers
-    setmaxnreg_inc<kConsumerRegs>();
+    setmaxnreg_inc<Roles::kConsumerRegs>();
     const int cw = wg - 1, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
     Acc acc[C::kMI][C::kWN / 2];
     int stage = 0;
@@ -511,7 +555,7 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
         // The warpgroup's operands: its BM / 2 A rows and all of B, or (split N) all of A and
         // its BN / 2 B rows.
         const uint32_t a =
-            ring + stage * C::kStage + (E::kSplitN ? 0 : cw * (BM / 2) * E::kARowBytes);
+            ring + stage * C::kStage + (E::kSplitN ? 0 : cw * (BM / CONSUMERS) * E::kARowBytes);
         const uint32_t b =
             ring + stage * C::kStage + C::kA + (E::kSplitN ? cw * C::kWN * E::kRowBytes : 0);
         if constexpr (kSparse) {
@@ -524,6 +568,8 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
         wgmma_fence();
         if constexpr (kSparse)
           E::template mma_k_tile<BN, C::kMI>(acc, a, b, meta);
+        else if constexpr (ABlocks<E>::value == 2)
+          E::template mma_k_tile<C::kWN, C::kMI, BM>(acc, a, b);  // the halves BM rows apart
         else
           E::template mma_k_tile<C::kWN, C::kMI>(acc, a, b);
         wgmma_commit();

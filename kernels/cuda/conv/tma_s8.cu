@@ -111,11 +111,19 @@ struct TileInfo : tma::TileShape {
   int stages128, stages64;
   bool pool;
 };
+// 192x192 is int8's own: three consumer warpgroups of one m64n192 block each (tma_mainloop.cuh's
+// TmaRoles<3>, 512 threads), one im2col box of 192 pixels per block (ConvS8TmaInput::map192), a
+// stage of 48 KB as 256x128's, so 4 stages (8 at KB 64); 4.7 M MACs per 128-byte k-tile against
+// 256x128's 4.2 M (11 % fewer bytes per MAC) and three wgmma streams.  It fits out_c 192 and 384
+// (AlexNet conv2, conv3).  Its speed is a placeholder below the others' until measured
+// (docs/kernels/conv_int8_tma.md, "Three consumer warpgroups"): no default plan takes it yet.
 constexpr tma::TileShape kInt8Tile256x128 = {256, 128, 1.02, "256x128"};
+constexpr tma::TileShape kInt8Tile192x192 = {192, 192, 0.9, "192x192"};
 constexpr TileInfo kTiles[] = {
     {tma::kTileShapes[0], 7, 12, false}, {tma::kTileShapes[1], 4, 8, false},
     {tma::kTileShapes[2], 4, 8, true},   {kInt8Tile256x128, 4, 8, true},
     {tma::kTileShapes[5], 5, 10, false}, {tma::kTileShapes[6], 8, 16, false},
+    {kInt8Tile192x192, 4, 8, false},
 };
 static_assert(kInt8Tile256x128.bm == tma::kTileShapes[3].bm &&
                   kInt8Tile256x128.bn == tma::kTileShapes[3].bn,
@@ -152,10 +160,15 @@ KernelFn kernel_of_tile(int tile) {
       return instance<3, KB, F>();
     case 4:
       return instance<4, KB, F>();
-    default:
+    case 5:
       return instance<5, KB, F>();
+    default:
+      return instance<6, KB, F>();
   }
 }
+static_assert(sizeof(kTiles) / sizeof(kTiles[0]) == 7, "one kernel_of_tile case per tile");
+// The threads of tile t's instances (384, or 512 for 192x192's three consumers).
+int threads_of(int tile) { return tma_s8_detail::threads_for_rows(kTiles[tile].bm); }
 // The fused-pool instances: the two tiles with TileInfo::pool, KB 128 or paired rows, int8 out.
 constexpr int kPool128x256 = 2, kPool256x128 = 3;
 constexpr bool pooled_tiles_match_the_table() {
@@ -213,12 +226,17 @@ static_assert(TmaS8Tile<256, 128, 4, 128>::kSmem + tma_s8_detail::kPoolStaging<2
 static_assert(TmaS8Tile<128, 128, 12, 64>::kSmem == 1024 + 12 * 256 * 64, "smem_of mirrors it");
 static_assert(TmaS8Tile<128, 192, 5, kPairedRows>::kSmem == 1024 + 5 * 320 * 128,
               "paired rows: 128 bytes of K per stage row");
+static_assert(TmaS8Tile<192, 192, 4, kPairedRows>::kSmem == 1024 + 4 * 384 * 128 &&
+                  TmaS8Tile<192, 192, 8, 64>::kSmem == 1024 + 8 * 384 * 64,
+              "192x192: 48 KB stages");
 
 // The instances whose k-tile rows are one of `kbs` bytes, each with int8 and fp32 output, and
-// the fused-pool ones where the tile has them.
-std::vector<tma::KernelImage> kernel_images(std::initializer_list<int> kbs) {
+// the fused-pool ones where the tile has them; those of tiles with `consumers` consumer
+// warpgroups only, or (0) of every tile.
+std::vector<tma::KernelImage> kernel_images(std::initializer_list<int> kbs, int consumers = 0) {
   std::vector<tma::KernelImage> images;
-  for (int t = 0; t < kTileCount; ++t)
+  for (int t = 0; t < kTileCount; ++t) {
+    if (consumers != 0 && tma_detail::consumers_for_rows(kTiles[t].bm) != consumers) continue;
     for (int kb : kbs) {
       for (bool f : {false, true})
         images.push_back(
@@ -227,12 +245,19 @@ std::vector<tma::KernelImage> kernel_images(std::initializer_list<int> kbs) {
         images.push_back({reinterpret_cast<const void*>(pooled_kernel_of(t, kb)), kTiles[t].name,
                           smem_of(t, kb, true)});
     }
+  }
   return images;
 }
-// setmaxnreg's budget holds only when every instance starts at exactly kEntryRegs registers.
+// setmaxnreg's budget holds only when every instance starts at exactly its roles' kEntryRegs
+// (168 with two consumer warpgroups, 128 with three).
 void check_register_counts() {
-  static const std::string problem =
-      tma::register_problem(kernel_images({64, 128, kPairedRows}), tma_detail::kEntryRegs);
+  static const std::string problem = [] {
+    const std::string two = tma::register_problem(kernel_images({64, 128, kPairedRows}, 2),
+                                                  tma_detail::TmaRoles<2>::kEntryRegs);
+    return two.empty() ? tma::register_problem(kernel_images({64, 128, kPairedRows}, 3),
+                                               tma_detail::TmaRoles<3>::kEntryRegs)
+                       : two;
+  }();
   if (!problem.empty()) throw Error("conv_int8_tma: " + problem);
 }
 
@@ -291,7 +316,7 @@ bool tma_s8_serves(const S8Conv& c) {
 }
 
 CUtensorMap tma_s8_input_map(const char* kernel, const S8Conv& c, const void* x, int batch,
-                             int kb) {
+                             int kb, int box_pixels) {
   // Corners in tensor-dimension order (W, H).
   const tma::Im2colGeometry g = {CU_TENSOR_MAP_DATA_TYPE_UINT8,
                                  1,
@@ -305,7 +330,8 @@ CUtensorMap tma_s8_input_map(const char* kernel, const S8Conv& c, const void* x,
                                  c.stride_w,
                                  c.stride_h,
                                  kb,
-                                 kb};
+                                 kb,
+                                 box_pixels};
   return tma::encode_im2col_map(kernel, x, g);
 }
 
@@ -474,6 +500,7 @@ ConvS8TmaInput ConvS8Tma::encode_input(const void* x, int batch) const {
   input.x = x;
   input.batch = batch;
   input.map = tma_s8_input_map("conv_int8_tma", m.conv, x, batch, box_bytes(m.kb));
+  input.map192 = tma_s8_input_map("conv_int8_tma", m.conv, x, batch, box_bytes(m.kb), 192);
   return input;
 }
 
@@ -500,11 +527,11 @@ void ConvS8Tma::forward(int variant, const ConvS8TmaInput& input, void* y,
     static_cast<TmaS8Params&>(pooled) = p;
     pooled.pool = *m.tiling(t.bm);
     pooled.pool.rows_total = input.batch * m.pool->out_h;
-    launch_kernel(pooled_kernel_of(tile, m.kb), plan.ctas, tma_s8_detail::kThreads, smem, stream,
+    launch_kernel(pooled_kernel_of(tile, m.kb), plan.ctas, threads_of(tile), smem, stream,
                   input.map, m.w_map(t.bn), pooled);
   } else {
-    launch_kernel(kernel_of(tile, m.kb, m.conv.float_output), plan.ctas, tma_s8_detail::kThreads,
-                  smem, stream, input.map, m.w_map(t.bn), p);
+    launch_kernel(kernel_of(tile, m.kb, m.conv.float_output), plan.ctas, threads_of(tile), smem,
+                  stream, t.bm == 192 ? input.map192 : input.map, m.w_map(t.bn), p);
   }
 }
 

@@ -43,21 +43,23 @@ struct ConvS8TmaPlan {
 // The im2col tensor map of one input buffer at one batch (host data, ~1 us to encode).
 struct ConvS8TmaInput {
   CUtensorMap map;
+  CUtensorMap map192;  // boxes of 192 pixels: the 192x192 tile's (conv_int8_tma only)
   const void* x = nullptr;
   int batch = 0;
 };
 
 bool tma_s8_serves(const S8Conv& conv);
-// conv_int8_tma's input map for `batch` images: boxes of 128 pixels x kb channels, the kb-byte
-// swizzle.  The 2:4 int8 kernel reads the same map as its B operand, so both encode it here.
+// conv_int8_tma's input map for `batch` images: boxes of box_pixels (128, or 192 for the 192x192
+// tile) x kb channels, the kb-byte swizzle.  The 2:4 int8 kernel reads the 128-pixel map as its B
+// operand, so both encode it here.
 CUtensorMap tma_s8_input_map(const char* kernel, const S8Conv& conv, const void* x, int batch,
-                             int kb);
+                             int kb, int box_pixels = 128);
 
 class ConvS8Tma {
  public:
   // Compute capability 9.0 with the sm_90a image (wgmma_s8_device_supported()).
   static bool device_supported();
-  // "128x128", "128x192", "128x256", "256x128", "256x64", "128x64".
+  // "128x128", "128x192", "128x256", "256x128", "256x64", "128x64", "192x192".
   static const std::vector<std::string>& tile_names();
 
   // Whether pinned tile `tile` runs `pool` fused after `conv` (int8 output, the default k-tile

@@ -37,6 +37,11 @@
 namespace cnnrt::cuda::tma_s8_detail {
 
 constexpr int kThreads = tma_detail::kThreads;
+// The threads of a tile of BM rows: 384, or 512 for the 192-row tile's three consumers
+// (tma_mainloop.cuh's TmaRoles).
+constexpr int threads_for_rows(int bm) {
+  return bm % 128 == 0 ? tma_detail::TmaRoles<2>::kThreads : tma_detail::TmaRoles<3>::kThreads;
+}
 
 // Everything the kernel reads besides the two tensor maps.  GEMM view: M = batch * conv_h *
 // conv_w output pixels, N = out_c, K = kh * kw * in_stride in (kh, kw, c) order.
@@ -80,8 +85,8 @@ struct TmaS8Pairs {
   static constexpr int kARowBytes = 64, kABlocks = 2, kABlockElems = 64;
 #ifdef CNNRT_WGMMA_DEVICE
   // a: this warpgroup's first A row in the first block's half (MI m64 blocks of 64-byte rows);
-  // the second half is 128 * MI rows (the tile's BM) further.
-  template <int BN, int MI>
+  // the second half is BM rows (the tile's) further.
+  template <int BN, int MI, int BM>
   static __device__ __forceinline__ void mma_k_tile(int (&acc)[MI][BN / 2], uint32_t a,
                                                     uint32_t b) {
 #pragma unroll
@@ -89,8 +94,7 @@ struct TmaS8Pairs {
 #pragma unroll
       for (int i = 0; i < MI; ++i)
         ptx::MmaS8<BN>::run(
-            acc[i],
-            tma_detail::desc_of<64>(a + (k / 2) * (128 * MI) * 64 + i * 64 * 64 + (k % 2) * 32),
+            acc[i], tma_detail::desc_of<64>(a + (k / 2) * BM * 64 + i * 64 * 64 + (k % 2) * 32),
             tma_detail::desc_of<128>(b + k * 32));
   }
 #endif
@@ -103,7 +107,8 @@ template <int KB>
 using S8Traits = std::conditional_t<KB == kPairedRows, TmaS8Pairs, tma_detail::TmaS8<KB>>;
 
 template <int BM, int BN, int STAGES, int KB>
-using TmaS8Tile = tma_detail::TmaRing<S8Traits<KB>, BM, BN, STAGES>;
+using TmaS8Tile =
+    tma_detail::TmaRing<S8Traits<KB>, BM, BN, STAGES, 0, tma_detail::consumers_for_rows(BM)>;
 
 // The fused MaxPool's staging (POOL instances), after the ring: the whole tile's int8 values, BM
 // rows of BN bytes (32 KB for 256x128 and 128x256: with their 4-stage rings 225 KB in all).
@@ -133,9 +138,10 @@ __device__ __forceinline__ void requantised_tile(const int (&acc)[MI][BN / 2], c
                                                  const tma_detail::TmaUnit& u, Sink&& sink) {
   using tma_detail::quad_transpose;
   const int q = u.lane % 4;
+  const float lo = __int2float_rn(p.lo), hi = __int2float_rn(p.hi);  // once, not per output
 #pragma unroll
   for (int i = 0; i < MI; ++i) {
-    const int row0 = u.cw * (BM / 2) + i * 64 + u.warp * 16 + u.lane / 4;
+    const int row0 = (u.cw * MI + i) * 64 + u.warp * 16 + u.lane / 4;  // consumer cw: MI blocks
 #pragma unroll
     for (int g = 0; g < BN / 64; ++g) {
       int bq[8][2];
@@ -148,30 +154,38 @@ __device__ __forceinline__ void requantised_tile(const int (&acc)[MI][BN / 2], c
           bq[jj][e] = col < p.out_c ? __ldg(p.bias + col) : 0;
           mq[jj][e] = col < p.out_c ? __ldg(p.multiplier + col) : 0.f;
         }
+      // The 64 columns' bytes: requantised for every column (bias and multiplier are 0 past
+      // out_c, so nothing there can misbehave), the padding lanes then zeroed — by a select only
+      // in a group that reaches past out_c, so a whole group runs no per-output compare.
+      auto pack = [&](auto whole_group) {
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        uint32_t w[4];
+        for (int h = 0; h < 2; ++h) {
+          uint32_t w[4];
 #pragma unroll
-        for (int t = 0; t < 4; ++t) {
-          uint32_t word = 0;
+          for (int t = 0; t < 4; ++t) {
+            uint32_t word = 0;
 #pragma unroll
-          for (int half = 0; half < 2; ++half)
+            for (int half = 0; half < 2; ++half)
 #pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const int jj = 2 * t + half, j = 8 * g + jj;
-              const int col = u.n0 + 64 * g + 8 * jj + 2 * q + e;
-              const int8_t v = col < p.out_c ? s8::requantize(acc[i][4 * j + 2 * h + e] + bq[jj][e],
-                                                              mq[jj][e], p.lo, p.hi)
-                                             : int8_t{0};
-              word |= uint32_t(uint8_t(v)) << (8 * (2 * half + e));
-            }
-          w[t] = word;
+              for (int e = 0; e < 2; ++e) {
+                const int jj = 2 * t + half, j = 8 * g + jj;
+                const int col = u.n0 + 64 * g + 8 * jj + 2 * q + e;
+                int8_t v = s8::requantize(acc[i][4 * j + 2 * h + e] + bq[jj][e], mq[jj][e], lo, hi);
+                if constexpr (!decltype(whole_group)::value) v = col < p.out_c ? v : int8_t{0};
+                word |= uint32_t(uint8_t(v)) << (8 * (2 * half + e));
+              }
+            w[t] = word;
+          }
+          quad_transpose(w, q);
+          sink(row0 + 8 * h, 64 * g + 16 * q,
+               make_uint4(__byte_perm(w[0], w[1], 0x5410), __byte_perm(w[2], w[3], 0x5410),
+                          __byte_perm(w[0], w[1], 0x7632), __byte_perm(w[2], w[3], 0x7632)));
         }
-        quad_transpose(w, q);
-        sink(row0 + 8 * h, 64 * g + 16 * q,
-             make_uint4(__byte_perm(w[0], w[1], 0x5410), __byte_perm(w[2], w[3], 0x5410),
-                        __byte_perm(w[0], w[1], 0x7632), __byte_perm(w[2], w[3], 0x7632)));
-      }
+      };
+      if (u.n0 + 64 * (g + 1) <= p.out_c)
+        pack(std::true_type{});
+      else
+        pack(std::false_type{});
     }
   }
 }
@@ -246,7 +260,7 @@ struct TmaS8Epilogue {
       float* y = static_cast<float*>(p.y);
 #pragma unroll
       for (int i = 0; i < MI; ++i) {
-        const int row0 = u.m_blk * BM + u.cw * (BM / 2) + i * 64 + u.warp * 16 + u.lane / 4;
+        const int row0 = u.m_blk * BM + (u.cw * MI + i) * 64 + u.warp * 16 + u.lane / 4;
 #pragma unroll
         for (int j = 0; j < BN / 8; ++j) {
           const int col = u.n0 + 8 * j + 2 * q;
@@ -280,14 +294,17 @@ struct TmaS8Epilogue {
 
 // BM x BN tiles, a ring of STAGES, k-tiles of KB bytes (or kPairedRows); FLOAT_OUT: dequantised
 // fp32 output.
+// BM = 192: three consumer warpgroups of one m64 block each (threads_for_rows), one im2col box
+// of 192 pixels per 64- or 128-byte block (the host's 192-pixel input map).
 template <int BM, int BN, int STAGES, int KB, bool FLOAT_OUT>
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __launch_bounds__(threads_for_rows(BM), 1)
     conv_tma_s8_kernel(const __grid_constant__ CUtensorMap tmap_x,
                        const __grid_constant__ CUtensorMap tmap_w, const TmaS8Params p) {
   pdl_wait();
 #ifdef CNNRT_WGMMA_DEVICE
   tma_detail::tma_conv_mainloop<S8Traits<KB>, BM, BN, STAGES, 1,
-                                TmaS8Epilogue<BM, BN, FLOAT_OUT, false>>(tmap_x, tmap_w, p);
+                                TmaS8Epilogue<BM, BN, FLOAT_OUT, false>,
+                                tma_detail::consumers_for_rows(BM)>(tmap_x, tmap_w, p);
 #endif
 }
 

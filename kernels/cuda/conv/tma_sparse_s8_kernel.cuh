@@ -235,6 +235,7 @@ struct TmaSparseS8Epilogue {
       } else {
         int8_t* stg = reinterpret_cast<int8_t*>(u.after_ring + (u.cw * 4 + u.warp) * kWarpStaging);
         int8_t* y = static_cast<int8_t*>(p.y);
+        const float lo = __int2float_rn(p.lo), hi = __int2float_rn(p.hi);
 #pragma unroll
         for (int c0 = 0; c0 < BN; c0 += kChunk) {
           __syncwarp();  // the previous pass's reads are done
@@ -244,9 +245,11 @@ struct TmaSparseS8Epilogue {
             for (int h = 0; h < 2; ++h)
 #pragma unroll
               for (int q = 0; q < 2; ++q) {
+                // Requantised whatever in[h] says (its bias and multiplier are 0 otherwise),
+                // then selected: no branch per output.
                 const int v = acc[i][4 * (c0 / 8 + jj) + 2 * h + q] + bias[h];
-                stg[(8 * jj + 2 * t + q) * 16 + g + 8 * h] =
-                    in[h] ? s8::requantize(v, mult[h], p.lo, p.hi) : int8_t{0};
+                const int8_t r = s8::requantize(v, mult[h], lo, hi);
+                stg[(8 * jj + 2 * t + q) * 16 + g + 8 * h] = in[h] ? r : int8_t{0};
               }
           __syncwarp();
 #pragma unroll
