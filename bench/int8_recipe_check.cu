@@ -2,23 +2,39 @@
 // expressions on the host: the evidence behind "bit for bit" before any int8 kernel exists.
 // Not built by CMake (the GPU int8 kernels' tests will compare against kernels/cpu/int8_ref
 // itself); the host functions below repeat ref::requantize and ref::add_int8 expression for
-// expression.  Also prints what the GPU's conversions give for NaN, ±inf and the saturation edges.
+// expression.  Also prints what the GPU's conversions give for NaN, ±inf and the saturation edges,
+// and runs the kernels' own device function (kernels/cuda/conv/epilogue_s8.cuh's s8::requantize,
+// the clamp-first spelling without a float -> int conversion) on the same values, with the bounds
+// as ints and as floats.
 //
-//   nvcc -O2 -arch=sm_90 -o /tmp/int8_recipe_check bench/int8_recipe_check.cu &&
+//   nvcc -O2 -arch=sm_90 -I. -o /tmp/int8_recipe_check bench/int8_recipe_check.cu &&
 //   /tmp/int8_recipe_check
 //
-// H100, CUDA 13.0: 0 mismatches in 3 × 2^24 requantisations and 2^24 adds (QUANTIZATION.md).
+// H100, CUDA 13.0: 0 mismatches in 3 × 2^24 requantisations and 2^24 adds (QUANTIZATION.md; the
+// recipe's own expressions, before s8::requantize was checked here).
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <random>
 #include <vector>
 
+#include "kernels/cuda/conv/epilogue_s8.cuh"
+
 __global__ void gpu_requant(const int32_t* v, const float* m, int lo, int hi, int8_t* out, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
   int r = __float2int_rn(__fmul_rn(__int2float_rn(v[i]), m[i]));
   out[i] = static_cast<int8_t>(min(max(r, lo), hi));
+}
+// The library's requantisation as the kernels call it (float bounds: the TMA epilogues; int
+// bounds: the others).
+__global__ void gpu_requant_library(const int32_t* v, const float* m, int lo, int hi,
+                                    bool float_bounds, int8_t* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  out[i] = float_bounds
+               ? cnnrt::cuda::s8::requantize(v[i], m[i], __int2float_rn(lo), __int2float_rn(hi))
+               : cnnrt::cuda::s8::requantize(v[i], m[i], lo, hi);
 }
 __global__ void gpu_add(const int8_t* a, const int8_t* b, const float* ma, const float* mb,
                         int8_t* out, int n) {
@@ -83,6 +99,15 @@ int main() {
     for (int i = 0; i < n; ++i) mismatches += got[i] != cpu_requant(v[i], m[i], lo, hi);
   }
   printf("requantize: %d x 3 bounds, mismatches %ld\n", n, mismatches);
+  long library_mismatches = 0;
+  for (auto [lo, hi] : {std::pair<int, int>{-127, 127}, {0, 127}, {0, 60}, {5, 100}})
+    for (bool float_bounds : {false, true}) {
+      gpu_requant_library<<<(n + 255) / 256, 256>>>(dv, dm, lo, hi, float_bounds, dout, n);
+      cudaMemcpy(got.data(), dout, n, cudaMemcpyDeviceToHost);
+      for (int i = 0; i < n; ++i) library_mismatches += got[i] != cpu_requant(v[i], m[i], lo, hi);
+    }
+  printf("s8::requantize (kernels' device function): %d x 4 bounds x 2 forms, mismatches %ld\n", n,
+         library_mismatches);
 
   std::vector<int8_t> a(n), b(n);
   std::vector<float> ma(n), mb(n);

@@ -7,7 +7,8 @@ median over rounds of each build's median latency and B/A.  Used to check that a
 changes no numbers (docs/PERFORMANCE.md).
 
   python3 scripts/ab_bench.py --a OLD/bin/cnnrt --b NEW/bin/cnnrt --model models/alexnet.yaml \
-      --batch 1,64,256 [--rounds 3] [--iterations 200] [--json OUT.json]
+      --batch 1,64,256 [--rounds 3] [--iterations 200] [--precision int8 --calib CALIB.json] \
+      [--json OUT.json]
 """
 import argparse
 import json
@@ -36,16 +37,21 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--iterations", type=int, default=200)
     parser.add_argument("--extra-b", default="", help="extra flags for B only")
+    parser.add_argument("--precision", default="fp16", help="the engines' precision (both builds)")
+    parser.add_argument("--calib", help="int8 scales (cnnrt calibrate) for --precision int8")
     parser.add_argument("--json")
     args = parser.parse_args()
+    if args.precision == "int8" and not args.calib:
+        parser.error("--precision int8 needs --calib")
+    both = ["--precision", args.precision] + (["--calib", args.calib] if args.calib else [])
     runs = {"a": [], "b": []}
     for _ in range(args.rounds):
-        runs["a"].append(bench(args.a, args.model, args.batch, args.iterations, []))
+        runs["a"].append(bench(args.a, args.model, args.batch, args.iterations, both))
         runs["b"].append(bench(args.b, args.model, args.batch, args.iterations,
-                               args.extra_b.split()))
+                               both + args.extra_b.split()))
     rows = []
-    print(f"{'batch':>6} {'A ms':>10} {'B ms':>10} {'B/A':>7}   (median of {args.rounds} "
-          f"interleaved rounds, each the median of {args.iterations} runs)")
+    print(f"{'batch':>6} {'A ms':>10} {'B ms':>10} {'B/A':>7}   ({args.precision}; median of "
+          f"{args.rounds} interleaved rounds, each the median of {args.iterations} runs)")
     for batch in runs["a"][0]:
         a = statistics.median(r[batch] for r in runs["a"])
         b = statistics.median(r[batch] for r in runs["b"])
@@ -55,7 +61,8 @@ def main():
         print(f"{batch:>6} {a:>10.4f} {b:>10.4f} {b / a:>7.3f}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"a": args.a, "b": args.b, "model": args.model, "rows": rows}, f, indent=2)
+            json.dump({"a": args.a, "b": args.b, "model": args.model, "precision": args.precision,
+                       "rows": rows}, f, indent=2)
     return 0
 
 

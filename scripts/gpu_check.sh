@@ -3,11 +3,13 @@
 # Debian -dev packages: unpack the carried .deb files (scripts/fetch_gpu_deps.sh makes them)
 # into a private prefix, build for the local GPU, run the whole test suite, then optionally the
 # memory checkers and the benchmarks.
-#   scripts/gpu_check.sh [test|gtest] [plantarget] [sanitize] [bench] [ab] [sparse] [models] [zoo] [soak] [compare] [python] [auto]
+#   scripts/gpu_check.sh [test|gtest] [plantarget] [sanitize] [bench] [int8] [ab] [sparse] [models] [zoo] [soak] [compare] [python] [auto]
 #   (default: test; models needs .carry/ with the EfficientNet-Lite0 .pth, its converted
 #    safetensors and coffee.png — see scripts/gpu_models_check.py)
-# (ab: builds the tree carried in .baseline/ too and times both AlexNet engines interleaved —
-#  the before/after check of a refactor; scripts/ab_bench.py)
+# (ab: builds the tree carried in .baseline/ too and times both AlexNet engines interleaved, fp16
+#  and int8 — the before/after check of a change; scripts/ab_bench.py)
+# (int8: the int8 gtests and harness rows, GPU == CPU integer engine, conv_lab --s8, per-layer and
+#  end-to-end int8 timings; scripts/gpu_int8_check.sh)
 # (auto: cnnrt build --precision auto for AlexNet and EfficientNet-Lite0 at batch 1, 64, 256, each
 #  plan benched against all-fp16; needs .carry/ for EfficientNet-Lite0; scripts/gpu_auto_check.py)
 # (plantarget: scripts/plan_target_check.sh — `plan --target h100` diffed with the GPU's plan)
@@ -183,6 +185,19 @@ for mode in "${modes[@]}"; do
       python3 "$ROOT/scripts/ab_bench.py" --a "$ROOT/build-baseline/bin/cnnrt" --b "$BUILD/bin/cnnrt" \
         --model "$ROOT/models/alexnet.yaml" --batch 1,64,256 --rounds "${CNNRT_AB_ROUNDS:-3}" \
         --json "$OUT/ab.json" 2>&1 | tee "$OUT/ab.txt" || status=1
+      # int8 too, both builds on one calibration (this build's, 16 N(0, 1) inputs, the weights of
+      # ab_bench.py's --random-weights 1)
+      python3 -c "import numpy as np; np.save('/tmp/cnnrt_ab_x16.npy', np.random.default_rng(0).standard_normal((16, 3, 224, 224)).astype(np.float32))" &&
+        "$BUILD/bin/cnnrt" calibrate "$ROOT/models/alexnet.yaml" --random-weights 1 \
+          --input /tmp/cnnrt_ab_x16.npy --method entropy -o "$OUT/ab_calib.json" -q &&
+        python3 "$ROOT/scripts/ab_bench.py" --a "$ROOT/build-baseline/bin/cnnrt" --b "$BUILD/bin/cnnrt" \
+          --model "$ROOT/models/alexnet.yaml" --batch 1,64,256 --rounds "${CNNRT_AB_ROUNDS:-3}" \
+          --precision int8 --calib "$OUT/ab_calib.json" --json "$OUT/ab_int8.json" 2>&1 |
+        tee "$OUT/ab_int8.txt" || status=1
+      ;;
+    int8)
+      step "int8: checks and timings (scripts/gpu_int8_check.sh)"
+      bash "$ROOT/scripts/gpu_int8_check.sh" "$BUILD" "$OUT" 2>&1 | tee "$OUT/int8.log" || status=1
       ;;
     models)
       step "real models: the torch-free reader vs torch, EfficientNet-Lite0 GPU vs CPU, ONNX"

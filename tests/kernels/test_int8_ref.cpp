@@ -125,11 +125,12 @@ int8_t requantize_clamp_first(int32_t acc, float multiplier, ref::Int8Bounds bou
 TEST(Int8Helpers, ClampFirstRequantisationEqualsTheReference) {
   const ref::Int8Bounds bounds[] = {{-127, 127}, {0, 127}, {0, 60}, {-128, 127}, {-5, 3}};
   const float multipliers[] = {0.5f, 1.0f, 1e-3f, 1.0f / 16777216.0f, 3.7e-5f, 1e30f, 7.0f};
-  const int32_t edges[] = {0,          1,          -1,       2,          5,          -5,
-                           7,          -7,         127,      128,        -128,       -129,
-                           254,        255,        -255,     16777216,   16777217,   16777219,
-                           -16777217,  1 << 22,    -(1 << 22), (1 << 22) - 1, 123456789,
-                           std::numeric_limits<int32_t>::max(), std::numeric_limits<int32_t>::min()};
+  constexpr int32_t kMax = std::numeric_limits<int32_t>::max(), kMin = -kMax - 1;
+  const int32_t edges[] = {
+      0,        1,        -1,        2,        5,       -5,         7,
+      -7,       127,      128,       -128,     -129,    254,        255,
+      -255,     16777216, kMax,      kMin,     1 << 22, -(1 << 22), (1 << 22) - 1,
+      16777217, 16777219, -16777217, 123456789};
   for (const ref::Int8Bounds& b : bounds)
     for (float m : multipliers)
       for (int32_t acc : edges)

@@ -75,9 +75,8 @@ CUtensorMap encode_im2col_map(const char* kernel, const void* x, const Im2colGeo
       kernel,
       encode_im2col()(&map, g.type, 4, const_cast<void*>(x), dims, strides, g.lower, g.upper,
                       cuuint32_t(g.row_elems), cuuint32_t(g.box_pixels), element_strides,
-                      CU_TENSOR_MAP_INTERLEAVE_NONE,
-                      swizzle_of(g.row_bytes), CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+                      CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle_of(g.row_bytes),
+                      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
       "cuTensorMapEncodeIm2col (input)");
   return map;
 }

@@ -107,40 +107,9 @@
 #include "kernels/cuda/conv/ptx.cuh"
 #include "kernels/cuda/conv/tma_encode.h"
 #include "kernels/cuda/conv/tma_ptx.cuh"
+#include "kernels/cuda/conv/tma_roles.h"
 
 namespace cnnrt::cuda::tma_detail {
-
-// The warpgroup roles of an instance with C consumer warpgroups: its threads (the producer
-// warpgroup + C), setmaxnreg's split and the registers every image must start at (what the host
-// checks).  C = 2 (every family): 128 x 40 + 256 x 232 = 64512 from 168 at entry.  C = 3 (int8's
-// 192-row tiles, each consumer one m64 block): launch bounds (512, 1) start it at 128; the
-// producer's 32 leave (65536 - 128 x 32) / 384 = 160 per consumer thread (96 accumulators of
-// m64n192 and the epilogue's working set; the producer spilled at 24 on the paired rows).
-template <int C>
-struct TmaRoles;
-template <>
-struct TmaRoles<2> {
-  static constexpr int kThreads = 384, kProducerRegs = 40, kConsumerRegs = 232, kEntryRegs = 168;
-};
-template <>
-struct TmaRoles<3> {
-  static constexpr int kThreads = 512, kProducerRegs = 32, kConsumerRegs = 160, kEntryRegs = 128;
-};
-template <int C>
-constexpr bool roles_fit() {
-  using R = TmaRoles<C>;
-  return R::kThreads == 128 * (C + 1) && R::kEntryRegs * R::kThreads <= 65536 &&
-         128 * R::kProducerRegs + 128 * C * R::kConsumerRegs <= R::kEntryRegs * R::kThreads &&
-         R::kConsumerRegs % 8 == 0 && R::kProducerRegs % 8 == 0;
-}
-static_assert(roles_fit<2>() && roles_fit<3>(), "setmaxnreg's split fits the register file");
-// The consumer warpgroups of a dense tile of BM rows: two of BM / 2 rows where BM is a multiple
-// of 128, three of 64 rows for BM = 192 (tma_s8.cu's 192x192).
-constexpr int consumers_for_rows(int bm) { return bm % 128 == 0 ? 2 : 3; }
-// The two-consumer constants every family but int8's 192-row tiles uses.
-constexpr int kThreads = TmaRoles<2>::kThreads;
-constexpr int kProducerRegs = TmaRoles<2>::kProducerRegs, kConsumerRegs = TmaRoles<2>::kConsumerRegs,
-              kEntryRegs = TmaRoles<2>::kEntryRegs;
 
 // A metadata supplier's bytes per k-tile and m64 block, and the suppliers per CTA (both 0 for
 // dense traits: no metadata).
@@ -439,10 +408,10 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
               for (int half = 0; half < 2; ++half) {
 #pragma unroll
                 for (int i = 0; i < C::kBoxes; ++i)
-                  tma_load_im2col(a_dst + half * BM * E::kARowBytes +
-                                      i * C::kBoxPixels * E::kARowBytes,
-                                  &tmap_x, cb * E::kABlockElems, aw[i], ah[i], an[i], uint16_t(s),
-                                  uint16_t(r), fb);
+                  tma_load_im2col(
+                      a_dst + half * BM * E::kARowBytes + i * C::kBoxPixels * E::kARowBytes,
+                      &tmap_x, cb * E::kABlockElems, aw[i], ah[i], an[i], uint16_t(s), uint16_t(r),
+                      fb);
                 if (half == 0 && 2 * kt + 1 < p.a_blocks && ++cb == p.c_blocks) {
                   cb = 0;
                   if (++s == p.kw) {
@@ -455,8 +424,9 @@ __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
             } else {
 #pragma unroll
               for (int i = 0; i < C::kBoxes; ++i)
-                tma_load_im2col(a_dst + i * C::kBoxPixels * E::kRowBytes, &tmap_x, cb * E::kTileElems, aw[i],
-                                ah[i], an[i], uint16_t(s), uint16_t(r), fb);
+                tma_load_im2col(a_dst + i * C::kBoxPixels * E::kRowBytes, &tmap_x,
+                                cb * E::kTileElems, aw[i], ah[i], an[i], uint16_t(s), uint16_t(r),
+                                fb);
               if (CL == 1)
                 tma_load_2d(b_dst, &tmap_w, kt * E::kTileElems, n0, fb);
               else

@@ -315,8 +315,8 @@ bool tma_s8_serves(const S8Conv& c) {
   return pixels * c.out_stride < INT_MAX / 1024;
 }
 
-CUtensorMap tma_s8_input_map(const char* kernel, const S8Conv& c, const void* x, int batch,
-                             int kb, int box_pixels) {
+CUtensorMap tma_s8_input_map(const char* kernel, const S8Conv& c, const void* x, int batch, int kb,
+                             int box_pixels) {
   // Corners in tensor-dimension order (W, H).
   const tma::Im2colGeometry g = {CU_TENSOR_MAP_DATA_TYPE_UINT8,
                                  1,

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The int8 checks and timings of issue 10 on a GPU machine (called by scripts/gpu_check.sh int8,
+# after its build), in the order a short lease wants them (correctness first):
+#  * the int8 GPU gtests, bench/int8_recipe_check.cu (the requantisation's device function on
+#    3 x 2^24 values against the host expressions) and every int8 row of the kernel harness (bit
+#    for bit the integer reference: the requantisation is every int8 kernel's epilogue);
+#  * AlexNet int8 on the GPU against the CPU integer engine, bit for bit (batch 3);
+#  * `conv_lab --s8`: every conv_int8_tma tile on AlexNet conv2-conv5 at batch 64 and 256, each
+#    checked against the default tile's bytes, the wave model's pick marked;
+#  * `cnnrt profile --compare` at batch 64 and 256 (every int8 candidate per layer) and `cnnrt
+#    bench` int8 / fp16 at batch 1, 64 and 256.
+# AlexNet with random weights (seed 1, as scripts/ab_bench.py), int8 with an entropy calibration of
+# 16 N(0, 1) inputs: timings and bit-exactness, not accuracy (docs/QUANTIZATION.md has that).
+# Usage: scripts/gpu_int8_check.sh BUILD_DIR OUT_DIR; exit 1 when a step failed.
+set -uo pipefail
+BUILD="$1"
+OUT="$2"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+bin="$BUILD/bin"
+model="$ROOT/models/alexnet.yaml"
+SCRATCH="$(mktemp -d)"  # inputs and outputs too large for the results archive
+status=0
+step() { echo; echo "--- $* ($(date +%T))"; }
+run() { echo "+ $*"; "$@" || { echo "FAILED (rc $?): $*"; status=1; }; }
+
+step "int8 GPU gtests"
+timeout 200 "$bin/cnnrt_gpu_tests" --gtest_brief=1 \
+  --gtest_filter='ConvTmaS8*:*Int8*:*S8*:S2dTma*:*Window*:*Mixed*' > "$OUT/int8_gtests.txt" 2>&1 ||
+  status=1
+grep -E "PASSED|FAILED|SKIPPED \]|tests ran" "$OUT/int8_gtests.txt" | tail -12
+
+step "the requantisation recipe and the kernels' s8::requantize on 3 x 2^24 values"
+nvcc -O2 -arch=sm_90 -I"$ROOT" -o "$SCRATCH/int8_recipe_check" "$ROOT/bench/int8_recipe_check.cu" &&
+  "$SCRATCH/int8_recipe_check" | tee "$OUT/int8_recipe_check.txt" || status=1
+grep -qE "mismatches [1-9]" "$OUT/int8_recipe_check.txt" && { echo "FAILED: mismatches"; status=1; }
+
+step "kernel harness: every int8 row"
+timeout 240 "$bin/cnnrt_harness_tests" --gtest_brief=1 --gtest_filter='*int8*:*s8*' \
+  > "$OUT/int8_harness.txt" 2>&1 || status=1
+grep -E "PASSED|FAILED|tests ran" "$OUT/int8_harness.txt" | tail -12
+
+python3 - "$SCRATCH" <<'EOF'
+import sys, numpy as np
+rng = np.random.default_rng(0)
+np.save(sys.argv[1] + "/x16.npy", rng.standard_normal((16, 3, 224, 224)).astype(np.float32))
+np.save(sys.argv[1] + "/x3.npy", rng.standard_normal((3, 3, 224, 224)).astype(np.float32))
+EOF
+calib="$OUT/alexnet_calib.json"
+run "$bin/cnnrt" calibrate "$model" --random-weights 1 --input "$SCRATCH/x16.npy" --method entropy \
+  -o "$calib" -q
+int8=(--random-weights 1 --precision int8 --calib "$calib")
+
+step "AlexNet int8: the GPU against the CPU integer engine (batch 3)"
+run "$bin/cnnrt" run "$model" "${int8[@]}" --device cuda --input "$SCRATCH/x3.npy" \
+  --output "$SCRATCH/y_gpu.npy" -q
+run timeout 240 "$bin/cnnrt" run "$model" "${int8[@]}" --device cpu --input "$SCRATCH/x3.npy" \
+  --output "$SCRATCH/y_cpu.npy" -q
+python3 - "$SCRATCH" <<'EOF' || status=1
+import sys, numpy as np
+a, b = np.load(sys.argv[1] + "/y_gpu.npy"), np.load(sys.argv[1] + "/y_cpu.npy")
+same = a.shape == b.shape and np.array_equal(a.view(np.uint32), b.view(np.uint32))
+print("int8 GPU == CPU integer engine, bit for bit:", same, a.shape)
+sys.exit(0 if same else 1)
+EOF
+
+step "conv_lab --s8 (every conv_int8_tma tile; '*' = the default)"
+[ -x "$bin/conv_lab" ] && { timeout 200 "$bin/conv_lab" --s8 > "$OUT/conv_lab_s8.txt" 2>&1 ||
+  status=1; grep -vE '^\s*$' "$OUT/conv_lab_s8.txt" | head -150; }
+
+step "profile --compare, int8, batch 64 and 256"
+for batch in 64 256; do
+  "$bin/cnnrt" profile "$model" "${int8[@]}" --device cuda --batch $batch --compare \
+    --json "$OUT/int8_profile_b$batch.json" > "$OUT/int8_profile_b$batch.txt" 2>&1 || status=1
+done
+cat "$OUT/int8_profile_b256.txt"
+
+step "bench int8 and fp16, batch 1, 64, 256"
+run "$bin/cnnrt" bench "$model" "${int8[@]}" --device cuda --batch 1,64,256 --iterations 300 -q
+run "$bin/cnnrt" bench "$model" --random-weights 1 --precision fp16 --device cuda \
+  --batch 1,64,256 --iterations 300 -q
+exit $status
