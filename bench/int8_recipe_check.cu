@@ -15,10 +15,22 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <vector>
 
 #include "kernels/cuda/conv/epilogue_s8.cuh"
+
+// A failed CUDA call ends the check with its error (no device, an old driver): a mismatch count
+// read from memory nothing wrote would mean nothing.
+#define CHECK(call)                                                         \
+  do {                                                                      \
+    const cudaError_t status_ = (call);                                     \
+    if (status_ != cudaSuccess) {                                           \
+      std::fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(status_)); \
+      std::exit(2);                                                         \
+    }                                                                       \
+  } while (0)
 
 __global__ void gpu_requant(const int32_t* v, const float* m, int lo, int hi, int8_t* out, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -86,16 +98,17 @@ int main() {
   int32_t* dv;
   float* dm;
   int8_t* dout;
-  cudaMalloc(&dv, n * 4);
-  cudaMalloc(&dm, n * 4);
-  cudaMalloc(&dout, n);
-  cudaMemcpy(dv, v.data(), n * 4, cudaMemcpyHostToDevice);
-  cudaMemcpy(dm, m.data(), n * 4, cudaMemcpyHostToDevice);
+  CHECK(cudaMalloc(&dv, n * 4));
+  CHECK(cudaMalloc(&dm, n * 4));
+  CHECK(cudaMalloc(&dout, n));
+  CHECK(cudaMemcpy(dv, v.data(), n * 4, cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(dm, m.data(), n * 4, cudaMemcpyHostToDevice));
   std::vector<int8_t> got(n);
   long mismatches = 0;
   for (auto [lo, hi] : {std::pair<int, int>{-127, 127}, {0, 127}, {0, 60}}) {
     gpu_requant<<<(n + 255) / 256, 256>>>(dv, dm, lo, hi, dout, n);
-    cudaMemcpy(got.data(), dout, n, cudaMemcpyDeviceToHost);
+    CHECK(cudaGetLastError());
+    CHECK(cudaMemcpy(got.data(), dout, n, cudaMemcpyDeviceToHost));
     for (int i = 0; i < n; ++i) mismatches += got[i] != cpu_requant(v[i], m[i], lo, hi);
   }
   printf("requantize: %d x 3 bounds, mismatches %ld\n", n, mismatches);
@@ -103,7 +116,8 @@ int main() {
   for (auto [lo, hi] : {std::pair<int, int>{-127, 127}, {0, 127}, {0, 60}, {5, 100}})
     for (bool float_bounds : {false, true}) {
       gpu_requant_library<<<(n + 255) / 256, 256>>>(dv, dm, lo, hi, float_bounds, dout, n);
-      cudaMemcpy(got.data(), dout, n, cudaMemcpyDeviceToHost);
+      CHECK(cudaGetLastError());
+      CHECK(cudaMemcpy(got.data(), dout, n, cudaMemcpyDeviceToHost));
       for (int i = 0; i < n; ++i) library_mismatches += got[i] != cpu_requant(v[i], m[i], lo, hi);
     }
   printf("s8::requantize (kernels' device function): %d x 4 bounds x 2 forms, mismatches %ld\n", n,
@@ -120,16 +134,17 @@ int main() {
   }
   int8_t *da, *db;
   float *dma, *dmb;
-  cudaMalloc(&da, n);
-  cudaMalloc(&db, n);
-  cudaMalloc(&dma, n * 4);
-  cudaMalloc(&dmb, n * 4);
-  cudaMemcpy(da, a.data(), n, cudaMemcpyHostToDevice);
-  cudaMemcpy(db, b.data(), n, cudaMemcpyHostToDevice);
-  cudaMemcpy(dma, ma.data(), n * 4, cudaMemcpyHostToDevice);
-  cudaMemcpy(dmb, mb.data(), n * 4, cudaMemcpyHostToDevice);
+  CHECK(cudaMalloc(&da, n));
+  CHECK(cudaMalloc(&db, n));
+  CHECK(cudaMalloc(&dma, n * 4));
+  CHECK(cudaMalloc(&dmb, n * 4));
+  CHECK(cudaMemcpy(da, a.data(), n, cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(db, b.data(), n, cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(dma, ma.data(), n * 4, cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(dmb, mb.data(), n * 4, cudaMemcpyHostToDevice));
   gpu_add<<<(n + 255) / 256, 256>>>(da, db, dma, dmb, dout, n);
-  cudaMemcpy(got.data(), dout, n, cudaMemcpyDeviceToHost);
+  CHECK(cudaGetLastError());
+  CHECK(cudaMemcpy(got.data(), dout, n, cudaMemcpyDeviceToHost));
   long add_mismatches = 0;
   for (int i = 0; i < n; ++i) add_mismatches += got[i] != cpu_add(a[i], ma[i], b[i], mb[i]);
   printf("add: %d, mismatches %ld\n", n, add_mismatches);
@@ -139,14 +154,15 @@ int main() {
   const int k = sizeof(specials) / sizeof(float);
   float* dx;
   int *di, *ds;
-  cudaMalloc(&dx, sizeof specials);
-  cudaMalloc(&di, k * 4);
-  cudaMalloc(&ds, k * 4);
-  cudaMemcpy(dx, specials, sizeof specials, cudaMemcpyHostToDevice);
+  CHECK(cudaMalloc(&dx, sizeof specials));
+  CHECK(cudaMalloc(&di, k * 4));
+  CHECK(cudaMalloc(&ds, k * 4));
+  CHECK(cudaMemcpy(dx, specials, sizeof specials, cudaMemcpyHostToDevice));
   gpu_nan<<<1, 32>>>(dx, di, ds, k);
+  CHECK(cudaGetLastError());
   int hi_[16], hs[16];
-  cudaMemcpy(hi_, di, k * 4, cudaMemcpyDeviceToHost);
-  cudaMemcpy(hs, ds, k * 4, cudaMemcpyDeviceToHost);
+  CHECK(cudaMemcpy(hi_, di, k * 4, cudaMemcpyDeviceToHost));
+  CHECK(cudaMemcpy(hs, ds, k * 4, cudaMemcpyDeviceToHost));
   for (int i = 0; i < k; ++i)
     printf("x=%g  __float2int_rn=%d  cvt.rni.sat.s8.f32=%d\n", specials[i], hi_[i], hs[i]);
   printf("cuda: %s\n", cudaGetErrorString(cudaGetLastError()));

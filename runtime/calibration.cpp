@@ -150,6 +150,8 @@ std::string CalibrationMethod::name() const {
     }
     case Kind::Entropy:
       return "entropy";
+    case Kind::Mse:
+      return "mse";
   }
   return "?";
 }
@@ -159,6 +161,10 @@ CalibrationMethod parse_calibration_method(const std::string& text) {
   if (text == "minmax") return method;
   if (text == "entropy") {
     method.kind = CalibrationMethod::Kind::Entropy;
+    return method;
+  }
+  if (text == "mse") {
+    method.kind = CalibrationMethod::Kind::Mse;
     return method;
   }
   const std::string prefix = "percentile";
@@ -177,7 +183,7 @@ CalibrationMethod parse_calibration_method(const std::string& text) {
     }
   }
   throw Error("unknown calibration method '" + text +
-              "' (valid: minmax, percentile, percentile:P, entropy)");
+              "' (valid: minmax, percentile, percentile:P, entropy, mse)");
 }
 
 bool TensorStatistics::observe_range(const float* values, int64_t count) {
@@ -245,8 +251,51 @@ float TensorStatistics::amax(const CalibrationMethod& method) const {
       return percentile_amax(method.percentile);
     case CalibrationMethod::Kind::Entropy:
       return entropy_amax();
+    case CalibrationMethod::Kind::Mse:
+      return mse_amax();
   }
   return max_abs_;
+}
+
+float TensorStatistics::mse_amax() const {
+  if (values_ == 0 || max_abs_ == 0) return 0.0f;
+  std::vector<uint64_t> nonzero = fine_;
+  nonzero[0] -= zeros_;  // zero is exact at every scale
+  const float amax = mse_threshold(nonzero, static_cast<double>(max_abs_) / kFineBins);
+  return std::min(amax, max_abs_);
+}
+
+float mse_threshold(const std::vector<uint64_t>& histogram, double bin_width) {
+  const size_t bins = histogram.size();
+  // Prefix sums over the bins' centres v (in units of bin_width): count, Σ v, Σ v², so each
+  // candidate's three error terms cost O(1).
+  std::vector<double> count(bins + 1, 0.0), first(bins + 1, 0.0), second(bins + 1, 0.0);
+  for (size_t i = 0; i < bins; ++i) {
+    const double c = static_cast<double>(histogram[i]), v = static_cast<double>(i) + 0.5;
+    count[i + 1] = count[i] + c;
+    first[i + 1] = first[i] + c * v;
+    second[i + 1] = second[i] + c * v * v;
+  }
+  if (count[bins] == 0) return 0.0f;
+  size_t best = bins;
+  double best_error = std::numeric_limits<double>::infinity();
+  for (size_t kept = 1; kept <= bins; ++kept) {  // amax = the upper edge of bin kept - 1
+    const double amax = static_cast<double>(kept), step = amax / 127.0;
+    // The bins whose centre i + 0.5 is below half a step round to zero: the first `zero`.
+    const size_t zero =
+        std::min(kept, static_cast<size_t>(std::max(0.0, std::ceil(step / 2 - 0.5))));
+    const double rounds_to_zero = second[zero];
+    const double rounded = (count[kept] - count[zero]) * step * step / 12.0;
+    const double tail_count = count[bins] - count[kept], tail_first = first[bins] - first[kept],
+                 tail_second = second[bins] - second[kept];
+    const double clipped = tail_second - 2 * amax * tail_first + amax * amax * tail_count;
+    const double error = rounds_to_zero + rounded + clipped;
+    if (error <= best_error) {  // ties: the larger amax
+      best_error = error;
+      best = kept;
+    }
+  }
+  return static_cast<float>(static_cast<double>(best) * bin_width);
 }
 
 float entropy_threshold(const std::vector<uint64_t>& histogram, double bin_width, int levels) {

@@ -3,8 +3,9 @@
 // Three parts:
 //  * the data — `Calibration`, per tensor of the fused graph its amax and scale — and its JSON
 //    form (read here; written by the CLI through its atomic writer: the library writes no files);
-//  * the statistics of one tensor over the calibration set, and the three methods that turn them
-//    into an amax (minmax, percentile of |x|, TensorRT's entropy / KL search);
+//  * the statistics of one tensor over the calibration set, and the four methods that turn them
+//    into an amax (minmax, percentile of |x|, TensorRT's entropy / KL search, and the amax of the
+//    least expected squared quantisation error, mse);
 //  * the collector: builds the fp32 engine of the model on the settings' device (CPU or CUDA)
 //    and runs it in a context that keeps every tensor (no arena sharing), so after each forward
 //    every tensor of the fused graph — the names the int8 kernels look up — is read back
@@ -36,7 +37,7 @@ struct TensorCalibration {
 
 struct Calibration {
   std::string model;   // the model's name; an engine of another model refuses the calibration
-  std::string method;  // "minmax", "percentile:99.99", "entropy"
+  std::string method;  // "minmax", "percentile:99.99", "entropy", "mse"
   int64_t samples = 0;
   std::map<std::string, TensorCalibration> tensors;  // "input" and the fused graph's tensors
   std::string source;  // the file it was read from ("" when made in memory), for messages
@@ -51,13 +52,13 @@ std::string calibration_to_json(const Calibration& calibration);
 Calibration calibration_from_json(const std::string& text, const std::string& source);
 
 struct CalibrationMethod {
-  enum class Kind { MinMax, Percentile, Entropy };
+  enum class Kind { MinMax, Percentile, Entropy, Mse };
   Kind kind = Kind::MinMax;
   double percentile = 99.99;  // Percentile only, in (0, 100]
-  std::string name() const;   // "minmax", "percentile:99.99", "entropy"
+  std::string name() const;   // "minmax", "percentile:99.99", "entropy", "mse"
   bool needs_histogram() const { return kind != Kind::MinMax; }
 };
-// "minmax" | "percentile" | "percentile:P" | "entropy"; Error otherwise.
+// "minmax" | "percentile" | "percentile:P" | "entropy" | "mse"; Error otherwise.
 CalibrationMethod parse_calibration_method(const std::string& text);
 
 // |x| statistics of one tensor.  Pass 1 (observe_range) finds max |x|; pass 2 histograms |x| over
@@ -77,6 +78,7 @@ class TensorStatistics {
   float max_abs() const { return max_abs_; }
   float percentile_amax(double percentile) const;  // needs pass 2
   float entropy_amax() const;                      // needs pass 2
+  float mse_amax() const;                          // needs pass 2
   float amax(const CalibrationMethod& method) const;
   // The kEntropyBins histogram of the non-zero |x| (bin width max_abs / kEntropyBins).
   std::vector<uint64_t> entropy_histogram() const;
@@ -92,6 +94,14 @@ class TensorStatistics {
 // bins) × bin_width; 0 for an empty histogram.  Needs at least `levels` bins.
 float entropy_threshold(const std::vector<uint64_t>& histogram, double bin_width,
                         int levels = TensorStatistics::kEntropyLevels);
+
+// The amax whose int8 quantisation (step amax / 127, values beyond amax clipped to it) has the
+// least expected squared error over a histogram of |x| with bins of `bin_width` (bin i holds the
+// values around (i + 0.5) · bin_width; exact zeros left out: they are exact at every scale):
+// values below half a step round to zero (error v²), values up to amax carry the rounding error
+// of a uniform step, step² / 12, and values beyond amax their clipping error (v − amax)².  The
+// candidates are the bins' upper edges; ties keep the larger amax.  0 for an empty histogram.
+float mse_threshold(const std::vector<uint64_t>& histogram, double bin_width);
 
 // Where the calibration inputs come from: `load(first, count, out)` writes samples
 // [first, first + count) as NCHW fp32 of the model's input shape into `out` (it is called once

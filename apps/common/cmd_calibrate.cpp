@@ -1,5 +1,5 @@
 // `cnnrt calibrate MODEL (--weights W | --random-weights[=SEED]) (--images DIR | --input X.npy)
-// --method minmax|percentile[:P]|entropy [--batches N] [--batch B] [--device auto|cpu|cuda]
+// --method minmax|percentile[:P]|entropy|mse [--batches N] [--batch B] [--device auto|cpu|cuda]
 // -o CALIB.json`: runs the model in fp32 (on the GPU when there is one, else the CPU: --device)
 // over a calibration set and writes the scale of every tensor an int8
 // layer may read or write (docs/QUANTIZATION.md).  Images are preprocessed as `cnnrt run` does;
@@ -85,7 +85,8 @@ RunCommand add_calibrate(CLI::App& command) {
           ->type_name("X.npy");
   images->excludes(input);
   command
-      .add_option("--method", args->method, "minmax, percentile[:P] (P default 99.99) or entropy")
+      .add_option("--method", args->method,
+                  "minmax, percentile[:P] (P default 99.99), entropy or mse")
       ->type_name("METHOD")
       ->required()
       ->check(CLI::Validator(

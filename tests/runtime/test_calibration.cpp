@@ -1,12 +1,15 @@
-// Calibration (runtime/calibration.h): the three methods on known distributions (uniform,
-// gaussian, gaussian with outliers — percentile and entropy clip them, minmax does not — and a
-// few-valued distribution the plain KL search collapses), all-zero tensors (the documented scale
-// floor), the method names, the JSON file (round trip, every error names the file and tensor),
-// and the collector on small graphs: one entry per tensor of the fused graph, equal to what the
-// fp32 engine computes, independent of the batch size, NaN named.
+// Calibration (runtime/calibration.h): the four methods on known distributions (uniform,
+// gaussian, gaussian with outliers — percentile, entropy and mse clip them, minmax does not — and
+// a few-valued distribution the plain KL search collapses), mse against a brute-force sweep of the
+// actual int8 quantisation error, all-zero tensors (the documented scale floor), the method names,
+// the JSON file (round trip, every error names the file and tensor), and the collector on small
+// graphs: one entry per tensor of the fused graph, equal to what the fp32 engine computes,
+// independent of the batch size, NaN named.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include "cnnrt/cnnrt.h"
@@ -41,6 +44,7 @@ TEST(CalibrationMethods, Uniform) {
   EXPECT_NEAR(stats.amax(method("percentile:90")), 0.9, 2e-3);
   // Nothing to gain from clipping a uniform distribution.
   EXPECT_GT(stats.amax(method("entropy")), 0.97f);
+  EXPECT_GT(stats.amax(method("mse")), 0.99f);
 }
 
 TEST(CalibrationMethods, GaussianAndGaussianWithOutliers) {
@@ -64,6 +68,66 @@ TEST(CalibrationMethods, GaussianAndGaussianWithOutliers) {
   EXPECT_LT(outliers.amax(method("percentile")), 5.0f);
   // The search cannot go below bin 128 of 2048 (1000 / 16 = 62.5): it goes there.
   EXPECT_LE(outliers.amax(method("entropy")), 62.5f + 1e-3f);
+  // mse weighs the error, not the count: clipped to ~5, the ten outliers would cost 10 x 995²,
+  // ten times what rounding the million gaussian values to zero costs (~10^6 x E[x²]).
+  EXPECT_GT(outliers.amax(method("mse")), 500.0f);
+}
+
+// The mean squared error of quantising `values` symmetrically to int8 at `amax` (the kernels'
+// arithmetic: RNE(x / step), clamped to ±127, times step).
+double quantisation_mse(const std::vector<float>& values, double amax) {
+  const double step = amax / 127.0;
+  double sum = 0;
+  for (float v : values) {
+    const double q = std::clamp(std::nearbyint(v / step), -127.0, 127.0) * step;
+    sum += (v - q) * (v - q);
+  }
+  return sum / static_cast<double>(values.size());
+}
+
+TEST(CalibrationMethods, MseIsTheAmaxOfTheLeastQuantisationErrorOnKnownDistributions) {
+  // For each distribution the amax mse picks must quantise the values with an error within 1 %
+  // of the best amax of a dense sweep (the histogram's bin-centre model against the real
+  // rounding), and no worse than any other method's.
+  std::mt19937 rng(14);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::exponential_distribution<float> exponential(1.0f);
+  std::vector<std::pair<const char*, std::vector<float>>> cases;
+  std::vector<float> gaussian(200000), laplace(200000), relu6(200000), outliers(200000);
+  for (float& v : gaussian) v = normal(rng);
+  // Outliers whose clipping and whose keeping cost about the same: the optimum lies between.
+  for (size_t i = 0; i < outliers.size(); ++i)
+    outliers[i] = i % 20000 == 0 ? (i % 40000 ? 30.0f : -30.0f) : gaussian[i];
+  for (float& v : laplace) v = exponential(rng) * (rng() % 2 ? 1.0f : -1.0f);
+  // A ReLU6 output: half zeros, a mass saturated at 6 (clipping it would cost the most).
+  for (float& v : relu6) v = std::clamp(2.5f * normal(rng) + 1.0f, 0.0f, 6.0f);
+  cases = {{"gaussian", gaussian}, {"laplace", laplace}, {"relu6", relu6}, {"outliers", outliers}};
+  for (const auto& [name, values] : cases) {
+    const TensorStatistics stats = statistics_of(values);
+    const double picked = stats.amax(method("mse"));
+    double best = std::numeric_limits<double>::infinity(), best_amax = 0;
+    for (int i = 1; i <= 800; ++i) {
+      const double amax = stats.max_abs() * i / 800.0;
+      const double error = quantisation_mse(values, amax);
+      if (error < best) {
+        best = error;
+        best_amax = amax;
+      }
+    }
+    const double error = quantisation_mse(values, picked);
+    EXPECT_LE(error, best * 1.01) << name << ": mse picked " << picked << ", best " << best_amax;
+    for (const char* other : {"minmax", "percentile:99.99", "entropy"})
+      EXPECT_LE(error, quantisation_mse(values, stats.amax(method(other))) * 1.001)
+          << name << " against " << other;
+  }
+  // The ReLU6 mass at 6 is kept whole.
+  EXPECT_GE(statistics_of(relu6).amax(method("mse")), 5.99f);
+  // The threshold itself: values in one bin (centre 4.995) are kept to within the bin; an empty
+  // histogram gives 0.
+  std::vector<uint64_t> one(1000, 0);
+  one[499] = 5;
+  EXPECT_NEAR(mse_threshold(one, 0.01), 4.995, 0.0051);
+  EXPECT_EQ(mse_threshold(std::vector<uint64_t>(1000, 0), 0.01), 0.0f);
 }
 
 TEST(CalibrationMethods, EntropyDoesNotCollapseAFewValuedDistribution) {
@@ -80,7 +144,7 @@ TEST(CalibrationMethods, EntropyDoesNotCollapseAFewValuedDistribution) {
 TEST(CalibrationMethods, AllZeroTensorGetsTheScaleFloor) {
   const std::vector<float> zeros(1000, 0.0f);
   const TensorStatistics stats = statistics_of(zeros);
-  for (const char* name : {"minmax", "percentile", "entropy"}) {
+  for (const char* name : {"minmax", "percentile", "entropy", "mse"}) {
     EXPECT_EQ(stats.amax(method(name)), 0.0f) << name;
     EXPECT_EQ(ref::scale_from_amax(stats.amax(method(name))), ref::kMinScale) << name;
   }
@@ -100,11 +164,13 @@ TEST(CalibrationMethods, NonFiniteValuesAreRefused) {
 TEST(CalibrationMethods, NamesParseAndPrint) {
   EXPECT_EQ(method("minmax").name(), "minmax");
   EXPECT_EQ(method("entropy").name(), "entropy");
+  EXPECT_EQ(method("mse").name(), "mse");
   EXPECT_EQ(method("percentile").name(), "percentile:99.99");
   EXPECT_EQ(method("percentile:99.9").percentile, 99.9);
   EXPECT_EQ(method("percentile:100").percentile, 100.0);
-  for (const char* bad : {"", "max", "percentile:", "percentile:0", "percentile:101",
-                          "percentile:abc", "percentile:99x", "percentile99", "Entropy"})
+  for (const char* bad :
+       {"", "max", "percentile:", "percentile:0", "percentile:101", "percentile:abc",
+        "percentile:99x", "percentile99", "Entropy", "MSE", "mse:1"})
     EXPECT_THROW(method(bad), Error) << bad;
 }
 
