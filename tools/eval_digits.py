@@ -28,7 +28,7 @@ from cnnrt_run import run_model  # noqa: E402
 from digits_data import load_split  # noqa: E402
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-METHODS = ("minmax", "percentile", "entropy")
+METHODS = ("minmax", "percentile", "entropy", "mse")
 
 
 def run_cli(cli: str, *arguments) -> str:

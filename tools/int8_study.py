@@ -9,7 +9,7 @@ data").  Drives the cnnrt CLI as many processes in parallel (the CPU engine is s
 
 DIR holds calib.npy and heldout.npy from tools/make_eval_images.py (disjoint by source photo).
 Steps (each a job; a job whose output exists is skipped, so a cut-short run can be resumed):
-  1. per method (minmax, percentile:99.99, entropy): `cnnrt calibrate` on calib.npy, unless
+  1. per method (minmax, percentile:99.99, entropy, mse): `cnnrt calibrate` on calib.npy, unless
      --calib-dir already has the file (calib_<method>.json, ':' written '_');
   2. the sensitivity ranking: `cnnrt accuracy` on --rank-samples inputs of the *calibration*
      set (spread over its photos), the layers split over several processes;  the --keep layers
@@ -34,7 +34,7 @@ import time
 
 import numpy as np
 
-METHODS = ("minmax", "percentile:99.99", "entropy")
+METHODS = ("minmax", "percentile:99.99", "entropy", "mse")
 
 
 def tag(method):
