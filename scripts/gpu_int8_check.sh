@@ -8,7 +8,8 @@
 #  * `conv_lab --s8`: every conv_int8_tma tile on AlexNet conv2-conv5 at batch 64 and 256, each
 #    checked against the default tile's bytes, the wave model's pick marked;
 #  * `cnnrt profile --compare` at batch 64 and 256 (every int8 candidate per layer) and `cnnrt
-#    bench` int8 / fp16 at batch 1, 64 and 256.
+#    bench` int8 / fp16 at batch 1, 64 and 256: the default plans, then the timed single-precision
+#    plans (`cnnrt build --precisions int8|fp16 --budget none`: each layer's fastest kernel).
 # AlexNet with random weights (seed 1, as scripts/ab_bench.py), int8 with an entropy calibration of
 # 16 N(0, 1) inputs: timings and bit-exactness, not accuracy (docs/QUANTIZATION.md has that).
 # Usage: scripts/gpu_int8_check.sh BUILD_DIR OUT_DIR; exit 1 when a step failed.
@@ -78,4 +79,19 @@ step "bench int8 and fp16, batch 1, 64, 256"
 run "$bin/cnnrt" bench "$model" "${int8[@]}" --device cuda --batch 1,64,256 --iterations 300 -q
 run "$bin/cnnrt" bench "$model" --random-weights 1 --precision fp16 --device cuda \
   --batch 1,64,256 --iterations 300 -q
+
+step "timed single-precision plans: the fastest int8 kernel of every layer against the fastest fp16"
+# cnnrt build --precisions P --budget none: every candidate of P timed in place, the fastest
+# kept (the int8 engine cnnrt can build at its best, against the fp16 one built the same way).
+for batch in 1 64 256; do
+  for precision in int8 fp16; do
+    plan="$OUT/plan_${precision}_b$batch.yaml"
+    calib_flag=(); [ $precision = int8 ] && calib_flag=(--calib "$calib")
+    run timeout 120 "$bin/cnnrt" build "$model" --random-weights 1 --device cuda --precision auto \
+      --precisions $precision --budget none --batch $batch --input "$SCRATCH/x16.npy" \
+      "${calib_flag[@]}" -o "$plan" -q
+    [ -f "$plan" ] && run "$bin/cnnrt" bench "$model" --random-weights 1 --device cuda \
+      --plan "$plan" "${calib_flag[@]}" --batch $batch --iterations 300 -q
+  done
+done
 exit $status
