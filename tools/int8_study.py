@@ -262,7 +262,7 @@ def list_int8_layers(args, common, calib_json, rank_path, layers_json):
     if os.path.exists(layers_json):
         return json.load(open(layers_json))
     result = subprocess.run([args.cli, "plan", args.model, "--batch", "1", "--device", "cpu",
-                             "--precision", "int8", "--calib", calib_json, "--json"],
+                             "--precision", "int8", "--calib", calib_json, "--json", "-"],
                             capture_output=True, text=True)
     if result.returncode != 0:
         sys.exit("error: cannot list the int8 layers:\n" + result.stderr)
