@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -138,6 +139,36 @@ NhwcPool pool_of(const S8Conv& conv, int k, int st, int pad = 0, bool ceil = fal
                   st,
                   pad,
                   pad};
+}
+
+// The 192x192 tile (three consumer warpgroups, tma_roles.h): pinned only until measured (its
+// wave-model speed is a placeholder below every other tile's), its plan on AlexNet conv2 / conv3
+// (out_c 192 and 384: whole n tiles) at 64 and 256, and no fused-pool instance.
+TEST(ConvTmaS8, Tile192x192IsPinnedOnlyAndPlansWholeTiles) {
+  PlanTargetScope h100(target_traits("h100"));
+  if (!ConvS8Tma::device_supported()) GTEST_SKIP() << "a build without the sm_90a image";
+  const std::vector<std::string>& tiles = ConvS8Tma::tile_names();
+  const auto it = std::find(tiles.begin(), tiles.end(), "192x192");
+  ASSERT_NE(it, tiles.end());
+  const int tile = int(it - tiles.begin());
+  struct Layer {
+    S8Conv conv;
+    long long units64, units256;  // ceil(batch * 27² or 13² / 192) x out_c / 192
+  };
+  const Layer layers[] = {{s8conv(64, 27, 192, 5, 2), 243, 972},
+                          {s8conv(192, 13, 384, 3, 1), 57 * 2, 226 * 2}};
+  for (const Layer& layer : layers) {
+    const ConvS8Tma kernel(layer.conv);
+    for (int batch : {64, 256}) {
+      const ConvS8TmaPlan pinned = kernel.plan(batch, tile);
+      EXPECT_EQ(pinned.name, "tma_s8_192x192_k64x2_s4") << batch;
+      EXPECT_EQ(pinned.units, batch == 64 ? layer.units64 : layer.units256);
+      EXPECT_EQ(pinned.ctas, std::min<long long>(pinned.units, 132));
+      EXPECT_FALSE(pinned.fused_pool);
+      EXPECT_NE(kernel.plan(batch).variant, tile) << "a default plan before it is measured";
+    }
+    EXPECT_FALSE(ConvS8Tma::tile_fuses_pool(layer.conv, pool_of(layer.conv, 3, 2), tile));
+  }
 }
 
 // On a described H100: AlexNet conv5 (256 -> 256, 13x13, pool 3/2 -> 6x6) plans the fused pool
