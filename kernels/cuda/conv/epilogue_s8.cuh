@@ -22,8 +22,8 @@ constexpr float kMagic = 12582912.0f;
 // throughput table) and this epilogue ran two per output; fmaxf / fminf / fadd are FP32 ops.
 // tests/kernels/test_int8_ref.cpp (ClampFirstRequantisationEqualsTheReference) checks the
 // identity against the CPU reference on the host; the GPU harness checks every int8 kernel.
-// The bounds as floats (exact: integers in [-128, 127]); hot epilogues convert them once per
-// thread, not per output.
+// The bounds come as floats (exact: integers in [-128, 127]), so hot epilogues convert them once
+// per thread, not per output; the int overload converts them per call.
 __device__ __forceinline__ int8_t requantize(int acc, float multiplier, float lo, float hi) {
   const float x = __fmul_rn(__int2float_rn(acc), multiplier);
   const float clamped = fminf(fmaxf(x, lo), hi);

@@ -42,13 +42,9 @@
 // * Register budget: 128 x 40 + 256 x 232 = 64512 <= 65536 only when the kernel starts at exactly
 //   168 registers per thread (launch bounds 384, 1); an inc that cannot be satisfied would hang,
 //   so each family's host code checks every image's count (tma::register_problem).
-// * Three consumer warpgroups (CONSUMERS = 3; int8's 192x192 tile, tma_s8.cu): 512 threads, each
-//   consumer one m64 block of the 192 rows x all BN columns, setmaxnreg 32 / 160 from 128 at
-//   entry (TmaRoles<3>), empty barriers of three arrivals, and the tile's A as one im2col box of
-//   192 pixels per 64- or 128-byte block (kBoxPixels: the host encodes that map beside the
-//   128-pixel one).  Why (docs/kernels/conv_int8_tma.md, "What limits it"): the int8 convs are a
-//   latency chain on the cooperative schedule, and 192 x 192 has three wgmma streams where 256 x
-//   128 has two, with 4.7 M MACs per 128-byte k-tile against 4.2 M for the same 48 KB stage.
+// * Three consumer warpgroups (CONSUMERS = 3, int8's 192x192 tile; tma_roles.h has the roles):
+//   each consumer one m64 block x all BN columns, empty barriers of three arrivals, A as one
+//   im2col box of 192 pixels per block (kBoxPixels).  Why: docs/kernels/conv_int8_tma.md.
 // * Weights as A (the 2:4 sparse instance, conv_fp16_sparse24_tma: tma_sparse_kernel.cuh).  Only
 //   operand A of wgmma.mma_async.sp may be 2:4, so the weights become A (M = out_c) and the im2col
 //   boxes B (N = pixels).  Traits with kWeightsAreA = true declare, besides the above:
@@ -170,10 +166,9 @@ struct TmaRing {
       meta_distance(1024 + size_t(STAGES) * kStage + STAGING, kMetaSlot);
   static constexpr int kMetaSlots = E::kMeta ? kMetaDistance + 1 : 0;
   static constexpr size_t kSmem = 1024 + size_t(STAGES) * kStage + kMetaSlots * kMetaSlot;
-  // The im2col operand's boxes per stage (per 64-byte block of a paired k-tile): it is A (BM rows)
-  // or, weights as A, B (BN); boxes of 128 pixels, or one box of all BM = 192 (the 192-row tile's
-  // input map: tma_s8.cu).
-  static constexpr int kBoxPixels = !E::kWeightsAreA && BM % 128 != 0 ? BM : 128;
+  // The im2col operand's boxes per stage (per block of a paired k-tile): A (BM rows) or, weights
+  // as A, B (BN); tma_roles.h's box size.
+  static constexpr int kBoxPixels = E::kWeightsAreA ? 128 : im2col_box_pixels(BM);
   static constexpr int kBoxes = (E::kWeightsAreA ? BN : BM) / kBoxPixels;
   static_assert(kStage % 1024 == 0, "every stage's swizzle atoms stay 1024-byte aligned");
   static_assert(E::kWeightsAreA || kSmem == tma::ring_smem_bytes(BM, BN, STAGES, E::kRowBytes),
@@ -295,10 +290,9 @@ struct NoMeta {};
 
 // The whole kernel body: BM x BN tiles of element traits E, a ring of STAGES, clusters of CL CTAs
 // along M (each loads 1 / CL of the weight tile and multicasts it; the lab's variants, the
-// library runs CL 1), the epilogue Epi (design note).  Called by a __global__ function with
-// __launch_bounds__(kThreads, 1) and TmaRing::kSmem (+ the epilogue's staging) dynamic shared
-// memory.
-// CONSUMERS: the consumer warpgroups (TmaRoles; 3 only for dense tiles of 192 rows, no cluster).
+// library runs CL 1), the epilogue Epi, CONSUMERS consumer warpgroups.  Called by a __global__
+// function with __launch_bounds__(TmaRoles<CONSUMERS>::kThreads, 1) and TmaRing::kSmem (+ the
+// epilogue's staging) dynamic shared memory.
 template <class E, int BM, int BN, int STAGES, int CL, class Epi, int CONSUMERS = 2, class P>
 __device__ __forceinline__ void tma_conv_mainloop(const CUtensorMap& tmap_x,
                                                   const CUtensorMap& tmap_w, const P& p) {

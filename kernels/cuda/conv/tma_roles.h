@@ -33,6 +33,13 @@ static_assert(roles_fit<2>() && roles_fit<3>(), "setmaxnreg's split fits the reg
 // The consumer warpgroups of a dense tile of BM rows: two of BM / 2 rows where BM is a multiple
 // of 128, three of 64 rows for BM = 192 (tma_s8.cu's 192x192).
 constexpr int consumers_for_rows(int bm) { return bm % 128 == 0 ? 2 : 3; }
+// The threads such a tile launches with: 384, or 512 for three consumers.
+constexpr int threads_for_rows(int bm) {
+  return consumers_for_rows(bm) == 2 ? TmaRoles<2>::kThreads : TmaRoles<3>::kThreads;
+}
+// The pixels of one im2col box of such a tile's A (the input map the host encodes for it): boxes
+// of 128 pixels, or one box of all BM rows where BM is not a multiple of 128 (192).
+constexpr int im2col_box_pixels(int bm) { return bm % 128 == 0 ? 128 : bm; }
 // The two-consumer constants every family but int8's 192-row tiles uses.
 constexpr int kThreads = TmaRoles<2>::kThreads;
 constexpr int kProducerRegs = TmaRoles<2>::kProducerRegs,

@@ -168,7 +168,10 @@ KernelFn kernel_of_tile(int tile) {
 }
 static_assert(sizeof(kTiles) / sizeof(kTiles[0]) == 7, "one kernel_of_tile case per tile");
 // The threads of tile t's instances (384, or 512 for 192x192's three consumers).
-int threads_of(int tile) { return tma_s8_detail::threads_for_rows(kTiles[tile].bm); }
+int threads_of(int tile) { return tma_detail::threads_for_rows(kTiles[tile].bm); }
+// Whether tile t reads the whole-tile input map (ConvS8TmaInput::map192) rather than 128 pixels a
+// box.
+bool reads_map192(int tile) { return tma_detail::im2col_box_pixels(kTiles[tile].bm) == 192; }
 // The fused-pool instances: the two tiles with TileInfo::pool, KB 128 or paired rows, int8 out.
 constexpr int kPool128x256 = 2, kPool256x128 = 3;
 constexpr bool pooled_tiles_match_the_table() {
@@ -500,7 +503,8 @@ ConvS8TmaInput ConvS8Tma::encode_input(const void* x, int batch) const {
   input.x = x;
   input.batch = batch;
   input.map = tma_s8_input_map("conv_int8_tma", m.conv, x, batch, box_bytes(m.kb));
-  input.map192 = tma_s8_input_map("conv_int8_tma", m.conv, x, batch, box_bytes(m.kb), 192);
+  input.map192 = tma_s8_input_map("conv_int8_tma", m.conv, x, batch, box_bytes(m.kb),
+                                  tma_detail::im2col_box_pixels(192));
   return input;
 }
 
@@ -531,7 +535,7 @@ void ConvS8Tma::forward(int variant, const ConvS8TmaInput& input, void* y,
                   input.map, m.w_map(t.bn), pooled);
   } else {
     launch_kernel(kernel_of(tile, m.kb, m.conv.float_output), plan.ctas, threads_of(tile), smem,
-                  stream, t.bm == 192 ? input.map192 : input.map, m.w_map(t.bn), p);
+                  stream, reads_map192(tile) ? input.map192 : input.map, m.w_map(t.bn), p);
   }
 }
 

@@ -37,11 +37,7 @@
 namespace cnnrt::cuda::tma_s8_detail {
 
 constexpr int kThreads = tma_detail::kThreads;
-// The threads of a tile of BM rows: 384, or 512 for the 192-row tile's three consumers
-// (tma_mainloop.cuh's TmaRoles).
-constexpr int threads_for_rows(int bm) {
-  return bm % 128 == 0 ? tma_detail::TmaRoles<2>::kThreads : tma_detail::TmaRoles<3>::kThreads;
-}
+using tma_detail::threads_for_rows;
 
 // Everything the kernel reads besides the two tensor maps.  GEMM view: M = batch * conv_h *
 // conv_w output pixels, N = out_c, K = kh * kw * in_stride in (kh, kw, c) order.
