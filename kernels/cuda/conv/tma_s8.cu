@@ -115,10 +115,12 @@ struct TileInfo : tma::TileShape {
 // TmaRoles<3>, 512 threads), one im2col box of 192 pixels per block (ConvS8TmaInput::map192), a
 // stage of 48 KB as 256x128's, so 4 stages (8 at KB 64); 4.7 M MACs per 128-byte k-tile against
 // 256x128's 4.2 M (11 % fewer bytes per MAC) and three wgmma streams.  It fits out_c 192 and 384
-// (AlexNet conv2, conv3).  Its speed is a placeholder below the others' until measured
-// (docs/kernels/conv_int8_tma.md, "Three consumer warpgroups"): no default plan takes it yet.
+// (AlexNet conv2, conv3).  Its speed is measured (`conv_lab --s8`, H200, docs/PERFORMANCE.md run
+// 49): AlexNet conv2 (paired rows) ran 1.05x / 1.065x faster than on 128x192 at batch 256 / 64 on
+// the same area of waves, and conv3 3 % slower than 256x128 (which it would need 1.15 to beat on
+// its larger last wave), so 1.05: the wave model takes it where it ties 128x192 on waves.
 constexpr tma::TileShape kInt8Tile256x128 = {256, 128, 1.02, "256x128"};
-constexpr tma::TileShape kInt8Tile192x192 = {192, 192, 0.9, "192x192"};
+constexpr tma::TileShape kInt8Tile192x192 = {192, 192, 1.05, "192x192"};
 constexpr TileInfo kTiles[] = {
     {tma::kTileShapes[0], 7, 12, false}, {tma::kTileShapes[1], 4, 8, false},
     {tma::kTileShapes[2], 4, 8, true},   {kInt8Tile256x128, 4, 8, true},
