@@ -49,10 +49,15 @@
 // fused output checked against the staged one to the byte, with the model's time; "*" marks
 // plan(batch)'s pick (tma_s8.cu, "Fused or staged").
 //
+// --linear-s8 times every batch tile of the int8 TMA linear on AlexNet fc6-fc8 at batch 64, 128
+// and 256, the L2 flushed before each launch, each output checked against the cost model's pick
+// ("*") to the byte (conv_lab_linear_s8.cpp).
+//
 // Every igemm row carries its model time too (igemm_plan.cpp; the direct fallback has none):
 // issue 9 asks that tile choice be "checked against measurements", which these columns are.
 //
-// Usage: conv_lab [--iters N] [--direct | --wgmma | --tma | --sparse | --sparse-s8 | --s8]
+// Usage: conv_lab [--iters N] [--direct | --wgmma | --tma | --sparse | --sparse-s8 | --s8 |
+//                 --linear-s8]
 // (--direct also times the fallback)
 #include "bench/conv_lab.h"
 
@@ -208,7 +213,7 @@ void run_wgmma_lab(int iters, cudaStream_t stream) {
 int run(int argc, char** argv) {
   int iters = 50;
   bool with_direct = false, wgmma_only = false, tma_only = false, sparse_only = false,
-       sparse_s8_only = false, s8_only = false;
+       sparse_s8_only = false, s8_only = false, linear_s8_only = false;
   int only_batch = 0;  // --batch N: the igemm lab at that batch alone
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--iters") && i + 1 < argc)
@@ -225,13 +230,15 @@ int run(int argc, char** argv) {
       sparse_s8_only = true;
     else if (!std::strcmp(argv[i], "--s8"))
       s8_only = true;
+    else if (!std::strcmp(argv[i], "--linear-s8"))
+      linear_s8_only = true;
     else if (!std::strcmp(argv[i], "--batch") && i + 1 < argc && std::atoi(argv[i + 1]) > 0)
       only_batch = std::atoi(argv[++i]);
     else {
       std::fprintf(
           stderr,
           "usage: conv_lab [--iters N>=50] [--batch N] [--direct | --wgmma | --tma | --sparse | "
-          "--sparse-s8 | --s8]\n");
+          "--sparse-s8 | --s8 | --linear-s8]\n");
       return 2;
     }
   }
@@ -246,12 +253,13 @@ int run(int argc, char** argv) {
               prop.multiProcessorCount, iters);
   cudaStream_t stream;
   CNNRT_CUDA_CHECK(cudaStreamCreate(&stream));
-  if (wgmma_only || tma_only || sparse_only || sparse_s8_only || s8_only) {
+  if (wgmma_only || tma_only || sparse_only || sparse_s8_only || s8_only || linear_s8_only) {
     if (wgmma_only) run_wgmma_lab(iters, stream);
     if (tma_only) run_tma_lab(iters, stream);
     if (sparse_only) run_sparse_lab(iters, stream);
     if (sparse_s8_only) run_sparse_s8_lab(iters, stream);
     if (s8_only) run_s8_lab(iters, stream);
+    if (linear_s8_only) run_linear_s8_lab(iters, stream);
     CNNRT_CUDA_CHECK(cudaStreamDestroy(stream));
     return 0;
   }

@@ -117,5 +117,6 @@ void run_tma_lab(int iters, cudaStream_t stream);
 void run_sparse_lab(int iters, cudaStream_t stream);
 void run_sparse_s8_lab(int iters, cudaStream_t stream);  // conv_lab_s8.cpp
 void run_s8_lab(int iters, cudaStream_t stream);         // conv_lab_s8.cpp
+void run_linear_s8_lab(int iters, cudaStream_t stream);  // conv_lab_linear_s8.cpp
 
 }  // namespace conv_lab

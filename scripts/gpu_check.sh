@@ -190,9 +190,13 @@ for mode in "${modes[@]}"; do
         cmake --build "$ROOT/build-baseline" -j "$(nproc)" --target cnnrt_cli > "$OUT/build_baseline.log" 2>&1 ||
         { echo "baseline build failed"; tail -20 "$OUT/build_baseline.log"; status=1; continue; }
       echo "baseline commit $(cat "$ROOT/.baseline/COMMIT" 2>/dev/null)"
-      python3 "$ROOT/scripts/ab_bench.py" --a "$ROOT/build-baseline/bin/cnnrt" --b "$BUILD/bin/cnnrt" \
-        --model "$ROOT/models/alexnet.yaml" --batch 1,64,256 --rounds "${CNNRT_AB_ROUNDS:-3}" \
-        --json "$OUT/ab.json" 2>&1 | tee "$OUT/ab.txt" || status=1
+      # CNNRT_AB_PRECISIONS (default "fp16 int8"): the engines to compare
+      ab_precisions=" ${CNNRT_AB_PRECISIONS:-fp16 int8} "
+      [[ "$ab_precisions" == *" fp16 "* ]] &&
+        { python3 "$ROOT/scripts/ab_bench.py" --a "$ROOT/build-baseline/bin/cnnrt" --b "$BUILD/bin/cnnrt" \
+          --model "$ROOT/models/alexnet.yaml" --batch 1,64,256 --rounds "${CNNRT_AB_ROUNDS:-3}" \
+          --json "$OUT/ab.json" 2>&1 | tee "$OUT/ab.txt" || status=1; }
+      [[ "$ab_precisions" == *" int8 "* ]] || continue
       # int8 too, both builds on one calibration (this build's, 16 N(0, 1) inputs, the weights of
       # ab_bench.py's --random-weights 1)
       python3 -c "import numpy as np; np.save('/tmp/cnnrt_ab_x16.npy', np.random.default_rng(0).standard_normal((16, 3, 224, 224)).astype(np.float32))" &&

@@ -6,8 +6,9 @@
 #    for bit the integer reference: the requantisation is every int8 kernel's epilogue);
 #  * AlexNet int8 on the GPU against the CPU integer engine, bit for bit (batch 3);
 #  * `conv_lab --s8`: every conv_int8_tma tile on AlexNet conv2-conv5 at batch 64 and 256, each
-#    checked against the default tile's bytes, the wave model's pick marked;
-#  * `cnnrt profile --compare` at batch 64 and 256 (every int8 candidate per layer) and `cnnrt
+#    checked against the default tile's bytes, the wave model's pick marked; `conv_lab
+#    --linear-s8`: every batch tile of linear_int8_tma on fc6-fc8 at 64, 128 and 256, likewise;
+#  * `cnnrt profile --compare` at batch 1, 64 and 256 (every int8 candidate per layer) and `cnnrt
 #    bench` int8 / fp16 at batch 1, 64 and 256: the default plans, then the timed single-precision
 #    plans (`cnnrt build --precisions int8|fp16 --budget none`: each layer's fastest kernel).
 # AlexNet with random weights (seed 1, as scripts/ab_bench.py), int8 with an entropy calibration of
@@ -93,16 +94,21 @@ if want lab; then
 step "conv_lab --s8 (every conv_int8_tma tile; '*' = the default)"
 [ -x "$bin/conv_lab" ] && { timeout 200 "$bin/conv_lab" --s8 > "$OUT/conv_lab_s8.txt" 2>&1 ||
   status=1; grep -vE '^\s*$' "$OUT/conv_lab_s8.txt" | head -150; }
+step "conv_lab --linear-s8 (every batch tile of linear_int8_tma on fc6-fc8; '*' = the model's pick)"
+[ -x "$bin/conv_lab" ] && { timeout 120 "$bin/conv_lab" --linear-s8 > "$OUT/conv_lab_linear_s8.txt" \
+  2>&1 || status=1; cat "$OUT/conv_lab_linear_s8.txt"; }
+grep -q "BYTES DIFFER" "$OUT/conv_lab_linear_s8.txt" 2>/dev/null && { echo "FAILED: bytes differ"; status=1; }
 
 fi
 
 if want profile; then
-step "profile --compare, int8, batch 64 and 256"
-for batch in 64 256; do
+step "profile --compare, int8, batch 1, 64 and 256"
+for batch in 1 64 256; do
   "$bin/cnnrt" profile "$model" "${int8[@]}" --device cuda --batch $batch --compare \
     --json "$OUT/int8_profile_b$batch.json" > "$OUT/int8_profile_b$batch.txt" 2>&1 || status=1
 done
 cat "$OUT/int8_profile_b256.txt"
+head -20 "$OUT/int8_profile_b1.txt"
 
 fi
 

@@ -3,10 +3,12 @@
 // kernels/cuda/conv/tma_linear_s8_kernel.cuh.
 //
 // DESIGN NOTE
-// * Batch tile BN: the smallest of 64, 128, 256 that holds the batch (one batch tile up to 256;
-//   above, tiles of 256), so few rows of B are zero fill and a stage stays small: 24, 32 or
-//   48 KB, hence 9, 6 or 4 stages in the 227 KB opt-in — the weight bytes in flight per SM
-//   (96-144 KB) cover DRAM's latency at ~3 TB/s many times over.
+// * Batch tile BN: 64, 128 or 256 rows, at most the smallest that holds the batch (so few rows of
+//   B are zero fill), and a stage stays small: 24, 32 or 48 KB, hence 9, 6 or 4 stages in the
+//   227 KB opt-in — the weight bytes in flight per SM (96-144 KB) cover DRAM's latency at ~3 TB/s
+//   many times over.  Among those the cost model below picks: a smaller batch tile makes more
+//   units, so fewer K slices and fewer partial sums, but each unit loads more (the weight is read
+//   once per batch tile, from L2 after the first).
 // * Split: units = out-feature tiles x batch tiles x K slices, the slices as many as keep the
 //   units within one wave of the SMs, at most kMaxSplits and at least one k-tile each: each SM
 //   streams its own part of the weight once.  AlexNet at 16-256: fc6 32 x 4 slices of 18
@@ -17,6 +19,11 @@
 //   evict-first policy (tma_mainloop.cuh's split-K branch), which keeps them: fc6 at 16 / 64 /
 //   256 26.8 / 28.1 / 36.8 -> 23.7 / 26.1 / 34.8 us.  The kernel's design note lists the
 //   reductions tried instead.
+// * The cost model (first fit, H200, docs/PERFORMANCE.md run 49: AlexNet fc6 / fc7 / fc8 at 256
+//   on 256-row tiles, 128 or 32 units, 29.4 / 23.0 / 18.5 us in `profile`): a wave costs its
+//   unit's loads at ~75 GB/s per SM (kUnitSecondsPerByte: fc6's 864 KB units against fc7's 384
+//   KB), and the partial sums their bytes at kPartialSecondsPerByte (fc7's 16 MB against fc8's 4
+//   MB), plus a fixed cost the same for every tile.  `conv_lab --linear-s8` times every tile.
 // * The input map is encoded per input pointer and batch (~1 us) and cached by the caller
 //   (tma::InputMaps), like the TMA convs'.
 #include <algorithm>
@@ -74,11 +81,14 @@ std::vector<tma::KernelImage> kernel_images() {
   return images;
 }
 
+// The smallest batch tile that holds `batch` (the largest for batches above 256).
 int batch_tile_of(int batch) {
   int t = 0;
   while (t + 1 < kBatchTileCount && kBatchTiles[t].bn < batch) ++t;
   return t;
 }
+
+constexpr double kUnitSecondsPerByte = 1.0 / 75e9, kPartialSecondsPerByte = 0.375e-6 / 1e6;
 
 }  // namespace
 
@@ -127,11 +137,24 @@ LinearS8Tma::LinearS8Tma(const S8Conv& linear) : impl_(std::make_unique<LinearS8
 
 LinearS8Tma::~LinearS8Tma() = default;
 
-LinearS8TmaPlan LinearS8Tma::plan(int batch) const {
+int LinearS8Tma::tile_count() { return kBatchTileCount; }
+
+LinearS8TmaPlan LinearS8Tma::plan(int batch, int tile) const {
   const LinearS8TmaImpl& m = *impl_;
+  if (tile < 0) {  // the cost model's pick among the tiles up to the one that holds the batch
+    LinearS8TmaPlan best;
+    for (int t = 0; t <= batch_tile_of(std::max(batch, 1)); ++t) {
+      const LinearS8TmaPlan p = plan(batch, t);
+      if (t == 0 || p.estimated_us < best.estimated_us) best = p;
+    }
+    return best;
+  }
+  if (tile >= kBatchTileCount)
+    throw Error("linear_int8_tma: batch tile " + std::to_string(tile) + " of " +
+                std::to_string(kBatchTileCount));
   LinearS8TmaPlan plan;
   plan.batch = std::max(batch, 1);
-  plan.tile = batch_tile_of(plan.batch);
+  plan.tile = tile;
   plan.bn = kBatchTiles[plan.tile].bn;
   plan.m_tiles = (m.linear.out_c + kBM - 1) / kBM;
   plan.n_tiles = (plan.batch + plan.bn - 1) / plan.bn;
@@ -143,20 +166,24 @@ LinearS8TmaPlan LinearS8Tma::plan(int batch) const {
   plan.ctas = tma::persistent_ctas(plan.units, m.sms);
   const size_t sums = size_t(plan.splits) * plan.batch * m.linear.out_stride * sizeof(int32_t);
   plan.workspace_bytes = (sums + 255) / 256 * 256;
+  const double unit_bytes = double(plan.k_per_split) * (kBM + plan.bn) * kKTileBytes;
+  plan.estimated_us = 1e6 * (tma::waves(plan.units, m.sms) * unit_bytes * kUnitSecondsPerByte +
+                             double(sums) * kPartialSecondsPerByte);
   plan.name =
       "tma_s8_linear_128x" + std::to_string(plan.bn) + " split-k " + std::to_string(plan.splits);
   return plan;
 }
 
-LinearS8TmaInput LinearS8Tma::encode_input(const void* x, int batch) const {
+LinearS8TmaInput LinearS8Tma::encode_input(const void* x, int batch, int tile) const {
   const LinearS8TmaImpl& m = *impl_;
   LinearS8TmaInput input;
   input.x = x;
   input.batch = batch;
-  tma::encode_weight_map(
-      "linear_int8_tma", &input.map, CU_TENSOR_MAP_DATA_TYPE_UINT8, x, size_t(m.linear.in_stride),
-      size_t(std::max(batch, 1)), size_t(m.linear.in_stride), kKTileBytes,
-      kBatchTiles[batch_tile_of(batch)].bn, kKTileBytes, "cuTensorMapEncodeTiled (input)");
+  tma::encode_weight_map("linear_int8_tma", &input.map, CU_TENSOR_MAP_DATA_TYPE_UINT8, x,
+                         size_t(m.linear.in_stride), size_t(std::max(batch, 1)),
+                         size_t(m.linear.in_stride), kKTileBytes, kBatchTiles[tile].bn, kKTileBytes,
+                         "cuTensorMapEncodeTiled (input)");
+  input.tile = tile;
   return input;
 }
 
@@ -164,8 +191,8 @@ void LinearS8Tma::forward(const LinearS8TmaPlan& plan, const LinearS8TmaInput& i
                           void* workspace, cudaStream_t stream) const {
   const LinearS8TmaImpl& m = *impl_;
   if (input.batch <= 0) return;
-  if (input.batch != plan.batch)
-    throw Error("linear_int8_tma: run at a batch the plan was not made for");
+  if (input.batch != plan.batch || input.tile != plan.tile)
+    throw Error("linear_int8_tma: run at a batch or batch tile the plan was not made for");
   if (workspace == nullptr) throw Error("linear_int8_tma: run without its workspace");
   TmaLinearS8Params p;
   p.partial = static_cast<int*>(workspace);

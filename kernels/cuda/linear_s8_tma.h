@@ -27,14 +27,15 @@ struct LinearS8TmaPlan {
   int m_tiles = 0, n_tiles = 0;     // out-feature tiles of 128, batch tiles of bn
   int units = 0, ctas = 0;          // m_tiles x n_tiles x splits; persistent CTAs
   size_t workspace_bytes = 0;       // the slices' int32 sums
+  double estimated_us = 0;          // the cost model's time (linear_s8_tma.cu's design note)
   std::string name;                 // e.g. "tma_s8_linear_128x256 split-k 4"
 };
 
-// The input's tiled map at one batch ([batch][in_stride] int8 rows, boxes of bn rows).
+// The input's tiled map at one batch ([batch][in_stride] int8 rows, boxes of a batch tile's rows).
 struct LinearS8TmaInput {
   CUtensorMap map;
   const void* x = nullptr;
-  int batch = 0;
+  int batch = 0, tile = 0;
 };
 
 // A linear's S8Conv this kernel serves: 1x1 everything, groups 1, in_stride % 16 == 0, k_pad a
@@ -53,9 +54,12 @@ class LinearS8Tma {
   LinearS8Tma(const LinearS8Tma&) = delete;
   LinearS8Tma& operator=(const LinearS8Tma&) = delete;
 
-  // Batch tile, stages and split for `batch` on this device's SMs.
-  LinearS8TmaPlan plan(int batch) const;
-  LinearS8TmaInput encode_input(const void* x, int batch) const;
+  // Batch tile, stages and split for `batch` on this device's SMs: batch tile `tile` (0 .. 2:
+  // 64, 128, 256 rows), or the cost model's pick (tile < 0).  Throws on a tile out of range.
+  LinearS8TmaPlan plan(int batch, int tile = -1) const;
+  static int tile_count();
+  // The input map for a plan's batch and batch tile.
+  LinearS8TmaInput encode_input(const void* x, int batch, int tile) const;
   // x: [batch][in_stride] int8; y: [batch][out_stride] int8 or fp32; workspace: the plan's
   // workspace_bytes (16-byte aligned).
   void forward(const LinearS8TmaPlan& plan, const LinearS8TmaInput& input, void* y, void* workspace,

@@ -189,8 +189,9 @@ class LinearInt8Kernel final : public LayerKernel {
       if (state == nullptr || !tma_)
         throw Error("linear_int8_tma: run() without its prepared state");
       const LinearS8TmaInput input = state->maps.find_or_encode(
-          args.inputs.at(0), args.batch,
-          [this](const void* x, int batch) { return tma_->encode_input(x, batch); });
+          args.inputs.at(0), args.batch, [this, tile = state->plan.tile](const void* x, int b) {
+            return tma_->encode_input(x, b, tile);
+          });
       tma_->forward(state->plan, input, args.output, args.workspace, stream);
     } else if (args.variant < kCublaslt) {
       linear_s8_stream(linear_, packed_.get(), args.inputs.at(0), args.output, args.batch,
