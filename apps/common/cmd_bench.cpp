@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <iostream>
+#include <map>
 
 #include "apps/common/cmd_util.h"
 #include "apps/common/model_setup.h"
@@ -52,6 +53,24 @@ std::vector<double> timed_runs(ExecutionContext& context, int warmup, int iterat
   return samples;
 }
 
+// How many of the engine's layers run in each precision (its plan at `batch`, conversion steps
+// left out): with --plan or --precision auto the engine's own precision is only the default of
+// the layers the plan does not name.
+std::map<std::string, int> layer_precisions(const Engine& engine, int batch) {
+  std::map<std::string, int> counts;
+  for (const PlannedStep& step : engine.plan(batch).steps)
+    if (!step.sources.empty()) ++counts[step.precision];
+  return counts;
+}
+// "int8" when every layer runs in one precision, else e.g. "mixed (fp16 2, int8 7)".
+std::string precision_label(const std::map<std::string, int>& counts) {
+  if (counts.size() == 1) return counts.begin()->first;
+  std::string label = "mixed (";
+  for (const auto& [precision, count] : counts)
+    label += (label.back() == '(' ? "" : ", ") + precision + " " + std::to_string(count);
+  return label + ")";
+}
+
 int run_bench(const BenchArgs& args) {
   args.json.prepare();  // not after minutes of benchmarking
   const DeviceChoice device = resolve_device(args.device.device);
@@ -68,7 +87,9 @@ int run_bench(const BenchArgs& args) {
   const auto engine = Engine::build(graph, options);
   const double build_ms = ms_since(build_start);
   detail(engine->describe());
-  const std::string precision = to_string(engine->precision());
+  const std::map<std::string, int> precisions =
+      layer_precisions(*engine, static_cast<int>(args.batches.front()));
+  const std::string precision = precision_label(precisions);
   std::ostream& out = report_stream();
   out << "model " << engine->model().name << ", device " << device.summary << ", precision "
       << precision << ", " << warmup << " warm-up + " << iterations << " timed runs\n"
@@ -105,6 +126,7 @@ int run_bench(const BenchArgs& args) {
                    {"device", to_string(device.device)},
                    {"device_name", device.name},
                    {"precision", precision},
+                   {"layer_precisions", precisions},
                    {"warmup", warmup},
                    {"iterations", iterations},
                    {"build_ms", build_ms},

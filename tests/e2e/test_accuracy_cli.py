@@ -2,7 +2,8 @@
 """`cnnrt accuracy` on models/digits (committed weights) and random inputs in [0, 1]:
 the JSON and the table agree, the whole-network row equals the metrics computed here in numpy
 from `cnnrt run` fp32 and `cnnrt run --precision int8` outputs, a per-layer row equals a
-`cnnrt run --plan` with just that layer at int8, `--layers` and `--whole-only` select rows,
+`cnnrt run --plan` with just that layer at int8 (and `cnnrt bench --plan` names the layers'
+precisions: mixed), `--layers` and `--whole-only` select rows,
 and bad input (no calibration, an unknown layer, an empty .npy) is one "error:" line with exit
 code 2 (a usage error: the missing --calib) or 1, and no JSON file left behind.  Takes a few seconds.
 """
@@ -93,6 +94,15 @@ def main():
     util.run_cli(args.cli, "run", model, "--input", held_out, "--output", alone_out, "--device",
                  "cpu", "--calib", calib, "--plan", plan)
     compare("conv2 alone", report["layers"][1], metrics(fp32, np.load(alone_out)))
+    # bench names the layers' precisions of such a plan, not the engine's default alone.
+    bench_json = os.path.join(workdir, "bench.json")
+    bench = util.run_cli(args.cli, "bench", model, "--device", "cpu", "--calib", calib, "--plan",
+                         plan, "--batch", "2", "--iterations", "50", "--warmup", "1", "--json",
+                         bench_json).stdout
+    bench_report = json.load(open(bench_json))
+    if bench_report["layer_precisions"] != {"fp32": 3, "int8": 1} or \
+            "precision mixed (fp32 3, int8 1)" not in bench:
+        util.fail(f"bench --plan: {bench_report['layer_precisions']}, printed:\n{bench}")
 
     selected = util.run_cli(args.cli, "accuracy", model, "--calib", calib, "--input", held_out,
                             "--layers", "relu2,fc", "--samples", "5").stdout
