@@ -11,19 +11,24 @@
 //   once per batch tile, from L2 after the first).
 // * Split: units = out-feature tiles x batch tiles x K slices, the slices as many as keep the
 //   units within one wave of the SMs, at most kMaxSplits and at least one k-tile each: each SM
-//   streams its own part of the weight once.  AlexNet at 16-256: fc6 32 x 4 slices of 18
-//   k-tiles, fc7 32 x 4 of 8, fc8 8 x 4 of 8.  The slices' sums go to the workspace
-//   ([splits][batch][out_stride] int32: 16 MB for fc6 at 256) and finish_s8_split adds them and
-//   requantises.  The sums came back from DRAM, not L2 (run 42b: the weight stream evicted
-//   them), 5-11 us per layer; since run 45g the weight's boxes are loaded with an L2
-//   evict-first policy (tma_mainloop.cuh's split-K branch), which keeps them: fc6 at 16 / 64 /
+//   streams its own part of the weight once.  AlexNet at 16-64: fc6 32 x 4 slices of 18
+//   k-tiles, fc7 32 x 4 of 8, fc8 8 x 4 of 8; at 256 (the model's tiles) fc6 32 x 4 of 18 on
+//   256 rows, fc7 64 x 2 of 16 on 128 rows, fc8 32 x 4 of 8 on 64 rows.  The slices' sums go to
+//   the workspace ([splits][batch][out_stride] int32: 16 MB for fc6 at 256) and finish_s8_split
+//   adds them and requantises.  The sums came back from DRAM, not L2 (run 42b: the weight
+//   stream evicted them), 5-11 us per layer; since run 45g the weight's boxes are loaded with an
+//   L2 evict-first policy (tma_mainloop.cuh's split-K branch), which keeps them: fc6 at 16 / 64 /
 //   256 26.8 / 28.1 / 36.8 -> 23.7 / 26.1 / 34.8 us.  The kernel's design note lists the
 //   reductions tried instead.
 // * The cost model (first fit, H200, docs/PERFORMANCE.md run 49: AlexNet fc6 / fc7 / fc8 at 256
 //   on 256-row tiles, 128 or 32 units, 29.4 / 23.0 / 18.5 us in `profile`): a wave costs its
 //   unit's loads at ~75 GB/s per SM (kUnitSecondsPerByte: fc6's 864 KB units against fc7's 384
 //   KB), and the partial sums their bytes at kPartialSecondsPerByte (fc7's 16 MB against fc8's 4
-//   MB), plus a fixed cost the same for every tile.  `conv_lab --linear-s8` times every tile.
+//   MB), plus a fixed cost the same for every tile.  `conv_lab --linear-s8` times every tile:
+//   on the H200 (run 49c) the picks were within 1 us of the fastest tile at 64, 128 and 256 on
+//   fc6-fc8, the 256-row tile (4 stages) never the fastest, and the modelled times 0.23-0.7x the
+//   measured (the fixed cost left out), so only the ranking is used.  AlexNet int8 at 256: -9 us
+//   (fc7 23 -> 19-20 us, fc8 18.5 -> 12-13).
 // * The input map is encoded per input pointer and batch (~1 us) and cached by the caller
 //   (tma::InputMaps), like the TMA convs'.
 #include <algorithm>

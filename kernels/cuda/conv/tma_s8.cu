@@ -62,7 +62,8 @@
 //   H100).  Modelled, batch 256: conv5 fused 256x128 52 us against staged 52 + 7; conv2
 //   (27x27, out_c 192, paired rows) staged 128x192 157 + 18 us against fused 256x128 239 (two n
 //   tiles of 128 for 192 channels: a third of the MMA work on padding columns, and 4 pooled rows
-//   per 9 conv rows: an eighth recomputed): conv2 stays staged, at batch 64 too.  The entry
+//   per 9 conv rows: an eighth recomputed): conv2 stays staged, at batch 64 too (on 192x192
+//   since run 49: 150 + 18 us).  The entry
 //   (runtime/cuda/int8_entries.cpp) skips its pool pass and the pre-pool workspace for a fused
 //   plan; pinned tiles run fused where they can (the fp16 entries' rule: conv_int8_tma_<tile>
 //   serves a pooled conv only on a tile that fuses it), conv_int8_tma_staged pins the staged form.
