@@ -190,11 +190,13 @@ for mode in "${modes[@]}"; do
         cmake --build "$ROOT/build-baseline" -j "$(nproc)" --target cnnrt_cli > "$OUT/build_baseline.log" 2>&1 ||
         { echo "baseline build failed"; tail -20 "$OUT/build_baseline.log"; status=1; continue; }
       echo "baseline commit $(cat "$ROOT/.baseline/COMMIT" 2>/dev/null)"
-      # CNNRT_AB_PRECISIONS (default "fp16 int8"): the engines to compare
+      # CNNRT_AB_PRECISIONS (default "fp16 int8"): the engines to compare; CNNRT_AB_BATCHES
+      # (default 1,64,256) the batches
       ab_precisions=" ${CNNRT_AB_PRECISIONS:-fp16 int8} "
       [[ "$ab_precisions" == *" fp16 "* ]] &&
         { python3 "$ROOT/scripts/ab_bench.py" --a "$ROOT/build-baseline/bin/cnnrt" --b "$BUILD/bin/cnnrt" \
-          --model "$ROOT/models/alexnet.yaml" --batch 1,64,256 --rounds "${CNNRT_AB_ROUNDS:-3}" \
+          --model "$ROOT/models/alexnet.yaml" --batch "${CNNRT_AB_BATCHES:-1,64,256}" \
+          --rounds "${CNNRT_AB_ROUNDS:-3}" \
           --json "$OUT/ab.json" 2>&1 | tee "$OUT/ab.txt" || status=1; }
       [[ "$ab_precisions" == *" int8 "* ]] || continue
       # int8 too, both builds on one calibration (this build's, 16 N(0, 1) inputs, the weights of
@@ -203,7 +205,8 @@ for mode in "${modes[@]}"; do
         "$BUILD/bin/cnnrt" calibrate "$ROOT/models/alexnet.yaml" --random-weights 1 \
           --input /tmp/cnnrt_ab_x16.npy --method entropy -o "$OUT/ab_calib.json" -q &&
         python3 "$ROOT/scripts/ab_bench.py" --a "$ROOT/build-baseline/bin/cnnrt" --b "$BUILD/bin/cnnrt" \
-          --model "$ROOT/models/alexnet.yaml" --batch 1,64,256 --rounds "${CNNRT_AB_ROUNDS:-3}" \
+          --model "$ROOT/models/alexnet.yaml" --batch "${CNNRT_AB_BATCHES:-1,64,256}" \
+          --rounds "${CNNRT_AB_ROUNDS:-3}" \
           --precision int8 --calib "$OUT/ab_calib.json" --json "$OUT/ab_int8.json" 2>&1 |
         tee "$OUT/ab_int8.txt" || status=1
       ;;

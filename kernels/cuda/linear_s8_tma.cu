@@ -105,12 +105,13 @@ class LinearS8TmaImpl {
   CUtensorMap w_map;
 };
 
+// (A described target's plan has no device weight: the shape decides, as on the device.)
 bool linear_s8_tma_serves(const S8Conv& c) {
   return c.groups == 1 && c.in_h == 1 && c.in_w == 1 && c.out_h == 1 && c.out_w == 1 && c.kh == 1 &&
          c.kw == 1 && c.in_c >= 1 && c.in_stride == padded16(c.in_c) && c.k_total == c.in_stride &&
          c.k_pad >= c.k_total && c.k_pad % 64 == 0 && c.out_c >= 1 &&
          c.out_stride == (c.float_output ? (c.out_c + 7) / 8 * 8 : padded16(c.out_c)) &&
-         c.weight != nullptr && (long long)c.out_stride * 256 < INT_MAX / 64;
+         (c.weight != nullptr || plan_only()) && (long long)c.out_stride * 256 < INT_MAX / 64;
 }
 
 bool LinearS8Tma::device_supported() { return wgmma_s8_device_supported(); }

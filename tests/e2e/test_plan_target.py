@@ -95,6 +95,18 @@ def main():
     if "int8" not in h100 or "tma_s8" not in h100 or "tma_s8" in a100 or "wgmma" in a100:
         util.fail(f"int8 plans: h100\n{h100}\na100\n{a100}")
     print("ok   int8 AlexNet: tma_s8 on h100, no Hopper kernel on a100")
+    # The int8 TMA linear is planned on a described target too (it needs no device weight to be
+    # chosen), and at batch 1 the int8 TMA conv where a unit's K is short (conv2, conv3, conv5),
+    # the mma.sync split-K GEMM where it is long (conv4): ConvS8Tma::runs_small_batches.
+    int8_64 = steps(h100)
+    if any("tma_s8_linear" not in int8_64[fc][1] for fc in ("fc6", "fc7", "fc8")):
+        util.fail(f"int8 linears at batch 64 on h100 are not the TMA GEMM:\n{h100}")
+    int8_1 = steps(plan(cli, path["alexnet"], "--target", "h100", "--precision", "int8",
+                        "--calib", calib, "--batch", "1"))
+    if any("tma_s8" not in int8_1[conv][1] for conv in ("conv2", "conv3", "conv5")) or \
+            "igemm_s8" not in int8_1["conv4"][1]:
+        util.fail(f"int8 convs at batch 1 on h100: {int8_1}")
+    print("ok   int8 AlexNet on h100: TMA linears at 64, TMA conv2/3/5 and split-K conv4 at 1")
 
     # Bad input: one error line each, exit 2 (usage).
     for label, flags in [("unknown target", ["--device", "cuda", "--target", "h900"]),

@@ -358,6 +358,10 @@ class ConvS8TmaImpl {
 
 bool ConvS8Tma::device_supported() { return wgmma_s8_device_supported(); }
 
+bool ConvS8Tma::runs_small_batches(const S8Conv& conv) {
+  return (long long)conv.kh * conv.kw * conv.in_stride <= kSmallBatchMaxK;
+}
+
 bool ConvS8Tma::tile_fuses_pool(const S8Conv& conv, const NhwcPool& pool, int tile) {
   return tile >= 0 && tile < kTileCount && has_pooled_instance(tile, k_bytes_of(conv)) &&
          pool_tiling_for(conv, pool, kTiles[tile].bm).has_value();

@@ -66,6 +66,16 @@ class ConvS8Tma {
   // rows): it has a pooled instance and its pooled tiling covers every window (no device query).
   static bool tile_fuses_pool(const S8Conv& conv, const NhwcPool& pool, int tile);
 
+  // Whether the int8 entry runs this kernel at batches whose tiles leave SMs idle too, rather
+  // than the mma.sync split-K GEMM (conv_s8_igemm): where one unit's K, kh·kw·in_stride, is at
+  // most kSmallBatchMaxK bytes.  A short K is a short serial chain per tile, which the smallest
+  // tiles (the wave model's pick at such batches: 128x64) finish sooner than split-K's slices
+  // and their reduction; a long one is what split-K cuts.  Measured at batch 1 (H200, `profile
+  // --compare`, docs/PERFORMANCE.md run 49): AlexNet conv2 (1600 bytes), conv3 (1728) and conv5
+  // (2304) 1.4-2.3 us faster on their TMA plans than on split-K, conv4 (3456) 1.0 us slower.
+  static constexpr int kSmallBatchMaxK = 2560;
+  static bool runs_small_batches(const S8Conv& conv);
+
   // `conv` describes the layer with its weight, bias and multipliers already on the device (the
   // int8 entry's upload: rows of k_pad bytes, k_pad a multiple of 64); they must outlive this.
   // Encodes the weight maps, checks the kernel images' register count.  Throws cnnrt::Error.

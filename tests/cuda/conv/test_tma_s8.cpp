@@ -143,6 +143,18 @@ NhwcPool pool_of(const S8Conv& conv, int k, int st, int pad = 0, bool ceil = fal
                   pad};
 }
 
+// The small-batch rule: the entry keeps the TMA conv below a full grid where one unit's K is at
+// most 2560 bytes — AlexNet conv2 (5x5x64), conv3 (3x3x192) and conv5 (3x3x256), not conv4
+// (3x3x384: the mma.sync split-K GEMM there) — and a 1x1 conv's K is its channel stride.
+TEST(ConvTmaS8, SmallBatchesKeepTheTmaConvWhereKIsShort) {
+  EXPECT_TRUE(ConvS8Tma::runs_small_batches(s8conv(64, 27, 192, 5, 2)));
+  EXPECT_TRUE(ConvS8Tma::runs_small_batches(s8conv(192, 13, 384, 3, 1)));
+  EXPECT_TRUE(ConvS8Tma::runs_small_batches(s8conv(256, 13, 256, 3, 1)));
+  EXPECT_FALSE(ConvS8Tma::runs_small_batches(s8conv(384, 13, 256, 3, 1)));
+  EXPECT_TRUE(ConvS8Tma::runs_small_batches(s8conv(2560, 7, 64, 1, 0)));
+  EXPECT_FALSE(ConvS8Tma::runs_small_batches(s8conv(2576, 7, 64, 1, 0)));
+}
+
 // The 192x192 tile (three consumer warpgroups, tma_roles.h): its plan on AlexNet conv2 / conv3
 // (out_c 192 and 384: whole n tiles) at 64 and 256, the default of conv2 only (conv3's last wave
 // is larger on it than on 256x128: 3.4 of 4 waves against 3.84), and no fused-pool instance.
@@ -310,6 +322,9 @@ TEST(ConvTmaS8, EntryPlansTheFusedPoolForAlexNetConv5) {
   EXPECT_NE(fused.variant, staged.variant);
   EXPECT_EQ(plan_of("conv_int8_tma_128x256", 256).variant_name, "tma_s8_128x256_k128_s4_fusedpool");
   EXPECT_EQ(plan_of("conv_int8_tma_256x128", 64).variant_name, "tma_s8_256x128_k128_s4_fusedpool");
+  // At batch 1 (8 units of 128x64: SMs idle) the entry keeps the TMA conv, staged, rather than
+  // the mma.sync split-K GEMM: conv5's K (2304 bytes) is short (ConvS8Tma::runs_small_batches).
+  EXPECT_EQ(plan_of("conv_int8_tma", 1).variant_name, "tma_s8_128x64_k128_s8+pool");
   for (const char* tile : {"128x128", "128x192", "256x64", "128x64", "192x192"})
     EXPECT_FALSE(
         KernelRegistry::instance().find(std::string("conv_int8_tma_") + tile)->supports(node))
