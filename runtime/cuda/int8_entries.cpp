@@ -149,9 +149,10 @@ class ConvInt8Kernel final : public LayerKernel {
       }
       // Below the batch whose 128x128 tiles fill the SMs, the mma.sync split-K GEMM — except
       // where a unit's K is short (ConvS8Tma::runs_small_batches: the TMA's small tiles win).
-      tma_max_fallback_ = tma_tile_ >= 0 || ConvS8Tma::runs_small_batches(conv_)
-                              ? 0
-                              : fallback_max_batch([this](int b) { return tma_->plan(b, 0).units; });
+      tma_max_fallback_ =
+          tma_tile_ >= 0 || ConvS8Tma::runs_small_batches(conv_)
+              ? 0
+              : fallback_max_batch([this](int b) { return tma_->plan(b, 0).units; });
     }
     if (wgmma_candidate && wgmma_s8_serves(conv_)) {
       use_wgmma_ = true;
