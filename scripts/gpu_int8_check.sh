@@ -102,13 +102,13 @@ grep -q "BYTES DIFFER" "$OUT/conv_lab_linear_s8.txt" 2>/dev/null && { echo "FAIL
 fi
 
 if want profile; then
-step "profile --compare, int8, batch 1, 64 and 256"
-for batch in 1 64 256; do
+# CNNRT_INT8_PROFILE_BATCHES (default "1 64 256"): the batches profiled
+step "profile --compare, int8, batch ${CNNRT_INT8_PROFILE_BATCHES:-1 64 256}"
+for batch in ${CNNRT_INT8_PROFILE_BATCHES:-1 64 256}; do
   "$bin/cnnrt" profile "$model" "${int8[@]}" --device cuda --batch $batch --compare \
     --json "$OUT/int8_profile_b$batch.json" > "$OUT/int8_profile_b$batch.txt" 2>&1 || status=1
 done
-cat "$OUT/int8_profile_b256.txt"
-head -20 "$OUT/int8_profile_b1.txt"
+for batch in ${CNNRT_INT8_PROFILE_BATCHES:-1 64 256}; do head -16 "$OUT/int8_profile_b$batch.txt"; done
 
 fi
 
