@@ -182,6 +182,9 @@ LinearS8TmaPlan LinearS8Tma::plan(int batch, int tile) const {
 
 LinearS8TmaInput LinearS8Tma::encode_input(const void* x, int batch, int tile) const {
   const LinearS8TmaImpl& m = *impl_;
+  if (tile < 0 || tile >= kBatchTileCount)
+    throw Error("linear_int8_tma: input map for batch tile " + std::to_string(tile) + " of " +
+                std::to_string(kBatchTileCount));
   LinearS8TmaInput input;
   input.x = x;
   input.batch = batch;

@@ -64,6 +64,8 @@ TEST(LinearS8TmaPlan, EveryBatchTileCoversTheGemm) {
       EXPECT_NE(p.name.find("128x" + std::to_string(bn[t])), std::string::npos) << p.name;
     }
   EXPECT_THROW(kernel.plan(64, 3), Error);
+  EXPECT_THROW(kernel.encode_input(nullptr, 64, 3), Error);  // refused before any device call
+  EXPECT_THROW(kernel.encode_input(nullptr, 64, -1), Error);
 }
 
 // The model's pick: the cheapest tile up to the one that holds the batch.  At batch <= 64 that is
