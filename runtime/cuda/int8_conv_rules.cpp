@@ -6,6 +6,7 @@
 #include "kernels/cpu/int8_ref.h"
 #include "kernels/cuda/conv/space_to_depth.h"
 #include "kernels/cuda/conv/tma_s8.h"
+#include "kernels/cuda/conv/tma_window.h"
 #include "runtime/cuda/cuda_registry.h"
 #include "runtime/cuda/int8_layer_prep.h"
 
@@ -38,11 +39,10 @@ bool conv_s2d_supported(const Node& node) {
   const std::optional<ConvShape> shape = conv_shape_of(node);
   return shape && s2d_eligible(*shape) && conv_fits_int32(*shape);
 }
-// ... and its TMA GEMM serves it on this device (prepare_s2d_tma's conv: the blocks at
-// tma_block_channels channels, a ceil(k/s) kernel at stride 1 without padding).
-bool conv_s2d_tma_supported(const Node& node) {
-  if (!conv_s2d_supported(node) || !ConvS8Tma::device_supported()) return false;
-  const ConvShape shape = *conv_shape_of(node);
+namespace {
+// prepare_s2d_tma's conv of an s2d-eligible node: the blocks at tma_block_channels channels, a
+// ceil(k/s) kernel at stride 1 without padding (in_stride 0 where no such stride exists).
+S8Conv s2d_tma_conv_of(const ConvShape& shape) {
   const int s = shape.conv.stride_h, channels = s * s * shape.in_c;
   S8Conv conv;
   conv.in_c = channels;
@@ -56,7 +56,19 @@ bool conv_s2d_tma_supported(const Node& node) {
   conv.in_w = conv.out_w + conv.kw - 1;
   conv.out_stride = padded16(shape.out_c);
   conv.k_total = conv.k_pad = conv.kh * conv.kw * conv.in_stride;
+  return conv;
+}
+}  // namespace
+
+// ... and its TMA GEMM serves it on this device.
+bool conv_s2d_tma_supported(const Node& node) {
+  if (!conv_s2d_supported(node) || !ConvS8Tma::device_supported()) return false;
+  const S8Conv conv = s2d_tma_conv_of(*conv_shape_of(node));
   return conv.in_stride > 0 && tma_s8_serves(conv);
+}
+bool conv_s2d_window_supported(const Node& node) {
+  if (!conv_s2d_tma_supported(node) || !ConvS8Window::device_supported()) return false;
+  return ConvS8Window::supports(s2d_tma_conv_of(*conv_shape_of(node)));
 }
 // ... and its wgmma GEMM serves it on this device (the rearranged conv keeps out_c:
 // wgmma_s8_serves' out_c % 64 is the only rule the s2d conv can miss).

@@ -5,8 +5,9 @@
 //                     On Hopper, where the batch fills the GPU, the GEMM is conv_int8_tma's over
 //                     the blocks at a 64-byte channel stride (conv1: 48 channels + 16 zero ones;
 //                     see "conv_int8_s2d's TMA GEMM" below); conv_int8_s2d_tma and
-//                     conv_int8_s2d_wgmma pin the TMA / wgmma GEMM at every batch (comparison
-//                     entries)
+//                     conv_int8_s2d_wgmma pin the TMA / wgmma GEMM at every batch, and
+//                     conv_int8_s2d_window3 runs its window conv on three consumer warpgroups
+//                     (comparison entries)
 //   conv_int8_tma     dense convs with a channel stride % 64 == 0 on Hopper's TMA-fed,
 //                     warp-specialised wgmma kernel (kernels/cuda/conv/tma_s8.h), conv_int8_igemm's
 //                     split-K plan at batches its tiles leave SMs idle; a max-pool runs fused
@@ -92,10 +93,12 @@ class ConvInt8Kernel final : public LayerKernel {
   // entries' rule, int8_conv_rules.h), kPinStaged (the staged pool form), or -1 for the kernel's
   // own plan and the small-batch fallback to the mma.sync GEMM.  s2d_tma (ConvPath::SpaceToDepth):
   // whether its GEMM may run on the TMA kernel (header comment), as `wgmma` says for the wgmma
-  // kernel.
+  // kernel; window_consumers: the consumer warpgroups of its window conv, where that serves (2,
+  // or 3 for conv_int8_s2d_window3).
   ConvInt8Kernel(const KernelBuildContext& context, const char* name, ConvPath path,
-                 Wgmma wgmma = Wgmma::Off, int tma_tile = -1, Wgmma s2d_tma = Wgmma::Off)
-      : path_(path), tma_tile_(tma_tile) {
+                 Wgmma wgmma = Wgmma::Off, int tma_tile = -1, Wgmma s2d_tma = Wgmma::Off,
+                 int window_consumers = 2)
+      : path_(path), tma_tile_(tma_tile), window_consumers_(window_consumers) {
     const std::optional<ConvShape> shape = conv_shape_of(context.node);
     const ConvWeights weights = conv_weights_of(context, name, shape);
     const ConvAttrs& a = shape->conv;
@@ -184,9 +187,11 @@ class ConvInt8Kernel final : public LayerKernel {
                              info.input_types[0].dtype == DType::F32;
     if (window_) {
       plan.variant = -1 - (2 * kWindowCode + (fp32_source ? 1 : 0));
-      plan.variant_name = std::string(fp32_source ? "quantise+" : "") + "s2d" +
-                          std::to_string(s2d_tma_.out_stride) + "+window_s8_3x3_n128" +
-                          (pool_ ? "+pool" : "");
+      plan.variant_name =
+          std::string(fp32_source ? "quantise+" : "") + "s2d" +
+          std::to_string(s2d_tma_.out_stride) +
+          (window_->consumers() == 3 ? "+window_s8x3_3x3_n128" : "+window_s8_3x3_n128") +
+          (pool_ ? "+pool" : "");
       plan.state = std::make_shared<const WindowInputMaps>();
       plan.workspace_bytes = workspace_parts(info.batch, 1, true).total();
       return plan;
@@ -367,8 +372,10 @@ class ConvInt8Kernel final : public LayerKernel {
     s2d_tma_.out_stride = stride;
     if (!always && ConvS8Window::supports(wide) && ConvS8Window::device_supported()) {
       // The window conv runs at every batch (header comment): no TMA GEMM beside it.
-      window_.emplace(wide, narrow_s8_small_sums(layer.weight.data(), layer.bias.data(),
-                                                 conv_.out_c, layer.per_channel));
+      window_.emplace(wide,
+                      narrow_s8_small_sums(layer.weight.data(), layer.bias.data(), conv_.out_c,
+                                           layer.per_channel),
+                      window_consumers_);
       return;
     }
     tma_.emplace(wide);
@@ -414,6 +421,7 @@ class ConvInt8Kernel final : public LayerKernel {
 
   ConvPath path_;
   int tma_tile_ = -1;             // ConvPath::Tma: pinned tile, kPinStaged, or -1
+  int window_consumers_ = 2;      // the window conv's consumer warpgroups (2 or 3)
   std::optional<ConvS8Tma> tma_;  // ConvPath::Tma's kernel (its weights are device_'s), or the
                                   // space-to-depth path's TMA GEMM (tma_weight_)
   int tma_max_fallback_ = 0;      // ... runs above this batch, else the mma.sync GEMM
@@ -459,6 +467,15 @@ void register_int8_kernels(KernelRegistry& registry) {
                 [](const KernelBuildContext& context) -> std::unique_ptr<LayerKernel> {
                   return std::make_unique<ConvInt8Kernel>(context, "conv_int8_s2d_wgmma",
                                                           ConvPath::SpaceToDepth, Wgmma::Always);
+                },
+                false, false, /*baseline=*/true},
+               // conv_int8_s2d with its window conv on three consumer warpgroups
+               // (tma_window_kernel.cuh's design note): a comparison entry until measured.
+               {"conv_int8_s2d_window3", OpKind::Conv, conv_s2d_window_supported,
+                [](const KernelBuildContext& context) -> std::unique_ptr<LayerKernel> {
+                  return std::make_unique<ConvInt8Kernel>(context, "conv_int8_s2d_window3",
+                                                          ConvPath::SpaceToDepth, Wgmma::Auto, -1,
+                                                          Wgmma::Auto, 3);
                 },
                 false, false, /*baseline=*/true}});
   // conv_int8_tma: the TMA mainloop, above conv_int8_wgmma (docs/kernels/conv_int8_tma.md); its

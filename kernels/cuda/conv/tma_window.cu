@@ -36,7 +36,10 @@ KernelFn kernel_of(int c_steps) {
   return c_steps == 3 ? tma_window::conv_window_kernel<WindowF16, 3, 3, 3>
                       : tma_window::conv_window_kernel<WindowF16, 3, 3, 4>;
 }
+// The int8 instance on 2 or 3 consumer warpgroups (tma_window_kernel.cuh's design note).
 constexpr KernelS8Fn kKernelS8 = tma_window::conv_window_kernel<WindowS8, 3, 3, 2>;
+constexpr KernelS8Fn kKernelS8x3 = tma_window::conv_window_kernel<WindowS8, 3, 3, 2, 3>;
+// The two-consumer images, then the three-consumer one (another entry register count).
 std::vector<tma::KernelImage> kernel_images() {
   const size_t smem = tma_window::smem_bytes<WindowF16>(tma_window::kMaxTaps);
   const size_t smem_s8 = tma_window::smem_bytes<WindowS8>(tma_window::kMaxTaps);
@@ -44,12 +47,23 @@ std::vector<tma::KernelImage> kernel_images() {
           {reinterpret_cast<const void*>(kernel_of(4)), "window_c4", smem},
           {reinterpret_cast<const void*>(kKernelS8), "window_s8", smem_s8}};
 }
-// Every instance starts at exactly kEntryRegs (setmaxnreg); their shared memory opted in.  Once
-// per process.
+std::vector<tma::KernelImage> kernel_images_x3() {
+  return {{reinterpret_cast<const void*>(kKernelS8x3), "window_s8_x3",
+           tma_window::smem_bytes<WindowS8, 3>(tma_window::kMaxTaps)}};
+}
+// Every instance starts at exactly its roles' entry registers (setmaxnreg: 168 for two
+// consumers, 128 for three); their shared memory opted in.  Once per process.
 void prepare_images(const char* kernel) {
-  static const std::string problem = tma::register_problem(kernel_images(), tma_detail::kEntryRegs);
+  static const std::string problem = [] {
+    std::string two = tma::register_problem(kernel_images(), tma_detail::TmaRoles<2>::kEntryRegs);
+    const std::string three =
+        tma::register_problem(kernel_images_x3(), tma_detail::TmaRoles<3>::kEntryRegs);
+    if (!three.empty()) two += (two.empty() ? "" : "; ") + three;
+    return two;
+  }();
   if (!problem.empty()) throw Error(std::string(kernel) + ": " + problem);
   tma::opt_in_smem(kernel_images());
+  tma::opt_in_smem(kernel_images_x3());
 }
 long long virtual_pixels(int in_h, int in_w, int batch) {
   return (long long)std::max(batch, 1) * in_h * in_w;
@@ -182,8 +196,10 @@ bool ConvS8Window::supports(const S8Conv& c) {
 
 bool ConvS8Window::device_supported() { return ConvFp16Wgmma::device_supported(); }
 
-ConvS8Window::ConvS8Window(const S8Conv& conv, bool small_sums)
-    : conv_(conv), small_sums_(small_sums) {
+ConvS8Window::ConvS8Window(const S8Conv& conv, bool small_sums, int consumers)
+    : conv_(conv), small_sums_(small_sums), consumers_(consumers) {
+  if (consumers != 2 && consumers != 3)
+    throw Error("conv_int8_window: " + std::to_string(consumers) + " consumer warpgroups (2 or 3)");
   if (!supports(conv))
     throw Error(
         "conv_int8_window: unsupported conv (needs a stride-1 unpadded 3x3 conv over a 64-byte "
@@ -222,9 +238,14 @@ void ConvS8Window::forward(const ConvWindowInput& input, void* y, cudaStream_t s
   p.lo = conv_.lo;
   p.hi = conv_.hi;
   p.small_sums = small_sums_ ? 1 : 0;
-  launch_kernel(kKernelS8, ctas_of(p.units, sms_), tma_window::kThreads,
-                tma_window::smem_bytes<WindowS8>(tma_window::kMaxTaps), stream, input.map, w_map_,
-                p);
+  if (consumers_ == 3)
+    launch_kernel(kKernelS8x3, ctas_of(p.units, sms_), tma_detail::TmaRoles<3>::kThreads,
+                  tma_window::smem_bytes<WindowS8, 3>(tma_window::kMaxTaps), stream, input.map,
+                  w_map_, p);
+  else
+    launch_kernel(kKernelS8, ctas_of(p.units, sms_), tma_window::kThreads,
+                  tma_window::smem_bytes<WindowS8>(tma_window::kMaxTaps), stream, input.map, w_map_,
+                  p);
 }
 
 }  // namespace cnnrt::cuda

@@ -78,14 +78,17 @@ class ConvS8Window {
   // Keeps `conv` (its device weight, bias and multipliers: the caller's, alive as long as this);
   // encodes the weight map, checks the kernel images.  Throws cnnrt::Error.  small_sums: every
   // |acc + bias| < 2^22 (narrow_s8_small_sums on the layer's integers), so the epilogue takes
-  // the conversion-free requantisation (the same bits).
-  ConvS8Window(const S8Conv& conv, bool small_sums);
+  // the conversion-free requantisation (the same bits).  consumers: the kernel's consumer
+  // warpgroups, 2 (the default) or 3 (tma_window_kernel.cuh's design note; not yet measured).
+  ConvS8Window(const S8Conv& conv, bool small_sums, int consumers = 2);
+  int consumers() const { return consumers_; }
   ConvWindowInput encode_input(const void* x, int batch) const;
   void forward(const ConvWindowInput& input, void* y, cudaStream_t stream) const;
 
  private:
   S8Conv conv_;
   bool small_sums_ = false;
+  int consumers_ = 2;
   int sms_ = 132;
   CUtensorMap w_map_;
 };

@@ -38,6 +38,14 @@
 //   output rows.
 // * Shared memory: 1 KB alignment slack + taps x 8 / 4 KB of weight + 2 x 2 x 32 / 16 KB of slabs
 //   + 16 / 8 KB of staging: 217 / 109 KB for 9 taps (fp16 / int8).
+// * Three consumers (int8 only; C = 3, tma_roles.h's TmaRoles<3>: 512 threads, setmaxnreg 32 /
+//   160): the j-th unit to consumer j % 3, each with its 2-stage ring; 1 + 36 + 3 x 2 x 16 + 12 KB
+//   = 145 KB (fp16's slabs would need 265).  Why: the int8 window conv ran its tensor pipe ~a
+//   third of the time (run 41k: 97 us at batch 256 for ~31 us of MMA at the peak) with warps
+//   waiting rather than issuing.  The hypothesis: each unit's epilogue (64 requantised outputs a
+//   thread) outlasts its 18 MMAs, so two consumers leave the pipe idle while both are in their
+//   epilogues, and a third keeps one more unit's MMAs ready.  Not yet run on a GPU: a pinned entry
+//   (conv_int8_s2d_window3) until measured.
 #pragma once
 
 #include <cuda.h>
@@ -50,6 +58,7 @@
 #include "kernels/cuda/conv/epilogue_params.h"
 #include "kernels/cuda/conv/ptx.cuh"
 #include "kernels/cuda/conv/tma_mainloop.cuh"
+#include "kernels/cuda/conv/tma_roles.h"
 #include "kernels/cuda/conv/tma_transpose_epilogue.cuh"
 #include "kernels/cuda/pdl.cuh"
 
@@ -110,11 +119,19 @@ constexpr uint32_t tap_bytes() {
   return 64 * E::kRowBytes;  // 64 weight rows
 }
 // Dynamic shared memory for `taps` taps.
+// Staging per consumer warp (4 warps a consumer).
 template <class E>
-constexpr size_t smem_bytes(int taps) {
-  return 1024 + size_t(taps) * tap_bytes<E>() + 2 * kStages * size_t(slab_bytes<E>()) + E::kStaging;
+constexpr size_t staging_per_warp() {
+  return E::kStaging / 8;
 }
-static_assert(smem_bytes<WindowF16>(kMaxTaps) <= 227 * 1024 - 2048,
+// Dynamic shared memory for `taps` taps and C consumers.
+template <class E, int C = 2>
+constexpr size_t smem_bytes(int taps) {
+  return 1024 + size_t(taps) * tap_bytes<E>() + C * kStages * size_t(slab_bytes<E>()) +
+         4 * C * staging_per_warp<E>();
+}
+static_assert(smem_bytes<WindowF16>(kMaxTaps) <= 227 * 1024 - 2048 &&
+                  smem_bytes<WindowS8, 3>(kMaxTaps) <= 227 * 1024 - 2048,
               "fits the opt-in with the static part");
 
 // The output rows of a lane's virtual pixels v, v + 16, ... (transpose_store's cursor): none past
@@ -167,20 +184,34 @@ __device__ __forceinline__ void window_mma(int (&acc)[kWN / 2], uint32_t a, uint
   MmaS8<kWN>::run(acc, tma_detail::desc_of<64>(a), tma_detail::desc_of<64>(b));
 }
 
-template <class E, int KH, int KW, int CSTEPS>
+// The CTA's j-th unit (j >= 0) goes to consumer j % C, the round-th of its units (the shift and
+// mask for two: the two-consumer images compile as they did before C existed).
+template <int C>
+__device__ __forceinline__ int consumer_of(long long j) {
+  if constexpr (C == 2) return int(j & 1);
+  return int(j % C);
+}
+template <int C>
+__device__ __forceinline__ long long round_of(long long j) {
+  if constexpr (C == 2) return j >> 1;
+  return j / C;
+}
+
+template <class E, int KH, int KW, int CSTEPS, int C>
 __device__ __forceinline__ void window_kernel_body(const CUtensorMap& tmap_x,
                                                    const CUtensorMap& tmap_w,
                                                    const typename E::Params& p) {
+  using Roles = tma_detail::TmaRoles<C>;
   constexpr uint32_t kSlabBytes = slab_bytes<E>(), kTapBytes = tap_bytes<E>();
   extern __shared__ __align__(1024) uint8_t smem_raw[];
-  __shared__ __align__(8) uint64_t full_bar[2][kStages], empty_bar[2][kStages], w_bar;
+  __shared__ __align__(8) uint64_t full_bar[C][kStages], empty_bar[C][kStages], w_bar;
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const uint32_t wsm = base;
   const uint32_t slabs = wsm + uint32_t(p.taps) * kTapBytes;
-  const uint32_t staging_off = slabs + 2 * kStages * kSlabBytes - smem_u32(smem_raw);
+  const uint32_t staging_off = slabs + C * kStages * kSlabBytes - smem_u32(smem_raw);
   const int wg = threadIdx.x / 128;
   if (threadIdx.x == 0) {
-    for (int c = 0; c < 2; ++c)
+    for (int c = 0; c < C; ++c)
       for (int s = 0; s < kStages; ++s) {
         mbarrier_init(smem_u32(&full_bar[c][s]), 1);
         mbarrier_init(smem_u32(&empty_bar[c][s]), 1);
@@ -191,7 +222,7 @@ __device__ __forceinline__ void window_kernel_body(const CUtensorMap& tmap_x,
   __syncthreads();
 
   if (wg == 0) {  // ---------------- producer: the weight once, then a slab per unit
-    setmaxnreg_dec<tma_detail::kProducerRegs>();
+    setmaxnreg_dec<Roles::kProducerRegs>();
     if (threadIdx.x == 0) {
       const uint32_t wb = smem_u32(&w_bar);
       tma_detail::mbar_expect_tx(wb, uint32_t(p.taps) * kTapBytes);
@@ -199,8 +230,8 @@ __device__ __forceinline__ void window_kernel_body(const CUtensorMap& tmap_x,
         tma_detail::tma_load_2d(wsm + t * kTapBytes, &tmap_w, t * 64, 0, wb);
       long long j = 0;
       for (long long u = blockIdx.x; u < p.units; u += gridDim.x, ++j) {
-        const int c = int(j & 1), s = int((j >> 1) % kStages);
-        const uint32_t phase = uint32_t((j >> 1) / kStages) & 1;
+        const int c = consumer_of<C>(j), s = int(round_of<C>(j) % kStages);
+        const uint32_t phase = uint32_t(round_of<C>(j) / kStages) & 1;
         mbarrier_wait_parity(smem_u32(&empty_bar[c][s]), phase ^ 1);
         const uint32_t fb = smem_u32(&full_bar[c][s]);
         tma_detail::mbar_expect_tx(fb, kSlabBytes);
@@ -211,17 +242,17 @@ __device__ __forceinline__ void window_kernel_body(const CUtensorMap& tmap_x,
       }
     }
   } else {  // ---------------- consumers: the unit's taps as one wgmma group, then the epilogue
-    setmaxnreg_inc<tma_detail::kConsumerRegs>();
+    setmaxnreg_inc<Roles::kConsumerRegs>();
     const int cw = wg - 1, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
-    uint8_t* stg = smem_raw + staging_off + (cw * 4 + warp) * (E::kStaging / 8);
+    uint8_t* stg = smem_raw + staging_off + (cw * 4 + warp) * staging_per_warp<E>();
     const int in_w = p.in_w;
     typename E::Acc acc[1][kWN / 2];
     mbarrier_wait_parity(smem_u32(&w_bar), 0);
     long long j = cw;
     for (long long u = blockIdx.x + cw * static_cast<long long>(gridDim.x); u < p.units;
-         u += 2 * static_cast<long long>(gridDim.x), j += 2) {
-      const int s = int((j >> 1) % kStages);
-      const uint32_t phase = uint32_t((j >> 1) / kStages) & 1;
+         u += C * static_cast<long long>(gridDim.x), j += C) {
+      const int s = int(round_of<C>(j) % kStages);
+      const uint32_t phase = uint32_t(round_of<C>(j) / kStages) & 1;
       mbarrier_wait_parity(smem_u32(&full_bar[cw][s]), phase);
       const uint32_t slab = slabs + (cw * kStages + s) * kSlabBytes;
 #pragma unroll
@@ -261,14 +292,16 @@ __device__ __forceinline__ void window_kernel_body(const CUtensorMap& tmap_x,
 #endif  // CNNRT_WGMMA_DEVICE
 
 // A KH x KW conv of element E (WindowF16, WindowS8) over CSTEPS MMA k steps per tap (p.kh,
-// p.kw, p.c_steps say the same).
-template <class E, int KH, int KW, int CSTEPS>
-__global__ void __launch_bounds__(kThreads, 1)
+// p.kw, p.c_steps say the same), on C consumer warpgroups (2, or 3: int8 only).
+template <class E, int KH, int KW, int CSTEPS, int C = 2>
+__global__ void __launch_bounds__(tma_detail::TmaRoles<C>::kThreads, 1)
     conv_window_kernel(const __grid_constant__ CUtensorMap tmap_x,
                        const __grid_constant__ CUtensorMap tmap_w, const typename E::Params p) {
+  static_assert(C == 2 || (C == 3 && std::is_same_v<E, WindowS8>),
+                "three consumers: int8 only (fp16's slabs do not fit)");
   pdl_wait();
 #ifdef CNNRT_WGMMA_DEVICE
-  window_kernel_body<E, KH, KW, CSTEPS>(tmap_x, tmap_w, p);
+  window_kernel_body<E, KH, KW, CSTEPS, C>(tmap_x, tmap_w, p);
 #endif
 }
 

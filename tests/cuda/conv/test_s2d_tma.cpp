@@ -147,7 +147,7 @@ TEST(S2dTma, PinnedInnerConvsAreComparisonEntries) {
   ASSERT_NE(int8, nullptr);
   EXPECT_FALSE(fp16->baseline);
   for (const char* name : {"conv_fp16_s2d_window", "conv_fp16_s2d_tma", "conv_fp16_s2d_wgmma",
-                           "conv_int8_s2d_tma", "conv_int8_s2d_wgmma"}) {
+                           "conv_int8_s2d_tma", "conv_int8_s2d_wgmma", "conv_int8_s2d_window3"}) {
     const KernelEntry* pinned = registry.find(name);
     ASSERT_NE(pinned, nullptr) << name;
     // Timed by profile --compare and run by the harness, never the builder's nor the automatic
@@ -236,7 +236,8 @@ TEST(S2dTma, WindowConvServesConv1sRewriteOnly) {
 
 // conv_int8_s2d on a described H100: its GEMM is conv_int8_window over the 64-byte-stride map at
 // every batch (the window conv's int8 instance); conv_int8_s2d_tma pins conv_int8_tma (paired
-// 64-byte k-tile rows, 256x64 at 256) and conv_int8_s2d_wgmma the wgmma GEMM.
+// 64-byte k-tile rows, 256x64 at 256), conv_int8_s2d_wgmma the wgmma GEMM and
+// conv_int8_s2d_window3 the window conv on three consumer warpgroups.
 TEST(S2dTma, Int8DefaultEntryTakesTheWindowConvForAlexNetConv1OnH100) {
   PlanTargetScope h100(target_traits("h100"));
   if (!ConvS8Tma::device_supported()) GTEST_SKIP() << "a build without the sm_90a image";
@@ -252,6 +253,11 @@ TEST(S2dTma, Int8DefaultEntryTakesTheWindowConvForAlexNetConv1OnH100) {
   EXPECT_NE(pinned1.find("s2d64+tma_s8_"), std::string::npos) << pinned1;
   const std::string wgmma = planned_variant("conv_int8_s2d_wgmma", node, 256, &calibration);
   EXPECT_EQ(wgmma.rfind("quantise+s2d+wgmma", 0), 0u) << wgmma;
+  ASSERT_TRUE(KernelRegistry::instance().find("conv_int8_s2d_window3")->supports(node));
+  for (int batch : {1, 256}) {
+    const std::string three = planned_variant("conv_int8_s2d_window3", node, batch, &calibration);
+    EXPECT_EQ(three.rfind("quantise+s2d64+window_s8x3_3x3_n128+pool", 0), 0u) << three;
+  }
 }
 
 // The kernel harness's "s2d_tma" row (tests/harness/conv_cases.cpp) is there for the default
