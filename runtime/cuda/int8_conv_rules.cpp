@@ -68,7 +68,8 @@ bool conv_s2d_tma_supported(const Node& node) {
 }
 bool conv_s2d_window_supported(const Node& node) {
   if (!conv_s2d_tma_supported(node) || !ConvS8Window::device_supported()) return false;
-  return ConvS8Window::supports(s2d_tma_conv_of(*conv_shape_of(node)));
+  const S8Conv conv = s2d_tma_conv_of(*conv_shape_of(node));
+  return ConvS8Window::supports(conv, padded16(conv.in_c));  // x' at the pad16 stride
 }
 // ... and its wgmma GEMM serves it on this device (the rearranged conv keeps out_c:
 // wgmma_s8_serves' out_c % 64 is the only rule the s2d conv can miss).

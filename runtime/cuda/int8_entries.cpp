@@ -48,8 +48,10 @@
 // conv_int8_s2d's window conv: where conv_int8_window serves that same 64-byte-stride conv
 // (kernels/cuda/conv/tma_window.h: AlexNet conv1, int8 output; each x' pixel from L2 about twice
 // instead of once per tap, docs/kernels/conv_fp16_window.md), the default entry runs it instead
-// of the TMA GEMM at every batch, on the same map, weight rows and workspace; the pinned
-// conv_int8_s2d_tma keeps the TMA GEMM.
+// of the TMA GEMM at every batch, on the same weight rows, with x' stored at the pad16 stride
+// (conv1: 48 bytes a pixel, not 64: the window's TMA zero-fills the rest of each 64-byte row, as
+// conv_fp16_window does, so the rearrangement writes and the conv reads a quarter fewer bytes);
+// the pinned conv_int8_s2d_tma keeps the TMA GEMM over the 64-byte map.
 // K (in_c / groups × kh × kw) above ref::kMaxInt8Reduction is refused.
 #include <algorithm>
 #include <cstring>
@@ -370,12 +372,15 @@ class ConvInt8Kernel final : public LayerKernel {
     wide.weight = static_cast<const int8_t*>(tma_weight_.get());
     s2d_tma_ = s2d_;
     s2d_tma_.out_stride = stride;
-    if (!always && ConvS8Window::supports(wide) && ConvS8Window::device_supported()) {
-      // The window conv runs at every batch (header comment): no TMA GEMM beside it.
+    if (!always && ConvS8Window::supports(wide, s2d_.out_stride) &&
+        ConvS8Window::device_supported()) {
+      // The window conv runs at every batch (header comment): no TMA GEMM beside it, and x' at
+      // the pad16 stride (the map the window's rearrangement writes).
       window_.emplace(wide,
                       narrow_s8_small_sums(layer.weight.data(), layer.bias.data(), conv_.out_c,
                                            layer.per_channel),
-                      window_consumers_);
+                      window_consumers_, s2d_.out_stride);
+      s2d_tma_.out_stride = s2d_.out_stride;
       return;
     }
     tma_.emplace(wide);
@@ -432,7 +437,8 @@ class ConvInt8Kernel final : public LayerKernel {
   bool narrow_small_sums_ = false;  // narrow path: every |acc| < 2^22 (conv_s8_narrow)
   S8Conv conv_;
   S8SpaceToDepth s2d_;
-  S8SpaceToDepth s2d_tma_;              // the TMA GEMM's map: channel stride tma_block_channels
+  S8SpaceToDepth s2d_tma_;              // the TMA GEMM's map (stride tma_block_channels) or the
+                                        // window conv's (the pad16 stride)
   DeviceArray tma_weight_;              // the TMA GEMM's / window conv's rows at that stride
   std::optional<ConvS8Window> window_;  // the default entry's window conv over that map
   int taps_h_ = 0, taps_w_ = 0, tap_stride_ = 1;  // space-to-depth: the original kernel

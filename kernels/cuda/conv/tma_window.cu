@@ -186,8 +186,10 @@ size_t ConvFp16Window::weight_bytes() const { return bytes_; }
 
 // ---- conv_int8_window ----------------------------------------------------------------------
 
-bool ConvS8Window::supports(const S8Conv& c) {
-  return c.groups == 1 && c.kh == 3 && c.kw == 3 && c.stride_h == 1 && c.stride_w == 1 &&
+bool ConvS8Window::supports(const S8Conv& c, int stored_stride) {
+  if (stored_stride == 0) stored_stride = c.in_stride;
+  return stored_stride % 16 == 0 && stored_stride >= c.in_c && stored_stride <= 64 &&
+         c.groups == 1 && c.kh == 3 && c.kw == 3 && c.stride_h == 1 && c.stride_w == 1 &&
          c.pad_h == 0 && c.pad_w == 0 && c.dil_h == 1 && c.dil_w == 1 && c.in_stride == 64 &&
          c.in_c <= 64 && c.out_c <= 64 && c.out_stride % 16 == 0 && c.out_stride <= 64 &&
          c.out_stride >= c.out_c && !c.float_output && c.k_pad == 9 * 64 && c.out_h == c.in_h - 2 &&
@@ -196,14 +198,17 @@ bool ConvS8Window::supports(const S8Conv& c) {
 
 bool ConvS8Window::device_supported() { return ConvFp16Wgmma::device_supported(); }
 
-ConvS8Window::ConvS8Window(const S8Conv& conv, bool small_sums, int consumers)
-    : conv_(conv), small_sums_(small_sums), consumers_(consumers) {
+ConvS8Window::ConvS8Window(const S8Conv& conv, bool small_sums, int consumers, int stored_stride)
+    : conv_(conv),
+      small_sums_(small_sums),
+      consumers_(consumers),
+      stored_stride_(stored_stride == 0 ? conv.in_stride : stored_stride) {
   if (consumers != 2 && consumers != 3)
     throw Error("conv_int8_window: " + std::to_string(consumers) + " consumer warpgroups (2 or 3)");
-  if (!supports(conv))
+  if (!supports(conv, stored_stride_))
     throw Error(
         "conv_int8_window: unsupported conv (needs a stride-1 unpadded 3x3 conv over a 64-byte "
-        "channel stride, out_c <= 64, int8 output, in_w <= 63)");
+        "channel stride, stored at 16-64 bytes a pixel, out_c <= 64, int8 output, in_w <= 63)");
   if (!device_supported())
     throw Error("conv_int8_window: needs a compute capability 9.0 device and the sm_90a build");
   const DeviceTraits& device = device_traits();
@@ -221,9 +226,12 @@ ConvWindowInput ConvS8Window::encode_input(const void* x, int batch) const {
   ConvWindowInput input;
   input.x = x;
   input.batch = batch;
-  tma::encode_weight_map("conv_int8_window", &input.map, CU_TENSOR_MAP_DATA_TYPE_UINT8, x, 64,
-                         size_t(virtual_pixels(conv_.in_h, conv_.in_w, batch)), 64, 64, 128, 64,
-                         "cuTensorMapEncodeTiled (input slab)");
+  // [virtual pixels][stored_stride bytes]: boxes of 128 pixels x 64 bytes, the bytes past the
+  // stored ones the TMA's zero fill (as conv_fp16_window reads x' at 48 channels).
+  tma::encode_weight_map(
+      "conv_int8_window", &input.map, CU_TENSOR_MAP_DATA_TYPE_UINT8, x, size_t(stored_stride_),
+      size_t(virtual_pixels(conv_.in_h, conv_.in_w, batch)), size_t(stored_stride_), 64, 128, 64,
+      "cuTensorMapEncodeTiled (input slab)");
   return input;
 }
 

@@ -68,19 +68,21 @@ class ConvFp16Window {
 // conv_int8_window: the same kernel on int8 (wgmma s8 k32, the 64-byte swizzle), the int8
 // family's requantising epilogue, bit for bit the integer reference.  Serves an S8Conv that is a
 // stride-1 unpadded 3x3 conv over a 64-byte channel stride (in_c <= 64: conv_int8_s2d's TMA
-// form of conv1, x' quantised at 64 bytes per pixel), out_c <= 64, int8 output (out_stride <=
-// 64), in_w <= 63; the weight rows [out_c][9 x 64] (k_pad 576) as that form packs them.  No
-// pool: the entry pools the output.
+// form of conv1), out_c <= 64, int8 output (out_stride <= 64), in_w <= 63; the weight rows
+// [out_c][9 x 64] (k_pad 576) as that form packs them.  The input x' may be stored at fewer
+// bytes a pixel (stored_stride: a multiple of 16 from in_c to 64; conv1 quantised at 48), the
+// rest of each 64-byte row the TMA's zero fill.  No pool: the entry pools the output.
 class ConvS8Window {
  public:
-  static bool supports(const S8Conv& conv);
+  // stored_stride 0: conv.in_stride.
+  static bool supports(const S8Conv& conv, int stored_stride = 0);
   static bool device_supported();
   // Keeps `conv` (its device weight, bias and multipliers: the caller's, alive as long as this);
   // encodes the weight map, checks the kernel images.  Throws cnnrt::Error.  small_sums: every
   // |acc + bias| < 2^22 (narrow_s8_small_sums on the layer's integers), so the epilogue takes
   // the conversion-free requantisation (the same bits).  consumers: the kernel's consumer
   // warpgroups, 2 (the default) or 3 (tma_window_kernel.cuh's design note; not yet measured).
-  ConvS8Window(const S8Conv& conv, bool small_sums, int consumers = 2);
+  ConvS8Window(const S8Conv& conv, bool small_sums, int consumers = 2, int stored_stride = 0);
   int consumers() const { return consumers_; }
   ConvWindowInput encode_input(const void* x, int batch) const;
   void forward(const ConvWindowInput& input, void* y, cudaStream_t stream) const;
@@ -89,6 +91,7 @@ class ConvS8Window {
   S8Conv conv_;
   bool small_sums_ = false;
   int consumers_ = 2;
+  int stored_stride_ = 64;  // x' bytes a pixel (the map's row pitch)
   int sms_ = 132;
   CUtensorMap w_map_;
 };
