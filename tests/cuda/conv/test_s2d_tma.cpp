@@ -234,6 +234,28 @@ TEST(S2dTma, WindowConvServesConv1sRewriteOnly) {
   EXPECT_FALSE(ConvFp16Window::supports(residual, 48));
 }
 
+// conv_int8_window's shape rule with x' stored at fewer bytes than its 64-byte rows: a multiple
+// of 16 from in_c to 64 (AlexNet conv1: 48 real channels, stored at 48; the TMA fills the rest).
+TEST(S2dTma, Int8WindowTakesXPrimeStoredAtItsPad16Stride) {
+  S8Conv c;
+  c.in_c = 48;
+  c.in_stride = 64;
+  c.in_h = c.in_w = 57;
+  c.out_c = c.out_stride = 64;
+  c.out_h = c.out_w = 55;
+  c.kh = c.kw = 3;
+  c.k_total = c.k_pad = 9 * 64;
+  EXPECT_TRUE(ConvS8Window::supports(c));  // stored at in_stride
+  EXPECT_TRUE(ConvS8Window::supports(c, 48));
+  EXPECT_TRUE(ConvS8Window::supports(c, 64));
+  EXPECT_FALSE(ConvS8Window::supports(c, 40));  // not a multiple of 16
+  EXPECT_FALSE(ConvS8Window::supports(c, 32));  // fewer bytes than channels
+  EXPECT_FALSE(ConvS8Window::supports(c, 80));  // past the 64-byte row
+  S8Conv float_out = c;
+  float_out.float_output = true;
+  EXPECT_FALSE(ConvS8Window::supports(float_out, 48));
+}
+
 // conv_int8_s2d on a described H100: its GEMM is conv_int8_window at every batch (the window
 // conv's int8 instance), x' stored at 48 bytes a pixel (the TMA fills the rest of each 64-byte
 // row); conv_int8_s2d_tma pins conv_int8_tma (paired 64-byte k-tile rows, 256x64 at 256),
