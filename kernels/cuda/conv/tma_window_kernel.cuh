@@ -118,7 +118,6 @@ template <class E>
 constexpr uint32_t tap_bytes() {
   return 64 * E::kRowBytes;  // 64 weight rows
 }
-// Dynamic shared memory for `taps` taps.
 // Staging per consumer warp (4 warps a consumer).
 template <class E>
 constexpr size_t staging_per_warp() {
@@ -184,8 +183,8 @@ __device__ __forceinline__ void window_mma(int (&acc)[kWN / 2], uint32_t a, uint
   MmaS8<kWN>::run(acc, tma_detail::desc_of<64>(a), tma_detail::desc_of<64>(b));
 }
 
-// The CTA's j-th unit (j >= 0) goes to consumer j % C, the round-th of its units (the shift and
-// mask for two: the two-consumer images compile as they did before C existed).
+// The CTA's j-th unit (j >= 0) goes to consumer j % C as that consumer's (j / C)-th, its round
+// (the mask and shift for two: the two-consumer images compile as they did before C existed).
 template <int C>
 __device__ __forceinline__ int consumer_of(long long j) {
   if constexpr (C == 2) return int(j & 1);
