@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "bench/event_timing.h"
+#include "kernels/cuda/conv/conv_s8.h"
 #include "kernels/cuda/conv/conv_shape.h"
 #include "kernels/cuda/cuda_check.h"
 
@@ -110,6 +111,20 @@ inline void print_row(const char* layer, int batch, const std::string& variant, 
   std::printf("%-16s %5d  %-58s %9.4f ms %8.1f TFLOP/s%s %s\n", layer, batch, variant.c_str(), ms,
               flops / (ms * 1e-3) / 1e12, model, mark);
   std::fflush(stdout);
+}
+
+// A device copy of `bytes` host bytes (freed by the caller).
+inline void* to_device(const void* host, size_t bytes) {
+  void* p = nullptr;
+  CNNRT_CUDA_CHECK(cudaMalloc(&p, bytes));
+  CNNRT_CUDA_CHECK(cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice));
+  return p;
+}
+// Frees an int8 layer's device weight, bias and multipliers (the int8 tables' uploads).
+inline void free_device_layer(const cnnrt::cuda::S8Conv& conv) {
+  for (const void* p : {static_cast<const void*>(conv.weight), static_cast<const void*>(conv.bias),
+                        static_cast<const void*>(conv.multiplier)})
+    CNNRT_CUDA_CHECK(cudaFree(const_cast<void*>(p)));
 }
 
 // The --tma and --sparse tables (conv_lab_tma.cpp).

@@ -29,14 +29,6 @@ struct LinearLayer {
 constexpr LinearLayer kLinears[] = {
     {"fc6+relu", 9216, 4096, false}, {"fc7+relu", 4096, 4096, false}, {"fc8", 4096, 1000, true}};
 
-template <typename T>
-T* device_copy(const std::vector<T>& host) {
-  void* p = nullptr;
-  CNNRT_CUDA_CHECK(cudaMalloc(&p, host.size() * sizeof(T)));
-  CNNRT_CUDA_CHECK(cudaMemcpy(p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
-  return static_cast<T*>(p);
-}
-
 // The layer as the int8 linear entries describe it (linear_s8_tma_serves), its weight, bias and
 // multipliers random on the device.
 cnnrt::cuda::S8Conv upload_linear(const LinearLayer& l, std::mt19937& rng) {
@@ -63,9 +55,9 @@ cnnrt::cuda::S8Conv upload_linear(const LinearLayer& l, std::mt19937& rng) {
     bias[o] = b(rng);
     mult[o] = m(rng);
   }
-  c.weight = device_copy(rows);
-  c.bias = device_copy(bias);
-  c.multiplier = device_copy(mult);
+  c.weight = static_cast<const int8_t*>(to_device(rows.data(), rows.size()));
+  c.bias = static_cast<const int32_t*>(to_device(bias.data(), bias.size() * sizeof(int32_t)));
+  c.multiplier = static_cast<const float*>(to_device(mult.data(), mult.size() * sizeof(float)));
   return c;
 }
 
@@ -94,7 +86,7 @@ void run_linear_s8_lab(int iters, cudaStream_t stream) {
       std::uniform_int_distribution<int> v(0, 127);  // post-ReLU activations
       for (size_t i = 0; i < in_bytes; ++i)
         x_host[i] = int(i % conv.in_stride) < l.in ? int8_t(v(rng)) : int8_t(0);
-      int8_t* x = device_copy(x_host);
+      void* x = to_device(x_host.data(), in_bytes);
       void* y = nullptr;
       CNNRT_CUDA_CHECK(cudaMalloc(&y, out_bytes));
       const LinearS8TmaPlan pick = kernel.plan(batch);
@@ -123,10 +115,7 @@ void run_linear_s8_lab(int iters, cudaStream_t stream) {
       CNNRT_CUDA_CHECK(cudaFree(y));
       CNNRT_CUDA_CHECK(cudaFree(x));
     }
-    for (const void* p :
-         {static_cast<const void*>(conv.weight), static_cast<const void*>(conv.bias),
-          static_cast<const void*>(conv.multiplier)})
-      CNNRT_CUDA_CHECK(cudaFree(const_cast<void*>(p)));
+    free_device_layer(conv);
   }
   CNNRT_CUDA_CHECK(cudaFree(flush));
 }

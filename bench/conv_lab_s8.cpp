@@ -27,14 +27,6 @@
 namespace conv_lab {
 namespace {
 
-// A device copy of `bytes` host bytes (freed by the caller).
-void* to_device(const void* host, size_t bytes) {
-  void* p = nullptr;
-  CNNRT_CUDA_CHECK(cudaMalloc(&p, bytes));
-  CNNRT_CUDA_CHECK(cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice));
-  return p;
-}
-
 // The layer as the int8 entries describe it (NHWC/16, K over the channel stride, int8 out).
 cnnrt::cuda::S8Conv s8conv_of(const Layer& l, const ConvShape& s, const cnnrt::ref::Int8Layer& q) {
   cnnrt::cuda::S8Conv c;
@@ -95,11 +87,6 @@ cnnrt::cuda::S8Conv upload_layer(const Layer& l, const ConvShape& s,
   conv.multiplier = static_cast<const float*>(
       to_device(q.multiplier.data(), q.multiplier.size() * sizeof(float)));
   return conv;
-}
-void free_device_layer(const cnnrt::cuda::S8Conv& conv) {
-  for (const void* p : {static_cast<const void*>(conv.weight), static_cast<const void*>(conv.bias),
-                        static_cast<const void*>(conv.multiplier)})
-    CNNRT_CUDA_CHECK(cudaFree(const_cast<void*>(p)));
 }
 
 // A pooled layer at `batch`: the fused-pool instance of every tile that runs the pool fused and

@@ -155,9 +155,7 @@ LinearS8TmaPlan LinearS8Tma::plan(int batch, int tile) const {
     }
     return best;
   }
-  if (tile >= kBatchTileCount)
-    throw Error("linear_int8_tma: batch tile " + std::to_string(tile) + " of " +
-                std::to_string(kBatchTileCount));
+  tma::check_tile("linear_int8_tma", tile, kBatchTileCount);
   LinearS8TmaPlan plan;
   plan.batch = std::max(batch, 1);
   plan.tile = tile;
@@ -182,9 +180,7 @@ LinearS8TmaPlan LinearS8Tma::plan(int batch, int tile) const {
 
 LinearS8TmaInput LinearS8Tma::encode_input(const void* x, int batch, int tile) const {
   const LinearS8TmaImpl& m = *impl_;
-  if (tile < 0 || tile >= kBatchTileCount)
-    throw Error("linear_int8_tma: input map for batch tile " + std::to_string(tile) + " of " +
-                std::to_string(kBatchTileCount));
+  tma::check_tile("linear_int8_tma", tile, kBatchTileCount);
   LinearS8TmaInput input;
   input.x = x;
   input.batch = batch;

@@ -371,18 +371,17 @@ class ConvInt8Kernel final : public LayerKernel {
     tma_weight_.upload(packed.data(), packed.size());
     wide.weight = static_cast<const int8_t*>(tma_weight_.get());
     s2d_tma_ = s2d_;
-    s2d_tma_.out_stride = stride;
     if (!always && ConvS8Window::supports(wide, s2d_.out_stride) &&
         ConvS8Window::device_supported()) {
       // The window conv runs at every batch (header comment): no TMA GEMM beside it, and x' at
-      // the pad16 stride (the map the window's rearrangement writes).
+      // the pad16 stride (s2d_tma_ keeps s2d_'s: the map the window's rearrangement writes).
       window_.emplace(wide,
                       narrow_s8_small_sums(layer.weight.data(), layer.bias.data(), conv_.out_c,
                                            layer.per_channel),
                       window_consumers_, s2d_.out_stride);
-      s2d_tma_.out_stride = s2d_.out_stride;
       return;
     }
+    s2d_tma_.out_stride = stride;
     tma_.emplace(wide);
     // Above the batch whose default tiles fill the SMs (conv_fp16_s2d's rule; on conv1 the wave
     // model takes a BN = 64 tile, whose units, not 128x128's, are the grid).

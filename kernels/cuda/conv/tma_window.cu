@@ -36,20 +36,28 @@ KernelFn kernel_of(int c_steps) {
   return c_steps == 3 ? tma_window::conv_window_kernel<WindowF16, 3, 3, 3>
                       : tma_window::conv_window_kernel<WindowF16, 3, 3, 4>;
 }
-// The int8 instance on 2 or 3 consumer warpgroups (tma_window_kernel.cuh's design note).
-constexpr KernelS8Fn kKernelS8 = tma_window::conv_window_kernel<WindowS8, 3, 3, 2>;
-constexpr KernelS8Fn kKernelS8x3 = tma_window::conv_window_kernel<WindowS8, 3, 3, 2, 3>;
+// The int8 instance on C consumer warpgroups (2, or 3: tma_window_kernel.cuh's design note):
+// its kernel, threads and shared memory, indexed by C - 2 (ConvS8Window keeps C).
+struct WindowS8Launch {
+  KernelS8Fn fn;
+  int threads;
+  size_t smem;
+};
+template <int C>
+constexpr WindowS8Launch s8_launch() {
+  return {tma_window::conv_window_kernel<WindowS8, 3, 3, 2, C>, tma_detail::TmaRoles<C>::kThreads,
+          tma_window::smem_bytes<WindowS8, C>(tma_window::kMaxTaps)};
+}
+constexpr WindowS8Launch kS8Launches[] = {s8_launch<2>(), s8_launch<3>()};
 // The two-consumer images, then the three-consumer one (another entry register count).
 std::vector<tma::KernelImage> kernel_images() {
   const size_t smem = tma_window::smem_bytes<WindowF16>(tma_window::kMaxTaps);
-  const size_t smem_s8 = tma_window::smem_bytes<WindowS8>(tma_window::kMaxTaps);
   return {{reinterpret_cast<const void*>(kernel_of(3)), "window_c3", smem},
           {reinterpret_cast<const void*>(kernel_of(4)), "window_c4", smem},
-          {reinterpret_cast<const void*>(kKernelS8), "window_s8", smem_s8}};
+          {reinterpret_cast<const void*>(kS8Launches[0].fn), "window_s8", kS8Launches[0].smem}};
 }
 std::vector<tma::KernelImage> kernel_images_x3() {
-  return {{reinterpret_cast<const void*>(kKernelS8x3), "window_s8_x3",
-           tma_window::smem_bytes<WindowS8, 3>(tma_window::kMaxTaps)}};
+  return {{reinterpret_cast<const void*>(kS8Launches[1].fn), "window_s8_x3", kS8Launches[1].smem}};
 }
 // Every instance starts at exactly its roles' entry registers (setmaxnreg: 168 for two
 // consumers, 128 for three); their shared memory opted in.  Once per process.
@@ -246,14 +254,9 @@ void ConvS8Window::forward(const ConvWindowInput& input, void* y, cudaStream_t s
   p.lo = conv_.lo;
   p.hi = conv_.hi;
   p.small_sums = small_sums_ ? 1 : 0;
-  if (consumers_ == 3)
-    launch_kernel(kKernelS8x3, ctas_of(p.units, sms_), tma_detail::TmaRoles<3>::kThreads,
-                  tma_window::smem_bytes<WindowS8, 3>(tma_window::kMaxTaps), stream, input.map,
-                  w_map_, p);
-  else
-    launch_kernel(kKernelS8, ctas_of(p.units, sms_), tma_window::kThreads,
-                  tma_window::smem_bytes<WindowS8>(tma_window::kMaxTaps), stream, input.map, w_map_,
-                  p);
+  const WindowS8Launch& launch = kS8Launches[consumers_ - 2];
+  launch_kernel(launch.fn, ctas_of(p.units, sms_), launch.threads, launch.smem, stream, input.map,
+                w_map_, p);
 }
 
 }  // namespace cnnrt::cuda
