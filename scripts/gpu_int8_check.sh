@@ -14,8 +14,10 @@
 # AlexNet with random weights (seed 1, as scripts/ab_bench.py), int8 with an entropy calibration of
 # 16 N(0, 1) inputs: timings and bit-exactness, not accuracy (docs/QUANTIZATION.md has that).
 # Usage: scripts/gpu_int8_check.sh BUILD_DIR OUT_DIR; exit 1 when a step failed.
-# CNNRT_INT8_STEPS (default all): a comma list of gtests, recipe, harness, engine, lab, profile,
-# bench, plans — the steps to run (a second lease re-runs only what changed).
+# CNNRT_INT8_STEPS (default all but ratio): a comma list of gtests, recipe, harness, engine, lab,
+# profile, bench, plans, ratio — the steps to run (a second lease re-runs only what changed);
+# ratio: int8 and fp16 `bench` alternated, CNNRT_RATIO_ROUNDS rounds (default 3), at 1, 64, 256 —
+# issue 10's int8 / fp16 ratios, each round's pair taken seconds apart.
 set -uo pipefail
 BUILD="$1"
 OUT="$2"
@@ -117,6 +119,19 @@ step "bench int8 and fp16, batch 1, 64, 256"
 run "$bin/cnnrt" bench "$model" "${int8[@]}" --device cuda --batch 1,64,256 --iterations 300 -q
 run "$bin/cnnrt" bench "$model" --random-weights 1 --precision fp16 --device cuda \
   --batch 1,64,256 --iterations 300 -q
+
+fi
+
+if want ratio; then
+step "int8 and fp16 bench alternated, ${CNNRT_RATIO_ROUNDS:-3} rounds, batch 1, 64, 256"
+for round in $(seq "${CNNRT_RATIO_ROUNDS:-3}"); do
+  for precision in int8 fp16; do
+    flags=(--random-weights 1 --precision fp16)
+    [ $precision = int8 ] && flags=("${int8[@]}")
+    run "$bin/cnnrt" bench "$model" "${flags[@]}" --device cuda --batch 1,64,256 --iterations 300 \
+      -q --json "$OUT/ratio_${precision}_r$round.json"
+  done
+done
 
 fi
 
