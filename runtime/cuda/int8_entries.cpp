@@ -5,9 +5,12 @@
 //                     On Hopper, where the batch fills the GPU, the GEMM is conv_int8_tma's over
 //                     the blocks at a 64-byte channel stride (conv1: 48 channels + 16 zero ones;
 //                     see "conv_int8_s2d's TMA GEMM" below); conv_int8_s2d_tma and
-//                     conv_int8_s2d_wgmma pin the TMA / wgmma GEMM at every batch, and
+//                     conv_int8_s2d_wgmma pin the TMA / wgmma GEMM at every batch,
 //                     conv_int8_s2d_window3 runs its window conv on three consumer warpgroups
-//                     (comparison entries)
+//                     and conv_int8_s2d_window2 on two over x' from the rearrangement pass
+//                     (comparison entries).  On sm_90a from the fp32 input, the window conv
+//                     quantises and rearranges the input in its own producer where that serves
+//                     (ConvS8Window::quantise_serves: AlexNet's conv1; no x' pass)
 //   conv_int8_tma     dense convs with a channel stride % 64 == 0 on Hopper's TMA-fed,
 //                     warp-specialised wgmma kernel (kernels/cuda/conv/tma_s8.h), conv_int8_igemm's
 //                     split-K plan at batches its tiles leave SMs idle; a max-pool runs fused
@@ -96,11 +99,15 @@ class ConvInt8Kernel final : public LayerKernel {
   // own plan and the small-batch fallback to the mma.sync GEMM.  s2d_tma (ConvPath::SpaceToDepth):
   // whether its GEMM may run on the TMA kernel (header comment), as `wgmma` says for the wgmma
   // kernel; window_consumers: the consumer warpgroups of its window conv, where that serves (2,
-  // or 3 for conv_int8_s2d_window3).
+  // or 3 for conv_int8_s2d_window3); window_quantises: that window conv may read the fp32 input
+  // itself (ConvS8Window's quantising form, two consumers: no rearrangement pass).
   ConvInt8Kernel(const KernelBuildContext& context, const char* name, ConvPath path,
                  Wgmma wgmma = Wgmma::Off, int tma_tile = -1, Wgmma s2d_tma = Wgmma::Off,
-                 int window_consumers = 2)
-      : path_(path), tma_tile_(tma_tile), window_consumers_(window_consumers) {
+                 int window_consumers = 2, bool window_quantises = true)
+      : path_(path),
+        tma_tile_(tma_tile),
+        window_consumers_(window_consumers),
+        window_quantises_(window_quantises) {
     const std::optional<ConvShape> shape = conv_shape_of(context.node);
     const ConvWeights weights = conv_weights_of(context, name, shape);
     const ConvAttrs& a = shape->conv;
@@ -188,14 +195,18 @@ class ConvInt8Kernel final : public LayerKernel {
     const bool fp32_source = path_ == ConvPath::SpaceToDepth && !info.input_types.empty() &&
                              info.input_types[0].dtype == DType::F32;
     if (window_) {
-      plan.variant = -1 - (2 * kWindowCode + (fp32_source ? 1 : 0));
-      plan.variant_name =
-          std::string(fp32_source ? "quantise+" : "") + "s2d" +
-          std::to_string(s2d_tma_.out_stride) +
-          (window_->consumers() == 3 ? "+window_s8x3_3x3_n128" : "+window_s8_3x3_n128") +
-          (pool_ ? "+pool" : "");
+      // From the fp32 input the quantising form where it serves: no x' pass (kWindowQuantiseCode).
+      const bool quantised = fp32_source && window_->quantises();
+      plan.variant =
+          -1 - (2 * (quantised ? kWindowQuantiseCode : kWindowCode) + (fp32_source ? 1 : 0));
+      plan.variant_name = quantised ? std::string("quantise-s2d-in-window_s8_3x3_n128")
+                                    : std::string(fp32_source ? "quantise+" : "") + "s2d" +
+                                          std::to_string(s2d_tma_.out_stride) +
+                                          (window_->consumers() == 3 ? "+window_s8x3_3x3_n128"
+                                                                     : "+window_s8_3x3_n128");
+      plan.variant_name += pool_ ? "+pool" : "";
       plan.state = std::make_shared<const WindowInputMaps>();
-      plan.workspace_bytes = workspace_parts(info.batch, 1, true).total();
+      plan.workspace_bytes = workspace_parts(info.batch, 1, true, false, !quantised).total();
       return plan;
     }
     if (tma_ && info.batch > tma_max_fallback_) {
@@ -235,12 +246,15 @@ class ConvInt8Kernel final : public LayerKernel {
     const int code = on_tma ? -1 - args.variant : args.variant;
     const int splits = on_tma ? 1 : code / 2;
     // The pool fused into conv_int8_tma's epilogue: the kernel writes the pooled output itself.
-    const bool fused_pool = on_tma && code / 2 != kWindowCode && ConvS8Tma::is_fused(code / 2);
-    const Workspace parts = workspace_parts(args.batch, splits, on_tma, fused_pool);
+    const bool window_quantised = on_tma && code / 2 == kWindowQuantiseCode;
+    const bool fused_pool =
+        on_tma && code / 2 != kWindowCode && !window_quantised && ConvS8Tma::is_fused(code / 2);
+    const Workspace parts =
+        workspace_parts(args.batch, splits, on_tma, fused_pool, !window_quantised);
     char* workspace = static_cast<char*>(args.workspace);
     if (workspace == nullptr && parts.total() > 0) throw Error("conv int8: no workspace");
     const void* x = args.inputs.at(0);
-    if (path_ == ConvPath::SpaceToDepth) {
+    if (path_ == ConvPath::SpaceToDepth && !window_quantised) {
       space_to_depth_s8(on_tma ? s2d_tma_ : s2d_, x, (code & 1) != 0, workspace, args.batch,
                         stream);
       x = workspace;
@@ -253,6 +267,8 @@ class ConvInt8Kernel final : public LayerKernel {
       conv_s8_depthwise(conv_, x, conv_out, args.batch, stream);
     } else if (path_ == ConvPath::Narrow) {
       conv_s8_narrow(conv_, x, conv_out, args.batch, sms_, narrow_small_sums_, stream);
+    } else if (window_quantised) {
+      run_window_quantised(args.state, x, conv_out, args.batch, stream);
     } else if (on_tma && code / 2 == kWindowCode) {
       run_window(args.state, x, conv_out, args.batch, stream);
     } else if (on_tma) {
@@ -275,15 +291,17 @@ class ConvInt8Kernel final : public LayerKernel {
   static size_t round_up_bytes(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
   // Byte offsets of the workspace's parts for `batch` (see prepare()); on_tma: the space-to-depth
-  // map is the TMA form's; fused_pool: no pre-pool tensor.
+  // map is the TMA form's; fused_pool: no pre-pool tensor; map: false where no space-to-depth
+  // map is written (the window conv's quantising form).
   struct Workspace {
     size_t pre_pool = 0, partial = 0, partial_bytes = 0;
     size_t total() const { return partial + partial_bytes; }  // the split-K sums come last
   };
-  Workspace workspace_parts(int batch, int splits, bool on_tma, bool fused_pool = false) const {
+  Workspace workspace_parts(int batch, int splits, bool on_tma, bool fused_pool = false,
+                            bool map = true) const {
     Workspace parts;
     const S8SpaceToDepth& s2d = on_tma ? s2d_tma_ : s2d_;
-    if (path_ == ConvPath::SpaceToDepth)
+    if (path_ == ConvPath::SpaceToDepth && map)
       parts.pre_pool =
           round_up_bytes(static_cast<size_t>(batch) * s2d.blocks_h * s2d.blocks_w * s2d.out_stride);
     parts.partial = parts.pre_pool;
@@ -378,7 +396,7 @@ class ConvInt8Kernel final : public LayerKernel {
       window_.emplace(wide,
                       narrow_s8_small_sums(layer.weight.data(), layer.bias.data(), conv_.out_c,
                                            layer.per_channel),
-                      window_consumers_, s2d_.out_stride);
+                      window_consumers_, s2d_.out_stride, window_quantises_ ? &s2d_ : nullptr);
       return;
     }
     s2d_tma_.out_stride = stride;
@@ -412,8 +430,9 @@ class ConvInt8Kernel final : public LayerKernel {
     tma_->forward(tile, input, y, stream);
   }
 
-  // The window conv's variant code (run()'s TMA codes are tiles below it).
-  static constexpr int kWindowCode = 1 << 12;
+  // The window conv's variant codes (run()'s TMA codes are tiles below them): over x', and the
+  // quantising form over the fp32 input.
+  static constexpr int kWindowCode = 1 << 12, kWindowQuantiseCode = kWindowCode + 1;
   using WindowInputMaps = tma::InputMaps<ConvWindowInput>;
   void run_window(const void* state, const void* x, void* y, int batch, cudaStream_t stream) const {
     if (state == nullptr || !window_)
@@ -422,10 +441,19 @@ class ConvInt8Kernel final : public LayerKernel {
         x, batch, [this](const void* p, int b) { return window_->encode_input(p, b); });
     window_->forward(input, y, stream);
   }
+  void run_window_quantised(const void* state, const void* x, void* y, int batch,
+                            cudaStream_t stream) const {
+    if (state == nullptr || !window_ || !window_->quantises())
+      throw Error("conv_int8_window: a quantising run() without its form or state");
+    const ConvWindowInput source = static_cast<const WindowInputMaps*>(state)->find_or_encode(
+        x, batch, [this](const void* p, int b) { return window_->encode_source(p, b); });
+    window_->forward_quantised(source, y, stream);
+  }
 
   ConvPath path_;
   int tma_tile_ = -1;             // ConvPath::Tma: pinned tile, kPinStaged, or -1
   int window_consumers_ = 2;      // the window conv's consumer warpgroups (2 or 3)
+  bool window_quantises_ = true;  // ... and whether it may read the fp32 input itself
   std::optional<ConvS8Tma> tma_;  // ConvPath::Tma's kernel (its weights are device_'s), or the
                                   // space-to-depth path's TMA GEMM (tma_weight_)
   int tma_max_fallback_ = 0;      // ... runs above this batch, else the mma.sync GEMM
@@ -475,12 +503,20 @@ void register_int8_kernels(KernelRegistry& registry) {
                 },
                 false, false, /*baseline=*/true},
                // conv_int8_s2d with its window conv on three consumer warpgroups
-               // (tma_window_kernel.cuh's design note): a comparison entry until measured.
+               // (tma_window_kernel.cuh's design note), and on two over x' from the
+               // rearrangement pass (the default before the quantising form): comparison entries.
                {"conv_int8_s2d_window3", OpKind::Conv, conv_s2d_window_supported,
                 [](const KernelBuildContext& context) -> std::unique_ptr<LayerKernel> {
                   return std::make_unique<ConvInt8Kernel>(context, "conv_int8_s2d_window3",
                                                           ConvPath::SpaceToDepth, Wgmma::Auto, -1,
                                                           Wgmma::Auto, 3);
+                },
+                false, false, /*baseline=*/true},
+               {"conv_int8_s2d_window2", OpKind::Conv, conv_s2d_window_supported,
+                [](const KernelBuildContext& context) -> std::unique_ptr<LayerKernel> {
+                  return std::make_unique<ConvInt8Kernel>(context, "conv_int8_s2d_window2",
+                                                          ConvPath::SpaceToDepth, Wgmma::Auto, -1,
+                                                          Wgmma::Auto, 2, false);
                 },
                 false, false, /*baseline=*/true}});
   // conv_int8_tma: the TMA mainloop, above conv_int8_wgmma (docs/kernels/conv_int8_tma.md); its

@@ -5,10 +5,13 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "cnnrt/error.h"
+#include "kernels/cuda/conv/s2d_quantise.cuh"
 #include "kernels/cuda/conv/tma_encode.h"
 #include "kernels/cuda/conv/tma_window.h"
 #include "kernels/cuda/conv/tma_window_kernel.cuh"
@@ -24,9 +27,11 @@ namespace {
 
 using tma_window::TmaWindowParams;
 using tma_window::TmaWindowS8Params;
+using tma_window::TmaWindowS8QParams;
 using tma_window::WindowF16;
 using tma_window::WindowGeometry;
 using tma_window::WindowS8;
+using tma_window::WindowS8Q;
 using KernelFn = void (*)(CUtensorMap, CUtensorMap, TmaWindowParams);
 using KernelS8Fn = void (*)(CUtensorMap, CUtensorMap, TmaWindowS8Params);
 
@@ -59,6 +64,12 @@ std::vector<tma::KernelImage> kernel_images() {
 std::vector<tma::KernelImage> kernel_images_x3() {
   return {{reinterpret_cast<const void*>(kS8Launches[1].fn), "window_s8_x3", kS8Launches[1].smem}};
 }
+// The quantising instance (two consumers: 168 at entry, its own setmaxnreg split).
+constexpr auto kQuantiseKernel = tma_window::conv_window_kernel<WindowS8Q, 3, 3, 2, 2>;
+constexpr size_t kQuantiseSmem = tma_window::smem_bytes<WindowS8Q, 2>(tma_window::kMaxTaps);
+std::vector<tma::KernelImage> kernel_images_quantise() {
+  return {{reinterpret_cast<const void*>(kQuantiseKernel), "window_s8_quantise", kQuantiseSmem}};
+}
 // Every instance starts at exactly its roles' entry registers (setmaxnreg: 168 for two
 // consumers, 128 for three); their shared memory opted in.  Once per process.
 void prepare_images(const char* kernel) {
@@ -67,11 +78,15 @@ void prepare_images(const char* kernel) {
     const std::string three =
         tma::register_problem(kernel_images_x3(), tma_detail::TmaRoles<3>::kEntryRegs);
     if (!three.empty()) two += (two.empty() ? "" : "; ") + three;
+    const std::string quantise =
+        tma::register_problem(kernel_images_quantise(), tma_detail::TmaRoles<2>::kEntryRegs);
+    if (!quantise.empty()) two += (two.empty() ? "" : "; ") + quantise;
     return two;
   }();
   if (!problem.empty()) throw Error(std::string(kernel) + ": " + problem);
   tma::opt_in_smem(kernel_images());
   tma::opt_in_smem(kernel_images_x3());
+  tma::opt_in_smem(kernel_images_quantise());
 }
 long long virtual_pixels(int in_h, int in_w, int batch) {
   return (long long)std::max(batch, 1) * in_h * in_w;
@@ -206,11 +221,26 @@ bool ConvS8Window::supports(const S8Conv& c, int stored_stride) {
 
 bool ConvS8Window::device_supported() { return ConvFp16Wgmma::device_supported(); }
 
-ConvS8Window::ConvS8Window(const S8Conv& conv, bool small_sums, int consumers, int stored_stride)
+bool ConvS8Window::quantise_serves(const S8Conv& c, const S8SpaceToDepth& s2d) {
+  const int span = tma_window::kWN + 2 * c.in_w + 2;  // the slab rows a unit's MMAs read
+  const int rows_per_unit = (span - 1 + c.in_w - 1) / c.in_w + 1;
+  return s2d.s == 4 && s2d.c == 3 && s2d.blocks_h == c.in_h && s2d.blocks_w == c.in_w &&
+         c.in_c == 48 && 4 * s2d.blocks_w <= tma_window::kMaxCols &&
+         rows_per_unit <= tma_window::kRing - 2 && s2d.pad_h >= 0 && s2d.pad_w >= 0 &&
+         s2d.pad_h < 4 && s2d.pad_w < 4 && s2d.w % 4 == 0 && s2d.h > 0 && s2d.input_scale > 0 &&
+         std::isfinite(s2d.input_scale);
+}
+
+ConvS8Window::ConvS8Window(const S8Conv& conv, bool small_sums, int consumers, int stored_stride,
+                           const S8SpaceToDepth* quantise_source)
     : conv_(conv),
       small_sums_(small_sums),
       consumers_(consumers),
       stored_stride_(stored_stride == 0 ? conv.in_stride : stored_stride) {
+  if (quantise_source != nullptr && consumers == 2 && quantise_serves(conv, *quantise_source)) {
+    quantises_ = true;
+    source_ = *quantise_source;
+  }
   if (consumers != 2 && consumers != 3)
     throw Error("conv_int8_window: " + std::to_string(consumers) + " consumer warpgroups (2 or 3)");
   if (!supports(conv, stored_stride_))
@@ -241,6 +271,56 @@ ConvWindowInput ConvS8Window::encode_input(const void* x, int batch) const {
       size_t(virtual_pixels(conv_.in_h, conv_.in_w, batch)), size_t(stored_stride_), 64, 128, 64,
       "cuTensorMapEncodeTiled (input slab)");
   return input;
+}
+
+ConvWindowInput ConvS8Window::encode_source(const void* x, int batch) const {
+  if (!quantises_) throw Error("conv_int8_window: not the quantising form");
+  if (reinterpret_cast<uintptr_t>(x) % 16 != 0)
+    throw Error("conv_int8_window: the fp32 input must be 16-byte aligned");
+  ConvWindowInput input;
+  input.x = x;
+  input.batch = batch;
+  // fp32 NCHW {w, h, 3, n}: boxes of one x' row's 4 input rows x 3 channels x 4 * blocks_w
+  // columns (from -pad_w: the padding is the TMA's zero fill), unswizzled.
+  const S8SpaceToDepth& s = source_;
+  const cuuint64_t dims[4] = {cuuint64_t(s.w), cuuint64_t(s.h), 3, cuuint64_t(std::max(batch, 1))};
+  const cuuint64_t strides[3] = {cuuint64_t(s.w) * 4, cuuint64_t(s.h) * s.w * 4,
+                                 cuuint64_t(3) * s.h * s.w * 4};
+  const cuuint32_t box[4] = {cuuint32_t(4 * s.blocks_w), 4, 3, 1};
+  const cuuint32_t element_strides[4] = {1, 1, 1, 1};
+  tma::check_encode(
+      "conv_int8_window",
+      tma::encode_tiled()(&input.map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, const_cast<void*>(x),
+                          dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                          CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+      "cuTensorMapEncodeTiled (fp32 source)");
+  return input;
+}
+
+void ConvS8Window::forward_quantised(const ConvWindowInput& source, void* y,
+                                     cudaStream_t stream) const {
+  if (!quantises_) throw Error("conv_int8_window: not the quantising form");
+  const int batch = std::max(source.batch, 1);
+  TmaWindowS8QParams p;
+  fill_geometry(p, conv_.out_c, conv_.in_h, conv_.in_w, conv_.out_h, conv_.out_w, 2, batch);
+  p.bias = conv_.bias;
+  p.multiplier = conv_.multiplier;
+  p.y = static_cast<int8_t*>(y);
+  p.out_stride = conv_.out_stride;
+  p.lo = conv_.lo;
+  p.hi = conv_.hi;
+  p.small_sums = small_sums_ ? 1 : 0;
+  p.src.h = source_.h;
+  p.src.w = source_.w;
+  p.src.pad_h = source_.pad_h;
+  p.src.pad_w = source_.pad_w;
+  p.src.cols = 4 * source_.blocks_w;
+  p.src.box_bytes = uint32_t(4 * 3 * p.src.cols * 4);
+  p.src.scale = source_.input_scale;
+  p.src.reciprocal = s2d_quantise::filter_reciprocal(source_.input_scale);
+  launch_kernel(kQuantiseKernel, ctas_of(p.units, sms_), tma_detail::TmaRoles<2>::kThreads,
+                kQuantiseSmem, stream, source.map, w_map_, p);
 }
 
 void ConvS8Window::forward(const ConvWindowInput& input, void* y, cudaStream_t stream) const {

@@ -82,10 +82,23 @@ class ConvS8Window {
   // |acc + bias| < 2^22 (narrow_s8_small_sums on the layer's integers), so the epilogue takes
   // the conversion-free requantisation (the same bits).  consumers: the kernel's consumer
   // warpgroups, 2 (the default) or 3 (tma_window_kernel.cuh's design note; not yet measured).
-  ConvS8Window(const S8Conv& conv, bool small_sums, int consumers = 2, int stored_stride = 0);
+  // quantise_source: where quantise_serves(conv, *source) and consumers == 2, the window conv
+  // can also read the space-to-depth's fp32 NCHW source itself (tma_window_quantise.cuh: the
+  // quantisation and rearrangement in its producer, no x' in global memory).
+  ConvS8Window(const S8Conv& conv, bool small_sums, int consumers = 2, int stored_stride = 0,
+               const S8SpaceToDepth* quantise_source = nullptr);
   int consumers() const { return consumers_; }
   ConvWindowInput encode_input(const void* x, int batch) const;
   void forward(const ConvWindowInput& input, void* y, cudaStream_t stream) const;
+
+  // The quantising form: a 4 x 4 space-to-depth of 3 channels onto this conv's input map, rows
+  // of at most 58 blocks, a positive input scale (tma_window_quantise.cuh's design note).
+  static bool quantise_serves(const S8Conv& conv, const S8SpaceToDepth& s2d);
+  bool quantises() const { return quantises_; }
+  // The fp32 source's map (x: NCHW fp32, 16-byte aligned) and the launch that reads it; only
+  // where quantises().  Checked (cnnrt::Error).
+  ConvWindowInput encode_source(const void* x, int batch) const;
+  void forward_quantised(const ConvWindowInput& source, void* y, cudaStream_t stream) const;
 
  private:
   S8Conv conv_;
@@ -93,6 +106,8 @@ class ConvS8Window {
   int consumers_ = 2;
   int stored_stride_ = 64;  // x' bytes a pixel (the map's row pitch)
   int sms_ = 132;
+  bool quantises_ = false;
+  S8SpaceToDepth source_;  // where quantises_
   CUtensorMap w_map_;
 };
 

@@ -60,6 +60,7 @@
 #include "kernels/cuda/conv/tma_mainloop.cuh"
 #include "kernels/cuda/conv/tma_roles.h"
 #include "kernels/cuda/conv/tma_transpose_epilogue.cuh"
+#include "kernels/cuda/conv/tma_window_quantise.cuh"
 #include "kernels/cuda/pdl.cuh"
 
 namespace cnnrt::cuda::tma_window {
@@ -95,20 +96,31 @@ struct TmaWindowS8Params : WindowGeometry {
   int lo = -127, hi = 127;
   int small_sums = 0;  // every |acc + bias| < 2^22: the conversion-free requantisation
 };
+// The quantising instance's (tma_window_quantise.cuh): the same, and the fp32 source's geometry.
+struct TmaWindowS8QParams : TmaWindowS8Params {
+  S2dSource src;
+};
 
 // Element traits: a k-tile row of kRowBytes (one tap's 64 channels: 64 halves, the 128-byte
 // swizzle, or 64 int8, the 64-byte one), the accumulator, the parameters and the staging.
+// kQuantise: the producer builds the slabs from the fp32 source (tma_window_quantise.cuh).
 struct WindowF16 {
   using Acc = float;
   using Params = TmaWindowParams;
+  static constexpr bool kQuantise = false;
   static constexpr uint32_t kRowBytes = 128;
   static constexpr size_t kStaging = 8 * kChunk * 16 * 2;  // 8 warps x 64 pixels x 16 halves
 };
 struct WindowS8 {
   using Acc = int;
   using Params = TmaWindowS8Params;
+  static constexpr bool kQuantise = false;
   static constexpr uint32_t kRowBytes = 64;
   static constexpr size_t kStaging = 8 * kChunk * 16;  // 8 warps x 64 pixels x 16 bytes
+};
+struct WindowS8Q : WindowS8 {
+  using Params = TmaWindowS8QParams;
+  static constexpr bool kQuantise = true;
 };
 template <class E>
 constexpr uint32_t slab_bytes() {
@@ -123,15 +135,24 @@ template <class E>
 constexpr size_t staging_per_warp() {
   return E::kStaging / 8;
 }
+// The quantising instance's ring of staged x' rows: its offset from the aligned base (after the
+// staging; a multiple of 1 KB) and its bytes.
+template <class E, int C = 2>
+constexpr size_t ring_offset(int taps) {
+  return size_t(taps) * tap_bytes<E>() + C * kStages * size_t(slab_bytes<E>()) +
+         4 * C * staging_per_warp<E>();
+}
 // Dynamic shared memory for `taps` taps and C consumers.
 template <class E, int C = 2>
 constexpr size_t smem_bytes(int taps) {
-  return 1024 + size_t(taps) * tap_bytes<E>() + C * kStages * size_t(slab_bytes<E>()) +
-         4 * C * staging_per_warp<E>();
+  return 1024 + ring_offset<E, C>(taps) + (E::kQuantise ? size_t(kRing) * kSlotBytes : 0);
 }
 static_assert(smem_bytes<WindowF16>(kMaxTaps) <= 227 * 1024 - 2048 &&
-                  smem_bytes<WindowS8, 3>(kMaxTaps) <= 227 * 1024 - 2048,
+                  smem_bytes<WindowS8, 3>(kMaxTaps) <= 227 * 1024 - 2048 &&
+                  smem_bytes<WindowS8Q>(kMaxTaps) <= 227 * 1024 - 2048,
               "fits the opt-in with the static part");
+static_assert(ring_offset<WindowS8Q>(kMaxTaps) % 1024 == 0 && kSlotBytes % 1024 == 0,
+              "the ring's TMA boxes start 1 KB-aligned");
 
 // The output rows of a lane's virtual pixels v, v + 16, ... (transpose_store's cursor): none past
 // the images (the last unit's tail), nor in a row's last kw - 1 columns or an image's last kh - 1
@@ -201,9 +222,14 @@ __device__ __forceinline__ void window_kernel_body(const CUtensorMap& tmap_x,
                                                    const CUtensorMap& tmap_w,
                                                    const typename E::Params& p) {
   using Roles = tma_detail::TmaRoles<C>;
+  constexpr bool kQ = E::kQuantise;
+  static_assert(!kQ || C == 2, "the quantising producer: two consumers");
+  constexpr int kProducerRegs = kQ ? kQuantiseProducerRegs : Roles::kProducerRegs;
+  constexpr int kConsumerRegs = kQ ? kQuantiseConsumerRegs : Roles::kConsumerRegs;
   constexpr uint32_t kSlabBytes = slab_bytes<E>(), kTapBytes = tap_bytes<E>();
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   __shared__ __align__(8) uint64_t full_bar[C][kStages], empty_bar[C][kStages], w_bar;
+  __shared__ __align__(8) uint64_t row_bar[kQ ? kRing : 1];  // the quantising ring's rows
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const uint32_t wsm = base;
   const uint32_t slabs = wsm + uint32_t(p.taps) * kTapBytes;
@@ -212,21 +238,45 @@ __device__ __forceinline__ void window_kernel_body(const CUtensorMap& tmap_x,
   if (threadIdx.x == 0) {
     for (int c = 0; c < C; ++c)
       for (int s = 0; s < kStages; ++s) {
-        mbarrier_init(smem_u32(&full_bar[c][s]), 1);
+        // The quantising producer's four warps each arrive; the TMA's one thread with its bytes.
+        mbarrier_init(smem_u32(&full_bar[c][s]), kQ ? 4 : 1);
         mbarrier_init(smem_u32(&empty_bar[c][s]), 1);
       }
     mbarrier_init(smem_u32(&w_bar), 1);
+    if constexpr (kQ)
+      for (int r = 0; r < kRing; ++r) mbarrier_init(smem_u32(&row_bar[r]), 1);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
+  // The quantising producer never writes a row's last 16 bytes (channels 48-63): zero them once,
+  // for the async proxy's reads too.
+  if constexpr (kQ) {
+    uint4* slab_words = reinterpret_cast<uint4*>(smem_raw + (slabs - smem_u32(smem_raw)));
+    for (uint32_t i = threadIdx.x; i < C * kStages * kSlabBytes / 16; i += blockDim.x)
+      slab_words[i] = make_uint4(0, 0, 0, 0);
+    fence_proxy_async_shared();
+  }
+  // The quantising instance's CTA takes a contiguous range of units (its x' rows shared by
+  // consecutive units); the TMA instances every grid-th unit.
+  const long long first = kQ ? blockIdx.x * p.units / gridDim.x : blockIdx.x;
+  const long long end = kQ ? (blockIdx.x + 1) * p.units / gridDim.x : p.units;
+  const long long step = kQ ? 1 : gridDim.x;
   __syncthreads();
 
   if (wg == 0) {  // ---------------- producer: the weight once, then a slab per unit
-    setmaxnreg_dec<Roles::kProducerRegs>();
+    setmaxnreg_dec<kProducerRegs>();
     if (threadIdx.x == 0) {
       const uint32_t wb = smem_u32(&w_bar);
       tma_detail::mbar_expect_tx(wb, uint32_t(p.taps) * kTapBytes);
       for (int t = 0; t < p.taps; ++t)
         tma_detail::tma_load_2d(wsm + t * kTapBytes, &tmap_w, t * 64, 0, wb);
+    }
+    if constexpr (kQ) {
+      quantise_producer<C, kStages, kWN, kSlabBytes>(
+          tmap_x, p, smem_raw, smem_u32(smem_raw), slabs - smem_u32(smem_raw),
+          uint32_t(base - smem_u32(smem_raw) + ring_offset<E, C>(p.taps)), full_bar, empty_bar,
+          row_bar, first, end, [](long long j) { return consumer_of<C>(j); },
+          [](long long j) { return round_of<C>(j); });
+    } else if (threadIdx.x == 0) {
       long long j = 0;
       for (long long u = blockIdx.x; u < p.units; u += gridDim.x, ++j) {
         const int c = consumer_of<C>(j), s = int(round_of<C>(j) % kStages);
@@ -241,15 +291,14 @@ __device__ __forceinline__ void window_kernel_body(const CUtensorMap& tmap_x,
       }
     }
   } else {  // ---------------- consumers: the unit's taps as one wgmma group, then the epilogue
-    setmaxnreg_inc<Roles::kConsumerRegs>();
+    setmaxnreg_inc<kConsumerRegs>();
     const int cw = wg - 1, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
     uint8_t* stg = smem_raw + staging_off + (cw * 4 + warp) * staging_per_warp<E>();
     const int in_w = p.in_w;
     typename E::Acc acc[1][kWN / 2];
     mbarrier_wait_parity(smem_u32(&w_bar), 0);
     long long j = cw;
-    for (long long u = blockIdx.x + cw * static_cast<long long>(gridDim.x); u < p.units;
-         u += C * static_cast<long long>(gridDim.x), j += C) {
+    for (long long u = first + cw * step; u < end; u += C * step, j += C) {
       const int s = int(round_of<C>(j) % kStages);
       const uint32_t phase = uint32_t(round_of<C>(j) / kStages) & 1;
       mbarrier_wait_parity(smem_u32(&full_bar[cw][s]), phase);

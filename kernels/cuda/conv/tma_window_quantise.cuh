@@ -1,0 +1,168 @@
+// The int8 window conv's quantising producer (conv_int8_window fed the fp32 graph input: AlexNet
+// conv1's quantisation and space-to-depth inside the conv).  Included by tma_window_kernel.cuh.
+//
+// DESIGN NOTE
+// * Why: conv_int8_s2d was three passes — the quantising rearrangement (fp32 x, 154 MB at batch
+//   256, read; x' written, 40 MB), the window conv (x' read back) and the pool — and run 49's
+//   floors (docs/kernels/space_to_depth.md) put the first alone at ~45 us of conv1's ~150.  Here
+//   the window conv's producer warpgroup builds each unit's slab itself from x: the x' bytes are
+//   never written to global memory, and the input's DRAM read overlaps the consumers' MMAs
+//   instead of preceding them.
+// * What a slab row is: x' pixel (n, i, j) = 48 bytes, byte (a * 4 + b) * 3 + c the quantised
+//   x[n][c][4i - pad_h + a][4j - pad_w + b] (s2d_s8.cu's order: tap-major, the 3 channels
+//   innermost), at 64 bytes a row in the 64-byte swizzle the consumers' descriptors read (16-byte
+//   chunk k of row r at chunk k ^ ((r >> 1) & 3): the TMA's SWIZZLE_64B, on address bits).  The
+//   16 bytes past 48 are zeroed once; their weights are zero too.
+// * Staging: a ring of kRing x' rows, each one 4-D TMA box of x — 4 * blocks_w columns from
+//   column -pad_w, the 4 input rows of x' row i from 4i - pad_h, the 3 channels (fp32, no swizzle;
+//   the TMA's zero fill is the conv's padding) — so the 4 values of (c, a) for x' column j are
+//   the float4 at column 4j.  The CTA takes a contiguous range of units (not every grid-th), so
+//   consecutive units share x' rows: each row crosses L2 -> SM once per CTA, plus the rows
+//   shared at the range's ends.  Producer thread 0 keeps the ring full ahead of the unit being
+//   built (a row's slot is reissued once every producer thread is past the units needing it:
+//   a named barrier per unit).
+// * Quantisation: s2d_quantise.cuh's QuantiseByReciprocal, the same bits as the conversion step
+//   (the values it cannot vouch for redone by the exact division).
+// * The slab is written by generic stores and read by wgmma (the async proxy): each writer
+//   fences (fence.proxy.async.shared::cta) before its warp's arrive on the stage's full barrier
+//   (count 4: one per producer warp).
+// * Serves s = 4, 3 channels (48 bytes a pixel: conv1 of the AlexNet family), x' rows of at most
+//   kMaxCols columns (blocks_w <= 58) and units spanning at most kRing - 2 x' rows.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/conv/ptx.cuh"
+#include "kernels/cuda/conv/s2d_quantise.cuh"
+#include "kernels/cuda/conv/tma_ptx.cuh"
+
+namespace cnnrt::cuda::tma_window {
+
+constexpr int kRing = 10;  // staged x' rows
+constexpr int kSlotBytes =
+    11264;  // one x' row's box (4 rows x 3 channels x cols fp32), 1 KB-aligned
+constexpr int kMaxCols = kSlotBytes / (4 * 3 * 4);  // 234 columns: blocks_w <= 58
+constexpr int kQuantiseThreads = 128;               // the producer warpgroup
+// setmaxnreg's split for the quantising instance (two consumers, 168 at entry): the producer's
+// staged values and quantisation need more than the TMA producer's 40; the consumers use ~136.
+constexpr int kQuantiseProducerRegs = 152, kQuantiseConsumerRegs = 176;
+static_assert(128 * kQuantiseProducerRegs + 256 * kQuantiseConsumerRegs <= 384 * 168,
+              "the split fits the two-consumer entry registers");
+
+// The fp32 NCHW source of a quantising window conv and its space-to-depth (s = 4, c = 3).
+struct S2dSource {
+  int h = 0, w = 0;                 // x's rows and columns
+  int pad_h = 0, pad_w = 0;         // the original conv's padding (the box starts at -pad)
+  int cols = 0;                     // 4 * blocks_w: the box's columns
+  uint32_t box_bytes = 0;           // 4 * 3 * cols * 4
+  float scale = 0, reciprocal = 0;  // the input's scale; filter_reciprocal(scale)
+};
+
+#ifdef CNNRT_WGMMA_DEVICE
+using namespace cnnrt::cuda::ptx;
+
+// A tiled 4-D box {col, row, channel, image} of the source into `dst`.
+__device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map, int c0, int c1,
+                                            int c2, int c3, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+      : "memory");
+}
+
+// One slab row (x' pixel) from its staged x' row: `src` the staging bytes of (c 0, a 0, column
+// 4j), `row` the slab row's bytes, r its index (the swizzle phase).
+__device__ __forceinline__ void quantise_pixel(const uint8_t* src, uint8_t* row, int r,
+                                               const S2dSource& s) {
+  const s2d_quantise::QuantiseByReciprocal quantise{s.scale, s.reciprocal};
+  const int plane = s.cols * 4;  // bytes of one (c, a) row of the box
+  const uint32_t phase = uint32_t((r >> 1) & 3) << 4;
+#pragma unroll
+  for (int a = 0; a < 4; ++a) {
+    float v[12];  // value k = b * 3 + c: byte 12a + k of the pixel
+#pragma unroll
+    for (int c = 0; c < 3; ++c) {
+      const float4 f = *reinterpret_cast<const float4*>(src + (c * 4 + a) * plane);
+      v[c] = f.x;
+      v[3 + c] = f.y;
+      v[6 + c] = f.z;
+      v[9 + c] = f.w;
+    }
+    uint32_t deferred = 0, bytes[12];
+#pragma unroll
+    for (int k = 0; k < 12; ++k) bytes[k] = quantise(v[k], deferred, 1u << k);
+    if (deferred != 0) {  // rare: within 2^-12 of a rounding boundary, or NaN
+#pragma unroll
+      for (int k = 0; k < 12; ++k)
+        if (deferred & (1u << k)) bytes[k] = quantise.exact(v[k]);
+    }
+#pragma unroll
+    for (int w = 0; w < 3; ++w) {
+      const uint32_t word = (bytes[4 * w] & 0xffu) | (bytes[4 * w + 1] & 0xffu) << 8 |
+                            (bytes[4 * w + 2] & 0xffu) << 16 | (bytes[4 * w + 3] & 0xffu) << 24;
+      *reinterpret_cast<uint32_t*>(row + ((uint32_t(12 * a + 4 * w)) ^ phase)) = word;
+    }
+  }
+}
+
+// The producer warpgroup's loop (all 128 threads): for the CTA's units [first, end), the j-th to
+// consumer j % C's stage, build the slab from the ring.  smem: the kernel's dynamic shared memory
+// (generic pointer) and its address; offsets of the slabs and the ring from it.  Geometry: in_h,
+// in_w the x' map, pixels its virtual pixels, span the slab rows a unit's MMAs read.
+template <int C, int kStages, int kWN, uint32_t kSlabBytes, class Params, class ConsumerOf,
+          class RoundOf>
+__device__ __forceinline__ void quantise_producer(const CUtensorMap& tmap_x, const Params& p,
+                                                  uint8_t* smem, uint32_t smem_addr,
+                                                  uint32_t slabs_off, uint32_t ring_off,
+                                                  uint64_t (*full_bar)[kStages],
+                                                  uint64_t (*empty_bar)[kStages], uint64_t* row_bar,
+                                                  long long first, long long end,
+                                                  ConsumerOf consumer_of, RoundOf round_of) {
+  const int t = threadIdx.x % kQuantiseThreads;
+  const int in_w = p.in_w, in_h = p.in_h;
+  const int span = kWN + (p.kh - 1) * in_w + p.kw - 1;
+  const int row0 = int(first * kWN / in_w);         // the CTA's first x' row (flat over the images)
+  const long long last_v = (end - 1) * kWN + span;  // one past the CTA's last slab row
+  const int row_last = int(((last_v < p.pixels ? last_v : p.pixels) - 1) / in_w);
+  int issued = row0;  // thread 0's next row to load
+  long long j = 0;
+  for (long long u = first; u < end; ++u, ++j) {
+    const int v0 = int(u * kWN);
+    const int vend = v0 + span < p.pixels ? v0 + span : p.pixels;
+    const int rlo = v0 / in_w, rhi = (vend - 1) / in_w;
+    if (t == 0) {  // keep the ring full: the rows before rlo are done (last unit's barrier)
+      const int upto = rlo + kRing - 1 < row_last ? rlo + kRing - 1 : row_last;
+      for (; issued <= upto; ++issued) {
+        const int slot = (issued - row0) % kRing;
+        const uint32_t bar = smem_u32(&row_bar[slot]);
+        tma_detail::mbar_expect_tx(bar, p.src.box_bytes);
+        const int n = issued / in_h, i = issued - n * in_h;
+        tma_load_4d(smem_addr + ring_off + slot * kSlotBytes, &tmap_x, -p.src.pad_w,
+                    4 * i - p.src.pad_h, 0, n, bar);
+      }
+    }
+    const int c = consumer_of(j), s = int(round_of(j) % kStages);
+    const uint32_t phase = uint32_t(round_of(j) / kStages) & 1;
+    mbarrier_wait_parity(smem_u32(&empty_bar[c][s]), phase ^ 1);
+    for (int row = rlo; row <= rhi; ++row) {
+      const int k = row - row0;
+      mbarrier_wait_parity(smem_u32(&row_bar[k % kRing]), uint32_t(k / kRing) & 1);
+    }
+    uint8_t* slab = smem + slabs_off + (c * kStages + s) * kSlabBytes;
+    for (int r = t; r < vend - v0; r += kQuantiseThreads) {
+      const int v = v0 + r, row = v / in_w, col = v - row * in_w;
+      const uint8_t* src = smem + ring_off + ((row - row0) % kRing) * kSlotBytes + col * 16;
+      quantise_pixel(src, slab + r * 64, r, p.src);
+    }
+    fence_proxy_async_shared();
+    __syncwarp();
+    if (t % 32 == 0) mbarrier_arrive(smem_u32(&full_bar[c][s]));
+    named_barrier_sync(1, kQuantiseThreads);  // every producer thread past this unit's rows
+  }
+}
+#endif  // CNNRT_WGMMA_DEVICE
+
+}  // namespace cnnrt::cuda::tma_window
