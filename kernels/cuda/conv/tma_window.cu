@@ -221,11 +221,28 @@ bool ConvS8Window::supports(const S8Conv& c, int stored_stride) {
 
 bool ConvS8Window::device_supported() { return ConvFp16Wgmma::device_supported(); }
 
+// The quantising form's source box (tma_window_quantise.cuh's S2dSource): from column -pad_w
+// rounded down to a multiple of 4, x' column j at box column 4j + shift.
+static tma_window::S2dSource source_box(const S8SpaceToDepth& s2d) {
+  tma_window::S2dSource src;
+  src.h = s2d.h;
+  src.w = s2d.w;
+  src.pad_h = s2d.pad_h;
+  src.pad_w = s2d.pad_w;
+  src.col0 = -4 * ((s2d.pad_w + 3) / 4);
+  src.shift = -src.col0 - s2d.pad_w;
+  src.cols = (4 * s2d.blocks_w + src.shift + 3) / 4 * 4;
+  src.box_bytes = uint32_t(4 * 3 * src.cols * 4);
+  src.scale = s2d.input_scale;
+  src.reciprocal = s2d_quantise::filter_reciprocal(s2d.input_scale);
+  return src;
+}
+
 bool ConvS8Window::quantise_serves(const S8Conv& c, const S8SpaceToDepth& s2d) {
   const int span = tma_window::kWN + 2 * c.in_w + 2;  // the slab rows a unit's MMAs read
   const int rows_per_unit = (span - 1 + c.in_w - 1) / c.in_w + 1;
   return s2d.s == 4 && s2d.c == 3 && s2d.blocks_h == c.in_h && s2d.blocks_w == c.in_w &&
-         c.in_c == 48 && 4 * s2d.blocks_w <= tma_window::kMaxCols &&
+         c.in_c == 48 && s2d.pad_w % 2 == 0 && source_box(s2d).cols <= tma_window::kMaxCols &&
          rows_per_unit <= tma_window::kRing - 2 && s2d.pad_h >= 0 && s2d.pad_w >= 0 &&
          s2d.pad_h < 4 && s2d.pad_w < 4 && s2d.w % 4 == 0 && s2d.h > 0 && s2d.input_scale > 0 &&
          std::isfinite(s2d.input_scale);
@@ -286,7 +303,7 @@ ConvWindowInput ConvS8Window::encode_source(const void* x, int batch) const {
   const cuuint64_t dims[4] = {cuuint64_t(s.w), cuuint64_t(s.h), 3, cuuint64_t(std::max(batch, 1))};
   const cuuint64_t strides[3] = {cuuint64_t(s.w) * 4, cuuint64_t(s.h) * s.w * 4,
                                  cuuint64_t(3) * s.h * s.w * 4};
-  const cuuint32_t box[4] = {cuuint32_t(4 * s.blocks_w), 4, 3, 1};
+  const cuuint32_t box[4] = {cuuint32_t(source_box(s).cols), 4, 3, 1};
   const cuuint32_t element_strides[4] = {1, 1, 1, 1};
   tma::check_encode(
       "conv_int8_window",
@@ -311,14 +328,7 @@ void ConvS8Window::forward_quantised(const ConvWindowInput& source, void* y,
   p.lo = conv_.lo;
   p.hi = conv_.hi;
   p.small_sums = small_sums_ ? 1 : 0;
-  p.src.h = source_.h;
-  p.src.w = source_.w;
-  p.src.pad_h = source_.pad_h;
-  p.src.pad_w = source_.pad_w;
-  p.src.cols = 4 * source_.blocks_w;
-  p.src.box_bytes = uint32_t(4 * 3 * p.src.cols * 4);
-  p.src.scale = source_.input_scale;
-  p.src.reciprocal = s2d_quantise::filter_reciprocal(source_.input_scale);
+  p.src = source_box(source_);
   launch_kernel(kQuantiseKernel, ctas_of(p.units, sms_), tma_detail::TmaRoles<2>::kThreads,
                 kQuantiseSmem, stream, source.map, w_map_, p);
 }

@@ -13,21 +13,24 @@
 //   innermost), at 64 bytes a row in the 64-byte swizzle the consumers' descriptors read (16-byte
 //   chunk k of row r at chunk k ^ ((r >> 1) & 3): the TMA's SWIZZLE_64B, on address bits).  The
 //   16 bytes past 48 are zeroed once; their weights are zero too.
-// * Staging: a ring of kRing x' rows, each one 4-D TMA box of x — 4 * blocks_w columns from
-//   column -pad_w, the 4 input rows of x' row i from 4i - pad_h, the 3 channels (fp32, no swizzle;
-//   the TMA's zero fill is the conv's padding) — so the 4 values of (c, a) for x' column j are
-//   the float4 at column 4j.  The CTA takes a contiguous range of units (not every grid-th), so
-//   consecutive units share x' rows: each row crosses L2 -> SM once per CTA, plus the rows
-//   shared at the range's ends.  Producer thread 0 keeps the ring full ahead of the unit being
-//   built (a row's slot is reissued once every producer thread is past the units needing it:
-//   a named barrier per unit).
+// * Staging: a ring of kRing x' rows, each one 4-D TMA box of x — the columns from -pad_w
+//   rounded down to a multiple of 4 (a tiled load's innermost coordinate must be 16-byte
+//   aligned: run 51's first try, from -2, stopped on an illegal instruction), the 4 input rows of
+//   x' row i from 4i - pad_h, the 3 channels (fp32, no swizzle; the TMA's zero fill is the conv's
+//   padding) — so the 4 values of (c, a) for x' column j are two float2 at box column 4j + shift
+//   (shift 2 for AlexNet's pad 2; odd pads are not served).  The CTA takes a contiguous range
+//   of units (not every grid-th), so consecutive units share x' rows: each row crosses L2 -> SM
+//   once per CTA, plus the rows shared at the range's ends.  Producer thread 0 keeps the ring full
+//   ahead of the unit being built (a row's slot is reissued once every producer thread is past the
+//   units needing it: a named barrier per unit).
 // * Quantisation: s2d_quantise.cuh's QuantiseByReciprocal, the same bits as the conversion step
 //   (the values it cannot vouch for redone by the exact division).
 // * The slab is written by generic stores and read by wgmma (the async proxy): each writer
 //   fences (fence.proxy.async.shared::cta) before its warp's arrive on the stage's full barrier
 //   (count 4: one per producer warp).
-// * Serves s = 4, 3 channels (48 bytes a pixel: conv1 of the AlexNet family), x' rows of at most
-//   kMaxCols columns (blocks_w <= 58) and units spanning at most kRing - 2 x' rows.
+// * Serves s = 4, 3 channels (48 bytes a pixel: conv1 of the AlexNet family), an even pad_w,
+//   boxes of at most kMaxCols columns (blocks_w <= 57 at pad 2) and units spanning at most
+//   kRing - 2 x' rows.
 #pragma once
 
 #include <cuda.h>
@@ -43,7 +46,7 @@ namespace cnnrt::cuda::tma_window {
 constexpr int kRing = 10;  // staged x' rows
 constexpr int kSlotBytes =
     11264;  // one x' row's box (4 rows x 3 channels x cols fp32), 1 KB-aligned
-constexpr int kMaxCols = kSlotBytes / (4 * 3 * 4);  // 234 columns: blocks_w <= 58
+constexpr int kMaxCols = kSlotBytes / (4 * 3 * 4);  // 234 columns
 constexpr int kQuantiseThreads = 128;               // the producer warpgroup
 // setmaxnreg's split for the quantising instance (two consumers, 168 at entry): the producer's
 // staged values and quantisation need more than the TMA producer's 40; the consumers use ~136.
@@ -53,9 +56,12 @@ static_assert(128 * kQuantiseProducerRegs + 256 * kQuantiseConsumerRegs <= 384 *
 
 // The fp32 NCHW source of a quantising window conv and its space-to-depth (s = 4, c = 3).
 struct S2dSource {
-  int h = 0, w = 0;                 // x's rows and columns
-  int pad_h = 0, pad_w = 0;         // the original conv's padding (the box starts at -pad)
-  int cols = 0;                     // 4 * blocks_w: the box's columns
+  int h = 0, w = 0;          // x's rows and columns
+  int pad_h = 0, pad_w = 0;  // the original conv's padding
+  // The box starts at column col0 (-pad_w rounded down to a multiple of 4: a tiled TMA load's
+  // innermost coordinate must be 16-byte aligned), so x' column j's 4 columns start at box column
+  // 4j + shift (shift = -col0 - pad_w: 0 or 2, an even pad); cols (a multiple of 4) covers them.
+  int col0 = 0, shift = 0, cols = 0;
   uint32_t box_bytes = 0;           // 4 * 3 * cols * 4
   float scale = 0, reciprocal = 0;  // the input's scale; filter_reciprocal(scale)
 };
@@ -73,8 +79,8 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map
       : "memory");
 }
 
-// One slab row (x' pixel) from its staged x' row: `src` the staging bytes of (c 0, a 0, column
-// 4j), `row` the slab row's bytes, r its index (the swizzle phase).
+// One slab row (x' pixel) from its staged x' row: `src` the staging bytes of (c 0, a 0, box
+// column 4j + shift), `row` the slab row's bytes, r its index (the swizzle phase).
 __device__ __forceinline__ void quantise_pixel(const uint8_t* src, uint8_t* row, int r,
                                                const S2dSource& s) {
   const s2d_quantise::QuantiseByReciprocal quantise{s.scale, s.reciprocal};
@@ -85,11 +91,12 @@ __device__ __forceinline__ void quantise_pixel(const uint8_t* src, uint8_t* row,
     float v[12];  // value k = b * 3 + c: byte 12a + k of the pixel
 #pragma unroll
     for (int c = 0; c < 3; ++c) {
-      const float4 f = *reinterpret_cast<const float4*>(src + (c * 4 + a) * plane);
-      v[c] = f.x;
-      v[3 + c] = f.y;
-      v[6 + c] = f.z;
-      v[9 + c] = f.w;
+      const float2 lo = *reinterpret_cast<const float2*>(src + (c * 4 + a) * plane);
+      const float2 hi = *reinterpret_cast<const float2*>(src + (c * 4 + a) * plane + 8);
+      v[c] = lo.x;
+      v[3 + c] = lo.y;
+      v[6 + c] = hi.x;
+      v[9 + c] = hi.y;
     }
     uint32_t deferred = 0, bytes[12];
 #pragma unroll
@@ -140,7 +147,7 @@ __device__ __forceinline__ void quantise_producer(const CUtensorMap& tmap_x, con
         const uint32_t bar = smem_u32(&row_bar[slot]);
         tma_detail::mbar_expect_tx(bar, p.src.box_bytes);
         const int n = issued / in_h, i = issued - n * in_h;
-        tma_load_4d(smem_addr + ring_off + slot * kSlotBytes, &tmap_x, -p.src.pad_w,
+        tma_load_4d(smem_addr + ring_off + slot * kSlotBytes, &tmap_x, p.src.col0,
                     4 * i - p.src.pad_h, 0, n, bar);
       }
     }
@@ -154,7 +161,8 @@ __device__ __forceinline__ void quantise_producer(const CUtensorMap& tmap_x, con
     uint8_t* slab = smem + slabs_off + (c * kStages + s) * kSlabBytes;
     for (int r = t; r < vend - v0; r += kQuantiseThreads) {
       const int v = v0 + r, row = v / in_w, col = v - row * in_w;
-      const uint8_t* src = smem + ring_off + ((row - row0) % kRing) * kSlotBytes + col * 16;
+      const uint8_t* src =
+          smem + ring_off + ((row - row0) % kRing) * kSlotBytes + (4 * col + p.src.shift) * 4;
       quantise_pixel(src, slab + r * 64, r, p.src);
     }
     fence_proxy_async_shared();

@@ -3,7 +3,7 @@
 // output must be the two-pass form's (conv_int8_s2d_window2: the rearrangement kernel, whose
 // bits the kernel harness and the AlexNet GPU == CPU check hold to the integer reference, then
 // the same window conv over x') byte for byte, on shapes of AlexNet's conv1 family: odd heights,
-// narrower rows, out_c 32 and 64, pad 0-3, batch 1-3, inputs on rounding boundaries (the
+// narrower rows, out_c 32 and 64, pad 0 and 2, batch 1-3, inputs on rounding boundaries (the
 // reciprocal's deferred path), saturating and NaN.  What needs no GPU: the shape rule and the
 // plan names.
 #include <gtest/gtest.h>
@@ -125,7 +125,7 @@ TEST(WindowQuantise, MatchesTheRearrangementPassByteForByte) {
       {224, 224, 64, 2, 1},  // AlexNet conv1
       {224, 224, 64, 2, 3},  //   at batch 3: units straddle the images
       {131, 200, 32, 2, 2},  // odd height, narrower rows, half the channels
-      {97, 228, 64, 3, 1},   // pad 3
+      {97, 224, 64, 0, 1},   // pad 0: the box from column 0
       {63, 120, 64, 0, 3},   // pad 0, short images (several per unit's rows)
   };
   uint32_t seed = 40;
@@ -170,6 +170,9 @@ TEST(WindowQuantise, ServesTheFourByFourRearrangementOfThreeChannels) {
   EXPECT_FALSE(ConvS8Window::quantise_serves(c, other));
   other = s2d;
   other.input_scale = 0;
+  EXPECT_FALSE(ConvS8Window::quantise_serves(c, other));
+  other = s2d;
+  other.pad_w = 3;  // x' columns at an odd box column: not served
   EXPECT_FALSE(ConvS8Window::quantise_serves(c, other));
   other = s2d;
   other.w = 222;  // rows of x not a multiple of 16 bytes: no TMA map
