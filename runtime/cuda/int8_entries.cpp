@@ -5,12 +5,13 @@
 //                     On Hopper, where the batch fills the GPU, the GEMM is conv_int8_tma's over
 //                     the blocks at a 64-byte channel stride (conv1: 48 channels + 16 zero ones;
 //                     see "conv_int8_s2d's TMA GEMM" below); conv_int8_s2d_tma and
-//                     conv_int8_s2d_wgmma pin the TMA / wgmma GEMM at every batch,
-//                     conv_int8_s2d_window3 runs its window conv on three consumer warpgroups
-//                     and conv_int8_s2d_window2 on two over x' from the rearrangement pass
-//                     (comparison entries).  On sm_90a from the fp32 input, the window conv
-//                     quantises and rearranges the input in its own producer where that serves
-//                     (ConvS8Window::quantise_serves: AlexNet's conv1; no x' pass)
+//                     conv_int8_s2d_wgmma pin the TMA / wgmma GEMM at every batch; its window
+//                     conv (sm_90a, every batch where it serves) takes three consumer
+//                     warpgroups where the CTAs take more than one unit each, two below
+//                     (ConvS8Window::consumers_at); conv_int8_s2d_window2 / _window3 pin two /
+//                     three, conv_int8_s2d_quantise runs the window conv's quantising form (the
+//                     fp32 input quantised and rearranged in its producer: no x' pass; slower,
+//                     run 51) — comparison entries
 //   conv_int8_tma     dense convs with a channel stride % 64 == 0 on Hopper's TMA-fed,
 //                     warp-specialised wgmma kernel (kernels/cuda/conv/tma_s8.h), conv_int8_igemm's
 //                     split-K plan at batches its tiles leave SMs idle; a max-pool runs fused
@@ -98,12 +99,12 @@ class ConvInt8Kernel final : public LayerKernel {
   // entries' rule, int8_conv_rules.h), kPinStaged (the staged pool form), or -1 for the kernel's
   // own plan and the small-batch fallback to the mma.sync GEMM.  s2d_tma (ConvPath::SpaceToDepth):
   // whether its GEMM may run on the TMA kernel (header comment), as `wgmma` says for the wgmma
-  // kernel; window_consumers: the consumer warpgroups of its window conv, where that serves (2,
-  // or 3 for conv_int8_s2d_window3); window_quantises: that window conv may read the fp32 input
-  // itself (ConvS8Window's quantising form, two consumers: no rearrangement pass).
+  // kernel; window_consumers: the consumer warpgroups of its window conv, where that serves (2 or
+  // 3 pinned, 0 by batch: ConvS8Window::consumers_at); window_quantises: that window conv reads
+  // the fp32 input itself (ConvS8Window's quantising form, two consumers: no rearrangement pass).
   ConvInt8Kernel(const KernelBuildContext& context, const char* name, ConvPath path,
                  Wgmma wgmma = Wgmma::Off, int tma_tile = -1, Wgmma s2d_tma = Wgmma::Off,
-                 int window_consumers = 2, bool window_quantises = true)
+                 int window_consumers = 0, bool window_quantises = false)
       : path_(path),
         tma_tile_(tma_tile),
         window_consumers_(window_consumers),
@@ -195,15 +196,19 @@ class ConvInt8Kernel final : public LayerKernel {
     const bool fp32_source = path_ == ConvPath::SpaceToDepth && !info.input_types.empty() &&
                              info.input_types[0].dtype == DType::F32;
     if (window_) {
-      // From the fp32 input the quantising form where it serves: no x' pass (kWindowQuantiseCode).
+      // From the fp32 input the quantising form where the entry asks for it (no x' pass); else
+      // the window conv over x' on its consumer count at this batch.
       const bool quantised = fp32_source && window_->quantises();
-      plan.variant =
-          -1 - (2 * (quantised ? kWindowQuantiseCode : kWindowCode) + (fp32_source ? 1 : 0));
-      plan.variant_name = quantised ? std::string("quantise-s2d-in-window_s8_3x3_n128")
-                                    : std::string(fp32_source ? "quantise+" : "") + "s2d" +
-                                          std::to_string(s2d_tma_.out_stride) +
-                                          (window_->consumers() == 3 ? "+window_s8x3_3x3_n128"
-                                                                     : "+window_s8_3x3_n128");
+      const int consumers = window_->consumers_at(info.batch);
+      const int code = quantised        ? kWindowQuantiseCode
+                       : consumers == 3 ? kWindow3Code
+                                        : kWindowCode;
+      plan.variant = -1 - (2 * code + (fp32_source ? 1 : 0));
+      plan.variant_name =
+          quantised ? std::string("quantise-s2d-in-window_s8_3x3_n128")
+                    : std::string(fp32_source ? "quantise+" : "") + "s2d" +
+                          std::to_string(s2d_tma_.out_stride) +
+                          (consumers == 3 ? "+window_s8x3_3x3_n128" : "+window_s8_3x3_n128");
       plan.variant_name += pool_ ? "+pool" : "";
       plan.state = std::make_shared<const WindowInputMaps>();
       plan.workspace_bytes = workspace_parts(info.batch, 1, true, false, !quantised).total();
@@ -247,8 +252,7 @@ class ConvInt8Kernel final : public LayerKernel {
     const int splits = on_tma ? 1 : code / 2;
     // The pool fused into conv_int8_tma's epilogue: the kernel writes the pooled output itself.
     const bool window_quantised = on_tma && code / 2 == kWindowQuantiseCode;
-    const bool fused_pool =
-        on_tma && code / 2 != kWindowCode && !window_quantised && ConvS8Tma::is_fused(code / 2);
+    const bool fused_pool = on_tma && code / 2 < kWindowCode && ConvS8Tma::is_fused(code / 2);
     const Workspace parts =
         workspace_parts(args.batch, splits, on_tma, fused_pool, !window_quantised);
     char* workspace = static_cast<char*>(args.workspace);
@@ -269,8 +273,8 @@ class ConvInt8Kernel final : public LayerKernel {
       conv_s8_narrow(conv_, x, conv_out, args.batch, sms_, narrow_small_sums_, stream);
     } else if (window_quantised) {
       run_window_quantised(args.state, x, conv_out, args.batch, stream);
-    } else if (on_tma && code / 2 == kWindowCode) {
-      run_window(args.state, x, conv_out, args.batch, stream);
+    } else if (on_tma && (code / 2 == kWindowCode || code / 2 == kWindow3Code)) {
+      run_window(args.state, x, conv_out, args.batch, stream, code / 2 == kWindow3Code ? 3 : 2);
     } else if (on_tma) {
       run_tma(code / 2, args.state, x, conv_out, args.batch, stream);
     } else if (splits == 0) {
@@ -430,16 +434,18 @@ class ConvInt8Kernel final : public LayerKernel {
     tma_->forward(tile, input, y, stream);
   }
 
-  // The window conv's variant codes (run()'s TMA codes are tiles below them): over x', and the
-  // quantising form over the fp32 input.
-  static constexpr int kWindowCode = 1 << 12, kWindowQuantiseCode = kWindowCode + 1;
+  // The window conv's variant codes (run()'s TMA codes are tiles below them): over x' on two
+  // consumers, the quantising form over the fp32 input, over x' on three consumers.
+  static constexpr int kWindowCode = 1 << 12, kWindowQuantiseCode = kWindowCode + 1,
+                       kWindow3Code = kWindowCode + 2;
   using WindowInputMaps = tma::InputMaps<ConvWindowInput>;
-  void run_window(const void* state, const void* x, void* y, int batch, cudaStream_t stream) const {
+  void run_window(const void* state, const void* x, void* y, int batch, cudaStream_t stream,
+                  int consumers) const {
     if (state == nullptr || !window_)
       throw Error("conv_int8_window: run() without its prepared state");
     const ConvWindowInput input = static_cast<const WindowInputMaps*>(state)->find_or_encode(
         x, batch, [this](const void* p, int b) { return window_->encode_input(p, b); });
-    window_->forward(input, y, stream);
+    window_->forward(input, y, stream, consumers);
   }
   void run_window_quantised(const void* state, const void* x, void* y, int batch,
                             cudaStream_t stream) const {
@@ -451,12 +457,12 @@ class ConvInt8Kernel final : public LayerKernel {
   }
 
   ConvPath path_;
-  int tma_tile_ = -1;             // ConvPath::Tma: pinned tile, kPinStaged, or -1
-  int window_consumers_ = 2;      // the window conv's consumer warpgroups (2 or 3)
-  bool window_quantises_ = true;  // ... and whether it may read the fp32 input itself
-  std::optional<ConvS8Tma> tma_;  // ConvPath::Tma's kernel (its weights are device_'s), or the
-                                  // space-to-depth path's TMA GEMM (tma_weight_)
-  int tma_max_fallback_ = 0;      // ... runs above this batch, else the mma.sync GEMM
+  int tma_tile_ = -1;              // ConvPath::Tma: pinned tile, kPinStaged, or -1
+  int window_consumers_ = 0;       // the window conv's consumer warpgroups (2, 3; 0: by batch)
+  bool window_quantises_ = false;  // ... and whether it reads the fp32 input itself
+  std::optional<ConvS8Tma> tma_;   // ConvPath::Tma's kernel (its weights are device_'s), or the
+                                   // space-to-depth path's TMA GEMM (tma_weight_)
+  int tma_max_fallback_ = 0;       // ... runs above this batch, else the mma.sync GEMM
   int sms_ = current_sm_count();
   int k_align_ = 64;                // the GEMM weight rows' K padding
   bool use_wgmma_ = false;          // the wgmma kernel serves this conv on this device
@@ -502,9 +508,10 @@ void register_int8_kernels(KernelRegistry& registry) {
                                                           ConvPath::SpaceToDepth, Wgmma::Always);
                 },
                 false, false, /*baseline=*/true},
-               // conv_int8_s2d with its window conv on three consumer warpgroups
-               // (tma_window_kernel.cuh's design note), and on two over x' from the
-               // rearrangement pass (the default before the quantising form): comparison entries.
+               // conv_int8_s2d with its window conv pinned to three consumer warpgroups
+               // (tma_window_kernel.cuh's design note) or two, and in its quantising form
+               // (tma_window_quantise.cuh: the fp32 input read by the conv's producer; 1.7x slower
+               // than over x' at batch 256 in run 51): comparison entries.
                {"conv_int8_s2d_window3", OpKind::Conv, conv_s2d_window_supported,
                 [](const KernelBuildContext& context) -> std::unique_ptr<LayerKernel> {
                   return std::make_unique<ConvInt8Kernel>(context, "conv_int8_s2d_window3",
@@ -517,6 +524,13 @@ void register_int8_kernels(KernelRegistry& registry) {
                   return std::make_unique<ConvInt8Kernel>(context, "conv_int8_s2d_window2",
                                                           ConvPath::SpaceToDepth, Wgmma::Auto, -1,
                                                           Wgmma::Auto, 2, false);
+                },
+                false, false, /*baseline=*/true},
+               {"conv_int8_s2d_quantise", OpKind::Conv, conv_s2d_window_supported,
+                [](const KernelBuildContext& context) -> std::unique_ptr<LayerKernel> {
+                  return std::make_unique<ConvInt8Kernel>(context, "conv_int8_s2d_quantise",
+                                                          ConvPath::SpaceToDepth, Wgmma::Auto, -1,
+                                                          Wgmma::Auto, 2, true);
                 },
                 false, false, /*baseline=*/true}});
   // conv_int8_tma: the TMA mainloop, above conv_int8_wgmma (docs/kernels/conv_int8_tma.md); its

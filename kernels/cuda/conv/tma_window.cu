@@ -254,12 +254,13 @@ ConvS8Window::ConvS8Window(const S8Conv& conv, bool small_sums, int consumers, i
       small_sums_(small_sums),
       consumers_(consumers),
       stored_stride_(stored_stride == 0 ? conv.in_stride : stored_stride) {
-  if (quantise_source != nullptr && consumers == 2 && quantise_serves(conv, *quantise_source)) {
+  if (quantise_source != nullptr && quantise_serves(conv, *quantise_source)) {
     quantises_ = true;
     source_ = *quantise_source;
   }
-  if (consumers != 2 && consumers != 3)
-    throw Error("conv_int8_window: " + std::to_string(consumers) + " consumer warpgroups (2 or 3)");
+  if (consumers != 0 && consumers != 2 && consumers != 3)
+    throw Error("conv_int8_window: " + std::to_string(consumers) +
+                " consumer warpgroups (2 or 3, or 0: by batch)");
   if (!supports(conv, stored_stride_))
     throw Error(
         "conv_int8_window: unsupported conv (needs a stride-1 unpadded 3x3 conv over a 64-byte "
@@ -333,7 +334,17 @@ void ConvS8Window::forward_quantised(const ConvWindowInput& source, void* y,
                 kQuantiseSmem, stream, source.map, w_map_, p);
 }
 
-void ConvS8Window::forward(const ConvWindowInput& input, void* y, cudaStream_t stream) const {
+int ConvS8Window::consumers_at(int batch) const {
+  if (consumers_ != 0) return consumers_;
+  const long long units =
+      (virtual_pixels(conv_.in_h, conv_.in_w, batch) + tma_window::kWN - 1) / tma_window::kWN;
+  return units > sms_ ? 3 : 2;
+}
+
+void ConvS8Window::forward(const ConvWindowInput& input, void* y, cudaStream_t stream,
+                           int consumers) const {
+  if (consumers != 2 && consumers != 3)
+    throw Error("conv_int8_window: " + std::to_string(consumers) + " consumer warpgroups");
   const int batch = std::max(input.batch, 1);
   TmaWindowS8Params p;
   fill_geometry(p, conv_.out_c, conv_.in_h, conv_.in_w, conv_.out_h, conv_.out_w, 2, batch);
@@ -344,7 +355,7 @@ void ConvS8Window::forward(const ConvWindowInput& input, void* y, cudaStream_t s
   p.lo = conv_.lo;
   p.hi = conv_.hi;
   p.small_sums = small_sums_ ? 1 : 0;
-  const WindowS8Launch& launch = kS8Launches[consumers_ - 2];
+  const WindowS8Launch& launch = kS8Launches[consumers - 2];
   launch_kernel(launch.fn, ctas_of(p.units, sms_), launch.threads, launch.smem, stream, input.map,
                 w_map_, p);
 }

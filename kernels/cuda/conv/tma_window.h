@@ -81,15 +81,18 @@ class ConvS8Window {
   // encodes the weight map, checks the kernel images.  Throws cnnrt::Error.  small_sums: every
   // |acc + bias| < 2^22 (narrow_s8_small_sums on the layer's integers), so the epilogue takes
   // the conversion-free requantisation (the same bits).  consumers: the kernel's consumer
-  // warpgroups, 2 (the default) or 3 (tma_window_kernel.cuh's design note; not yet measured).
-  // quantise_source: where quantise_serves(conv, *source) and consumers == 2, the window conv
-  // can also read the space-to-depth's fp32 NCHW source itself (tma_window_quantise.cuh: the
-  // quantisation and rearrangement in its producer, no x' in global memory).
-  ConvS8Window(const S8Conv& conv, bool small_sums, int consumers = 2, int stored_stride = 0,
+  // warpgroups, 2 or 3 (tma_window_kernel.cuh's design note), or 0: by batch (consumers_at).
+  // quantise_source: where quantise_serves(conv, *source), the window conv can also read the
+  // space-to-depth's fp32 NCHW source itself (tma_window_quantise.cuh: the quantisation and
+  // rearrangement in its producer, no x' in global memory; two consumers).
+  ConvS8Window(const S8Conv& conv, bool small_sums, int consumers = 0, int stored_stride = 0,
                const S8SpaceToDepth* quantise_source = nullptr);
-  int consumers() const { return consumers_; }
+  // The consumer warpgroups at `batch`: the pinned count, else three where the CTAs take more
+  // than one unit each (run 50-51: 3-7 % faster from batch 16 to 256) and two below (one unit a
+  // CTA: the third consumer idles, and the 512-thread CTA ran batch 1 and 4 0.4-1.2 us slower).
+  int consumers_at(int batch) const;
   ConvWindowInput encode_input(const void* x, int batch) const;
-  void forward(const ConvWindowInput& input, void* y, cudaStream_t stream) const;
+  void forward(const ConvWindowInput& input, void* y, cudaStream_t stream, int consumers) const;
 
   // The quantising form: a 4 x 4 space-to-depth of 3 channels onto this conv's input map, rows
   // of at most 58 blocks, a positive input scale (tma_window_quantise.cuh's design note).
@@ -103,7 +106,7 @@ class ConvS8Window {
  private:
   S8Conv conv_;
   bool small_sums_ = false;
-  int consumers_ = 2;
+  int consumers_ = 0;       // 0: by batch
   int stored_stride_ = 64;  // x' bytes a pixel (the map's row pitch)
   int sms_ = 132;
   bool quantises_ = false;

@@ -257,21 +257,25 @@ TEST(S2dTma, Int8WindowTakesXPrimeStoredAtItsPad16Stride) {
 }
 
 // conv_int8_s2d on a described H100: its GEMM is conv_int8_window at every batch (the window
-// conv's int8 instance) in its quantising form (the fp32 input read by the conv's producer: no
-// x'); conv_int8_s2d_window2 the same window conv over x' stored at 48 bytes a pixel (the TMA
-// fills the rest of each 64-byte row); conv_int8_s2d_tma pins conv_int8_tma (paired 64-byte
-// k-tile rows, 256x64 at 256), conv_int8_s2d_wgmma the wgmma GEMM and conv_int8_s2d_window3 the
-// window conv on three consumer warpgroups over x'.
+// conv's int8 instance) over x' stored at 48 bytes a pixel (the TMA fills the rest of each
+// 64-byte row), on two consumer warpgroups at batch 1 (26 units: one a CTA) and three at 256;
+// conv_int8_s2d_window2 / _window3 pin two / three, conv_int8_s2d_quantise the quantising form
+// (the fp32 input read by the conv's producer: no x'); conv_int8_s2d_tma pins conv_int8_tma
+// (paired 64-byte k-tile rows, 256x64 at 256), conv_int8_s2d_wgmma the wgmma GEMM.
 TEST(S2dTma, Int8DefaultEntryTakesTheWindowConvForAlexNetConv1OnH100) {
   PlanTargetScope h100(target_traits("h100"));
   if (!ConvS8Tma::device_supported()) GTEST_SKIP() << "a build without the sm_90a image";
   const Node node = conv1_node();
   const Calibration calibration = int8_calibration();
+  const std::string b1 = planned_variant("conv_int8_s2d", node, 1, &calibration);
+  EXPECT_EQ(b1.rfind("quantise+s2d48+window_s8_3x3_n128+pool", 0), 0u) << b1;
+  const std::string b256 = planned_variant("conv_int8_s2d", node, 256, &calibration);
+  EXPECT_EQ(b256.rfind("quantise+s2d48+window_s8x3_3x3_n128+pool", 0), 0u) << b256;
   for (int batch : {1, 256}) {
-    const std::string b = planned_variant("conv_int8_s2d", node, batch, &calibration);
-    EXPECT_EQ(b.rfind("quantise-s2d-in-window_s8_3x3_n128+pool", 0), 0u) << b;
     const std::string two = planned_variant("conv_int8_s2d_window2", node, batch, &calibration);
     EXPECT_EQ(two.rfind("quantise+s2d48+window_s8_3x3_n128+pool", 0), 0u) << two;
+    const std::string q = planned_variant("conv_int8_s2d_quantise", node, batch, &calibration);
+    EXPECT_EQ(q.rfind("quantise-s2d-in-window_s8_3x3_n128+pool", 0), 0u) << q;
   }
   const std::string pinned = planned_variant("conv_int8_s2d_tma", node, 256, &calibration);
   EXPECT_EQ(pinned.rfind("quantise+s2d64+tma_s8_256x64_k64x2_", 0), 0u) << pinned;
@@ -299,11 +303,11 @@ TEST(S2dTma, HarnessRowTakesTheWindowAndTmaForms) {
   const std::string fp16 = planned_variant("conv_fp16_s2d", node, kBatch);
   const std::string int8 = planned_variant("conv_int8_s2d", node, kBatch, &calibration);
   EXPECT_NE(fp16.find("s2d48+window_"), std::string::npos) << fp16;
-  EXPECT_NE(int8.find("s2d-in-window_s8_"), std::string::npos) << int8;
+  EXPECT_NE(int8.find("s2d48+window_s8x3_"), std::string::npos) << int8;  // 305 units
   const std::string fp16_below = planned_variant("conv_fp16_s2d", node, kBatch - 1);
   const std::string int8_below = planned_variant("conv_int8_s2d", node, kBatch - 1, &calibration);
   EXPECT_NE(fp16_below.find("s2d48+window_"), std::string::npos) << fp16_below;
-  EXPECT_NE(int8_below.find("s2d-in-window_s8_"), std::string::npos) << int8_below;
+  EXPECT_NE(int8_below.find("s2d48+window_s8x3_"), std::string::npos) << int8_below;
 }
 
 }  // namespace

@@ -1,11 +1,11 @@
-// The int8 window conv's quantising form (kernels/cuda/conv/tma_window_quantise.cuh): conv_int8_s2d
-// fed the fp32 input on sm_90a quantises and rearranges it in the window conv's producer.  Its
-// output must be the two-pass form's (conv_int8_s2d_window2: the rearrangement kernel, whose
-// bits the kernel harness and the AlexNet GPU == CPU check hold to the integer reference, then
-// the same window conv over x') byte for byte, on shapes of AlexNet's conv1 family: odd heights,
-// narrower rows, out_c 32 and 64, pad 0 and 2, batch 1-3, inputs on rounding boundaries (the
-// reciprocal's deferred path), saturating and NaN.  What needs no GPU: the shape rule and the
-// plan names.
+// The int8 window conv's quantising form (kernels/cuda/conv/tma_window_quantise.cuh; the entry
+// conv_int8_s2d_quantise): from the fp32 input, the window conv's producer quantises and
+// rearranges it.  Its output must be the two-pass form's (conv_int8_s2d_window2: the
+// rearrangement kernel, whose bits the kernel harness and the AlexNet GPU == CPU check hold to
+// the integer reference, then the same window conv over x') byte for byte, on shapes of AlexNet's
+// conv1 family: odd heights, narrower rows, out_c 32 and 64, pad 0 and 2, batch 1-3, inputs on
+// rounding boundaries (the reciprocal's deferred path), saturating and NaN.  What needs no GPU:
+// the shape rule.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -136,7 +136,7 @@ TEST(WindowQuantise, MatchesTheRearrangementPassByteForByte) {
     std::mt19937 rng(++seed);
     const Node node = stem_node(s, rng);
     const test::DeviceMem x(stem_input(s, rng));
-    const Ran fused = run_entry("conv_int8_s2d", node, calibration, x, s.batch);
+    const Ran fused = run_entry("conv_int8_s2d_quantise", node, calibration, x, s.batch);
     const Ran two_pass = run_entry("conv_int8_s2d_window2", node, calibration, x, s.batch);
     EXPECT_EQ(fused.plan.rfind("quantise-s2d-in-window_s8_3x3_n128+pool", 0), 0u) << fused.plan;
     EXPECT_EQ(two_pass.plan.rfind("quantise+s2d48+window_s8_3x3_n128+pool", 0), 0u)
