@@ -64,7 +64,8 @@ std::vector<tma::KernelImage> kernel_images() {
 std::vector<tma::KernelImage> kernel_images_x3() {
   return {{reinterpret_cast<const void*>(kS8Launches[1].fn), "window_s8_x3", kS8Launches[1].smem}};
 }
-// The quantising instance (two consumers: 168 at entry, its own setmaxnreg split).
+// The quantising instance (two producer and two consumer warpgroups: 128 at entry, its own
+// setmaxnreg split).
 constexpr auto kQuantiseKernel = tma_window::conv_window_kernel<WindowS8Q, 3, 3, 2, 2>;
 constexpr size_t kQuantiseSmem = tma_window::smem_bytes<WindowS8Q, 2>(tma_window::kMaxTaps);
 std::vector<tma::KernelImage> kernel_images_quantise() {
@@ -79,7 +80,7 @@ void prepare_images(const char* kernel) {
         tma::register_problem(kernel_images_x3(), tma_detail::TmaRoles<3>::kEntryRegs);
     if (!three.empty()) two += (two.empty() ? "" : "; ") + three;
     const std::string quantise =
-        tma::register_problem(kernel_images_quantise(), tma_detail::TmaRoles<2>::kEntryRegs);
+        tma::register_problem(kernel_images_quantise(), 65536 / tma_window::kQuantiseCtaThreads);
     if (!quantise.empty()) two += (two.empty() ? "" : "; ") + quantise;
     return two;
   }();
@@ -330,7 +331,7 @@ void ConvS8Window::forward_quantised(const ConvWindowInput& source, void* y,
   p.hi = conv_.hi;
   p.small_sums = small_sums_ ? 1 : 0;
   p.src = source_box(source_);
-  launch_kernel(kQuantiseKernel, ctas_of(p.units, sms_), tma_detail::TmaRoles<2>::kThreads,
+  launch_kernel(kQuantiseKernel, ctas_of(p.units, sms_), tma_window::kQuantiseCtaThreads,
                 kQuantiseSmem, stream, source.map, w_map_, p);
 }
 

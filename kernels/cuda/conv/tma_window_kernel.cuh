@@ -238,8 +238,8 @@ __device__ __forceinline__ void window_kernel_body(const CUtensorMap& tmap_x,
   if (threadIdx.x == 0) {
     for (int c = 0; c < C; ++c)
       for (int s = 0; s < kStages; ++s) {
-        // The quantising producer's four warps each arrive; the TMA's one thread with its bytes.
-        mbarrier_init(smem_u32(&full_bar[c][s]), kQ ? 4 : 1);
+        // The quantising producer's warps each arrive; the TMA's one thread with its bytes.
+        mbarrier_init(smem_u32(&full_bar[c][s]), kQ ? 4 * kQuantiseProducers : 1);
         mbarrier_init(smem_u32(&empty_bar[c][s]), 1);
       }
     mbarrier_init(smem_u32(&w_bar), 1);
@@ -262,7 +262,8 @@ __device__ __forceinline__ void window_kernel_body(const CUtensorMap& tmap_x,
   const long long step = kQ ? 1 : gridDim.x;
   __syncthreads();
 
-  if (wg == 0) {  // ---------------- producer: the weight once, then a slab per unit
+  constexpr int kProducers = kQ ? kQuantiseProducers : 1;  // producer warpgroups
+  if (wg < kProducers) {  // ---------------- producer: the weight once, then a slab per unit
     setmaxnreg_dec<kProducerRegs>();
     if (threadIdx.x == 0) {
       const uint32_t wb = smem_u32(&w_bar);
@@ -292,7 +293,7 @@ __device__ __forceinline__ void window_kernel_body(const CUtensorMap& tmap_x,
     }
   } else {  // ---------------- consumers: the unit's taps as one wgmma group, then the epilogue
     setmaxnreg_inc<kConsumerRegs>();
-    const int cw = wg - 1, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+    const int cw = wg - kProducers, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
     uint8_t* stg = smem_raw + staging_off + (cw * 4 + warp) * staging_per_warp<E>();
     const int in_w = p.in_w;
     typename E::Acc acc[1][kWN / 2];
@@ -342,7 +343,9 @@ __device__ __forceinline__ void window_kernel_body(const CUtensorMap& tmap_x,
 // A KH x KW conv of element E (WindowF16, WindowS8) over CSTEPS MMA k steps per tap (p.kh,
 // p.kw, p.c_steps say the same), on C consumer warpgroups (2, or 3: int8 only).
 template <class E, int KH, int KW, int CSTEPS, int C = 2>
-__global__ void __launch_bounds__(tma_detail::TmaRoles<C>::kThreads, 1)
+__global__ void __launch_bounds__(E::kQuantise ? kQuantiseCtaThreads
+                                               : tma_detail::TmaRoles<C>::kThreads,
+                                  1)
     conv_window_kernel(const __grid_constant__ CUtensorMap tmap_x,
                        const __grid_constant__ CUtensorMap tmap_w, const typename E::Params p) {
   static_assert(C == 2 || (C == 3 && std::is_same_v<E, WindowS8>),

@@ -3,7 +3,8 @@
 // rearranges it.  Its output must be the two-pass form's (conv_int8_s2d_window2: the
 // rearrangement kernel, whose bits the kernel harness and the AlexNet GPU == CPU check hold to
 // the integer reference, then the same window conv over x') byte for byte, on shapes of AlexNet's
-// conv1 family: odd heights, narrower rows, out_c 32 and 64, pad 0 and 2, batch 1-3, inputs on
+// conv1 family: odd heights, narrower rows, out_c 32 and 64, pad 0 and 2, batch 1-40 (one unit a
+// CTA, and several: the rows shared with the previous unit copied), inputs on
 // rounding boundaries (the reciprocal's deferred path), saturating and NaN.  What needs no GPU:
 // the shape rule.
 #include <gtest/gtest.h>
@@ -127,6 +128,10 @@ TEST(WindowQuantise, MatchesTheRearrangementPassByteForByte) {
       {131, 200, 32, 2, 2},  // odd height, narrower rows, half the channels
       {97, 224, 64, 0, 1},   // pad 0: the box from column 0
       {63, 120, 64, 0, 3},   // pad 0, short images (several per unit's rows)
+      // Past one unit a CTA (units > SMs): the later units copy the rows their slab shares with
+      // the previous one.
+      {224, 224, 64, 2, 12},
+      {63, 120, 64, 0, 40},
   };
   uint32_t seed = 40;
   for (const Stem& s : stems) {
