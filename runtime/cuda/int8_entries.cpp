@@ -510,7 +510,7 @@ void register_int8_kernels(KernelRegistry& registry) {
                 false, false, /*baseline=*/true},
                // conv_int8_s2d with its window conv pinned to three consumer warpgroups
                // (tma_window_kernel.cuh's design note) or two, and in its quantising form
-               // (tma_window_quantise.cuh: the fp32 input read by the conv's producer; 1.7x slower
+               // (tma_window_quantise.cuh: the fp32 input read by the conv's producer; 14 % slower
                // than over x' at batch 256 in run 51): comparison entries.
                {"conv_int8_s2d_window3", OpKind::Conv, conv_s2d_window_supported,
                 [](const KernelBuildContext& context) -> std::unique_ptr<LayerKernel> {

@@ -44,8 +44,13 @@
 //   third of the time (run 41k: 97 us at batch 256 for ~31 us of MMA at the peak) with warps
 //   waiting rather than issuing.  The hypothesis: each unit's epilogue (64 requantised outputs a
 //   thread) outlasts its 18 MMAs, so two consumers leave the pipe idle while both are in their
-//   epilogues, and a third keeps one more unit's MMAs ready.  Not yet run on a GPU: a pinned entry
-//   (conv_int8_s2d_window3) until measured.
+//   epilogues, and a third keeps one more unit's MMAs ready.  Measured (H200, docs/PERFORMANCE.md
+//   runs 50-51): -6 to -7 % at batch 256, slower where a CTA has one unit (batch 1 and 4):
+//   ConvS8Window::consumers_at takes three where the CTAs take more than one unit.
+// * Quantising (int8 only; WindowS8Q, tma_window_quantise.cuh): two producer warpgroups build the
+//   slabs from the fp32 graph input themselves (512 threads, setmaxnreg 96 / 160, a ring of x'
+//   rows after the staging, the full barriers counting 8 warp arrivals, a contiguous range of
+//   units per CTA); a comparison entry (conv_int8_s2d_quantise: slower, run 51).
 #pragma once
 
 #include <cuda.h>

@@ -25,8 +25,11 @@
 //   units needing it: a named barrier per unit).
 // * Work: a unit's slab shares 116 rows with the previous unit's (span 244, 128 new): those are
 //   copied from that slab, and only the new rows quantised — by two producer warpgroups (the
-//   x' taps a = 0-1 and 2-3 of each row: 256 threads, 8 warps a SM).  Run 51b's first form (one
-//   warpgroup, every row quantised) ran 0.27 ms at batch 256, latency-bound at ~5 us a unit.
+//   x' taps a = 0-1 and 2-3 of each row: 256 threads, 8 warps a SM).  Measured (H200,
+//   docs/PERFORMANCE.md run 51): the first form (one warpgroup, every row quantised) 0.27 ms at
+//   batch 256, this one 0.170 — still slower than the window conv over x' from the
+//   rearrangement pass (0.149, three consumers): the producer's steps run in lockstep one unit at
+//   a time (~3 us a unit against the consumers' ~2).  A comparison entry, conv_int8_s2d_quantise.
 // * Quantisation: s2d_quantise.cuh's QuantiseByReciprocal, the same bits as the conversion step
 //   (the values it cannot vouch for redone by the exact division).
 // * The slab is written by generic stores and read by wgmma (the async proxy): each writer
