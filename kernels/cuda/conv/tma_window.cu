@@ -110,6 +110,17 @@ void fill_geometry(WindowGeometry& p, int out_c, int in_h, int in_w, int out_h, 
   p.pixels = int(pixels);
   p.units = (pixels + tma_window::kWN - 1) / tma_window::kWN;
 }
+// The int8 instances' parameters for `conv` at `batch`, writing y.
+void fill_s8_params(TmaWindowS8Params& p, const S8Conv& conv, bool small_sums, void* y, int batch) {
+  fill_geometry(p, conv.out_c, conv.in_h, conv.in_w, conv.out_h, conv.out_w, 2, std::max(batch, 1));
+  p.bias = conv.bias;
+  p.multiplier = conv.multiplier;
+  p.y = static_cast<int8_t*>(y);
+  p.out_stride = conv.out_stride;
+  p.lo = conv.lo;
+  p.hi = conv.hi;
+  p.small_sums = small_sums ? 1 : 0;
+}
 // The window's rows fit the slab, the virtual pixels an int at a batch of 4096 (design note).
 bool window_extent_ok(int in_h, int in_w) {
   return 2 * in_w + 2 + tma_window::kWN <= tma_window::kSlabRows &&
@@ -320,16 +331,8 @@ ConvWindowInput ConvS8Window::encode_source(const void* x, int batch) const {
 void ConvS8Window::forward_quantised(const ConvWindowInput& source, void* y,
                                      cudaStream_t stream) const {
   if (!quantises_) throw Error("conv_int8_window: not the quantising form");
-  const int batch = std::max(source.batch, 1);
   TmaWindowS8QParams p;
-  fill_geometry(p, conv_.out_c, conv_.in_h, conv_.in_w, conv_.out_h, conv_.out_w, 2, batch);
-  p.bias = conv_.bias;
-  p.multiplier = conv_.multiplier;
-  p.y = static_cast<int8_t*>(y);
-  p.out_stride = conv_.out_stride;
-  p.lo = conv_.lo;
-  p.hi = conv_.hi;
-  p.small_sums = small_sums_ ? 1 : 0;
+  fill_s8_params(p, conv_, small_sums_, y, source.batch);
   p.src = source_box(source_);
   launch_kernel(kQuantiseKernel, ctas_of(p.units, sms_), tma_window::kQuantiseCtaThreads,
                 kQuantiseSmem, stream, source.map, w_map_, p);
@@ -346,16 +349,8 @@ void ConvS8Window::forward(const ConvWindowInput& input, void* y, cudaStream_t s
                            int consumers) const {
   if (consumers != 2 && consumers != 3)
     throw Error("conv_int8_window: " + std::to_string(consumers) + " consumer warpgroups");
-  const int batch = std::max(input.batch, 1);
   TmaWindowS8Params p;
-  fill_geometry(p, conv_.out_c, conv_.in_h, conv_.in_w, conv_.out_h, conv_.out_w, 2, batch);
-  p.bias = conv_.bias;
-  p.multiplier = conv_.multiplier;
-  p.y = static_cast<int8_t*>(y);
-  p.out_stride = conv_.out_stride;
-  p.lo = conv_.lo;
-  p.hi = conv_.hi;
-  p.small_sums = small_sums_ ? 1 : 0;
+  fill_s8_params(p, conv_, small_sums_, y, input.batch);
   const WindowS8Launch& launch = kS8Launches[consumers - 2];
   launch_kernel(launch.fn, ctas_of(p.units, sms_), launch.threads, launch.smem, stream, input.map,
                 w_map_, p);

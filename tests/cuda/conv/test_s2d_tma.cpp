@@ -236,7 +236,8 @@ TEST(S2dTma, WindowConvServesConv1sRewriteOnly) {
 
 // conv_int8_window's shape rule with x' stored at fewer bytes than its 64-byte rows: a multiple
 // of 16 from in_c to 64 (AlexNet conv1: 48 real channels, stored at 48; the TMA fills the rest).
-TEST(S2dTma, Int8WindowTakesXPrimeStoredAtItsPad16Stride) {
+// conv1's rewritten stride-1 conv as conv_int8_window sees it (57x57 x' at a 64-byte stride).
+S8Conv conv1_window_conv() {
   S8Conv c;
   c.in_c = 48;
   c.in_stride = 64;
@@ -245,6 +246,11 @@ TEST(S2dTma, Int8WindowTakesXPrimeStoredAtItsPad16Stride) {
   c.out_h = c.out_w = 55;
   c.kh = c.kw = 3;
   c.k_total = c.k_pad = 9 * 64;
+  return c;
+}
+
+TEST(S2dTma, Int8WindowTakesXPrimeStoredAtItsPad16Stride) {
+  const S8Conv c = conv1_window_conv();
   EXPECT_TRUE(ConvS8Window::supports(c));  // stored at in_stride
   EXPECT_TRUE(ConvS8Window::supports(c, 48));
   EXPECT_TRUE(ConvS8Window::supports(c, 64));
@@ -254,6 +260,31 @@ TEST(S2dTma, Int8WindowTakesXPrimeStoredAtItsPad16Stride) {
   S8Conv float_out = c;
   float_out.float_output = true;
   EXPECT_FALSE(ConvS8Window::supports(float_out, 48));
+}
+
+// The window conv's quantising form (tma_window_quantise.cuh; tests/cuda/conv/
+// test_window_quantise.cpp runs it): AlexNet's conv1 rearrangement and what it refuses.
+TEST(S2dTma, Int8WindowQuantisesTheFourByFourRearrangementOfThreeChannels) {
+  const S8Conv c = conv1_window_conv();
+  const S8SpaceToDepth s2d{3, 224, 224, 4, 2, 2, 57, 57, 48, 2.0f / 127};
+  EXPECT_TRUE(ConvS8Window::quantise_serves(c, s2d));
+  S8SpaceToDepth other = s2d;
+  other.s = 2;
+  EXPECT_FALSE(ConvS8Window::quantise_serves(c, other));
+  other = s2d;
+  other.input_scale = 0;
+  EXPECT_FALSE(ConvS8Window::quantise_serves(c, other));
+  other = s2d;
+  other.pad_w = 3;  // x' columns at an odd box column: not served
+  EXPECT_FALSE(ConvS8Window::quantise_serves(c, other));
+  other = s2d;
+  other.w = 222;  // rows of x not a multiple of 16 bytes: no TMA map
+  EXPECT_FALSE(ConvS8Window::quantise_serves(c, other));
+  S8Conv wide = c;
+  wide.in_w = 59;  // 240 box columns: past a ring slot
+  other = s2d;
+  other.blocks_w = 59;
+  EXPECT_FALSE(ConvS8Window::quantise_serves(wide, other));
 }
 
 // conv_int8_s2d on a described H100: its GEMM is conv_int8_window at every batch (the window

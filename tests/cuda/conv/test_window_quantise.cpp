@@ -5,8 +5,8 @@
 // the integer reference, then the same window conv over x') byte for byte, on shapes of AlexNet's
 // conv1 family: odd heights, narrower rows, out_c 32 and 64, pad 0 and 2, batch 1-40 (one unit a
 // CTA, and several: the rows shared with the previous unit copied), inputs on
-// rounding boundaries (the reciprocal's deferred path), saturating and NaN.  What needs no GPU:
-// the shape rule.
+// rounding boundaries (the reciprocal's deferred path), saturating and NaN.  Its shape rule (no
+// GPU needed) is test_s2d_tma.cpp's.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -156,37 +156,6 @@ TEST(WindowQuantise, MatchesTheRearrangementPassByteForByte) {
                           << int(two_pass.y[first]);
     EXPECT_GT(nonzero, fused.y.size() / 8) << "an output of mostly zeros checks little";
   }
-}
-
-// The shape rule (host only): AlexNet's conv1 geometry and what it refuses.
-TEST(WindowQuantise, ServesTheFourByFourRearrangementOfThreeChannels) {
-  S8Conv c;
-  c.in_c = 48;
-  c.in_stride = 64;
-  c.in_h = c.in_w = 57;
-  c.out_c = c.out_stride = 64;
-  c.out_h = c.out_w = 55;
-  c.kh = c.kw = 3;
-  c.k_total = c.k_pad = 9 * 64;
-  S8SpaceToDepth s2d{3, 224, 224, 4, 2, 2, 57, 57, 48, kInputScale};
-  EXPECT_TRUE(ConvS8Window::quantise_serves(c, s2d));
-  S8SpaceToDepth other = s2d;
-  other.s = 2;
-  EXPECT_FALSE(ConvS8Window::quantise_serves(c, other));
-  other = s2d;
-  other.input_scale = 0;
-  EXPECT_FALSE(ConvS8Window::quantise_serves(c, other));
-  other = s2d;
-  other.pad_w = 3;  // x' columns at an odd box column: not served
-  EXPECT_FALSE(ConvS8Window::quantise_serves(c, other));
-  other = s2d;
-  other.w = 222;  // rows of x not a multiple of 16 bytes: no TMA map
-  EXPECT_FALSE(ConvS8Window::quantise_serves(c, other));
-  S8Conv wide = c;
-  wide.in_w = 59;  // 236 columns: past a ring slot
-  other = s2d;
-  other.blocks_w = 59;
-  EXPECT_FALSE(ConvS8Window::quantise_serves(wide, other));
 }
 
 }  // namespace
