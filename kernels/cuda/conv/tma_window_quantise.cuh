@@ -5,8 +5,8 @@
 // * Why: conv_int8_s2d was three passes — the quantising rearrangement (fp32 x, 154 MB at batch
 //   256, read; x' written, 40 MB), the window conv (x' read back) and the pool — and run 49's
 //   floors (docs/kernels/space_to_depth.md) put the first alone at ~45 us of conv1's ~150.  Here
-//   the window conv's producer warpgroup builds each unit's slab itself from x: the x' bytes are
-//   never written to global memory, and the input's DRAM read overlaps the consumers' MMAs
+//   the window conv's producer warpgroups build each unit's slab themselves from x: the x' bytes
+//   are never written to global memory, and the input's DRAM read overlaps the consumers' MMAs
 //   instead of preceding them.
 // * What a slab row is: x' pixel (n, i, j) = 48 bytes, byte (a * 4 + b) * 3 + c the quantised
 //   x[n][c][4i - pad_h + a][4j - pad_w + b] (s2d_s8.cu's order: tap-major, the 3 channels
@@ -51,8 +51,8 @@
 namespace cnnrt::cuda::tma_window {
 
 constexpr int kRing = 10;  // staged x' rows
-constexpr int kSlotBytes =
-    11264;  // one x' row's box (4 rows x 3 channels x cols fp32), 1 KB-aligned
+// One x' row's box (4 rows x 3 channels x cols fp32), a multiple of 1 KB.
+constexpr int kSlotBytes = 11264;
 constexpr int kMaxCols = kSlotBytes / (4 * 3 * 4);  // 234 columns
 // Two producer warpgroups (each unit's new rows: one warpgroup the x' taps a = 0-1 of every row,
 // the other a = 2-3), two consumers: 512 threads, 128 registers at entry; setmaxnreg's split.
