@@ -479,6 +479,19 @@ class ConvInt8Kernel final : public LayerKernel {
   Int8Device device_;
 };
 
+// A comparison entry: conv_int8_s2d with its window conv pinned to `consumers` warpgroups, or in
+// its quantising form.
+EntryRow s2d_window_row(const char* name, int consumers, bool quantises) {
+  EntryRow row{name, OpKind::Conv, conv_s2d_window_supported,
+               [name, consumers, quantises](const KernelBuildContext& context) {
+                 return std::unique_ptr<LayerKernel>(std::make_unique<ConvInt8Kernel>(
+                     context, name, ConvPath::SpaceToDepth, Wgmma::Auto, -1, Wgmma::Auto, consumers,
+                     quantises));
+               }};
+  row.baseline = true;
+  return row;
+}
+
 }  // namespace
 
 // conv_int8_tma's priority: above conv_int8_wgmma (15) and conv_int8_narrow (16, which the
@@ -512,27 +525,9 @@ void register_int8_kernels(KernelRegistry& registry) {
                // (tma_window_kernel.cuh's design note) or two, and in its quantising form
                // (tma_window_quantise.cuh: the fp32 input read by the conv's producer; 14 % slower
                // than over x' at batch 256 in run 51): comparison entries.
-               {"conv_int8_s2d_window3", OpKind::Conv, conv_s2d_window_supported,
-                [](const KernelBuildContext& context) -> std::unique_ptr<LayerKernel> {
-                  return std::make_unique<ConvInt8Kernel>(context, "conv_int8_s2d_window3",
-                                                          ConvPath::SpaceToDepth, Wgmma::Auto, -1,
-                                                          Wgmma::Auto, 3);
-                },
-                false, false, /*baseline=*/true},
-               {"conv_int8_s2d_window2", OpKind::Conv, conv_s2d_window_supported,
-                [](const KernelBuildContext& context) -> std::unique_ptr<LayerKernel> {
-                  return std::make_unique<ConvInt8Kernel>(context, "conv_int8_s2d_window2",
-                                                          ConvPath::SpaceToDepth, Wgmma::Auto, -1,
-                                                          Wgmma::Auto, 2, false);
-                },
-                false, false, /*baseline=*/true},
-               {"conv_int8_s2d_quantise", OpKind::Conv, conv_s2d_window_supported,
-                [](const KernelBuildContext& context) -> std::unique_ptr<LayerKernel> {
-                  return std::make_unique<ConvInt8Kernel>(context, "conv_int8_s2d_quantise",
-                                                          ConvPath::SpaceToDepth, Wgmma::Auto, -1,
-                                                          Wgmma::Auto, 2, true);
-                },
-                false, false, /*baseline=*/true}});
+               s2d_window_row("conv_int8_s2d_window3", 3, false),
+               s2d_window_row("conv_int8_s2d_window2", 2, false),
+               s2d_window_row("conv_int8_s2d_quantise", 2, true)});
   // conv_int8_tma: the TMA mainloop, above conv_int8_wgmma (docs/kernels/conv_int8_tma.md); its
   // pinned tiles (a pooled conv only on the tiles that run its pool fused) and its staged pool
   // form below every other int8 conv, never a default.

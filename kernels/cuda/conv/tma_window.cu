@@ -268,7 +268,7 @@ ConvS8Window::ConvS8Window(const S8Conv& conv, bool small_sums, int consumers, i
       stored_stride_(stored_stride == 0 ? conv.in_stride : stored_stride) {
   if (quantise_source != nullptr && quantise_serves(conv, *quantise_source)) {
     quantises_ = true;
-    source_ = *quantise_source;
+    source_ = source_box(*quantise_source);
   }
   if (consumers != 0 && consumers != 2 && consumers != 3)
     throw Error("conv_int8_window: " + std::to_string(consumers) +
@@ -310,13 +310,13 @@ ConvWindowInput ConvS8Window::encode_source(const void* x, int batch) const {
   ConvWindowInput input;
   input.x = x;
   input.batch = batch;
-  // fp32 NCHW {w, h, 3, n}: boxes of one x' row's 4 input rows x 3 channels x 4 * blocks_w
-  // columns (from -pad_w: the padding is the TMA's zero fill), unswizzled.
-  const S8SpaceToDepth& s = source_;
+  // fp32 NCHW {w, h, 3, n}: boxes of one x' row's 4 input rows x 3 channels x source_.cols
+  // columns from source_.col0 (the padding is the TMA's zero fill), unswizzled.
+  const tma_window::S2dSource& s = source_;
   const cuuint64_t dims[4] = {cuuint64_t(s.w), cuuint64_t(s.h), 3, cuuint64_t(std::max(batch, 1))};
   const cuuint64_t strides[3] = {cuuint64_t(s.w) * 4, cuuint64_t(s.h) * s.w * 4,
                                  cuuint64_t(3) * s.h * s.w * 4};
-  const cuuint32_t box[4] = {cuuint32_t(source_box(s).cols), 4, 3, 1};
+  const cuuint32_t box[4] = {cuuint32_t(s.cols), 4, 3, 1};
   const cuuint32_t element_strides[4] = {1, 1, 1, 1};
   tma::check_encode(
       "conv_int8_window",
@@ -333,7 +333,7 @@ void ConvS8Window::forward_quantised(const ConvWindowInput& source, void* y,
   if (!quantises_) throw Error("conv_int8_window: not the quantising form");
   TmaWindowS8QParams p;
   fill_s8_params(p, conv_, small_sums_, y, source.batch);
-  p.src = source_box(source_);
+  p.src = source_;
   launch_kernel(kQuantiseKernel, ctas_of(p.units, sms_), tma_window::kQuantiseCtaThreads,
                 kQuantiseSmem, stream, source.map, w_map_, p);
 }

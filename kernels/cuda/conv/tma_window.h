@@ -14,11 +14,27 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 
 #include "kernels/cuda/conv/conv_s8.h"
 #include "kernels/cuda/conv/conv_shape.h"
 
 namespace cnnrt::cuda {
+
+namespace tma_window {
+// The fp32 NCHW source of conv_int8_window's quantising form and its space-to-depth (s = 4, c = 3;
+// tma_window_quantise.cuh): computed once per layer (ConvS8Window), read by the kernel.
+struct S2dSource {
+  int h = 0, w = 0;          // x's rows and columns
+  int pad_h = 0, pad_w = 0;  // the original conv's padding
+  // The box starts at column col0 (-pad_w rounded down to a multiple of 4: a tiled TMA load's
+  // innermost coordinate must be 16-byte aligned), so x' column j's 4 columns start at box column
+  // 4j + shift (shift = -col0 - pad_w: 0 or 2, an even pad); cols (a multiple of 4) covers them.
+  int col0 = 0, shift = 0, cols = 0;
+  uint32_t box_bytes = 0;           // 4 * 3 * cols * 4
+  float scale = 0, reciprocal = 0;  // the input's scale; filter_reciprocal(scale)
+};
+}  // namespace tma_window
 
 // The slab tensor map of one input buffer at one batch (host data, ~1 us to encode), of either
 // element type.
@@ -94,8 +110,9 @@ class ConvS8Window {
   ConvWindowInput encode_input(const void* x, int batch) const;
   void forward(const ConvWindowInput& input, void* y, cudaStream_t stream, int consumers) const;
 
-  // The quantising form: a 4 x 4 space-to-depth of 3 channels onto this conv's input map, rows
-  // of at most 58 blocks, a positive input scale (tma_window_quantise.cuh's design note).
+  // The quantising form: a 4 x 4 space-to-depth of 3 channels onto this conv's input map, an
+  // even pad_w, rows of at most 57 blocks at pad 2, a positive input scale
+  // (tma_window_quantise.cuh's design note).
   static bool quantise_serves(const S8Conv& conv, const S8SpaceToDepth& s2d);
   bool quantises() const { return quantises_; }
   // The fp32 source's map (x: NCHW fp32, 16-byte aligned) and the launch that reads it; only
@@ -110,7 +127,7 @@ class ConvS8Window {
   int stored_stride_ = 64;  // x' bytes a pixel (the map's row pitch)
   int sms_ = 132;
   bool quantises_ = false;
-  S8SpaceToDepth source_;  // where quantises_
+  tma_window::S2dSource source_;  // where quantises_
   CUtensorMap w_map_;
 };
 

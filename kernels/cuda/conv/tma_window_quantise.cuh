@@ -47,6 +47,7 @@
 #include "kernels/cuda/conv/ptx.cuh"
 #include "kernels/cuda/conv/s2d_quantise.cuh"
 #include "kernels/cuda/conv/tma_ptx.cuh"
+#include "kernels/cuda/conv/tma_window.h"  // S2dSource
 
 namespace cnnrt::cuda::tma_window {
 
@@ -63,18 +64,6 @@ constexpr int kQuantiseProducerRegs = 96, kQuantiseConsumerRegs = 160;  // from 
 static_assert(kQuantiseThreads * kQuantiseProducerRegs + 256 * kQuantiseConsumerRegs <= 65536 &&
                   kQuantiseCtaThreads * 128 <= 65536,
               "the split fits the register file");
-
-// The fp32 NCHW source of a quantising window conv and its space-to-depth (s = 4, c = 3).
-struct S2dSource {
-  int h = 0, w = 0;          // x's rows and columns
-  int pad_h = 0, pad_w = 0;  // the original conv's padding
-  // The box starts at column col0 (-pad_w rounded down to a multiple of 4: a tiled TMA load's
-  // innermost coordinate must be 16-byte aligned), so x' column j's 4 columns start at box column
-  // 4j + shift (shift = -col0 - pad_w: 0 or 2, an even pad); cols (a multiple of 4) covers them.
-  int col0 = 0, shift = 0, cols = 0;
-  uint32_t box_bytes = 0;           // 4 * 3 * cols * 4
-  float scale = 0, reciprocal = 0;  // the input's scale; filter_reciprocal(scale)
-};
 
 #ifdef CNNRT_WGMMA_DEVICE
 using namespace cnnrt::cuda::ptx;
@@ -126,10 +115,11 @@ __device__ __forceinline__ void quantise_pixel(const uint8_t* src, uint8_t* row,
   }
 }
 
-// The producer warpgroup's loop (all 128 threads): for the CTA's units [first, end), the j-th to
-// consumer j % C's stage, build the slab from the ring.  smem: the kernel's dynamic shared memory
-// (generic pointer) and its address; offsets of the slabs and the ring from it.  Geometry: in_h,
-// in_w the x' map, pixels its virtual pixels, span the slab rows a unit's MMAs read.
+// The producer warpgroups' loop (all kQuantiseThreads threads): for the CTA's units [first, end),
+// the j-th to consumer j % C's stage, build the slab from the ring.  smem: the kernel's dynamic
+// shared memory (generic pointer) and its address; offsets of the slabs and the ring from it.
+// Geometry: in_h, in_w the x' map, pixels its virtual pixels, span the slab rows a unit's MMAs
+// read.
 template <int C, int kStages, int kWN, uint32_t kSlabBytes, class Params, class ConsumerOf,
           class RoundOf>
 __device__ __forceinline__ void quantise_producer(const CUtensorMap& tmap_x, const Params& p,
