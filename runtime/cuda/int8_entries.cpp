@@ -8,8 +8,10 @@
 //                     conv_int8_s2d_wgmma pin the TMA / wgmma GEMM at every batch; its window
 //                     conv (sm_90a, every batch where it serves) takes three consumer
 //                     warpgroups where the CTAs take more than one unit each, two below
-//                     (ConvS8Window::consumers_at); conv_int8_s2d_window2 / _window3 pin two /
-//                     three, conv_int8_s2d_quantise runs the window conv's quantising form (the
+//                     (ConvS8Window::consumers_at), and on three pools its output itself
+//                     (tma_window_pool.cuh: no pool pass); conv_int8_s2d_window2 / _window3 pin
+//                     two / three with the pool pass, _window3_pool three pooling at every
+//                     batch, conv_int8_s2d_quantise runs the window conv's quantising form (the
 //                     fp32 input quantised and rearranged in its producer: no x' pass; slower,
 //                     run 51) — comparison entries
 //   conv_int8_tma     dense convs with a channel stride % 64 == 0 on Hopper's TMA-fed,
@@ -70,6 +72,7 @@
 #include "kernels/cuda/conv/tma_encode.h"
 #include "kernels/cuda/conv/tma_s8.h"
 #include "kernels/cuda/conv/tma_window.h"
+#include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/elementwise_fp16.h"
 #include "runtime/calibration.h"
 #include "runtime/cuda/cuda_registry.h"
@@ -100,15 +103,18 @@ class ConvInt8Kernel final : public LayerKernel {
   // own plan and the small-batch fallback to the mma.sync GEMM.  s2d_tma (ConvPath::SpaceToDepth):
   // whether its GEMM may run on the TMA kernel (header comment), as `wgmma` says for the wgmma
   // kernel; window_consumers: the consumer warpgroups of its window conv, where that serves (2 or
-  // 3 pinned, 0 by batch: ConvS8Window::consumers_at); window_quantises: that window conv reads
-  // the fp32 input itself (ConvS8Window's quantising form, two consumers: no rearrangement pass).
+  // 3 pinned, 0 by batch: ConvS8Window::consumers_at; by batch, three pool the output in the
+  // conv where its pooling form serves); window_quantises: that window conv reads the fp32 input
+  // itself (ConvS8Window's quantising form, two consumers: no rearrangement pass); window_pool:
+  // the pooling form at every batch (three consumers).
   ConvInt8Kernel(const KernelBuildContext& context, const char* name, ConvPath path,
                  Wgmma wgmma = Wgmma::Off, int tma_tile = -1, Wgmma s2d_tma = Wgmma::Off,
-                 int window_consumers = 0, bool window_quantises = false)
+                 int window_consumers = 0, bool window_quantises = false, bool window_pool = false)
       : path_(path),
         tma_tile_(tma_tile),
         window_consumers_(window_consumers),
-        window_quantises_(window_quantises) {
+        window_quantises_(window_quantises),
+        window_pool_(window_pool) {
     const std::optional<ConvShape> shape = conv_shape_of(context.node);
     const ConvWeights weights = conv_weights_of(context, name, shape);
     const ConvAttrs& a = shape->conv;
@@ -197,10 +203,14 @@ class ConvInt8Kernel final : public LayerKernel {
                              info.input_types[0].dtype == DType::F32;
     if (window_) {
       // From the fp32 input the quantising form where the entry asks for it (no x' pass); else
-      // the window conv over x' on its consumer count at this batch.
+      // the window conv over x' on its consumer count at this batch, pooling its output itself
+      // on three (by batch) or where pinned to.
       const bool quantised = fp32_source && window_->quantises();
       const int consumers = window_->consumers_at(info.batch);
+      const bool pooled = !quantised && window_->pools() &&
+                          (window_pool_ || (window_consumers_ == 0 && consumers == 3));
       const int code = quantised        ? kWindowQuantiseCode
+                       : pooled         ? kWindow3PoolCode
                        : consumers == 3 ? kWindow3Code
                                         : kWindowCode;
       plan.variant = -1 - (2 * code + (fp32_source ? 1 : 0));
@@ -208,10 +218,15 @@ class ConvInt8Kernel final : public LayerKernel {
           quantised ? std::string("quantise-s2d-in-window_s8_3x3_n128")
                     : std::string(fp32_source ? "quantise+" : "") + "s2d" +
                           std::to_string(s2d_tma_.out_stride) +
-                          (consumers == 3 ? "+window_s8x3_3x3_n128" : "+window_s8_3x3_n128");
-      plan.variant_name += pool_ ? "+pool" : "";
-      plan.state = std::make_shared<const WindowInputMaps>();
-      plan.workspace_bytes = workspace_parts(info.batch, 1, true, false, !quantised).total();
+                          (pooled           ? "+window_s8x3_3x3_n128+bandpool"
+                           : consumers == 3 ? "+window_s8x3_3x3_n128"
+                                            : "+window_s8_3x3_n128");
+      plan.variant_name += pool_ && !pooled ? "+pool" : "";
+      if (pooled)
+        plan.state = std::make_shared<const WindowPoolMaps>();
+      else
+        plan.state = std::make_shared<const WindowInputMaps>();
+      plan.workspace_bytes = workspace_parts(info.batch, 1, true, false, !quantised, pooled).total();
       return plan;
     }
     if (tma_ && info.batch > tma_max_fallback_) {
@@ -252,12 +267,17 @@ class ConvInt8Kernel final : public LayerKernel {
     const int splits = on_tma ? 1 : code / 2;
     // The pool fused into conv_int8_tma's epilogue: the kernel writes the pooled output itself.
     const bool window_quantised = on_tma && code / 2 == kWindowQuantiseCode;
+    const bool window_pooled = on_tma && code / 2 == kWindow3PoolCode;  // no pool pass
     const bool fused_pool = on_tma && code / 2 < kWindowCode && ConvS8Tma::is_fused(code / 2);
     const Workspace parts =
-        workspace_parts(args.batch, splits, on_tma, fused_pool, !window_quantised);
+        workspace_parts(args.batch, splits, on_tma, fused_pool, !window_quantised, window_pooled);
     char* workspace = static_cast<char*>(args.workspace);
     if (workspace == nullptr && parts.total() > 0) throw Error("conv int8: no workspace");
     const void* x = args.inputs.at(0);
+    // The pooling window conv's band counters start at zero; cleared before the rearrangement so
+    // that the memset does not sit between the two PDL-chained kernels.
+    if (window_pooled)
+      CNNRT_CUDA_CHECK(cudaMemsetAsync(workspace + parts.partial, 0, parts.partial_bytes, stream));
     if (path_ == ConvPath::SpaceToDepth && !window_quantised) {
       space_to_depth_s8(on_tma ? s2d_tma_ : s2d_, x, (code & 1) != 0, workspace, args.batch,
                         stream);
@@ -273,6 +293,9 @@ class ConvInt8Kernel final : public LayerKernel {
       conv_s8_narrow(conv_, x, conv_out, args.batch, sms_, narrow_small_sums_, stream);
     } else if (window_quantised) {
       run_window_quantised(args.state, x, conv_out, args.batch, stream);
+    } else if (window_pooled) {
+      run_window_pooled(args.state, x, conv_out, args.output,
+                        reinterpret_cast<int*>(workspace + parts.partial), args.batch, stream);
     } else if (on_tma && (code / 2 == kWindowCode || code / 2 == kWindow3Code)) {
       run_window(args.state, x, conv_out, args.batch, stream, code / 2 == kWindow3Code ? 3 : 2);
     } else if (on_tma) {
@@ -283,7 +306,7 @@ class ConvInt8Kernel final : public LayerKernel {
       const S8SplitK split{splits, reinterpret_cast<int*>(workspace + parts.partial)};
       conv_s8_igemm(conv_, x, conv_out, args.batch, stream, &split);
     }
-    if (pool_ && !fused_pool)
+    if (pool_ && !fused_pool && !window_pooled)
       pool_conv_output(*pool_, conv_.float_output, conv_out, args.output, args.batch, stream);
   }
   size_t weight_bytes() const override {
@@ -296,13 +319,14 @@ class ConvInt8Kernel final : public LayerKernel {
 
   // Byte offsets of the workspace's parts for `batch` (see prepare()); on_tma: the space-to-depth
   // map is the TMA form's; fused_pool: no pre-pool tensor; map: false where no space-to-depth
-  // map is written (the window conv's quantising form).
+  // map is written (the window conv's quantising form); pool_counts: the pooling window conv's
+  // band counters in the split-K sums' place.
   struct Workspace {
     size_t pre_pool = 0, partial = 0, partial_bytes = 0;
     size_t total() const { return partial + partial_bytes; }  // the split-K sums come last
   };
   Workspace workspace_parts(int batch, int splits, bool on_tma, bool fused_pool = false,
-                            bool map = true) const {
+                            bool map = true, bool pool_counts = false) const {
     Workspace parts;
     const S8SpaceToDepth& s2d = on_tma ? s2d_tma_ : s2d_;
     if (path_ == ConvPath::SpaceToDepth && map)
@@ -312,7 +336,8 @@ class ConvInt8Kernel final : public LayerKernel {
     if (pool_ && !fused_pool)
       parts.partial += round_up_bytes(static_cast<size_t>(batch) * conv_.out_h * conv_.out_w *
                                       conv_.out_stride * (conv_.float_output ? sizeof(float) : 1));
-    parts.partial_bytes = igemm_s8_split_bytes(conv_, batch, splits);
+    parts.partial_bytes = pool_counts ? window_->pool_count_bytes(batch)
+                                      : igemm_s8_split_bytes(conv_, batch, splits);
     return parts;
   }
 
@@ -400,7 +425,8 @@ class ConvInt8Kernel final : public LayerKernel {
       window_.emplace(wide,
                       narrow_s8_small_sums(layer.weight.data(), layer.bias.data(), conv_.out_c,
                                            layer.per_channel),
-                      window_consumers_, s2d_.out_stride, window_quantises_ ? &s2d_ : nullptr);
+                      window_consumers_, s2d_.out_stride, window_quantises_ ? &s2d_ : nullptr,
+                      pool_ ? &*pool_ : nullptr);
       return;
     }
     s2d_tma_.out_stride = stride;
@@ -435,9 +461,9 @@ class ConvInt8Kernel final : public LayerKernel {
   }
 
   // The window conv's variant codes (run()'s TMA codes are tiles below them): over x' on two
-  // consumers, the quantising form over the fp32 input, over x' on three consumers.
+  // consumers, the quantising form over the fp32 input, over x' on three consumers, and pooling.
   static constexpr int kWindowCode = 1 << 12, kWindowQuantiseCode = kWindowCode + 1,
-                       kWindow3Code = kWindowCode + 2;
+                       kWindow3Code = kWindowCode + 2, kWindow3PoolCode = kWindowCode + 3;
   using WindowInputMaps = tma::InputMaps<ConvWindowInput>;
   void run_window(const void* state, const void* x, void* y, int batch, cudaStream_t stream,
                   int consumers) const {
@@ -446,6 +472,18 @@ class ConvInt8Kernel final : public LayerKernel {
     const ConvWindowInput input = static_cast<const WindowInputMaps*>(state)->find_or_encode(
         x, batch, [this](const void* p, int b) { return window_->encode_input(p, b); });
     window_->forward(input, y, stream, consumers);
+  }
+  using WindowPoolMaps = tma::InputMaps<ConvWindowPoolInput>;
+  void run_window_pooled(const void* state, const void* x, void* pre_pool, void* y, int* count,
+                         int batch, cudaStream_t stream) const {
+    if (state == nullptr || !window_ || !window_->pools())
+      throw Error("conv_int8_window: a pooling run() without its form or state");
+    const ConvWindowPoolInput input = static_cast<const WindowPoolMaps*>(state)->find_or_encode(
+        x, batch, [this, pre_pool](const void* p, int b) {
+          return window_->encode_pooled(p, pre_pool, b);
+        });
+    if (input.pre_pool != pre_pool) throw Error("conv_int8_window: the workspace moved");
+    window_->forward_pooled(input, y, count, stream);
   }
   void run_window_quantised(const void* state, const void* x, void* y, int batch,
                             cudaStream_t stream) const {
@@ -460,6 +498,7 @@ class ConvInt8Kernel final : public LayerKernel {
   int tma_tile_ = -1;              // ConvPath::Tma: pinned tile, kPinStaged, or -1
   int window_consumers_ = 0;       // the window conv's consumer warpgroups (2, 3; 0: by batch)
   bool window_quantises_ = false;  // ... and whether it reads the fp32 input itself
+  bool window_pool_ = false;       // ... and pools its output at every batch
   std::optional<ConvS8Tma> tma_;   // ConvPath::Tma's kernel (its weights are device_'s), or the
                                    // space-to-depth path's TMA GEMM (tma_weight_)
   int tma_max_fallback_ = 0;       // ... runs above this batch, else the mma.sync GEMM
@@ -479,14 +518,14 @@ class ConvInt8Kernel final : public LayerKernel {
   Int8Device device_;
 };
 
-// A comparison entry: conv_int8_s2d with its window conv pinned to `consumers` warpgroups, or in
-// its quantising form.
-EntryRow s2d_window_row(const char* name, int consumers, bool quantises) {
+// A comparison entry: conv_int8_s2d with its window conv pinned to `consumers` warpgroups, in
+// its quantising form, or pooling.
+EntryRow s2d_window_row(const char* name, int consumers, bool quantises, bool pools = false) {
   EntryRow row{name, OpKind::Conv, conv_s2d_window_supported,
-               [name, consumers, quantises](const KernelBuildContext& context) {
+               [name, consumers, quantises, pools](const KernelBuildContext& context) {
                  return std::unique_ptr<LayerKernel>(std::make_unique<ConvInt8Kernel>(
                      context, name, ConvPath::SpaceToDepth, Wgmma::Auto, -1, Wgmma::Auto, consumers,
-                     quantises));
+                     quantises, pools));
                }};
   row.baseline = true;
   return row;
@@ -526,6 +565,7 @@ void register_int8_kernels(KernelRegistry& registry) {
                // (tma_window_quantise.cuh: the fp32 input read by the conv's producer; 14 % slower
                // than over x' at batch 256 in run 51): comparison entries.
                s2d_window_row("conv_int8_s2d_window3", 3, false),
+               s2d_window_row("conv_int8_s2d_window3_pool", 3, false, true),
                s2d_window_row("conv_int8_s2d_window2", 2, false),
                s2d_window_row("conv_int8_s2d_quantise", 2, true)});
   // conv_int8_tma: the TMA mainloop, above conv_int8_wgmma (docs/kernels/conv_int8_tma.md); its

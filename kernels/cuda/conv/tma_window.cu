@@ -61,8 +61,12 @@ std::vector<tma::KernelImage> kernel_images() {
           {reinterpret_cast<const void*>(kernel_of(4)), "window_c4", smem},
           {reinterpret_cast<const void*>(kS8Launches[0].fn), "window_s8", kS8Launches[0].smem}};
 }
+// The pooling instance (three consumers; the pre-pool tensor's map besides).
+constexpr auto kPoolKernel = tma_window::conv_window_pool_kernel<3>;
+constexpr size_t kPoolSmem = tma_window::smem_bytes<tma_window::WindowS8P, 3>(tma_window::kMaxTaps);
 std::vector<tma::KernelImage> kernel_images_x3() {
-  return {{reinterpret_cast<const void*>(kS8Launches[1].fn), "window_s8_x3", kS8Launches[1].smem}};
+  return {{reinterpret_cast<const void*>(kS8Launches[1].fn), "window_s8_x3", kS8Launches[1].smem},
+          {reinterpret_cast<const void*>(kPoolKernel), "window_s8_x3_pool", kPoolSmem}};
 }
 // The quantising instance (two producer and two consumer warpgroups: 128 at entry, its own
 // setmaxnreg split).
@@ -260,8 +264,16 @@ bool ConvS8Window::quantise_serves(const S8Conv& c, const S8SpaceToDepth& s2d) {
          std::isfinite(s2d.input_scale);
 }
 
+bool ConvS8Window::pool_serves(const S8Conv& c, const NhwcPool& pool) {
+  return pool.kh == 3 && pool.kw == 3 && pool.stride_h == 2 && pool.stride_w == 2 &&
+         pool.pad_h == 0 && pool.pad_w == 0 && pool.c == c.out_c && pool.h == c.out_h &&
+         pool.w == c.out_w && c.out_h >= 3 && c.out_w >= 3 && pool.out_h == (c.out_h - 3) / 2 + 1 &&
+         pool.out_w == (c.out_w - 3) / 2 + 1 && (pool.c + 15) / 16 * 16 == c.out_stride &&
+         c.out_w <= tma_window::kPoolMaxCols;
+}
+
 ConvS8Window::ConvS8Window(const S8Conv& conv, bool small_sums, int consumers, int stored_stride,
-                           const S8SpaceToDepth* quantise_source)
+                           const S8SpaceToDepth* quantise_source, const NhwcPool* pool)
     : conv_(conv),
       small_sums_(small_sums),
       consumers_(consumers),
@@ -269,6 +281,10 @@ ConvS8Window::ConvS8Window(const S8Conv& conv, bool small_sums, int consumers, i
   if (quantise_source != nullptr && quantise_serves(conv, *quantise_source)) {
     quantises_ = true;
     source_ = source_box(*quantise_source);
+  }
+  if (pool != nullptr && pool_serves(conv, *pool)) {
+    pools_ = true;
+    pool_ = *pool;
   }
   if (consumers != 0 && consumers != 2 && consumers != 3)
     throw Error("conv_int8_window: " + std::to_string(consumers) +
@@ -336,6 +352,53 @@ void ConvS8Window::forward_quantised(const ConvWindowInput& source, void* y,
   p.src = source_;
   launch_kernel(kQuantiseKernel, ctas_of(p.units, sms_), tma_window::kQuantiseCtaThreads,
                 kQuantiseSmem, stream, source.map, w_map_, p);
+}
+
+size_t ConvS8Window::pool_count_bytes(int batch) const {
+  return pools_ ? size_t(std::max(batch, 1)) * ((pool_.out_h + 1) / 2) * sizeof(int) : 0;
+}
+
+ConvWindowPoolInput ConvS8Window::encode_pooled(const void* x, void* pre_pool, int batch) const {
+  if (!pools_) throw Error("conv_int8_window: not the pooling form");
+  if (reinterpret_cast<uintptr_t>(pre_pool) % 16 != 0)
+    throw Error("conv_int8_window: the pre-pool tensor must be 16-byte aligned");
+  ConvWindowPoolInput input;
+  const ConvWindowInput slab = encode_input(x, batch);
+  input.map = slab.map;
+  input.x = x;
+  input.pre_pool = pre_pool;
+  input.batch = batch;
+  // [n * out_h rows][out_w columns][out_stride bytes]: boxes of a band's five conv rows, whole
+  // rows, unswizzled (tma_window_pool.cuh); rows past the tensor are the TMA's zero fill.
+  const int stride = conv_.out_stride;
+  const cuuint64_t dims[3] = {cuuint64_t(stride), cuuint64_t(conv_.out_w),
+                              cuuint64_t(std::max(batch, 1)) * conv_.out_h};
+  const cuuint64_t strides[2] = {cuuint64_t(stride), cuuint64_t(conv_.out_w) * stride};
+  const cuuint32_t box[3] = {cuuint32_t(stride), cuuint32_t(conv_.out_w),
+                             cuuint32_t(tma_window::kPoolBandConvRows)};
+  const cuuint32_t element_strides[3] = {1, 1, 1};
+  tma::check_encode("conv_int8_window",
+                    tma::encode_tiled()(&input.pre, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, pre_pool,
+                                        dims, strides, box, element_strides,
+                                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                                        CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+                    "cuTensorMapEncodeTiled (pre-pool bands)");
+  return input;
+}
+
+void ConvS8Window::forward_pooled(const ConvWindowPoolInput& input, void* y, int* count,
+                                  cudaStream_t stream) const {
+  if (!pools_) throw Error("conv_int8_window: not the pooling form");
+  tma_window::TmaWindowS8PParams p;
+  fill_s8_params(p, conv_, small_sums_, input.pre_pool, input.batch);
+  p.pool.y = static_cast<int8_t*>(y);
+  p.pool.count = count;
+  p.pool.pool_h = pool_.out_h;
+  p.pool.pool_w = pool_.out_w;
+  p.pool.bands = (pool_.out_h + 1) / 2;
+  launch_kernel(kPoolKernel, ctas_of(p.units, sms_), tma_detail::TmaRoles<3>::kThreads, kPoolSmem,
+                stream, input.map, w_map_, input.pre, p);
 }
 
 int ConvS8Window::consumers_at(int batch) const {

@@ -43,6 +43,13 @@ struct ConvWindowInput {
   const void* x = nullptr;
   int batch = 0;
 };
+// The pooling form's maps (ConvS8Window::encode_pooled): x' and the pre-pool tensor.
+struct ConvWindowPoolInput {
+  CUtensorMap map, pre;
+  const void* x = nullptr;
+  void* pre_pool = nullptr;
+  int batch = 0;
+};
 
 class ConvFp16Window {
  public:
@@ -87,7 +94,8 @@ class ConvFp16Window {
 // form of conv1), out_c <= 64, int8 output (out_stride <= 64), in_w <= 63; the weight rows
 // [out_c][9 x 64] (k_pad 576) as that form packs them.  The input x' may be stored at fewer
 // bytes a pixel (stored_stride: a multiple of 16 from in_c to 64; conv1 quantised at 48), the
-// rest of each 64-byte row the TMA's zero fill.  No pool: the entry pools the output.
+// rest of each 64-byte row the TMA's zero fill.  The entry pools the output (a pass after the
+// conv), or, in the pooling form, the conv does while it runs (tma_window_pool.cuh).
 class ConvS8Window {
  public:
   // stored_stride 0: conv.in_stride.
@@ -101,8 +109,9 @@ class ConvS8Window {
   // quantise_source: where quantise_serves(conv, *source), the window conv can also read the
   // space-to-depth's fp32 NCHW source itself (tma_window_quantise.cuh: the quantisation and
   // rearrangement in its producer, no x' in global memory; two consumers).
+  // pool: where pool_serves(conv, *pool), the pooling form is offered too (forward_pooled).
   ConvS8Window(const S8Conv& conv, bool small_sums, int consumers = 0, int stored_stride = 0,
-               const S8SpaceToDepth* quantise_source = nullptr);
+               const S8SpaceToDepth* quantise_source = nullptr, const NhwcPool* pool = nullptr);
   // The consumer warpgroups at `batch`: the pinned count, else three where the CTAs take more
   // than one unit each (run 50-51: 3-7 % faster from batch 16 to 256) and two below (one unit a
   // CTA: the third consumer idles, and the 512-thread CTA ran batch 1 and 4 0.4-1.2 us slower).
@@ -120,6 +129,22 @@ class ConvS8Window {
   ConvWindowInput encode_source(const void* x, int batch) const;
   void forward_quantised(const ConvWindowInput& source, void* y, cudaStream_t stream) const;
 
+  // The pooling form (three consumers; tma_window_pool.cuh's design note): a 3x3 stride-2
+  // unpadded floor-mode max-pool of the whole output (at the output's own channel stride), out_w
+  // <= 64.  Shape rule only.
+  static bool pool_serves(const S8Conv& conv, const NhwcPool& pool);
+  bool pools() const { return pools_; }
+  // The band counters forward_pooled needs at `batch` (int32 each; the caller zeroes them before
+  // every launch, e.g. with cudaMemsetAsync ahead of the rearrangement pass).
+  size_t pool_count_bytes(int batch) const;
+  // x' (as encode_input) and the pre-pool tensor's map (pre_pool: [n][out_h][out_w][out_stride],
+  // 16-byte aligned).  Checked (cnnrt::Error).
+  ConvWindowPoolInput encode_pooled(const void* x, void* pre_pool, int batch) const;
+  // y = pool(clamp(conv(x) + b)) into y (NHWC at out_stride), the conv's rows through the
+  // pre-pool tensor; count: pool_count_bytes(batch) of zeros.
+  void forward_pooled(const ConvWindowPoolInput& input, void* y, int* count,
+                      cudaStream_t stream) const;
+
  private:
   S8Conv conv_;
   bool small_sums_ = false;
@@ -128,6 +153,8 @@ class ConvS8Window {
   int sms_ = 132;
   bool quantises_ = false;
   tma_window::S2dSource source_;  // where quantises_
+  bool pools_ = false;
+  NhwcPool pool_;  // where pools_
   CUtensorMap w_map_;
 };
 

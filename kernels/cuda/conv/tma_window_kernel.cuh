@@ -51,6 +51,11 @@
 //   slabs from the fp32 graph input themselves (512 threads, setmaxnreg 96 / 160, a ring of x'
 //   rows after the staging, the full barriers counting 8 warp arrivals, a contiguous range of
 //   units per CTA); a comparison entry (conv_int8_s2d_quantise: slower, run 51).
+// * Pooling (int8 only; WindowS8P, conv_window_pool_kernel, tma_window_pool.cuh): the producer
+//   warpgroup's warps 1..C pool the output by bands of two pooled rows as the consumers store it
+//   (a stored / freed barrier ring per consumer, band counters in global memory, the last
+//   contributor pools from L2 by a TMA box): no pool pass; C x 20 KB of band buffers after the
+//   staging (three consumers: 205 KB).
 #pragma once
 
 #include <cuda.h>
@@ -65,6 +70,7 @@
 #include "kernels/cuda/conv/tma_mainloop.cuh"
 #include "kernels/cuda/conv/tma_roles.h"
 #include "kernels/cuda/conv/tma_transpose_epilogue.cuh"
+#include "kernels/cuda/conv/tma_window_pool.cuh"
 #include "kernels/cuda/conv/tma_window_quantise.cuh"
 #include "kernels/cuda/pdl.cuh"
 
@@ -105,27 +111,36 @@ struct TmaWindowS8Params : WindowGeometry {
 struct TmaWindowS8QParams : TmaWindowS8Params {
   S2dSource src;
 };
+// The pooling instance's (tma_window_pool.cuh): y is the pre-pool tensor, pool.y the output.
+struct TmaWindowS8PParams : TmaWindowS8Params {
+  WindowPool pool;
+};
 
 // Element traits: a k-tile row of kRowBytes (one tap's 64 channels: 64 halves, the 128-byte
 // swizzle, or 64 int8, the 64-byte one), the accumulator, the parameters and the staging.
 // kQuantise: the producer builds the slabs from the fp32 source (tma_window_quantise.cuh).
+// kPool: helper warps pool the output by bands as it is stored (tma_window_pool.cuh).
 struct WindowF16 {
   using Acc = float;
   using Params = TmaWindowParams;
-  static constexpr bool kQuantise = false;
+  static constexpr bool kQuantise = false, kPool = false;
   static constexpr uint32_t kRowBytes = 128;
   static constexpr size_t kStaging = 8 * kChunk * 16 * 2;  // 8 warps x 64 pixels x 16 halves
 };
 struct WindowS8 {
   using Acc = int;
   using Params = TmaWindowS8Params;
-  static constexpr bool kQuantise = false;
+  static constexpr bool kQuantise = false, kPool = false;
   static constexpr uint32_t kRowBytes = 64;
   static constexpr size_t kStaging = 8 * kChunk * 16;  // 8 warps x 64 pixels x 16 bytes
 };
 struct WindowS8Q : WindowS8 {
   using Params = TmaWindowS8QParams;
   static constexpr bool kQuantise = true;
+};
+struct WindowS8P : WindowS8 {
+  using Params = TmaWindowS8PParams;
+  static constexpr bool kPool = true;
 };
 template <class E>
 constexpr uint32_t slab_bytes() {
@@ -140,8 +155,8 @@ template <class E>
 constexpr size_t staging_per_warp() {
   return E::kStaging / 8;
 }
-// The quantising instance's ring of staged x' rows: its offset from the aligned base (after the
-// staging; a multiple of 1 KB) and its bytes.
+// The quantising instance's ring of staged x' rows, or the pooling one's band buffers: their
+// offset from the aligned base (after the staging; a multiple of 1 KB).
 template <class E, int C = 2>
 constexpr size_t ring_offset(int taps) {
   return size_t(taps) * tap_bytes<E>() + C * kStages * size_t(slab_bytes<E>()) +
@@ -150,14 +165,17 @@ constexpr size_t ring_offset(int taps) {
 // Dynamic shared memory for `taps` taps and C consumers.
 template <class E, int C = 2>
 constexpr size_t smem_bytes(int taps) {
-  return 1024 + ring_offset<E, C>(taps) + (E::kQuantise ? size_t(kRing) * kSlotBytes : 0);
+  return 1024 + ring_offset<E, C>(taps) + (E::kQuantise ? size_t(kRing) * kSlotBytes : 0) +
+         (E::kPool ? size_t(C) * kPoolBufBytes : 0);
 }
 static_assert(smem_bytes<WindowF16>(kMaxTaps) <= 227 * 1024 - 2048 &&
                   smem_bytes<WindowS8, 3>(kMaxTaps) <= 227 * 1024 - 2048 &&
-                  smem_bytes<WindowS8Q>(kMaxTaps) <= 227 * 1024 - 2048,
+                  smem_bytes<WindowS8Q>(kMaxTaps) <= 227 * 1024 - 2048 &&
+                  smem_bytes<WindowS8P, 3>(kMaxTaps) <= 227 * 1024 - 2048,
               "fits the opt-in with the static part");
-static_assert(ring_offset<WindowS8Q>(kMaxTaps) % 1024 == 0 && kSlotBytes % 1024 == 0,
-              "the ring's TMA boxes start 1 KB-aligned");
+static_assert(ring_offset<WindowS8Q>(kMaxTaps) % 1024 == 0 && kSlotBytes % 1024 == 0 &&
+                  ring_offset<WindowS8P, 3>(kMaxTaps) % 1024 == 0 && kPoolBufBytes % 1024 == 0,
+              "the ring's and the band buffers' TMA boxes start 1 KB-aligned");
 
 // The output rows of a lane's virtual pixels v, v + 16, ... (transpose_store's cursor): none past
 // the images (the last unit's tail), nor in a row's last kw - 1 columns or an image's last kh - 1
@@ -225,7 +243,8 @@ __device__ __forceinline__ long long round_of(long long j) {
 template <class E, int KH, int KW, int CSTEPS, int C>
 __device__ __forceinline__ void window_kernel_body(const CUtensorMap& tmap_x,
                                                    const CUtensorMap& tmap_w,
-                                                   const typename E::Params& p) {
+                                                   const typename E::Params& p,
+                                                   const CUtensorMap* tmap_pre = nullptr) {
   using Roles = tma_detail::TmaRoles<C>;
   constexpr bool kQ = E::kQuantise;
   static_assert(!kQ || C == 2, "the quantising producer: two consumers");
@@ -235,6 +254,9 @@ __device__ __forceinline__ void window_kernel_body(const CUtensorMap& tmap_x,
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   __shared__ __align__(8) uint64_t full_bar[C][kStages], empty_bar[C][kStages], w_bar;
   __shared__ __align__(8) uint64_t row_bar[kQ ? kRing : 1];  // the quantising ring's rows
+  constexpr int kPC = E::kPool ? C : 1;  // the pooling hand-off (tma_window_pool.cuh)
+  __shared__ __align__(8) uint64_t stored_bar[kPC][kPoolSlots], freed_bar[kPC][kPoolSlots],
+      pool_bar[kPC];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const uint32_t wsm = base;
   const uint32_t slabs = wsm + uint32_t(p.taps) * kTapBytes;
@@ -250,6 +272,14 @@ __device__ __forceinline__ void window_kernel_body(const CUtensorMap& tmap_x,
     mbarrier_init(smem_u32(&w_bar), 1);
     if constexpr (kQ)
       for (int r = 0; r < kRing; ++r) mbarrier_init(smem_u32(&row_bar[r]), 1);
+    if constexpr (E::kPool)
+      for (int c = 0; c < C; ++c) {
+        for (int s = 0; s < kPoolSlots; ++s) {
+          mbarrier_init(smem_u32(&stored_bar[c][s]), 4);  // the consumer's four warps
+          mbarrier_init(smem_u32(&freed_bar[c][s]), 1);   // its helper's lane 0
+        }
+        mbarrier_init(smem_u32(&pool_bar[c]), 1);
+      }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   // The quantising producer never writes a row's last 16 bytes (channels 48-63): zero them once,
@@ -282,6 +312,15 @@ __device__ __forceinline__ void window_kernel_body(const CUtensorMap& tmap_x,
           uint32_t(base - smem_u32(smem_raw) + ring_offset<E, C>(p.taps)), full_bar, empty_bar,
           row_bar, first, end, [](long long j) { return consumer_of<C>(j); },
           [](long long j) { return round_of<C>(j); });
+    } else if (E::kPool && threadIdx.x >= 32 && threadIdx.x < 32 * (C + 1)) {
+      // Warps 1..C: the pooling helpers of consumers 0..C-1 (only where E::kPool).
+      if constexpr (E::kPool) {
+        const int h = threadIdx.x / 32 - 1;
+        uint8_t* buf = smem_raw + (base - smem_u32(smem_raw)) + ring_offset<E, C>(p.taps) +
+                       h * kPoolBufBytes;
+        pool_helper(*tmap_pre, p, stored_bar[h], freed_bar[h], buf, &pool_bar[h], first + h * step,
+                    end, C * step, kWN, threadIdx.x % 32);
+      }
     } else if (threadIdx.x == 0) {
       long long j = 0;
       for (long long u = blockIdx.x; u < p.units; u += gridDim.x, ++j) {
@@ -340,6 +379,18 @@ __device__ __forceinline__ void window_kernel_body(const CUtensorMap& tmap_x,
                      : tma_detail::transpose_store_s8<kWN, kChunk, false>(
                            acc, p, reinterpret_cast<int8_t*>(stg), 0, warp, lane,
                            WindowRows(p, int(u * kWN) + lane, 32));
+      if constexpr (E::kPool) {
+        // The unit's rows are stored: hand them to the helper (tma_window_pool.cuh), the slot
+        // once it has read the slot's previous use.
+        const long long t = round_of<C>(j);
+        const int slot = int(t % kPoolSlots);
+        __syncwarp();
+        if (lane == 0) {
+          mbarrier_wait_parity(smem_u32(&freed_bar[cw][slot]),
+                               (uint32_t(t / kPoolSlots) & 1) ^ 1);
+          mbarrier_arrive(smem_u32(&stored_bar[cw][slot]));
+        }
+      }
     }
   }
 }
@@ -358,6 +409,20 @@ __global__ void __launch_bounds__(E::kQuantise ? kQuantiseCtaThreads
   pdl_wait();
 #ifdef CNNRT_WGMMA_DEVICE
   window_kernel_body<E, KH, KW, CSTEPS, C>(tmap_x, tmap_w, p);
+#endif
+}
+
+// The pooling instance (int8, WindowS8P): the same, and the pre-pool tensor's map [n * out_h rows]
+// [out_w columns][out_stride bytes] of boxes of five rows (tma_window_pool.cuh).
+template <int C>
+__global__ void __launch_bounds__(tma_detail::TmaRoles<C>::kThreads, 1)
+    conv_window_pool_kernel(const __grid_constant__ CUtensorMap tmap_x,
+                            const __grid_constant__ CUtensorMap tmap_w,
+                            const __grid_constant__ CUtensorMap tmap_pre,
+                            const TmaWindowS8PParams p) {
+  pdl_wait();
+#ifdef CNNRT_WGMMA_DEVICE
+  window_kernel_body<WindowS8P, 3, 3, 2, C>(tmap_x, tmap_w, p, &tmap_pre);
 #endif
 }
 

@@ -7,6 +7,11 @@
 // CTA, and several: the rows shared with the previous unit copied), inputs on
 // rounding boundaries (the reciprocal's deferred path), saturating and NaN.  Its shape rule (no
 // GPU needed) is test_s2d_tma.cpp's.
+// The window conv's pooling form (kernels/cuda/conv/tma_window_pool.cuh; conv_int8_s2d_window3_pool,
+// and conv_int8_s2d's default where three consumers run): its pooled output must be the staged
+// form's (conv_int8_s2d_window3: the same conv, then the pool pass) byte for byte, on the same
+// shapes — bands of two pooled rows and of one (odd pooled heights), conv rows under no band,
+// units straddling images, one unit a CTA and many.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -104,6 +109,11 @@ Ran run_entry(const char* name, const Node& node, const Calibration& calibration
   const size_t bytes = size_t(batch) * node.output_shape[1] * node.output_shape[2] *
                        ((node.output_shape[0] + 15) / 16 * 16);
   test::DeviceMem y(bytes), workspace(plan.workspace_bytes);
+  // A sentinel in the output and the workspace: a byte the kernels do not write cannot pass as
+  // the other form's, nor can a counter start from an earlier run's value.
+  CNNRT_CUDA_CHECK(cudaMemset(y.get(), 0x5A, bytes));
+  if (plan.workspace_bytes > 0)
+    CNNRT_CUDA_CHECK(cudaMemset(workspace.get(), 0x5A, plan.workspace_bytes));
   KernelArgs args;
   args.inputs = {x.get()};
   args.output = y.get();
@@ -155,6 +165,44 @@ TEST(WindowQuantise, MatchesTheRearrangementPassByteForByte) {
     EXPECT_EQ(differ, 0u) << "first at byte " << first << ": " << int(fused.y[first]) << " vs "
                           << int(two_pass.y[first]);
     EXPECT_GT(nonzero, fused.y.size() / 8) << "an output of mostly zeros checks little";
+  }
+}
+
+TEST(WindowPool, MatchesThePoolPassByteForByte) {
+  CNNRT_REQUIRE_CUDA_DEVICE();
+  if (!ConvS8Window::device_supported()) GTEST_SKIP() << "not an sm_90a device and build";
+  const Calibration calibration = stem_calibration();
+  const Stem stems[] = {
+      {224, 224, 64, 2, 1},  {224, 224, 64, 2, 3}, {131, 200, 32, 2, 2}, {97, 224, 64, 0, 1},
+      {63, 120, 64, 0, 3},   {224, 224, 64, 2, 12}, {63, 120, 64, 0, 40}, {131, 200, 32, 2, 37},
+  };
+  uint32_t seed = 70;
+  for (const Stem& s : stems) {
+    SCOPED_TRACE("h " + std::to_string(s.h) + " w " + std::to_string(s.w) + " out_c " +
+                 std::to_string(s.out_c) + " pad " + std::to_string(s.pad) + " batch " +
+                 std::to_string(s.batch));
+    std::mt19937 rng(++seed);
+    const Node node = stem_node(s, rng);
+    const test::DeviceMem x(stem_input(s, rng));
+    const Ran pooled = run_entry("conv_int8_s2d_window3_pool", node, calibration, x, s.batch);
+    const Ran staged = run_entry("conv_int8_s2d_window3", node, calibration, x, s.batch);
+    EXPECT_EQ(pooled.plan, "quantise+s2d48+window_s8x3_3x3_n128+bandpool");
+    EXPECT_EQ(staged.plan, "quantise+s2d48+window_s8x3_3x3_n128+pool");
+    // The default entry pools in the conv where it takes three consumers (units > SMs).
+    if (s.batch >= 12) {
+      const Ran by_batch = run_entry("conv_int8_s2d", node, calibration, x, s.batch);
+      EXPECT_EQ(by_batch.plan, pooled.plan);
+      EXPECT_EQ(by_batch.y, pooled.y);
+    }
+    ASSERT_EQ(pooled.y.size(), staged.y.size());
+    size_t differ = 0, nonzero = 0, first = 0;
+    for (size_t i = 0; i < pooled.y.size(); ++i) {
+      nonzero += pooled.y[i] != 0;
+      if (pooled.y[i] != staged.y[i] && differ++ == 0) first = i;
+    }
+    EXPECT_EQ(differ, 0u) << "first at byte " << first << ": " << int(pooled.y[first]) << " vs "
+                          << int(staged.y[first]);
+    EXPECT_GT(nonzero, pooled.y.size() / 8) << "an output of mostly zeros checks little";
   }
 }
 
