@@ -8,12 +8,11 @@
 //                     conv_int8_s2d_wgmma pin the TMA / wgmma GEMM at every batch; its window
 //                     conv (sm_90a, every batch where it serves) takes three consumer
 //                     warpgroups where the CTAs take more than one unit each, two below
-//                     (ConvS8Window::consumers_at), and on three pools its output itself
-//                     (tma_window_pool.cuh: no pool pass); conv_int8_s2d_window2 / _window3 pin
-//                     two / three with the pool pass, _window3_pool three pooling at every
-//                     batch, conv_int8_s2d_quantise runs the window conv's quantising form (the
-//                     fp32 input quantised and rearranged in its producer: no x' pass; slower,
-//                     run 51) — comparison entries
+//                     (ConvS8Window::consumers_at); conv_int8_s2d_window2 / _window3 pin two /
+//                     three, conv_int8_s2d_window3_pool runs its pooling form (the pool in the
+//                     conv's helper warps: no pool pass; 2x slower, run 52),
+//                     conv_int8_s2d_quantise its quantising form (the fp32 input quantised and
+//                     rearranged in its producer: no x' pass; slower, run 51) — comparison entries
 //   conv_int8_tma     dense convs with a channel stride % 64 == 0 on Hopper's TMA-fed,
 //                     warp-specialised wgmma kernel (kernels/cuda/conv/tma_s8.h), conv_int8_igemm's
 //                     split-K plan at batches its tiles leave SMs idle; a max-pool runs fused
@@ -103,10 +102,9 @@ class ConvInt8Kernel final : public LayerKernel {
   // own plan and the small-batch fallback to the mma.sync GEMM.  s2d_tma (ConvPath::SpaceToDepth):
   // whether its GEMM may run on the TMA kernel (header comment), as `wgmma` says for the wgmma
   // kernel; window_consumers: the consumer warpgroups of its window conv, where that serves (2 or
-  // 3 pinned, 0 by batch: ConvS8Window::consumers_at; by batch, three pool the output in the
-  // conv where its pooling form serves); window_quantises: that window conv reads the fp32 input
-  // itself (ConvS8Window's quantising form, two consumers: no rearrangement pass); window_pool:
-  // the pooling form at every batch (three consumers).
+  // 3 pinned, 0 by batch: ConvS8Window::consumers_at); window_quantises: that window conv reads
+  // the fp32 input itself (ConvS8Window's quantising form, two consumers: no rearrangement pass);
+  // window_pool: its pooling form at every batch (three consumers, no pool pass).
   ConvInt8Kernel(const KernelBuildContext& context, const char* name, ConvPath path,
                  Wgmma wgmma = Wgmma::Off, int tma_tile = -1, Wgmma s2d_tma = Wgmma::Off,
                  int window_consumers = 0, bool window_quantises = false, bool window_pool = false)
@@ -203,12 +201,11 @@ class ConvInt8Kernel final : public LayerKernel {
                              info.input_types[0].dtype == DType::F32;
     if (window_) {
       // From the fp32 input the quantising form where the entry asks for it (no x' pass); else
-      // the window conv over x' on its consumer count at this batch, pooling its output itself
-      // on three (by batch) or where pinned to.
+      // the window conv over x' on its consumer count at this batch, or its pooling form where
+      // pinned (never a default: 2x slower at batch 256, docs/PERFORMANCE.md run 52).
       const bool quantised = fp32_source && window_->quantises();
       const int consumers = window_->consumers_at(info.batch);
-      const bool pooled = !quantised && window_->pools() &&
-                          (window_pool_ || (window_consumers_ == 0 && consumers == 3));
+      const bool pooled = !quantised && window_->pools() && window_pool_;
       const int code = quantised        ? kWindowQuantiseCode
                        : pooled         ? kWindow3PoolCode
                        : consumers == 3 ? kWindow3Code
