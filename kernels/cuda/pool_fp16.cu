@@ -82,14 +82,20 @@ __device__ __forceinline__ void accumulate(float (&acc)[8], const Vec8& v) {
   }
 }
 
+// Outputs are taken in reverse order, last image first.  A pool pass reads the tensor the layer
+// before has just written in increasing order: read in that order too, it starts on the oldest
+// lines, long evicted from L2, and its own misses then evict the newest before it gets to them —
+// the pool after AlexNet's int8 conv2 read all of its 36 MB input from DRAM with a 50 MB L2
+// (ncu, docs/PERFORMANCE.md run 52).  Backwards it starts on the lines still in L2.
 template <bool kMax, typename Window>
 __global__ void pool_kernel(const uint4* __restrict__ x, uint4* __restrict__ y, Geometry g,
                             Window window) {
   pdl_wait();
   const int groups = g.c_stride / 8;
   const int64_t total = g.batch * g.oh * g.ow * groups;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
-       i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < total;
+       k += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = total - 1 - k;
     const int group = static_cast<int>(i % groups);
     int64_t rest = i / groups;
     const int ox = static_cast<int>(rest % g.ow);

@@ -117,12 +117,15 @@ __device__ __forceinline__ uint4 max_s8x16(uint4 a, uint4 b) {
 
 // The int8 fused pool, 16 channels per thread: four __vmaxs4 (per-byte signed max) per window
 // tap on 16-byte rows.  The padding lanes are zeros in the pre-pool tensor, so their max is 0.
+// The outputs are taken last image first (pool_fp16.cu's pool_kernel says why: the conv before
+// wrote the last images last, so they are the ones still in L2).
 __global__ void maxpool_s8x16_kernel(const NhwcPool p, const uint4* __restrict__ x,
                                      uint4* __restrict__ y, int64_t total) {
   pdl_wait();
   const int groups = padded16(p.c) / 16;
-  for (int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; index < total;
-       index += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < total;
+       k += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t index = total - 1 - k;
     const int group = static_cast<int>(index % groups);
     const int64_t pixel = index / groups;
     const int ox = static_cast<int>(pixel % p.out_w);
