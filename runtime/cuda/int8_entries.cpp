@@ -211,19 +211,19 @@ class ConvInt8Kernel final : public LayerKernel {
                        : consumers == 3 ? kWindow3Code
                                         : kWindowCode;
       plan.variant = -1 - (2 * code + (fp32_source ? 1 : 0));
-      plan.variant_name =
-          quantised ? std::string("quantise-s2d-in-window_s8_3x3_n128")
-                    : std::string(fp32_source ? "quantise+" : "") + "s2d" +
-                          std::to_string(s2d_tma_.out_stride) +
-                          (pooled           ? "+window_s8x3_3x3_n128+bandpool"
-                           : consumers == 3 ? "+window_s8x3_3x3_n128"
-                                            : "+window_s8_3x3_n128");
+      plan.variant_name = quantised ? std::string("quantise-s2d-in-window_s8_3x3_n128")
+                                    : std::string(fp32_source ? "quantise+" : "") + "s2d" +
+                                          std::to_string(s2d_tma_.out_stride) +
+                                          (pooled           ? "+window_s8x3_3x3_n128+bandpool"
+                                           : consumers == 3 ? "+window_s8x3_3x3_n128"
+                                                            : "+window_s8_3x3_n128");
       plan.variant_name += pool_ && !pooled ? "+pool" : "";
       if (pooled)
         plan.state = std::make_shared<const WindowPoolMaps>();
       else
         plan.state = std::make_shared<const WindowInputMaps>();
-      plan.workspace_bytes = workspace_parts(info.batch, 1, true, false, !quantised, pooled).total();
+      plan.workspace_bytes =
+          workspace_parts(info.batch, 1, true, false, !quantised, pooled).total();
       return plan;
     }
     if (tma_ && info.batch > tma_max_fallback_) {
@@ -333,8 +333,8 @@ class ConvInt8Kernel final : public LayerKernel {
     if (pool_ && !fused_pool)
       parts.partial += round_up_bytes(static_cast<size_t>(batch) * conv_.out_h * conv_.out_w *
                                       conv_.out_stride * (conv_.float_output ? sizeof(float) : 1));
-    parts.partial_bytes = pool_counts ? window_->pool_count_bytes(batch)
-                                      : igemm_s8_split_bytes(conv_, batch, splits);
+    parts.partial_bytes =
+        pool_counts ? window_->pool_count_bytes(batch) : igemm_s8_split_bytes(conv_, batch, splits);
     return parts;
   }
 
@@ -368,36 +368,18 @@ class ConvInt8Kernel final : public LayerKernel {
   std::vector<int8_t> packed_weights(const ref::Int8Layer& layer) {
     switch (path_) {
       case ConvPath::Direct:
-        return pack_direct(layer);
+        return pack_s8_direct_weights(layer, conv_);
       case ConvPath::Depthwise:
         return depthwise_s8_weights(conv_, layer.weight.data());
       default:
         return pack_gemm(layer);
     }
   }
-  // [out_c][k_pad], k = (r·kw + s)·in_stride + c: the NHWC/16 input's own order, zeros elsewhere.
-  // Space-to-depth: tap (r, s) of the original kernel is block tap (r / st, s / st), channel
-  // ((r % st)·st + s % st)·C + c of the rearranged map.
+  // [out_c][k_pad] (pack_s8_gemm_weights) at the GEMM's K padding.
   std::vector<int8_t> pack_gemm(const ref::Int8Layer& layer) {
     conv_.k_total = conv_.kh * conv_.kw * conv_.in_stride;
     conv_.k_pad = round_up(conv_.k_total, k_align_);
-    return pack_gemm_for(layer, conv_);
-  }
-  // The same for `conv`'s geometry (k_total, k_pad, in_stride set).
-  std::vector<int8_t> pack_gemm_for(const ref::Int8Layer& layer, const S8Conv& conv) const {
-    const int st = tap_stride_, channels = conv.in_c / (st * st);
-    const int kh = taps_h_ > 0 ? taps_h_ : conv.kh, kw = taps_w_ > 0 ? taps_w_ : conv.kw;
-    std::vector<int8_t> packed(static_cast<size_t>(conv.out_c) * conv.k_pad, 0);
-    for (int o = 0; o < conv.out_c; ++o)
-      for (int c = 0; c < channels; ++c)
-        for (int r = 0; r < kh; ++r)
-          for (int s = 0; s < kw; ++s) {
-            const int tap = (r / st) * conv.kw + s / st;
-            const int channel = ((r % st) * st + s % st) * channels + c;
-            packed[static_cast<size_t>(o) * conv.k_pad + tap * conv.in_stride + channel] =
-                layer.weight[((static_cast<size_t>(o) * channels + c) * kh + r) * kw + s];
-          }
-    return packed;
+    return pack_s8_gemm_weights(layer, conv_, taps_h_, taps_w_, tap_stride_);
   }
 
   // conv_int8_s2d's TMA GEMM (header comment): the blocks at a 64-aligned channel stride, weight
@@ -410,7 +392,8 @@ class ConvInt8Kernel final : public LayerKernel {
     wide.k_total = wide.kh * wide.kw * stride;
     wide.k_pad = wide.k_total;  // a multiple of 64 already
     if (!tma_s8_serves(wide)) return;
-    const std::vector<int8_t> packed = pack_gemm_for(layer, wide);
+    const std::vector<int8_t> packed =
+        pack_s8_gemm_weights(layer, wide, taps_h_, taps_w_, tap_stride_);
     tma_weight_ = DeviceArray(packed.size());
     tma_weight_.upload(packed.data(), packed.size());
     wide.weight = static_cast<const int8_t*>(tma_weight_.get());
@@ -433,20 +416,6 @@ class ConvInt8Kernel final : public LayerKernel {
     tma_max_fallback_ =
         always ? 0 : fallback_max_batch([this](int b) { return tma_->plan(b).units; });
   }
-  // [out_c][kh][kw][in_c / groups].
-  std::vector<int8_t> pack_direct(const ref::Int8Layer& layer) {
-    const int per_group = conv_.in_c / conv_.groups;
-    std::vector<int8_t> packed(layer.weight.size());
-    for (int o = 0; o < conv_.out_c; ++o)
-      for (int c = 0; c < per_group; ++c)
-        for (int r = 0; r < conv_.kh; ++r)
-          for (int s = 0; s < conv_.kw; ++s)
-            packed[((static_cast<size_t>(o) * conv_.kh + r) * conv_.kw + s) * per_group + c] =
-                layer.weight[((static_cast<size_t>(o) * per_group + c) * conv_.kh + r) * conv_.kw +
-                             s];
-    return packed;
-  }
-
   // The encoded input maps of one context (KernelPlan::state).
   using TmaInputMaps = tma::InputMaps<ConvS8TmaInput>;
   void run_tma(int tile, const void* state, const void* x, void* y, int batch,
@@ -476,9 +445,8 @@ class ConvInt8Kernel final : public LayerKernel {
     if (state == nullptr || !window_ || !window_->pools())
       throw Error("conv_int8_window: a pooling run() without its form or state");
     const ConvWindowPoolInput input = static_cast<const WindowPoolMaps*>(state)->find_or_encode(
-        x, batch, [this, pre_pool](const void* p, int b) {
-          return window_->encode_pooled(p, pre_pool, b);
-        });
+        x, batch,
+        [this, pre_pool](const void* p, int b) { return window_->encode_pooled(p, pre_pool, b); });
     if (input.pre_pool != pre_pool) throw Error("conv_int8_window: the workspace moved");
     window_->forward_pooled(input, y, count, stream);
   }
@@ -557,10 +525,8 @@ void register_int8_kernels(KernelRegistry& registry) {
                                                           ConvPath::SpaceToDepth, Wgmma::Always);
                 },
                 false, false, /*baseline=*/true},
-               // conv_int8_s2d with its window conv pinned to three consumer warpgroups
-               // (tma_window_kernel.cuh's design note) or two, and in its quantising form
-               // (tma_window_quantise.cuh: the fp32 input read by the conv's producer; 14 % slower
-               // than over x' at batch 256 in run 51): comparison entries.
+               // conv_int8_s2d's window conv pinned to three or two consumers, pooling (run 52)
+               // or quantising (run 51): comparison entries (header comment).
                s2d_window_row("conv_int8_s2d_window3", 3, false),
                s2d_window_row("conv_int8_s2d_window3_pool", 3, false, true),
                s2d_window_row("conv_int8_s2d_window2", 2, false),

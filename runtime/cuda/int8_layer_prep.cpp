@@ -78,4 +78,33 @@ S8Conv s8_conv_of(const ConvShape& shape, bool float_output) {
   return conv;
 }
 
+std::vector<int8_t> pack_s8_gemm_weights(const ref::Int8Layer& layer, const S8Conv& conv,
+                                         int taps_h, int taps_w, int tap_stride) {
+  const int st = tap_stride, channels = conv.in_c / (st * st);
+  const int kh = taps_h > 0 ? taps_h : conv.kh, kw = taps_w > 0 ? taps_w : conv.kw;
+  std::vector<int8_t> packed(static_cast<size_t>(conv.out_c) * conv.k_pad, 0);
+  for (int o = 0; o < conv.out_c; ++o)
+    for (int c = 0; c < channels; ++c)
+      for (int r = 0; r < kh; ++r)
+        for (int s = 0; s < kw; ++s) {
+          const int tap = (r / st) * conv.kw + s / st;
+          const int channel = ((r % st) * st + s % st) * channels + c;
+          packed[static_cast<size_t>(o) * conv.k_pad + tap * conv.in_stride + channel] =
+              layer.weight[((static_cast<size_t>(o) * channels + c) * kh + r) * kw + s];
+        }
+  return packed;
+}
+
+std::vector<int8_t> pack_s8_direct_weights(const ref::Int8Layer& layer, const S8Conv& conv) {
+  const int per_group = conv.in_c / conv.groups;
+  std::vector<int8_t> packed(layer.weight.size());
+  for (int o = 0; o < conv.out_c; ++o)
+    for (int c = 0; c < per_group; ++c)
+      for (int r = 0; r < conv.kh; ++r)
+        for (int s = 0; s < conv.kw; ++s)
+          packed[((static_cast<size_t>(o) * conv.kh + r) * conv.kw + s) * per_group + c] =
+              layer.weight[((static_cast<size_t>(o) * per_group + c) * conv.kh + r) * conv.kw + s];
+  return packed;
+}
+
 }  // namespace cnnrt::cuda

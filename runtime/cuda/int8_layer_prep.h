@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "kernels/cpu/int8_ref.h"
 #include "kernels/cuda/conv/conv_s8.h"
@@ -58,5 +59,14 @@ inline void pool_conv_output(const NhwcPool& pool, bool float_output, const void
 
 // int8 NHWC/16 at the layer's output scale, or fp32 NHWC/8 for the graph output.
 TensorType output_type_of(const Int8Device& device);
+
+// The GEMM convs' weight rows [out_c][k_pad], k = (r·kw + s)·in_stride + c: the NHWC/16 input's
+// own order, zeros elsewhere (conv's k_pad, in_stride, kh, kw set).  Space-to-depth (tap_stride
+// s > 1, taps_h x taps_w the original kernel): tap (r, s) of the original kernel is block tap
+// (r / st, s / st), channel ((r % st)·st + s % st)·C + c of the rearranged map.
+std::vector<int8_t> pack_s8_gemm_weights(const ref::Int8Layer& layer, const S8Conv& conv,
+                                         int taps_h, int taps_w, int tap_stride);
+// The direct conv's [out_c][kh][kw][in_c / groups].
+std::vector<int8_t> pack_s8_direct_weights(const ref::Int8Layer& layer, const S8Conv& conv);
 
 }  // namespace cnnrt::cuda

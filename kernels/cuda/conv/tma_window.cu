@@ -378,11 +378,10 @@ ConvWindowPoolInput ConvS8Window::encode_pooled(const void* x, void* pre_pool, i
                              cuuint32_t(tma_window::kPoolBandConvRows)};
   const cuuint32_t element_strides[3] = {1, 1, 1};
   tma::check_encode("conv_int8_window",
-                    tma::encode_tiled()(&input.pre, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, pre_pool,
-                                        dims, strides, box, element_strides,
-                                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
-                                        CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-                                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+                    tma::encode_tiled()(
+                        &input.pre, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, pre_pool, dims, strides, box,
+                        element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                        CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
                     "cuTensorMapEncodeTiled (pre-pool bands)");
   return input;
 }

@@ -316,8 +316,8 @@ __device__ __forceinline__ void window_kernel_body(const CUtensorMap& tmap_x,
       // Warps 1..C: the pooling helpers of consumers 0..C-1 (only where E::kPool).
       if constexpr (E::kPool) {
         const int h = threadIdx.x / 32 - 1;
-        uint8_t* buf = smem_raw + (base - smem_u32(smem_raw)) + ring_offset<E, C>(p.taps) +
-                       h * kPoolBufBytes;
+        uint8_t* buf =
+            smem_raw + (base - smem_u32(smem_raw)) + ring_offset<E, C>(p.taps) + h * kPoolBufBytes;
         pool_helper(*tmap_pre, p, stored_bar[h], freed_bar[h], buf, &pool_bar[h], first + h * step,
                     end, C * step, kWN, threadIdx.x % 32);
       }
@@ -386,8 +386,7 @@ __device__ __forceinline__ void window_kernel_body(const CUtensorMap& tmap_x,
         const int slot = int(t % kPoolSlots);
         __syncwarp();
         if (lane == 0) {
-          mbarrier_wait_parity(smem_u32(&freed_bar[cw][slot]),
-                               (uint32_t(t / kPoolSlots) & 1) ^ 1);
+          mbarrier_wait_parity(smem_u32(&freed_bar[cw][slot]), (uint32_t(t / kPoolSlots) & 1) ^ 1);
           mbarrier_arrive(smem_u32(&stored_bar[cw][slot]));
         }
       }

@@ -32,8 +32,14 @@
 //   barrier again, the consumer waits for the helper's arrival on freed[cw][slot] (made as soon as
 //   it has read the slot): never in practice (the helper's ~1-3 us a unit against a consumer's
 //   ~4), but the parity protocol needs it to be exact.
-// * Exact: max commutes with nothing here — it is taken over the int8 outputs the epilogue wrote,
-//   as the pool pass does (maxpool_nhwc_s8), so the bytes are the staged form's.
+// * Exact: the max is taken over the int8 outputs the epilogue wrote, as the pool pass does
+//   (maxpool_nhwc_s8), so the bytes are the staged form's (test_window_quantise.cpp's WindowPool).
+// * Measured (H200, docs/PERFORMANCE.md run 52): correct, but 2x slower than the window conv with
+//   the pool pass (conv1 0.315 against 0.148 ms at batch 256; +8 us at batch 1, where the units
+//   alone are 13 us).  Each helper's work is one serial latency chain per unit — the stored
+//   barrier, a GPU-scope fence, the atomics, a second fence, the band's TMA load, the pooling —
+//   about 10 us where the consumer's unit takes ~4, so the consumers wait on the freed barriers.
+//   A comparison entry (conv_int8_s2d_window3_pool), never a default.
 // * Serves a 3x3 stride-2 unpadded floor-mode pool of the whole conv output, out_w <= 64 (the
 //   helper's buffer: 5 rows x 64 columns x 64 bytes).
 #pragma once
@@ -47,9 +53,9 @@
 
 namespace cnnrt::cuda::tma_window {
 
-constexpr int kPoolSlots = 4;           // stored / freed barrier pairs per consumer
-constexpr int kPoolBandConvRows = 5;    // a band's conv rows (two pooled rows of a 3x3 / 2 pool)
-constexpr int kPoolMaxCols = 64;        // the conv output's columns the buffer holds
+constexpr int kPoolSlots = 4;         // stored / freed barrier pairs per consumer
+constexpr int kPoolBandConvRows = 5;  // a band's conv rows (two pooled rows of a 3x3 / 2 pool)
+constexpr int kPoolMaxCols = 64;      // the conv output's columns the buffer holds
 constexpr uint32_t kPoolBufBytes = kPoolBandConvRows * kPoolMaxCols * 64;  // per helper, 20 KB
 
 // The pooled output and the band counters (TmaWindowS8PParams::pool).
@@ -116,12 +122,12 @@ __device__ __forceinline__ void pool_band(const CUtensorMap& tmap_pre, const P& 
     uint4 m = *reinterpret_cast<const uint4*>(base);
 #pragma unroll
     for (int t = 1; t < 9; ++t) {
-      const uint4 v =
-          *reinterpret_cast<const uint4*>(base + ((t / 3) * p.out_w + t % 3) * stride);
+      const uint4 v = *reinterpret_cast<const uint4*>(base + ((t / 3) * p.out_w + t % 3) * stride);
       m = make_uint4(__vmaxs4(m.x, v.x), __vmaxs4(m.y, v.y), __vmaxs4(m.z, v.z),
                      __vmaxs4(m.w, v.w));
     }
-    const long long pixel = (static_cast<long long>(n) * p.pool.pool_h + 2 * b + r) * p.pool.pool_w + c;
+    const long long pixel =
+        (static_cast<long long>(n) * p.pool.pool_h + 2 * b + r) * p.pool.pool_w + c;
     *reinterpret_cast<uint4*>(p.pool.y + pixel * stride + q * 16) = m;
   }
   __syncwarp();  // buf is free again
