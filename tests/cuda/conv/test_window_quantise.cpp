@@ -128,6 +128,25 @@ Ran run_entry(const char* name, const Node& node, const Calibration& calibration
   return ran;
 }
 
+std::string stem_name(const Stem& s) {
+  return "h " + std::to_string(s.h) + " w " + std::to_string(s.w) + " out_c " +
+         std::to_string(s.out_c) + " pad " + std::to_string(s.pad) + " batch " +
+         std::to_string(s.batch);
+}
+
+// `a` equals `b` byte for byte, and is not mostly zeros (which would check little).
+void expect_same_bytes(const Ran& a, const Ran& b) {
+  ASSERT_EQ(a.y.size(), b.y.size());
+  size_t differ = 0, nonzero = 0, first = 0;
+  for (size_t i = 0; i < a.y.size(); ++i) {
+    nonzero += a.y[i] != 0;
+    if (a.y[i] != b.y[i] && differ++ == 0) first = i;
+  }
+  EXPECT_EQ(differ, 0u) << "first at byte " << first << ": " << int(a.y[first]) << " vs "
+                        << int(b.y[first]);
+  EXPECT_GT(nonzero, a.y.size() / 8) << "an output of mostly zeros checks little";
+}
+
 TEST(WindowQuantise, MatchesTheRearrangementPassByteForByte) {
   CNNRT_REQUIRE_CUDA_DEVICE();
   if (!ConvS8Window::device_supported()) GTEST_SKIP() << "not an sm_90a device and build";
@@ -145,9 +164,7 @@ TEST(WindowQuantise, MatchesTheRearrangementPassByteForByte) {
   };
   uint32_t seed = 40;
   for (const Stem& s : stems) {
-    SCOPED_TRACE("h " + std::to_string(s.h) + " w " + std::to_string(s.w) + " out_c " +
-                 std::to_string(s.out_c) + " pad " + std::to_string(s.pad) + " batch " +
-                 std::to_string(s.batch));
+    SCOPED_TRACE(stem_name(s));
     std::mt19937 rng(++seed);
     const Node node = stem_node(s, rng);
     const test::DeviceMem x(stem_input(s, rng));
@@ -156,15 +173,7 @@ TEST(WindowQuantise, MatchesTheRearrangementPassByteForByte) {
     EXPECT_EQ(fused.plan.rfind("quantise-s2d-in-window_s8_3x3_n128+pool", 0), 0u) << fused.plan;
     EXPECT_EQ(two_pass.plan.rfind("quantise+s2d48+window_s8_3x3_n128+pool", 0), 0u)
         << two_pass.plan;
-    ASSERT_EQ(fused.y.size(), two_pass.y.size());
-    size_t differ = 0, nonzero = 0, first = 0;
-    for (size_t i = 0; i < fused.y.size(); ++i) {
-      nonzero += fused.y[i] != 0;
-      if (fused.y[i] != two_pass.y[i] && differ++ == 0) first = i;
-    }
-    EXPECT_EQ(differ, 0u) << "first at byte " << first << ": " << int(fused.y[first]) << " vs "
-                          << int(two_pass.y[first]);
-    EXPECT_GT(nonzero, fused.y.size() / 8) << "an output of mostly zeros checks little";
+    expect_same_bytes(fused, two_pass);
   }
 }
 
@@ -178,9 +187,7 @@ TEST(WindowPool, MatchesThePoolPassByteForByte) {
   };
   uint32_t seed = 70;
   for (const Stem& s : stems) {
-    SCOPED_TRACE("h " + std::to_string(s.h) + " w " + std::to_string(s.w) + " out_c " +
-                 std::to_string(s.out_c) + " pad " + std::to_string(s.pad) + " batch " +
-                 std::to_string(s.batch));
+    SCOPED_TRACE(stem_name(s));
     std::mt19937 rng(++seed);
     const Node node = stem_node(s, rng);
     const test::DeviceMem x(stem_input(s, rng));
@@ -188,15 +195,7 @@ TEST(WindowPool, MatchesThePoolPassByteForByte) {
     const Ran staged = run_entry("conv_int8_s2d_window3", node, calibration, x, s.batch);
     EXPECT_EQ(pooled.plan, "quantise+s2d48+window_s8x3_3x3_n128+bandpool");
     EXPECT_EQ(staged.plan, "quantise+s2d48+window_s8x3_3x3_n128+pool");
-    ASSERT_EQ(pooled.y.size(), staged.y.size());
-    size_t differ = 0, nonzero = 0, first = 0;
-    for (size_t i = 0; i < pooled.y.size(); ++i) {
-      nonzero += pooled.y[i] != 0;
-      if (pooled.y[i] != staged.y[i] && differ++ == 0) first = i;
-    }
-    EXPECT_EQ(differ, 0u) << "first at byte " << first << ": " << int(pooled.y[first]) << " vs "
-                          << int(staged.y[first]);
-    EXPECT_GT(nonzero, pooled.y.size() / 8) << "an output of mostly zeros checks little";
+    expect_same_bytes(pooled, staged);
   }
 }
 
