@@ -165,6 +165,9 @@ __device__ __forceinline__ void transpose_store_s8(const int (&acc)[MI][WN / 2],
     }
     const float mult[2] = {in[0] ? __ldg(p.multiplier + c[0]) : 0.f,
                            in[1] ? __ldg(p.multiplier + c[1]) : 0.f};
+    // The padding lanes' bytes (channels >= out_c: bias and multiplier 0, so their requantised
+    // value is 0 already) masked off all the same: bytes 0 and 2 are channel g, 1 and 3 g + 8.
+    const uint32_t keep = (in[0] ? 0x00FF00FFu : 0u) | (in[1] ? 0xFF00FF00u : 0u);
     Rows rows_of = first_rows;
 #pragma unroll
     for (int c0 = 0; c0 < WN; c0 += CHUNK) {
@@ -178,24 +181,25 @@ __device__ __forceinline__ void transpose_store_s8(const int (&acc)[MI][WN / 2],
 #pragma unroll
         for (int m = 0; m < 4; ++m) {
           const int j = c0 / 8 + jj + m;
-          uint32_t word = 0;
+          // r[q][h]: pixel 2t + q's channel g + 8h, the int8 in its low byte (requantize_small's
+          // float bits, or requantize's int), which go to byte 2q + h of the word: three byte
+          // permutes a word (run 52's ncu: the masks and shifts they replace were about a third
+          // of the epilogue's instructions, and the window conv is bound by them).
+          uint32_t r[2][2];
 #pragma unroll
           for (int q = 0; q < 2; ++q)
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-              uint32_t v = 0;
-              if (in[h]) {
-                if constexpr (SMALL)
-                  v = s8::requantize_small(acc[i][4 * j + 2 * h + q] + bias[h], mult[h],
-                                           float(p.lo), float(p.hi)) &
-                      0xFFu;
-                else
-                  v = uint8_t(
-                      s8::requantize(acc[i][4 * j + 2 * h + q] + bias[h], mult[h], p.lo, p.hi));
-              }
-              word |= v << (8 * (2 * q + h));
+              if constexpr (SMALL)
+                r[q][h] = s8::requantize_small(acc[i][4 * j + 2 * h + q] + bias[h], mult[h],
+                                               float(p.lo), float(p.hi));
+              else
+                r[q][h] = uint32_t(
+                    s8::requantize(acc[i][4 * j + 2 * h + q] + bias[h], mult[h], p.lo, p.hi));
             }
-          w[m] = word;
+          w[m] = __byte_perm(__byte_perm(r[0][0], r[0][1], 0x0040),
+                             __byte_perm(r[1][0], r[1][1], 0x0040), 0x5410) &
+                 keep;
         }
         const uint32_t addr = ptx::smem_u32(stg + (8 * (jj + st_mi) + st_row) * 16);
         stmatrix_x4_trans(addr, w);
