@@ -24,8 +24,11 @@
 //   m64 blocks (conv1's 64 channels).
 // * int8 (transpose_store_s8): the family's requantisation (epilogue_s8.cuh) per accumulator, the
 //   two int8 of one pixel's channels g and g + 8 packed as one b16 (so a pair of pixels is the
-//   fragment's b16x2), stmatrix.trans into 16-byte pixel rows whose bytes interleave channels 0-7
-//   and 8-15, and two byte permutes per 8 bytes on the way out (one lane per pixel).
+//   fragment's b16x2) — three byte permutes a word from the requantised values' low bytes (run
+//   52f: a mask, shift and or per byte were ~40 % of the epilogue's instructions, and the window
+//   conv is bound by them, run 52e) — stmatrix.trans into 16-byte pixel rows whose bytes
+//   interleave channels 0-7 and 8-15, and two byte permutes per 8 bytes on the way out (one lane
+//   per pixel).
 // * P: the kernel's parameters (fp16: bias, y, residual, out_c, act; int8: bias (bias_q),
 //   multiplier, y, out_c, out_stride, lo, hi).
 #pragma once
