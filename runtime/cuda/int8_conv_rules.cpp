@@ -71,6 +71,12 @@ bool conv_s2d_window_supported(const Node& node) {
   const S8Conv conv = s2d_tma_conv_of(*conv_shape_of(node));
   return ConvS8Window::supports(conv, padded16(conv.in_c));  // x' at the pad16 stride
 }
+bool conv_s2d_window_pool_supported(const Node& node) {
+  if (!conv_s2d_window_supported(node)) return false;
+  const ConvShape shape = *conv_shape_of(node);
+  const std::optional<NhwcPool> pool = nhwc_pool_of(shape);
+  return pool && ConvS8Window::pool_serves(s2d_tma_conv_of(shape), *pool);
+}
 // ... and its wgmma GEMM serves it on this device (the rearranged conv keeps out_c:
 // wgmma_s8_serves' out_c % 64 is the only rule the s2d conv can miss).
 bool conv_s2d_wgmma_supported(const Node& node) {

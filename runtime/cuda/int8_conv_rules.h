@@ -22,6 +22,8 @@ bool conv_s2d_tma_supported(const Node& node);
 bool conv_s2d_wgmma_supported(const Node& node);
 // ... and conv_int8_window serves that TMA form (conv_int8_s2d_window3's rule).
 bool conv_s2d_window_supported(const Node& node);
+// ... and its pooling form serves the conv's fused max-pool (conv_int8_s2d_window3_pool's rule).
+bool conv_s2d_window_pool_supported(const Node& node);
 bool conv_igemm_supported(const Node& node);
 // The node-level form of narrow_s8_serves.
 bool conv_narrow_supported(const Node& node);

@@ -486,7 +486,8 @@ class ConvInt8Kernel final : public LayerKernel {
 // A comparison entry: conv_int8_s2d with its window conv pinned to `consumers` warpgroups, in
 // its quantising form, or pooling.
 EntryRow s2d_window_row(const char* name, int consumers, bool quantises, bool pools = false) {
-  EntryRow row{name, OpKind::Conv, conv_s2d_window_supported,
+  EntryRow row{name, OpKind::Conv,
+               pools ? conv_s2d_window_pool_supported : conv_s2d_window_supported,
                [name, consumers, quantises, pools](const KernelBuildContext& context) {
                  return std::unique_ptr<LayerKernel>(std::make_unique<ConvInt8Kernel>(
                      context, name, ConvPath::SpaceToDepth, Wgmma::Auto, -1, Wgmma::Auto, consumers,

@@ -321,6 +321,35 @@ TEST(S2dTma, Int8DefaultEntryTakesTheWindowConvForAlexNetConv1OnH100) {
   }
 }
 
+// conv_int8_s2d_window3_pool (the window conv pooling its own output, tma_window_pool.cuh): a
+// comparison entry that plans its band pool at every batch, and serves only a conv whose fused
+// max-pool it can take (3x3 / 2, no padding, floor mode).
+TEST(S2dTma, Int8PoolingFormServesOnlyThePoolItTakes) {
+  PlanTargetScope h100(target_traits("h100"));
+  if (!ConvS8Tma::device_supported()) GTEST_SKIP() << "a build without the sm_90a image";
+  const Node node = conv1_node();
+  const Calibration calibration = int8_calibration();
+  const KernelEntry* entry = KernelRegistry::instance().find("conv_int8_s2d_window3_pool");
+  ASSERT_NE(entry, nullptr);
+  ASSERT_TRUE(entry->supports(node));
+  for (int batch : {1, 256})
+    EXPECT_EQ(planned_variant("conv_int8_s2d_window3_pool", node, batch, &calibration),
+              "quantise+s2d48+window_s8x3_3x3_n128+bandpool");
+  // The default entry never takes it (2x slower, docs/PERFORMANCE.md run 52).
+  EXPECT_EQ(planned_variant("conv_int8_s2d", node, 256, &calibration).find("bandpool"),
+            std::string::npos);
+  Node no_pool = node;
+  no_pool.fused_maxpool.reset();
+  no_pool.output_shape = no_pool.pre_pool_shape;
+  EXPECT_TRUE(KernelRegistry::instance().find("conv_int8_s2d_window3")->supports(no_pool));
+  EXPECT_FALSE(entry->supports(no_pool));
+  Node two_by_two = node;  // a 2x2 / 2 pool (55 -> 27): not the bands' 3x3 windows
+  two_by_two.fused_maxpool = PoolAttrs{2, 2, 2, 2, 0, 0, false, true};
+  two_by_two.output_shape = {64, 27, 27};
+  EXPECT_TRUE(KernelRegistry::instance().find("conv_int8_s2d_window3")->supports(two_by_two));
+  EXPECT_FALSE(entry->supports(two_by_two));
+}
+
 // The kernel harness's "s2d_tma" row (tests/harness/conv_cases.cpp) is there for the default
 // entries' forms over a filled GPU: at its batch (and one less), on a 132-SM H100, conv_fp16_s2d
 // and conv_int8_s2d plan the window conv, as at every batch; the pinned TMA forms run the row
