@@ -55,7 +55,8 @@
 //   warpgroup's warps 1..C pool the output by bands of two pooled rows as the consumers store it
 //   (a stored / freed barrier ring per consumer, band counters in global memory, the last
 //   contributor pools from L2 by a TMA box): no pool pass; C x 20 KB of band buffers after the
-//   staging (three consumers: 205 KB).
+//   staging (three consumers: 205 KB).  2x slower than the pool pass (run 52): a comparison
+//   entry, conv_int8_s2d_window3_pool.
 #pragma once
 
 #include <cuda.h>
