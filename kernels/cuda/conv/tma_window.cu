@@ -350,7 +350,6 @@ void ConvS8Window::forward_quantised(const ConvWindowInput& source, void* y,
   TmaWindowS8QParams p;
   fill_s8_params(p, conv_, small_sums_, y, source.batch);
   p.src = source_;
-  p.x = static_cast<const float*>(source.x);
   launch_kernel(kQuantiseKernel, ctas_of(p.units, sms_), tma_window::kQuantiseCtaThreads,
                 kQuantiseSmem, stream, source.map, w_map_, p);
 }

@@ -111,7 +111,6 @@ struct TmaWindowS8Params : WindowGeometry {
 // The quantising instance's (tma_window_quantise.cuh): the same, and the fp32 source's geometry.
 struct TmaWindowS8QParams : TmaWindowS8Params {
   S2dSource src;
-  const float* x = nullptr;  // NCHW fp32
 };
 // The pooling instance's (tma_window_pool.cuh): y is the pre-pool tensor, pool.y the output.
 struct TmaWindowS8PParams : TmaWindowS8Params {
@@ -267,8 +266,8 @@ __device__ __forceinline__ void window_kernel_body(const CUtensorMap& tmap_x,
   if (threadIdx.x == 0) {
     for (int c = 0; c < C; ++c)
       for (int s = 0; s < kStages; ++s) {
-        // The quantising producer's four warps each arrive; the TMA's one thread with its bytes.
-        mbarrier_init(smem_u32(&full_bar[c][s]), kQ ? 4 : 1);
+        // The quantising producer's warps each arrive; the TMA's one thread with its bytes.
+        mbarrier_init(smem_u32(&full_bar[c][s]), kQ ? 4 * kQuantiseProducers : 1);
         mbarrier_init(smem_u32(&empty_bar[c][s]), 1);
       }
     mbarrier_init(smem_u32(&w_bar), 1);
@@ -309,8 +308,11 @@ __device__ __forceinline__ void window_kernel_body(const CUtensorMap& tmap_x,
         tma_detail::tma_load_2d(wsm + t * kTapBytes, &tmap_w, t * 64, 0, wb);
     }
     if constexpr (kQ) {
-      quantise_producer<kStages, kWN, kSlabBytes>(p, smem_raw, slabs - smem_u32(smem_raw),
-                                                   full_bar, empty_bar, first, end);
+      quantise_producer<C, kStages, kWN, kSlabBytes>(
+          tmap_x, p, smem_raw, smem_u32(smem_raw), slabs - smem_u32(smem_raw),
+          uint32_t(base - smem_u32(smem_raw) + ring_offset<E, C>(p.taps)), full_bar, empty_bar,
+          row_bar, first, end, [](long long j) { return consumer_of<C>(j); },
+          [](long long j) { return round_of<C>(j); });
     } else if (E::kPool && threadIdx.x >= 32 && threadIdx.x < 32 * (C + 1)) {
       // Warps 1..C: the pooling helpers of consumers 0..C-1 (only where E::kPool).
       if constexpr (E::kPool) {

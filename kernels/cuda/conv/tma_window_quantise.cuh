@@ -78,86 +78,109 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map
       : "memory");
 }
 
-// x' pixel (n, i, j) quantised into its slab row (`row`, index r: the swizzle phase) straight
-// from the fp32 NCHW source: for each x' tap a (input row 4i - pad_h + a) and channel c, the 4
-// columns from 4j - pad_w as two 8-byte loads (pad_w even and w % 4 == 0: a pair is wholly inside
-// or outside the row), zeros outside the image (the conv's padding).  All 24 loads are issued
-// before the first value is used.
-__device__ __forceinline__ void quantise_pixel(const float* __restrict__ x, const S2dSource& s,
-                                               int n, int i, int j, uint8_t* row, int r) {
-  const int col = 4 * j - s.pad_w;
-  float2 v[4][3][2];  // [a][c][column pair]
-#pragma unroll
-  for (int a = 0; a < 4; ++a) {
-    const int y = 4 * i - s.pad_h + a;
-    const bool row_in = y >= 0 && y < s.h;
-#pragma unroll
-    for (int c = 0; c < 3; ++c) {
-      const float* src = x + ((static_cast<long long>(n) * 3 + c) * s.h + y) * s.w + col;
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-        v[a][c][h] = row_in && col + 2 * h >= 0 && col + 2 * h < s.w
-                         ? __ldg(reinterpret_cast<const float2*>(src + 2 * h))
-                         : make_float2(0.f, 0.f);
-    }
-  }
+// One slab row (x' pixel) from its staged x' row: `src` the staging bytes of (c 0, a 0, box
+// column 4j + shift), `row` the slab row's bytes, r its index (the swizzle phase).
+// Its x' taps a0 and a0 + 1 (half of the pixel's 48 bytes).
+__device__ __forceinline__ void quantise_pixel(const uint8_t* src, uint8_t* row, int r,
+                                               const S2dSource& s, int a0) {
   const s2d_quantise::QuantiseByReciprocal quantise{s.scale, s.reciprocal};
+  const int plane = s.cols * 4;  // bytes of one (c, a) row of the box
   const uint32_t phase = uint32_t((r >> 1) & 3) << 4;
 #pragma unroll
-  for (int a = 0; a < 4; ++a) {
-    float f[12];  // value k = b * 3 + c: byte 12a + k of the pixel
+  for (int a = a0; a < a0 + 2; ++a) {
+    float v[12];  // value k = b * 3 + c: byte 12a + k of the pixel
 #pragma unroll
     for (int c = 0; c < 3; ++c) {
-      f[c] = v[a][c][0].x;
-      f[3 + c] = v[a][c][0].y;
-      f[6 + c] = v[a][c][1].x;
-      f[9 + c] = v[a][c][1].y;
+      const float2 lo = *reinterpret_cast<const float2*>(src + (c * 4 + a) * plane);
+      const float2 hi = *reinterpret_cast<const float2*>(src + (c * 4 + a) * plane + 8);
+      v[c] = lo.x;
+      v[3 + c] = lo.y;
+      v[6 + c] = hi.x;
+      v[9 + c] = hi.y;
     }
     uint32_t deferred = 0, bytes[12];
 #pragma unroll
-    for (int k = 0; k < 12; ++k) bytes[k] = quantise(f[k], deferred, 1u << k);
+    for (int k = 0; k < 12; ++k) bytes[k] = quantise(v[k], deferred, 1u << k);
     if (deferred != 0) {  // rare: within 2^-12 of a rounding boundary, or NaN
 #pragma unroll
       for (int k = 0; k < 12; ++k)
-        if (deferred & (1u << k)) bytes[k] = quantise.exact(f[k]);
+        if (deferred & (1u << k)) bytes[k] = quantise.exact(v[k]);
     }
 #pragma unroll
     for (int w = 0; w < 3; ++w) {
-      const uint32_t word = __byte_perm(__byte_perm(bytes[4 * w], bytes[4 * w + 1], 0x0040),
-                                        __byte_perm(bytes[4 * w + 2], bytes[4 * w + 3], 0x0040),
-                                        0x5410);
+      const uint32_t word = (bytes[4 * w] & 0xffu) | (bytes[4 * w + 1] & 0xffu) << 8 |
+                            (bytes[4 * w + 2] & 0xffu) << 16 | (bytes[4 * w + 3] & 0xffu) << 24;
       *reinterpret_cast<uint32_t*>(row + ((uint32_t(12 * a + 4 * w)) ^ phase)) = word;
     }
   }
 }
 
-// Producer warpgroup w of the two builds the slabs of the CTA's units [first, end) that consumer
-// w takes (the j-th unit goes to consumer j % 2, as its (j / 2)-th): all of a unit's span rows,
-// each thread its rows r = t, t + 128 (design note), then the stage's full barrier (count 4: one
-// arrival per warp of the warpgroup).  No warpgroup waits for the other.
-template <int kStages, int kWN, uint32_t kSlabBytes, class Params>
-__device__ __forceinline__ void quantise_producer(const Params& p, uint8_t* smem,
-                                                  uint32_t slabs_off, uint64_t (*full_bar)[kStages],
-                                                  uint64_t (*empty_bar)[kStages], long long first,
-                                                  long long end) {
-  const int w = threadIdx.x / 128, t = threadIdx.x % 128;
-  const int span = kWN + (p.kh - 1) * p.in_w + p.kw - 1, hw = p.in_h * p.in_w;
-  long long round = 0;
-  for (long long u = first + w; u < end; u += 2, ++round) {
-    const int s = int(round % kStages);
-    mbarrier_wait_parity(smem_u32(&empty_bar[w][s]), (uint32_t(round / kStages) & 1) ^ 1);
-    uint8_t* slab = smem + slabs_off + (w * kStages + s) * kSlabBytes;
+// The producer warpgroups' loop (all kQuantiseThreads threads): for the CTA's units [first, end),
+// the j-th to consumer j % C's stage, build the slab from the ring.  smem: the kernel's dynamic
+// shared memory (generic pointer) and its address; offsets of the slabs and the ring from it.
+// Geometry: in_h, in_w the x' map, pixels its virtual pixels, span the slab rows a unit's MMAs
+// read.
+template <int C, int kStages, int kWN, uint32_t kSlabBytes, class Params, class ConsumerOf,
+          class RoundOf>
+__device__ __forceinline__ void quantise_producer(const CUtensorMap& tmap_x, const Params& p,
+                                                  uint8_t* smem, uint32_t smem_addr,
+                                                  uint32_t slabs_off, uint32_t ring_off,
+                                                  uint64_t (*full_bar)[kStages],
+                                                  uint64_t (*empty_bar)[kStages], uint64_t* row_bar,
+                                                  long long first, long long end,
+                                                  ConsumerOf consumer_of, RoundOf round_of) {
+  const int t = threadIdx.x % kQuantiseThreads, lane_row = t % 128, a0 = 2 * (t / 128);
+  const int in_w = p.in_w, in_h = p.in_h;
+  const int span = kWN + (p.kh - 1) * in_w + p.kw - 1;
+  const int row0 = int(first * kWN / in_w);         // the CTA's first x' row (flat over the images)
+  const long long last_v = (end - 1) * kWN + span;  // one past the CTA's last slab row
+  const int row_last = int(((last_v < p.pixels ? last_v : p.pixels) - 1) / in_w);
+  int issued = row0;  // thread 0's next row to load
+  long long j = 0;
+  for (long long u = first; u < end; ++u, ++j) {
     const int v0 = int(u * kWN);
-    // Rows past the tensor (the last unit's tail) are left as they are: they feed only virtual
-    // pixels past the images, which the epilogue drops.
-    const int rows = span < p.pixels - v0 ? span : p.pixels - v0;
-    for (int r = t; r < rows; r += 128) {
-      const int v = v0 + r, n = v / hw, rem = v - n * hw, i = rem / p.in_w;
-      quantise_pixel(p.x, p.src, n, i, rem - i * p.in_w, slab + r * 64, r);
+    const int vend = v0 + span < p.pixels ? v0 + span : p.pixels;
+    const int rlo = v0 / in_w, rhi = (vend - 1) / in_w;
+    if (t == 0) {  // keep the ring full: the rows before rlo are done (last unit's barrier)
+      const int upto = rlo + kRing - 1 < row_last ? rlo + kRing - 1 : row_last;
+      for (; issued <= upto; ++issued) {
+        const int slot = (issued - row0) % kRing;
+        const uint32_t bar = smem_u32(&row_bar[slot]);
+        tma_detail::mbar_expect_tx(bar, p.src.box_bytes);
+        const int n = issued / in_h, i = issued - n * in_h;
+        tma_load_4d(smem_addr + ring_off + slot * kSlotBytes, &tmap_x, p.src.col0,
+                    4 * i - p.src.pad_h, 0, n, bar);
+      }
     }
-    fence_proxy_async_shared();  // the generic stores, before the consumers' wgmma reads them
+    const int c = consumer_of(j), s = int(round_of(j) % kStages);
+    const uint32_t phase = uint32_t(round_of(j) / kStages) & 1;
+    mbarrier_wait_parity(smem_u32(&empty_bar[c][s]), phase ^ 1);
+    for (int row = rlo; row <= rhi; ++row) {
+      const int k = row - row0;
+      mbarrier_wait_parity(smem_u32(&row_bar[k % kRing]), uint32_t(k / kRing) & 1);
+    }
+    uint8_t* slab = smem + slabs_off + (c * kStages + s) * kSlabBytes;
+    // Rows [kWN, span) of the previous unit's slab are this one's [0, span - kWN): copied (the
+    // same swizzle phase, kWN % 8 == 0; that slab is not rewritten before unit j + 3), so only
+    // the kWN new rows are quantised.  The CTA's first unit quantises all of its rows.
+    int first_new = 0;
+    if (j > 0) {
+      const uint8_t* prev = smem + slabs_off +
+                            (consumer_of(j - 1) * kStages + round_of(j - 1) % kStages) * kSlabBytes;
+      for (int k = t; k < (span - kWN) * 4; k += kQuantiseThreads)
+        reinterpret_cast<uint4*>(slab)[k] = reinterpret_cast<const uint4*>(prev + kWN * 64)[k];
+      first_new = span - kWN;
+    }
+    for (int r = first_new + lane_row; r < vend - v0; r += 128) {
+      const int v = v0 + r, row = v / in_w, col = v - row * in_w;
+      const uint8_t* src =
+          smem + ring_off + ((row - row0) % kRing) * kSlotBytes + (4 * col + p.src.shift) * 4;
+      quantise_pixel(src, slab + r * 64, r, p.src, a0);
+    }
+    fence_proxy_async_shared();
     __syncwarp();
-    if (t % 32 == 0) mbarrier_arrive(smem_u32(&full_bar[w][s]));
+    if (t % 32 == 0) mbarrier_arrive(smem_u32(&full_bar[c][s]));
+    named_barrier_sync(1, kQuantiseThreads);  // every producer thread past this unit's rows
   }
 }
 #endif  // CNNRT_WGMMA_DEVICE
