@@ -30,8 +30,9 @@
 //   contributor pools, so the kernel cannot deadlock whatever the residency.
 // * Back-pressure: kPoolSlots barrier pairs per consumer; before arriving on a slot's stored
 //   barrier again, the consumer waits for the helper's arrival on freed[cw][slot] (made as soon as
-//   it has read the slot): never in practice (the helper's ~1-3 us a unit against a consumer's
-//   ~4), but the parity protocol needs it to be exact.
+//   it has read the slot).  The parity protocol needs it to be exact; the design expected the
+//   helpers to keep up, so that it would never wait.  They do not (measured, below), and this wait
+//   is what slows the consumers.
 // * Exact: the max is taken over the int8 outputs the epilogue wrote, as the pool pass does
 //   (maxpool_nhwc_s8), so the bytes are the staged form's (test_window_quantise.cpp's WindowPool).
 // * Measured (H200, docs/PERFORMANCE.md run 52): correct, but 2x slower than the window conv with
