@@ -76,8 +76,8 @@ run "$bin/cnnrt" calibrate "$model" --random-weights 1 --input "$SCRATCH/x16.npy
 int8=(--random-weights 1 --precision int8 --calib "$calib")
 
 if want engine; then
-# CNNRT_INT8_ENGINE_BATCH (default 3): the batch compared (conv1's window conv pools in the conv
-# from batch 6 on AlexNet: three consumers)
+# CNNRT_INT8_ENGINE_BATCH (default 3): the batch compared (conv1's window conv takes three
+# consumer warpgroups from batch 6 on AlexNet, two below)
 eb=${CNNRT_INT8_ENGINE_BATCH:-3}
 step "AlexNet int8: the GPU against the CPU integer engine (batch $eb)"
 python3 -c "import numpy as np, sys; np.save('$SCRATCH/xe.npy', np.random.default_rng(3).standard_normal(($eb, 3, 224, 224)).astype(np.float32))"

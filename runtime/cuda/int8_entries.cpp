@@ -289,12 +289,22 @@ class ConvInt8Kernel final : public LayerKernel {
     } else if (path_ == ConvPath::Narrow) {
       conv_s8_narrow(conv_, x, conv_out, args.batch, sms_, narrow_small_sums_, stream);
     } else if (window_quantised) {
-      run_window_quantised(args.state, x, conv_out, args.batch, stream);
+      window_->forward_quantised(window_maps<ConvWindowInput>(args.state, x, args.batch,
+                                                              [&](const void* p, int b) {
+                                                                return window_->encode_source(p, b);
+                                                              }),
+                                 conv_out, stream);
     } else if (window_pooled) {
-      run_window_pooled(args.state, x, conv_out, args.output,
-                        reinterpret_cast<int*>(workspace + parts.partial), args.batch, stream);
+      window_->forward_pooled(
+          window_maps<ConvWindowPoolInput>(
+              args.state, x, args.batch,
+              [&](const void* p, int b) { return window_->encode_pooled(p, conv_out, b); }),
+          args.output, reinterpret_cast<int*>(workspace + parts.partial), stream);
     } else if (on_tma && (code / 2 == kWindowCode || code / 2 == kWindow3Code)) {
-      run_window(args.state, x, conv_out, args.batch, stream, code / 2 == kWindow3Code ? 3 : 2);
+      window_->forward(window_maps<ConvWindowInput>(
+                           args.state, x, args.batch,
+                           [&](const void* p, int b) { return window_->encode_input(p, b); }),
+                       conv_out, stream, code / 2 == kWindow3Code ? 3 : 2);
     } else if (on_tma) {
       run_tma(code / 2, args.state, x, conv_out, args.batch, stream);
     } else if (splits == 0) {
@@ -430,35 +440,18 @@ class ConvInt8Kernel final : public LayerKernel {
   // consumers, the quantising form over the fp32 input, over x' on three consumers, and pooling.
   static constexpr int kWindowCode = 1 << 12, kWindowQuantiseCode = kWindowCode + 1,
                        kWindow3Code = kWindowCode + 2, kWindow3PoolCode = kWindowCode + 3;
+  // A window form's maps from the context's cache (KernelPlan::state: WindowInputMaps, or
+  // WindowPoolMaps for the pooling form), encoded on first use; ConvS8Window checks the form.
   using WindowInputMaps = tma::InputMaps<ConvWindowInput>;
-  void run_window(const void* state, const void* x, void* y, int batch, cudaStream_t stream,
-                  int consumers) const {
+  using WindowPoolMaps = tma::InputMaps<ConvWindowPoolInput>;
+  // encode(x, batch): ConvS8Window's encode_input or encode_source (the pooling form's pre-pool
+  // map lies at a fixed offset from x', in the same workspace, so x and the batch key it too).
+  template <class Input, class Encode>
+  Input window_maps(const void* state, const void* x, int batch, const Encode& encode) const {
     if (state == nullptr || !window_)
       throw Error("conv_int8_window: run() without its prepared state");
-    const ConvWindowInput input = static_cast<const WindowInputMaps*>(state)->find_or_encode(
-        x, batch, [this](const void* p, int b) { return window_->encode_input(p, b); });
-    window_->forward(input, y, stream, consumers);
+    return static_cast<const tma::InputMaps<Input>*>(state)->find_or_encode(x, batch, encode);
   }
-  using WindowPoolMaps = tma::InputMaps<ConvWindowPoolInput>;
-  void run_window_pooled(const void* state, const void* x, void* pre_pool, void* y, int* count,
-                         int batch, cudaStream_t stream) const {
-    if (state == nullptr || !window_ || !window_->pools())
-      throw Error("conv_int8_window: a pooling run() without its form or state");
-    const ConvWindowPoolInput input = static_cast<const WindowPoolMaps*>(state)->find_or_encode(
-        x, batch,
-        [this, pre_pool](const void* p, int b) { return window_->encode_pooled(p, pre_pool, b); });
-    if (input.pre_pool != pre_pool) throw Error("conv_int8_window: the workspace moved");
-    window_->forward_pooled(input, y, count, stream);
-  }
-  void run_window_quantised(const void* state, const void* x, void* y, int batch,
-                            cudaStream_t stream) const {
-    if (state == nullptr || !window_ || !window_->quantises())
-      throw Error("conv_int8_window: a quantising run() without its form or state");
-    const ConvWindowInput source = static_cast<const WindowInputMaps*>(state)->find_or_encode(
-        x, batch, [this](const void* p, int b) { return window_->encode_source(p, b); });
-    window_->forward_quantised(source, y, stream);
-  }
-
   ConvPath path_;
   int tma_tile_ = -1;              // ConvPath::Tma: pinned tile, kPinStaged, or -1
   int window_consumers_ = 0;       // the window conv's consumer warpgroups (2, 3; 0: by batch)

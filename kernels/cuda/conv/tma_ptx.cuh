@@ -1,5 +1,6 @@
 // The TMA mainloop's PTX wrappers (tma_mainloop.cuh and the window conv's kernel use them):
-// mbarrier expect-tx and cluster arrive, the tiled / multicast / im2col bulk tensor loads, the
+// mbarrier expect-tx and cluster arrive, the tiled (2-D to 4-D) / multicast / im2col bulk tensor
+// loads, the
 // quad transpose of the epilogues' 16-byte stores, and the cluster barrier and rank.  The generic
 // wgmma / mbarrier wrappers are ptx.cuh's.
 #pragma once
@@ -34,6 +35,23 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map
       "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
       " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
+// Tiled 3-D and 4-D boxes (the window conv's pre-pool bands, its quantising form's fp32 source).
+__device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap* map, int c0, int c1,
+                                            int c2, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+      : "memory");
+}
+__device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map, int c0, int c1,
+                                            int c2, int c3, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
       : "memory");
 }
 // The same with an L2 cache policy (l2_evict_first_policy): a weight read once per forward (the

@@ -268,7 +268,7 @@ bool ConvS8Window::pool_serves(const S8Conv& c, const NhwcPool& pool) {
   return pool.kh == 3 && pool.kw == 3 && pool.stride_h == 2 && pool.stride_w == 2 &&
          pool.pad_h == 0 && pool.pad_w == 0 && pool.c == c.out_c && pool.h == c.out_h &&
          pool.w == c.out_w && c.out_h >= 3 && c.out_w >= 3 && pool.out_h == (c.out_h - 3) / 2 + 1 &&
-         pool.out_w == (c.out_w - 3) / 2 + 1 && (pool.c + 15) / 16 * 16 == c.out_stride &&
+         pool.out_w == (c.out_w - 3) / 2 + 1 && padded16(pool.c) == c.out_stride &&
          c.out_w <= tma_window::kPoolMaxCols;
 }
 
@@ -355,7 +355,7 @@ void ConvS8Window::forward_quantised(const ConvWindowInput& source, void* y,
 }
 
 size_t ConvS8Window::pool_count_bytes(int batch) const {
-  return pools_ ? size_t(std::max(batch, 1)) * ((pool_.out_h + 1) / 2) * sizeof(int) : 0;
+  return pools_ ? size_t(std::max(batch, 1)) * pool_bands() * sizeof(int) : 0;
 }
 
 ConvWindowPoolInput ConvS8Window::encode_pooled(const void* x, void* pre_pool, int batch) const {
@@ -395,7 +395,7 @@ void ConvS8Window::forward_pooled(const ConvWindowPoolInput& input, void* y, int
   p.pool.count = count;
   p.pool.pool_h = pool_.out_h;
   p.pool.pool_w = pool_.out_w;
-  p.pool.bands = (pool_.out_h + 1) / 2;
+  p.pool.bands = pool_bands();
   launch_kernel(kPoolKernel, ctas_of(p.units, sms_), tma_detail::TmaRoles<3>::kThreads, kPoolSmem,
                 stream, input.map, w_map_, input.pre, p);
 }

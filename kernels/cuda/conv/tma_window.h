@@ -154,7 +154,8 @@ class ConvS8Window {
   bool quantises_ = false;
   tma_window::S2dSource source_;  // where quantises_
   bool pools_ = false;
-  NhwcPool pool_;  // where pools_
+  NhwcPool pool_;                                           // where pools_
+  int pool_bands() const { return (pool_.out_h + 1) / 2; }  // two pooled rows a band
   CUtensorMap w_map_;
 };
 

@@ -69,22 +69,6 @@ struct WindowPool {
 #ifdef CNNRT_WGMMA_DEVICE
 using namespace cnnrt::cuda::ptx;
 
-__device__ __forceinline__ void fence_acq_rel_gpu() {
-  asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
-}
-__device__ __forceinline__ void fence_proxy_async_global() {
-  asm volatile("fence.proxy.async.global;\n" ::: "memory");
-}
-// A tiled 3-D box {byte, column, row} of the pre-pool tensor into `dst`.
-__device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap* map, int c0, int c1,
-                                            int c2, uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-      " [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
-      : "memory");
-}
-
 // One past band b's last conv row.
 __device__ __forceinline__ int band_end(int b, int pool_h) {
   return 2 * min(2 * b + 1, pool_h - 1) + 3;
@@ -110,7 +94,7 @@ __device__ __forceinline__ void pool_band(const CUtensorMap& tmap_pre, const P& 
     fence_proxy_async_global();  // the rows' generic stores, acquired, before the TMA reads them
     fence_proxy_async_shared();  // the last band's reads of buf before the TMA writes it
     tma_detail::mbar_expect_tx(bar, uint32_t(kPoolBandConvRows * p.out_w * stride));
-    tma_load_3d(smem_u32(buf), &tmap_pre, 0, 0, n * p.out_h + 4 * b, bar);
+    tma_detail::tma_load_3d(smem_u32(buf), &tmap_pre, 0, 0, n * p.out_h + 4 * b, bar);
   }
   mbarrier_wait_parity(bar, phase);
   phase ^= 1;

@@ -68,16 +68,6 @@ static_assert(kQuantiseThreads * kQuantiseProducerRegs + 256 * kQuantiseConsumer
 #ifdef CNNRT_WGMMA_DEVICE
 using namespace cnnrt::cuda::ptx;
 
-// A tiled 4-D box {col, row, channel, image} of the source into `dst`.
-__device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map, int c0, int c1,
-                                            int c2, int c3, uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-      " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
-      : "memory");
-}
-
 // One slab row (x' pixel) from its staged x' row: `src` the staging bytes of (c 0, a 0, box
 // column 4j + shift), `row` the slab row's bytes, r its index (the swizzle phase).
 // Its x' taps a0 and a0 + 1 (half of the pixel's 48 bytes).
@@ -148,8 +138,8 @@ __device__ __forceinline__ void quantise_producer(const CUtensorMap& tmap_x, con
         const uint32_t bar = smem_u32(&row_bar[slot]);
         tma_detail::mbar_expect_tx(bar, p.src.box_bytes);
         const int n = issued / in_h, i = issued - n * in_h;
-        tma_load_4d(smem_addr + ring_off + slot * kSlotBytes, &tmap_x, p.src.col0,
-                    4 * i - p.src.pad_h, 0, n, bar);
+        tma_detail::tma_load_4d(smem_addr + ring_off + slot * kSlotBytes, &tmap_x, p.src.col0,
+                                4 * i - p.src.pad_h, 0, n, bar);
       }
     }
     const int c = consumer_of(j), s = int(round_of(j) % kStages);

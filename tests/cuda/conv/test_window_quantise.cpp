@@ -147,11 +147,28 @@ void expect_same_bytes(const Ran& a, const Ran& b) {
   EXPECT_GT(nonzero, a.y.size() / 8) << "an output of mostly zeros checks little";
 }
 
+// Runs entries `a` and `b` on every stem (random weights and inputs seeded from `seed` and the
+// stem's place) and expects the same bytes; `plans(plan_a, plan_b)` checks the two plan names.
+template <class Plans>
+void expect_entries_agree(const std::vector<Stem>& stems, uint32_t seed, const char* a,
+                          const char* b, const Plans& plans) {
+  const Calibration calibration = stem_calibration();
+  for (const Stem& s : stems) {
+    SCOPED_TRACE(stem_name(s));
+    std::mt19937 rng(++seed);
+    const Node node = stem_node(s, rng);
+    const test::DeviceMem x(stem_input(s, rng));
+    const Ran ran_a = run_entry(a, node, calibration, x, s.batch);
+    const Ran ran_b = run_entry(b, node, calibration, x, s.batch);
+    plans(ran_a.plan, ran_b.plan);
+    expect_same_bytes(ran_a, ran_b);
+  }
+}
+
 TEST(WindowQuantise, MatchesTheRearrangementPassByteForByte) {
   CNNRT_REQUIRE_CUDA_DEVICE();
   if (!ConvS8Window::device_supported()) GTEST_SKIP() << "not an sm_90a device and build";
-  const Calibration calibration = stem_calibration();
-  const Stem stems[] = {
+  const std::vector<Stem> stems = {
       {224, 224, 64, 2, 1},  // AlexNet conv1
       {224, 224, 64, 2, 3},  //   at batch 3: units straddle the images
       {131, 200, 32, 2, 2},  // odd height, narrower rows, half the channels
@@ -162,41 +179,26 @@ TEST(WindowQuantise, MatchesTheRearrangementPassByteForByte) {
       {224, 224, 64, 2, 12},
       {63, 120, 64, 0, 40},
   };
-  uint32_t seed = 40;
-  for (const Stem& s : stems) {
-    SCOPED_TRACE(stem_name(s));
-    std::mt19937 rng(++seed);
-    const Node node = stem_node(s, rng);
-    const test::DeviceMem x(stem_input(s, rng));
-    const Ran fused = run_entry("conv_int8_s2d_quantise", node, calibration, x, s.batch);
-    const Ran two_pass = run_entry("conv_int8_s2d_window2", node, calibration, x, s.batch);
-    EXPECT_EQ(fused.plan.rfind("quantise-s2d-in-window_s8_3x3_n128+pool", 0), 0u) << fused.plan;
-    EXPECT_EQ(two_pass.plan.rfind("quantise+s2d48+window_s8_3x3_n128+pool", 0), 0u)
-        << two_pass.plan;
-    expect_same_bytes(fused, two_pass);
-  }
+  expect_entries_agree(
+      stems, 40, "conv_int8_s2d_quantise", "conv_int8_s2d_window2",
+      [](const std::string& fused, const std::string& two_pass) {
+        EXPECT_EQ(fused.rfind("quantise-s2d-in-window_s8_3x3_n128+pool", 0), 0u) << fused;
+        EXPECT_EQ(two_pass.rfind("quantise+s2d48+window_s8_3x3_n128+pool", 0), 0u) << two_pass;
+      });
 }
 
 TEST(WindowPool, MatchesThePoolPassByteForByte) {
   CNNRT_REQUIRE_CUDA_DEVICE();
   if (!ConvS8Window::device_supported()) GTEST_SKIP() << "not an sm_90a device and build";
-  const Calibration calibration = stem_calibration();
-  const Stem stems[] = {
+  const std::vector<Stem> stems = {
       {224, 224, 64, 2, 1}, {224, 224, 64, 2, 3},  {131, 200, 32, 2, 2}, {97, 224, 64, 0, 1},
       {63, 120, 64, 0, 3},  {224, 224, 64, 2, 12}, {63, 120, 64, 0, 40}, {131, 200, 32, 2, 37},
   };
-  uint32_t seed = 70;
-  for (const Stem& s : stems) {
-    SCOPED_TRACE(stem_name(s));
-    std::mt19937 rng(++seed);
-    const Node node = stem_node(s, rng);
-    const test::DeviceMem x(stem_input(s, rng));
-    const Ran pooled = run_entry("conv_int8_s2d_window3_pool", node, calibration, x, s.batch);
-    const Ran staged = run_entry("conv_int8_s2d_window3", node, calibration, x, s.batch);
-    EXPECT_EQ(pooled.plan, "quantise+s2d48+window_s8x3_3x3_n128+bandpool");
-    EXPECT_EQ(staged.plan, "quantise+s2d48+window_s8x3_3x3_n128+pool");
-    expect_same_bytes(pooled, staged);
-  }
+  expect_entries_agree(stems, 70, "conv_int8_s2d_window3_pool", "conv_int8_s2d_window3",
+                       [](const std::string& pooled, const std::string& staged) {
+                         EXPECT_EQ(pooled, "quantise+s2d48+window_s8x3_3x3_n128+bandpool");
+                         EXPECT_EQ(staged, "quantise+s2d48+window_s8x3_3x3_n128+pool");
+                       });
 }
 
 }  // namespace
